@@ -1,0 +1,132 @@
+// Package backend declares the one interface the console and the HTTP
+// server talk to. The embedded engine (backend/engine) and the HTTP client
+// (backend/client) both satisfy it.
+package backend
+
+import (
+	"context"
+
+	"gseproc/model"
+)
+
+// Backend is everything the console and the API server need.
+type Backend interface {
+	// Info says what this backend is (embedded or remote, read-only, sizes).
+	Info(ctx context.Context) (Info, error)
+
+	// Namespaces lists namespaces with their process and host counts and labels.
+	Namespaces(ctx context.Context) ([]NamespaceSummary, error)
+	// Hosts lists hosts with their agent state and the state of the matching
+	// processes on them; an empty query lists the whole fleet.
+	Hosts(ctx context.Context, q HostQuery) ([]HostView, error)
+	// Processes lists definitions matching the query.
+	Processes(ctx context.Context, q ProcQuery) ([]model.ProcessDef, error)
+	// SaveProcess validates and creates or replaces a definition
+	// (a model.ValidationError names every bad field).
+	SaveProcess(ctx context.Context, def model.ProcessDef) error
+	// DeleteProcess removes a definition by key "namespace:name".
+	DeleteProcess(ctx context.Context, key string) error
+
+	// Operate validates the request, creates a task and starts it; it returns
+	// as soon as the task exists (results arrive through Watch).
+	Operate(ctx context.Context, req OperateRequest) (model.Task, error)
+	// Task returns a task with every sub-result so far.
+	Task(ctx context.Context, id string) (TaskView, error)
+	// Tasks lists recent tasks, newest first.
+	Tasks(ctx context.Context, limit int) ([]model.Task, error)
+	// Watch streams a task's results: first every final result with
+	// Seq > after (in Seq order), then new ones as they arrive. The channel
+	// closes when the task is complete or ctx ends. Any number of watchers.
+	Watch(ctx context.Context, id string, after int64) (<-chan model.Result, error)
+	// Cancel stops a running task: pending targets become cancelled.
+	Cancel(ctx context.Context, id string) error
+
+	// Events streams host events (restarts, give-ups, limit breaches,
+	// agents going on/offline) as they happen; RecentEvents lists the last n.
+	Events(ctx context.Context) (<-chan model.Event, error)
+	RecentEvents(ctx context.Context, n int) ([]model.Event, error)
+}
+
+// Info describes a backend.
+type Info struct {
+	Mode      string `json:"mode"` // "embedded" or "remote"
+	Endpoint  string `json:"endpoint,omitempty"`
+	ReadOnly  bool   `json:"read_only"`
+	Hosts     int    `json:"hosts"`
+	Online    int    `json:"online"`
+	Processes int    `json:"processes"`
+	Running   int    `json:"running_tasks"`
+	Version   string `json:"version"`
+}
+
+// NamespaceSummary is one namespace of the registry.
+type NamespaceSummary struct {
+	Name      string              `json:"name"`
+	Processes int                 `json:"processes"`
+	Hosts     int                 `json:"hosts"`
+	Labels    map[string][]string `json:"labels,omitempty"` // key -> distinct values
+}
+
+// HostQuery selects hosts. Zero fields do not filter.
+type HostQuery struct {
+	Namespace string            `json:"namespace,omitempty"`
+	Name      string            `json:"name,omitempty"`   // process name within Namespace
+	Labels    map[string]string `json:"labels,omitempty"` // process label selector
+	Hosts     []model.Host      `json:"hosts,omitempty"`
+	Limit     int               `json:"limit,omitempty"`
+}
+
+// HostView is one host with the matching processes on it.
+type HostView struct {
+	model.HostInfo
+	Procs []ProcView `json:"procs,omitempty"`
+}
+
+// ProcView is the last known state of one process on one host.
+type ProcView struct {
+	Key     string            `json:"proc"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	Status  model.ProcStatus  `json:"status"`
+	Updated int64             `json:"updated,omitempty"` // unix seconds of the last report
+}
+
+// ProcQuery selects definitions.
+type ProcQuery struct {
+	Namespace string            `json:"namespace,omitempty"`
+	Name      string            `json:"name,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Host      *model.Host       `json:"host,omitempty"`
+}
+
+// Selector picks (host, process) targets from the registry: the processes
+// in Namespace (and Name, and matching Labels), on every host they are
+// deployed on, or only on Hosts when given.
+type Selector struct {
+	Namespace string            `json:"namespace,omitempty"`
+	Name      string            `json:"name,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Hosts     []model.Host      `json:"hosts,omitempty"`
+}
+
+// Empty reports whether the selector selects nothing at all.
+func (s Selector) Empty() bool {
+	return s.Namespace == "" && s.Name == "" && len(s.Labels) == 0 && len(s.Hosts) == 0
+}
+
+// OperateRequest is one operation. Either Selector picks registered
+// definitions, or Items carries definitions with their hosts inline (the
+// API's forms); inline definitions are saved to the registry first, so the
+// agents and later status queries know them.
+type OperateRequest struct {
+	Op       model.OpType       `json:"op_type"`
+	Selector Selector           `json:"selector,omitzero"`
+	Items    []model.ProcessDef `json:"items,omitempty"`
+	Source   string             `json:"source,omitempty"`
+	Operator string             `json:"operator,omitempty"`
+}
+
+// TaskView is a task with its sub-results (final and not).
+type TaskView struct {
+	Task    model.Task     `json:"task"`
+	Results []model.Result `json:"results"`
+}

@@ -1,0 +1,129 @@
+// Package cli holds gseproc's subcommands. Each subcommand lives in its own
+// file and is listed in commands below.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Stdio are the streams a command uses.
+type Stdio struct {
+	In  io.Reader
+	Out io.Writer
+	Err io.Writer
+}
+
+// command is one subcommand. run gets the arguments after the command name.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, io Stdio) error
+}
+
+// commands lists every subcommand. The console is the default when the
+// first argument is not a command name.
+var commands = []command{
+	{"console", "open the terminal console (the default)", runConsole},
+	{"op", "send one operation (start, stop, status, register, unregister, restart, reload, kill)", runOp},
+	{"hosts", "list the fleet's hosts with their agent state", runHosts},
+	{"procs", "list the process definitions", runProcs},
+	{"server", "serve the HTTP API (and the agents' NATS endpoint)", runServer},
+	{"agent", "run the host agent on this machine", runAgent},
+	{"sim", "run a simulated fleet as agents over NATS", runSim},
+	{"version", "print the version", runVersion},
+}
+
+// Version is set at build time with -ldflags "-X gseproc/backend/cli.Version=...".
+var Version = "dev"
+
+// ExitError carries a specific exit code (e.g. 1 when some host failed).
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// Main runs gseproc with args (without the program name) and returns the exit code.
+func Main(ctx context.Context, args []string, io Stdio) int {
+	cmd := "console"
+	if len(args) > 0 {
+		switch a := args[0]; {
+		case a == "-h" || a == "--help" || a == "help":
+			if len(args) > 1 {
+				args = []string{args[1], "--help"}
+				break
+			}
+			usage(io.Out)
+			return 0
+		case !strings.HasPrefix(a, "-"):
+			cmd, args = a, args[1:]
+		}
+	}
+	for _, c := range commands {
+		if c.name != cmd {
+			continue
+		}
+		err := c.run(ctx, args, io)
+		var ee *ExitError
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.As(err, &ee):
+			if ee.Err != nil {
+				fmt.Fprintf(io.Err, "gseproc %s: %v\n", cmd, ee.Err)
+			}
+			return ee.Code
+		default:
+			fmt.Fprintf(io.Err, "gseproc %s: %v\n", cmd, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(io.Err, "gseproc: unknown command %q\n\n", cmd)
+	usage(io.Err)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "gseproc: operate and host processes across a fleet.\n\nUsage:\n  gseproc [console flags]       open the console (embedded engine, simulated fleet)\n  gseproc COMMAND [flags]\n\nCommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "\nRun 'gseproc COMMAND --help' for a command's flags.\nConfig: --config FILE, or $GSEPROC_CONFIG, or $XDG_CONFIG_HOME/gseproc/config.toml, or /etc/gseproc/config.toml.\n")
+}
+
+// newFlags makes a FlagSet whose usage names the command and its synopsis.
+func newFlags(name, synopsis string, io Stdio) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Err)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: gseproc %s\n\nFlags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// multiFlag is a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
+
+func runVersion(_ context.Context, _ []string, io Stdio) error {
+	fmt.Fprintln(io.Out, "gseproc", Version)
+	return nil
+}

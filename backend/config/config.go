@@ -1,0 +1,115 @@
+// Package config loads gseproc's TOML configuration. Every section has its
+// own file and its own defaults; a missing file means all defaults.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is the whole file. Each section is documented in config.example.toml.
+type Config struct {
+	Log       LogConfig       `toml:"log"`
+	Console   ConsoleConfig   `toml:"console"`
+	Simulator SimulatorConfig `toml:"simulator"`
+	Engine    EngineConfig    `toml:"engine"`
+	Server    ServerConfig    `toml:"server"`
+	NATS      NATSConfig      `toml:"nats"`
+	Agent     AgentConfig     `toml:"agent"`
+
+	// Path is the file that was loaded ("" when none).
+	Path string `toml:"-"`
+	// Warnings lists unknown keys and other non-fatal findings.
+	Warnings []string `toml:"-"`
+}
+
+// LogConfig sets slog output.
+type LogConfig struct {
+	Level  string `toml:"level"`  // debug, info, warn, error
+	Format string `toml:"format"` // text or json
+	File   string `toml:"file"`   // "" = stderr (the console logs to a file or nowhere)
+}
+
+// Default returns the configuration used when no file is found.
+func Default() Config {
+	return Config{
+		Log:       LogConfig{Level: "info", Format: "text"},
+		Console:   defaultConsole(),
+		Simulator: defaultSimulator(),
+		Engine:    defaultEngine(),
+		Server:    defaultServer(),
+		NATS:      defaultNATS(),
+		Agent:     defaultAgent(),
+	}
+}
+
+// EnvVar names the environment variable that points at a config file.
+const EnvVar = "GSEPROC_CONFIG"
+
+// Candidates lists where the config file is looked for, in order, when no
+// path is given: $GSEPROC_CONFIG, $XDG_CONFIG_HOME/gseproc/config.toml (or
+// ~/.config/gseproc/config.toml), /etc/gseproc/config.toml.
+func Candidates() []string {
+	var out []string
+	if p := os.Getenv(EnvVar); p != "" {
+		out = append(out, p)
+	}
+	if d, err := os.UserConfigDir(); err == nil {
+		out = append(out, filepath.Join(d, "gseproc", "config.toml"))
+	}
+	return append(out, "/etc/gseproc/config.toml")
+}
+
+// Load reads path, or the first existing candidate when path is "". A path
+// given explicitly (flag or env var) must exist; candidates may be absent.
+// Unknown keys do not fail: they are listed in Warnings with their names.
+func Load(path string) (Config, error) {
+	cfg := Default()
+	explicit := path != ""
+	if !explicit {
+		for i, c := range Candidates() {
+			if _, err := os.Stat(c); err == nil {
+				path = c
+				explicit = i == 0 && os.Getenv(EnvVar) != ""
+				break
+			} else if i == 0 && os.Getenv(EnvVar) != "" {
+				return cfg, fmt.Errorf("config %s (from $%s): %w", c, EnvVar, err)
+			}
+		}
+	}
+	if path == "" {
+		return cfg, nil
+	}
+	md, err := toml.DecodeFile(path, &cfg)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && !explicit {
+			return Default(), nil
+		}
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
+	cfg.Path = path
+	for _, k := range md.Undecoded() {
+		cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("config %s: unknown key %q ignored", path, k.String()))
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Validate checks every section.
+func (c Config) Validate() error {
+	var errs []error
+	for _, e := range []error{c.Console.validate(), c.Simulator.validate(), c.Engine.validate(),
+		c.Server.validate(), c.NATS.validate(), c.Agent.validate()} {
+		if e != nil {
+			errs = append(errs, e)
+		}
+	}
+	return errors.Join(errs...)
+}

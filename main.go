@@ -1,0 +1,21 @@
+// Command gseproc operates and hosts processes on a fleet of hosts: an HTTP
+// API server, a task engine, a host agent, an agent simulator and a terminal
+// console, in one binary. With no arguments it opens the console on the
+// embedded engine and a simulated fleet.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"gseproc/backend/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Main(ctx, os.Args[1:], cli.Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,16 @@
+package model
+
+import "errors"
+
+// Sentinel errors shared by the engine, transports and clients. Wrap them
+// with what was being done; test with errors.Is.
+var (
+	// ErrUnreachable: no agent answers for the host (NATS: no responders). -> 117
+	ErrUnreachable = errors.New("agent unreachable")
+	// ErrNotFound: no such task, process or host.
+	ErrNotFound = errors.New("not found")
+	// ErrReadOnly: the backend refuses changes.
+	ErrReadOnly = errors.New("read-only mode")
+	// ErrConflict: the definition changed since it was read.
+	ErrConflict = errors.New("conflict")
+)

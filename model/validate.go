@@ -1,0 +1,142 @@
+package model
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// FieldError names one offending field and why.
+type FieldError struct {
+	Field  string `json:"field"`
+	Reason string `json:"reason"`
+}
+
+func (e FieldError) Error() string { return e.Field + ": " + e.Reason }
+
+// ValidationError holds every error found in one request, not just the first.
+type ValidationError []FieldError
+
+func (e ValidationError) Error() string {
+	parts := make([]string, len(e))
+	for i, f := range e {
+		parts[i] = f.Error()
+	}
+	return "invalid request: " + strings.Join(parts, "; ")
+}
+
+// Fields lists the offending field paths.
+func (e ValidationError) Fields() []string {
+	out := make([]string, len(e))
+	for i, f := range e {
+		out[i] = f.Field
+	}
+	return out
+}
+
+// Validator collects field errors.
+type Validator struct{ errs ValidationError }
+
+// Add records one error.
+func (v *Validator) Add(field, reason string) {
+	v.errs = append(v.errs, FieldError{Field: field, Reason: reason})
+}
+
+// Addf records one error with a formatted reason.
+func (v *Validator) Addf(field, format string, args ...any) {
+	v.Add(field, fmt.Sprintf(format, args...))
+}
+
+// Err is nil when nothing was recorded, else a ValidationError.
+func (v *Validator) Err() error {
+	if len(v.errs) == 0 {
+		return nil
+	}
+	return v.errs
+}
+
+// Errors returns what was recorded.
+func (v *Validator) Errors() ValidationError { return v.errs }
+
+// Merge adds the errors of err when it is a ValidationError (else one error under field).
+func (v *Validator) Merge(field string, err error) {
+	if err == nil {
+		return
+	}
+	if ve, ok := err.(ValidationError); ok {
+		v.errs = append(v.errs, ve...)
+		return
+	}
+	v.Add(field, err.Error())
+}
+
+// CheckName validates a name-like string: no NUL, newline or control characters.
+func (v *Validator) CheckName(field, s string, required bool, max int) {
+	if s == "" {
+		if required {
+			v.Add(field, "required")
+		}
+		return
+	}
+	if strings.TrimSpace(s) == "" {
+		v.Add(field, "must not be blank")
+		return
+	}
+	if len(s) > max {
+		v.Addf(field, "longer than %d characters", max)
+	}
+	if bad := badChar(s); bad != "" {
+		v.Add(field, "must not contain "+bad)
+	}
+}
+
+// CheckPath validates an absolute path without NUL or newline.
+func (v *Validator) CheckPath(field, p string, required bool) {
+	if p == "" {
+		if required {
+			v.Add(field, "required")
+		}
+		return
+	}
+	if bad := badChar(p); bad != "" {
+		v.Add(field, "must not contain "+bad)
+		return
+	}
+	if !path.IsAbs(p) {
+		v.Addf(field, "%q is not an absolute path", p)
+	}
+	if len(p) > 4096 {
+		v.Add(field, "longer than 4096 characters")
+	}
+}
+
+// CheckCommand validates a shell command: any text but NUL.
+func (v *Validator) CheckCommand(field, c string) {
+	if strings.ContainsRune(c, 0) {
+		v.Add(field, "must not contain a NUL byte")
+	}
+	if len(c) > 16384 {
+		v.Add(field, "longer than 16384 characters")
+	}
+}
+
+// CheckRange validates lo <= x <= hi.
+func (v *Validator) CheckRange(field string, x, lo, hi float64) {
+	if x < lo || x > hi {
+		v.Addf(field, "%v is out of range [%v,%v]", x, lo, hi)
+	}
+}
+
+func badChar(s string) string {
+	for _, r := range s {
+		switch {
+		case r == 0:
+			return "a NUL byte"
+		case r == '\n' || r == '\r':
+			return "a newline"
+		case r < 0x20 && r != '\t':
+			return "a control character"
+		}
+	}
+	return ""
+}
