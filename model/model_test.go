@@ -1,0 +1,377 @@
+package model
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func validProcess() Process {
+	return Process{
+		Meta: Meta{Namespace: "web", Name: "nginx", Labels: map[string]string{"app": "nginx"}},
+		Spec: Spec{
+			Identity: Identity{ProcName: "nginx", SetupPath: "/usr/local/nginx", PidPath: "/var/run/nginx.pid", User: "www"},
+			Control:  Control{StartCmd: "./start.sh", StopCmd: "./stop.sh"},
+			Resource: Resource{CPU: 30, Mem: 10},
+			Policy:   Policy{AutoType: AutoResident},
+		},
+	}.WithDefaults()
+}
+
+func TestProcessValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(p *Process)
+		field  string // "" = valid
+		reason string
+	}{
+		{"valid", func(p *Process) {}, "", ""},
+		{"namespace required", func(p *Process) { p.Meta.Namespace = "" }, "meta.namespace", "required"},
+		{"namespace colon", func(p *Process) { p.Meta.Namespace = "a:b" }, "meta.namespace", "':'"},
+		{"name required", func(p *Process) { p.Meta.Name = "" }, "meta.name", "required"},
+		{"name newline", func(p *Process) { p.Meta.Name = "a\nb" }, "meta.name", "newline"},
+		{"name NUL", func(p *Process) { p.Meta.Name = "a\x00b" }, "meta.name", "NUL"},
+		{"name blank", func(p *Process) { p.Meta.Name = "   " }, "meta.name", "blank"},
+		{"label key with =", func(p *Process) { p.Meta.Labels = map[string]string{"a=b": "c"} }, "meta.labels[a=b]", "'='"},
+		{"proc_name required", func(p *Process) { p.Spec.Identity.ProcName = "" }, "spec.identity.proc_name", "required"},
+		{"proc_name path", func(p *Process) { p.Spec.Identity.ProcName = "bin/nginx" }, "spec.identity.proc_name", "file name"},
+		{"setup_path required", func(p *Process) { p.Spec.Identity.SetupPath = "" }, "spec.identity.setup_path", "required"},
+		{"setup_path relative", func(p *Process) { p.Spec.Identity.SetupPath = "usr/local" }, "spec.identity.setup_path", "absolute"},
+		{"setup_path newline", func(p *Process) { p.Spec.Identity.SetupPath = "/usr/\nlocal" }, "spec.identity.setup_path", "newline"},
+		{"pid_path required", func(p *Process) { p.Spec.Identity.PidPath = "" }, "spec.identity.pid_path", "required"},
+		{"pid_path NUL", func(p *Process) { p.Spec.Identity.PidPath = "/run/\x00x.pid" }, "spec.identity.pid_path", "NUL"},
+		{"config_path relative", func(p *Process) { p.Spec.Identity.ConfigPath = "etc/x.conf" }, "spec.identity.config_path", "absolute"},
+		{"log_path relative", func(p *Process) { p.Spec.Identity.LogPath = "logs" }, "spec.identity.log_path", "absolute"},
+		{"user with space", func(p *Process) { p.Spec.Identity.User = "a b" }, "spec.identity.user", "account"},
+		{"command NUL", func(p *Process) { p.Spec.Control.StopCmd = "kill\x00" }, "spec.control.stop_cmd", "NUL"},
+		{"shell ext", func(p *Process) { p.Spec.Control.ShellExt = "cmd" }, "spec.control.cmd_shell_ext", "sh, bat, ps1"},
+		{"cpu over 100", func(p *Process) { p.Spec.Resource.CPU = 101 }, "spec.resource.cpu", "out of range"},
+		{"cpu negative", func(p *Process) { p.Spec.Resource.CPU = -1 }, "spec.resource.cpu", "out of range"},
+		{"mem over 100", func(p *Process) { p.Spec.Resource.Mem = 100.5 }, "spec.resource.mem", "out of range"},
+		{"mem 100 ok", func(p *Process) { p.Spec.Resource.Mem = 100 }, "", ""},
+		{"auto type 3", func(p *Process) { p.Spec.Policy.AutoType = 3 }, "spec.monitor_policy.auto_type", "not one of"},
+		{"periodic needs cycle", func(p *Process) { p.Spec.Policy.AutoType = AutoPeriodic }, "spec.monitor_policy.cycle_time", "required"},
+		{"periodic with cycle", func(p *Process) { p.Spec.Policy.AutoType = AutoPeriodic; p.Spec.Policy.CycleTime = 60 }, "", ""},
+		{"negative retries", func(p *Process) { p.Spec.Policy.StartRetries = -1 }, "spec.monitor_policy.start_retries", ">= 0"},
+		{"negative check", func(p *Process) { p.Spec.Policy.StartCheckSecs = -2 }, "spec.monitor_policy.start_check_secs", ">= 0"},
+		{"op_timeout huge", func(p *Process) { p.Spec.Policy.OpTimeout = MaxOpTimeout + 1 }, "spec.monitor_policy.op_timeout", "out of range"},
+		{"instance_num huge", func(p *Process) { p.Spec.Policy.InstanceNum = MaxInstanceNum + 1 }, "spec.monitor_policy.instance_num", "out of range"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := validProcess()
+			tt.mutate(&p)
+			err := p.Validate("")
+			if tt.field == "" {
+				require.NoError(t, err)
+				return
+			}
+			var ve ValidationError
+			require.ErrorAs(t, err, &ve)
+			found := false
+			for _, fe := range ve {
+				if fe.Field == tt.field && strings.Contains(fe.Reason, tt.reason) {
+					found = true
+				}
+			}
+			assert.True(t, found, "want %s: ...%s..., got %v", tt.field, tt.reason, ve)
+		})
+	}
+}
+
+func TestValidateCollectsEveryError(t *testing.T) {
+	p := Process{}
+	p.Spec.Resource.CPU = 500
+	p.Spec.Policy.AutoType = AutoPeriodic
+	err := p.Validate("items[3]")
+	var ve ValidationError
+	require.ErrorAs(t, err, &ve)
+	fields := ve.Fields()
+	for _, want := range []string{"items[3].meta.namespace", "items[3].meta.name", "items[3].spec.identity.proc_name",
+		"items[3].spec.identity.setup_path", "items[3].spec.identity.pid_path", "items[3].spec.resource.cpu",
+		"items[3].spec.monitor_policy.cycle_time"} {
+		assert.Contains(t, fields, want)
+	}
+	assert.Contains(t, err.Error(), "items[3].spec.resource.cpu: 500 is out of range [0,100]")
+}
+
+func TestParseOp(t *testing.T) {
+	tests := []struct {
+		in   string
+		want OpType
+		err  string
+	}{
+		{"start", OpStart, ""}, {"STOP", OpStop, ""}, {"status", OpStatus, ""}, {"check", OpStatus, ""},
+		{"register", OpRegister, ""}, {"auto", OpRegister, ""}, {"unregister", OpUnregister, ""},
+		{"noauto", OpUnregister, ""}, {"restart", OpRestart, ""}, {"reload", OpReload, ""}, {"kill", OpKill, ""},
+		{"0", OpStart, ""}, {"9", OpKill, ""}, {"7", OpRestart, ""},
+		{"5", 0, "op_type 5 is not one of"}, {"6", 0, "not one of"}, {"-1", 0, "not one of"},
+		{"explode", 0, `unknown op "explode"`},
+	}
+	for _, tt := range tests {
+		got, err := ParseOp(tt.in)
+		if tt.err != "" {
+			require.ErrorContains(t, err, tt.err, tt.in)
+			continue
+		}
+		require.NoError(t, err, tt.in)
+		assert.Equal(t, tt.want, got, tt.in)
+	}
+	assert.Len(t, AllOps(), 8)
+	for _, op := range AllOps() {
+		assert.NotEmpty(t, op.Describe(), op)
+	}
+}
+
+func TestManageOp(t *testing.T) {
+	op, ok := ManageOp(1).ToOpType()
+	assert.True(t, ok)
+	assert.Equal(t, OpRegister, op)
+	op, ok = ManageOp(2).ToOpType()
+	assert.True(t, ok)
+	assert.Equal(t, OpUnregister, op)
+	_, ok = ManageOp(3).ToOpType()
+	assert.False(t, ok)
+}
+
+func TestHosts(t *testing.T) {
+	h, err := ParseAgentID("1:10.0.0.1")
+	require.NoError(t, err)
+	assert.Equal(t, Host{IP: "10.0.0.1", CloudID: 1}, h)
+	assert.Equal(t, "1:10.0.0.1", h.AgentID())
+	h6, err := ParseAgentID("0:fe80::1")
+	require.NoError(t, err)
+	assert.Equal(t, "fe80::1", h6.IP)
+	for _, bad := range []string{"10.0.0.1", "x:10.0.0.1", "-1:10.0.0.1", "0:10.0.0.300", "0:"} {
+		_, err := ParseAgentID(bad)
+		assert.Error(t, err, bad)
+	}
+	v := &Validator{}
+	Host{IP: "10.0.0", CloudID: -1}.Validate(v, "ip_list[0]")
+	assert.Equal(t, []string{"ip_list[0].ip", "ip_list[0].bk_cloud_id"}, v.Errors().Fields())
+}
+
+func TestTaskID(t *testing.T) {
+	at := time.Date(2018, 3, 15, 18, 5, 51, 0, time.UTC)
+	id := FormatTaskID(at, 1000)
+	assert.Equal(t, "GSETASK:20180315180551:1000", id)
+	got, seq, err := ParseTaskID(id)
+	require.NoError(t, err)
+	assert.True(t, got.Equal(at))
+	assert.EqualValues(t, 1000, seq)
+	for _, bad := range []string{"GSETASK:XXXXXXXXXX", "TASK:20180315180551:1", "GSETASK:20180315180551:x", "GSETASK:2018:1"} {
+		_, _, err := ParseTaskID(bad)
+		assert.Error(t, err, bad)
+	}
+}
+
+func TestCodesAndStates(t *testing.T) {
+	tests := []struct {
+		op   OpType
+		code int
+		want ResultState
+	}{
+		{OpStart, CodeSuccess, StateSuccess},
+		{OpStart, CodeAlreadyRunning, StateSuccess},
+		{OpStop, CodeAlreadyRunning, StateFailed},
+		{OpStop, CodeNotRunning, StateSuccess},
+		{OpKill, CodeNotRunning, StateSuccess},
+		{OpStart, CodeNotRunning, StateFailed},
+		{OpRegister, CodeAlreadyRegistered, StateSuccess},
+		{OpStart, CodePostCheckFailed, StateFailed},
+		{OpStart, CodeCommandFailed, StateFailed},
+		{OpStart, CodeAgentAbnormal, StateUnreachable},
+		{OpStart, CodeTimeout, StateTimeout},
+		{OpStatus, CodeRunning, StateRunning},
+		{OpRestart, CodeIllegalOp, StateFailed},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, StateForCode(tt.op, tt.code), "%s %d", tt.op, tt.code)
+	}
+	var c Counts
+	c.Add(StateSuccess, 3)
+	c.Add(StateFailed, 1)
+	c.Add(StateTimeout, 1)
+	c.Add(StatePending, 2)
+	assert.Equal(t, 5, c.Final())
+	assert.Equal(t, 2, c.Bad())
+	assert.Equal(t, 7, c.Total())
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestProcessInfoForms(t *testing.T) {
+	scope := Scope{Type: ScopeBiz, ID: "1"}
+	// Seed 002 (operate_proc v1): commands synthesised.
+	v1 := ProcessInfo{SetupPath: "/usr/local/xxx", ProcName: "gseagent", PidPath: "/usr/local/xxx", Account: "root",
+		CmdShellExt: "bat", CPULmt: ptr(50.0), MemLmt: ptr(30.0), IPList: []Host{{IP: "10.0.0.1"}}}
+	p := v1.ToProcess(FormOperateProc, scope)
+	assert.Equal(t, "biz_1", p.Meta.Namespace)
+	assert.Equal(t, "/usr/local/xxx/gseagent", p.Meta.Name)
+	assert.Equal(t, "start.bat gseagent", p.Spec.Control.StartCmd)
+	assert.Equal(t, AutoResident, p.Spec.Policy.AutoType)
+	assert.Equal(t, 10, p.Spec.Policy.OpTimeout)
+	v1.CmdShellExt = ""
+	p = v1.ToProcess(FormOperateProc, scope)
+	assert.Equal(t, "./start.sh gseagent &", p.Spec.Control.StartCmd)
+	assert.Equal(t, "", p.Spec.Control.KillCmd)
+
+	// Seed 000 (operate_process v2): pass-through, no type -> resident, defaults.
+	v2 := ProcessInfo{SetupPath: "/usr/local/xxx", ProcName: "gseagent", PidPath: "/usr/local/xxx", Account: "root",
+		Contact: "root", CPULmt: ptr(50.0), MemLmt: ptr(30.0), IPList: []Host{{IP: "10.0.0.1"}}}
+	p = v2.ToProcess(FormOperateProcess, Scope{Type: ScopeBiz, ID: "1"})
+	assert.Equal(t, AutoResident, p.Spec.Policy.AutoType)
+	assert.Equal(t, DefaultOpTimeout, p.Spec.Policy.OpTimeout)
+	assert.Equal(t, "root", p.Spec.Identity.Contact)
+	require.NoError(t, p.Validate(""))
+
+	// Seed 001 (manage_proc): value_key names the definition.
+	mp := ProcessInfo{ProcName: "nginx", ProcOwner: "root", SetupPath: "/data/home/nginx/bin/", PidPath: "/data/var/run/nginx/",
+		ValueKey: "key_test", Type: ptr(2), CPULmt: ptr(20.0), MemLmt: ptr(30.0), CycleTime: ptr(10), InstanceNum: ptr(2),
+		StartCheckBeginTime: ptr(5), StartCheckEndTime: ptr(5), OpTimeout: ptr(5), IPList: []Host{{IP: "10.0.0.1"}}}
+	p = mp.ToProcess(FormManageProc, scope)
+	assert.Equal(t, "biz_1:key_test", p.Key())
+	assert.Equal(t, AutoOneShot, p.Spec.Policy.AutoType)
+	assert.Equal(t, 2, p.Spec.Policy.InstanceNum)
+	assert.Equal(t, 5+5, p.Deadline(OpStart))
+	v := &Validator{}
+	ValidateInfos(v, FormManageProc, scope, []ProcessInfo{mp}, 0)
+	require.NoError(t, v.Err())
+
+	// Periodic by cycle_time when type is absent.
+	per := mp
+	per.Type = nil
+	assert.Equal(t, AutoPeriodic, per.ToProcess(FormOperateProcess, scope).Spec.Policy.AutoType)
+}
+
+func TestValidateInfosNamesWireFields(t *testing.T) {
+	scope := Scope{Type: ScopeBiz, ID: "1"}
+	bad := ProcessInfo{ProcName: "", SetupPath: "relative", PidPath: "", CPULmt: ptr(101.0), Type: ptr(0),
+		IPList: []Host{{IP: "300.1.1.1"}}}
+	v := &Validator{}
+	ValidateInfos(v, FormManageProc, scope, []ProcessInfo{validInfo(), bad}, 0)
+	fields := v.Errors().Fields()
+	for _, want := range []string{"process_infos[1].proc_name", "process_infos[1].setup_path", "process_infos[1].pid_path",
+		"process_infos[1].cpu_lmt", "process_infos[1].cycle_time", "process_infos[1].ip_list[0].ip", "process_infos[1].proc_owner"} {
+		assert.Contains(t, fields, want)
+	}
+	for _, f := range fields {
+		assert.True(t, strings.HasPrefix(f, "process_infos[1]"), "valid entry 0 reported: %s", f)
+	}
+
+	v = &Validator{}
+	ValidateInfos(v, FormOperateProcess, scope, nil, 0)
+	assert.Equal(t, []string{"process_infos"}, v.Errors().Fields())
+
+	v = &Validator{}
+	ValidateInfos(v, FormOperateProcess, scope, []ProcessInfo{validInfo(), validInfo()}, 1)
+	assert.ErrorContains(t, v.Err(), "more than the limit of 1")
+}
+
+func validInfo() ProcessInfo {
+	return ProcessInfo{ProcName: "a", ProcOwner: "root", SetupPath: "/opt/a", PidPath: "/opt/a/a.pid", IPList: []Host{{IP: "10.0.0.2"}}}
+}
+
+func TestScope(t *testing.T) {
+	tests := []struct {
+		s     Scope
+		field string
+	}{
+		{Scope{ScopeBiz, "1"}, ""},
+		{Scope{ScopeBizSet, "7"}, ""},
+		{Scope{"team", "1"}, "bk_scope_type"},
+		{Scope{ScopeBiz, ""}, "bk_scope_id"},
+		{Scope{ScopeBiz, "x"}, "bk_scope_id"},
+		{Scope{ScopeBiz, "0"}, "bk_scope_id"},
+		{Scope{ScopeBiz, "01"}, "bk_scope_id"},
+	}
+	for _, tt := range tests {
+		v := &Validator{}
+		tt.s.Validate(v)
+		if tt.field == "" {
+			assert.NoError(t, v.Err(), tt.s)
+		} else {
+			assert.Contains(t, v.Errors().Fields(), tt.field, tt.s)
+		}
+	}
+	assert.Equal(t, "biz_set_7", Scope{ScopeBizSet, "7"}.Namespace())
+}
+
+func TestMetaForm(t *testing.T) {
+	// gse-api.md §4.2: operate_proc_multi element, verbatim.
+	raw := `{"meta": {"namespace": "gse", "name": "proc-test-1", "labels": {"proc_name": "proc-test-1"}},
+    "op_type": 0, "hosts": [{"ip": "10.0.0.1", "bk_cloud_id": 1}],
+    "spec": {
+      "identity": {"index_key": "", "proc_name": "proc-test-1", "setup_path": "/data/gsetest/",
+                   "pid_path": "/data/gsetest/proc-test-1.pid", "config_path": "/data/gsetest/proc-test-1.conf",
+                   "log_path": "/data/gsetest/logs/", "user": "root"},
+      "control": {"start_cmd": "./start.sh", "stop_cmd": "./stop.sh", "restart_cmd": "./restart.sh",
+                  "reload_cmd": "./reload.sh", "kill_cmd": "./kill.sh", "version_cmd": "./version.sh",
+                  "health_cmd": "./health.sh"},
+      "alive_monitor_policy": {"auto_type": 1, "start_check_secs": 5, "stop_check_secs": 5,
+                               "start_retries": 3, "start_interval": 20, "crotab_rule": ""},
+      "warn_report_policy": {"report_id": 0},
+      "configmap": [{"path": "", "md5": ""}]}}`
+	var r ProcRequest
+	require.NoError(t, json.Unmarshal([]byte(raw), &r))
+	p := r.ToProcess()
+	require.NoError(t, p.Validate(""))
+	assert.Equal(t, "gse:proc-test-1", p.Key())
+	assert.Equal(t, 3, p.Spec.Policy.StartRetries)
+	assert.Equal(t, 20, p.Spec.Policy.StartInterval)
+	assert.Equal(t, "./kill.sh", p.Spec.Control.KillCmd)
+	v := &Validator{}
+	hosts := r.Targets(v, "")
+	require.NoError(t, v.Err())
+	assert.Equal(t, []Host{{IP: "10.0.0.1", CloudID: 1}}, hosts)
+
+	r.AgentIDList = []string{"0:10.0.0.2", "bad"}
+	v = &Validator{}
+	hosts = r.Targets(v, "proc_operate_req[0].")
+	assert.Equal(t, []Host{{IP: "10.0.0.2"}}, hosts)
+	assert.Equal(t, []string{"proc_operate_req[0].agent_id_list[1]"}, v.Errors().Fields())
+}
+
+func TestContent(t *testing.T) {
+	p := validProcess()
+	var ctl struct {
+		Value []map[string]any `json:"value"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(ControlContent(p, "success", true)), &ctl))
+	require.Len(t, ctl.Value, 1)
+	assert.Equal(t, "nginx", ctl.Value[0]["procName"])
+	assert.Equal(t, true, ctl.Value[0]["isAuto"])
+
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	st := ProcStatus{State: ProcStopped, PID: 0}
+	var sc struct {
+		IP      string `json:"ip"`
+		Process []struct {
+			ProcName string           `json:"procname"`
+			Instance []map[string]any `json:"instance"`
+		} `json:"process"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(StatusContent(Host{IP: "10.0.0.1"}, p, st, now)), &sc))
+	assert.Equal(t, "10.0.0.1", sc.IP)
+	assert.EqualValues(t, -1, sc.Process[0].Instance[0]["pid"])
+	st = ProcStatus{State: ProcRunning, PID: 4437, Hosted: true, StartTime: now.Add(-time.Minute)}
+	require.NoError(t, json.Unmarshal([]byte(StatusContent(Host{IP: "10.0.0.1"}, p, st, now)), &sc))
+	assert.EqualValues(t, 4437, sc.Process[0].Instance[0]["pid"])
+	assert.EqualValues(t, 60, sc.Process[0].Instance[0]["elapsedTime"])
+}
+
+func TestLabels(t *testing.T) {
+	k, v, err := ParseLabel("app = nginx")
+	require.NoError(t, err)
+	assert.Equal(t, "app", k)
+	assert.Equal(t, "nginx", v)
+	_, _, err = ParseLabel("nginx")
+	assert.Error(t, err)
+	assert.True(t, MatchLabels(map[string]string{"a": "1", "b": "2"}, map[string]string{"a": "1"}))
+	assert.False(t, MatchLabels(map[string]string{"a": "1"}, map[string]string{"a": "2"}))
+	assert.Equal(t, []string{"a=1", "b=2"}, SortedLabels(map[string]string{"b": "2", "a": "1"}))
+}
