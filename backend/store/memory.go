@@ -1,0 +1,327 @@
+// Package store holds the engine's state. Memory is the in-memory store:
+// bounded, safe for concurrent use, lost when the process exits. (A durable
+// store comes with the network transport.)
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gseproc/model"
+)
+
+// Defaults of the bounds.
+const (
+	DefaultKeepTasks  = 1000
+	DefaultKeepEvents = 10000
+)
+
+// Option configures a Memory store.
+type Option func(*Memory)
+
+// WithKeepTasks bounds how many tasks are kept: beyond n, the oldest
+// finished tasks are dropped (unfinished ones are never dropped).
+func WithKeepTasks(n int) Option {
+	return func(m *Memory) {
+		if n > 0 {
+			m.keepTasks = n
+		}
+	}
+}
+
+// WithKeepEvents bounds the event ring to n events.
+func WithKeepEvents(n int) Option {
+	return func(m *Memory) {
+		if n > 0 {
+			m.keepEvents = n
+		}
+	}
+}
+
+// WithSeqStart makes NextSeq return values after n (tests use it; by
+// default the sequence is seeded from the boot time).
+func WithSeqStart(n uint64) Option { return func(m *Memory) { m.seq.Store(n) } }
+
+// Memory is an in-memory engine.Store.
+type Memory struct {
+	seq atomic.Uint64
+
+	mu       sync.RWMutex
+	procs    map[string]model.ProcessDef
+	rev      uint64
+	statuses map[model.Host]map[string]model.ProcStatus
+	tasks    map[string]*taskRec
+	order    []string // task ids in creation order, oldest first
+
+	events []model.Event // ring of capacity keepEvents
+	evHead int           // index of the oldest event
+	evLen  int
+
+	keepTasks, keepEvents int
+}
+
+type taskRec struct {
+	task    model.Task
+	targets []model.Target
+	index   map[model.Target]int
+	results []model.Result // by target index; State "" = never put
+}
+
+// NewMemory returns an empty store. NextSeq is seeded from the current time
+// in microseconds, so task ids (which also carry the creation second) stay
+// unique across restarts of the process unless it created more than a
+// million tasks a second.
+func NewMemory(opts ...Option) *Memory {
+	m := &Memory{
+		procs:      make(map[string]model.ProcessDef),
+		statuses:   make(map[model.Host]map[string]model.ProcStatus),
+		tasks:      make(map[string]*taskRec),
+		keepTasks:  DefaultKeepTasks,
+		keepEvents: DefaultKeepEvents,
+	}
+	m.seq.Store(uint64(time.Now().UnixMicro()))
+	for _, o := range opts {
+		o(m)
+	}
+	return m
+}
+
+func cloneDef(d model.ProcessDef) model.ProcessDef {
+	d.Process = d.Process.Clone()
+	d.Hosts = slices.Clone(d.Hosts)
+	return d
+}
+
+// PutProcess creates or replaces a definition. When def.Rev is not zero it
+// must equal the stored revision (optimistic update), else ErrConflict.
+func (m *Memory) PutProcess(_ context.Context, def model.ProcessDef) error {
+	key := def.Process.Key()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.procs[key]; ok && def.Rev != 0 && def.Rev != old.Rev {
+		return fmt.Errorf("put process %s: revision %d, stored %d: %w", key, def.Rev, old.Rev, model.ErrConflict)
+	}
+	m.rev++
+	def = cloneDef(def)
+	def.Rev = m.rev
+	m.procs[key] = def
+	return nil
+}
+
+// DeleteProcess removes a definition by key.
+func (m *Memory) DeleteProcess(_ context.Context, key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.procs[key]; !ok {
+		return fmt.Errorf("delete process %s: %w", key, model.ErrNotFound)
+	}
+	delete(m.procs, key)
+	return nil
+}
+
+// Processes returns every definition sorted by key.
+func (m *Memory) Processes(_ context.Context) ([]model.ProcessDef, error) {
+	m.mu.RLock()
+	out := make([]model.ProcessDef, 0, len(m.procs))
+	for _, d := range m.procs {
+		out = append(out, cloneDef(d))
+	}
+	m.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Process.Key() < out[j].Process.Key() })
+	return out, nil
+}
+
+// PutProcStatus records the last known status of st.ProcKey on host.
+func (m *Memory) PutProcStatus(_ context.Context, host model.Host, st model.ProcStatus) error {
+	if st.ProcKey == "" {
+		return fmt.Errorf("put status on %s: proc key is empty", host)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := m.statuses[host]
+	if h == nil {
+		h = make(map[string]model.ProcStatus)
+		m.statuses[host] = h
+	}
+	h[st.ProcKey] = st
+	return nil
+}
+
+// ProcStatuses returns every last known status by host, each host's sorted by key.
+func (m *Memory) ProcStatuses(_ context.Context) (map[model.Host][]model.ProcStatus, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make(map[model.Host][]model.ProcStatus, len(m.statuses))
+	for h, byKey := range m.statuses {
+		l := make([]model.ProcStatus, 0, len(byKey))
+		for _, st := range byKey {
+			l = append(l, st)
+		}
+		sort.Slice(l, func(i, j int) bool { return l[i].ProcKey < l[j].ProcKey })
+		out[h] = l
+	}
+	return out, nil
+}
+
+// NextSeq returns the next task sequence number.
+func (m *Memory) NextSeq(_ context.Context) (uint64, error) { return m.seq.Add(1), nil }
+
+// PutTask creates a task with its targets.
+func (m *Memory) PutTask(_ context.Context, t model.Task, targets []model.Target) error {
+	rec := &taskRec{task: t, targets: slices.Clone(targets), index: make(map[model.Target]int, len(targets))}
+	for i, tg := range targets {
+		if _, dup := rec.index[tg]; dup {
+			return fmt.Errorf("put task %s: target %s %s given twice", t.ID, tg.Host, tg.ProcKey)
+		}
+		rec.index[tg] = i
+	}
+	rec.results = make([]model.Result, len(targets))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.tasks[t.ID]; ok {
+		return fmt.Errorf("put task %s: exists: %w", t.ID, model.ErrConflict)
+	}
+	m.tasks[t.ID] = rec
+	m.order = append(m.order, t.ID)
+	m.evictLocked()
+	return nil
+}
+
+func finished(s model.TaskStatus) bool {
+	return s == model.TaskDone || s == model.TaskFailed || s == model.TaskCanceled
+}
+
+// evictLocked drops the oldest finished tasks beyond keepTasks.
+func (m *Memory) evictLocked() {
+	excess := len(m.order) - m.keepTasks
+	if excess <= 0 {
+		return
+	}
+	kept := m.order[:0]
+	for _, id := range m.order {
+		if excess > 0 && finished(m.tasks[id].task.Status) {
+			delete(m.tasks, id)
+			excess--
+			continue
+		}
+		kept = append(kept, id)
+	}
+	clear(m.order[len(kept):])
+	m.order = kept
+}
+
+// UpdateTask replaces a task's summary (status, counts, finish time).
+func (m *Memory) UpdateTask(_ context.Context, t model.Task) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, ok := m.tasks[t.ID]
+	if !ok {
+		return fmt.Errorf("update task %s: %w", t.ID, model.ErrNotFound)
+	}
+	rec.task = t
+	m.evictLocked()
+	return nil
+}
+
+// Task returns a task and its targets.
+func (m *Memory) Task(_ context.Context, id string) (model.Task, []model.Target, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	rec, ok := m.tasks[id]
+	if !ok {
+		return model.Task{}, nil, fmt.Errorf("task %s: %w", id, model.ErrNotFound)
+	}
+	return rec.task, slices.Clone(rec.targets), nil
+}
+
+// Tasks lists tasks newest first; limit <= 0 means all.
+func (m *Memory) Tasks(_ context.Context, limit int) ([]model.Task, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	n := len(m.order)
+	if limit > 0 && limit < n {
+		n = limit
+	}
+	out := make([]model.Task, 0, n)
+	for i := len(m.order) - 1; i >= 0 && len(out) < n; i-- {
+		out = append(out, m.tasks[m.order[i]].task)
+	}
+	return out, nil
+}
+
+// PutResult creates or replaces the sub-result of (r.Host, r.ProcKey).
+func (m *Memory) PutResult(_ context.Context, r model.Result) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, ok := m.tasks[r.TaskID]
+	if !ok {
+		return fmt.Errorf("put result of task %s: %w", r.TaskID, model.ErrNotFound)
+	}
+	i, ok := rec.index[model.Target{Host: r.Host, ProcKey: r.ProcKey}]
+	if !ok {
+		return fmt.Errorf("put result of task %s: %s %s is not a target: %w", r.TaskID, r.Host, r.ProcKey, model.ErrNotFound)
+	}
+	if r.State == "" {
+		r.State = model.StatePending
+	}
+	rec.results[i] = r
+	return nil
+}
+
+// Results returns the sub-results put so far, in target order.
+func (m *Memory) Results(_ context.Context, taskID string) ([]model.Result, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	rec, ok := m.tasks[taskID]
+	if !ok {
+		return nil, fmt.Errorf("results of task %s: %w", taskID, model.ErrNotFound)
+	}
+	out := make([]model.Result, 0, len(rec.results))
+	for _, r := range rec.results {
+		if r.State != "" {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// AppendEvent adds an event to the ring, dropping the oldest when full.
+func (m *Memory) AppendEvent(_ context.Context, e model.Event) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.events == nil {
+		m.events = make([]model.Event, m.keepEvents)
+	}
+	if m.evLen < len(m.events) {
+		m.events[(m.evHead+m.evLen)%len(m.events)] = e
+		m.evLen++
+		return nil
+	}
+	m.events[m.evHead] = e
+	m.evHead = (m.evHead + 1) % len(m.events)
+	return nil
+}
+
+// Events returns the last limit events, newest last; limit <= 0 means all kept.
+func (m *Memory) Events(_ context.Context, limit int) ([]model.Event, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	n := m.evLen
+	if limit > 0 && limit < n {
+		n = limit
+	}
+	out := make([]model.Event, n)
+	for i := range n {
+		out[i] = m.events[(m.evHead+m.evLen-n+i)%len(m.events)]
+	}
+	return out, nil
+}
+
+// Close releases nothing: the memory store holds no resources. It is safe
+// to call more than once.
+func (m *Memory) Close() error { return nil }

@@ -1,0 +1,172 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"gseproc/backend/engine"
+	"gseproc/model"
+)
+
+var _ engine.Store = (*Memory)(nil)
+
+func def(ns, name string, hosts ...model.Host) model.ProcessDef {
+	p := model.Process{Meta: model.Meta{Namespace: ns, Name: name, Labels: map[string]string{"app": name}}}
+	return model.ProcessDef{Process: p, Hosts: hosts}
+}
+
+func host(i int) model.Host { return model.Host{IP: fmt.Sprintf("10.0.0.%d", i)} }
+
+func TestProcessesCopyAndConflict(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory()
+	d := def("ns", "a", host(1))
+	if err := m.PutProcess(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	d.Process.Meta.Labels["app"] = "changed" // caller's map must not leak into the store
+	d.Hosts[0] = host(9)
+	got, _ := m.Processes(ctx)
+	if len(got) != 1 || got[0].Process.Meta.Labels["app"] != "a" || got[0].Hosts[0] != host(1) || got[0].Rev == 0 {
+		t.Fatalf("stored %+v", got)
+	}
+	stale := got[0]
+	stale.Rev++
+	if err := m.PutProcess(ctx, stale); !errors.Is(err, model.ErrConflict) {
+		t.Fatalf("stale rev: err %v, want ErrConflict", err)
+	}
+	if err := m.PutProcess(ctx, got[0]); err != nil {
+		t.Fatalf("current rev: %v", err)
+	}
+	if err := m.DeleteProcess(ctx, "ns:a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DeleteProcess(ctx, "ns:a"); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+}
+
+func TestNextSeqUniqueAcrossRestarts(t *testing.T) {
+	ctx := context.Background()
+	a := NewMemory()
+	seen := map[uint64]bool{}
+	for range 1000 {
+		s, _ := a.NextSeq(ctx)
+		seen[s] = true
+	}
+	time.Sleep(2 * time.Millisecond)
+	b := NewMemory() // a "restart"
+	s, _ := b.NextSeq(ctx)
+	if seen[s] {
+		t.Fatalf("seq %d repeats after restart", s)
+	}
+	if len(seen) != 1000 {
+		t.Fatalf("%d distinct of 1000", len(seen))
+	}
+}
+
+func TestTasksEvictOnlyFinished(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory(WithKeepTasks(3))
+	for i := range 5 {
+		st := model.TaskDone
+		if i == 0 {
+			st = model.TaskRunning // the oldest is unfinished: it must survive
+		}
+		tk := model.Task{ID: fmt.Sprintf("t%d", i), Status: st}
+		if err := m.PutTask(ctx, tk, []model.Target{{Host: host(1), ProcKey: "ns:a"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts, _ := m.Tasks(ctx, 0)
+	var ids []string
+	for _, tk := range ts {
+		ids = append(ids, tk.ID)
+	}
+	if fmt.Sprint(ids) != "[t4 t3 t0]" {
+		t.Fatalf("kept %v, want [t4 t3 t0]", ids)
+	}
+	if _, _, err := m.Task(ctx, "t1"); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("evicted task: %v", err)
+	}
+	if ts, _ := m.Tasks(ctx, 1); len(ts) != 1 || ts[0].ID != "t4" {
+		t.Fatalf("limit 1: %+v", ts)
+	}
+}
+
+func TestResults(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory()
+	tg := []model.Target{{Host: host(1), ProcKey: "ns:a"}, {Host: host(2), ProcKey: "ns:a"}}
+	if err := m.PutTask(ctx, model.Task{ID: "t"}, append(tg, tg[0])); err == nil {
+		t.Fatal("duplicate target accepted")
+	}
+	if err := m.PutTask(ctx, model.Task{ID: "t"}, tg); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.PutTask(ctx, model.Task{ID: "t"}, tg); !errors.Is(err, model.ErrConflict) {
+		t.Fatalf("second put: %v", err)
+	}
+	if err := m.PutResult(ctx, model.Result{TaskID: "t", Host: host(3), ProcKey: "ns:a"}); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("result for a non-target: %v", err)
+	}
+	if err := m.PutResult(ctx, model.Result{TaskID: "t", Host: host(2), ProcKey: "ns:a", State: model.StateSuccess, Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	rs, _ := m.Results(ctx, "t")
+	if len(rs) != 1 || rs[0].Host != host(2) || rs[0].Seq != 1 {
+		t.Fatalf("results %+v", rs)
+	}
+}
+
+func TestEventRing(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory(WithKeepEvents(4))
+	for i := range 10 {
+		_ = m.AppendEvent(ctx, model.Event{Message: fmt.Sprint(i)})
+	}
+	tests := []struct {
+		limit int
+		want  string
+	}{{0, "[6 7 8 9]"}, {2, "[8 9]"}, {10, "[6 7 8 9]"}}
+	for _, tc := range tests {
+		evs, _ := m.Events(ctx, tc.limit)
+		var got []string
+		for _, e := range evs {
+			got = append(got, e.Message)
+		}
+		if fmt.Sprint(got) != tc.want {
+			t.Errorf("Events(%d) = %v, want %s", tc.limit, got, tc.want)
+		}
+	}
+}
+
+func TestConcurrentUse(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory(WithKeepTasks(10))
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				id := fmt.Sprintf("t%d-%d", g, i)
+				tg := []model.Target{{Host: host(g), ProcKey: "ns:a"}}
+				_ = m.PutTask(ctx, model.Task{ID: id, Status: model.TaskRunning}, tg)
+				_ = m.PutResult(ctx, model.Result{TaskID: id, Host: host(g), ProcKey: "ns:a", State: model.StateSuccess})
+				_ = m.UpdateTask(ctx, model.Task{ID: id, Status: model.TaskDone})
+				_ = m.PutProcStatus(ctx, host(g), model.ProcStatus{ProcKey: "ns:a", State: model.ProcRunning})
+				_ = m.AppendEvent(ctx, model.Event{})
+				_, _ = m.Tasks(ctx, 5)
+				_, _ = m.ProcStatuses(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	ts, _ := m.Tasks(ctx, 0)
+	if len(ts) > 10 {
+		t.Fatalf("%d tasks kept, bound is 10", len(ts))
+	}
+}
