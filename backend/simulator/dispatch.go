@@ -1,0 +1,340 @@
+package simulator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"gseproc/model"
+)
+
+// Dispatch answers one operation as the host's agent would (engine.Dispatcher).
+//
+//   - Unknown host, or a host drawn unreachable: an error wrapping
+//     model.ErrUnreachable, at once.
+//   - Offline host: blocks until ctx ends and returns ctx.Err().
+//   - Otherwise it waits the host's drawn latency (honouring ctx), applies
+//     the op to the process's state and replies with the code and the
+//     process's status after the op (AgentReply.Status is always set).
+//
+// Codes per op (state changes only on code 0):
+//
+//	start (0)      828 running already; 836 (fails to come up) or 65535 at the
+//	               failure rate; else running, new pid, hosted.
+//	stop (1)       829 not running; 65535 at the failure rate; else stopped, not hosted.
+//	status (2)     0, nothing changes.
+//	register (3)   850 hosted already; else hosted.
+//	unregister (4) 829 not hosted (clients count it as success, like GSE's
+//	               "not running" answer); else not hosted, still running.
+//	restart (7)    836 or 65535 at the failure rate; else running with a new
+//	               pid; hosting unchanged (as gsekit models it).
+//	reload (8)     829 not running; 65535 at the failure rate; else success.
+//	kill (9)       829 not running; 65535 at the failure rate; else stopped,
+//	               not hosted.
+//	other          832.
+//
+// A process the host has not seen before (e.g. sent inline by the API) is
+// created as stopped and not hosted. Hosts named by the API documents'
+// examples (Demo) never fail at random.
+func (f *Fleet) Dispatch(ctx context.Context, host model.Host, req model.AgentRequest) (model.AgentReply, error) {
+	if err := ctx.Err(); err != nil {
+		return model.AgentReply{}, err
+	}
+	i, ok := f.lookup(host)
+	if !ok {
+		return model.AgentReply{}, fmt.Errorf("dispatch %s: no agent with this id: %w", host, model.ErrUnreachable)
+	}
+	h := &f.hosts[i]
+	h.mu.Lock()
+	if h.kind == kindUnreachable && !h.offline {
+		h.mu.Unlock()
+		return model.AgentReply{}, fmt.Errorf("dispatch %s: no responders: %w", host, model.ErrUnreachable)
+	}
+	if h.offline || h.kind == kindOffline {
+		h.mu.Unlock()
+		<-ctx.Done()
+		return model.AgentReply{}, ctx.Err()
+	}
+	// Draw everything up front, in call order, so a seed repeats a run.
+	lat := f.lat.draw(&h.rng)
+	failDraw := unit(splitmix64(&h.rng))
+	aux := splitmix64(&h.rng)
+	h.mu.Unlock()
+
+	if lat > 0 {
+		t := time.NewTimer(lat)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return model.AgentReply{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+
+	h.mu.Lock()
+	if h.offline { // taken away while the op was in flight
+		h.mu.Unlock()
+		<-ctx.Done()
+		return model.AgentReply{}, ctx.Err()
+	}
+	defer h.mu.Unlock()
+	now := f.now()
+	h.lastSeen = now.Unix()
+	p := f.proc(i, h, req.Process)
+	fail := !h.demo && failDraw < f.cfg.FailureRate
+	r := f.apply(h, p, req, fail, aux, now)
+	st := f.status(h, p, now)
+	r.Status = &st
+	return r, nil
+}
+
+// proc returns the host's state for process p, creating it on first use:
+// a deployment starts from its generated state, anything else as stopped.
+// h.mu must be held.
+func (f *Fleet) proc(i int32, h *simHost, p model.Process) *procState {
+	key := p.Key()
+	for _, ps := range h.procs {
+		if ps.key == key {
+			return ps
+		}
+	}
+	var ps procState
+	d, known := f.defKey[key]
+	if known && f.deployed(d, i) {
+		ps = f.initial(i, d)
+	} else {
+		ps = procState{key: key, procName: p.Spec.Identity.ProcName, def: -1, pid: -1}
+		if known {
+			ps.def = d
+		}
+		var t *tmpl
+		if known {
+			t = f.defs[d].t
+		}
+		ps.cpu, ps.mem = f.usage(t, hash01(f.seed, hCPU, uint64(i), uint64(len(h.procs))), hash01(f.seed, hMem, uint64(i), uint64(len(h.procs))))
+		f.extraMu.Lock()
+		f.extras = append(f.extras, procRef{host: i, key: key})
+		f.extraMu.Unlock()
+	}
+	if ps.procName == "" {
+		ps.procName = p.Spec.Identity.ProcName
+	}
+	h.procs = append(h.procs, &ps)
+	return &ps
+}
+
+// newPID hands out the host's next pid. h.mu must be held.
+func (h *simHost) newPID() int32 {
+	pid := h.nextPID
+	h.nextPID += 1 + int32(splitmix64(&h.rng)%64)
+	if h.nextPID > 4_000_000 {
+		h.nextPID = 300
+	}
+	return pid
+}
+
+func (p *procState) startAt(h *simHost, now time.Time) {
+	p.running = true
+	p.pid = h.newPID()
+	p.started = now.UnixNano()
+	p.exitStatus = 0
+}
+
+func (p *procState) stop(exit int32) {
+	p.running = false
+	p.pid = -1
+	p.exitStatus = exit
+}
+
+func (p *procState) host(now time.Time) {
+	if !p.hosted {
+		p.hosted = true
+		p.registered = now.Unix()
+	}
+}
+
+func (p *procState) unhost() {
+	p.hosted = false
+	p.registered = 0
+}
+
+// apply runs op against p and returns the reply without Status. h.mu must be held.
+func (f *Fleet) apply(h *simHost, p *procState, req model.AgentRequest, fail bool, aux uint64, now time.Time) model.AgentReply {
+	name := req.Process.Spec.Identity.ProcName
+	if name == "" {
+		name = p.procName
+	}
+	ok := model.AgentReply{Code: model.CodeSuccess, Message: "success"}
+	switch req.Op {
+	case model.OpStart:
+		if p.running {
+			return model.AgentReply{Code: model.CodeAlreadyRunning,
+				Message: fmt.Sprintf("no need to start the process(%s) that is running", name)}
+		}
+		if _, has := req.Process.Command(model.OpStart); !has {
+			return commandFailed("sh: start_cmd is empty")
+		}
+		if fail {
+			if aux&1 == 0 {
+				return model.AgentReply{Code: model.CodePostCheckFailed,
+					Message: fmt.Sprintf("start process(%s) failed: post-check found it not running", name),
+					Output:  f.failOutput(p, model.OpStart, aux)}
+			}
+			return commandFailed(f.failOutput(p, model.OpStart, aux))
+		}
+		p.startAt(h, now)
+		p.host(now)
+		return ok
+	case model.OpStop:
+		if !p.running {
+			return model.AgentReply{Code: model.CodeNotRunning,
+				Message: fmt.Sprintf("no need to stop the process(%s) that is not running", name)}
+		}
+		if fail {
+			return commandFailed(f.failOutput(p, model.OpStop, aux))
+		}
+		p.stop(0)
+		p.unhost()
+		return ok
+	case model.OpStatus:
+		return ok
+	case model.OpRegister:
+		if p.hosted {
+			return model.AgentReply{Code: model.CodeAlreadyRegistered, Message: model.CodeText(model.CodeAlreadyRegistered)}
+		}
+		p.host(now)
+		return ok
+	case model.OpUnregister:
+		if !p.hosted {
+			return model.AgentReply{Code: model.CodeNotRunning,
+				Message: fmt.Sprintf("no need to unregister the process(%s) that is not hosted", name)}
+		}
+		p.unhost()
+		return ok
+	case model.OpRestart:
+		if fail {
+			if aux&1 == 0 {
+				p.stop(1)
+				return model.AgentReply{Code: model.CodePostCheckFailed,
+					Message: fmt.Sprintf("restart process(%s) failed: post-check found it not running", name),
+					Output:  f.failOutput(p, model.OpStart, aux)}
+			}
+			return commandFailed(f.failOutput(p, model.OpRestart, aux))
+		}
+		p.startAt(h, now)
+		return ok
+	case model.OpReload:
+		if !p.running {
+			return model.AgentReply{Code: model.CodeNotRunning,
+				Message: fmt.Sprintf("no need to reload the process(%s) that is not running", name)}
+		}
+		if fail {
+			return commandFailed(f.failOutput(p, model.OpReload, aux))
+		}
+		return ok
+	case model.OpKill:
+		if !p.running {
+			return model.AgentReply{Code: model.CodeNotRunning,
+				Message: fmt.Sprintf("no need to kill the process(%s) that is not running", name)}
+		}
+		if fail {
+			return commandFailed(f.failOutput(p, model.OpKill, aux))
+		}
+		p.stop(137)
+		p.unhost()
+		return ok
+	}
+	return model.AgentReply{Code: model.CodeIllegalOp, Message: fmt.Sprintf("%s: op_type %d", model.CodeText(model.CodeIllegalOp), int(req.Op))}
+}
+
+// commandFailed is a 65535 reply: GSE puts the screen output in the message.
+func commandFailed(output string) model.AgentReply {
+	return model.AgentReply{Code: model.CodeCommandFailed,
+		Message: "Script exit code non-zero. Error msessage: [" + output + "]", Output: output}
+}
+
+// Generic screen output of failing commands, by op.
+var failOutputs = map[model.OpType][]string{
+	model.OpStart: {
+		"./start.sh: line 12: cd: /data/run: No such file or directory",
+		"Permission denied",
+		"bind: Address already in use",
+		"error while loading shared libraries: libssl.so.1.1: cannot open shared object file: No such file or directory",
+	},
+	model.OpStop: {
+		"./stop.sh: line 8: kill: (%d) - Operation not permitted",
+		"timeout: process %d did not exit within 60s",
+		"Permission denied",
+	},
+	model.OpRestart: {
+		"./restart.sh: line 20: ./start.sh: Permission denied",
+		"timeout: process %d did not exit within 60s",
+	},
+	model.OpReload: {
+		"kill: (%d) - No such process",
+		"configuration file test failed",
+	},
+	model.OpKill: {
+		"kill: (%d) - Operation not permitted",
+	},
+}
+
+// failOutput picks plausible screen output for a failing command.
+func (f *Fleet) failOutput(p *procState, op model.OpType, aux uint64) string {
+	opts := failOutputs[op]
+	if op == model.OpStart && p.def >= 0 {
+		if t := f.defs[p.def].t; t != nil && len(t.startFailOutputs) > 0 {
+			opts = append(t.startFailOutputs[:len(t.startFailOutputs):len(t.startFailOutputs)], opts...)
+		}
+	}
+	s := opts[(aux>>1)%uint64(len(opts))]
+	if strings.Contains(s, "%d") {
+		s = fmt.Sprintf(s, p.pid)
+	}
+	return s
+}
+
+// status renders p's state. h.mu must be held.
+func (f *Fleet) status(h *simHost, p *procState, now time.Time) model.ProcStatus {
+	st := model.ProcStatus{
+		ProcKey:      p.key,
+		ProcName:     p.procName,
+		State:        model.ProcStopped,
+		PID:          -1,
+		Hosted:       p.hosted,
+		RegisterTime: p.registered,
+		ReportTime:   now.Unix(),
+		Restarts:     int(p.restarts),
+		ExitStatus:   int(p.exitStatus),
+	}
+	if p.started != 0 {
+		st.LastStartTime = p.started / int64(time.Second)
+	}
+	var t *tmpl
+	if p.def >= 0 {
+		t = f.defs[p.def].t
+	}
+	if t != nil {
+		st.Version = t.versionText
+	}
+	if !p.running {
+		return st
+	}
+	st.State = model.ProcRunning
+	st.PID = int(p.pid)
+	st.StartTime = time.Unix(0, p.started)
+	// Usage wobbles around the process's typical value, changing every 5 s.
+	w := hash01(f.seed, hCPU, uint64(p.pid), uint64(now.Unix()/5))
+	st.CPU = round2(float64(p.cpu) * (0.7 + 0.6*w))
+	st.Mem = round2(float64(p.mem) * (0.95 + 0.1*w))
+	st.MemRSS = uint64(st.Mem / 100 * float64(h.memGB) * (1 << 30))
+	st.Threads = 1
+	if t != nil {
+		st.Threads = t.threads
+		st.Cmdline = strings.TrimRight(f.defs[p.def].proc.Spec.Identity.SetupPath, "/") + "/" + p.procName
+	}
+	return st
+}
+
+func round2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }

@@ -1,0 +1,505 @@
+// Package simulator is a fleet of simulated GSE agents. Every host keeps
+// real per-process state (running or not, pid, hosted or not, start time,
+// cpu/mem, restarts) and answers each operation as a GSE agent does, with
+// the codes of gse-api.md §7.1: 828 on start of a running process, 829 on
+// stop of a stopped one, 850 on re-register, 836 when a start fails to come
+// up, 65535 with command output when a command fails. Latency and failures
+// follow a profile from config; offline hosts never answer, unreachable
+// ones are refused at once (model.ErrUnreachable); hosted processes crash
+// and are brought back up by Run, which emits events.
+//
+// A Fleet implements engine.Dispatcher, engine.Inventory and
+// engine.EventSource. It is cheap at 100,000 hosts: no goroutine per host,
+// compact per-host records, and process state created only when an
+// operation first touches it (until then it is computed from the seed).
+//
+// Determinism: the same seed gives the same hosts and definitions, and each
+// host draws its latencies and failures from its own stream, so the same
+// sequence of calls to one host gives the same answers.
+package simulator
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gseproc/backend/config"
+	"gseproc/model"
+)
+
+// Host kinds, drawn from the profile at generation time.
+const (
+	kindNormal      uint8 = iota
+	kindOffline           // never answers: Dispatch blocks until ctx ends
+	kindUnreachable       // refused at once with model.ErrUnreachable
+)
+
+// AgentVersion is what simulated agents report.
+const AgentVersion = "2.1.6-sim"
+
+// hostKey indexes hosts by cloud area and IPv4 address.
+type hostKey struct {
+	cloud int32
+	ip    uint32
+}
+
+// simHost is one host: its identity, profile and the processes it has seen.
+// mu guards everything below it.
+type simHost struct {
+	host  model.Host
+	kind  uint8
+	demo  bool // named by the API documents' examples: never fails at random
+	role  uint8
+	zone  uint8
+	os    uint8
+	rack  uint16
+	memGB uint16
+
+	mu       sync.Mutex
+	offline  bool // SetOffline(true)
+	rng      uint64
+	nextPID  int32
+	procs    []*procState
+	lastSeen int64
+}
+
+// procState is one process on one host.
+type procState struct {
+	key        string
+	procName   string
+	def        int32 // index into Fleet.defs, -1 when the fleet has no such definition
+	running    bool
+	hosted     bool
+	pid        int32
+	started    int64 // unix nanoseconds of the current (or last) start
+	registered int64 // unix seconds hosting was registered
+	cpu, mem   float32
+	restarts   int32
+	exitStatus int32
+}
+
+// procRef names a process on a host that is not one of the fleet's
+// deployments (created lazily by an operation), so Run can crash it too.
+type procRef struct {
+	host int32
+	key  string
+}
+
+// Fleet is the simulated fleet. All methods are safe for concurrent use.
+type Fleet struct {
+	cfg    config.SimulatorConfig
+	seed   uint64
+	born   time.Time
+	lat    latency
+	roles  []string
+	hosts  []simHost
+	index  map[hostKey]int32
+	defs   []def
+	defKey map[string]int32
+
+	defsOnce sync.Once
+	defsOut  []model.ProcessDef
+
+	extraMu sync.Mutex
+	extras  []procRef
+
+	subMu   sync.Mutex
+	closed  bool
+	subs    map[uint64]*subscriber
+	nextSub uint64
+	wg      sync.WaitGroup // subscriber delivery goroutines
+
+	dropped atomic.Uint64 // events dropped for slow subscribers
+	now     func() time.Time
+}
+
+// New builds the fleet described by cfg. Zero fields of cfg take the
+// defaults of the [simulator] section (a zero config is a usable fleet);
+// out-of-range values panic with the field named, since config.Load has
+// already rejected them for a file (use NewChecked to get an error).
+func New(cfg config.SimulatorConfig) *Fleet {
+	f, err := NewChecked(cfg)
+	if err != nil {
+		panic(fmt.Sprintf("simulator.New: %v", err))
+	}
+	return f
+}
+
+// NewChecked is New returning the validation error instead of panicking.
+func NewChecked(cfg config.SimulatorConfig) (*Fleet, error) {
+	cfg = withDefaults(cfg)
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("simulator config: %w", err)
+	}
+	seed := uint64(cfg.Seed)
+	if cfg.Seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	f := &Fleet{
+		cfg:    cfg,
+		seed:   seed,
+		born:   time.Now(),
+		lat:    newLatency(cfg.LatencyMedian.D(), cfg.LatencyP99.D()),
+		roles:  roleNamespaces(cfg.Namespaces),
+		subs:   map[uint64]*subscriber{},
+		defKey: map[string]int32{},
+		now:    time.Now,
+	}
+	f.genHosts()
+	f.defs = genDefs(seed, cfg.Namespaces, f.roles)
+	if cfg.Demo {
+		f.addDemoDefs()
+	}
+	for i, d := range f.defs {
+		f.defKey[d.proc.Key()] = int32(i)
+	}
+	return f, nil
+}
+
+// withDefaults fills the fields a caller left zero.
+func withDefaults(c config.SimulatorConfig) config.SimulatorConfig {
+	d := config.Default().Simulator
+	if c.Hosts == 0 {
+		c.Hosts = d.Hosts
+	}
+	if c.Clouds == 0 {
+		c.Clouds = d.Clouds
+	}
+	if c.Namespaces == nil {
+		c.Namespaces = d.Namespaces
+	}
+	return c
+}
+
+func (f *Fleet) genHosts() {
+	n, clouds := f.cfg.Hosts, f.cfg.Clouds
+	extra := 0
+	if f.cfg.Demo {
+		extra = 2
+	}
+	f.hosts = make([]simHost, n, n+extra)
+	f.index = make(map[hostKey]int32, n+extra)
+	for i := range n {
+		cloud, j := i%clouds, i/clouds
+		f.initHost(int32(i), cloud, hostIP(cloud, j), 0)
+	}
+	if f.cfg.Demo {
+		// 0:10.0.0.1 is host 0 already; add 1:10.0.0.1 (supplier 2, as in
+		// the v1 result keys "1:2:10.0.0.1:...") and 0:127.0.0.1.
+		for _, h := range []struct {
+			cloud, supplier int
+			ip              netip.Addr
+		}{{1, 2, netip.AddrFrom4([4]byte{10, 0, 0, 1})}, {0, 0, netip.AddrFrom4([4]byte{127, 0, 0, 1})}} {
+			if _, ok := f.index[keyOf(h.cloud, h.ip)]; ok {
+				continue
+			}
+			f.hosts = append(f.hosts, simHost{})
+			f.initHost(int32(len(f.hosts)-1), h.cloud, h.ip, h.supplier)
+		}
+		for _, h := range f.demoHosts() {
+			f.hosts[h].demo = true
+			f.hosts[h].kind = kindNormal
+		}
+	}
+}
+
+func keyOf(cloud int, ip netip.Addr) hostKey {
+	b := ip.As4()
+	return hostKey{int32(cloud), uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])}
+}
+
+func (f *Fleet) initHost(i int32, cloud int, ip netip.Addr, supplier int) {
+	s, u := f.seed, uint64(i)
+	h := &f.hosts[i]
+	h.host = model.Host{IP: ip.String(), CloudID: cloud, SupplierID: supplier}
+	switch k := hash01(s, hKind, u); {
+	case k < f.cfg.OfflineRate:
+		h.kind = kindOffline
+	case k < f.cfg.OfflineRate+f.cfg.UnreachableRate:
+		h.kind = kindUnreachable
+	}
+	h.role = uint8(mix(s, hRole, u) % uint64(len(f.roles)))
+	h.zone = uint8(mix(s, hZone, u) % 3)
+	// Mostly the first distribution, as fleets are.
+	switch o := hash01(s, hOS, u); {
+	case o < 0.6:
+		h.os = 0
+	case o < 0.85:
+		h.os = 1
+	case o < 0.95:
+		h.os = 2
+	default:
+		h.os = 3
+	}
+	h.rack = uint16(i/int32(40*f.cfg.Clouds)) + 1
+	h.memGB = []uint16{8, 16, 32, 64, 128}[mix(s, hMemTotal, u)%5]
+	h.rng = mix(s, hRNG, u)
+	h.nextPID = int32(300 + mix(s, hPID, u)%20000)
+	f.index[keyOf(cloud, ip)] = i
+}
+
+// demoHosts returns the indexes of 0:10.0.0.1 and 1:10.0.0.1 (and
+// 0:127.0.0.1) when Demo is on.
+func (f *Fleet) demoHosts() []int32 {
+	var out []int32
+	for _, k := range []struct {
+		cloud int
+		ip    [4]byte
+	}{{0, [4]byte{10, 0, 0, 1}}, {1, [4]byte{10, 0, 0, 1}}, {0, [4]byte{127, 0, 0, 1}}} {
+		if i, ok := f.index[keyOf(k.cloud, netip.AddrFrom4(k.ip))]; ok {
+			out = append(out, i)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (f *Fleet) addDemoDefs() {
+	hosts := f.demoHosts()
+	ts := demoTemplates()
+	for i := range ts {
+		t := &ts[i]
+		p := t.process("gse", t.name, "test")
+		if _, dup := f.defKey[p.Key()]; dup {
+			continue
+		}
+		f.defs = append(f.defs, def{proc: p, t: t, role: -1, explicit: hosts})
+	}
+}
+
+// lookup finds a host by cloud area and IP (the supplier id is ignored).
+func (f *Fleet) lookup(h model.Host) (int32, bool) {
+	ip, err := netip.ParseAddr(h.IP)
+	if err != nil {
+		return 0, false
+	}
+	ip = ip.Unmap()
+	if !ip.Is4() {
+		return 0, false
+	}
+	i, ok := f.index[keyOf(h.CloudID, ip)]
+	return i, ok
+}
+
+// deployed reports whether definition d is deployed on host i.
+func (f *Fleet) deployed(d int32, i int32) bool {
+	df := &f.defs[d]
+	if df.explicit != nil {
+		_, ok := slices.BinarySearch(df.explicit, i)
+		return ok
+	}
+	if df.role >= 0 && int(f.hosts[i].role) != df.role {
+		return false
+	}
+	return hash01(f.seed, hDeploy, uint64(d), uint64(i)) < df.frac
+}
+
+// initial is the state of deployment (i, d) before any operation touched
+// it: most running and hosted, some stopped.
+func (f *Fleet) initial(i, d int32) procState {
+	df := &f.defs[d]
+	s, hi, di := f.seed, uint64(i), uint64(d)
+	p := procState{key: df.proc.Key(), procName: df.proc.Spec.Identity.ProcName, def: d, pid: -1}
+	r := hash01(s, hInit, hi, di)
+	if df.explicit != nil {
+		r = 0 // demo processes start out running and hosted
+	}
+	p.running = r < 0.9
+	if p.running {
+		p.hosted = df.explicit != nil || hash01(s, hInitHosted, hi, di) < 0.95
+		p.pid = int32(300 + mix(s, hPID, hi, di)%4_000_000)
+		age := time.Duration(hash01(s, hInitAge, hi, di) * float64(30*24*time.Hour))
+		p.started = f.born.Add(-age - time.Minute).UnixNano()
+		if p.hosted {
+			p.registered = p.started / int64(time.Second)
+		}
+	}
+	p.cpu, p.mem = f.usage(df.t, hash01(s, hCPU, hi, di), hash01(s, hMem, hi, di))
+	return p
+}
+
+// usage draws a process's typical cpu and mem from its template.
+func (f *Fleet) usage(t *tmpl, a, b float64) (float32, float32) {
+	cpu, mem := 1.0, 0.5
+	var cl, ml float64
+	if t != nil {
+		cpu, mem, cl, ml = t.cpuUse, t.memUse, t.cpuLmt, t.memLmt
+	}
+	cpu *= 0.5 + a
+	mem *= 0.5 + b
+	if cl > 0 {
+		cpu = min(cpu, 0.9*cl)
+	}
+	if ml > 0 {
+		mem = min(mem, 0.9*ml)
+	}
+	return float32(cpu), float32(mem)
+}
+
+// Hosts lists the fleet (engine.Inventory). Hosts whose agent is offline or
+// unreachable are reported AgentOffline, but Dispatch still behaves as their
+// kind says (the engine must not skip them on that basis alone).
+func (f *Fleet) Hosts(ctx context.Context) ([]model.HostInfo, error) {
+	out := make([]model.HostInfo, len(f.hosts))
+	now := f.now().Unix()
+	for i := range f.hosts {
+		if i%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("list hosts: %w", err)
+			}
+		}
+		h := &f.hosts[i]
+		h.mu.Lock()
+		off := h.offline || h.kind != kindNormal
+		h.mu.Unlock()
+		hi := model.HostInfo{Host: h.host, Labels: f.hostLabels(h), State: model.AgentOnline, LastSeen: now, Version: AgentVersion}
+		if off {
+			hi.State = model.AgentOffline
+			hi.LastSeen = f.born.Add(-time.Duration(mix(f.seed, hKind, uint64(i))%86400) * time.Second).Unix()
+		}
+		out[i] = hi
+	}
+	return out, nil
+}
+
+func (f *Fleet) hostLabels(h *simHost) map[string]string {
+	return map[string]string{
+		"zone": zoneName(h.host.CloudID, h.zone),
+		"os":   osNames[h.os],
+		"rack": fmt.Sprintf("r%03d", h.rack),
+		"role": f.roles[h.role],
+		"mem":  fmt.Sprintf("%dG", h.memGB),
+	}
+}
+
+// Definitions returns the process definitions the fleet was generated
+// with, each with the hosts it is deployed on (to seed the registry). The
+// slices are shared between calls: do not modify them.
+func (f *Fleet) Definitions() []model.ProcessDef {
+	f.defsOnce.Do(func() {
+		out := make([]model.ProcessDef, len(f.defs))
+		born := f.born.Unix()
+		for d := range f.defs {
+			out[d] = model.ProcessDef{Process: f.defs[d].proc, Updated: born}
+			var hosts []model.Host
+			if ex := f.defs[d].explicit; ex != nil {
+				for _, i := range ex {
+					hosts = append(hosts, f.hosts[i].host)
+				}
+			} else {
+				for i := range f.hosts {
+					if f.deployed(int32(d), int32(i)) {
+						hosts = append(hosts, f.hosts[i].host)
+					}
+				}
+			}
+			out[d].Hosts = hosts
+		}
+		f.defsOut = out
+	})
+	out := slices.Clone(f.defsOut)
+	for i := range out {
+		out[i].Process = out[i].Process.Clone()
+	}
+	return out
+}
+
+// HostSnapshot is one host's state, for tests and demos.
+type HostSnapshot struct {
+	Host   model.Host
+	Labels map[string]string
+	// Kind is "normal", "offline" (never answers) or "unreachable".
+	Kind string
+	// Offline is set by SetOffline.
+	Offline bool
+	// Procs is every process the host knows (its deployments, and those
+	// operations created), sorted by key.
+	Procs []model.ProcStatus
+}
+
+// Proc returns the status of the process with key, if the host knows it.
+func (s HostSnapshot) Proc(key string) (model.ProcStatus, bool) {
+	for _, p := range s.Procs {
+		if p.ProcKey == key {
+			return p, true
+		}
+	}
+	return model.ProcStatus{}, false
+}
+
+// Host returns a snapshot of one host's per-process state.
+func (f *Fleet) Host(h model.Host) (HostSnapshot, bool) {
+	i, ok := f.lookup(h)
+	if !ok {
+		return HostSnapshot{}, false
+	}
+	sh := &f.hosts[i]
+	now := f.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	snap := HostSnapshot{Host: sh.host, Labels: f.hostLabels(sh), Kind: [...]string{"normal", "offline", "unreachable"}[sh.kind], Offline: sh.offline}
+	seen := map[string]bool{}
+	for _, p := range sh.procs {
+		seen[p.key] = true
+		snap.Procs = append(snap.Procs, f.status(sh, p, now))
+	}
+	for d := range f.defs {
+		if k := f.defs[d].proc.Key(); !seen[k] && f.deployed(int32(d), i) {
+			p := f.initial(i, int32(d))
+			snap.Procs = append(snap.Procs, f.status(sh, &p, now))
+		}
+	}
+	slices.SortFunc(snap.Procs, func(a, b model.ProcStatus) int {
+		if a.ProcKey < b.ProcKey {
+			return -1
+		}
+		if a.ProcKey > b.ProcKey {
+			return 1
+		}
+		return 0
+	})
+	return snap, true
+}
+
+// SetOffline takes a host away (its agent stops answering: Dispatch blocks
+// until the caller's deadline) or brings it back; bringing it back also
+// clears an offline or unreachable kind drawn from the profile. It emits
+// EventAgentOffline / EventAgentOnline when the state changes.
+func (f *Fleet) SetOffline(h model.Host, offline bool) {
+	i, ok := f.lookup(h)
+	if !ok {
+		return
+	}
+	sh := &f.hosts[i]
+	sh.mu.Lock()
+	was := sh.offline || sh.kind != kindNormal
+	sh.offline = offline
+	if !offline {
+		sh.kind = kindNormal
+	}
+	sh.mu.Unlock()
+	switch {
+	case offline && !was:
+		f.emit(model.Event{Time: f.now(), Host: sh.host, Kind: model.EventAgentOffline, Message: "agent " + sh.host.AgentID() + " went offline"})
+	case !offline && was:
+		f.emit(model.Event{Time: f.now(), Host: sh.host, Kind: model.EventAgentOnline, Message: "agent " + sh.host.AgentID() + " is online"})
+	}
+}
+
+// Len is the number of hosts.
+func (f *Fleet) Len() int { return len(f.hosts) }
+
+// Seed is the seed the fleet was generated with (the drawn one when the
+// config gave 0).
+func (f *Fleet) Seed() int64 { return int64(f.seed) }
+
+// Config is the effective configuration (defaults filled in).
+func (f *Fleet) Config() config.SimulatorConfig {
+	c := f.cfg
+	c.Namespaces = slices.Clone(c.Namespaces)
+	return c
+}
