@@ -1,8 +1,218 @@
 package config
 
-// NATSConfig is the [nats] section. (Owned by the nats part; extend freely.)
-type NATSConfig struct{}
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
 
-func defaultNATS() NATSConfig { return NATSConfig{} }
+	"gseproc/model"
+)
 
-func (c NATSConfig) validate() error { return nil }
+// NATSConfig is the [nats] section: how the server and the agents meet.
+//
+// The server embeds a NATS server with JetStream listening on Listen, unless
+// URLs names an external cluster, in which case it connects there and embeds
+// nothing. Agents (`gseproc agent`, `gseproc sim`) connect to URLs, or to
+// nats://127.0.0.1:4222 when it is empty.
+type NATSConfig struct {
+	// URLs of an external NATS cluster. Server: use it, embed nothing.
+	// Agents: connect here.
+	URLs []string `toml:"urls"`
+	// Listen is the embedded server's client address ("host:port"; port -1
+	// picks a free one).
+	Listen string `toml:"listen"`
+	// StoreDir holds the embedded JetStream files; "" uses a temporary
+	// directory (state then does not survive a restart).
+	StoreDir string `toml:"store_dir"`
+	// ServerName names the embedded server (required to be unique in a cluster).
+	ServerName string `toml:"server_name"`
+	// Cluster makes the embedded server one node of a NATS cluster.
+	Cluster NATSClusterConfig `toml:"cluster"`
+	// Replicas of the JetStream buckets and streams (1 embedded, 3 on a cluster).
+	Replicas int `toml:"replicas"`
+	// MaxEvents bounds the durable event log.
+	MaxEvents int `toml:"max_events"`
+
+	// User/Password or NKeySeedFile are this process's own credentials when
+	// it connects as a client (agents; the server to an external cluster).
+	User         string `toml:"user"`
+	Password     string `toml:"password"`
+	NKeySeedFile string `toml:"nkey_seed_file"`
+
+	// Users are the credentials the embedded server accepts from agents.
+	Users []NATSUser `toml:"users"`
+
+	// TLS: the embedded server serves TLS with Cert/Key (and requires client
+	// certificates signed by CA when Verify); clients trust CA and present
+	// Cert/Key when set.
+	TLS NATSTLSConfig `toml:"tls"`
+
+	// HeartbeatInterval is how often agents report; a host whose last
+	// heartbeat is older than OfflineAfter is offline.
+	HeartbeatInterval Duration `toml:"heartbeat_interval"`
+	OfflineAfter      Duration `toml:"offline_after"`
+	// Hosts are statically known hosts ("cloud:ip"), listed (state unknown)
+	// before their agents ever report.
+	Hosts []string `toml:"hosts"`
+}
+
+// NATSUser is one credential the embedded server accepts. Give Password or
+// NKey (a public user nkey, "U..."). Host ("cloud:ip") binds the credential
+// to one agent identity: it may then only serve that host's subjects. An
+// empty Host serves any host (a simulator, or an admin).
+type NATSUser struct {
+	User     string `toml:"user"`
+	Password string `toml:"password"`
+	NKey     string `toml:"nkey"`
+	Host     string `toml:"host"`
+}
+
+// NATSClusterConfig joins the embedded server to a cluster.
+type NATSClusterConfig struct {
+	Name   string   `toml:"name"`
+	Listen string   `toml:"listen"` // route address, "host:port"
+	Routes []string `toml:"routes"` // nats-route://host:port of the other nodes
+}
+
+// NATSTLSConfig are TLS files.
+type NATSTLSConfig struct {
+	Cert   string `toml:"cert"`
+	Key    string `toml:"key"`
+	CA     string `toml:"ca"`
+	Verify bool   `toml:"verify"`
+}
+
+// Enabled reports whether any TLS file is set.
+func (t NATSTLSConfig) Enabled() bool { return t.Cert != "" || t.Key != "" || t.CA != "" }
+
+// DefaultNATSListen is where the embedded server listens and where agents
+// connect by default.
+const DefaultNATSListen = "127.0.0.1:4222"
+
+func defaultNATS() NATSConfig {
+	return NATSConfig{
+		Listen:            DefaultNATSListen,
+		Replicas:          1,
+		MaxEvents:         10000,
+		HeartbeatInterval: Duration(5 * time.Second),
+		OfflineAfter:      Duration(16 * time.Second),
+	}
+}
+
+// External reports whether the config names an external cluster.
+func (c NATSConfig) External() bool { return len(c.URLs) > 0 }
+
+// ClientURLs is where agents connect: URLs, or the default listen address.
+func (c NATSConfig) ClientURLs() string {
+	if len(c.URLs) > 0 {
+		return strings.Join(c.URLs, ",")
+	}
+	return "nats://" + DefaultNATSListen
+}
+
+func (c NATSConfig) validate() error {
+	var errs []error
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("nats.%s: %s", field, fmt.Sprintf(format, a...)))
+	}
+	for i, u := range c.URLs {
+		p, err := url.Parse(u)
+		if err != nil || p.Host == "" {
+			bad(fmt.Sprintf("urls[%d]", i), "%q is not a URL like nats://host:4222", u)
+		}
+	}
+	if c.Listen != "" {
+		if _, _, err := splitHostPort(c.Listen); err != nil {
+			bad("listen", "%v", err)
+		}
+	}
+	if c.Cluster.Listen != "" {
+		if _, _, err := splitHostPort(c.Cluster.Listen); err != nil {
+			bad("cluster.listen", "%v", err)
+		}
+		if c.Cluster.Name == "" {
+			bad("cluster.name", "required when cluster.listen is set")
+		}
+	}
+	for i, r := range c.Cluster.Routes {
+		if p, err := url.Parse(r); err != nil || p.Host == "" {
+			bad(fmt.Sprintf("cluster.routes[%d]", i), "%q is not a URL like nats-route://host:6222", r)
+		}
+	}
+	if c.Replicas < 1 || c.Replicas > 5 {
+		bad("replicas", "%d must be between 1 and 5", c.Replicas)
+	}
+	if c.MaxEvents < 1 {
+		bad("max_events", "%d must be >= 1", c.MaxEvents)
+	}
+	if c.HeartbeatInterval.D() <= 0 {
+		bad("heartbeat_interval", "%s must be > 0", c.HeartbeatInterval.D())
+	}
+	if c.OfflineAfter.D() <= c.HeartbeatInterval.D() {
+		bad("offline_after", "%s must be longer than heartbeat_interval (%s)", c.OfflineAfter.D(), c.HeartbeatInterval.D())
+	}
+	if c.Password != "" && c.User == "" {
+		bad("user", "required when password is set")
+	}
+	if c.User != "" && c.NKeySeedFile != "" {
+		bad("nkey_seed_file", "give user/password or nkey_seed_file, not both")
+	}
+	seen := map[string]bool{}
+	for i, u := range c.Users {
+		f := fmt.Sprintf("users[%d]", i)
+		switch {
+		case u.NKey != "" && (u.User != "" || u.Password != ""):
+			bad(f, "give user/password or nkey, not both")
+		case u.NKey != "":
+			if !strings.HasPrefix(u.NKey, "U") {
+				bad(f+".nkey", "%q is not a public user nkey (starts with U)", u.NKey)
+			}
+		case u.User == "":
+			bad(f+".user", "required (or nkey)")
+		case u.Password == "":
+			bad(f+".password", "required for user %q", u.User)
+		}
+		id := u.User + u.NKey
+		if id != "" && seen[id] {
+			bad(f, "%q is listed twice", id)
+		}
+		seen[id] = true
+		if u.Host != "" {
+			if _, err := model.ParseAgentID(u.Host); err != nil {
+				bad(f+".host", "%v", err)
+			}
+		}
+	}
+	for i, h := range c.Hosts {
+		if _, err := model.ParseAgentID(h); err != nil {
+			bad(fmt.Sprintf("hosts[%d]", i), "%v", err)
+		}
+	}
+	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
+		bad("tls", "cert and key go together")
+	}
+	if c.TLS.Verify && c.TLS.CA == "" {
+		bad("tls.ca", "required when tls.verify is set")
+	}
+	return errors.Join(errs...)
+}
+
+// splitHostPort parses "host:port" where port may be -1 (pick a free one).
+func splitHostPort(s string) (string, int, error) {
+	h, p, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", 0, fmt.Errorf("%q is not host:port: %v", s, err)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil || n < -1 || n > 65535 {
+		return "", 0, fmt.Errorf("%q: port %q is not a number in -1..65535", s, p)
+	}
+	return h, n, nil
+}
+
+// SplitListen parses a listen address "host:port" (port -1 = any free port).
+func SplitListen(s string) (string, int, error) { return splitHostPort(s) }

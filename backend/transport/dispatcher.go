@@ -1,0 +1,352 @@
+package transport
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"gseproc/model"
+)
+
+// DispatcherOptions configure the server side.
+type DispatcherOptions struct {
+	// OfflineAfter is how long after its last heartbeat a host turns
+	// offline (default 16s).
+	OfflineAfter time.Duration
+	// StaticHosts are listed before their agents ever report (state unknown).
+	StaticHosts []model.HostInfo
+	// Labels are added to every agent's labels (the agent's own win), e.g.
+	// the biz a demo agent joins.
+	Labels map[string]string
+	Logger *slog.Logger
+}
+
+// Dispatcher is the server side of the transport. It implements the
+// engine's Dispatcher (ops by request/reply), Inventory (hosts known from
+// heartbeats and configuration) and EventSource (agent events plus
+// synthetic agent_online/agent_offline).
+type Dispatcher struct {
+	nc   *nats.Conn
+	opts DispatcherOptions
+	log  *slog.Logger
+
+	mu         sync.Mutex
+	hosts      map[model.Host]*hostEntry
+	subs       map[int]func(model.Event)
+	statusSubs map[int]func(model.Host, []model.ProcStatus)
+	nextSub    int
+
+	natsSubs []*nats.Subscription
+	stop     chan struct{}
+	done     chan struct{}
+	closeMu  sync.Once
+}
+
+type hostEntry struct {
+	info     model.HostInfo
+	lastSeen time.Time // zero: never heard from
+	online   bool
+	statuses []model.ProcStatus
+}
+
+// NewDispatcher subscribes to the agents' heartbeats and events on nc and
+// asks every agent for a full heartbeat. Close stops it; nc stays open.
+func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
+	if opts.OfflineAfter <= 0 {
+		opts.OfflineAfter = 16 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	d := &Dispatcher{
+		nc: nc, opts: opts, log: opts.Logger,
+		hosts:      map[model.Host]*hostEntry{},
+		subs:       map[int]func(model.Event){},
+		statusSubs: map[int]func(model.Host, []model.ProcStatus){},
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	for _, hi := range opts.StaticHosts {
+		hi.State = model.AgentUnknown
+		d.hosts[hostKey(hi.Host)] = &hostEntry{info: hi}
+	}
+	for subj, cb := range map[string]nats.MsgHandler{AllHeartbeats: d.onHeartbeat, AllEvents: d.onEvent} {
+		s, err := nc.Subscribe(subj, cb)
+		if err != nil {
+			d.unsubscribe()
+			return nil, fmt.Errorf("dispatcher: subscribe %s: %w", subj, err)
+		}
+		_ = s.SetPendingLimits(1<<20, 256<<20)
+		d.natsSubs = append(d.natsSubs, s)
+	}
+	// The subscriptions must be in place before agents answer the hello.
+	if err := nc.Flush(); err != nil && !errors.Is(err, nats.ErrConnectionReconnecting) {
+		d.log.Warn("dispatcher: flush", "err", err)
+	}
+	if err := nc.Publish(HelloSubject, nil); err != nil {
+		d.log.Warn("dispatcher: hello", "err", err)
+	}
+	go d.sweep()
+	return d, nil
+}
+
+// Close stops the dispatcher and waits for its goroutine.
+func (d *Dispatcher) Close() error {
+	d.closeMu.Do(func() {
+		close(d.stop)
+		<-d.done
+		d.unsubscribe()
+	})
+	return nil
+}
+
+func (d *Dispatcher) unsubscribe() {
+	for _, s := range d.natsSubs {
+		_ = s.Unsubscribe()
+	}
+}
+
+// Dispatch sends req to host's agent and waits for its reply until ctx
+// ends. No agent listening: an error wrapping model.ErrUnreachable, at once.
+// ctx done first: an error wrapping ctx.Err().
+func (d *Dispatcher) Dispatch(ctx context.Context, host model.Host, req model.AgentRequest) (model.AgentReply, error) {
+	if req.Deadline.IsZero() {
+		if dl, ok := ctx.Deadline(); ok {
+			req.Deadline = dl
+		}
+	}
+	data, err := json.Marshal(req)
+	if err != nil {
+		return model.AgentReply{}, fmt.Errorf("dispatch %s: encode request: %w", host, err)
+	}
+	msg, err := d.nc.RequestWithContext(ctx, OpSubject(host), data)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return model.AgentReply{}, fmt.Errorf("dispatch %s: %w: no agent listening (%v)", host, model.ErrUnreachable, err)
+	case err != nil && ctx.Err() != nil:
+		return model.AgentReply{}, fmt.Errorf("dispatch %s: %w", host, ctx.Err())
+	case err != nil:
+		return model.AgentReply{}, fmt.Errorf("dispatch %s: %w", host, err)
+	}
+	if msg.Header.Get(StatusHeader) == statusUnreachable {
+		return model.AgentReply{}, fmt.Errorf("dispatch %s: %w: %s", host, model.ErrUnreachable, string(msg.Data))
+	}
+	var rep model.AgentReply
+	if err := json.Unmarshal(msg.Data, &rep); err != nil {
+		return model.AgentReply{}, fmt.Errorf("dispatch %s: decode reply: %w", host, err)
+	}
+	return rep, nil
+}
+
+// Hosts lists every host heard from or configured, by cloud then IP.
+func (d *Dispatcher) Hosts(ctx context.Context) ([]model.HostInfo, error) {
+	d.mu.Lock()
+	out := make([]model.HostInfo, 0, len(d.hosts))
+	for _, e := range d.hosts {
+		hi := e.info
+		hi.Labels = d.labels(e.info.Labels)
+		switch {
+		case e.lastSeen.IsZero():
+			hi.State = model.AgentUnknown
+		case e.online:
+			hi.State = model.AgentOnline
+		default:
+			hi.State = model.AgentOffline
+		}
+		if !e.lastSeen.IsZero() {
+			hi.LastSeen = e.lastSeen.Unix()
+		}
+		out = append(out, hi)
+	}
+	d.mu.Unlock()
+	slices.SortFunc(out, func(a, b model.HostInfo) int { return compareHosts(a.Host, b.Host) })
+	return out, nil
+}
+
+// Statuses returns the process statuses of host's last heartbeat.
+func (d *Dispatcher) Statuses(host model.Host) []model.ProcStatus {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e := d.hosts[hostKey(host)]; e != nil {
+		return slices.Clone(e.statuses)
+	}
+	return nil
+}
+
+func (d *Dispatcher) labels(agent map[string]string) map[string]string {
+	if len(d.opts.Labels) == 0 {
+		return maps.Clone(agent)
+	}
+	m := maps.Clone(d.opts.Labels)
+	maps.Copy(m, agent)
+	return m
+}
+
+// SubscribeEvents calls fn for every event until ctx ends; it returns at
+// once. fn must not block.
+func (d *Dispatcher) SubscribeEvents(ctx context.Context, fn func(model.Event)) {
+	d.mu.Lock()
+	id := d.nextSub
+	d.nextSub++
+	d.subs[id] = fn
+	d.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		d.mu.Lock()
+		delete(d.subs, id)
+		d.mu.Unlock()
+	})
+}
+
+// SubscribeStatuses calls fn with each heartbeat's process statuses until
+// ctx ends; it returns at once. fn must not block.
+func (d *Dispatcher) SubscribeStatuses(ctx context.Context, fn func(model.Host, []model.ProcStatus)) {
+	d.mu.Lock()
+	id := d.nextSub
+	d.nextSub++
+	d.statusSubs[id] = fn
+	d.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		d.mu.Lock()
+		delete(d.statusSubs, id)
+		d.mu.Unlock()
+	})
+}
+
+func (d *Dispatcher) emit(evs ...model.Event) {
+	if len(evs) == 0 {
+		return
+	}
+	d.mu.Lock()
+	fns := slices.Collect(maps.Values(d.subs))
+	d.mu.Unlock()
+	for _, e := range evs {
+		for _, fn := range fns {
+			fn(e)
+		}
+	}
+}
+
+func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
+	subjHost, err := hostFromSubject(m.Subject)
+	if err != nil {
+		d.log.Warn("dispatcher: heartbeat", "err", err)
+		return
+	}
+	var hb Heartbeat
+	if err := json.Unmarshal(m.Data, &hb); err != nil {
+		d.log.Warn("dispatcher: heartbeat: decode", "subject", m.Subject, "err", err)
+		return
+	}
+	if !sameHost(hb.Info.Host, subjHost) {
+		d.log.Warn("dispatcher: heartbeat names another host than its subject; dropped", "subject", m.Subject, "host", hb.Info.Host.String())
+		return
+	}
+	now := time.Now()
+	var ev []model.Event
+	d.mu.Lock()
+	k := hostKey(hb.Info.Host)
+	e := d.hosts[k]
+	if e == nil {
+		e = &hostEntry{}
+		d.hosts[k] = e
+	}
+	e.info = hb.Info
+	e.statuses = hb.Statuses
+	if hb.Leaving {
+		e.lastSeen = now
+		if e.online {
+			e.online = false
+			ev = append(ev, model.Event{Time: now, Host: hb.Info.Host, Kind: model.EventAgentOffline, Message: "agent stopped"})
+		}
+	} else {
+		e.lastSeen = now
+		if !e.online {
+			e.online = true
+			msg := "agent online"
+			if hb.Reconnected > 0 || hb.Dropped > 0 {
+				msg = fmt.Sprintf("agent back online; %d events reported late, %d dropped while the server was unreachable", hb.Reconnected, hb.Dropped)
+			}
+			ev = append(ev, model.Event{Time: now, Host: hb.Info.Host, Kind: model.EventAgentOnline, Message: msg})
+		}
+	}
+	sfns := slices.Collect(maps.Values(d.statusSubs))
+	d.mu.Unlock()
+	d.emit(ev...)
+	if len(hb.Statuses) > 0 {
+		for _, fn := range sfns {
+			fn(hb.Info.Host, hb.Statuses)
+		}
+	}
+}
+
+func (d *Dispatcher) onEvent(m *nats.Msg) {
+	subjHost, err := hostFromSubject(m.Subject)
+	if err != nil {
+		d.log.Warn("dispatcher: event", "err", err)
+		return
+	}
+	var e model.Event
+	if err := json.Unmarshal(m.Data, &e); err != nil {
+		d.log.Warn("dispatcher: event: decode", "subject", m.Subject, "err", err)
+		return
+	}
+	if e.Host.IP == "" {
+		e.Host = subjHost
+	}
+	if !sameHost(e.Host, subjHost) {
+		d.log.Warn("dispatcher: event names another host than its subject; dropped", "subject", m.Subject, "host", e.Host.String())
+		return
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	d.emit(e)
+}
+
+// sweep turns hosts offline when their heartbeats stop.
+func (d *Dispatcher) sweep() {
+	defer close(d.done)
+	tick := min(d.opts.OfflineAfter/4, time.Second)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case now := <-t.C:
+			var ev []model.Event
+			d.mu.Lock()
+			for _, e := range d.hosts {
+				if e.online && now.Sub(e.lastSeen) > d.opts.OfflineAfter {
+					e.online = false
+					ev = append(ev, model.Event{Time: now, Host: e.info.Host, Kind: model.EventAgentOffline,
+						Message: fmt.Sprintf("no heartbeat for %s", now.Sub(e.lastSeen).Round(time.Second))})
+				}
+			}
+			d.mu.Unlock()
+			d.emit(ev...)
+		}
+	}
+}
+
+func compareHosts(a, b model.Host) int {
+	if c := cmp.Compare(a.CloudID, b.CloudID); c != 0 {
+		return c
+	}
+	ai, aerr := netip.ParseAddr(a.IP)
+	bi, berr := netip.ParseAddr(b.IP)
+	if aerr == nil && berr == nil {
+		return ai.Compare(bi)
+	}
+	return cmp.Compare(a.IP, b.IP)
+}

@@ -1,0 +1,44 @@
+// Package transport carries gseproc's server-agent traffic on NATS.
+//
+// # Subjects
+//
+// Every agent is addressed by its identity "cloud:ip" (model.Host.AgentID),
+// written as two subject tokens: the cloud id, and the IP with '.' replaced by
+// '_' and ':' by '-' (10.0.0.1 -> 10_0_0_1, fe80::1 -> fe80--1). With
+// <host> = <cloud>.<ip-token>:
+//
+//	gseproc.agent.<host>.op      request/reply: the server sends a JSON
+//	                             model.AgentRequest, the agent answers a JSON
+//	                             model.AgentReply. No subscriber -> NATS
+//	                             "no responders" -> model.ErrUnreachable (117).
+//	gseproc.agent.<host>.hb      the agent publishes a JSON Heartbeat (identity,
+//	                             labels, process statuses) every heartbeat
+//	                             interval, at start, on reconnect and (Leaving)
+//	                             when it stops.
+//	gseproc.agent.<host>.event   the agent publishes each JSON model.Event.
+//	gseproc.server.hello         the server publishes on start; every agent
+//	                             answers with a full heartbeat at once, so a
+//	                             restarted server knows the fleet in
+//	                             milliseconds instead of one interval.
+//
+// Per-host subjects let the embedded server bind an agent's credentials to
+// its identity: a user configured with host "0:10.0.0.1" may only subscribe
+// to gseproc.agent.0.10_0_0_1.op and publish that host's hb/event subjects
+// (and its replies). The server drops heartbeats and events whose payload
+// names another host than their subject.
+//
+// A reply may carry the header Gseproc-Status: unreachable, which a
+// simulated fleet uses to say "this host's agent is down" (the dispatcher
+// then reports model.ErrUnreachable, as for no responders).
+//
+// # Pieces
+//
+//   - StartEmbedded runs a NATS server with JetStream in the process (or
+//     Connect reaches an external cluster).
+//   - Dispatcher (server side) implements the engine's Dispatcher, Inventory
+//     and EventSource over NATS.
+//   - ServeAgent (agent side) serves one AgentHandler; ServeFleet serves a
+//     whole simulated fleet on one connection.
+//   - Merge routes hosts between a primary and a secondary dispatcher (real
+//     agents beside the simulated fleet under --demo).
+package transport

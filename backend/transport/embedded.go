@@ -1,0 +1,242 @@
+package transport
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"gseproc/backend/config"
+	"gseproc/model"
+)
+
+// EmbeddedOptions adjust StartEmbedded.
+type EmbeddedOptions struct {
+	// Demo lets agents connect without credentials (they may serve any
+	// host). The listen address must then be a loopback address.
+	Demo bool
+}
+
+// Embedded is a NATS server with JetStream running inside this process.
+type Embedded struct {
+	ns      *server.Server
+	log     *slog.Logger
+	user    string // the in-process server connection's own credentials
+	pass    string
+	tmpDir  string // removed at Shutdown when the store dir was temporary
+	tlsOpts config.NATSTLSConfig
+}
+
+// internalUser names the server's own (in-process) connection.
+const internalUser = "gseproc-server"
+
+// demoUser is the user credential-less connections are mapped to under demo.
+const demoUser = "gseproc-demo-agent"
+
+// StartEmbedded starts a NATS server with JetStream as cfg describes: it
+// listens on cfg.Listen (default 127.0.0.1:4222, port -1 picks one), keeps
+// JetStream files in cfg.StoreDir (or a temporary directory removed at
+// Shutdown), accepts the agents of cfg.Users (each bound to its host when
+// Host is set), serves TLS when cfg.TLS has a cert, and joins cfg.Cluster.
+// It returns once the server accepts connections.
+func StartEmbedded(cfg config.NATSConfig, opts EmbeddedOptions, log *slog.Logger) (*Embedded, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	listen := cfg.Listen
+	if listen == "" {
+		listen = config.DefaultNATSListen
+	}
+	host, port, err := config.SplitListen(listen)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: nats.listen: %w", err)
+	}
+	if opts.Demo && !isLoopback(host) {
+		return nil, fmt.Errorf("embedded nats: nats.listen %q: under --demo agents join without credentials, so the address must be loopback (127.0.0.1, ::1 or localhost)", listen)
+	}
+	e := &Embedded{log: log, user: internalUser, pass: randomSecret(), tlsOpts: cfg.TLS}
+
+	so := &server.Options{
+		ServerName: cfg.ServerName,
+		Host:       host,
+		Port:       port,
+		NoSigs:     true,
+		JetStream:  true,
+		StoreDir:   cfg.StoreDir,
+		MaxPayload: 8 << 20,
+	}
+	if so.ServerName == "" {
+		so.ServerName = "gseproc-" + randomSecret()[:8]
+	}
+	if so.StoreDir == "" {
+		d, err := os.MkdirTemp("", "gseproc-nats-*")
+		if err != nil {
+			return nil, fmt.Errorf("embedded nats: temporary store dir: %w", err)
+		}
+		e.tmpDir, so.StoreDir = d, d
+	}
+	so.Users = append(so.Users, &server.User{Username: e.user, Password: e.pass})
+	for i, u := range cfg.Users {
+		perms, err := agentPermissions(u.Host)
+		if err != nil {
+			return nil, e.cleanup(fmt.Errorf("embedded nats: nats.users[%d].host: %w", i, err))
+		}
+		if u.NKey != "" {
+			so.Nkeys = append(so.Nkeys, &server.NkeyUser{Nkey: u.NKey, Permissions: perms})
+		} else {
+			so.Users = append(so.Users, &server.User{Username: u.User, Password: u.Password, Permissions: perms})
+		}
+	}
+	if opts.Demo {
+		perms, _ := agentPermissions("")
+		so.Users = append(so.Users, &server.User{Username: demoUser, Password: randomSecret(), Permissions: perms})
+		so.NoAuthUser = demoUser
+	} else if len(cfg.Users) == 0 {
+		log.Warn("nats: no agent credentials configured ([[nats.users]]); agents cannot connect to the embedded server (use --demo for loopback agents without credentials)")
+	}
+	if cfg.TLS.Cert != "" {
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: cfg.TLS.Cert, KeyFile: cfg.TLS.Key, CaFile: cfg.TLS.CA, Verify: cfg.TLS.Verify})
+		if err != nil {
+			return nil, e.cleanup(fmt.Errorf("embedded nats: nats.tls: %w", err))
+		}
+		so.TLSConfig, so.TLS, so.TLSVerify, so.TLSTimeout = tc, true, cfg.TLS.Verify, 2
+	}
+	if cfg.Cluster.Listen != "" {
+		ch, cp, err := config.SplitListen(cfg.Cluster.Listen)
+		if err != nil {
+			return nil, e.cleanup(fmt.Errorf("embedded nats: nats.cluster.listen: %w", err))
+		}
+		so.Cluster = server.ClusterOpts{Name: cfg.Cluster.Name, Host: ch, Port: cp}
+		for i, r := range cfg.Cluster.Routes {
+			u, err := url.Parse(r)
+			if err != nil {
+				return nil, e.cleanup(fmt.Errorf("embedded nats: nats.cluster.routes[%d]: %w", i, err))
+			}
+			so.Routes = append(so.Routes, u)
+		}
+	}
+
+	ns, err := server.NewServer(so)
+	if err != nil {
+		return nil, e.cleanup(fmt.Errorf("embedded nats: %w", err))
+	}
+	ns.SetLoggerV2(slogAdapter{log.With("component", "nats-server")}, false, false, false)
+	e.ns = ns
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		return nil, e.cleanup(fmt.Errorf("embedded nats: not ready to accept connections on %s after 10s", listen))
+	}
+	log.Info("nats: embedded server ready", "url", e.ClientURL(), "store_dir", so.StoreDir, "server_name", so.ServerName, "demo", opts.Demo, "tls", cfg.TLS.Cert != "")
+	return e, nil
+}
+
+// agentPermissions limits an agent credential to one host's subjects, or to
+// any host's agent subjects when host is "".
+func agentPermissions(host string) (*server.Permissions, error) {
+	pub := []string{AllHeartbeats, AllEvents}
+	sub := []string{AllOps, HelloSubject}
+	if host != "" {
+		h, err := model.ParseAgentID(host)
+		if err != nil {
+			return nil, err
+		}
+		pub = []string{HeartbeatSubject(h), EventSubject(h)}
+		sub = []string{OpSubject(h), HelloSubject}
+	}
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: pub},
+		Subscribe: &server.SubjectPermission{Allow: sub},
+		// Replies to requests; an op may run up to model.MaxOpTimeout.
+		Response: &server.ResponsePermission{MaxMsgs: 1, Expires: (model.MaxOpTimeout + 3600) * time.Second},
+	}, nil
+}
+
+// Server is the underlying nats-server.
+func (e *Embedded) Server() *server.Server { return e.ns }
+
+// ClientURL is the address agents connect to, e.g. nats://127.0.0.1:4222.
+func (e *Embedded) ClientURL() string {
+	u := e.ns.ClientURL()
+	if e.tlsOpts.Cert != "" {
+		u = "tls" + u[len("nats"):]
+	}
+	return u
+}
+
+// ClusterURL is the route address other nodes use (nats-route://...), or
+// "" when the server is not clustered.
+func (e *Embedded) ClusterURL() string {
+	a := e.ns.ClusterAddr()
+	if a == nil {
+		return ""
+	}
+	return "nats-route://" + net.JoinHostPort(a.IP.String(), fmt.Sprint(a.Port))
+}
+
+// Connect opens the server's own connection to the embedded server, in
+// process (no TCP, no TLS) with its internal full-permission credentials.
+func (e *Embedded) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
+	o := append([]nats.Option{nats.Name(name), nats.InProcessServer(e.ns), nats.UserInfo(e.user, e.pass),
+		nats.MaxReconnects(-1)}, opts...)
+	nc, err := nats.Connect(e.ns.ClientURL(), o...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to embedded nats: %w", err)
+	}
+	return nc, nil
+}
+
+// Shutdown stops the server and waits until it has stopped; a temporary
+// store dir is removed.
+func (e *Embedded) Shutdown() {
+	if e == nil || e.ns == nil {
+		return
+	}
+	e.ns.Shutdown()
+	e.ns.WaitForShutdown()
+	_ = e.cleanup(nil)
+}
+
+func (e *Embedded) cleanup(err error) error {
+	if e.tmpDir != "" {
+		if rerr := os.RemoveAll(e.tmpDir); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		e.tmpDir = ""
+	}
+	return err
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func randomSecret() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// slogAdapter routes nats-server logs to slog (notices at debug level: the
+// server is chatty at start).
+type slogAdapter struct{ l *slog.Logger }
+
+func (a slogAdapter) Noticef(f string, v ...any) { a.l.Debug(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Warnf(f string, v ...any)   { a.l.Warn(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Fatalf(f string, v ...any)  { a.l.Error(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Errorf(f string, v ...any)  { a.l.Error(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Debugf(f string, v ...any)  { a.l.Debug(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Tracef(f string, v ...any)  { a.l.Debug(fmt.Sprintf(f, v...)) }

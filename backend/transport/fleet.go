@@ -1,0 +1,186 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"gseproc/model"
+)
+
+// Fleet is a simulated fleet (simulator.Fleet satisfies it): it answers for
+// many hosts at once.
+type Fleet interface {
+	Dispatch(ctx context.Context, host model.Host, req model.AgentRequest) (model.AgentReply, error)
+	Hosts(ctx context.Context) ([]model.HostInfo, error)
+	SubscribeEvents(ctx context.Context, fn func(model.Event))
+}
+
+// ServeFleet serves every host of f on one connection until ctx ends, as if
+// each ran its own agent: one op subscription per host (all delivered to one
+// channel, so thousands of hosts cost no goroutine each), heartbeats for
+// the hosts the fleet says are online, and the fleet's events. A host the
+// fleet reports unreachable answers with the unreachable status header; a
+// host that does not answer before the request's deadline is not answered.
+// Hosts added to the fleet later are picked up at the next heartbeat.
+func ServeFleet(ctx context.Context, nc *nats.Conn, f Fleet, opts ServeOptions) error {
+	opts.defaults(4096)
+	s := newSession(nc, opts, opts.Logger)
+	fs := &fleetServer{f: f, nc: nc, s: s, subs: map[string]model.Host{}, msgs: make(chan *nats.Msg, 1<<16), done: make(chan struct{})}
+	if err := fs.refresh(ctx); err != nil {
+		return err
+	}
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); fs.serveOps(hctx, opts.MaxConcurrent) }()
+
+	hb := func(full bool, late, dropped int, leaving bool) {
+		fs.mu.Lock()
+		infos := fs.infos
+		fs.mu.Unlock()
+		now := time.Now()
+		for _, hi := range infos {
+			if hi.State != model.AgentOnline && !leaving {
+				continue
+			}
+			s.publishJSON(HeartbeatSubject(hi.Host), Heartbeat{Info: hi, Time: now, Interval: opts.HeartbeatInterval,
+				Full: full, Reconnected: late, Dropped: dropped, Leaving: leaving})
+		}
+	}
+	// Agent on/offline is what heartbeats say: the fleet's own such events
+	// are not forwarded (the server derives them).
+	events := func(ctx context.Context, fn func(model.Event)) {
+		f.SubscribeEvents(ctx, func(e model.Event) {
+			if e.Kind != model.EventAgentOnline && e.Kind != model.EventAgentOffline {
+				fn(e)
+			}
+		})
+	}
+	err := s.run(ctx, events, hb, func() {
+		if err := fs.refresh(ctx); err != nil && ctx.Err() == nil {
+			opts.Logger.Warn("sim: refresh hosts", "err", err)
+		}
+	})
+	fs.unsubscribeAll()
+	cancel()
+	close(fs.done)
+	wg.Wait()
+	hb(false, 0, 0, true)
+	_ = nc.FlushTimeout(2 * time.Second)
+	return err
+}
+
+type fleetServer struct {
+	f  Fleet
+	nc *nats.Conn
+	s  *session
+
+	mu    sync.Mutex
+	subs  map[string]model.Host // op subject -> host
+	nsubs []*nats.Subscription
+	infos []model.HostInfo
+	msgs  chan *nats.Msg
+	done  chan struct{} // closed when ServeFleet stops serving ops
+}
+
+// refresh subscribes the op subjects of hosts new to the fleet.
+func (fs *fleetServer) refresh(ctx context.Context) error {
+	infos, err := fs.f.Hosts(ctx)
+	if err != nil {
+		return fmt.Errorf("sim fleet hosts: %w", err)
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.infos = infos
+	for _, hi := range infos {
+		subj := OpSubject(hi.Host)
+		if _, ok := fs.subs[subj]; ok {
+			continue
+		}
+		sub, err := fs.nc.ChanSubscribe(subj, fs.msgs)
+		if err != nil {
+			return fmt.Errorf("sim fleet: subscribe %s: %w", subj, err)
+		}
+		fs.subs[subj] = hi.Host
+		fs.nsubs = append(fs.nsubs, sub)
+	}
+	return nil
+}
+
+func (fs *fleetServer) unsubscribeAll() {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for _, s := range fs.nsubs {
+		_ = s.Unsubscribe()
+	}
+	fs.nsubs = nil
+}
+
+// serveOps answers the requests of every host, each in its own goroutine,
+// at most maxConc at once.
+func (fs *fleetServer) serveOps(ctx context.Context, maxConc int) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	sem := make(chan struct{}, maxConc)
+	stop := fs.done
+	for {
+		var m *nats.Msg
+		select {
+		case <-stop:
+			return
+		case m = <-fs.msgs:
+		}
+		fs.mu.Lock()
+		host, ok := fs.subs[m.Subject]
+		fs.mu.Unlock()
+		if !ok {
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-stop:
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			fs.handle(ctx, host, m)
+		}()
+	}
+}
+
+func (fs *fleetServer) handle(ctx context.Context, host model.Host, m *nats.Msg) {
+	var req model.AgentRequest
+	if err := json.Unmarshal(m.Data, &req); err != nil {
+		respond(m, model.AgentReply{Code: model.CodeIllegalOp, Message: fmt.Sprintf("decode request: %v", err)}, fs.s.log)
+		return
+	}
+	if !req.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, req.Deadline)
+		defer cancel()
+	}
+	rep, err := fs.f.Dispatch(ctx, host, req)
+	switch {
+	case errors.Is(err, model.ErrUnreachable):
+		out := nats.NewMsg(m.Reply)
+		out.Header.Set(StatusHeader, statusUnreachable)
+		out.Data = []byte(err.Error())
+		if err := m.RespondMsg(out); err != nil {
+			fs.s.log.Warn("sim: reply lost", "host", host.String(), "err", err)
+		}
+	case err != nil && ctx.Err() != nil:
+		// The host did not answer in time: neither do we.
+	case err != nil:
+		respond(m, model.AgentReply{Code: model.CodeCommandFailed, Message: err.Error()}, fs.s.log)
+	default:
+		respond(m, rep, fs.s.log)
+	}
+}

@@ -1,0 +1,111 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"gseproc/model"
+)
+
+// Router is a dispatcher with an inventory: a simulated fleet, or the NATS
+// Dispatcher.
+type Router interface {
+	Dispatch(ctx context.Context, host model.Host, req model.AgentRequest) (model.AgentReply, error)
+	Hosts(ctx context.Context) ([]model.HostInfo, error)
+}
+
+// Owner is implemented by a Router that can say cheaply whether it serves a
+// host.
+type Owner interface {
+	Owns(host model.Host) bool
+}
+
+// Merged routes each host to the first Router that owns it: a host the
+// primary lists (or Owns) goes to the primary, every other host to the
+// secondary. Under --demo the primary is the simulated fleet and the
+// secondary the NATS Dispatcher, so real agents join beside it.
+type Merged struct {
+	primary, secondary Router
+
+	mu      sync.Mutex
+	owned   map[model.Host]bool
+	fetched time.Time
+}
+
+// ownedTTL is how long the primary's host list is trusted.
+const ownedTTL = 2 * time.Second
+
+// Merge combines primary and secondary; see Merged.
+func Merge(primary, secondary Router) *Merged {
+	return &Merged{primary: primary, secondary: secondary}
+}
+
+func (m *Merged) owns(ctx context.Context, h model.Host) (bool, error) {
+	if o, ok := m.primary.(Owner); ok {
+		return o.Owns(h), nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.owned == nil || time.Since(m.fetched) > ownedTTL {
+		hs, err := m.primary.Hosts(ctx)
+		if err != nil {
+			return false, err
+		}
+		m.owned = make(map[model.Host]bool, len(hs))
+		for _, hi := range hs {
+			m.owned[hostKey(hi.Host)] = true
+		}
+		m.fetched = time.Now()
+	}
+	return m.owned[hostKey(h)], nil
+}
+
+// Dispatch sends req to the Router that owns host.
+func (m *Merged) Dispatch(ctx context.Context, host model.Host, req model.AgentRequest) (model.AgentReply, error) {
+	own, err := m.owns(ctx, host)
+	if err != nil {
+		return model.AgentReply{}, fmt.Errorf("dispatch %s: route: %w", host, err)
+	}
+	if own {
+		return m.primary.Dispatch(ctx, host, req)
+	}
+	return m.secondary.Dispatch(ctx, host, req)
+}
+
+// Hosts lists the primary's hosts, then the secondary's that the primary
+// does not have.
+func (m *Merged) Hosts(ctx context.Context) ([]model.HostInfo, error) {
+	a, err := m.primary.Hosts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b, err := m.secondary.Hosts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[model.Host]bool, len(a))
+	for _, hi := range a {
+		seen[hostKey(hi.Host)] = true
+	}
+	out := append(make([]model.HostInfo, 0, len(a)+len(b)), a...)
+	for _, hi := range b {
+		if !seen[hostKey(hi.Host)] {
+			out = append(out, hi)
+		}
+	}
+	return out, nil
+}
+
+// SubscribeEvents subscribes fn to both sides that deliver events.
+func (m *Merged) SubscribeEvents(ctx context.Context, fn func(model.Event)) {
+	type source interface {
+		SubscribeEvents(ctx context.Context, fn func(model.Event))
+	}
+	for _, r := range []Router{m.primary, m.secondary} {
+		if s, ok := r.(source); ok {
+			s.SubscribeEvents(ctx, fn)
+		}
+	}
+}

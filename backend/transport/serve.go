@@ -1,0 +1,261 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"gseproc/model"
+)
+
+// AgentHandler is one host's agent as the transport serves it. The real
+// agent (backend/agent) satisfies it; ServeFleet presents each simulated
+// host as one.
+type AgentHandler interface {
+	Identity() model.HostInfo
+	Handle(ctx context.Context, req model.AgentRequest) model.AgentReply
+	Statuses() []model.ProcStatus
+	// SubscribeEvents calls fn for every event until ctx ends (it may block
+	// until then or return at once). fn does not block.
+	SubscribeEvents(ctx context.Context, fn func(model.Event))
+}
+
+// ServeOptions tune the agent side.
+type ServeOptions struct {
+	// HeartbeatInterval (default 5s).
+	HeartbeatInterval time.Duration
+	// EventBuffer bounds the events kept while the server is unreachable
+	// (default 1000); beyond it the oldest are dropped and counted.
+	EventBuffer int
+	// MaxConcurrent bounds the ops handled at once (default 256; 4096 for a fleet).
+	MaxConcurrent int
+	Logger        *slog.Logger
+}
+
+func (o *ServeOptions) defaults(maxConc int) {
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = 5 * time.Second
+	}
+	if o.EventBuffer <= 0 {
+		o.EventBuffer = 1000
+	}
+	if o.MaxConcurrent <= 0 {
+		o.MaxConcurrent = maxConc
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// ServeAgent serves a on nc until ctx ends: it answers ops on the host's op
+// subject (each in its own goroutine), publishes a heartbeat every interval
+// and the agent's events as they happen. While the server is unreachable it
+// never blocks the agent: events are buffered (bounded) and published on
+// reconnect, followed by a full heartbeat that says how many were late or
+// dropped. On return it has sent a leaving heartbeat (when connected) and
+// waited for the ops in flight. It fails only when it cannot subscribe.
+func ServeAgent(ctx context.Context, nc *nats.Conn, a AgentHandler, opts ServeOptions) error {
+	opts.defaults(256)
+	id := a.Identity()
+	log := opts.Logger.With("host", id.Host.String())
+	s := newSession(nc, opts, log)
+
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, opts.MaxConcurrent)
+	opSub, err := nc.Subscribe(OpSubject(id.Host), func(m *nats.Msg) {
+		var req model.AgentRequest
+		if err := json.Unmarshal(m.Data, &req); err != nil {
+			respond(m, model.AgentReply{Code: model.CodeIllegalOp, Message: fmt.Sprintf("decode request: %v", err)}, log)
+			return
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			respond(m, a.Handle(hctx, req), log)
+		}()
+	})
+	if err != nil {
+		return fmt.Errorf("serve agent %s: subscribe %s: %w", id.Host, OpSubject(id.Host), err)
+	}
+	hb := func(full bool, late, dropped int, leaving bool) {
+		h := Heartbeat{Info: a.Identity(), Time: time.Now(), Interval: opts.HeartbeatInterval, Full: full,
+			Reconnected: late, Dropped: dropped, Leaving: leaving}
+		if !leaving {
+			h.Statuses = a.Statuses()
+		}
+		s.publishJSON(HeartbeatSubject(h.Info.Host), h)
+	}
+	err = s.run(ctx, a.SubscribeEvents, hb, nil)
+	_ = opSub.Unsubscribe()
+	cancel()
+	wg.Wait()
+	hb(false, 0, 0, true)
+	_ = nc.FlushTimeout(time.Second)
+	return err
+}
+
+func respond(m *nats.Msg, rep model.AgentReply, log *slog.Logger) {
+	data, err := json.Marshal(rep)
+	if err != nil {
+		log.Error("agent: encode reply", "err", err)
+		return
+	}
+	if err := m.Respond(data); err != nil {
+		log.Warn("agent: reply lost", "subject", m.Subject, "err", err)
+	}
+}
+
+// session is the publishing side shared by ServeAgent and ServeFleet:
+// heartbeats, the bounded event buffer and reconnect handling.
+type session struct {
+	nc   *nats.Conn
+	opts ServeOptions
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	buf     []model.Event
+	dropped int
+	notify  chan struct{}
+	hello   chan struct{}
+}
+
+func newSession(nc *nats.Conn, opts ServeOptions, log *slog.Logger) *session {
+	return &session{nc: nc, opts: opts, log: log, notify: make(chan struct{}, 1), hello: make(chan struct{}, 1)}
+}
+
+// push keeps e for publishing; it never blocks.
+func (s *session) push(e model.Event) {
+	s.mu.Lock()
+	if len(s.buf) >= s.opts.EventBuffer {
+		s.buf = s.buf[1:]
+		s.dropped++
+	}
+	s.buf = append(s.buf, e)
+	s.mu.Unlock()
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// flush publishes the buffered events in order; it stops at the first
+// failure and keeps the rest. It returns how many it published.
+func (s *session) flush() int {
+	n := 0
+	for {
+		s.mu.Lock()
+		if len(s.buf) == 0 || !s.nc.IsConnected() {
+			s.mu.Unlock()
+			return n
+		}
+		e := s.buf[0]
+		s.mu.Unlock()
+		data, err := json.Marshal(e)
+		if err == nil {
+			err = s.nc.Publish(EventSubject(e.Host), data)
+		}
+		if err != nil && !errors.Is(err, nats.ErrInvalidMsg) {
+			s.log.Warn("agent: publish event", "err", err)
+			return n
+		}
+		s.mu.Lock()
+		s.buf = s.buf[1:]
+		s.mu.Unlock()
+		n++
+	}
+}
+
+func (s *session) takeDropped() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.dropped
+	s.dropped = 0
+	return d
+}
+
+func (s *session) publishJSON(subj string, v any) {
+	if !s.nc.IsConnected() {
+		return // a stale heartbeat is worthless; a full one follows the reconnect
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		s.log.Error("agent: encode", "subject", subj, "err", err)
+		return
+	}
+	if err := s.nc.Publish(subj, data); err != nil {
+		s.log.Warn("agent: publish", "subject", subj, "err", err)
+	}
+}
+
+// run drives heartbeats and events until ctx ends. subscribe registers the
+// event callback; hb publishes heartbeats; tick (optional) runs before each
+// periodic heartbeat.
+func (s *session) run(ctx context.Context, subscribe func(context.Context, func(model.Event)),
+	hb func(full bool, late, dropped int, leaving bool), tick func()) error {
+	status := s.nc.StatusChanged(nats.CONNECTED, nats.RECONNECTING, nats.DISCONNECTED)
+	defer s.nc.RemoveStatusListener(status)
+	helloSub, err := s.nc.Subscribe(HelloSubject, func(*nats.Msg) {
+		select {
+		case s.hello <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", HelloSubject, err)
+	}
+	defer func() { _ = helloSub.Unsubscribe() }()
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	evCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Add(1)
+	go func() { defer wg.Done(); subscribe(evCtx, s.push) }()
+
+	down := !s.nc.IsConnected()
+	if !down {
+		hb(true, 0, 0, false)
+	}
+	t := time.NewTicker(s.opts.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.flush()
+			return nil
+		case st := <-status:
+			if st != nats.CONNECTED {
+				down = true
+				continue
+			}
+			late := 0
+			if down {
+				late = s.flush()
+			}
+			down = false
+			hb(true, late, s.takeDropped(), false)
+		case <-s.hello:
+			hb(true, 0, 0, false)
+		case <-s.notify:
+			s.flush()
+		case <-t.C:
+			if tick != nil {
+				tick()
+			}
+			if s.nc.IsConnected() {
+				s.flush()
+				hb(false, 0, 0, false)
+			}
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package transport
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"gseproc/model"
+)
+
+// Subject names; see the package documentation.
+const (
+	subjectPrefix = "gseproc.agent."
+	// HelloSubject asks every agent for a full heartbeat.
+	HelloSubject = "gseproc.server.hello"
+	// AllHeartbeats and AllEvents are the server's wildcard subscriptions.
+	AllHeartbeats = "gseproc.agent.*.*.hb"
+	AllEvents     = "gseproc.agent.*.*.event"
+	// AllOps matches every host's op subject.
+	AllOps = "gseproc.agent.*.*.op"
+
+	// StatusHeader is the reply header a fleet sets to "unreachable" when the
+	// host's agent is down.
+	StatusHeader      = "Gseproc-Status"
+	statusUnreachable = "unreachable"
+)
+
+// HostToken is the host's two subject tokens "<cloud>.<ip-token>".
+func HostToken(h model.Host) string {
+	ip := strings.NewReplacer(".", "_", ":", "-").Replace(h.IP)
+	return strconv.Itoa(h.CloudID) + "." + ip
+}
+
+// OpSubject is the subject a host's agent serves operations on.
+func OpSubject(h model.Host) string { return subjectPrefix + HostToken(h) + ".op" }
+
+// HeartbeatSubject is the subject a host's agent publishes heartbeats on.
+func HeartbeatSubject(h model.Host) string { return subjectPrefix + HostToken(h) + ".hb" }
+
+// EventSubject is the subject a host's agent publishes events on.
+func EventSubject(h model.Host) string { return subjectPrefix + HostToken(h) + ".event" }
+
+// hostFromSubject parses gseproc.agent.<cloud>.<ip-token>.<kind>.
+func hostFromSubject(subj string) (model.Host, error) {
+	toks := strings.Split(subj, ".")
+	if len(toks) != 5 || toks[0] != "gseproc" || toks[1] != "agent" {
+		return model.Host{}, fmt.Errorf("subject %q: want gseproc.agent.<cloud>.<ip>.<kind>", subj)
+	}
+	ip := strings.NewReplacer("_", ".", "-", ":").Replace(toks[3])
+	return model.ParseAgentID(toks[2] + ":" + ip)
+}
+
+// sameHost compares identities (cloud and IP; the supplier id is not part of it).
+func sameHost(a, b model.Host) bool { return a.CloudID == b.CloudID && a.IP == b.IP }
+
+// hostKey is the map key of a host: its identity without the supplier id.
+func hostKey(h model.Host) model.Host { return model.Host{IP: h.IP, CloudID: h.CloudID} }
