@@ -1,0 +1,251 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"reflect"
+	"sync"
+	"time"
+
+	"gseproc/backend"
+	"gseproc/backend/config"
+	"gseproc/model"
+)
+
+var _ backend.Backend = (*Engine)(nil)
+
+// Engine is the embedded backend: registry, tasks and events over a
+// Dispatcher, an Inventory and a Store.
+type Engine struct {
+	cfg      config.EngineConfig
+	d        Dispatcher
+	inv      Inventory
+	st       Store
+	log      *slog.Logger
+	now      func() time.Time
+	readOnly bool
+	version  string
+
+	ctx    context.Context // ends on Close; every goroutine watches it
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+
+	mu       sync.RWMutex
+	runs     map[string]*run                            // unfinished tasks
+	statuses map[model.Host]map[string]model.ProcStatus // last known, mirrors the store
+	subs     map[int]chan model.Event
+	nextSub  int
+	started  bool
+
+	eventsIn chan model.Event
+}
+
+// Option configures an Engine.
+type Option func(*Engine)
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option {
+	return func(e *Engine) {
+		if l != nil {
+			e.log = l
+		}
+	}
+}
+
+// WithReadOnly refuses every change: mutating ops, SaveProcess, DeleteProcess.
+func WithReadOnly(ro bool) Option { return func(e *Engine) { e.readOnly = ro } }
+
+// WithClock sets the clock (tests).
+func WithClock(now func() time.Time) Option {
+	return func(e *Engine) {
+		if now != nil {
+			e.now = now
+		}
+	}
+}
+
+// WithVersion sets the version Info reports.
+func WithVersion(v string) Option { return func(e *Engine) { e.version = v } }
+
+// eventQueue bounds the events waiting to be stored and fanned out; a
+// source that outpaces the engine loses events (counted in the log), it is
+// never blocked.
+const eventQueue = 4096
+
+// New returns an engine; call Start before using it and Close when done.
+// The engine does not own st: its creator closes it after Close.
+func New(cfg config.EngineConfig, d Dispatcher, inv Inventory, st Store, opts ...Option) *Engine {
+	if cfg.Concurrency < 1 {
+		cfg.Concurrency = 1
+	}
+	e := &Engine{
+		cfg: cfg, d: d, inv: inv, st: st,
+		log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		now:      time.Now,
+		runs:     make(map[string]*run),
+		statuses: make(map[model.Host]map[string]model.ProcStatus),
+		subs:     make(map[int]chan model.Event),
+		eventsIn: make(chan model.Event, eventQueue),
+	}
+	for _, o := range opts {
+		o(e)
+	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	return e
+}
+
+// Start loads the last known statuses, resumes the tasks the store says are
+// unfinished (their non-final targets are dispatched again) and subscribes
+// to the dispatcher's and inventory's events when they are EventSources.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	if e.started {
+		e.mu.Unlock()
+		return errors.New("engine: already started")
+	}
+	e.started = true
+	e.mu.Unlock()
+
+	sts, err := e.st.ProcStatuses(ctx)
+	if err != nil {
+		return fmt.Errorf("engine start: load statuses: %w", err)
+	}
+	e.mu.Lock()
+	for h, l := range sts {
+		m := make(map[string]model.ProcStatus, len(l))
+		for _, s := range l {
+			m[s.ProcKey] = s
+		}
+		e.statuses[h] = m
+	}
+	e.mu.Unlock()
+
+	e.wg.Add(1)
+	go e.eventLoop()
+	for _, src := range e.eventSources() {
+		e.wg.Go(func() {
+			src.SubscribeEvents(e.ctx, e.onEvent)
+		})
+	}
+
+	if err := e.resume(ctx); err != nil {
+		return fmt.Errorf("engine start: %w", err)
+	}
+	return nil
+}
+
+// eventSources returns the distinct EventSources among d and inv.
+func (e *Engine) eventSources() []EventSource {
+	var out []EventSource
+	ds, dok := e.d.(EventSource)
+	is, iok := e.inv.(EventSource)
+	if dok {
+		out = append(out, ds)
+	}
+	if iok && !(dok && sameValue(ds, is)) {
+		out = append(out, is)
+	}
+	return out
+}
+
+func sameValue(a, b any) bool {
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	return ta == tb && ta != nil && ta.Comparable() && a == b
+}
+
+// Seed puts the definitions that are not in the registry yet (by key).
+func (e *Engine) Seed(ctx context.Context, defs []model.ProcessDef) error {
+	have, err := e.st.Processes(ctx)
+	if err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
+	keys := make(map[string]bool, len(have))
+	for _, d := range have {
+		keys[d.Process.Key()] = true
+	}
+	n := 0
+	for _, d := range defs {
+		if keys[d.Process.Key()] {
+			continue
+		}
+		d.Rev = 0
+		if d.Updated == 0 {
+			d.Updated = e.now().Unix()
+		}
+		if err := e.st.PutProcess(ctx, d); err != nil {
+			return fmt.Errorf("seed %s: %w", d.Process.Key(), err)
+		}
+		keys[d.Process.Key()] = true
+		n++
+	}
+	e.log.Info("registry seeded", "added", n, "present", len(have))
+	return nil
+}
+
+// Close stops every task's fan-out and every subscription and waits for
+// their goroutines. Targets in flight stay unfinished in the store, so a
+// durable store resumes them on the next Start.
+func (e *Engine) Close() error {
+	e.once.Do(func() {
+		e.cancel()
+		e.wg.Wait()
+	})
+	return nil
+}
+
+// Info describes the engine.
+func (e *Engine) Info(ctx context.Context) (backend.Info, error) {
+	hosts, err := e.inv.Hosts(ctx)
+	if err != nil {
+		return backend.Info{}, fmt.Errorf("info: hosts: %w", err)
+	}
+	defs, err := e.st.Processes(ctx)
+	if err != nil {
+		return backend.Info{}, fmt.Errorf("info: processes: %w", err)
+	}
+	info := backend.Info{Mode: "embedded", ReadOnly: e.readOnly, Hosts: len(hosts), Processes: len(defs), Version: e.version}
+	for _, h := range hosts {
+		if h.State == model.AgentOnline {
+			info.Online++
+		}
+	}
+	e.mu.RLock()
+	info.Running = len(e.runs)
+	e.mu.RUnlock()
+	return info, nil
+}
+
+func (e *Engine) refuseReadOnly(what string) error {
+	if e.readOnly {
+		return fmt.Errorf("%s: %w", what, model.ErrReadOnly)
+	}
+	return nil
+}
+
+// recordStatus updates the last known status of a process on a host.
+func (e *Engine) recordStatus(ctx context.Context, h model.Host, st model.ProcStatus) {
+	h = normHost(h)
+	e.mu.Lock()
+	m := e.statuses[h]
+	if m == nil {
+		m = make(map[string]model.ProcStatus)
+		e.statuses[h] = m
+	}
+	m[st.ProcKey] = st
+	e.mu.Unlock()
+	if err := e.st.PutProcStatus(ctx, h, st); err != nil {
+		e.log.Warn("store status", "host", h.String(), "proc", st.ProcKey, "err", err)
+	}
+}
+
+// status returns the last known status of key on h.
+func (e *Engine) status(h model.Host, key string) (model.ProcStatus, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	st, ok := e.statuses[normHost(h)][key]
+	return st, ok
+}

@@ -1,0 +1,660 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gseproc/backend"
+	"gseproc/backend/config"
+	"gseproc/backend/engine"
+	"gseproc/backend/store"
+	"gseproc/model"
+)
+
+// fakeAgents is a controllable Dispatcher, Inventory and EventSource: each
+// host answers through the reply func (default: success), and the test
+// sees how many dispatches are in flight at once.
+type fakeAgents struct {
+	hosts []model.HostInfo
+	reply func(ctx context.Context, h model.Host, req model.AgentRequest) (model.AgentReply, error)
+
+	inflight, maxInflight, calls atomic.Int64
+
+	mu     sync.Mutex
+	events []func(model.Event)
+}
+
+func newFake(n int) *fakeAgents {
+	f := &fakeAgents{}
+	for i := range n {
+		f.hosts = append(f.hosts, model.HostInfo{Host: hostN(i), State: model.AgentOnline, Labels: map[string]string{"rack": fmt.Sprint(i % 2)}})
+	}
+	return f
+}
+
+func hostN(i int) model.Host {
+	return model.Host{IP: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)}
+}
+
+func (f *fakeAgents) Dispatch(ctx context.Context, h model.Host, req model.AgentRequest) (model.AgentReply, error) {
+	n := f.inflight.Add(1)
+	defer f.inflight.Add(-1)
+	f.calls.Add(1)
+	for {
+		m := f.maxInflight.Load()
+		if n <= m || f.maxInflight.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	if f.reply != nil {
+		return f.reply(ctx, h, req)
+	}
+	return model.AgentReply{Code: 0, Message: "success", Status: &model.ProcStatus{State: model.ProcRunning, PID: 42, Hosted: true}}, nil
+}
+
+func (f *fakeAgents) Hosts(context.Context) ([]model.HostInfo, error) { return f.hosts, nil }
+
+func (f *fakeAgents) SubscribeEvents(ctx context.Context, fn func(model.Event)) {
+	f.mu.Lock()
+	f.events = append(f.events, fn)
+	f.mu.Unlock()
+	<-ctx.Done()
+}
+
+func (f *fakeAgents) emit(ev model.Event) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, fn := range f.events {
+		fn(ev)
+	}
+	return len(f.events)
+}
+
+func proc(ns, name string, labels map[string]string) model.Process {
+	p := model.Process{Meta: model.Meta{Namespace: ns, Name: name, Labels: labels}}
+	p.Spec.Identity = model.Identity{ProcName: name, SetupPath: "/opt/" + name, PidPath: "/var/run/" + name + ".pid"}
+	p.Spec.Control = model.Control{StartCmd: "./start.sh", StopCmd: "./stop.sh"}
+	p.Spec.Policy.AutoType = model.AutoResident
+	p.Spec.Policy.OpTimeout = 1
+	return p.WithDefaults()
+}
+
+func testCfg() config.EngineConfig {
+	return config.EngineConfig{Concurrency: 64, MaxTargets: 100000, KeepTasks: 100}
+}
+
+// start builds a started engine over f with definition ns:app on every host
+// of f (and ns:db on the even ones).
+func start(t *testing.T, f *fakeAgents, cfg config.EngineConfig, opts ...engine.Option) (*engine.Engine, *store.Memory) {
+	t.Helper()
+	st := store.NewMemory()
+	e := engine.New(cfg, f, f, st, opts...)
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	var all, even []model.Host
+	for i, h := range f.hosts {
+		all = append(all, h.Host)
+		if i%2 == 0 {
+			even = append(even, h.Host)
+		}
+	}
+	err := e.Seed(context.Background(), []model.ProcessDef{
+		{Process: proc("ns", "app", map[string]string{"tier": "web"}), Hosts: all},
+		{Process: proc("ns", "db", map[string]string{"tier": "data"}), Hosts: even},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, st
+}
+
+// collect reads a watch channel to its end (bounded by 20 s).
+func collect(t *testing.T, ch <-chan model.Result) []model.Result {
+	t.Helper()
+	var out []model.Result
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case r, ok := <-ch:
+			if !ok {
+				return out
+			}
+			out = append(out, r)
+		case <-timeout:
+			t.Fatalf("watch did not end; got %d results", len(out))
+		}
+	}
+}
+
+func operate(t *testing.T, e *engine.Engine, req backend.OperateRequest) (model.Task, []model.Result) {
+	t.Helper()
+	task, err := e.Operate(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := e.Watch(context.Background(), task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task, collect(t, ch)
+}
+
+func fieldsOf(err error) []string {
+	var ve model.ValidationError
+	if !errors.As(err, &ve) {
+		return nil
+	}
+	f := ve.Fields()
+	slices.Sort(f)
+	return f
+}
+
+func TestOperateValidation(t *testing.T) {
+	e, _ := start(t, newFake(4), testCfg())
+	bad := proc("ns", "x", nil)
+	bad.Spec.Identity.SetupPath = "relative"
+	bad.Spec.Resource.CPU = 200
+	tests := []struct {
+		name string
+		req  backend.OperateRequest
+		want []string
+	}{
+		{"op and selector", backend.OperateRequest{Op: 5}, []string{"op_type", "selector"}},
+		{"bad selector host", backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Hosts: []model.Host{{IP: "300.1.1.1"}}}}, []string{"selector.hosts[0].ip"}},
+		{"every item error", backend.OperateRequest{Op: model.OpStart, Items: []model.ProcessDef{
+			{Process: bad, Hosts: []model.Host{{IP: "nope", CloudID: -1}}},
+			{Process: proc("ns", "ok", nil)},
+		}}, []string{"items[0].hosts[0].bk_cloud_id", "items[0].hosts[0].ip", "items[0].process.spec.identity.setup_path", "items[0].process.spec.resource.cpu", "items[1].hosts"}},
+		{"no match", backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "nope"}}, []string{"selector"}},
+		{"host outside the definition", backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns", Hosts: []model.Host{{IP: "192.168.9.9"}}}}, []string{"selector"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := e.Operate(context.Background(), tc.req)
+			if got := fieldsOf(err); !slices.Equal(got, tc.want) {
+				t.Fatalf("fields %v, want %v (err %v)", got, tc.want, err)
+			}
+		})
+	}
+}
+
+func TestMaxTargets(t *testing.T) {
+	cfg := testCfg()
+	cfg.MaxTargets = 5
+	e, _ := start(t, newFake(10), cfg)
+	_, err := e.Operate(context.Background(), backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns"}})
+	if got := fieldsOf(err); !slices.Equal(got, []string{"selector"}) {
+		t.Fatalf("err %v", err)
+	}
+	// Narrowed to 5 targets it is accepted.
+	task, res := operate(t, e, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns", Name: "db"}})
+	if task.Targets != 5 || len(res) != 5 {
+		t.Fatalf("targets %d, results %d", task.Targets, len(res))
+	}
+}
+
+func TestResultStatesAndCodes(t *testing.T) {
+	tests := []struct {
+		name      string
+		op        model.OpType
+		reply     model.AgentReply
+		err       error
+		wantState model.ResultState
+		wantCode  int
+	}{
+		{"start ok", model.OpStart, model.AgentReply{Code: 0}, nil, model.StateSuccess, 0},
+		{"start of running (828) is success", model.OpStart, model.AgentReply{Code: 828}, nil, model.StateSuccess, 828},
+		{"stop of stopped (829) is success", model.OpStop, model.AgentReply{Code: 829}, nil, model.StateSuccess, 829},
+		{"828 on stop fails", model.OpStop, model.AgentReply{Code: 828}, nil, model.StateFailed, 828},
+		{"command failed", model.OpRestart, model.AgentReply{Code: 65535, Message: "exit 1"}, nil, model.StateFailed, 65535},
+		{"post-check", model.OpStart, model.AgentReply{Code: 836}, nil, model.StateFailed, 836},
+		{"unreachable", model.OpStart, model.AgentReply{}, fmt.Errorf("nats: %w", model.ErrUnreachable), model.StateUnreachable, 117},
+		{"transport error", model.OpStart, model.AgentReply{}, errors.New("boom"), model.StateFailed, 65535},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake(3)
+			f.reply = func(context.Context, model.Host, model.AgentRequest) (model.AgentReply, error) { return tc.reply, tc.err }
+			e, _ := start(t, f, testCfg())
+			task, res := operate(t, e, backend.OperateRequest{Op: tc.op, Selector: backend.Selector{Namespace: "ns", Name: "app"}})
+			if len(res) != 3 {
+				t.Fatalf("%d results", len(res))
+			}
+			for _, r := range res {
+				if r.State != tc.wantState || r.Code != tc.wantCode || r.Content == "" || r.Message == "" {
+					t.Fatalf("result %+v, want %s/%d", r, tc.wantState, tc.wantCode)
+				}
+			}
+			view, err := e.Task(context.Background(), task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantStatus := model.TaskDone
+			if !tc.wantState.OK() {
+				wantStatus = model.TaskFailed
+			}
+			if view.Task.Status != wantStatus || view.Task.Counts.Final() != 3 || view.Task.Finished.IsZero() {
+				t.Fatalf("task %+v, want %s", view.Task, wantStatus)
+			}
+		})
+	}
+}
+
+func TestStatusContentAndLastKnown(t *testing.T) {
+	f := newFake(2)
+	e, _ := start(t, f, testCfg())
+	_, res := operate(t, e, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns", Name: "app"}})
+	for _, r := range res {
+		if r.State != model.StateSuccess || !contains(r.Content, `"procname":"app"`) || !contains(r.Content, `"pid":42`) {
+			t.Fatalf("status content %s", r.Content)
+		}
+	}
+	hv, err := e.Hosts(context.Background(), backend.HostQuery{Name: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hv) != 2 || len(hv[0].Procs) != 1 || hv[0].Procs[0].Status.State != model.ProcRunning || hv[0].Procs[0].Status.PID != 42 {
+		t.Fatalf("hosts %+v", hv)
+	}
+}
+
+func contains(s, sub string) bool { return len(sub) == 0 || (len(s) >= len(sub) && indexOf(s, sub) >= 0) }
+
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestFanOutBound(t *testing.T) {
+	f := newFake(300)
+	f.reply = func(ctx context.Context, _ model.Host, _ model.AgentRequest) (model.AgentReply, error) {
+		time.Sleep(2 * time.Millisecond)
+		return model.AgentReply{}, nil
+	}
+	cfg := testCfg()
+	cfg.Concurrency = 8
+	e, _ := start(t, f, cfg)
+	_, res := operate(t, e, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns", Name: "app"}})
+	if len(res) != 300 {
+		t.Fatalf("%d results", len(res))
+	}
+	if m := f.maxInflight.Load(); m != 8 {
+		t.Fatalf("max in flight %d, want exactly the bound 8", m)
+	}
+}
+
+// TestFanOutGoroutines: 10,000 targets held in flight cost goroutines per
+// concurrency slot, not per target.
+func TestFanOutGoroutines(t *testing.T) {
+	f := newFake(10000)
+	release := make(chan struct{})
+	f.reply = func(ctx context.Context, _ model.Host, _ model.AgentRequest) (model.AgentReply, error) {
+		<-release
+		return model.AgentReply{}, nil
+	}
+	cfg := testCfg()
+	cfg.Concurrency = 100
+	e, _ := start(t, f, cfg)
+	base := runtime.NumGoroutine()
+	task, err := e.Operate(context.Background(), backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns", Name: "app"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f.inflight.Load() < 100 {
+		time.Sleep(time.Millisecond)
+	}
+	if g := runtime.NumGoroutine() - base; g > 100+10 {
+		t.Errorf("%d goroutines for a 10,000-target task at concurrency 100", g)
+	}
+	close(release)
+	ch, _ := e.Watch(context.Background(), task.ID, 0)
+	if res := collect(t, ch); len(res) != 10000 {
+		t.Fatalf("%d results", len(res))
+	}
+}
+
+func TestPerHostDeadline(t *testing.T) {
+	f := newFake(6)
+	dead := hostN(3)
+	f.reply = func(ctx context.Context, h model.Host, _ model.AgentRequest) (model.AgentReply, error) {
+		if h == dead {
+			<-ctx.Done() // never answers
+			return model.AgentReply{}, ctx.Err()
+		}
+		return model.AgentReply{}, nil
+	}
+	e, _ := start(t, f, testCfg()) // op_timeout 1 s, no slack: status deadline 1 s
+	t0 := time.Now()
+	task, err := e.Operate(context.Background(), backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns", Name: "app"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, _ := e.Watch(context.Background(), task.ID, 0)
+	var res []model.Result
+	for r := range ch {
+		res = append(res, r)
+		if len(res) == 5 {
+			if d := time.Since(t0); d > 700*time.Millisecond {
+				t.Errorf("the 5 live hosts took %v: the dead one held them up", d)
+			}
+		}
+	}
+	if len(res) != 6 {
+		t.Fatalf("%d results", len(res))
+	}
+	last := res[5]
+	if last.Host != dead || last.State != model.StateTimeout || last.Code != model.CodeTimeout || last.Seq != 6 {
+		t.Fatalf("last result %+v", last)
+	}
+	if d := last.Duration(); d < time.Second || d > 1900*time.Millisecond {
+		t.Fatalf("dead host timed out after %v, want its own 1 s deadline", d)
+	}
+}
+
+func TestWatchOrderAndReplay(t *testing.T) {
+	f := newFake(3)
+	gates := map[model.Host]chan struct{}{}
+	for _, h := range f.hosts {
+		gates[h.Host] = make(chan struct{})
+	}
+	f.reply = func(ctx context.Context, h model.Host, _ model.AgentRequest) (model.AgentReply, error) {
+		<-gates[h]
+		return model.AgentReply{}, nil
+	}
+	e, _ := start(t, f, testCfg())
+	ctx := context.Background()
+	task, err := e.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns", Name: "app"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	early, _ := e.Watch(ctx, task.ID, 0)
+	order := []model.Host{hostN(2), hostN(0), hostN(1)}
+
+	close(gates[order[0]])
+	r1 := <-early
+	mid, _ := e.Watch(ctx, task.ID, 0) // joins after the first result: gets it replayed
+	close(gates[order[1]])
+	r2 := <-early
+	close(gates[order[2]])
+	rest := collect(t, early)
+	got := append([]model.Result{r1, r2}, rest...)
+	midGot := collect(t, mid)
+	late, _ := e.Watch(ctx, task.ID, 1) // after completion, skipping seq 1
+	lateGot := collect(t, late)
+
+	check := func(name string, rs []model.Result, from int) {
+		t.Helper()
+		if len(rs) != 3-from {
+			t.Fatalf("%s: %d results", name, len(rs))
+		}
+		for i, r := range rs {
+			if r.Seq != int64(from+i+1) || r.Host != order[from+i] {
+				t.Fatalf("%s: result %d is seq %d host %s, want seq %d host %s", name, i, r.Seq, r.Host, from+i+1, order[from+i])
+			}
+		}
+	}
+	check("early", got, 0)
+	check("mid", midGot, 0)
+	check("late", lateGot, 1)
+
+	if _, err := e.Watch(ctx, "GSETASK:20200101000000:1", 0); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("watch unknown: %v", err)
+	}
+}
+
+func TestSlowWatcherDoesNotBlock(t *testing.T) {
+	f := newFake(2000)
+	e, _ := start(t, f, testCfg())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	task, err := e.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns", Name: "app"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = e.Watch(ctx, task.ID, 0) // never read
+	fast, _ := e.Watch(ctx, task.ID, 0)
+	if res := collect(t, fast); len(res) != 2000 {
+		t.Fatalf("%d results", len(res))
+	}
+}
+
+func TestCancel(t *testing.T) {
+	f := newFake(5)
+	release := make(chan struct{})
+	f.reply = func(ctx context.Context, h model.Host, _ model.AgentRequest) (model.AgentReply, error) {
+		<-release
+		return model.AgentReply{}, nil
+	}
+	cfg := testCfg()
+	cfg.Concurrency = 1
+	e, _ := start(t, f, cfg)
+	ctx := context.Background()
+	task, err := e.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns", Name: "app"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f.inflight.Load() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := e.Cancel(ctx, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	ch, _ := e.Watch(ctx, task.ID, 0)
+	res := collect(t, ch)
+	var c model.Counts
+	for _, r := range res {
+		c.Add(r.State, 1)
+	}
+	if c.Cancelled != 4 || c.Success != 1 {
+		t.Fatalf("counts %+v", c)
+	}
+	view, _ := e.Task(ctx, task.ID)
+	if view.Task.Status != model.TaskCanceled || f.calls.Load() != 1 {
+		t.Fatalf("task %s, %d dispatches", view.Task.Status, f.calls.Load())
+	}
+	if err := e.Cancel(ctx, "GSETASK:20200101000000:1"); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("cancel unknown: %v", err)
+	}
+}
+
+func TestResumeFromStore(t *testing.T) {
+	ctx := context.Background()
+	f := newFake(3)
+	st := store.NewMemory()
+	p := proc("ns", "app", nil)
+	hosts := []model.Host{hostN(0), hostN(1), hostN(2)}
+	if err := st.PutProcess(ctx, model.ProcessDef{Process: p, Hosts: hosts}); err != nil {
+		t.Fatal(err)
+	}
+	// A task a killed server left: one target final, one running, one pending.
+	id := model.FormatTaskID(time.Now(), 7)
+	var targets []model.Target
+	for _, h := range hosts {
+		targets = append(targets, model.Target{Host: h, ProcKey: p.Key()})
+	}
+	_ = st.PutTask(ctx, model.Task{ID: id, Op: model.OpStart, Targets: 3, Status: model.TaskRunning, Created: time.Now()}, targets)
+	_ = st.PutResult(ctx, model.Result{TaskID: id, Host: hosts[0], ProcKey: p.Key(), Op: model.OpStart, State: model.StateSuccess, Seq: 1})
+	_ = st.PutResult(ctx, model.Result{TaskID: id, Host: hosts[1], ProcKey: p.Key(), Op: model.OpStart, State: model.StateRunning})
+
+	var dispatched sync.Map
+	f.reply = func(ctx context.Context, h model.Host, _ model.AgentRequest) (model.AgentReply, error) {
+		dispatched.Store(h, true)
+		return model.AgentReply{Code: 828}, nil
+	}
+	e := engine.New(testCfg(), f, f, st)
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ch, err := e.Watch(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := collect(t, ch)
+	if len(res) != 3 || res[0].Host != hosts[0] || res[1].Seq != 2 || res[2].Seq != 3 {
+		t.Fatalf("results %+v", res)
+	}
+	if _, ok := dispatched.Load(hosts[0]); ok {
+		t.Fatal("a target final before the restart was dispatched again")
+	}
+	for _, h := range hosts[1:] {
+		if _, ok := dispatched.Load(h); !ok {
+			t.Fatalf("%s not resumed", h)
+		}
+	}
+	view, _ := e.Task(ctx, id)
+	if view.Task.Status != model.TaskDone {
+		t.Fatalf("resumed task %s", view.Task.Status)
+	}
+}
+
+func TestCloseLeavesTargetsUnfinished(t *testing.T) {
+	f := newFake(4)
+	f.reply = func(ctx context.Context, _ model.Host, _ model.AgentRequest) (model.AgentReply, error) {
+		<-ctx.Done()
+		return model.AgentReply{}, ctx.Err()
+	}
+	cfg := testCfg()
+	cfg.Concurrency = 2
+	e, st := start(t, f, cfg)
+	ctx := context.Background()
+	task, err := e.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns", Name: "app"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f.inflight.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	done := make(chan struct{})
+	go func() { _ = e.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	got, _, _ := st.Task(ctx, task.ID)
+	rs, _ := st.Results(ctx, task.ID)
+	if got.Status == model.TaskDone || got.Status == model.TaskFailed || len(rs) != 0 {
+		t.Fatalf("after Close: task %s with %d results stored", got.Status, len(rs))
+	}
+}
+
+func TestReadOnly(t *testing.T) {
+	e, _ := start(t, newFake(2), testCfg(), engine.WithReadOnly(true))
+	ctx := context.Background()
+	if _, err := e.Operate(ctx, backend.OperateRequest{Op: model.OpStart, Selector: backend.Selector{Namespace: "ns"}}); !errors.Is(err, model.ErrReadOnly) {
+		t.Fatalf("start: %v", err)
+	}
+	if err := e.SaveProcess(ctx, model.ProcessDef{Process: proc("ns", "z", nil), Hosts: []model.Host{hostN(0)}}); !errors.Is(err, model.ErrReadOnly) {
+		t.Fatalf("save: %v", err)
+	}
+	if err := e.DeleteProcess(ctx, "ns:app"); !errors.Is(err, model.ErrReadOnly) {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, res := operate(t, e, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns"}}); len(res) != 3 {
+		t.Fatalf("status in read-only: %d results", len(res))
+	}
+	if info, _ := e.Info(ctx); !info.ReadOnly || info.Mode != "embedded" || info.Hosts != 2 || info.Processes != 2 {
+		t.Fatalf("info %+v", info)
+	}
+}
+
+func TestRegistryQueries(t *testing.T) {
+	e, _ := start(t, newFake(4), testCfg())
+	ctx := context.Background()
+	ns, err := e.Namespaces(ctx)
+	if err != nil || len(ns) != 1 || ns[0].Processes != 2 || ns[0].Hosts != 4 || !slices.Equal(ns[0].Labels["tier"], []string{"data", "web"}) {
+		t.Fatalf("namespaces %+v %v", ns, err)
+	}
+	h1 := hostN(1)
+	tests := []struct {
+		q    backend.ProcQuery
+		want int
+	}{
+		{backend.ProcQuery{}, 2},
+		{backend.ProcQuery{Namespace: "ns", Name: "db"}, 1},
+		{backend.ProcQuery{Labels: map[string]string{"tier": "web"}}, 1},
+		{backend.ProcQuery{Host: &h1}, 1},
+		{backend.ProcQuery{Namespace: "other"}, 0},
+	}
+	for _, tc := range tests {
+		got, err := e.Processes(ctx, tc.q)
+		if err != nil || len(got) != tc.want {
+			t.Errorf("Processes(%+v) = %d, want %d (%v)", tc.q, len(got), tc.want, err)
+		}
+	}
+	hv, _ := e.Hosts(ctx, backend.HostQuery{Labels: map[string]string{"tier": "data"}})
+	if len(hv) != 2 || hv[0].Procs[0].Status.State != model.ProcUnknown {
+		t.Fatalf("hosts with db: %+v", hv)
+	}
+	hv, _ = e.Hosts(ctx, backend.HostQuery{})
+	if len(hv) != 4 || len(hv[0].Procs) != 2 || len(hv[1].Procs) != 1 {
+		t.Fatalf("all hosts: %+v", hv)
+	}
+}
+
+func TestInlineItemsAreSaved(t *testing.T) {
+	e, _ := start(t, newFake(3), testCfg())
+	ctx := context.Background()
+	p := proc("biz_1", "x", nil)
+	p.Meta.Name = "/opt/x/x"
+	_, res := operate(t, e, backend.OperateRequest{Op: model.OpStart, Items: []model.ProcessDef{{Process: p, Hosts: []model.Host{hostN(1)}}}})
+	if len(res) != 1 || res[0].ProcKey != "biz_1:/opt/x/x" {
+		t.Fatalf("results %+v", res)
+	}
+	_, _ = operate(t, e, backend.OperateRequest{Op: model.OpStart, Items: []model.ProcessDef{{Process: p, Hosts: []model.Host{hostN(2)}}}})
+	defs, _ := e.Processes(ctx, backend.ProcQuery{Namespace: "biz_1"})
+	if len(defs) != 1 || len(defs[0].Hosts) != 2 {
+		t.Fatalf("registry after two inline ops: %+v", defs)
+	}
+}
+
+func TestEvents(t *testing.T) {
+	f := newFake(2)
+	e, _ := start(t, f, testCfg())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := e.Events(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f.emit(model.Event{}) == 0 { // wait for the engine's subscription
+		time.Sleep(time.Millisecond)
+	}
+	<-ch
+	ev := model.Event{Time: time.Now(), Host: hostN(0), ProcKey: "ns:app", Kind: model.EventRestartSuccess, Message: "restarted"}
+	f.emit(ev)
+	select {
+	case got := <-ch:
+		if got.Kind != ev.Kind || got.Host != ev.Host {
+			t.Fatalf("event %+v", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event")
+	}
+	recent, _ := e.RecentEvents(ctx, 1)
+	if len(recent) != 1 || recent[0].Kind != ev.Kind {
+		t.Fatalf("recent %+v", recent)
+	}
+	hv, _ := e.Hosts(ctx, backend.HostQuery{Name: "app", Hosts: []model.Host{hostN(0)}})
+	if len(hv) != 1 || hv[0].Procs[0].Status.State != model.ProcRunning || hv[0].Procs[0].Status.Restarts != 1 {
+		t.Fatalf("last known after restart event: %+v", hv)
+	}
+	cancel()
+	for range ch { // closes when ctx ends
+	}
+}

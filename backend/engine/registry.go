@@ -1,0 +1,221 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+
+	"gseproc/backend"
+	"gseproc/model"
+)
+
+// matchDef reports whether a definition matches namespace, name and labels
+// (zero values do not filter).
+func matchDef(d model.ProcessDef, ns, name string, labels map[string]string) bool {
+	m := d.Process.Meta
+	return (ns == "" || m.Namespace == ns) && (name == "" || m.Name == name) && model.MatchLabels(m.Labels, labels)
+}
+
+func hostSet(hs []model.Host) map[model.Host]bool {
+	if len(hs) == 0 {
+		return nil
+	}
+	s := make(map[model.Host]bool, len(hs))
+	for _, h := range hs {
+		s[normHost(h)] = true
+	}
+	return s
+}
+
+// normHost drops the supplier id: hosts are identified by cloud and ip.
+func normHost(h model.Host) model.Host { return model.Host{IP: h.IP, CloudID: h.CloudID} }
+
+// Namespaces summarises the registry by namespace.
+func (e *Engine) Namespaces(ctx context.Context) ([]backend.NamespaceSummary, error) {
+	defs, err := e.st.Processes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("namespaces: %w", err)
+	}
+	type acc struct {
+		procs  int
+		hosts  map[model.Host]bool
+		labels map[string]map[string]bool
+	}
+	byNS := map[string]*acc{}
+	for _, d := range defs {
+		ns := d.Process.Meta.Namespace
+		a := byNS[ns]
+		if a == nil {
+			a = &acc{hosts: map[model.Host]bool{}, labels: map[string]map[string]bool{}}
+			byNS[ns] = a
+		}
+		a.procs++
+		for _, h := range d.Hosts {
+			a.hosts[normHost(h)] = true
+		}
+		for k, v := range d.Process.Meta.Labels {
+			if a.labels[k] == nil {
+				a.labels[k] = map[string]bool{}
+			}
+			a.labels[k][v] = true
+		}
+	}
+	out := make([]backend.NamespaceSummary, 0, len(byNS))
+	for ns, a := range byNS {
+		s := backend.NamespaceSummary{Name: ns, Processes: a.procs, Hosts: len(a.hosts)}
+		if len(a.labels) > 0 {
+			s.Labels = make(map[string][]string, len(a.labels))
+			for k, vs := range a.labels {
+				l := make([]string, 0, len(vs))
+				for v := range vs {
+					l = append(l, v)
+				}
+				sort.Strings(l)
+				s.Labels[k] = l
+			}
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Processes lists the definitions matching q, sorted by key.
+func (e *Engine) Processes(ctx context.Context, q backend.ProcQuery) ([]model.ProcessDef, error) {
+	defs, err := e.st.Processes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("processes: %w", err)
+	}
+	out := defs[:0]
+	for _, d := range defs {
+		if !matchDef(d, q.Namespace, q.Name, q.Labels) {
+			continue
+		}
+		if q.Host != nil && !slices.ContainsFunc(d.Hosts, func(h model.Host) bool { return normHost(h) == normHost(*q.Host) }) {
+			continue
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// Hosts joins the inventory with the matching definitions deployed on each
+// host and their last known status. With a process filter (namespace, name
+// or labels) only hosts carrying a matching process are listed.
+func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.HostView, error) {
+	inv, err := e.inv.Hosts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("hosts: inventory: %w", err)
+	}
+	defs, err := e.st.Processes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("hosts: processes: %w", err)
+	}
+	procFilter := q.Namespace != "" || q.Name != "" || len(q.Labels) > 0
+	only := hostSet(q.Hosts)
+	onHost := map[model.Host][]int{}
+	for i, d := range defs {
+		if !matchDef(d, q.Namespace, q.Name, q.Labels) {
+			continue
+		}
+		for _, h := range d.Hosts {
+			h = normHost(h)
+			onHost[h] = append(onHost[h], i)
+		}
+	}
+	var out []backend.HostView
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	for _, hi := range inv {
+		h := normHost(hi.Host)
+		if only != nil && !only[h] {
+			continue
+		}
+		idx := onHost[h]
+		if procFilter && len(idx) == 0 {
+			continue
+		}
+		v := backend.HostView{HostInfo: hi}
+		for _, i := range idx {
+			d := defs[i]
+			key := d.Process.Key()
+			st, ok := e.statuses[h][key]
+			if !ok {
+				st = model.ProcStatus{ProcKey: key, ProcName: d.Process.Spec.Identity.ProcName, State: model.ProcUnknown, PID: -1}
+			}
+			v.Procs = append(v.Procs, backend.ProcView{Key: key, Labels: d.Process.Meta.Labels, Status: st, Updated: st.ReportTime})
+		}
+		out = append(out, v)
+		if q.Limit > 0 && len(out) >= q.Limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// validateDef checks a definition and its hosts under prefix.
+func validateDef(v *model.Validator, prefix string, d model.ProcessDef) {
+	d.Process.ValidateInto(v, prefix+"process", nil)
+	if len(d.Hosts) == 0 {
+		v.Add(prefix+"hosts", "required: at least one host")
+	}
+	for i, h := range d.Hosts {
+		h.Validate(v, fmt.Sprintf("%shosts[%d]", prefix, i))
+	}
+}
+
+// SaveProcess validates and creates or replaces a definition.
+func (e *Engine) SaveProcess(ctx context.Context, def model.ProcessDef) error {
+	if err := e.refuseReadOnly("save process " + def.Process.Key()); err != nil {
+		return err
+	}
+	v := &model.Validator{}
+	validateDef(v, "", def)
+	if err := v.Err(); err != nil {
+		return err
+	}
+	def.Updated = e.now().Unix()
+	if err := e.st.PutProcess(ctx, def); err != nil {
+		return fmt.Errorf("save process %s: %w", def.Process.Key(), err)
+	}
+	return nil
+}
+
+// DeleteProcess removes a definition by key "namespace:name".
+func (e *Engine) DeleteProcess(ctx context.Context, key string) error {
+	if err := e.refuseReadOnly("delete process " + key); err != nil {
+		return err
+	}
+	return e.st.DeleteProcess(ctx, key)
+}
+
+// resolve turns a selector into (host, process) targets and the processes
+// they name. Hosts keep the order of each definition's host list;
+// definitions are in key order.
+func resolve(defs []model.ProcessDef, sel backend.Selector) ([]model.Target, map[string]model.Process) {
+	only := hostSet(sel.Hosts)
+	var targets []model.Target
+	procs := map[string]model.Process{}
+	seen := map[model.Target]bool{}
+	for _, d := range defs {
+		if !matchDef(d, sel.Namespace, sel.Name, sel.Labels) {
+			continue
+		}
+		key := d.Process.Key()
+		for _, h := range d.Hosts {
+			nh := normHost(h)
+			if only != nil && !only[nh] {
+				continue
+			}
+			if t := (model.Target{Host: nh, ProcKey: key}); seen[t] {
+				continue
+			} else {
+				seen[t] = true
+			}
+			targets = append(targets, model.Target{Host: h, ProcKey: key})
+			procs[key] = d.Process
+		}
+	}
+	return targets, procs
+}

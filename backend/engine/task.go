@@ -1,0 +1,571 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gseproc/backend"
+	"gseproc/model"
+)
+
+// run is a task in progress. Its final results form an append-only log in
+// Seq order; watchers read the log through their own cursor and wait on
+// notify, which is closed (and replaced) whenever the log grows or the task
+// completes. Nothing the fan-out does waits for a watcher.
+type run struct {
+	mu        sync.Mutex
+	task      model.Task
+	targets   []model.Target
+	procs     map[string]model.Process
+	results   []model.Result // by target index
+	log       []model.Result // final results, Seq ascending
+	lastSeq   int64
+	notify    chan struct{}
+	done      bool
+	cancelled bool
+
+	next atomic.Int64 // next target index a worker claims
+}
+
+// Operate validates the request, saves inline definitions, resolves the
+// targets, creates the task and starts its fan-out. It returns at once.
+func (e *Engine) Operate(ctx context.Context, req backend.OperateRequest) (model.Task, error) {
+	if req.Op.Mutating() {
+		if err := e.refuseReadOnly("operate " + req.Op.String()); err != nil {
+			return model.Task{}, err
+		}
+	}
+	if err := validateRequest(req); err != nil {
+		return model.Task{}, err
+	}
+
+	var targets []model.Target
+	var procs map[string]model.Process
+	if len(req.Items) > 0 {
+		var err error
+		if targets, procs, err = e.saveItems(ctx, req.Items); err != nil {
+			return model.Task{}, err
+		}
+	} else {
+		defs, err := e.st.Processes(ctx)
+		if err != nil {
+			return model.Task{}, fmt.Errorf("operate: load registry: %w", err)
+		}
+		targets, procs = resolve(defs, req.Selector)
+	}
+	if len(targets) == 0 {
+		return model.Task{}, model.ValidationError{{Field: "selector", Reason: "matches no (host, process) target: " + describeSelector(req.Selector)}}
+	}
+	if len(targets) > e.cfg.MaxTargets {
+		return model.Task{}, model.ValidationError{{Field: "selector", Reason: fmt.Sprintf(
+			"matches %d (host, process) targets, more than engine.max_targets %d: narrow it by name, label or host", len(targets), e.cfg.MaxTargets)}}
+	}
+
+	seq, err := e.st.NextSeq(ctx)
+	if err != nil {
+		return model.Task{}, fmt.Errorf("operate: next task id: %w", err)
+	}
+	now := e.now()
+	nsSet := map[string]bool{}
+	for k := range procs {
+		nsSet[procs[k].Meta.Namespace] = true
+	}
+	namespaces := make([]string, 0, len(nsSet))
+	for ns := range nsSet {
+		namespaces = append(namespaces, ns)
+	}
+	sort.Strings(namespaces)
+	t := model.Task{
+		ID: model.FormatTaskID(now, seq), Op: req.Op, Targets: len(targets), Namespace: namespaces,
+		Source: req.Source, Operator: req.Operator, Status: model.TaskPending, Created: now,
+		Counts: model.Counts{Pending: len(targets)},
+	}
+	if err := e.st.PutTask(ctx, t, targets); err != nil {
+		return model.Task{}, fmt.Errorf("operate: store task: %w", err)
+	}
+	r := newRun(t, targets, procs, nil)
+	e.log.Info("task created", "task", t.ID, "op", t.Op.String(), "targets", t.Targets,
+		"namespaces", namespaces, "source", t.Source, "operator", t.Operator)
+	if err := e.launch(r); err != nil {
+		return model.Task{}, err
+	}
+	return t, nil
+}
+
+func describeSelector(s backend.Selector) string {
+	var parts []string
+	if s.Namespace != "" {
+		parts = append(parts, fmt.Sprintf("namespace %q", s.Namespace))
+	}
+	if s.Name != "" {
+		parts = append(parts, fmt.Sprintf("name %q", s.Name))
+	}
+	if len(s.Labels) > 0 {
+		parts = append(parts, fmt.Sprintf("labels %v", model.SortedLabels(s.Labels)))
+	}
+	if len(s.Hosts) > 0 {
+		parts = append(parts, fmt.Sprintf("%d host(s)", len(s.Hosts)))
+	}
+	if len(parts) == 0 {
+		return "the registry has no such process"
+	}
+	out := "no registered process deployed on a host matches "
+	for i, p := range parts {
+		if i > 0 {
+			out += ", "
+		}
+		out += p
+	}
+	return out
+}
+
+// validateRequest collects every error of the request.
+func validateRequest(req backend.OperateRequest) error {
+	v := &model.Validator{}
+	if !req.Op.Valid() {
+		_, err := model.ParseOp(fmt.Sprint(int(req.Op)))
+		v.Add("op_type", err.Error())
+	}
+	if req.Selector.Empty() && len(req.Items) == 0 {
+		v.Add("selector", "required: give a namespace, name, labels or hosts (or items)")
+	}
+	for k := range req.Selector.Labels {
+		if k == "" {
+			v.Add("selector.labels", "label key must not be empty")
+		}
+	}
+	for i, h := range req.Selector.Hosts {
+		h.Validate(v, fmt.Sprintf("selector.hosts[%d]", i))
+	}
+	for i, it := range req.Items {
+		validateDef(v, fmt.Sprintf("items[%d].", i), it)
+	}
+	return v.Err()
+}
+
+// saveItems puts inline definitions into the registry (the hosts they name
+// are added to the definition's hosts) and returns their targets.
+func (e *Engine) saveItems(ctx context.Context, items []model.ProcessDef) ([]model.Target, map[string]model.Process, error) {
+	have, err := e.st.Processes(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("operate: load registry: %w", err)
+	}
+	byKey := make(map[string]model.ProcessDef, len(have))
+	for _, d := range have {
+		byKey[d.Process.Key()] = d
+	}
+	var targets []model.Target
+	procs := map[string]model.Process{}
+	seen := map[model.Target]bool{}
+	for _, it := range items {
+		key := it.Process.Key()
+		def := model.ProcessDef{Process: it.Process, Updated: e.now().Unix()}
+		hosts := map[model.Host]bool{}
+		if old, ok := byKey[key]; ok {
+			def.Hosts = old.Hosts
+			def.Rev = old.Rev
+			for _, h := range old.Hosts {
+				hosts[normHost(h)] = true
+			}
+		}
+		for _, h := range it.Hosts {
+			nh := normHost(h)
+			if !hosts[nh] {
+				hosts[nh] = true
+				def.Hosts = append(slices.Clip(def.Hosts), h)
+			}
+			if t := (model.Target{Host: nh, ProcKey: key}); !seen[t] {
+				seen[t] = true
+				targets = append(targets, model.Target{Host: h, ProcKey: key})
+			}
+		}
+		if err := e.st.PutProcess(ctx, def); err != nil {
+			return nil, nil, fmt.Errorf("operate: save %s: %w", key, err)
+		}
+		byKey[key] = def
+		procs[key] = it.Process
+	}
+	return targets, procs, nil
+}
+
+// newRun builds a run; prior holds results already stored (resume).
+func newRun(t model.Task, targets []model.Target, procs map[string]model.Process, prior []model.Result) *run {
+	r := &run{task: t, targets: targets, procs: procs, notify: make(chan struct{})}
+	r.results = make([]model.Result, len(targets))
+	index := make(map[model.Target]int, len(prior))
+	if len(prior) > 0 {
+		for i, tg := range targets {
+			index[model.Target{Host: normHost(tg.Host), ProcKey: tg.ProcKey}] = i
+		}
+	}
+	for i, tg := range targets {
+		p := procs[tg.ProcKey]
+		r.results[i] = model.Result{TaskID: t.ID, Host: tg.Host, ProcKey: tg.ProcKey, ValueKey: p.Spec.Identity.ValueKey, Op: t.Op, State: model.StatePending}
+	}
+	for _, res := range prior {
+		i, ok := index[model.Target{Host: normHost(res.Host), ProcKey: res.ProcKey}]
+		if !ok || !res.State.Final() {
+			continue
+		}
+		r.results[i] = res
+		r.log = append(r.log, res)
+	}
+	sort.Slice(r.log, func(i, j int) bool { return r.log[i].Seq < r.log[j].Seq })
+	if n := len(r.log); n > 0 {
+		r.lastSeq = r.log[n-1].Seq
+	}
+	r.task.Counts = model.Counts{}
+	for _, res := range r.results {
+		r.task.Counts.Add(res.State, 1)
+	}
+	return r
+}
+
+// launch registers the run and starts its fan-out.
+func (e *Engine) launch(r *run) error {
+	e.mu.Lock()
+	if e.ctx.Err() != nil {
+		e.mu.Unlock()
+		return errors.New("engine is closed")
+	}
+	e.runs[r.task.ID] = r
+	e.wg.Add(1)
+	e.mu.Unlock()
+	go e.execute(r)
+	return nil
+}
+
+// execute fans the run out over at most cfg.Concurrency workers, each
+// claiming the next target index: the number of goroutines is bounded by
+// the concurrency, not by the number of targets.
+func (e *Engine) execute(r *run) {
+	defer e.wg.Done()
+	r.mu.Lock()
+	pending := r.task.Counts.Pending
+	r.mu.Unlock()
+	workers := min(e.cfg.Concurrency, pending)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for e.ctx.Err() == nil {
+				i := int(r.next.Add(1) - 1)
+				if i >= len(r.targets) {
+					return
+				}
+				e.dispatchOne(r, i)
+			}
+		})
+	}
+	wg.Wait()
+	if e.ctx.Err() != nil {
+		return // closing: unfinished targets stay unfinished in the store
+	}
+	r.mu.Lock()
+	complete := r.completeLocked(e.now())
+	r.mu.Unlock()
+	if complete {
+		e.finishTask(r)
+	}
+}
+
+// dispatchOne sends target i to its host and records the final result.
+func (e *Engine) dispatchOne(r *run, i int) {
+	r.mu.Lock()
+	res := r.results[i]
+	if res.State != model.StatePending {
+		r.mu.Unlock()
+		return // cancelled, or final from before a restart
+	}
+	now := e.now()
+	res.State, res.Started = model.StateRunning, now
+	r.results[i] = res
+	r.task.Counts.Add(model.StatePending, -1)
+	r.task.Counts.Add(model.StateRunning, 1)
+	if r.task.Status == model.TaskPending {
+		r.task.Status = model.TaskRunning
+	}
+	op := r.task.Op
+	p, ok := r.procs[res.ProcKey]
+	r.mu.Unlock()
+
+	if !ok {
+		res.State, res.Code = model.StateFailed, model.CodeCommandFailed
+		res.Message = fmt.Sprintf("process %s is no longer in the registry", res.ProcKey)
+		res.Finished = e.now()
+		e.finishResult(r, i, res)
+		return
+	}
+
+	budget := time.Duration(p.Deadline(op))*time.Second + e.cfg.DeadlineSlack.D()
+	dctx, cancel := context.WithTimeout(e.ctx, budget)
+	reply, err := e.d.Dispatch(dctx, res.Host, model.AgentRequest{TaskID: r.task.ID, Op: op, Process: p, Deadline: now.Add(budget)})
+	deadlinePassed := errors.Is(dctx.Err(), context.DeadlineExceeded)
+	cancel()
+	end := e.now()
+	res.Finished = end
+	hosted := false
+	switch {
+	case err == nil:
+		res.Code = reply.Code
+		res.State = model.StateForCode(op, reply.Code)
+		if res.State == model.StateRunning { // 115: the agent had not finished at its deadline
+			res.State = model.StateTimeout
+		}
+		res.Message = reply.Message
+		if res.Message == "" {
+			res.Message = reply.Output
+		}
+		if res.Message == "" {
+			res.Message = model.CodeText(reply.Code)
+		}
+		if reply.Status != nil {
+			st := *reply.Status
+			hosted = st.Hosted
+			if st.ProcKey == "" {
+				st.ProcKey = res.ProcKey
+			}
+			if st.ProcName == "" {
+				st.ProcName = p.Spec.Identity.ProcName
+			}
+			if st.ReportTime == 0 {
+				st.ReportTime = end.Unix()
+			}
+			e.recordStatus(e.ctx, res.Host, st)
+			if op == model.OpStatus {
+				res.Content = model.StatusContent(res.Host, p, st, end)
+			}
+		}
+	case errors.Is(err, model.ErrUnreachable):
+		res.State, res.Code = model.StateUnreachable, model.CodeAgentAbnormal
+		res.Message = err.Error()
+	case deadlinePassed || errors.Is(err, context.DeadlineExceeded):
+		res.State, res.Code = model.StateTimeout, model.CodeTimeout
+		res.Message = fmt.Sprintf("no reply within %s", budget)
+	case e.ctx.Err() != nil:
+		return // engine closing: leave the target unfinished
+	default:
+		res.State, res.Code = model.StateFailed, model.CodeCommandFailed
+		res.Message = fmt.Sprintf("dispatch: %v", err)
+	}
+	if res.Content == "" {
+		text := "success"
+		if res.Code != model.CodeSuccess {
+			text = res.Message
+		}
+		res.Content = model.ControlContent(p, text, hosted)
+	}
+	e.log.Debug("host result", "task", res.TaskID, "host", res.Host.String(), "proc", res.ProcKey,
+		"state", string(res.State), "code", res.Code, "duration", res.Duration())
+	e.finishResult(r, i, res)
+}
+
+// finishLocked records a final result: it gets the next Seq, joins the log
+// and wakes the watchers. It reports whether the task is now complete.
+func (r *run) finishLocked(i int, res model.Result, now time.Time) (model.Result, bool) {
+	prev := r.results[i].State
+	r.lastSeq++
+	res.Seq = r.lastSeq
+	r.results[i] = res
+	r.log = append(r.log, res)
+	r.task.Counts.Add(prev, -1)
+	r.task.Counts.Add(res.State, 1)
+	close(r.notify)
+	r.notify = make(chan struct{})
+	return res, r.completeLocked(now)
+}
+
+// completeLocked marks the task complete when every result is final (once).
+func (r *run) completeLocked(now time.Time) bool {
+	if r.done || r.task.Counts.Final() < len(r.targets) {
+		return false
+	}
+	r.done = true
+	switch {
+	case r.cancelled && r.task.Counts.Cancelled > 0:
+		r.task.Status = model.TaskCanceled
+	case r.task.Counts.Bad() > 0:
+		r.task.Status = model.TaskFailed
+	default:
+		r.task.Status = model.TaskDone
+	}
+	r.task.Finished = now
+	close(r.notify)
+	r.notify = make(chan struct{})
+	return true
+}
+
+func (e *Engine) finishResult(r *run, i int, res model.Result) {
+	r.mu.Lock()
+	res, complete := r.finishLocked(i, res, e.now())
+	r.mu.Unlock()
+	if err := e.st.PutResult(e.ctx, res); err != nil {
+		e.log.Warn("store result", "task", res.TaskID, "host", res.Host.String(), "err", err)
+	}
+	if complete {
+		e.finishTask(r)
+	}
+}
+
+// finishTask stores the completed task and forgets the run.
+func (e *Engine) finishTask(r *run) {
+	r.mu.Lock()
+	t := r.task
+	r.mu.Unlock()
+	if err := e.st.UpdateTask(e.ctx, t); err != nil {
+		e.log.Warn("store task", "task", t.ID, "err", err)
+	}
+	e.mu.Lock()
+	delete(e.runs, t.ID)
+	e.mu.Unlock()
+	c := t.Counts
+	e.log.Info("task finished", "task", t.ID, "op", t.Op.String(), "status", string(t.Status),
+		"targets", t.Targets, "success", c.Success, "failed", c.Failed, "timeout", c.Timeout,
+		"unreachable", c.Unreachable, "cancelled", c.Cancelled, "duration", t.Finished.Sub(t.Created))
+}
+
+// Cancel stops a task: pending targets become cancelled, running ones finish.
+// Cancelling a finished task does nothing.
+func (e *Engine) Cancel(ctx context.Context, id string) error {
+	e.mu.RLock()
+	r := e.runs[id]
+	e.mu.RUnlock()
+	if r == nil {
+		if _, _, err := e.st.Task(ctx, id); err != nil {
+			return fmt.Errorf("cancel: %w", err)
+		}
+		return nil
+	}
+	now := e.now()
+	var finals []model.Result
+	complete := false
+	r.mu.Lock()
+	r.cancelled = true
+	for i, res := range r.results {
+		if res.State != model.StatePending {
+			continue
+		}
+		res.State, res.Code, res.Finished = model.StateCancelled, model.CodeCommandFailed, now
+		res.Message = "cancelled before it was sent to the host"
+		var c bool
+		res, c = r.finishLocked(i, res, now)
+		complete = complete || c
+		finals = append(finals, res)
+	}
+	r.mu.Unlock()
+	for _, res := range finals {
+		if err := e.st.PutResult(e.ctx, res); err != nil {
+			e.log.Warn("store result", "task", res.TaskID, "err", err)
+		}
+	}
+	e.log.Info("task cancelled", "task", id, "cancelled_targets", len(finals))
+	if complete {
+		e.finishTask(r)
+	}
+	return nil
+}
+
+// Task returns a task with every sub-result so far (pending ones included).
+func (e *Engine) Task(ctx context.Context, id string) (backend.TaskView, error) {
+	e.mu.RLock()
+	r := e.runs[id]
+	e.mu.RUnlock()
+	if r != nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return backend.TaskView{Task: r.task, Results: slices.Clone(r.results)}, nil
+	}
+	t, targets, err := e.st.Task(ctx, id)
+	if err != nil {
+		return backend.TaskView{}, fmt.Errorf("task: %w", err)
+	}
+	stored, err := e.st.Results(ctx, id)
+	if err != nil {
+		return backend.TaskView{}, fmt.Errorf("task %s: results: %w", id, err)
+	}
+	byTarget := make(map[model.Target]model.Result, len(stored))
+	for _, res := range stored {
+		byTarget[model.Target{Host: normHost(res.Host), ProcKey: res.ProcKey}] = res
+	}
+	out := make([]model.Result, len(targets))
+	for i, tg := range targets {
+		res, ok := byTarget[model.Target{Host: normHost(tg.Host), ProcKey: tg.ProcKey}]
+		if !ok {
+			res = model.Result{TaskID: id, Host: tg.Host, ProcKey: tg.ProcKey, Op: t.Op, State: model.StatePending}
+		}
+		out[i] = res
+	}
+	return backend.TaskView{Task: t, Results: out}, nil
+}
+
+// Tasks lists recent tasks, newest first, with live counts for running ones.
+func (e *Engine) Tasks(ctx context.Context, limit int) ([]model.Task, error) {
+	ts, err := e.st.Tasks(ctx, limit)
+	if err != nil {
+		return nil, fmt.Errorf("tasks: %w", err)
+	}
+	for i := range ts {
+		e.mu.RLock()
+		r := e.runs[ts[i].ID]
+		e.mu.RUnlock()
+		if r != nil {
+			r.mu.Lock()
+			ts[i] = r.task
+			r.mu.Unlock()
+		}
+	}
+	return ts, nil
+}
+
+// resume restarts the tasks the store says are unfinished.
+func (e *Engine) resume(ctx context.Context) error {
+	ts, err := e.st.Tasks(ctx, 0)
+	if err != nil {
+		return fmt.Errorf("resume: list tasks: %w", err)
+	}
+	var defs map[string]model.Process
+	for _, t := range ts {
+		if t.Status == model.TaskDone || t.Status == model.TaskFailed || t.Status == model.TaskCanceled {
+			continue
+		}
+		if defs == nil {
+			all, err := e.st.Processes(ctx)
+			if err != nil {
+				return fmt.Errorf("resume: load registry: %w", err)
+			}
+			defs = make(map[string]model.Process, len(all))
+			for _, d := range all {
+				defs[d.Process.Key()] = d.Process
+			}
+		}
+		t, targets, err := e.st.Task(ctx, t.ID)
+		if err != nil {
+			return fmt.Errorf("resume %s: %w", t.ID, err)
+		}
+		prior, err := e.st.Results(ctx, t.ID)
+		if err != nil {
+			return fmt.Errorf("resume %s: results: %w", t.ID, err)
+		}
+		procs := map[string]model.Process{}
+		for _, tg := range targets {
+			if p, ok := defs[tg.ProcKey]; ok {
+				procs[tg.ProcKey] = p
+			}
+		}
+		r := newRun(t, targets, procs, prior)
+		if r.task.Counts.Final() < len(targets) {
+			r.task.Status = model.TaskRunning
+		}
+		e.log.Info("task resumed", "task", t.ID, "op", t.Op.String(), "targets", len(targets),
+			"final", r.task.Counts.Final(), "to_dispatch", r.task.Counts.Pending)
+		if err := e.launch(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
