@@ -223,7 +223,9 @@ func TestResultStatesAndCodes(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(3)
-			f.reply = func(context.Context, model.Host, model.AgentRequest) (model.AgentReply, error) { return tc.reply, tc.err }
+			f.reply = func(context.Context, model.Host, model.AgentRequest) (model.AgentReply, error) {
+				return tc.reply, tc.err
+			}
 			e, _ := start(t, f, testCfg())
 			task, res := operate(t, e, backend.OperateRequest{Op: tc.op, Selector: backend.Selector{Namespace: "ns", Name: "app"}})
 			if len(res) != 3 {
@@ -267,7 +269,9 @@ func TestStatusContentAndLastKnown(t *testing.T) {
 	}
 }
 
-func contains(s, sub string) bool { return len(sub) == 0 || (len(s) >= len(sub) && indexOf(s, sub) >= 0) }
+func contains(s, sub string) bool {
+	return len(sub) == 0 || (len(s) >= len(sub) && indexOf(s, sub) >= 0)
+}
 
 func indexOf(s, sub string) int {
 	for i := 0; i+len(sub) <= len(s); i++ {
