@@ -1,8 +1,154 @@
 package config
 
-// AgentConfig is the [agent] section. (Owned by the agent part; extend freely.)
-type AgentConfig struct{}
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+)
 
-func defaultAgent() AgentConfig { return AgentConfig{} }
+// AgentConfig is the [agent] section: the identity of a host agent
+// (`gseproc agent`) and the tuning of its supervision. The NATS connection
+// itself is configured in [nats].
+type AgentConfig struct {
+	// Identity: the host as the fleet addresses it (bk_cloud_id, ip), the
+	// optional supplier id of the v1 result keys, and labels for selectors.
+	CloudID    int               `toml:"cloud_id"`
+	IP         string            `toml:"ip"`
+	SupplierID int               `toml:"supplier_id"`
+	Labels     map[string]string `toml:"labels"`
 
-func (c AgentConfig) validate() error { return nil }
+	// DataDir holds the hosting registry (procinfo.json); it survives agent
+	// restarts so hosted processes are re-adopted.
+	DataDir string `toml:"data_dir"`
+
+	// SampleInterval is how often cpu and memory of hosted processes are
+	// sampled; cpu is the delta of utime+stime between two samples.
+	SampleInterval Duration `toml:"sample_interval"`
+	// BreachCount consecutive samples over cpu_lmt or mem_lmt stop the process.
+	BreachCount int `toml:"breach_count"`
+
+	// BackoffBase is the first restart delay after a quick failure when the
+	// process has no start_interval; the delay doubles (with +-20% jitter)
+	// per consecutive failure up to BackoffMax. The first restart after a
+	// process that ran stably is immediate.
+	BackoffBase Duration `toml:"backoff_base"`
+	BackoffMax  Duration `toml:"backoff_max"`
+	// StableAfter: a process up this long has its failure count reset.
+	StableAfter Duration `toml:"stable_after"`
+
+	// MinStartWait is the shortest time the start check waits for the pid
+	// file when the process's own window (start_check_secs/end) is shorter.
+	MinStartWait Duration `toml:"min_start_wait"`
+	// MinStopWait is the shortest time the stop post-check waits for the
+	// process to disappear (when stop_check_secs is 0).
+	MinStopWait Duration `toml:"min_stop_wait"`
+	// PollInterval is the pid-file poll of the start check and the /proc
+	// poll used only where pidfd_open is unavailable.
+	PollInterval Duration `toml:"poll_interval"`
+
+	// OutputLimit bounds the command output kept for a result (its tail).
+	OutputLimit int `toml:"output_limit"`
+	// EventBuffer bounds the events queued per subscriber; beyond it the
+	// oldest are dropped (and counted in the log).
+	EventBuffer int `toml:"event_buffer"`
+}
+
+// DefaultAgentDataDir is where the hosting registry lives by default.
+const DefaultAgentDataDir = "/var/lib/gseproc/agent"
+
+func defaultAgent() AgentConfig {
+	return AgentConfig{
+		DataDir:        DefaultAgentDataDir,
+		SampleInterval: Duration(2 * time.Second),
+		BreachCount:    3,
+		BackoffBase:    Duration(time.Second),
+		BackoffMax:     Duration(time.Minute),
+		StableAfter:    Duration(time.Minute),
+		MinStartWait:   Duration(time.Second),
+		MinStopWait:    Duration(time.Second),
+		PollInterval:   Duration(50 * time.Millisecond),
+		OutputLimit:    4096,
+		EventBuffer:    1024,
+	}
+}
+
+// DefaultAgent returns the [agent] defaults (for tests and embedding).
+func DefaultAgent() AgentConfig { return defaultAgent() }
+
+// validate checks the section as a config file gives it. The identity may
+// be absent here (a server's config has no [agent] ip); CheckIdentity is
+// what an agent about to run calls.
+func (c AgentConfig) validate() error {
+	var errs []error
+	add := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("agent.%s: "+format, append([]any{field}, args...)...))
+	}
+	if c.CloudID < 0 {
+		add("cloud_id", "%d must be >= 0", c.CloudID)
+	}
+	if c.SupplierID < 0 {
+		add("supplier_id", "%d must be >= 0", c.SupplierID)
+	}
+	if c.IP != "" {
+		if _, err := netip.ParseAddr(c.IP); err != nil {
+			add("ip", "%q is not an IP address", c.IP)
+		}
+	}
+	for k := range c.Labels {
+		if strings.TrimSpace(k) == "" || strings.ContainsAny(k, "=,") {
+			add("labels", "key %q must be non-empty without '=' or ','", k)
+		}
+	}
+	pos := []struct {
+		field string
+		d     Duration
+	}{
+		{"sample_interval", c.SampleInterval}, {"backoff_base", c.BackoffBase},
+		{"backoff_max", c.BackoffMax}, {"poll_interval", c.PollInterval},
+	}
+	for _, p := range pos {
+		if p.d <= 0 {
+			add(p.field, "%s must be > 0", p.d.D())
+		}
+	}
+	nonNeg := []struct {
+		field string
+		d     Duration
+	}{{"stable_after", c.StableAfter}, {"min_start_wait", c.MinStartWait}, {"min_stop_wait", c.MinStopWait}}
+	for _, p := range nonNeg {
+		if p.d < 0 {
+			add(p.field, "%s must be >= 0", p.d.D())
+		}
+	}
+	if c.BackoffMax < c.BackoffBase {
+		add("backoff_max", "%s must be >= backoff_base %s", c.BackoffMax.D(), c.BackoffBase.D())
+	}
+	if c.BreachCount < 1 {
+		add("breach_count", "%d must be >= 1", c.BreachCount)
+	}
+	if c.OutputLimit < 64 {
+		add("output_limit", "%d must be >= 64", c.OutputLimit)
+	}
+	if c.EventBuffer < 1 {
+		add("event_buffer", "%d must be >= 1", c.EventBuffer)
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks the section for an agent about to run: everything
+// validate checks, plus an IP and a data directory.
+func (c AgentConfig) Validate() error {
+	var errs []error
+	if err := c.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.IP == "" {
+		errs = append(errs, errors.New("agent.ip: required (the host's address in its cloud area, e.g. 10.0.0.1)"))
+	}
+	if strings.TrimSpace(c.DataDir) == "" {
+		errs = append(errs, errors.New("agent.data_dir: required (a directory for the hosting registry)"))
+	}
+	return errors.Join(errs...)
+}

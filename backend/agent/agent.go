@@ -1,0 +1,462 @@
+// Package agent is gseproc's host agent: it runs the control commands of
+// processes on a Linux host, hosts (supervises) them after supervisord's
+// state machine, enforces their cpu and memory limits, runs periodic and
+// one-shot jobs, and keeps its hosting registry on disk so that an agent
+// restart neither kills nor forgets what it hosts.
+//
+// Exits are noticed through pidfd_open (a descriptor that becomes readable
+// the moment a process exits, child or not), so a hosted process that dies
+// is started again within milliseconds; /proc is polled only on kernels
+// without pidfd_open.
+//
+// Choices the GSE documents leave open:
+//   - The first restart after a process that had been up is immediate; each
+//     further consecutive failure waits start_interval (or backoff_base)
+//     doubled per failure, +-20% jitter, capped at backoff_max. A process up
+//     for stable_after has its failure count reset. After start_retries
+//     restarts that did not stay up the process is FATAL (event
+//     process_cancel_restart) and only a manual start brings it back.
+//   - A process over cpu_lmt or mem_lmt for breach_count consecutive samples
+//     is stopped (stop_cmd, then SIGKILL to its process group) and held: it
+//     stays in the registry but is not restarted until a manual start.
+//   - instance_num N (type 1): instance 1 uses pid_path, instance i > 1 uses
+//     pid_path + "." + i; each start_cmd sees GSEPROC_INSTANCE (1..N),
+//     GSEPROC_INSTANCE_NUM and GSEPROC_PID_FILE in its environment. An op
+//     applies to every instance; status reports instance 1 with a count.
+//   - Types 0 (periodic) and 2 (one-shot): start_cmd is the job itself; the
+//     agent runs it as its own child (so it knows the exit status). A
+//     one-shot that exits 0 is done; a non-zero exit follows the retry
+//     rules. A periodic job runs every cycle_time seconds from its start
+//     and a tick is skipped while the previous run is alive.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"gseproc/backend/config"
+	"gseproc/model"
+)
+
+// Version is reported in the agent's identity.
+const Version = "gseproc-agent/1"
+
+// Agent hosts the processes of one host.
+type Agent struct {
+	cfg     config.AgentConfig
+	log     *slog.Logger
+	host    model.Host
+	m       machine
+	regPath string
+
+	// ctx lives from New to Close; watchers, retries, periodic schedules
+	// and the sampler run under it and Close waits for them.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	procs   map[string]*entry
+	subs    map[*subscriber]struct{}
+	started bool
+	closed  bool
+	dropped int
+}
+
+// entry is one process definition known to the agent.
+type entry struct {
+	key          string
+	p            model.Process
+	hosted       bool
+	registerTime int64
+	lastOp       model.OpType
+	units        []*unit
+	op           chan struct{} // serializes operations and supervisor actions
+	stopPeriodic context.CancelFunc
+}
+
+// unit is one instance of a process.
+type unit struct {
+	e          *entry
+	idx        int // 1-based
+	pidPath    string
+	state      model.ProcState
+	pid        int
+	tick       uint64 // start time of pid, ticks after boot
+	lastStart  int64
+	upSince    time.Time
+	restarts   int
+	attempts   int // consecutive restarts that did not stay up
+	exitStatus int
+	held       string // why it is not restarted: limit exceeded, given up
+	done       bool   // one-shot finished cleanly
+	msg        string
+	gen        uint64 // bumped whenever what is watched changes
+	stopWatch  context.CancelFunc
+	own        *child // the agent's own child behind pid, if it is one
+
+	lastTicks  uint64
+	lastSample time.Time
+	cpu, mem   float64
+	rss        uint64
+	threads    int
+	breaches   int
+}
+
+type subscriber struct {
+	ch chan model.Event
+}
+
+// New builds an agent from cfg and loads its hosting registry from
+// cfg.DataDir (created when missing). Supervision of what was hosted
+// resumes with Run.
+func New(cfg config.AgentConfig, log *slog.Logger) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("agent config: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("agent data_dir: %w", err)
+	}
+	host := model.Host{IP: cfg.IP, CloudID: cfg.CloudID, SupplierID: cfg.SupplierID}
+	a := &Agent{
+		cfg: cfg, host: host, m: readMachine(),
+		log:     log.With("agent", host.AgentID()),
+		regPath: filepath.Join(cfg.DataDir, RegistryFile),
+		procs:   map[string]*entry{},
+		subs:    map[*subscriber]struct{}{},
+	}
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	recs, err := loadRegistry(a.regPath)
+	if err != nil {
+		a.cancel()
+		return nil, err
+	}
+	for _, r := range recs {
+		if r.GSEProc == nil {
+			a.log.Warn("registry entry without gseproc record skipped", "valuekey", r.ValueKey)
+			continue
+		}
+		p := normalize(r.GSEProc.Process)
+		e := a.entryLocked(p)
+		e.hosted = true
+		e.registerTime = r.GSEProc.RegisterTime
+		e.lastOp = model.OpType(r.OperateType)
+		for i, ir := range r.GSEProc.Instances {
+			if i >= len(e.units) {
+				break
+			}
+			u := e.units[i]
+			u.pid, u.tick, u.held, u.done, u.restarts = ir.PID, ir.StartTick, ir.Held, ir.Done, ir.Restarts
+			u.state = ir.State
+			if u.state == "" {
+				u.state = model.ProcUnknown
+			}
+		}
+	}
+	a.log.Info("agent ready", "hosted", len(recs), "registry", a.regPath, "cpus", a.m.ncpu, "mem_total", a.m.memTotal)
+	return a, nil
+}
+
+// Identity is the host this agent serves, with its labels.
+func (a *Agent) Identity() model.HostInfo {
+	return model.HostInfo{Host: a.host, Labels: maps.Clone(a.cfg.Labels), State: model.AgentOnline,
+		LastSeen: time.Now().Unix(), Version: Version}
+}
+
+// Run re-adopts the hosted processes of the registry (by pid file and
+// process start time; a dead or reused pid is restarted under the retry
+// rules), samples resource usage and supervises until ctx ends. It never
+// kills hosted processes on its way out.
+func (a *Agent) Run(ctx context.Context) error {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return errors.New("agent closed")
+	}
+	if a.started {
+		a.mu.Unlock()
+		return errors.New("agent already running")
+	}
+	a.started = true
+	var periodic []*entry
+	for _, e := range a.sortedEntries() {
+		if !e.hosted {
+			continue
+		}
+		if e.p.Spec.Policy.AutoType == model.AutoPeriodic {
+			periodic = append(periodic, e)
+			continue
+		}
+		for _, u := range e.units {
+			a.adoptLocked(u)
+		}
+	}
+	for _, e := range periodic {
+		for _, u := range e.units {
+			a.adoptLocked(u)
+		}
+		if e.units[0].held == "" {
+			a.startPeriodicLocked(e, false)
+		}
+	}
+	a.persistLocked()
+	a.wg.Add(1)
+	a.mu.Unlock()
+	go a.sampler()
+
+	select {
+	case <-ctx.Done():
+	case <-a.ctx.Done():
+	}
+	return a.Close()
+}
+
+// adoptLocked re-attaches u to its process after an agent restart.
+func (a *Agent) adoptLocked(u *unit) {
+	if u.held != "" || u.done {
+		if u.state.Up() || u.state == model.ProcUnknown {
+			a.setStateLocked(u, model.ProcStopped, "not restarted: "+u.held)
+		}
+		return
+	}
+	recorded := u.tick
+	for _, pid := range []int{pidFromFile(u.pidPath), u.pid} {
+		st, live := alive(pid)
+		if !live || (recorded != 0 && st.StartTick != recorded) {
+			continue
+		}
+		u.pid, u.tick, u.upSince = pid, st.StartTick, time.Now()
+		a.setStateLocked(u, model.ProcRunning, "re-adopted at agent start, pid "+strconv.Itoa(pid))
+		a.watchLocked(u)
+		return
+	}
+	if u.e.p.Spec.Policy.AutoType == model.AutoPeriodic {
+		a.setStateLocked(u, model.ProcExited, "no run alive at agent start")
+		return
+	}
+	reason := "not running at agent start"
+	if pid := pidFromFile(u.pidPath); pid > 0 && recorded != 0 {
+		if st, live := alive(pid); live && st.StartTick != recorded {
+			reason = fmt.Sprintf("pid %d was reused by another process (start time differs): not adopted", pid)
+		}
+	}
+	u.pid, u.tick = -1, 0
+	a.afterExitLocked(u, -1, reason)
+}
+
+func pidFromFile(path string) int {
+	pid, _, err := readPidFile(path)
+	if err != nil {
+		return 0
+	}
+	return pid
+}
+
+// Close stops supervising (watchers, retries, schedules, subscribers) and
+// waits for them. Hosted processes keep running.
+func (a *Agent) Close() error {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		a.wg.Wait()
+		return nil
+	}
+	a.closed = true
+	a.mu.Unlock()
+	a.cancel()
+	a.wg.Wait()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, e := range a.procs {
+		for _, u := range e.units {
+			if u.own != nil {
+				u.own.close()
+			}
+		}
+	}
+	a.log.Info("agent closed; hosted processes keep running")
+	return nil
+}
+
+// normalize fills what an op cannot do without.
+func normalize(p model.Process) model.Process {
+	p = p.Clone()
+	if p.Spec.Policy.OpTimeout <= 0 {
+		p.Spec.Policy.OpTimeout = model.DefaultOpTimeout
+	}
+	if p.Spec.Policy.InstanceNum <= 0 || p.Spec.Policy.AutoType != model.AutoResident {
+		p.Spec.Policy.InstanceNum = 1
+	}
+	if p.Spec.Control.ShellExt == "" {
+		p.Spec.Control.ShellExt = "sh"
+	}
+	return p
+}
+
+// pidPathOf names instance idx's pid file.
+func pidPathOf(p model.Process, idx int) string {
+	if idx <= 1 {
+		return p.Spec.Identity.PidPath
+	}
+	return p.Spec.Identity.PidPath + "." + strconv.Itoa(idx)
+}
+
+// entryLocked returns the entry for p, creating it, and brings its
+// definition and instances up to date.
+func (a *Agent) entryLocked(p model.Process) *entry {
+	key := p.Key()
+	e, ok := a.procs[key]
+	if !ok {
+		e = &entry{key: key, op: make(chan struct{}, 1)}
+		a.procs[key] = e
+	}
+	e.p = p
+	n := p.Spec.Policy.InstanceNum
+	for len(e.units) < n {
+		i := len(e.units) + 1
+		e.units = append(e.units, &unit{e: e, idx: i, state: model.ProcStopped, pid: -1})
+	}
+	for len(e.units) > n && !e.units[len(e.units)-1].state.Up() {
+		e.units = e.units[:len(e.units)-1]
+	}
+	for _, u := range e.units {
+		u.pidPath = pidPathOf(p, u.idx)
+	}
+	return e
+}
+
+func (a *Agent) sortedEntries() []*entry {
+	out := make([]*entry, 0, len(a.procs))
+	for _, e := range a.procs {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	return out
+}
+
+// setStateLocked moves u to state, logging the transition.
+func (a *Agent) setStateLocked(u *unit, to model.ProcState, reason string) {
+	from := u.state
+	u.state = to
+	u.msg = reason
+	a.log.Info("process state", "proc", u.e.key, "instance", u.idx, "from", string(from), "to", string(to),
+		"pid", u.pid, "reason", reason)
+}
+
+// persistLocked writes the hosting registry: one entry per hosted process.
+func (a *Agent) persistLocked() {
+	var recs []procRecord
+	now := time.Now().Unix()
+	for _, e := range a.sortedEntries() {
+		if !e.hosted {
+			continue
+		}
+		h := &hostedRecord{Process: e.p, RegisterTime: e.registerTime}
+		for _, u := range e.units {
+			h.Instances = append(h.Instances, instanceRecord{PID: u.pid, StartTick: u.tick, State: u.state,
+				Held: u.held, Done: u.done, Restarts: u.restarts})
+		}
+		recs = append(recs, recordOf(e.p, e.lastOp, now, h))
+	}
+	if err := saveRegistry(a.regPath, recs); err != nil {
+		a.log.Error("persist hosting registry", "err", err)
+	}
+}
+
+// Statuses reports every process the agent knows (one per definition;
+// instance 1 when there are several, with a count in Message).
+func (a *Agent) Statuses() []model.ProcStatus {
+	a.mu.Lock()
+	es := a.sortedEntries()
+	a.mu.Unlock()
+	out := make([]model.ProcStatus, 0, len(es))
+	for _, e := range es {
+		out = append(out, a.statusOf(e))
+	}
+	return out
+}
+
+// SubscribeEvents calls fn for every event until ctx ends or the agent
+// closes. Events are queued per subscriber (event_buffer); when fn falls
+// behind, the oldest are dropped, never the agent blocked.
+func (a *Agent) SubscribeEvents(ctx context.Context, fn func(model.Event)) {
+	s := &subscriber{ch: make(chan model.Event, a.cfg.EventBuffer)}
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return
+	}
+	a.subs[s] = struct{}{}
+	a.wg.Add(1)
+	a.mu.Unlock()
+	go func() {
+		defer a.wg.Done()
+		defer func() {
+			a.mu.Lock()
+			delete(a.subs, s)
+			a.mu.Unlock()
+		}()
+		for {
+			select {
+			case ev := <-s.ch:
+				fn(ev)
+			case <-ctx.Done():
+				return
+			case <-a.ctx.Done():
+				return
+			}
+		}
+	}()
+}
+
+// emitLocked publishes an event to every subscriber without blocking.
+func (a *Agent) emitLocked(u *unit, kind model.EventKind, msg string, value float64) {
+	ev := model.Event{Time: time.Now(), Host: a.host, ProcKey: u.e.key, Kind: kind, Message: msg, Value: value}
+	a.log.Info("event", "proc", u.e.key, "instance", u.idx, "kind", string(kind), "message", msg, "value", value)
+	for s := range a.subs {
+		for {
+			select {
+			case s.ch <- ev:
+			default:
+				select {
+				case <-s.ch: // drop the oldest
+					a.dropped++
+					a.log.Warn("event subscriber behind: oldest event dropped", "dropped_total", a.dropped)
+				default:
+				}
+				continue
+			}
+			break
+		}
+	}
+}
+
+// backoff is the delay before restart attempt k (0-based).
+func (a *Agent) backoff(k int, interval int) time.Duration {
+	if k <= 0 {
+		return 0
+	}
+	base := a.cfg.BackoffBase.D()
+	if interval > 0 {
+		base = time.Duration(interval) * time.Second
+	}
+	d := base
+	for i := 1; i < k && d < a.cfg.BackoffMax.D(); i++ {
+		d *= 2
+	}
+	d = min(d, a.cfg.BackoffMax.D())
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}

@@ -1,0 +1,703 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"gseproc/model"
+)
+
+// result is the outcome of one step of an op.
+type result struct {
+	code int
+	msg  string
+	out  string
+}
+
+func ok() result { return result{code: model.CodeSuccess} }
+
+func fail(code int, format string, args ...any) result {
+	return result{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// Handle performs one operation synchronously, within ctx and the
+// request's deadline, and replies with the process's status after it.
+func (a *Agent) Handle(ctx context.Context, req model.AgentRequest) model.AgentReply {
+	if !req.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, req.Deadline)
+		defer cancel()
+	}
+	p := normalize(req.Process)
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return model.AgentReply{Code: model.CodeAgentAbnormal, Message: "agent is shutting down",
+			Status: &model.ProcStatus{ProcKey: p.Key(), ProcName: p.Spec.Identity.ProcName, State: model.ProcUnknown, PID: -1}}
+	}
+	if err := p.Validate("process"); err != nil {
+		a.mu.Unlock()
+		return model.AgentReply{Code: model.CodeCommandFailed, Message: err.Error(),
+			Status: &model.ProcStatus{ProcKey: p.Key(), ProcName: p.Spec.Identity.ProcName, State: model.ProcUnknown, PID: -1}}
+	}
+	e, known := a.procs[p.Key()]
+	if !known || req.Op != model.OpStatus {
+		e = a.entryLocked(p) // the latest definition wins
+	}
+	a.mu.Unlock()
+
+	var r result
+	switch {
+	case !req.Op.Valid():
+		r = fail(model.CodeIllegalOp, "%s: op_type %d is not one of 0,1,2,3,4,7,8,9", model.CodeText(model.CodeIllegalOp), int(req.Op))
+	case req.Op == model.OpStatus:
+		r = ok()
+	default:
+		select {
+		case e.op <- struct{}{}:
+		case <-ctx.Done():
+			return a.reply(e, fail(model.CodeTimeout, "%s: another operation on %s is still in progress", model.CodeText(model.CodeTimeout), e.key))
+		}
+		r = a.do(ctx, e, req.Op)
+		<-e.op
+	}
+	return a.reply(e, r)
+}
+
+func (a *Agent) reply(e *entry, r result) model.AgentReply {
+	st := a.statusOf(e)
+	msg := r.msg
+	if msg == "" {
+		msg = model.CodeText(r.code)
+	}
+	return model.AgentReply{Code: r.code, Message: msg, Output: r.out, Status: &st}
+}
+
+// do runs op on every instance of e; e.op is held.
+func (a *Agent) do(ctx context.Context, e *entry, op model.OpType) result {
+	a.mu.Lock()
+	p := e.p
+	units := append([]*unit(nil), e.units...)
+	e.lastOp = op
+	a.mu.Unlock()
+	a.log.Info("op", "proc", e.key, "op", op.String())
+
+	switch op {
+	case model.OpRegister:
+		return a.register(e)
+	case model.OpUnregister:
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if e.hosted {
+			a.unhostLocked(e, "unregistered")
+		}
+		return ok()
+	}
+
+	running := 0
+	for _, u := range units {
+		if _, _, live := a.probe(u); live {
+			running++
+		}
+	}
+	periodic := p.Spec.Policy.AutoType == model.AutoPeriodic
+	if periodic {
+		a.mu.Lock()
+		if e.stopPeriodic != nil {
+			running = len(units) // a scheduled job counts as running
+		}
+		a.mu.Unlock()
+	}
+
+	switch op {
+	case model.OpStart:
+		if running == len(units) {
+			return fail(model.CodeAlreadyRunning, "%s: %s", model.CodeText(model.CodeAlreadyRunning), a.runningText(units))
+		}
+		r := a.startAll(ctx, p, units, model.OpStart)
+		if r.code == model.CodeSuccess {
+			a.mu.Lock()
+			a.hostLocked(e, "started")
+			if periodic {
+				a.startPeriodicLocked(e, true)
+			}
+			a.persistLocked()
+			a.mu.Unlock()
+		}
+		return r
+
+	case model.OpStop, model.OpKill:
+		if running == 0 {
+			a.mu.Lock()
+			if e.hosted { // nothing to stop, but the operator wants it down: stop hosting
+				a.unhostLocked(e, op.String()+" of a process not running")
+			}
+			a.mu.Unlock()
+			return fail(model.CodeNotRunning, "no need to %s the process(%s) that is not running", op, p.Spec.Identity.ProcName)
+		}
+		a.mu.Lock()
+		if periodic && e.stopPeriodic != nil {
+			e.stopPeriodic()
+			e.stopPeriodic = nil
+		}
+		a.mu.Unlock()
+		var r result
+		for _, u := range units {
+			var ur result
+			if op == model.OpStop {
+				ur = a.stopUnit(ctx, u, p, "stop requested")
+			} else {
+				ur = a.killUnit(ctx, u, p)
+			}
+			if ur.code != model.CodeSuccess && r.code == model.CodeSuccess {
+				r = ur
+			}
+			if ur.out != "" {
+				r.out = ur.out
+			}
+		}
+		if r.code == model.CodeSuccess {
+			a.mu.Lock()
+			a.unhostLocked(e, op.String())
+			a.mu.Unlock()
+		}
+		return r
+
+	case model.OpRestart:
+		if periodic {
+			a.mu.Lock()
+			if e.stopPeriodic != nil {
+				e.stopPeriodic()
+				e.stopPeriodic = nil
+			}
+			a.mu.Unlock()
+		}
+		var r result
+		if cmd, has := p.Command(model.OpRestart); has {
+			r = a.startAll(ctx, p, units, model.OpRestart)
+			_ = cmd
+		} else {
+			for _, u := range units {
+				if _, _, live := a.probe(u); !live {
+					continue
+				}
+				if sr := a.stopUnit(ctx, u, p, "restart: stop"); sr.code != model.CodeSuccess {
+					return sr
+				}
+			}
+			r = a.startAll(ctx, p, units, model.OpStart)
+		}
+		if periodic && r.code == model.CodeSuccess {
+			a.mu.Lock()
+			if e.hosted {
+				a.startPeriodicLocked(e, true)
+			}
+			a.mu.Unlock()
+		}
+		a.mu.Lock()
+		a.persistLocked()
+		a.mu.Unlock()
+		return r
+
+	case model.OpReload:
+		if running == 0 {
+			return fail(model.CodeNotRunning, "no need to reload the process(%s) that is not running", p.Spec.Identity.ProcName)
+		}
+		timeout := opTimeout(ctx, p)
+		if cmd, has := p.Command(model.OpReload); has {
+			var r result
+			for _, u := range units {
+				status, out, err := run(ctx, p, cmd, a.env(p, u), timeout, a.cfg.OutputLimit)
+				if ur := cmdResult("reload_cmd", status, out, err); ur.code != model.CodeSuccess {
+					return ur
+				} else if out != "" {
+					r.out = out
+				}
+			}
+			return r
+		}
+		for _, u := range units {
+			if pid, _, live := a.probe(u); live {
+				if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+					return fail(model.CodeCommandFailed, "reload: SIGHUP to pid %d: %v", pid, err)
+				}
+			}
+		}
+		return ok()
+	}
+	return fail(model.CodeIllegalOp, "%s: %s", model.CodeText(model.CodeIllegalOp), op)
+}
+
+func (a *Agent) runningText(units []*unit) string {
+	var pids []string
+	for _, u := range units {
+		if pid, _, live := a.probe(u); live {
+			pids = append(pids, strconv.Itoa(pid))
+		}
+	}
+	if len(pids) == 0 {
+		return "scheduled"
+	}
+	return "pid " + strings.Join(pids, ",")
+}
+
+// register hosts e without running anything; a hosted process that is not
+// running is then brought up by the supervisor.
+func (a *Agent) register(e *entry) result {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if e.hosted {
+		return fail(model.CodeAlreadyRegistered, "%s", model.CodeText(model.CodeAlreadyRegistered))
+	}
+	a.hostLocked(e, "registered")
+	if e.p.Spec.Policy.AutoType == model.AutoPeriodic {
+		a.startPeriodicLocked(e, true)
+	} else {
+		for _, u := range e.units {
+			u.held, u.done, u.attempts = "", false, 0
+			if pid, st, live := a.probeLocked(u); live {
+				if u.pid != pid || u.tick != st.StartTick || u.stopWatch == nil {
+					u.pid, u.tick, u.upSince = pid, st.StartTick, time.Now()
+					a.setStateLocked(u, model.ProcRunning, "registered while running")
+					a.watchLocked(u)
+				}
+				continue
+			}
+			if e.p.Spec.Policy.AutoType == model.AutoResident {
+				a.afterExitLocked(u, -1, "registered while not running")
+			}
+		}
+	}
+	a.persistLocked()
+	return ok()
+}
+
+func (a *Agent) hostLocked(e *entry, why string) {
+	if !e.hosted {
+		e.hosted = true
+		e.registerTime = time.Now().Unix()
+		a.log.Info("hosting registered", "proc", e.key, "reason", why)
+	}
+	a.persistLocked()
+}
+
+func (a *Agent) unhostLocked(e *entry, why string) {
+	if e.hosted {
+		e.hosted = false
+		a.log.Info("hosting cancelled", "proc", e.key, "reason", why)
+	}
+	if e.stopPeriodic != nil {
+		e.stopPeriodic()
+		e.stopPeriodic = nil
+	}
+	for _, u := range e.units {
+		if u.state == model.ProcBackoff || u.state == model.ProcFatal {
+			u.gen++ // cancel a pending restart
+			a.setStateLocked(u, model.ProcStopped, "hosting cancelled")
+		}
+	}
+	a.persistLocked()
+}
+
+// startAll starts every instance that is not running.
+func (a *Agent) startAll(ctx context.Context, p model.Process, units []*unit, op model.OpType) result {
+	r := ok()
+	for _, u := range units {
+		if op == model.OpStart {
+			if _, _, live := a.probe(u); live {
+				continue
+			}
+		}
+		a.mu.Lock()
+		u.held, u.done, u.attempts, u.breaches = "", false, 0, 0
+		u.gen++ // a pending restart gives way to the operator
+		a.setStateLocked(u, model.ProcStarting, op.String()+" requested")
+		a.mu.Unlock()
+		ur := a.startUnit(ctx, u, p, op)
+		if ur.out != "" {
+			r.out = ur.out
+		}
+		if ur.code != model.CodeSuccess {
+			return ur
+		}
+	}
+	return r
+}
+
+// opTimeout is the process's op_timeout, cut to ctx's deadline.
+func opTimeout(ctx context.Context, p model.Process) time.Duration {
+	d := time.Duration(p.Spec.Policy.OpTimeout) * time.Second
+	if dl, has := ctx.Deadline(); has {
+		if left := time.Until(dl); left < d {
+			d = max(left, 0)
+		}
+	}
+	return d
+}
+
+func cmdResult(what string, status int, out string, err error) result {
+	if err != nil {
+		var ext errShellExt
+		if errors.As(err, &ext) {
+			return result{code: model.CodeCommandFailed, msg: err.Error(), out: out}
+		}
+		return result{code: model.CodeCommandFailed, msg: what + ": " + err.Error(), out: out}
+	}
+	if status != 0 {
+		return result{code: model.CodeCommandFailed,
+			msg: fmt.Sprintf("Script exit code non-zero. Error msessage: [%s] (%s exit status %d)", out, what, status), out: out}
+	}
+	return result{code: model.CodeSuccess, out: out}
+}
+
+// env is what every command of instance u sees.
+func (a *Agent) env(p model.Process, u *unit) []string {
+	return []string{
+		"GSEPROC_PROC=" + p.Key(),
+		"GSEPROC_INSTANCE=" + strconv.Itoa(u.idx),
+		"GSEPROC_INSTANCE_NUM=" + strconv.Itoa(p.Spec.Policy.InstanceNum),
+		"GSEPROC_PID_FILE=" + u.pidPath,
+	}
+}
+
+// startUnit runs start_cmd (or restart_cmd for op restart) for u and then
+// the start check. For a resident process: within the window after the
+// command (start_check_secs .. max(begin, end), at least min_start_wait)
+// the pid file must name a live process started after the launch, alive
+// at start_check_secs. For a job (type 0, 2): the command itself is the
+// process; it must not fail within start_check_secs. u is in STARTING.
+func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op model.OpType) result {
+	cmd, has := p.Command(op)
+	what := "start_cmd"
+	if op == model.OpRestart {
+		what = "restart_cmd"
+	}
+	fail0 := func(r result) result {
+		a.mu.Lock()
+		u.pid, u.tick = -1, 0
+		a.setStateLocked(u, model.ProcExited, r.msg)
+		a.mu.Unlock()
+		return r
+	}
+	if !has {
+		return fail0(fail(model.CodeCommandFailed, "%s is empty: nothing to run", what))
+	}
+	c, err := launch(p, cmd, a.env(p, u))
+	if err != nil {
+		return fail0(cmdResult(what, -1, "", err))
+	}
+	job := p.Spec.Policy.AutoType != model.AutoResident
+	begin, end := p.CheckWindow()
+	beginD := time.Duration(begin) * time.Second
+	window := max(time.Duration(end)*time.Second, a.cfg.MinStartWait.D())
+	timeout := opTimeout(ctx, p)
+	poll := a.cfg.PollInterval.D()
+	var cmdEnd time.Time
+	var lastErr string
+	for {
+		exited := c.poll(poll)
+		now := time.Now()
+		if exited && cmdEnd.IsZero() {
+			cmdEnd = now
+			if c.status != 0 {
+				out := c.output(a.cfg.OutputLimit)
+				c.close()
+				return fail0(cmdResult(what, c.status, out, nil))
+			}
+		}
+		if job {
+			if exited { // finished within the check: a clean run
+				out := c.output(a.cfg.OutputLimit)
+				c.close()
+				a.mu.Lock()
+				u.pid, u.tick, u.exitStatus = -1, 0, 0
+				u.lastStart = c.at.Unix()
+				if p.Spec.Policy.AutoType == model.AutoOneShot {
+					u.done = true
+				}
+				a.setStateLocked(u, model.ProcExited, what+" finished with status 0")
+				a.mu.Unlock()
+				return result{code: model.CodeSuccess, out: out}
+			}
+			if now.Sub(c.at) >= beginD {
+				a.mu.Lock()
+				u.pid, u.tick, u.own = c.pid, c.tick, c
+				u.lastStart, u.upSince = c.at.Unix(), now
+				a.setStateLocked(u, model.ProcRunning, what+" running")
+				a.watchLocked(u)
+				a.mu.Unlock()
+				return ok()
+			}
+		} else {
+			pid, mtime, err := readPidFile(u.pidPath)
+			if err == nil {
+				st, live := alive(pid)
+				switch {
+				case !live:
+					lastErr = fmt.Sprintf("pid %d in %s is not running", pid, u.pidPath)
+				case st.StartTick+1 < c.launch:
+					lastErr = fmt.Sprintf("pid %d in %s started before %s (stale pid file, written %s)", pid, u.pidPath, what, mtime.Format(time.TimeOnly))
+				case now.Sub(c.at) >= beginD:
+					a.mu.Lock()
+					u.pid, u.tick = pid, st.StartTick
+					u.lastStart, u.upSince = c.at.Unix(), now
+					u.exitStatus = 0
+					if pid == c.pid {
+						u.own = c
+					} else if !exited {
+						a.reapLocked(c)
+					} else {
+						c.close()
+					}
+					a.setStateLocked(u, model.ProcRunning, what+" succeeded, pid "+strconv.Itoa(pid))
+					a.watchLocked(u)
+					a.mu.Unlock()
+					return result{code: model.CodeSuccess, out: c.outputSafe(a.cfg.OutputLimit)}
+				default:
+					lastErr = fmt.Sprintf("pid %d up, waiting until start_check_secs %d", pid, begin)
+				}
+			} else {
+				lastErr = err.Error()
+			}
+			if exited && now.Sub(cmdEnd) >= max(window, beginD) {
+				out := c.output(a.cfg.OutputLimit)
+				c.close()
+				return fail0(result{code: model.CodePostCheckFailed, out: out,
+					msg: fmt.Sprintf("%s: process %s not running %s after %s: %s", model.CodeText(model.CodePostCheckFailed),
+						p.Spec.Identity.ProcName, max(window, beginD), what, lastErr)})
+			}
+		}
+		if ctx.Err() != nil || (!exited && now.Sub(c.at) >= timeout) {
+			_ = signalGroup(c.pid, syscall.SIGKILL, a.m)
+			c.poll(time.Second)
+			out := c.output(a.cfg.OutputLimit)
+			c.close()
+			if ctx.Err() != nil {
+				return fail0(result{code: model.CodeTimeout, out: out, msg: fmt.Sprintf("%s: %s cancelled: %v", model.CodeText(model.CodeTimeout), what, ctx.Err())})
+			}
+			return fail0(result{code: model.CodeCommandFailed, out: out,
+				msg: fmt.Sprintf("%s did not finish within op_timeout %s and no process came up: killed", what, timeout)})
+		}
+	}
+}
+
+// outputSafe is output for a child that may still be running.
+func (c *child) outputSafe(limit int) string {
+	if c.out == nil {
+		return ""
+	}
+	return c.output(limit)
+}
+
+// stopUnit stops u: stop_cmd, or SIGTERM to the process group and SIGKILL
+// after the grace; then the post-check. The unit ends STOPPED on success.
+func (a *Agent) stopUnit(ctx context.Context, u *unit, p model.Process, why string) result {
+	pid, st, live := a.probe(u)
+	if !live {
+		a.mu.Lock()
+		if u.state.Up() || u.state == model.ProcBackoff {
+			u.gen++
+			a.setStateLocked(u, model.ProcStopped, why+": not running")
+		}
+		a.mu.Unlock()
+		return ok()
+	}
+	a.mu.Lock()
+	a.unwatchLocked(u)
+	u.pid, u.tick = pid, st.StartTick
+	a.setStateLocked(u, model.ProcStopping, why)
+	a.mu.Unlock()
+
+	timeout := opTimeout(ctx, p)
+	wait := max(time.Duration(p.Spec.Policy.StopCheckSecs)*time.Second, a.cfg.MinStopWait.D())
+	var out string
+	if cmd, has := p.Command(model.OpStop); has {
+		status, o, err := run(ctx, p, cmd, a.env(p, u), timeout, a.cfg.OutputLimit)
+		out = o
+		if r := cmdResult("stop_cmd", status, out, err); r.code != model.CodeSuccess {
+			a.restore(u, pid, st.StartTick, "stop_cmd failed")
+			return r
+		}
+	} else {
+		grace := time.Duration(p.Spec.Policy.StopCheckSecs) * time.Second
+		if grace <= 0 {
+			grace = min(timeout, 10*time.Second)
+		}
+		_ = signalGroup(pid, syscall.SIGTERM, a.m)
+		if !a.waitDead(ctx, u, pid, st.StartTick, grace) {
+			a.log.Info("process ignored SIGTERM: SIGKILL to its group", "proc", u.e.key, "pid", pid, "grace", grace)
+			_ = signalGroup(pid, syscall.SIGKILL, a.m)
+		}
+	}
+	if !a.waitDead(ctx, u, pid, st.StartTick, wait) {
+		a.restore(u, pid, st.StartTick, "stop post-check: still running")
+		return result{code: model.CodePostCheckFailed, out: out,
+			msg: fmt.Sprintf("stop process(%s) failed: pid %d still running %s after stop (post-check)", p.Spec.Identity.ProcName, pid, wait)}
+	}
+	a.mu.Lock()
+	u.pid, u.tick = -1, 0
+	a.setStateLocked(u, model.ProcStopped, why)
+	a.mu.Unlock()
+	return result{code: model.CodeSuccess, out: out}
+}
+
+// killUnit runs kill_cmd, or SIGKILL to the process group.
+func (a *Agent) killUnit(ctx context.Context, u *unit, p model.Process) result {
+	pid, st, live := a.probe(u)
+	if !live {
+		return ok()
+	}
+	a.mu.Lock()
+	a.unwatchLocked(u)
+	u.pid, u.tick = pid, st.StartTick
+	a.setStateLocked(u, model.ProcStopping, "kill requested")
+	a.mu.Unlock()
+	var out string
+	if cmd, has := p.Command(model.OpKill); has {
+		status, o, err := run(ctx, p, cmd, a.env(p, u), opTimeout(ctx, p), a.cfg.OutputLimit)
+		out = o
+		if r := cmdResult("kill_cmd", status, out, err); r.code != model.CodeSuccess {
+			a.restore(u, pid, st.StartTick, "kill_cmd failed")
+			return r
+		}
+	} else if err := signalGroup(pid, syscall.SIGKILL, a.m); err != nil {
+		a.restore(u, pid, st.StartTick, "SIGKILL failed")
+		return fail(model.CodeCommandFailed, "kill: SIGKILL to pid %d: %v", pid, err)
+	}
+	wait := max(time.Duration(p.Spec.Policy.StopCheckSecs)*time.Second, a.cfg.MinStopWait.D())
+	if !a.waitDead(ctx, u, pid, st.StartTick, wait) {
+		a.restore(u, pid, st.StartTick, "kill post-check: still running")
+		return result{code: model.CodePostCheckFailed, out: out,
+			msg: fmt.Sprintf("stop process(%s) by kill failed: pid %d still running %s after kill (post-check)", p.Spec.Identity.ProcName, pid, wait)}
+	}
+	a.mu.Lock()
+	u.pid, u.tick = -1, 0
+	a.setStateLocked(u, model.ProcStopped, "killed")
+	a.mu.Unlock()
+	return result{code: model.CodeSuccess, out: out}
+}
+
+// restore puts u back to RUNNING after a stop that did not stop it.
+func (a *Agent) restore(u *unit, pid int, tick uint64, why string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if st, live := alive(pid); live && st.StartTick == tick {
+		u.pid, u.tick = pid, tick
+		a.setStateLocked(u, model.ProcRunning, why)
+		a.watchLocked(u)
+		return
+	}
+	u.pid, u.tick = -1, 0
+	a.setStateLocked(u, model.ProcStopped, why+" (but it is gone)")
+}
+
+// waitDead waits up to d for pid to exit, reaping it when it is our child.
+func (a *Agent) waitDead(ctx context.Context, u *unit, pid int, tick uint64, d time.Duration) bool {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	a.mu.Lock()
+	own := u.own
+	a.mu.Unlock()
+	if own != nil && own.pid == pid {
+		deadline := time.Now().Add(d)
+		for !own.poll(20 * time.Millisecond) {
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return false
+			}
+		}
+		a.mu.Lock()
+		u.exitStatus = own.status
+		own.close()
+		u.own = nil
+		a.mu.Unlock()
+		return true
+	}
+	_ = waitGone(wctx, pid, tick, a.cfg.PollInterval.D())
+	st, live := alive(pid)
+	return !live || st.StartTick != tick
+}
+
+// probe finds u's live process: the one it tracks (pid and start time
+// match), else the pid file's, if that process started no later than the
+// file was written (a later start means the pid was reused).
+func (a *Agent) probe(u *unit) (int, procStat, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.probeLocked(u)
+}
+
+func (a *Agent) probeLocked(u *unit) (int, procStat, bool) {
+	if u.pid > 0 {
+		if st, live := alive(u.pid); live && (u.tick == 0 || st.StartTick == u.tick) {
+			return u.pid, st, true
+		}
+	}
+	pid, mtime, err := readPidFile(u.pidPath)
+	if err != nil {
+		return 0, procStat{}, false
+	}
+	st, live := alive(pid)
+	if !live {
+		return 0, procStat{}, false
+	}
+	if time.Since(tickTime(st.StartTick)) < time.Since(mtime)-time.Second {
+		return 0, procStat{}, false // started after the pid file was written: reused
+	}
+	return pid, st, true
+}
+
+// statusOf reports e (instance 1, with a count when there are several).
+func (a *Agent) statusOf(e *entry) model.ProcStatus {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p := e.p
+	st := model.ProcStatus{ProcKey: e.key, ProcName: p.Spec.Identity.ProcName, Hosted: e.hosted,
+		RegisterTime: e.registerTime, ReportTime: time.Now().Unix(), PID: -1}
+	up := 0
+	for i, u := range e.units {
+		pid, ps, live := a.probeLocked(u)
+		if live {
+			up++
+		}
+		if i > 0 {
+			continue
+		}
+		st.State, st.Message = u.state, u.msg
+		if u.held != "" {
+			st.Message = u.held
+		}
+		st.LastStartTime, st.Restarts, st.ExitStatus = u.lastStart, u.restarts, u.exitStatus
+		if live {
+			if !u.state.Up() {
+				st.State = model.ProcRunning
+			}
+			st.PID = pid
+			st.StartTime = tickTime(ps.StartTick)
+			st.Cmdline = readCmdline(pid)
+			st.Threads = ps.Threads
+			st.MemRSS = ps.RSSPages * a.m.pageSize
+			if a.m.memTotal > 0 {
+				st.Mem = round2(float64(st.MemRSS) * 100 / float64(a.m.memTotal))
+			}
+			if u.pid == pid {
+				st.CPU = round2(u.cpu)
+				if u.rss > 0 {
+					st.MemRSS, st.Mem, st.Threads = u.rss, round2(u.mem), u.threads
+				}
+			}
+		} else if u.state == model.ProcRunning {
+			st.State = model.ProcExited
+		}
+	}
+	if len(e.units) > 1 {
+		st.Message = strings.TrimSpace(fmt.Sprintf("%d/%d instances running. %s", up, len(e.units), st.Message))
+	}
+	return st
+}
+
+func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }

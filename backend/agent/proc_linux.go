@@ -1,0 +1,268 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// clkTck is USER_HZ, the unit of /proc/<pid>/stat times (100 on every
+// Linux architecture gseproc runs on).
+const clkTck = 100
+
+// procStat is what gseproc reads from /proc/<pid>/stat.
+type procStat struct {
+	PID       int
+	State     byte   // R, S, D, Z, ...
+	PPID      int    // parent
+	PGRP      int    // process group
+	Utime     uint64 // ticks
+	Stime     uint64 // ticks
+	Threads   int
+	StartTick uint64 // ticks after boot
+	RSSPages  uint64
+}
+
+// readStat parses /proc/<pid>/stat. A missing process is os.ErrNotExist.
+func readStat(pid int) (procStat, error) {
+	if pid <= 0 {
+		return procStat{}, os.ErrNotExist
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			err = os.ErrNotExist
+		}
+		return procStat{}, err
+	}
+	return parseStat(pid, b)
+}
+
+func parseStat(pid int, b []byte) (procStat, error) {
+	// The comm field is in parentheses and may contain spaces and ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: malformed", pid)
+	}
+	f := strings.Fields(string(b[i+2:]))
+	// f[0] is field 3 (state); field n is f[n-3].
+	if len(f) < 22 {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+	}
+	u := func(n int) uint64 { v, _ := strconv.ParseUint(f[n-3], 10, 64); return v }
+	return procStat{
+		PID: pid, State: f[0][0], PPID: int(u(4)), PGRP: int(u(5)),
+		Utime: u(14), Stime: u(15), Threads: int(u(20)), StartTick: u(22), RSSPages: u(24),
+	}, nil
+}
+
+// alive reports whether pid is a live (non-zombie) process, with its stat.
+func alive(pid int) (procStat, bool) {
+	st, err := readStat(pid)
+	if err != nil || st.State == 'Z' || st.State == 'X' || st.State == 'x' {
+		return st, false
+	}
+	return st, true
+}
+
+// uptimeTicks is now in /proc/<pid>/stat's clock: ticks since boot.
+func uptimeTicks() uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return 0
+	}
+	return uint64(ts.Sec)*clkTck + uint64(ts.Nsec)/(1e9/clkTck)
+}
+
+// tickTime converts a start tick to wall time.
+func tickTime(tick uint64) time.Time {
+	now := uptimeTicks()
+	return time.Now().Add(-time.Duration(int64(now)-int64(tick)) * (time.Second / clkTck)).Truncate(10 * time.Millisecond)
+}
+
+func readCmdline(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
+}
+
+// machine holds the figures limits are relative to.
+type machine struct {
+	ncpu     int
+	memTotal uint64 // bytes
+	pageSize uint64
+	selfPGRP int
+}
+
+func readMachine() machine {
+	m := machine{ncpu: 1, pageSize: uint64(os.Getpagesize()), selfPGRP: syscall.Getpgrp()}
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err == nil && set.Count() > 0 {
+		m.ncpu = set.Count()
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				f := strings.Fields(rest)
+				if len(f) > 0 {
+					kb, _ := strconv.ParseUint(f[0], 10, 64)
+					m.memTotal = kb * 1024
+				}
+			}
+		}
+	}
+	return m
+}
+
+// groupUsage sums cpu ticks, rss pages and threads of pid's process group
+// (when the group is not the agent's own) or of pid alone.
+func groupUsage(pid int, m machine) (ticks, rssPages uint64, threads int, err error) {
+	st, err := readStat(pid)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if st.PGRP <= 1 || st.PGRP == m.selfPGRP {
+		return st.Utime + st.Stime, st.RSSPages, st.Threads, nil
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return st.Utime + st.Stime, st.RSSPages, st.Threads, nil
+	}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		s, err := readStat(p)
+		if err != nil || s.PGRP != st.PGRP || s.State == 'Z' {
+			continue
+		}
+		ticks += s.Utime + s.Stime
+		rssPages += s.RSSPages
+		threads += s.Threads
+	}
+	return ticks, rssPages, threads, nil
+}
+
+// readPidFile returns the pid in path and the file's modification time.
+func readPidFile(path string) (int, time.Time, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	b := make([]byte, 64)
+	n, _ := f.Read(b)
+	s := strings.TrimSpace(string(b[:n]))
+	if i := strings.IndexAny(s, " \t\n"); i >= 0 {
+		s = s[:i]
+	}
+	pid, err := strconv.Atoi(s)
+	if err != nil || pid <= 0 {
+		return 0, fi.ModTime(), fmt.Errorf("pid file %s: %q is not a pid", path, s)
+	}
+	return pid, fi.ModTime(), nil
+}
+
+// signalGroup sends sig to pid's process group, or to pid alone when the
+// group is the agent's own (never signal ourselves) or unknown.
+func signalGroup(pid int, sig syscall.Signal, m machine) error {
+	if pid <= 1 {
+		return fmt.Errorf("refusing to signal pid %d", pid)
+	}
+	pgid, err := syscall.Getpgid(pid)
+	if err == nil && pgid > 1 && pgid != m.selfPGRP {
+		if err := syscall.Kill(-pgid, sig); err == nil || !errors.Is(err, syscall.ESRCH) {
+			return err
+		}
+	}
+	return syscall.Kill(pid, sig)
+}
+
+var pidfdUnsupported struct {
+	once sync.Once
+	no   bool
+}
+
+// pidfdOpen opens a pidfd for pid; ok is false where the kernel lacks
+// pidfd_open (the caller then polls /proc).
+func pidfdOpen(pid int) (fd int, ok bool, err error) {
+	pidfdUnsupported.once.Do(func() {
+		fd, err := unix.PidfdOpen(os.Getpid(), 0)
+		if err != nil {
+			pidfdUnsupported.no = true
+			return
+		}
+		unix.Close(fd)
+	})
+	if pidfdUnsupported.no {
+		return -1, false, nil
+	}
+	fd, err = unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return -1, true, err
+	}
+	return fd, true, nil
+}
+
+// waitGone blocks until pid (with start tick startTick, 0 = any) has
+// exited or ctx ends. It uses a pidfd, which becomes readable the moment
+// the process exits (child or not); it polls /proc every poll only where
+// pidfd_open is unavailable. It returns ctx.Err() when ctx ended first.
+func waitGone(ctx context.Context, pid int, startTick uint64, poll time.Duration) error {
+	fd, ok, err := pidfdOpen(pid)
+	if ok && err != nil {
+		return nil // ESRCH: already gone
+	}
+	if ok {
+		defer unix.Close(fd)
+		// The pid may have been reused between the caller's check and the
+		// open: verify the process the pidfd names is the one we meant.
+		if st, live := alive(pid); !live || (startTick != 0 && st.StartTick != startTick) {
+			return nil
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			// The timeout only bounds how long a cancelled ctx goes unseen;
+			// an exit wakes the poll at once.
+			n, err := unix.Poll(fds, 200)
+			if n > 0 {
+				return nil
+			}
+			if err != nil && !errors.Is(err, unix.EINTR) {
+				return fmt.Errorf("poll pidfd of %d: %w", pid, err)
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+	}
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		st, live := alive(pid)
+		if !live || (startTick != 0 && st.StartTick != startTick) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,385 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"syscall"
+	"time"
+
+	"gseproc/model"
+)
+
+// watchLocked starts a watcher for u's current pid: when that process
+// exits, onExit decides what happens. Any previous watcher is stopped.
+func (a *Agent) watchLocked(u *unit) {
+	a.unwatchLocked(u)
+	if a.closed || u.pid <= 0 {
+		return
+	}
+	u.gen++
+	gen, pid, tick := u.gen, u.pid, u.tick
+	ctx, cancel := context.WithCancel(a.ctx)
+	u.stopWatch = cancel
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		defer cancel()
+		if err := waitGone(ctx, pid, tick, a.cfg.PollInterval.D()); err != nil {
+			return // cancelled: someone else owns the process now
+		}
+		a.onExit(u, gen, pid)
+	}()
+}
+
+func (a *Agent) unwatchLocked(u *unit) {
+	u.gen++
+	if u.stopWatch != nil {
+		u.stopWatch()
+		u.stopWatch = nil
+	}
+}
+
+// reapLocked collects a child of ours that is no longer what a unit
+// tracks (the sh of a start_cmd that is still running), when it exits.
+func (a *Agent) reapLocked(c *child) {
+	if a.closed {
+		c.close()
+		return
+	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		defer c.close()
+		for !c.poll(200 * time.Millisecond) {
+			if a.ctx.Err() != nil {
+				return
+			}
+		}
+	}()
+}
+
+// onExit handles the exit of the process u was watching.
+func (a *Agent) onExit(u *unit, gen uint64, pid int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if u.gen != gen || a.closed {
+		return // an op took over, or the agent is closing
+	}
+	u.stopWatch = nil
+	status := -1 // unknown: not our child
+	if u.own != nil && u.own.pid == pid {
+		u.own.poll(time.Second)
+		status = u.own.status
+		u.own.close()
+		u.own = nil
+	}
+	u.exitStatus = status
+	u.pid, u.tick = -1, 0
+	u.cpu, u.mem, u.rss, u.threads, u.breaches = 0, 0, 0, 0, 0
+	why := "process exited"
+	if status >= 0 {
+		why += " with status " + strconv.Itoa(status)
+	}
+	a.afterExitLocked(u, status, why+" (pid "+strconv.Itoa(pid)+")")
+}
+
+// afterExitLocked decides what follows the end of u's process: nothing
+// (not hosted, held, a periodic run, a clean one-shot) or a restart under
+// the retry rules.
+func (a *Agent) afterExitLocked(u *unit, status int, why string) {
+	e := u.e
+	pol := e.p.Spec.Policy
+	if !e.hosted || u.held != "" || a.closed {
+		a.setStateLocked(u, model.ProcExited, why)
+		return
+	}
+	switch pol.AutoType {
+	case model.AutoPeriodic:
+		a.setStateLocked(u, model.ProcExited, why+"; next run on schedule")
+		if status > 0 {
+			a.log.Warn("periodic run failed", "proc", e.key, "status", status)
+		}
+		return
+	case model.AutoOneShot:
+		if status <= 0 { // 0, or unknown for a process that is not our child
+			u.done = true
+			a.setStateLocked(u, model.ProcExited, why+"; one-shot done")
+			a.persistLocked()
+			return
+		}
+	}
+	if !u.upSince.IsZero() && time.Since(u.upSince) >= a.cfg.StableAfter.D() {
+		u.attempts = 0 // it had been up long enough: a fresh failure
+	}
+	a.scheduleRestartLocked(u, why)
+}
+
+// scheduleRestartLocked restarts u after its backoff, or gives it up
+// (FATAL, event) when start_retries are used up.
+func (a *Agent) scheduleRestartLocked(u *unit, why string) {
+	pol := u.e.p.Spec.Policy
+	if u.attempts >= pol.StartRetries {
+		u.held = fmt.Sprintf("given up after %d restarts that did not stay up: %s", u.attempts, why)
+		a.setStateLocked(u, model.ProcFatal, u.held)
+		a.emitLocked(u, model.EventGiveUp,
+			fmt.Sprintf("%s not running, restart given up after %d attempts (start_retries %d); a manual start brings it back",
+				u.e.p.Spec.Identity.ProcName, u.attempts, pol.StartRetries), float64(u.attempts))
+		a.persistLocked()
+		return
+	}
+	delay := a.backoff(u.attempts, pol.StartInterval)
+	u.attempts++
+	u.gen++
+	gen := u.gen
+	a.setStateLocked(u, model.ProcBackoff, fmt.Sprintf("%s; restart %d/%d in %s", why, u.attempts, pol.StartRetries, delay.Round(time.Millisecond)))
+	a.persistLocked()
+	a.wg.Add(1)
+	go a.restartAfter(u, gen, delay)
+}
+
+// restartAfter is one restart attempt of a hosted process.
+func (a *Agent) restartAfter(u *unit, gen uint64, delay time.Duration) {
+	defer a.wg.Done()
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-a.ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+	e := u.e
+	select {
+	case e.op <- struct{}{}:
+	case <-a.ctx.Done():
+		return
+	}
+	defer func() { <-e.op }()
+	a.mu.Lock()
+	if u.gen != gen || !e.hosted || u.held != "" || a.closed {
+		a.mu.Unlock()
+		return
+	}
+	p := e.p
+	// It may have come back by itself (pid file names a new process of ours).
+	if pid, st, live := a.probeLocked(u); live {
+		u.pid, u.tick, u.upSince = pid, st.StartTick, time.Now()
+		a.setStateLocked(u, model.ProcRunning, "found running again, pid "+strconv.Itoa(pid))
+		a.watchLocked(u)
+		a.persistLocked()
+		a.mu.Unlock()
+		return
+	}
+	a.setStateLocked(u, model.ProcStarting, fmt.Sprintf("restart attempt %d", u.attempts))
+	a.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(a.ctx, time.Duration(p.Deadline(model.OpStart))*time.Second)
+	r := a.startUnit(ctx, u, p, model.OpStart)
+	cancel()
+
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return
+	}
+	name := p.Spec.Identity.ProcName
+	if r.code == model.CodeSuccess {
+		u.restarts++
+		a.emitLocked(u, model.EventRestartSuccess, fmt.Sprintf("check %s not running, and restart it success", name), float64(u.restarts))
+		a.persistLocked()
+		return
+	}
+	a.emitLocked(u, model.EventRestartFailed, fmt.Sprintf("check %s not running, and restart it failed: %s", name, r.msg), float64(u.attempts))
+	if e.hosted && u.held == "" {
+		u.upSince = time.Time{}
+		a.scheduleRestartLocked(u, "restart failed: "+r.msg)
+	}
+}
+
+// startPeriodicLocked schedules e's job every cycle_time seconds. now
+// means the first run already happened (a start op) and the next is one
+// cycle away; otherwise (agent start) the first run is one cycle away too.
+func (a *Agent) startPeriodicLocked(e *entry, _ bool) {
+	if e.stopPeriodic != nil {
+		e.stopPeriodic()
+	}
+	if a.closed {
+		return
+	}
+	cycle := time.Duration(e.p.Spec.Policy.CycleTime) * time.Second
+	if cycle <= 0 {
+		cycle = time.Second
+	}
+	ctx, cancel := context.WithCancel(a.ctx)
+	e.stopPeriodic = cancel
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		t := time.NewTicker(cycle)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			a.periodicTick(ctx, e)
+		}
+	}()
+}
+
+// periodicTick launches a run of e's job unless the previous one is alive.
+func (a *Agent) periodicTick(ctx context.Context, e *entry) {
+	select {
+	case e.op <- struct{}{}:
+	default:
+		a.log.Info("periodic tick skipped: an operation is in progress", "proc", e.key)
+		return
+	}
+	defer func() { <-e.op }()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ctx.Err() != nil || !e.hosted || a.closed {
+		return
+	}
+	p := e.p
+	for _, u := range e.units {
+		if u.held != "" {
+			continue
+		}
+		if pid, _, live := a.probeLocked(u); live {
+			a.log.Info("periodic tick skipped: previous run still alive", "proc", e.key, "pid", pid)
+			continue
+		}
+		c, err := launch(p, p.Spec.Control.StartCmd, a.env(p, u))
+		if err != nil {
+			a.setStateLocked(u, model.ProcExited, "periodic run: "+err.Error())
+			a.emitLocked(u, model.EventRestartFailed, "periodic run of "+p.Spec.Identity.ProcName+" failed: "+err.Error(), 0)
+			continue
+		}
+		u.pid, u.tick, u.own = c.pid, c.tick, c
+		u.lastStart, u.upSince = c.at.Unix(), c.at
+		a.setStateLocked(u, model.ProcRunning, "periodic run")
+		a.watchLocked(u)
+	}
+}
+
+// sampler measures cpu (delta of utime+stime over wall time and cpus) and
+// memory (RSS over MemTotal) of every running process of the agent, for
+// its process group when the group is its own, and enforces limits.
+func (a *Agent) sampler() {
+	defer a.wg.Done()
+	t := time.NewTicker(a.cfg.SampleInterval.D())
+	defer t.Stop()
+	for {
+		select {
+		case <-a.ctx.Done():
+			return
+		case <-t.C:
+		}
+		a.sample()
+	}
+}
+
+type sampleTarget struct {
+	u   *unit
+	pid int
+	gen uint64
+}
+
+func (a *Agent) sample() {
+	a.mu.Lock()
+	var targets []sampleTarget
+	for _, e := range a.procs {
+		for _, u := range e.units {
+			if u.state == model.ProcRunning && u.pid > 0 {
+				targets = append(targets, sampleTarget{u, u.pid, u.gen})
+			}
+		}
+	}
+	a.mu.Unlock()
+	for _, t := range targets {
+		ticks, rss, threads, err := groupUsage(t.pid, a.m)
+		now := time.Now()
+		a.mu.Lock()
+		u := t.u
+		if err != nil || u.gen != t.gen || u.pid != t.pid {
+			a.mu.Unlock()
+			continue
+		}
+		haveCPU := !u.lastSample.IsZero() && ticks >= u.lastTicks
+		if haveCPU {
+			wall := now.Sub(u.lastSample).Seconds()
+			u.cpu = float64(ticks-u.lastTicks) / clkTck / wall / float64(a.m.ncpu) * 100
+		}
+		u.lastTicks, u.lastSample = ticks, now
+		u.rss, u.threads = rss*a.m.pageSize, threads
+		if a.m.memTotal > 0 {
+			u.mem = float64(u.rss) * 100 / float64(a.m.memTotal)
+		}
+		res := u.e.p.Spec.Resource
+		what, value, limit := "", 0.0, 0.0
+		switch {
+		case res.Mem > 0 && u.mem > res.Mem:
+			what, value, limit = "mem", u.mem, res.Mem
+		case haveCPU && res.CPU > 0 && u.cpu > res.CPU:
+			what, value, limit = "cpu", u.cpu, res.CPU
+		}
+		if what == "" || !u.e.hosted {
+			u.breaches = 0
+			a.mu.Unlock()
+			continue
+		}
+		u.breaches++
+		a.log.Info("resource limit breached", "proc", u.e.key, "pid", t.pid, "resource", what,
+			"value", round2(value), "limit", limit, "breaches", u.breaches, "of", a.cfg.BreachCount)
+		if u.breaches >= a.cfg.BreachCount {
+			u.breaches = 0
+			msg := fmt.Sprintf("%s %s usage %.2f%% over limit %.2f%% for %d samples: stopped, not restarted until a manual start",
+				u.e.p.Spec.Identity.ProcName, what, value, limit, a.cfg.BreachCount)
+			u.held = msg
+			a.emitLocked(u, model.EventLimitExceeded, msg, round2(value))
+			a.persistLocked()
+			a.wg.Add(1)
+			go a.enforce(u, t.gen, msg)
+		}
+		a.mu.Unlock()
+	}
+}
+
+// enforce stops a process over its limits: stop_cmd (or SIGTERM), then
+// SIGKILL to its process group if anything is left.
+func (a *Agent) enforce(u *unit, gen uint64, msg string) {
+	defer a.wg.Done()
+	e := u.e
+	select {
+	case e.op <- struct{}{}:
+	case <-a.ctx.Done():
+		return
+	}
+	defer func() { <-e.op }()
+	a.mu.Lock()
+	if u.gen != gen || a.closed {
+		a.mu.Unlock()
+		return
+	}
+	p, pid, tick := e.p, u.pid, u.tick
+	a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(a.ctx, time.Duration(p.Deadline(model.OpStop))*time.Second)
+	defer cancel()
+	r := a.stopUnit(ctx, u, p, "limit exceeded")
+	if r.code != model.CodeSuccess {
+		a.log.Warn("stop over limit did not stop it: SIGKILL to its group", "proc", e.key, "pid", pid, "result", r.msg)
+		_ = signalGroup(pid, syscall.SIGKILL, a.m)
+		a.waitDead(ctx, u, pid, tick, 2*time.Second)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.unwatchLocked(u)
+	u.pid, u.tick = -1, 0
+	u.held = msg
+	a.setStateLocked(u, model.ProcStopped, msg)
+	a.persistLocked()
+}
