@@ -189,6 +189,7 @@ type def struct {
 	role     int     // host role it is deployed on; -1 = every role
 	frac     float64 // fraction of those hosts
 	explicit []int32 // demo: exactly these hosts (sorted)
+	fallback int32   // a host it is deployed on when the rule picks none (-1: unused)
 }
 
 func (t tmpl) process(ns, name, env string) model.Process {
@@ -266,7 +267,7 @@ func genDefs(seed uint64, nss, roles []string) []def {
 				// The seed moves each fraction a little, so fleets differ by seed.
 				idx := uint64(len(out))
 				frac *= 0.85 + 0.15*hash01(seed, hFrac, idx)
-				out = append(out, def{proc: t.process(ns, name, env), t: t, role: role, frac: frac})
+				out = append(out, def{proc: t.process(ns, name, env), t: t, role: role, frac: frac, fallback: -1})
 			}
 		}
 	}

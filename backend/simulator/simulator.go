@@ -151,6 +151,7 @@ func NewChecked(cfg config.SimulatorConfig) (*Fleet, error) {
 	}
 	f.genHosts()
 	f.defs = genDefs(seed, cfg.Namespaces, f.roles)
+	f.placeEverywhere()
 	if cfg.Demo {
 		f.addDemoDefs()
 	}
@@ -267,7 +268,29 @@ func (f *Fleet) addDemoDefs() {
 		if _, dup := f.defKey[p.Key()]; dup {
 			continue
 		}
-		f.defs = append(f.defs, def{proc: p, t: t, role: -1, explicit: hosts})
+		f.defs = append(f.defs, def{proc: p, t: t, role: -1, explicit: hosts, fallback: -1})
+	}
+}
+
+// placeEverywhere makes sure every generated definition is deployed on at
+// least one host, however small the fleet: when its rule picks no host it
+// is placed on the first host of its role (or the first host).
+func (f *Fleet) placeEverywhere() {
+	for d := range f.defs {
+		df := &f.defs[d]
+		found, first := false, int32(-1)
+		for i := range f.hosts {
+			if f.deployed(int32(d), int32(i)) {
+				found = true
+				break
+			}
+			if first < 0 && (df.role < 0 || int(f.hosts[i].role) == df.role) {
+				first = int32(i)
+			}
+		}
+		if !found {
+			df.fallback = max(first, 0)
+		}
 	}
 }
 
@@ -291,6 +314,9 @@ func (f *Fleet) deployed(d int32, i int32) bool {
 	if df.explicit != nil {
 		_, ok := slices.BinarySearch(df.explicit, i)
 		return ok
+	}
+	if i == df.fallback {
+		return true
 	}
 	if df.role >= 0 && int(f.hosts[i].role) != df.role {
 		return false
