@@ -196,7 +196,7 @@ func (e *Engine) saveItems(ctx context.Context, items []model.ProcessDef) ([]mod
 
 // newRun builds a run; prior holds results already stored (resume).
 func newRun(t model.Task, targets []model.Target, procs map[string]model.Process, prior []model.Result) *run {
-	r := &run{task: t, targets: targets, procs: procs, notify: make(chan struct{})}
+	r := &run{task: t, targets: targets, procs: procs, notify: make(chan struct{}), log: make([]model.Result, 0, len(targets))}
 	r.results = make([]model.Result, len(targets))
 	index := make(map[model.Target]int, len(prior))
 	if len(prior) > 0 {

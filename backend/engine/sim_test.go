@@ -1,0 +1,171 @@
+package engine_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"gseproc/backend"
+	"gseproc/backend/config"
+	"gseproc/backend/engine"
+	"gseproc/backend/simulator"
+	"gseproc/backend/store"
+	"gseproc/model"
+)
+
+// simEngine starts an engine over a simulated fleet seeded with its definitions.
+func simEngine(tb testing.TB, sc config.SimulatorConfig) (*engine.Engine, *simulator.Fleet) {
+	tb.Helper()
+	fleet := simulator.New(sc)
+	e := engine.New(config.Default().Engine, fleet, fleet, store.NewMemory())
+	ctx := context.Background()
+	if err := e.Start(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = e.Close(); _ = fleet.Close() })
+	if err := e.Seed(ctx, fleet.Definitions()); err != nil {
+		tb.Fatal(err)
+	}
+	return e, fleet
+}
+
+// quietFleet is a fleet that never fails and answers within milliseconds.
+func quietFleet(hosts int) config.SimulatorConfig {
+	return config.SimulatorConfig{Hosts: hosts, Seed: 7, LatencyMedian: config.Duration(time.Millisecond),
+		LatencyP99: config.Duration(5 * time.Millisecond)}
+}
+
+func TestSimulatorStartStopStatus(t *testing.T) {
+	e, _ := simEngine(t, quietFleet(60))
+	sel := backend.Selector{Namespace: "web", Name: "nginx"}
+	// Bring every nginx to "stopped" whatever its generated state (0 or 829).
+	_, res := operate(t, e, backend.OperateRequest{Op: model.OpStop, Selector: sel})
+	if len(res) == 0 {
+		t.Fatal("no nginx in the simulated web namespace")
+	}
+	n := len(res)
+	steps := []struct {
+		op       model.OpType
+		wantCode int
+	}{
+		{model.OpStop, model.CodeNotRunning},      // 829 on stop of a stopped process
+		{model.OpStart, model.CodeSuccess},        // 0
+		{model.OpStart, model.CodeAlreadyRunning}, // 828 on start of a running process
+		{model.OpStatus, model.CodeSuccess},
+		{model.OpStop, model.CodeSuccess},
+	}
+	for _, s := range steps {
+		task, res := operate(t, e, backend.OperateRequest{Op: s.op, Selector: sel, Source: "test"})
+		if len(res) != n {
+			t.Fatalf("%s: %d results, want %d", s.op, len(res), n)
+		}
+		for _, r := range res {
+			if r.Code != s.wantCode || r.State != model.StateSuccess {
+				t.Fatalf("%s on %s: code %d state %s (%s), want %d", s.op, r.Host, r.Code, r.State, r.Message, s.wantCode)
+			}
+			if s.op == model.OpStatus && !contains(r.Content, `"stat":"running"`) {
+				t.Fatalf("status content %s", r.Content)
+			}
+		}
+		view, _ := e.Task(context.Background(), task.ID)
+		if view.Task.Status != model.TaskDone || view.Task.Counts.Success != n {
+			t.Fatalf("%s: task %+v", s.op, view.Task)
+		}
+	}
+	// The last stop is what the registry view now shows.
+	hv, _ := e.Hosts(context.Background(), backend.HostQuery{Namespace: "web", Name: "nginx"})
+	if len(hv) != n {
+		t.Fatalf("%d hosts carry nginx, want %d", len(hv), n)
+	}
+	for _, h := range hv {
+		if h.Procs[0].Status.State.Up() {
+			t.Fatalf("%s: nginx %s after stop", h.Host, h.Procs[0].Status.State)
+		}
+	}
+}
+
+func TestSimulatorFailureProfile(t *testing.T) {
+	sc := quietFleet(200)
+	sc.UnreachableRate = 0.1
+	e, _ := simEngine(t, sc)
+	task, res := operate(t, e, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "gse", Name: "bkmonitorbeat"}})
+	var c model.Counts
+	for _, r := range res {
+		c.Add(r.State, 1)
+		if r.State == model.StateUnreachable && r.Code != model.CodeAgentAbnormal {
+			t.Fatalf("unreachable with code %d", r.Code)
+		}
+	}
+	if c.Unreachable == 0 || c.Success == 0 || c.Total() != task.Targets {
+		t.Fatalf("counts %+v over %d targets", c, task.Targets)
+	}
+}
+
+// allHosts saves a definition deployed on every host of the fleet.
+func allHosts(tb testing.TB, e *engine.Engine, fleet *simulator.Fleet) int {
+	tb.Helper()
+	ctx := context.Background()
+	hosts, err := fleet.Hosts(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	def := model.ProcessDef{Process: proc("bench", "agent-probe", map[string]string{"app": "probe"})}
+	for _, h := range hosts {
+		def.Hosts = append(def.Hosts, h.Host)
+	}
+	if err := e.SaveProcess(ctx, def); err != nil {
+		tb.Fatal(err)
+	}
+	return len(hosts)
+}
+
+func TestSimulator10kHostsOneOperation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 hosts")
+	}
+	e, fleet := simEngine(t, quietFleet(10000))
+	n := allHosts(t, e, fleet)
+	if n < 10000 {
+		t.Fatalf("fleet has %d hosts", n)
+	}
+	t0 := time.Now()
+	task, res := operate(t, e, backend.OperateRequest{Op: model.OpStart, Selector: backend.Selector{Namespace: "bench"}})
+	if len(res) != n || task.Targets != n {
+		t.Fatalf("%d results of %d targets, want %d", len(res), task.Targets, n)
+	}
+	seen := make(map[model.Host]bool, n)
+	for i, r := range res {
+		if r.Seq != int64(i+1) || r.Code != model.CodeSuccess || seen[r.Host] {
+			t.Fatalf("result %d: %+v", i, r)
+		}
+		seen[r.Host] = true
+	}
+	t.Logf("10,000 hosts started in %v", time.Since(t0))
+}
+
+// BenchmarkOperate10kHosts: one status operation over 10,000 simulated
+// hosts (1 ms median latency), from Operate to the last watched result.
+func BenchmarkOperate10kHosts(b *testing.B) {
+	e, fleet := simEngine(b, quietFleet(10000))
+	n := allHosts(b, e, fleet)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		task, err := e.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "bench"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ch, err := e.Watch(ctx, task.ID, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got := 0
+		for range ch {
+			got++
+		}
+		if got != n {
+			b.Fatalf("%d results of %d", got, n)
+		}
+	}
+}
