@@ -93,12 +93,13 @@ func (f *Fleet) Dispatch(ctx context.Context, host model.Host, req model.AgentRe
 // a deployment starts from its generated state, anything else as stopped.
 // h.mu must be held.
 func (f *Fleet) proc(i int32, h *simHost, p model.Process) *procState {
-	key := p.Key()
+	ns, name := p.Meta.Namespace, p.Meta.Name
 	for _, ps := range h.procs {
-		if ps.key == key {
+		if isKey(ps.key, ns, name) {
 			return ps
 		}
 	}
+	key := p.Key()
 	var ps procState
 	d, known := f.defKey[key]
 	if known && f.deployed(d, i) {
@@ -122,6 +123,11 @@ func (f *Fleet) proc(i int32, h *simHost, p model.Process) *procState {
 	}
 	h.procs = append(h.procs, &ps)
 	return &ps
+}
+
+// isKey reports whether key == ns + ":" + name, without building it.
+func isKey(key, ns, name string) bool {
+	return len(key) == len(ns)+1+len(name) && key[len(ns)] == ':' && key[:len(ns)] == ns && key[len(ns)+1:] == name
 }
 
 // newPID hands out the host's next pid. h.mu must be held.
@@ -332,7 +338,7 @@ func (f *Fleet) status(h *simHost, p *procState, now time.Time) model.ProcStatus
 	st.Threads = 1
 	if t != nil {
 		st.Threads = t.threads
-		st.Cmdline = strings.TrimRight(f.defs[p.def].proc.Spec.Identity.SetupPath, "/") + "/" + p.procName
+		st.Cmdline = f.defs[p.def].cmdline
 	}
 	return st
 }

@@ -23,6 +23,8 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,6 +103,7 @@ type Fleet struct {
 	defs   []def
 	defKey map[string]int32
 
+	zones    [][3]string // zone label per cloud area and zone
 	defsOnce sync.Once
 	defsOut  []model.ProcessDef
 
@@ -155,8 +158,16 @@ func NewChecked(cfg config.SimulatorConfig) (*Fleet, error) {
 	if cfg.Demo {
 		f.addDemoDefs()
 	}
-	for i, d := range f.defs {
+	for i := range f.defs {
+		d := &f.defs[i]
 		f.defKey[d.proc.Key()] = int32(i)
+		d.cmdline = strings.TrimRight(d.proc.Spec.Identity.SetupPath, "/") + "/" + d.proc.Spec.Identity.ProcName
+	}
+	f.zones = make([][3]string, cfg.Clouds+2)
+	for c := range f.zones {
+		for z := range 3 {
+			f.zones[c][z] = zoneName(c, uint8(z))
+		}
 	}
 	return f, nil
 }
@@ -393,14 +404,26 @@ func (f *Fleet) Hosts(ctx context.Context) ([]model.HostInfo, error) {
 }
 
 func (f *Fleet) hostLabels(h *simHost) map[string]string {
+	zone := ""
+	if c := h.host.CloudID; c < len(f.zones) {
+		zone = f.zones[c][h.zone%3]
+	} else {
+		zone = zoneName(c, h.zone)
+	}
+	rack := "r" + strconv.Itoa(int(h.rack))
+	if h.rack < 100 {
+		rack = "r" + strconv.Itoa(1000 + int(h.rack))[1:] // r007, as racks are written
+	}
 	return map[string]string{
-		"zone": zoneName(h.host.CloudID, h.zone),
+		"zone": zone,
 		"os":   osNames[h.os],
-		"rack": fmt.Sprintf("r%03d", h.rack),
+		"rack": rack,
 		"role": f.roles[h.role],
-		"mem":  fmt.Sprintf("%dG", h.memGB),
+		"mem":  memLabels[h.memGB],
 	}
 }
+
+var memLabels = map[uint16]string{8: "8G", 16: "16G", 32: "32G", 64: "64G", 128: "128G"}
 
 // Definitions returns the process definitions the fleet was generated
 // with, each with the hosts it is deployed on (to seed the registry). The
@@ -417,6 +440,12 @@ func (f *Fleet) Definitions() []model.ProcessDef {
 					hosts = append(hosts, f.hosts[i].host)
 				}
 			} else {
+				// Presize from the expected share to avoid regrowing big slices.
+				share := f.defs[d].frac
+				if f.defs[d].role >= 0 {
+					share /= float64(len(f.roles))
+				}
+				hosts = make([]model.Host, 0, int(share*float64(len(f.hosts))*1.1)+16)
 				for i := range f.hosts {
 					if f.deployed(int32(d), int32(i)) {
 						hosts = append(hosts, f.hosts[i].host)

@@ -815,4 +815,3 @@ func ExampleFleet_Dispatch() {
 	// start 0 running true
 	// register 850 running true
 }
-
