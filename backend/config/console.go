@@ -1,8 +1,93 @@
 package config
 
-// ConsoleConfig is the [console] section. (Owned by the console part; extend freely.)
-type ConsoleConfig struct{}
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
 
-func defaultConsole() ConsoleConfig { return ConsoleConfig{} }
+// ConsoleConfig is the [console] section: how the terminal console looks
+// and which safety nets it puts in front of operations.
+type ConsoleConfig struct {
+	// Theme is one of dark, light, ansi16 (the terminal's own 16 colours)
+	// or mono (no colour at all). NO_COLOR and --no-color force mono.
+	Theme string `toml:"theme"`
+	// Keys overrides key bindings by action name, e.g. quit = ["q", "ctrl+c"].
+	// ConsoleActions lists the names.
+	Keys map[string][]string `toml:"keys"`
+	// ReadOnly disables every op that changes something (status still runs)
+	// and the process editor.
+	ReadOnly bool `toml:"read_only"`
+	// ProtectedNamespaces: stop, kill and unregister in these namespaces
+	// always require typing the namespace to confirm.
+	ProtectedNamespaces []string `toml:"protected_namespaces"`
+	// ConfirmThreshold: stop, kill and unregister over more hosts than this
+	// require typing the host count to confirm. 0 means always.
+	ConfirmThreshold int `toml:"confirm_threshold"`
+	// Mouse turns mouse support on (off by default so the terminal's own
+	// selection and copy keep working).
+	Mouse bool `toml:"mouse"`
+	// RecentTasks is how many tasks the recent-tasks screen lists.
+	RecentTasks int `toml:"recent_tasks"`
+}
 
-func (c ConsoleConfig) validate() error { return nil }
+// ConsoleThemes lists the valid theme names.
+func ConsoleThemes() []string { return []string{"dark", "light", "ansi16", "mono"} }
+
+// ConsoleActions lists the action names whose keys can be overridden in
+// [console.keys]. The console binds every one of them.
+func ConsoleActions() []string {
+	return []string{
+		"quit", "help", "back", "up", "down", "page_up", "page_down", "top", "bottom",
+		"open", "filter", "select", "select_all", "clear_selection", "op", "new", "edit",
+		"reload", "tasks", "events", "failed_only", "retry", "cancel_task", "confirm", "deny",
+	}
+}
+
+func defaultConsole() ConsoleConfig {
+	return ConsoleConfig{Theme: "dark", ConfirmThreshold: 10, RecentTasks: 50}
+}
+
+func (c ConsoleConfig) validate() error {
+	var errs []error
+	if !slices.Contains(ConsoleThemes(), c.Theme) {
+		errs = append(errs, fmt.Errorf("console.theme: %q is not one of %s", c.Theme, strings.Join(ConsoleThemes(), ", ")))
+	}
+	if c.ConfirmThreshold < 0 {
+		errs = append(errs, fmt.Errorf("console.confirm_threshold: %d must be >= 0", c.ConfirmThreshold))
+	}
+	if c.RecentTasks < 1 || c.RecentTasks > 10000 {
+		errs = append(errs, fmt.Errorf("console.recent_tasks: %d is out of range [1,10000]", c.RecentTasks))
+	}
+	for i, ns := range c.ProtectedNamespaces {
+		if strings.TrimSpace(ns) == "" {
+			errs = append(errs, fmt.Errorf("console.protected_namespaces[%d]: must not be blank", i))
+		}
+	}
+	actions := ConsoleActions()
+	names := make([]string, 0, len(c.Keys))
+	for a := range c.Keys {
+		names = append(names, a)
+	}
+	sort.Strings(names)
+	for _, a := range names {
+		if !slices.Contains(actions, a) {
+			errs = append(errs, fmt.Errorf("console.keys.%s: unknown action; want one of %s", a, strings.Join(actions, ", ")))
+			continue
+		}
+		if len(c.Keys[a]) == 0 {
+			errs = append(errs, fmt.Errorf("console.keys.%s: needs at least one key", a))
+		}
+		for j, k := range c.Keys[a] {
+			if strings.TrimSpace(k) == "" {
+				errs = append(errs, fmt.Errorf("console.keys.%s[%d]: must not be blank", a, j))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Protected reports whether ns is a protected namespace.
+func (c ConsoleConfig) Protected(ns string) bool { return slices.Contains(c.ProtectedNamespaces, ns) }

@@ -1,0 +1,328 @@
+package ui
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"gseproc/backend"
+	"gseproc/model"
+)
+
+// ---- namespaces ----------------------------------------------------------
+
+type nsPage struct {
+	s       *shared
+	id      int
+	items   []backend.NamespaceSummary
+	list    vlist
+	loaded  bool
+	w, h    int
+	errText string
+}
+
+type nsLoadedMsg struct {
+	id    int
+	items []backend.NamespaceSummary
+	err   error
+}
+
+func (m nsLoadedMsg) pageID() int { return m.id }
+
+func newNSPage(s *shared) *nsPage { return &nsPage{s: s, id: s.newID()} }
+
+func (p *nsPage) ID() int         { return p.id }
+func (p *nsPage) Title() string   { return "namespaces" }
+func (p *nsPage) Capturing() bool { return false }
+func (p *nsPage) Close()          {}
+func (p *nsPage) Init() tea.Cmd   { return p.load() }
+func (p *nsPage) Resume() tea.Cmd { return p.load() }
+
+func (p *nsPage) load() tea.Cmd {
+	ctx, be, id := p.s.ctx, p.s.be, p.id
+	return func() tea.Msg {
+		items, err := be.Namespaces(ctx)
+		return nsLoadedMsg{id: id, items: items, err: err}
+	}
+}
+
+func (p *nsPage) SetSize(w, h int) { p.w, p.h = w, h; p.list.setHeight(h - 2) }
+
+func (p *nsPage) Help() keyHelp {
+	k := p.s.keys
+	return keyHelp{
+		short: []binding{k.Open, k.New, k.Tasks},
+		full:  [][]binding{k.nav(), {k.Open, k.New, k.Reload}},
+	}
+}
+
+func (p *nsPage) selected() (backend.NamespaceSummary, bool) {
+	if p.list.cursor < 0 || p.list.cursor >= len(p.items) {
+		return backend.NamespaceSummary{}, false
+	}
+	return p.items[p.list.cursor], true
+}
+
+func (p *nsPage) Update(msg tea.Msg) tea.Cmd {
+	k := p.s.keys
+	switch msg := msg.(type) {
+	case nsLoadedMsg:
+		p.loaded = true
+		if msg.err != nil {
+			p.errText = msg.err.Error()
+			return errCmd("list namespaces", msg.err)
+		}
+		p.errText = ""
+		p.items = msg.items
+		sort.Slice(p.items, func(i, j int) bool { return p.items[i].Name < p.items[j].Name })
+		p.list.setLen(len(p.items))
+	case tea.KeyMsg:
+		if p.list.navigate(k, msg) {
+			return nil
+		}
+		switch {
+		case keyIs(msg, k.Open):
+			if ns, ok := p.selected(); ok {
+				return msgCmd(pushMsg{newLabelsPage(p.s, ns)})
+			}
+		case keyIs(msg, k.New):
+			ns, _ := p.selected()
+			return openForm(p.s, model.ProcessDef{Process: model.Process{Meta: model.Meta{Namespace: ns.Name}}}, true)
+		case keyIs(msg, k.Reload):
+			return p.load()
+		}
+	}
+	return nil
+}
+
+func (p *nsPage) View() string {
+	t := p.s.theme
+	if !p.loaded {
+		return t.Muted.Render("loading namespaces…")
+	}
+	if len(p.items) == 0 {
+		msg := "No namespaces yet: no process is registered."
+		if p.errText != "" {
+			msg = "Could not list namespaces: " + p.errText
+		}
+		return t.Muted.Render(msg + "\nPress n to define a process, R to refresh.")
+	}
+	cols := []column{{title: "NAMESPACE", width: 16, flex: true}, {title: "PROCS", width: 6, right: true},
+		{title: "HOSTS", width: 7, right: true}, {title: "LABELS", width: 20, flex: true}}
+	wd := layout(cols, p.w)
+	var b strings.Builder
+	b.WriteString(t.Muted.Render(fmt.Sprintf("%s · enter to browse", plural(len(p.items), "namespace"))) + "\n")
+	b.WriteString(header(t, cols, wd))
+	s, e := p.list.window()
+	for i := s; i < e; i++ {
+		ns := p.items[i]
+		var keys []string
+		for k, vs := range ns.Labels {
+			keys = append(keys, fmt.Sprintf("%s(%d)", k, len(vs)))
+		}
+		sort.Strings(keys)
+		cells := []string{cell(ns.Name, wd[0], false), cell(fmt.Sprint(ns.Processes), wd[1], true),
+			cell(fmt.Sprint(ns.Hosts), wd[2], true), cell(strings.Join(keys, " "), wd[3], false)}
+		b.WriteString("\n" + renderRow(t, i == p.list.cursor, false, cells, nil))
+	}
+	return b.String()
+}
+
+// ---- labels and processes of a namespace --------------------------------
+
+type lblKind int
+
+const (
+	lblAll lblKind = iota
+	lblLabel
+	lblProc
+)
+
+type lblItem struct {
+	kind     lblKind
+	key, val string // label, or process name in key
+	procs    int
+	hosts    int
+	def      model.ProcessDef
+}
+
+type labelsPage struct {
+	s      *shared
+	id     int
+	ns     backend.NamespaceSummary
+	defs   []model.ProcessDef
+	items  []lblItem
+	list   vlist
+	loaded bool
+	w, h   int
+}
+
+type procsLoadedMsg struct {
+	id   int
+	defs []model.ProcessDef
+	err  error
+}
+
+func (m procsLoadedMsg) pageID() int { return m.id }
+
+func newLabelsPage(s *shared, ns backend.NamespaceSummary) *labelsPage {
+	return &labelsPage{s: s, id: s.newID(), ns: ns}
+}
+
+func (p *labelsPage) ID() int         { return p.id }
+func (p *labelsPage) Title() string   { return p.ns.Name }
+func (p *labelsPage) Capturing() bool { return false }
+func (p *labelsPage) Close()          {}
+func (p *labelsPage) Init() tea.Cmd   { return p.load() }
+func (p *labelsPage) Resume() tea.Cmd { return p.load() }
+
+func (p *labelsPage) load() tea.Cmd {
+	ctx, be, id, ns := p.s.ctx, p.s.be, p.id, p.ns.Name
+	return func() tea.Msg {
+		defs, err := be.Processes(ctx, backend.ProcQuery{Namespace: ns})
+		return procsLoadedMsg{id: id, defs: defs, err: err}
+	}
+}
+
+func (p *labelsPage) SetSize(w, h int) { p.w, p.h = w, h; p.list.setHeight(h - 2) }
+
+func (p *labelsPage) Help() keyHelp {
+	k := p.s.keys
+	return keyHelp{
+		short: []binding{k.Open, k.Op, k.Edit, k.New},
+		full:  [][]binding{k.nav(), {k.Open, k.Op, k.Edit, k.New, k.Reload}},
+	}
+}
+
+// build lists "all", each label key=value with the processes carrying it,
+// and each process.
+func (p *labelsPage) build() {
+	items := []lblItem{{kind: lblAll, procs: len(p.defs), hosts: uniqueHosts(p.defs)}}
+	type kv struct{ k, v string }
+	byLabel := map[kv][]model.ProcessDef{}
+	for k, vs := range p.ns.Labels {
+		for _, v := range vs {
+			byLabel[kv{k, v}] = nil
+		}
+	}
+	for _, d := range p.defs {
+		for k, v := range d.Process.Meta.Labels {
+			byLabel[kv{k, v}] = append(byLabel[kv{k, v}], d)
+		}
+	}
+	var labels []lblItem
+	for l, defs := range byLabel {
+		labels = append(labels, lblItem{kind: lblLabel, key: l.k, val: l.v, procs: len(defs), hosts: uniqueHosts(defs)})
+	}
+	sort.Slice(labels, func(i, j int) bool {
+		if labels[i].key != labels[j].key {
+			return labels[i].key < labels[j].key
+		}
+		return labels[i].val < labels[j].val
+	})
+	items = append(items, labels...)
+	defs := append([]model.ProcessDef(nil), p.defs...)
+	sort.Slice(defs, func(i, j int) bool { return defs[i].Process.Meta.Name < defs[j].Process.Meta.Name })
+	for _, d := range defs {
+		items = append(items, lblItem{kind: lblProc, key: d.Process.Meta.Name, procs: 1, hosts: len(d.Hosts), def: d})
+	}
+	p.items = items
+	p.list.setLen(len(items))
+}
+
+func uniqueHosts(defs []model.ProcessDef) int {
+	seen := map[model.Host]bool{}
+	for _, d := range defs {
+		for _, h := range d.Hosts {
+			seen[model.Host{IP: h.IP, CloudID: h.CloudID}] = true
+		}
+	}
+	return len(seen)
+}
+
+func (it lblItem) query(ns string) backend.HostQuery {
+	q := backend.HostQuery{Namespace: ns}
+	switch it.kind {
+	case lblLabel:
+		q.Labels = map[string]string{it.key: it.val}
+	case lblProc:
+		q.Name = it.key
+	}
+	return q
+}
+
+func (p *labelsPage) Update(msg tea.Msg) tea.Cmd {
+	k := p.s.keys
+	switch msg := msg.(type) {
+	case procsLoadedMsg:
+		p.loaded = true
+		if msg.err != nil {
+			return errCmd("list processes", msg.err)
+		}
+		p.defs = msg.defs
+		p.build()
+	case tea.KeyMsg:
+		if p.list.navigate(k, msg) {
+			return nil
+		}
+		if p.list.cursor >= len(p.items) {
+			if keyIs(msg, k.New) {
+				return openForm(p.s, model.ProcessDef{Process: model.Process{Meta: model.Meta{Namespace: p.ns.Name}}}, true)
+			}
+			return nil
+		}
+		it := p.items[p.list.cursor]
+		switch {
+		case keyIs(msg, k.Open):
+			return msgCmd(pushMsg{newHostsPage(p.s, it.query(p.ns.Name))})
+		case keyIs(msg, k.Op):
+			q := it.query(p.ns.Name)
+			tg := target{sel: backend.Selector{Namespace: q.Namespace, Name: q.Name, Labels: q.Labels}, hosts: it.hosts}
+			return msgCmd(pushMsg{newOpPage(p.s, tg)})
+		case keyIs(msg, k.Edit):
+			if it.kind != lblProc {
+				return msgCmd(flashMsg{"move to a process row to edit it (processes are listed after the labels)"})
+			}
+			return openForm(p.s, it.def, false)
+		case keyIs(msg, k.New):
+			return openForm(p.s, model.ProcessDef{Process: model.Process{Meta: model.Meta{Namespace: p.ns.Name}}}, true)
+		case keyIs(msg, k.Reload):
+			return p.load()
+		}
+	}
+	return nil
+}
+
+func (p *labelsPage) View() string {
+	t := p.s.theme
+	if !p.loaded {
+		return t.Muted.Render("loading processes…")
+	}
+	cols := []column{{title: "SELECT BY", width: 10}, {title: "SELECTOR", width: 24, flex: true},
+		{title: "PROCS", width: 5, right: true}, {title: "HOSTS", width: 6, right: true}, {title: "DETAIL", width: 16, flex: true}}
+	wd := layout(cols, p.w)
+	var b strings.Builder
+	b.WriteString(t.Muted.Render("Choose hosts by label or process · enter hosts · o operate on all of them") + "\n")
+	b.WriteString(header(t, cols, wd))
+	s, e := p.list.window()
+	for i := s; i < e; i++ {
+		it := p.items[i]
+		var kind, sel, detail string
+		switch it.kind {
+		case lblAll:
+			kind, sel, detail = "all", "every process in "+p.ns.Name, ""
+		case lblLabel:
+			kind, sel = "label", it.key+"="+it.val
+		case lblProc:
+			pol := it.def.Process.Spec.Policy
+			kind, sel = "process", it.key
+			detail = it.def.Process.Spec.Identity.ProcName + " · " + pol.AutoType.String()
+		}
+		cells := []string{cell(kind, wd[0], false), cell(sel, wd[1], false), cell(fmt.Sprint(it.procs), wd[2], true),
+			cell(fmt.Sprint(it.hosts), wd[3], true), cell(detail, wd[4], false)}
+		b.WriteString("\n" + renderRow(t, i == p.list.cursor, false, cells, nil))
+	}
+	return b.String()
+}

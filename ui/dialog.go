@@ -1,0 +1,178 @@
+package ui
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/textinput"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+
+	"gseproc/backend"
+	"gseproc/model"
+)
+
+// dialog is the confirmation layer: it takes keys before any page. Its
+// answer defaults to No (enter, esc and n all say no). A dangerous one asks
+// the operator to type the namespace or the host count. Keys that arrive
+// within the guard period after it opened are dropped, so keys typed before
+// the dialog appeared never answer it.
+type dialog struct {
+	title   string
+	body    []string
+	danger  bool
+	require string // text to type ("" = a y/N question)
+	why     string // why typing is required
+	input   textinput.Model
+	opened  time.Time
+	onYes   tea.Cmd
+	errText string
+	ignored int // keys dropped by the guard (tests read it)
+}
+
+func newDialog(s *shared, title string, body []string, require, why string, danger bool, onYes tea.Cmd) *dialog {
+	d := &dialog{title: title, body: body, danger: danger, require: require, why: why, onYes: onYes}
+	if require != "" {
+		d.input = textinput.New()
+		d.input.Prompt = "> "
+		d.input.CharLimit = 256
+		d.input.Width = 30
+		d.input.Focus()
+	}
+	return d
+}
+
+// update handles one key; done reports the dialog closed, with cmd the
+// action to run on yes (nil on no).
+func (d *dialog) update(s *shared, msg tea.KeyMsg) (done bool, cmd tea.Cmd) {
+	if s.now().Before(d.opened.Add(s.guard)) {
+		d.ignored++
+		return false, nil
+	}
+	k := s.keys
+	if d.require == "" {
+		switch {
+		case keyIs(msg, k.Confirm):
+			return true, d.onYes
+		case keyIs(msg, k.Deny), msg.Type == tea.KeyEnter, msg.Type == tea.KeyEsc:
+			return true, nil
+		}
+		return false, nil
+	}
+	switch msg.Type {
+	case tea.KeyEsc:
+		return true, nil
+	case tea.KeyEnter:
+		if strings.TrimSpace(d.input.Value()) == d.require {
+			return true, d.onYes
+		}
+		if d.input.Value() == "" {
+			return true, nil // an empty answer is No
+		}
+		d.errText = fmt.Sprintf("%q does not match; type %s or press esc", d.input.Value(), d.require)
+		return false, nil
+	}
+	d.errText = ""
+	var c tea.Cmd
+	d.input, c = d.input.Update(msg)
+	_ = c // the cursor blink is not needed in a modal
+	return false, nil
+}
+
+func (d *dialog) view(s *shared, w, h int) string {
+	t := s.theme
+	width := min(max(w-8, 30), 72)
+	var b strings.Builder
+	title := t.DialogTitle.Render(d.title)
+	if d.danger {
+		title = t.Danger.Render("⚠ " + d.title)
+	}
+	b.WriteString(title + "\n\n")
+	for _, l := range d.body {
+		b.WriteString(l + "\n")
+	}
+	b.WriteString("\n")
+	if d.require == "" {
+		b.WriteString(t.Base.Render("Proceed? ") + t.Title.Render("[y/N]") + t.Muted.Render("  y yes · n/enter/esc no (default)"))
+	} else {
+		b.WriteString(t.Warn.Render(d.why) + "\n")
+		b.WriteString(fmt.Sprintf("Type %s to confirm, esc to cancel:\n", t.Title.Render(d.require)))
+		b.WriteString(d.input.View())
+		if d.errText != "" {
+			b.WriteString("\n" + t.Error.Render(d.errText))
+		}
+	}
+	box := t.Dialog.Width(width).Render(b.String())
+	return lipgloss.Place(w, h, lipgloss.Center, lipgloss.Center, box)
+}
+
+// confirmOp builds the confirmation of an operation over a target: a y/N
+// question, or for stop/kill/unregister over confirm_threshold hosts or in
+// a protected namespace, the namespace or host count to type.
+func confirmOp(s *shared, op model.OpType, tg target, onYes tea.Cmd) *dialog {
+	body := []string{
+		fmt.Sprintf("%s %s", s.theme.Title.Render(op.String()), s.theme.Muted.Render("— "+op.Describe())),
+		"on " + tg.summary(),
+	}
+	require, why := "", ""
+	if op.Destructive() {
+		protected := ""
+		for _, ns := range tg.namespaces() {
+			if s.cfg.Protected(ns) {
+				protected = ns
+				break
+			}
+		}
+		switch {
+		case protected != "":
+			require = protected
+			why = fmt.Sprintf("%s is a protected namespace.", protected)
+		case tg.hostCount() > s.cfg.ConfirmThreshold:
+			require = fmt.Sprint(tg.hostCount())
+			why = fmt.Sprintf("This %ss more than %s.", op, plural(s.cfg.ConfirmThreshold, "host"))
+		}
+	}
+	return newDialog(s, "Confirm "+op.String(), body, require, why, op.Destructive(), onYes)
+}
+
+// target is what an operation acts on: a selector and what is known of it.
+type target struct {
+	sel   backend.Selector
+	hosts int      // hosts shown as targeted (selected, or all matching)
+	procs []string // process names, when known
+	nsAll []string // namespaces, when more than the selector's
+}
+
+func (tg target) hostCount() int { return tg.hosts }
+
+func (tg target) namespaces() []string {
+	if len(tg.nsAll) > 0 {
+		return tg.nsAll
+	}
+	if tg.sel.Namespace != "" {
+		return []string{tg.sel.Namespace}
+	}
+	return nil
+}
+
+func (tg target) summary() string {
+	parts := []string{plural(tg.hosts, "host")}
+	if ns := tg.namespaces(); len(ns) > 0 {
+		parts = append(parts, "namespace "+strings.Join(ns, ", "))
+	}
+	if tg.sel.Name != "" {
+		parts = append(parts, "process "+tg.sel.Name)
+	} else if len(tg.procs) > 0 {
+		p := tg.procs
+		more := ""
+		if len(p) > 4 {
+			p, more = p[:4], fmt.Sprintf(" +%d", len(tg.procs)-4)
+		}
+		parts = append(parts, "processes "+strings.Join(p, ", ")+more)
+	}
+	if len(tg.sel.Labels) > 0 {
+		parts = append(parts, "labels "+strings.Join(model.SortedLabels(tg.sel.Labels), ","))
+	}
+	return strings.Join(parts, " · ")
+}

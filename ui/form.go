@@ -1,0 +1,501 @@
+package ui
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/huh"
+
+	"gseproc/model"
+)
+
+// formVals are the editable fields of a definition as text.
+type formVals struct {
+	Namespace, Name, Labels, Hosts                    string
+	ProcName, SetupPath, PidPath, User                string
+	ConfigPath, LogPath                               string
+	StartCmd, StopCmd, RestartCmd, ReloadCmd, KillCmd string
+	AutoType                                          model.AutoType
+	CycleTime, InstanceNum, CheckBegin, CheckEnd      string
+	OpTimeout, CPU, Mem                               string
+}
+
+func valsFrom(d model.ProcessDef) formVals {
+	p := d.Process
+	id, c, pol := p.Spec.Identity, p.Spec.Control, p.Spec.Policy
+	num := func(n int) string {
+		if n == 0 {
+			return ""
+		}
+		return strconv.Itoa(n)
+	}
+	fl := func(f float64) string {
+		if f == 0 {
+			return ""
+		}
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	hosts := make([]string, len(d.Hosts))
+	for i, h := range d.Hosts {
+		hosts[i] = h.AgentID()
+	}
+	at := pol.AutoType
+	if p.Meta.Name == "" && at == model.AutoPeriodic && pol.CycleTime == 0 {
+		at = model.AutoResident // a new definition starts resident
+	}
+	return formVals{
+		Namespace: p.Meta.Namespace, Name: p.Meta.Name, Labels: strings.Join(model.SortedLabels(p.Meta.Labels), ","),
+		Hosts: strings.Join(hosts, ","), ProcName: id.ProcName, SetupPath: id.SetupPath, PidPath: id.PidPath,
+		User: id.User, ConfigPath: id.ConfigPath, LogPath: id.LogPath,
+		StartCmd: c.StartCmd, StopCmd: c.StopCmd, RestartCmd: c.RestartCmd, ReloadCmd: c.ReloadCmd, KillCmd: c.KillCmd,
+		AutoType: at, CycleTime: num(pol.CycleTime), InstanceNum: num(pol.InstanceNum),
+		CheckBegin: num(pol.StartCheckSecs), CheckEnd: num(pol.StartCheckEndSecs), OpTimeout: num(pol.OpTimeout),
+		CPU: fl(p.Spec.Resource.CPU), Mem: fl(p.Spec.Resource.Mem),
+	}
+}
+
+// toDef builds the definition on top of base (so fields the form does not
+// show are kept). Text that does not parse is reported under the field's
+// API name, like every other validation error.
+func (v formVals) toDef(base model.ProcessDef) (model.ProcessDef, model.ValidationError) {
+	var errs model.Validator
+	d := base
+	d.Process = base.Process.Clone()
+	p := &d.Process
+	p.Meta.Namespace, p.Meta.Name = strings.TrimSpace(v.Namespace), strings.TrimSpace(v.Name)
+	p.Meta.Labels = nil
+	for _, l := range splitList(v.Labels) {
+		k, val, err := model.ParseLabel(l)
+		if err != nil {
+			errs.Add("meta.labels", fmt.Sprintf("want key=value, got %q", l))
+			continue
+		}
+		if p.Meta.Labels == nil {
+			p.Meta.Labels = map[string]string{}
+		}
+		p.Meta.Labels[k] = val
+	}
+	d.Hosts = nil
+	for i, h := range splitList(v.Hosts) {
+		host, err := model.ParseAgentID(h)
+		if err != nil {
+			errs.Add(fmt.Sprintf("hosts[%d]", i), err.Error())
+			continue
+		}
+		d.Hosts = append(d.Hosts, host)
+	}
+	id := &p.Spec.Identity
+	id.ProcName, id.SetupPath, id.PidPath, id.User = v.ProcName, v.SetupPath, v.PidPath, v.User
+	id.ConfigPath, id.LogPath = v.ConfigPath, v.LogPath
+	c := &p.Spec.Control
+	c.StartCmd, c.StopCmd, c.RestartCmd, c.ReloadCmd, c.KillCmd = v.StartCmd, v.StopCmd, v.RestartCmd, v.ReloadCmd, v.KillCmd
+	pol := &p.Spec.Policy
+	pol.AutoType = v.AutoType
+	atoi := func(field, s string) int {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			return 0
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			errs.Add(field, fmt.Sprintf("%q is not a whole number", s))
+		}
+		return n
+	}
+	atof := func(field, s string) float64 {
+		s = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(s), "%"))
+		if s == "" {
+			return 0
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			errs.Add(field, fmt.Sprintf("%q is not a number", s))
+		}
+		return f
+	}
+	pol.CycleTime = atoi("spec.monitor_policy.cycle_time", v.CycleTime)
+	pol.InstanceNum = atoi("spec.monitor_policy.instance_num", v.InstanceNum)
+	pol.StartCheckSecs = atoi("spec.monitor_policy.start_check_secs", v.CheckBegin)
+	pol.StartCheckEndSecs = atoi("spec.monitor_policy.start_check_end_secs", v.CheckEnd)
+	pol.OpTimeout = atoi("spec.monitor_policy.op_timeout", v.OpTimeout)
+	p.Spec.Resource.CPU = atof("spec.resource.cpu", v.CPU)
+	p.Spec.Resource.Mem = atof("spec.resource.mem", v.Mem)
+	return d, errs.Errors()
+}
+
+func splitList(s string) []string {
+	f := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' })
+	return f
+}
+
+// validateDef runs the API's own validation (model.Process.Validate, the
+// same rules and messages) plus the form's parse errors.
+func validateDef(v formVals, base model.ProcessDef) (model.ProcessDef, model.ValidationError) {
+	d, errs := v.toDef(base)
+	if err := d.Process.Validate(""); err != nil {
+		var ve model.ValidationError
+		if errors.As(err, &ve) {
+			errs = append(errs, ve...)
+		}
+	}
+	for i, h := range d.Hosts {
+		var hv model.Validator
+		h.Validate(&hv, fmt.Sprintf("hosts[%d]", i))
+		errs = append(errs, hv.Errors()...)
+	}
+	return d, errs
+}
+
+// fieldErr returns the error of one field (matching the field path or a
+// sub-path of it, e.g. meta.labels[app]).
+func fieldErr(errs model.ValidationError, field string) error {
+	var out []string
+	for _, e := range errs {
+		if e.Field == field || strings.HasPrefix(e.Field, field+"[") || strings.HasPrefix(e.Field, field+".") {
+			out = append(out, e.Error())
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(out, "; "))
+}
+
+// ---- the form page --------------------------------------------------------
+
+type formPage struct {
+	s     *shared
+	id    int
+	base  model.ProcessDef
+	isNew bool
+	vals  *formVals
+	form  *huh.Form
+	w, h  int
+}
+
+// openForm opens the editor, unless the console is read-only.
+func openForm(s *shared, d model.ProcessDef, isNew bool) tea.Cmd {
+	if s.readOnly {
+		return msgCmd(flashMsg{"editing is disabled: read-only mode"})
+	}
+	return msgCmd(pushMsg{newFormPage(s, d, isNew)})
+}
+
+func newFormPage(s *shared, d model.ProcessDef, isNew bool) *formPage {
+	v := valsFrom(d)
+	return newFormPageVals(s, d, isNew, &v)
+}
+
+func newFormPageVals(s *shared, base model.ProcessDef, isNew bool, v *formVals) *formPage {
+	p := &formPage{s: s, id: s.newID(), base: base, isNew: isNew, vals: v}
+	p.build()
+	return p
+}
+
+func (p *formPage) build() {
+	v := p.vals
+	check := func(field string, set func(*formVals, string)) func(string) error {
+		return func(s string) error {
+			c := *p.vals
+			set(&c, s)
+			_, errs := validateDef(c, p.base)
+			return fieldErr(errs, field)
+		}
+	}
+	in := func(title, field, desc string, ptr *string, set func(*formVals, string)) *huh.Input {
+		return huh.NewInput().Title(title).Description(desc).Value(ptr).Validate(check(field, set))
+	}
+	keyNote := "namespace:name identifies the definition"
+	if !p.isNew {
+		keyNote = "changing it saves a new definition"
+	}
+	identity := huh.NewGroup(
+		in("Namespace", "meta.namespace", keyNote, &v.Namespace, func(c *formVals, s string) { c.Namespace = s }),
+		in("Name", "meta.name", "the process's name in its namespace", &v.Name, func(c *formVals, s string) { c.Name = s }),
+		in("Labels", "meta.labels", "key=value, comma separated", &v.Labels, func(c *formVals, s string) { c.Labels = s }),
+		in("Hosts", "hosts", "cloud:ip, comma separated, e.g. 0:10.0.0.1", &v.Hosts, func(c *formVals, s string) { c.Hosts = s }),
+		in("Process file name (proc_name)", "spec.identity.proc_name", "", &v.ProcName, func(c *formVals, s string) { c.ProcName = s }),
+		in("Setup path", "spec.identity.setup_path", "absolute directory", &v.SetupPath, func(c *formVals, s string) { c.SetupPath = s }),
+		in("Pid file", "spec.identity.pid_path", "absolute path", &v.PidPath, func(c *formVals, s string) { c.PidPath = s }),
+		in("Account", "spec.identity.user", "empty = root", &v.User, func(c *formVals, s string) { c.User = s }),
+		in("Config path", "spec.identity.config_path", "optional", &v.ConfigPath, func(c *formVals, s string) { c.ConfigPath = s }),
+		in("Log path", "spec.identity.log_path", "optional", &v.LogPath, func(c *formVals, s string) { c.LogPath = s }),
+	).Title("Identity")
+	commands := huh.NewGroup(
+		in("start_cmd", "spec.control.start_cmd", "run with sh -c in the setup path", &v.StartCmd, func(c *formVals, s string) { c.StartCmd = s }),
+		in("stop_cmd", "spec.control.stop_cmd", "", &v.StopCmd, func(c *formVals, s string) { c.StopCmd = s }),
+		in("restart_cmd", "spec.control.restart_cmd", "empty = stop then start", &v.RestartCmd, func(c *formVals, s string) { c.RestartCmd = s }),
+		in("reload_cmd", "spec.control.reload_cmd", "", &v.ReloadCmd, func(c *formVals, s string) { c.ReloadCmd = s }),
+		in("kill_cmd", "spec.control.kill_cmd", "empty = SIGKILL the process group", &v.KillCmd, func(c *formVals, s string) { c.KillCmd = s }),
+	).Title("Commands")
+	policy := huh.NewGroup(
+		huh.NewSelect[model.AutoType]().Title("Type").Options(
+			huh.NewOption("resident: keep it running", model.AutoResident),
+			huh.NewOption("periodic: run every cycle_time", model.AutoPeriodic),
+			huh.NewOption("one-shot: run once", model.AutoOneShot),
+		).Value(&v.AutoType),
+		in("cycle_time (s)", "spec.monitor_policy.cycle_time", "required for periodic", &v.CycleTime, func(c *formVals, s string) { c.CycleTime = s }),
+		in("instance_num", "spec.monitor_policy.instance_num", fmt.Sprintf("0-%d, empty = 1", model.MaxInstanceNum), &v.InstanceNum, func(c *formVals, s string) { c.InstanceNum = s }),
+		in("Start check from (s)", "spec.monitor_policy.start_check_secs", fmt.Sprintf("empty = %d", model.DefaultStartCheckSecs), &v.CheckBegin, func(c *formVals, s string) { c.CheckBegin = s }),
+		in("Start check until (s)", "spec.monitor_policy.start_check_end_secs", "end of the start check window", &v.CheckEnd, func(c *formVals, s string) { c.CheckEnd = s }),
+		in("op_timeout (s)", "spec.monitor_policy.op_timeout", fmt.Sprintf("empty = %d, at most %d", model.DefaultOpTimeout, model.MaxOpTimeout), &v.OpTimeout, func(c *formVals, s string) { c.OpTimeout = s }),
+		in("CPU limit (%)", "spec.resource.cpu", "0-100 of the machine, empty = none", &v.CPU, func(c *formVals, s string) { c.CPU = s }),
+		in("Memory limit (%)", "spec.resource.mem", "0-100 of the machine, empty = none", &v.Mem, func(c *formVals, s string) { c.Mem = s }),
+	).Title("Hosting policy and limits")
+	th := huh.ThemeBase()
+	switch p.s.theme.Name {
+	case "dark":
+		th = huh.ThemeCharm()
+	case "ansi16":
+		th = huh.ThemeBase16()
+	}
+	p.form = huh.NewForm(identity, commands, policy).WithTheme(th).WithShowHelp(false).WithShowErrors(true)
+	if p.w > 0 {
+		p.form = p.form.WithWidth(p.w).WithHeight(p.h)
+	}
+}
+
+func (p *formPage) ID() int { return p.id }
+func (p *formPage) Title() string {
+	if p.isNew {
+		return "new process"
+	}
+	return "edit " + p.base.Process.Key()
+}
+func (p *formPage) Capturing() bool { return true }
+func (p *formPage) Close()          {}
+func (p *formPage) Resume() tea.Cmd { return nil }
+func (p *formPage) Init() tea.Cmd   { return p.form.Init() }
+
+func (p *formPage) SetSize(w, h int) {
+	p.w, p.h = w, h
+	p.form = p.form.WithWidth(w).WithHeight(h)
+}
+
+func (p *formPage) Help() keyHelp {
+	next := binding{}
+	next.SetKeys("tab", "enter")
+	next.SetHelp("tab/enter", "next field")
+	prev := binding{}
+	prev.SetKeys("shift+tab")
+	prev.SetHelp("shift+tab", "previous")
+	discard := p.s.keys.Back
+	discard.SetHelp(discard.Help().Key, "discard")
+	return keyHelp{short: []binding{next, prev}, full: [][]binding{{next, prev, discard}}}
+}
+
+func (p *formPage) Update(msg tea.Msg) tea.Cmd {
+	m, cmd := p.form.Update(msg)
+	if f, ok := m.(*huh.Form); ok {
+		p.form = f
+	}
+	switch p.form.State {
+	case huh.StateCompleted:
+		return msgCmd(replaceMsg{newReviewPage(p.s, p.base, p.isNew, *p.vals)})
+	case huh.StateAborted:
+		return msgCmd(popMsg{})
+	}
+	return cmd
+}
+
+func (p *formPage) View() string { return p.form.View() }
+
+// ---- the review page: what changes, then save -----------------------------
+
+type reviewPage struct {
+	s      *shared
+	id     int
+	base   model.ProcessDef
+	isNew  bool
+	vals   formVals
+	def    model.ProcessDef
+	errs   model.ValidationError
+	diff   []diffLine
+	saving bool
+	list   vlist
+	w, h   int
+}
+
+type diffLine struct {
+	field, old, new string
+}
+
+type savedMsg struct {
+	id  int
+	key string
+	err error
+}
+
+func (m savedMsg) pageID() int { return m.id }
+
+func newReviewPage(s *shared, base model.ProcessDef, isNew bool, v formVals) *reviewPage {
+	p := &reviewPage{s: s, id: s.newID(), base: base, isNew: isNew, vals: v}
+	p.def, p.errs = validateDef(v, base)
+	var old map[string]string
+	if !isNew {
+		old = flatten(base)
+	}
+	p.diff = diffDefs(old, flatten(p.def))
+	p.list.setLen(len(p.diff))
+	return p
+}
+
+// flatten lists a definition's fields by their API names.
+func flatten(d model.ProcessDef) map[string]string {
+	p := d.Process
+	id, c, pol := p.Spec.Identity, p.Spec.Control, p.Spec.Policy
+	hosts := make([]string, len(d.Hosts))
+	for i, h := range d.Hosts {
+		hosts[i] = h.AgentID()
+	}
+	m := map[string]string{
+		"meta.namespace": p.Meta.Namespace, "meta.name": p.Meta.Name,
+		"meta.labels": strings.Join(model.SortedLabels(p.Meta.Labels), ","), "hosts": strings.Join(hosts, ","),
+		"spec.identity.proc_name": id.ProcName, "spec.identity.setup_path": id.SetupPath,
+		"spec.identity.pid_path": id.PidPath, "spec.identity.user": id.User,
+		"spec.identity.config_path": id.ConfigPath, "spec.identity.log_path": id.LogPath,
+		"spec.control.start_cmd": c.StartCmd, "spec.control.stop_cmd": c.StopCmd,
+		"spec.control.restart_cmd": c.RestartCmd, "spec.control.reload_cmd": c.ReloadCmd,
+		"spec.control.kill_cmd":                    c.KillCmd,
+		"spec.monitor_policy.auto_type":            fmt.Sprintf("%d (%s)", int(pol.AutoType), pol.AutoType),
+		"spec.monitor_policy.cycle_time":           strconv.Itoa(pol.CycleTime),
+		"spec.monitor_policy.instance_num":         strconv.Itoa(pol.InstanceNum),
+		"spec.monitor_policy.start_check_secs":     strconv.Itoa(pol.StartCheckSecs),
+		"spec.monitor_policy.start_check_end_secs": strconv.Itoa(pol.StartCheckEndSecs),
+		"spec.monitor_policy.op_timeout":           strconv.Itoa(pol.OpTimeout),
+		"spec.resource.cpu":                        strconv.FormatFloat(p.Spec.Resource.CPU, 'f', -1, 64),
+		"spec.resource.mem":                        strconv.FormatFloat(p.Spec.Resource.Mem, 'f', -1, 64),
+	}
+	return m
+}
+
+// diffDefs lists the fields that differ, in field order; with old nil every
+// set field is listed as added.
+func diffDefs(old, cur map[string]string) []diffLine {
+	var keys []string
+	for k := range cur {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []diffLine
+	for _, k := range keys {
+		o, n := old[k], cur[k]
+		if old == nil && (n == "" || n == "0") {
+			continue
+		}
+		if o != n {
+			out = append(out, diffLine{k, o, n})
+		}
+	}
+	return out
+}
+
+func (p *reviewPage) ID() int         { return p.id }
+func (p *reviewPage) Title() string   { return "review" }
+func (p *reviewPage) Capturing() bool { return false }
+func (p *reviewPage) Close()          {}
+func (p *reviewPage) Init() tea.Cmd   { return nil }
+func (p *reviewPage) Resume() tea.Cmd { return nil }
+func (p *reviewPage) SetSize(w, h int) {
+	p.w, p.h = w, h
+	p.list.setHeight(h - 4 - min(len(p.errs), 6))
+}
+
+func (p *reviewPage) Help() keyHelp {
+	k := p.s.keys
+	save := k.Confirm
+	save.SetHelp(k.Confirm.Help().Key, "save")
+	edit := k.Edit
+	edit.SetHelp(k.Edit.Help().Key, "edit again")
+	return keyHelp{short: []binding{save, edit}, full: [][]binding{{save, edit, k.Back}, k.nav()}}
+}
+
+func (p *reviewPage) Update(msg tea.Msg) tea.Cmd {
+	k := p.s.keys
+	switch msg := msg.(type) {
+	case savedMsg:
+		p.saving = false
+		if msg.err != nil {
+			var ve model.ValidationError
+			if errors.As(msg.err, &ve) {
+				p.errs = ve
+			}
+			return errCmd("save "+msg.key, msg.err)
+		}
+		return tea.Batch(msgCmd(popMsg{}), msgCmd(flashMsg{"saved " + msg.key}))
+	case tea.KeyMsg:
+		if p.list.navigate(k, msg) {
+			return nil
+		}
+		switch {
+		case keyIs(msg, k.Confirm):
+			if len(p.errs) > 0 {
+				return msgCmd(flashMsg{"fix the errors first (e edits again)"})
+			}
+			if len(p.diff) == 0 {
+				return msgCmd(flashMsg{"nothing changed"})
+			}
+			if p.saving {
+				return nil
+			}
+			p.saving = true
+			ctx, be, id, def := p.s.ctx, p.s.be, p.id, p.def
+			return func() tea.Msg {
+				return savedMsg{id: id, key: def.Process.Key(), err: be.SaveProcess(ctx, def)}
+			}
+		case keyIs(msg, k.Edit):
+			v := p.vals
+			return msgCmd(replaceMsg{newFormPageVals(p.s, p.base, p.isNew, &v)})
+		}
+	}
+	return nil
+}
+
+func (p *reviewPage) View() string {
+	t := p.s.theme
+	var b strings.Builder
+	what := "Changes to " + p.base.Process.Key()
+	if p.isNew {
+		what = "New definition " + p.def.Process.Key()
+	}
+	b.WriteString(t.Title.Render(what) + "\n")
+	if len(p.errs) > 0 {
+		b.WriteString(t.Error.Render(fmt.Sprintf("✗ %s — not saved:", plural(len(p.errs), "error"))) + "\n")
+		for i, e := range p.errs {
+			if i == 6 {
+				b.WriteString(t.Error.Render(fmt.Sprintf("  … %d more", len(p.errs)-6)) + "\n")
+				break
+			}
+			b.WriteString(t.Error.Render("  "+e.Error()) + "\n")
+		}
+	} else if len(p.diff) == 0 {
+		b.WriteString(t.Muted.Render("Nothing changed.") + "\n")
+	} else {
+		b.WriteString(t.Muted.Render(fmt.Sprintf("%s · y saves, e edits again, esc discards", plural(len(p.diff), "change"))) + "\n")
+	}
+	s, e := p.list.window()
+	fw := 0
+	for _, d := range p.diff {
+		fw = max(fw, len(d.field))
+	}
+	for i := s; i < e; i++ {
+		d := p.diff[i]
+		var line string
+		if p.isNew || d.old == "" {
+			line = t.OK.Render("+ ") + cell(d.field, fw, false) + "  " + d.new
+		} else if d.new == "" {
+			line = t.Error.Render("- ") + cell(d.field, fw, false) + "  " + t.Muted.Render(d.old)
+		} else {
+			line = t.Warn.Render("~ ") + cell(d.field, fw, false) + "  " + t.Muted.Render(d.old) + " → " + d.new
+		}
+		b.WriteString(line + "\n")
+	}
+	if p.saving {
+		b.WriteString(t.Pending.Render("saving…"))
+	}
+	return b.String()
+}

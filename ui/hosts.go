@@ -1,0 +1,452 @@
+package ui
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/textinput"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/sahilm/fuzzy"
+
+	"gseproc/backend"
+	"gseproc/model"
+)
+
+// hostsPage is the hosts table of a query: cloud, ip, agent state, the
+// process and its state, hosting. `/` filters (fuzzy text and key=value
+// labels), space selects, a selects all shown; the selection is kept by
+// host id, so it survives filtering and refreshes.
+type hostsPage struct {
+	s      *shared
+	id     int
+	q      backend.HostQuery
+	rows   []hostRow
+	shown  []int // indexes into rows after the filter
+	sel    map[string]bool
+	list   vlist
+	filter textinput.Model
+	typing bool
+	loaded bool
+	w, h   int
+}
+
+type hostRow struct {
+	v      backend.HostView
+	id     string // AgentID
+	procs  string
+	state  model.ProcState
+	hosted string
+	pid    string
+	labels string
+	text   string // what the fuzzy filter matches against
+}
+
+type hostsLoadedMsg struct {
+	id    int
+	hosts []backend.HostView
+	err   error
+}
+
+func (m hostsLoadedMsg) pageID() int { return m.id }
+
+func newHostsPage(s *shared, q backend.HostQuery) *hostsPage {
+	f := textinput.New()
+	f.Prompt = "/"
+	f.Placeholder = "fuzzy text, key=value labels"
+	f.CharLimit = 200
+	return &hostsPage{s: s, id: s.newID(), q: q, sel: map[string]bool{}, filter: f}
+}
+
+func (p *hostsPage) ID() int         { return p.id }
+func (p *hostsPage) Capturing() bool { return p.typing }
+func (p *hostsPage) Close()          {}
+func (p *hostsPage) Init() tea.Cmd   { return p.load() }
+func (p *hostsPage) Resume() tea.Cmd { return p.load() }
+
+func (p *hostsPage) Title() string {
+	var parts []string
+	if p.q.Name != "" {
+		parts = append(parts, p.q.Name)
+	}
+	parts = append(parts, model.SortedLabels(p.q.Labels)...)
+	if len(parts) == 0 {
+		return "hosts"
+	}
+	return strings.Join(parts, ",")
+}
+
+func (p *hostsPage) load() tea.Cmd {
+	ctx, be, id, q := p.s.ctx, p.s.be, p.id, p.q
+	return func() tea.Msg {
+		hosts, err := be.Hosts(ctx, q)
+		return hostsLoadedMsg{id: id, hosts: hosts, err: err}
+	}
+}
+
+func (p *hostsPage) SetSize(w, h int) {
+	p.w, p.h = w, h
+	p.filter.Width = max(w-4, 10)
+	p.list.setHeight(h - 3)
+}
+
+func (p *hostsPage) Help() keyHelp {
+	k := p.s.keys
+	return keyHelp{
+		short: []binding{k.Select, k.SelectAll, k.Op, k.Filter},
+		full:  [][]binding{k.nav(), {k.Select, k.SelectAll, k.ClearSel, k.Filter}, {k.Op, k.Edit, k.Reload}},
+	}
+}
+
+func newHostRow(v backend.HostView) hostRow {
+	r := hostRow{v: v, id: v.Host.AgentID(), hosted: "-", pid: "-"}
+	var names []string
+	hosted := 0
+	worst := model.ProcState("")
+	for _, pv := range v.Procs {
+		_, name, _ := model.SplitKey(pv.Key)
+		names = append(names, name)
+		if pv.Status.Hosted {
+			hosted++
+		}
+		if worst == "" || procRank(pv.Status.State) < procRank(worst) {
+			worst = pv.Status.State
+		}
+	}
+	r.state = worst
+	switch {
+	case len(v.Procs) == 1:
+		r.procs = names[0]
+		if v.Procs[0].Status.PID > 0 {
+			r.pid = fmt.Sprint(v.Procs[0].Status.PID)
+		}
+	case len(v.Procs) > 1:
+		r.procs = fmt.Sprintf("%s +%d", names[0], len(names)-1)
+	}
+	switch {
+	case len(v.Procs) == 0:
+	case hosted == len(v.Procs):
+		r.hosted = "yes"
+	case hosted == 0:
+		r.hosted = "no"
+	default:
+		r.hosted = fmt.Sprintf("%d/%d", hosted, len(v.Procs))
+	}
+	labels := map[string]string{}
+	for k, val := range v.Labels {
+		labels[k] = val
+	}
+	r.labels = strings.Join(model.SortedLabels(labels), " ")
+	r.text = strings.Join([]string{r.id, r.procs, string(v.State), string(r.state), r.labels}, " ")
+	return r
+}
+
+// procRank orders process states worst first.
+func procRank(s model.ProcState) int {
+	switch s {
+	case model.ProcFatal:
+		return 0
+	case model.ProcBackoff:
+		return 1
+	case model.ProcExited:
+		return 2
+	case model.ProcUnknown:
+		return 3
+	case model.ProcStopped:
+		return 4
+	case model.ProcStarting, model.ProcStopping:
+		return 5
+	case model.ProcRunning:
+		return 6
+	}
+	return 7
+}
+
+// applyFilter recomputes the shown rows: tokens with '=' match a label of
+// the host or of one of its processes exactly; the rest match fuzzily.
+func (p *hostsPage) applyFilter() {
+	var labels [][2]string
+	var words []string
+	for _, tok := range strings.Fields(p.filter.Value()) {
+		if k, v, ok := strings.Cut(tok, "="); ok && k != "" {
+			labels = append(labels, [2]string{k, v})
+			continue
+		}
+		words = append(words, tok)
+	}
+	keep := make([]int, 0, len(p.rows))
+	for i := range p.rows {
+		if matchHostLabels(p.rows[i].v, labels) {
+			keep = append(keep, i)
+		}
+	}
+	if pat := strings.Join(words, " "); pat != "" {
+		src := rowSource{rows: p.rows, idx: keep}
+		matches := fuzzy.FindFrom(pat, src)
+		out := make([]int, len(matches))
+		for i, m := range matches {
+			out[i] = keep[m.Index]
+		}
+		sort.Ints(out) // keep the table's order; the filter only narrows it
+		keep = out
+	}
+	p.shown = keep
+	p.list.setLen(len(keep))
+}
+
+func matchHostLabels(v backend.HostView, labels [][2]string) bool {
+	for _, kv := range labels {
+		ok := v.Labels[kv[0]] == kv[1] && hasKey(v.Labels, kv[0])
+		for _, pv := range v.Procs {
+			if !ok && hasKey(pv.Labels, kv[0]) && pv.Labels[kv[0]] == kv[1] {
+				ok = true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func hasKey(m map[string]string, k string) bool { _, ok := m[k]; return ok }
+
+type rowSource struct {
+	rows []hostRow
+	idx  []int
+}
+
+func (s rowSource) String(i int) string { return s.rows[s.idx[i]].text }
+func (s rowSource) Len() int            { return len(s.idx) }
+
+func (p *hostsPage) cursorRow() (*hostRow, bool) {
+	if p.list.cursor < 0 || p.list.cursor >= len(p.shown) {
+		return nil, false
+	}
+	return &p.rows[p.shown[p.list.cursor]], true
+}
+
+// targetHosts is the selection, or the host under the cursor when nothing
+// is selected.
+func (p *hostsPage) targetHosts() []model.Host {
+	var out []model.Host
+	if len(p.sel) > 0 {
+		for _, r := range p.rows {
+			if p.sel[r.id] {
+				out = append(out, r.v.Host)
+			}
+		}
+		return out
+	}
+	if r, ok := p.cursorRow(); ok {
+		out = append(out, r.v.Host)
+	}
+	return out
+}
+
+func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
+	k := p.s.keys
+	switch msg := msg.(type) {
+	case hostsLoadedMsg:
+		p.loaded = true
+		if msg.err != nil {
+			return errCmd("list hosts", msg.err)
+		}
+		p.rows = make([]hostRow, len(msg.hosts))
+		for i, h := range msg.hosts {
+			p.rows[i] = newHostRow(h)
+		}
+		sort.SliceStable(p.rows, func(i, j int) bool { return lessHost(p.rows[i].v.Host, p.rows[j].v.Host) })
+		p.applyFilter()
+	case tea.KeyMsg:
+		if p.typing {
+			switch msg.Type {
+			case tea.KeyEnter:
+				p.typing = false
+				p.filter.Blur()
+			case tea.KeyEsc:
+				p.typing = false
+				p.filter.Blur()
+				p.filter.SetValue("")
+				p.applyFilter()
+			default:
+				var cmd tea.Cmd
+				p.filter, cmd = p.filter.Update(msg)
+				p.applyFilter()
+				return cmd
+			}
+			return nil
+		}
+		if p.list.navigate(k, msg) {
+			return nil
+		}
+		switch {
+		case keyIs(msg, k.Filter):
+			p.typing = true
+			return p.filter.Focus()
+		case keyIs(msg, k.Back) && p.filter.Value() != "":
+			p.filter.SetValue("")
+			p.applyFilter()
+		case keyIs(msg, k.Select):
+			if r, ok := p.cursorRow(); ok {
+				if p.sel[r.id] {
+					delete(p.sel, r.id)
+				} else {
+					p.sel[r.id] = true
+				}
+				p.list.move(1)
+			}
+		case keyIs(msg, k.SelectAll):
+			all := true
+			for _, i := range p.shown {
+				if !p.sel[p.rows[i].id] {
+					all = false
+					break
+				}
+			}
+			for _, i := range p.shown {
+				if all {
+					delete(p.sel, p.rows[i].id)
+				} else {
+					p.sel[p.rows[i].id] = true
+				}
+			}
+		case keyIs(msg, k.ClearSel):
+			clear(p.sel)
+		case keyIs(msg, k.Op):
+			hosts := p.targetHosts()
+			if len(hosts) == 0 {
+				return msgCmd(flashMsg{"no host to operate on"})
+			}
+			tg := target{sel: backend.Selector{Namespace: p.q.Namespace, Name: p.q.Name, Labels: p.q.Labels, Hosts: hosts}, hosts: len(hosts)}
+			return msgCmd(pushMsg{newOpPage(p.s, tg)})
+		case keyIs(msg, k.Edit):
+			r, ok := p.cursorRow()
+			if !ok || len(r.v.Procs) == 0 {
+				return msgCmd(flashMsg{"no process on this row to edit"})
+			}
+			return p.editProc(r.v.Procs[0].Key)
+		case keyIs(msg, k.Reload):
+			return p.load()
+		}
+	}
+	return nil
+}
+
+func (p *hostsPage) editProc(procKey string) tea.Cmd {
+	ctx, be := p.s.ctx, p.s.be
+	s := p.s
+	ns, name, _ := model.SplitKey(procKey)
+	return func() tea.Msg {
+		defs, err := be.Processes(ctx, backend.ProcQuery{Namespace: ns, Name: name})
+		if err != nil {
+			return errMsg{"load process " + procKey, err}
+		}
+		if len(defs) == 0 {
+			return errMsg{"load process " + procKey, model.ErrNotFound}
+		}
+		return pushMsg{newFormPage(s, defs[0], false)}
+	}
+}
+
+func lessHost(a, b model.Host) bool {
+	if a.CloudID != b.CloudID {
+		return a.CloudID < b.CloudID
+	}
+	return ipLess(a.IP, b.IP)
+}
+
+// ipLess orders dotted IPv4 numerically, anything else as text.
+func ipLess(a, b string) bool {
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	if len(pa) == 4 && len(pb) == 4 {
+		for i := range 4 {
+			if len(pa[i]) != len(pb[i]) {
+				return len(pa[i]) < len(pb[i])
+			}
+			if pa[i] != pb[i] {
+				return pa[i] < pb[i]
+			}
+		}
+		return false
+	}
+	return a < b
+}
+
+var hostCols = []column{
+	{title: "CLOUD", width: 5, right: true}, {title: "IP", width: 15, flex: true}, {title: "AGENT", width: 10},
+	{title: "PROCESS", width: 12, flex: true}, {title: "STATE", width: 10}, {title: "PID", width: 7, right: true},
+	{title: "HOSTED", width: 6}, {title: "LABELS", width: 8, flex: true},
+}
+
+func (p *hostsPage) View() string {
+	t := p.s.theme
+	var b strings.Builder
+	// Line 1: counts and selection, or the filter being typed.
+	hidden := 0
+	if len(p.sel) > 0 && len(p.shown) < len(p.rows) {
+		vis := 0
+		for _, i := range p.shown {
+			if p.sel[p.rows[i].id] {
+				vis++
+			}
+		}
+		hidden = len(p.sel) - vis
+	}
+	switch {
+	case p.typing:
+		b.WriteString(p.filter.View())
+	case !p.loaded:
+		b.WriteString(t.Muted.Render("loading hosts…"))
+	default:
+		info := fmt.Sprintf("%s", plural(len(p.rows), "host"))
+		if len(p.shown) != len(p.rows) {
+			info += fmt.Sprintf(" · %d shown", len(p.shown))
+		}
+		if f := p.filter.Value(); f != "" {
+			info += " · filter " + t.Title.Render(f)
+		}
+		if len(p.sel) > 0 {
+			sel := fmt.Sprintf(" · %d selected", len(p.sel))
+			if hidden > 0 {
+				sel += fmt.Sprintf(" (%d hidden by filter)", hidden)
+			}
+			info += t.Selected.Render(sel)
+		} else if len(p.rows) > 0 {
+			info += t.Muted.Render(" · space select, a all, o operate")
+		}
+		info += t.Muted.Render(" · " + p.list.scrollInfo())
+		b.WriteString(info)
+	}
+	wd := layout(hostCols, p.w)
+	b.WriteString("\n" + header(t, hostCols, wd))
+	if p.loaded && len(p.shown) == 0 {
+		if len(p.rows) == 0 {
+			b.WriteString("\n" + t.Muted.Render("  No host matches this selection."))
+		} else {
+			b.WriteString("\n" + t.Muted.Render("  No host matches the filter (esc clears it)."))
+		}
+	}
+	s, e := p.list.window()
+	for i := s; i < e; i++ {
+		r := &p.rows[p.shown[i]]
+		ag, ps := agentGlyph(r.v.State), procGlyph(r.state)
+		cells := []string{
+			cell(fmt.Sprint(r.v.Host.CloudID), wd[0], true), cell(r.v.Host.IP, wd[1], false),
+			cell(ag.text(), wd[2], false), cell(orDash(r.procs), wd[3], false), cell(ps.text(), wd[4], false),
+			cell(r.pid, wd[5], true), cell(r.hosted, wd[6], false), cell(r.labels, wd[7], false),
+		}
+		as, pst := ag.style(t), ps.style(t)
+		styles := []*lipgloss.Style{nil, nil, &as, nil, &pst}
+		b.WriteString("\n" + renderRow(t, i == p.list.cursor, p.sel[r.id], cells, styles))
+	}
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

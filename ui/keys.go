@@ -1,0 +1,124 @@
+package ui
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"gseproc/backend/config"
+)
+
+// KeyMap holds every binding of the console, one per action name (the names
+// of config.ConsoleActions, which [console.keys] overrides).
+type KeyMap struct {
+	Quit, Help, Back                             key.Binding
+	Up, Down, PageUp, PageDown, Top, Bottom      key.Binding
+	Open, Filter, Select, SelectAll, ClearSel    key.Binding
+	Op, New, Edit, Reload, Tasks, Events         key.Binding
+	FailedOnly, Retry, CancelTask, Confirm, Deny key.Binding
+	byName                                       map[string]*key.Binding
+}
+
+// DefaultKeyMap is the console's bindings before overrides.
+func DefaultKeyMap() *KeyMap {
+	b := func(help, desc string, keys ...string) key.Binding {
+		return key.NewBinding(key.WithKeys(keys...), key.WithHelp(help, desc))
+	}
+	k := &KeyMap{
+		Quit:       b("q", "quit", "q", "ctrl+c"),
+		Help:       b("?", "help", "?"),
+		Back:       b("esc", "back", "esc"),
+		Up:         b("↑/k", "up", "up", "k"),
+		Down:       b("↓/j", "down", "down", "j"),
+		PageUp:     b("pgup", "page up", "pgup", "ctrl+u"),
+		PageDown:   b("pgdn", "page down", "pgdown", "ctrl+d"),
+		Top:        b("g", "top", "home", "g"),
+		Bottom:     b("G", "bottom", "end", "G"),
+		Open:       b("enter", "open", "enter"),
+		Filter:     b("/", "filter (fuzzy, key=value)", "/"),
+		Select:     b("space", "select", " "),
+		SelectAll:  b("a", "select all shown", "a"),
+		ClearSel:   b("A", "clear selection", "A"),
+		Op:         b("o", "operate…", "o"),
+		New:        b("n", "new process", "n"),
+		Edit:       b("e", "edit process", "e"),
+		Reload:     b("R", "refresh", "R", "ctrl+r"),
+		Tasks:      b("t", "recent tasks", "t"),
+		Events:     b("E", "host events", "E"),
+		FailedOnly: b("f", "failed only", "f"),
+		Retry:      b("r", "retry failed", "r"),
+		CancelTask: b("x", "cancel task", "x"),
+		Confirm:    b("y", "yes", "y", "Y"),
+		Deny:       b("n", "no", "n", "N", "esc"),
+	}
+	k.byName = map[string]*key.Binding{
+		"quit": &k.Quit, "help": &k.Help, "back": &k.Back, "up": &k.Up, "down": &k.Down,
+		"page_up": &k.PageUp, "page_down": &k.PageDown, "top": &k.Top, "bottom": &k.Bottom,
+		"open": &k.Open, "filter": &k.Filter, "select": &k.Select, "select_all": &k.SelectAll,
+		"clear_selection": &k.ClearSel, "op": &k.Op, "new": &k.New, "edit": &k.Edit,
+		"reload": &k.Reload, "tasks": &k.Tasks, "events": &k.Events, "failed_only": &k.FailedOnly,
+		"retry": &k.Retry, "cancel_task": &k.CancelTask, "confirm": &k.Confirm, "deny": &k.Deny,
+	}
+	return k
+}
+
+// NewKeyMap applies overrides (action name -> keys) to the defaults. The
+// help text of an overridden binding shows its first key.
+func NewKeyMap(overrides map[string][]string) (*KeyMap, error) {
+	k := DefaultKeyMap()
+	for action, keys := range overrides {
+		b, ok := k.byName[action]
+		if !ok {
+			return nil, fmt.Errorf("console.keys.%s: unknown action; want one of %s", action, strings.Join(config.ConsoleActions(), ", "))
+		}
+		if len(keys) == 0 {
+			return nil, fmt.Errorf("console.keys.%s: needs at least one key", action)
+		}
+		norm := make([]string, len(keys))
+		for i, s := range keys {
+			if s == "space" {
+				s = " "
+			}
+			norm[i] = s
+		}
+		b.SetKeys(norm...)
+		b.SetHelp(keys[0], b.Help().Desc)
+	}
+	return k, nil
+}
+
+// Binding returns the binding of an action name.
+func (k *KeyMap) Binding(action string) (key.Binding, bool) {
+	b, ok := k.byName[action]
+	if !ok {
+		return key.Binding{}, false
+	}
+	return *b, true
+}
+
+// nav are the movement bindings shared by every list.
+func (k *KeyMap) nav() []key.Binding {
+	return []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom}
+}
+
+// keyHelp implements help.KeyMap from explicit lists.
+type keyHelp struct {
+	short []binding
+	full  [][]binding
+}
+
+func (h keyHelp) ShortHelp() []key.Binding  { return h.short }
+func (h keyHelp) FullHelp() [][]key.Binding { return h.full }
+
+// printable reports whether a key would type text into an input.
+func printable(msg tea.KeyMsg) bool {
+	return msg.Type == tea.KeyRunes || msg.Type == tea.KeySpace
+}
+
+// keyIs reports whether msg is one of b's keys.
+func keyIs(msg fmt.Stringer, b key.Binding) bool { return key.Matches(msg, b) }
+
+// binding is a key binding.
+type binding = key.Binding

@@ -1,0 +1,514 @@
+// Package ui is gseproc's terminal console: a bubbletea program over a
+// backend.Backend (the embedded engine or a remote server).
+//
+// One root Model holds the shared context (window size, theme, keys,
+// backend, config, read-only) and a stack of pages: namespaces -> labels and
+// processes -> hosts, the op picker, a task's live results, one result,
+// recent tasks, host events, the process form and its review. A dialog layer
+// (the confirmation) takes keys before any page. Every backend call runs in
+// a tea.Cmd; live results and events are drained in batches by commands that
+// block on their channel, so nothing ticks while nothing moves, and a page's
+// subscription is cancelled when it closes.
+package ui
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/help"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+
+	"gseproc/backend"
+	"gseproc/backend/config"
+	"gseproc/model"
+	"gseproc/theme"
+)
+
+// Minimum terminal size; below it the console says so instead of drawing.
+const (
+	MinWidth  = 64
+	MinHeight = 16
+)
+
+// Options configure the console.
+type Options struct {
+	Backend backend.Backend
+	Config  config.ConsoleConfig
+	// Theme defaults to Config.Theme on lipgloss's default renderer.
+	Theme *theme.Theme
+	// ReadOnly disables changes (in addition to Config.ReadOnly and the
+	// backend's own read-only flag).
+	ReadOnly bool
+	// Namespace, Labels and Op open the console straight onto a namespace,
+	// a label selection and the op picker (with Op chosen).
+	Namespace string
+	Labels    map[string]string
+	Op        *model.OpType
+	// Operator is recorded on tasks (default $USER).
+	Operator string
+	// Now is the clock (default time.Now); Guard is how long a new dialog
+	// ignores keys (default 300ms).
+	Now   func() time.Time
+	Guard time.Duration
+	// Static turns live clocks off (the elapsed-time tick), for golden files.
+	Static bool
+	// BatchMax and BatchWindow bound one batch of live results (default 2000, 15ms).
+	BatchMax    int
+	BatchWindow time.Duration
+}
+
+// Model is the root bubbletea model.
+type Model struct {
+	s        *shared
+	stack    []page
+	dialog   *dialog
+	showHelp bool
+	info     backend.Info
+	lastErr  string
+	flash    string
+	help     help.Model
+	opts     Options
+	cancel   context.CancelFunc
+}
+
+type recentEventsMsg struct{ events []model.Event }
+
+type eventsSubMsg struct {
+	ch  <-chan model.Event
+	err error
+}
+
+// New builds the console.
+func New(ctx context.Context, o Options) (*Model, error) {
+	if o.Backend == nil {
+		return nil, fmt.Errorf("console: no backend")
+	}
+	keys, err := NewKeyMap(o.Config.Keys)
+	if err != nil {
+		return nil, err
+	}
+	th := o.Theme
+	if th == nil {
+		if th, err = theme.New(o.Config.Theme, nil, false); err != nil {
+			return nil, err
+		}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Guard == 0 {
+		o.Guard = 300 * time.Millisecond
+	}
+	if o.BatchMax <= 0 {
+		o.BatchMax = 2000
+	}
+	if o.BatchWindow == 0 {
+		o.BatchWindow = 15 * time.Millisecond
+	}
+	if o.Operator == "" {
+		o.Operator = os.Getenv("USER")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s := &shared{
+		ctx: ctx, be: o.Backend, theme: th, keys: keys, cfg: o.Config, readOnly: o.ReadOnly || o.Config.ReadOnly,
+		operator: o.Operator, now: o.Now, guard: o.Guard, batchMax: o.BatchMax, batchWin: o.BatchWindow, static: o.Static,
+		width: 80, height: 24,
+	}
+	h := help.New()
+	h.ShortSeparator = " · "
+	h.Styles.ShortKey, h.Styles.ShortDesc, h.Styles.ShortSeparator = th.HelpKey, th.HelpDesc, th.HelpSep
+	h.Styles.FullKey, h.Styles.FullDesc, h.Styles.FullSeparator = th.HelpKey, th.HelpDesc, th.HelpSep
+	h.Styles.Ellipsis = th.HelpSep
+	m := &Model{s: s, help: h, opts: o, cancel: cancel}
+	m.stack = []page{newNSPage(s)}
+	if o.Namespace != "" {
+		m.stack = append(m.stack, newLabelsPage(s, backend.NamespaceSummary{Name: o.Namespace}))
+		if len(o.Labels) > 0 || o.Op != nil {
+			m.stack = append(m.stack, newHostsPage(s, backend.HostQuery{Namespace: o.Namespace, Labels: o.Labels}))
+		}
+		if o.Op != nil {
+			op := newOpPage(s, target{sel: backend.Selector{Namespace: o.Namespace, Labels: o.Labels}})
+			for i, x := range op.ops {
+				if x == *o.Op {
+					op.list.cursor = i
+				}
+			}
+			m.stack = append(m.stack, op)
+		}
+	}
+	return m, nil
+}
+
+// Close cancels every subscription (the program has ended).
+func (m *Model) Close() {
+	for _, p := range m.stack {
+		p.Close()
+	}
+	m.cancel()
+}
+
+// Init loads every page of the initial stack and subscribes to host events.
+func (m *Model) Init() tea.Cmd {
+	cmds := []tea.Cmd{m.s.refreshInfo(), m.subscribeEvents()}
+	for _, p := range m.stack {
+		cmds = append(cmds, p.Init())
+	}
+	return tea.Batch(cmds...)
+}
+
+func (m *Model) subscribeEvents() tea.Cmd {
+	ctx, be := m.s.ctx, m.s.be
+	return tea.Batch(
+		func() tea.Msg {
+			evs, err := be.RecentEvents(ctx, 50)
+			if err != nil {
+				return errMsg{"recent events", err}
+			}
+			return recentEventsMsg{evs}
+		},
+		func() tea.Msg {
+			ch, err := be.Events(ctx)
+			return eventsSubMsg{ch: ch, err: err}
+		})
+}
+
+func (m *Model) top() page { return m.stack[len(m.stack)-1] }
+
+func (m *Model) bodySize() (int, int) { return m.s.width, max(m.s.height-4, 1) }
+
+func (m *Model) tooSmall() bool { return m.s.width < MinWidth || m.s.height < MinHeight }
+
+func (m *Model) push(p page) tea.Cmd {
+	p.SetSize(m.bodySize())
+	m.stack = append(m.stack, p)
+	return p.Init()
+}
+
+func (m *Model) pop() tea.Cmd {
+	if len(m.stack) <= 1 {
+		return nil
+	}
+	m.top().Close()
+	m.stack = m.stack[:len(m.stack)-1]
+	return m.top().Resume()
+}
+
+// Update routes messages: keys to the dialog first, then global keys, then
+// the top page; page messages to their page by id.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.s.width, m.s.height = msg.Width, msg.Height
+		w, h := m.bodySize()
+		for _, p := range m.stack {
+			p.SetSize(w, h)
+		}
+		m.help.Width = msg.Width
+		return m, nil
+	case tea.KeyMsg:
+		return m, m.key(msg)
+	case pageMsg:
+		for _, p := range m.stack {
+			if p.ID() == msg.pageID() {
+				return m, p.Update(msg)
+			}
+		}
+		return m, nil // its page has closed
+	case pushMsg:
+		return m, m.push(msg.p)
+	case popMsg:
+		return m, m.pop()
+	case replaceMsg:
+		m.top().Close()
+		m.stack = m.stack[:len(m.stack)-1]
+		return m, m.push(msg.p)
+	case confirmMsg:
+		msg.d.opened = m.s.now()
+		m.dialog = msg.d
+		return m, nil
+	case taskStartedMsg:
+		m.flash = "started " + msg.task.ID
+		w := newWatchPage(m.s, msg.task)
+		if op, ok := m.top().(*opPage); ok && op.ID() == msg.from {
+			m.top().Close()
+			m.stack = m.stack[:len(m.stack)-1]
+		}
+		return m, tea.Batch(m.push(w), m.s.refreshInfo())
+	case errMsg:
+		m.lastErr = msg.Error()
+		if isReadOnly(msg.err) {
+			m.lastErr = msg.what + ": refused, the backend is read-only"
+		}
+		return m, nil
+	case infoMsg:
+		m.info = msg.info
+		if msg.info.ReadOnly {
+			m.s.readOnly = true
+		}
+		return m, nil
+	case flashMsg:
+		m.flash = msg.text
+		return m, nil
+	case recentEventsMsg:
+		m.addEvents(msg.events)
+		return m, nil
+	case eventsSubMsg:
+		if msg.err != nil {
+			m.lastErr = "host events: " + msg.err.Error()
+			return m, nil
+		}
+		return m, m.s.drainEvents(msg.ch)
+	case eventsMsg:
+		m.addEvents(msg.events)
+		if msg.closed {
+			return m, nil
+		}
+		return m, m.s.drainEvents(msg.ch)
+	}
+	// Anything else (cursor blinks, form internals) belongs to the top page.
+	return m, m.top().Update(msg)
+}
+
+func (m *Model) addEvents(evs []model.Event) {
+	for _, e := range evs {
+		if !e.Time.IsZero() && !e.Time.After(m.s.lastEventSeen) && len(m.s.events) > 0 && containsEvent(m.s.events, e) {
+			continue
+		}
+		m.s.events = append(m.s.events, e)
+		if e.Time.After(m.s.lastEventSeen) {
+			m.s.lastEventSeen = e.Time
+		}
+	}
+	if n := len(m.s.events); n > maxEvents {
+		m.s.events = append([]model.Event(nil), m.s.events[n-maxEvents:]...)
+	}
+}
+
+func containsEvent(evs []model.Event, e model.Event) bool {
+	for i := len(evs) - 1; i >= 0 && i >= len(evs)-100; i-- {
+		x := evs[i]
+		if x.Time.Equal(e.Time) && x.Host == e.Host && x.ProcKey == e.ProcKey && x.Kind == e.Kind && x.Message == e.Message {
+			return true
+		}
+	}
+	return false
+}
+
+// backConsumer is a page that uses esc itself before it means "back".
+type backConsumer interface{ consumesBack() bool }
+
+func (p *hostsPage) consumesBack() bool { return p.filter.Value() != "" }
+func (p *watchPage) consumesBack() bool { return false }
+
+func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
+	k := m.s.keys
+	m.flash = ""
+	if msg.Type == tea.KeyCtrlC {
+		return m.quit()
+	}
+	if m.dialog != nil {
+		done, cmd := m.dialog.update(m.s, msg)
+		if done {
+			m.dialog = nil
+		}
+		return cmd
+	}
+	top := m.top()
+	if m.tooSmall() {
+		if keyIs(msg, k.Quit) {
+			return m.quit()
+		}
+		return nil
+	}
+	if m.showHelp {
+		switch {
+		case keyIs(msg, k.Quit) && !top.Capturing():
+			return m.quit()
+		case keyIs(msg, k.Help), keyIs(msg, k.Back), msg.Type == tea.KeyEnter:
+			m.showHelp = false
+		}
+		return nil
+	}
+	if top.Capturing() {
+		// Only non-printable quit keys (ctrl+c) and esc on the form reach the root.
+		if keyIs(msg, k.Quit) && !printable(msg) {
+			return m.quit()
+		}
+		if _, ok := top.(*formPage); ok && keyIs(msg, k.Back) {
+			m.flash = "discarded the form"
+			return m.pop()
+		}
+		return top.Update(msg)
+	}
+	switch {
+	case keyIs(msg, k.Quit):
+		return m.quit()
+	case keyIs(msg, k.Help):
+		m.showHelp = true
+		return nil
+	case keyIs(msg, k.Back):
+		if bc, ok := top.(backConsumer); ok && bc.consumesBack() {
+			return top.Update(msg)
+		}
+		return m.pop()
+	case keyIs(msg, k.Tasks):
+		if _, ok := top.(*tasksPage); !ok {
+			return m.push(newTasksPage(m.s))
+		}
+		return nil
+	case keyIs(msg, k.Events):
+		if _, ok := top.(*eventsPage); !ok {
+			return m.push(newEventsPage(m.s))
+		}
+		return nil
+	}
+	return top.Update(msg)
+}
+
+func (m *Model) quit() tea.Cmd {
+	m.Close()
+	return tea.Quit
+}
+
+// ---- view -------------------------------------------------------------------
+
+// View draws the breadcrumb, the body (page, help or dialog), the host-event
+// ticker, the status bar and the short help line.
+func (m *Model) View() string {
+	t := m.s.theme
+	w, h := m.s.width, m.s.height
+	if m.tooSmall() {
+		msg := fmt.Sprintf("Terminal too small: %dx%d.\nThe console needs at least %dx%d.\nEnlarge the window, or press q to quit.",
+			w, h, MinWidth, MinHeight)
+		return lipgloss.Place(w, h, lipgloss.Center, lipgloss.Center, t.Warn.Render(msg))
+	}
+	bw, bh := m.bodySize()
+	var body string
+	switch {
+	case m.dialog != nil:
+		body = m.dialog.view(m.s, bw, bh)
+	case m.showHelp:
+		body = m.fullHelp()
+	default:
+		body = m.top().View()
+	}
+	return strings.Join([]string{
+		fit(m.breadcrumb(), w, 1),
+		fit(body, bw, bh),
+		fit(m.ticker(), w, 1),
+		m.statusBar(),
+		fit(m.shortHelp(), w, 1),
+	}, "\n")
+}
+
+func (m *Model) breadcrumb() string {
+	t := m.s.theme
+	parts := []string{t.Title.Render("gseproc")}
+	for i, p := range m.stack {
+		st := t.Breadcrumb
+		if i == len(m.stack)-1 {
+			st = t.Title
+		}
+		parts = append(parts, st.Render(p.Title()))
+	}
+	if m.showHelp {
+		parts = append(parts, t.Title.Render("help"))
+	}
+	return strings.Join(parts, t.Muted.Render(" › "))
+}
+
+func (m *Model) ticker() string {
+	t := m.s.theme
+	evs := m.s.events
+	if len(evs) == 0 {
+		return t.Muted.Render("no host events yet · " + m.s.keys.Events.Help().Key + " lists them")
+	}
+	e := evs[len(evs)-1]
+	g := eventGlyph(e.Kind)
+	s := fmt.Sprintf("%s %s %s", e.Time.Local().Format("15:04:05"), e.Host.AgentID(), e.ProcKey)
+	if e.Message != "" {
+		s += ": " + oneLine(e.Message)
+	}
+	more := ""
+	if len(evs) > 1 {
+		more = t.Muted.Render(fmt.Sprintf(" (%d events, %s lists them)", len(evs), m.s.keys.Events.Help().Key))
+	}
+	return g.style(t).Render(g.text()) + " " + s + more
+}
+
+func (m *Model) statusBar() string {
+	t := m.s.theme
+	w := m.s.width
+	mode := m.info.Mode
+	if mode == "" {
+		mode = "connecting"
+	}
+	if m.info.Endpoint != "" {
+		mode += " " + m.info.Endpoint
+	}
+	segs := []string{t.StatusKey.Render(" " + mode + " ")}
+	if m.s.readOnly {
+		segs = append(segs, t.StatusKey.Render(" read-only "))
+	}
+	segs = append(segs, t.StatusBar.Render(fmt.Sprintf(" %s running ", plural(m.info.Running, "task"))))
+	if m.info.Hosts > 0 {
+		segs = append(segs, t.StatusBar.Render(fmt.Sprintf(" %d/%d hosts online ", m.info.Online, m.info.Hosts)))
+	}
+	switch {
+	case m.flash != "":
+		segs = append(segs, t.StatusBar.Render(" "+m.flash+" "))
+	case m.lastErr != "":
+		segs = append(segs, t.StatusBar.Render(" ")+t.Error.Render("error: "+oneLine(m.lastErr)))
+	}
+	line := strings.Join(segs, t.StatusBar.Render("│"))
+	if lw := ansi.StringWidth(line); lw < w {
+		line += t.StatusBar.Render(strings.Repeat(" ", w-lw))
+	} else if lw > w {
+		line = ansi.Truncate(line, w, "…")
+	}
+	return line
+}
+
+func (m *Model) globalKeys() []binding {
+	k := m.s.keys
+	back := k.Back
+	if len(m.stack) <= 1 {
+		back.SetEnabled(false)
+	}
+	return []binding{k.Help, back, k.Quit}
+}
+
+func (m *Model) shortHelp() string {
+	var b []binding
+	if m.dialog != nil {
+		return m.s.theme.Muted.Render("answer the dialog: " + dialogHint(m.dialog))
+	}
+	if !m.showHelp {
+		b = append(b, m.top().Help().short...)
+	}
+	b = append(b, m.globalKeys()...)
+	return m.help.ShortHelpView(b)
+}
+
+func dialogHint(d *dialog) string {
+	if d.require != "" {
+		return "type " + d.require + " then enter · esc cancels"
+	}
+	return "y yes · n, enter or esc no"
+}
+
+func (m *Model) fullHelp() string {
+	t := m.s.theme
+	k := m.s.keys
+	groups := append([][]binding{}, m.top().Help().full...)
+	groups = append(groups, []binding{k.Tasks, k.Events, k.Help, k.Back, k.Quit})
+	full := m.help
+	full.ShowAll = true
+	return t.Title.Render("Keys of "+m.top().Title()) + "\n\n" + full.FullHelpView(groups) +
+		"\n\n" + t.Muted.Render("Keys can be changed in the [console.keys] section of the config, by action name.\nPress ? or esc to close.")
+}

@@ -1,0 +1,202 @@
+package ui
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"gseproc/backend"
+	"gseproc/model"
+)
+
+// opPage lists the op types with what each does, says why a disabled one
+// is disabled, and shows the target before anything runs.
+type opPage struct {
+	s        *shared
+	id       int
+	tg       target
+	ops      []model.OpType
+	disabled map[model.OpType]string
+	list     vlist
+	loaded   bool
+	w, h     int
+}
+
+type opProcsMsg struct {
+	id   int
+	defs []model.ProcessDef
+	err  error
+}
+
+func (m opProcsMsg) pageID() int { return m.id }
+
+func newOpPage(s *shared, tg target) *opPage {
+	p := &opPage{s: s, id: s.newID(), tg: tg, ops: model.AllOps(), disabled: map[model.OpType]string{}}
+	p.list.setLen(len(p.ops))
+	p.setDisabled(nil)
+	// Start on restart, the op operators come for most.
+	for i, op := range p.ops {
+		if op == model.OpRestart {
+			p.list.cursor = i
+		}
+	}
+	return p
+}
+
+func (p *opPage) ID() int         { return p.id }
+func (p *opPage) Title() string   { return "operate" }
+func (p *opPage) Capturing() bool { return false }
+func (p *opPage) Close()          {}
+func (p *opPage) Resume() tea.Cmd { return nil }
+
+func (p *opPage) Init() tea.Cmd {
+	ctx, be, id, sel := p.s.ctx, p.s.be, p.id, p.tg.sel
+	return func() tea.Msg {
+		defs, err := be.Processes(ctx, backend.ProcQuery{Namespace: sel.Namespace, Name: sel.Name, Labels: sel.Labels})
+		return opProcsMsg{id: id, defs: defs, err: err}
+	}
+}
+
+func (p *opPage) SetSize(w, h int) { p.w, p.h = w, h; p.list.setHeight(len(p.ops)) }
+
+func (p *opPage) Help() keyHelp {
+	k := p.s.keys
+	run := k.Open
+	run.SetHelp(k.Open.Help().Key, "run…")
+	return keyHelp{short: []binding{run}, full: [][]binding{{k.Up, k.Down, run}}}
+}
+
+// setDisabled works out which ops cannot run and why.
+func (p *opPage) setDisabled(defs []model.ProcessDef) {
+	clear(p.disabled)
+	for _, op := range p.ops {
+		if p.s.readOnly && op.Mutating() {
+			p.disabled[op] = "read-only mode"
+		}
+	}
+	if !p.loaded {
+		return
+	}
+	if len(defs) == 0 {
+		for _, op := range p.ops {
+			if _, ok := p.disabled[op]; !ok {
+				p.disabled[op] = "no process matches the selection"
+			}
+		}
+		return
+	}
+	for _, op := range []model.OpType{model.OpStart, model.OpReload} {
+		if _, ok := p.disabled[op]; ok {
+			continue
+		}
+		has := false
+		for _, d := range defs {
+			if _, ok := d.Process.Command(op); ok {
+				has = true
+				break
+			}
+		}
+		if !has {
+			p.disabled[op] = fmt.Sprintf("no %s_cmd in the selected processes", op)
+		}
+	}
+}
+
+func (p *opPage) Update(msg tea.Msg) tea.Cmd {
+	k := p.s.keys
+	switch msg := msg.(type) {
+	case opProcsMsg:
+		p.loaded = true
+		if msg.err != nil {
+			return errCmd("list processes", msg.err)
+		}
+		names := map[string]bool{}
+		nss := map[string]bool{}
+		for _, d := range msg.defs {
+			names[d.Process.Meta.Name] = true
+			nss[d.Process.Meta.Namespace] = true
+		}
+		p.tg.procs = sortedKeys(names)
+		if len(p.tg.sel.Hosts) == 0 {
+			p.tg.hosts = uniqueHosts(msg.defs)
+		}
+		if len(nss) > 1 || (len(nss) == 1 && p.tg.sel.Namespace == "") {
+			p.tg.nsAll = sortedKeys(nss)
+		}
+		p.setDisabled(msg.defs)
+	case tea.KeyMsg:
+		if p.list.navigate(k, msg) {
+			return nil
+		}
+		if keyIs(msg, k.Open) {
+			return p.choose(p.ops[p.list.cursor])
+		}
+	}
+	return nil
+}
+
+// choose runs status straight away and asks before anything else.
+func (p *opPage) choose(op model.OpType) tea.Cmd {
+	if why, ok := p.disabled[op]; ok {
+		return msgCmd(flashMsg{fmt.Sprintf("%s is disabled: %s", op, why)})
+	}
+	req := backend.OperateRequest{Op: op, Selector: p.tg.sel}
+	run := p.s.operate(p.id, req)
+	if !op.Mutating() {
+		return run
+	}
+	return msgCmd(confirmMsg{confirmOp(p.s, op, p.tg, run)})
+}
+
+func (p *opPage) View() string {
+	t := p.s.theme
+	var b strings.Builder
+	b.WriteString(t.Title.Render("Target: ") + p.tg.summary())
+	if !p.loaded {
+		b.WriteString(t.Muted.Render("  (loading processes…)"))
+	}
+	b.WriteString("\n\n")
+	nameW := 12
+	for i, op := range p.ops {
+		cur := i == p.list.cursor
+		mark := "  "
+		if cur {
+			mark = "› "
+		}
+		danger := " "
+		if op.Destructive() {
+			danger = "!"
+		}
+		name := cell(op.String(), nameW, false)
+		desc := op.Describe()
+		why, off := p.disabled[op]
+		if off {
+			desc = "disabled: " + why
+		}
+		line := mark + danger + " " + name + " " + desc
+		switch {
+		case cur:
+			line = t.Cursor.Render(line)
+		case off:
+			line = t.Muted.Render(line)
+		case op.Destructive():
+			line = mark + t.Danger.Render(danger) + " " + t.Base.Render(name) + " " + t.Muted.Render(desc)
+		default:
+			line = mark + danger + " " + t.Base.Render(name) + " " + t.Muted.Render(desc)
+		}
+		b.WriteString(line + "\n")
+	}
+	b.WriteString("\n" + t.Muted.Render("! takes a running process away · status runs at once, every other op asks first"))
+	return b.String()
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

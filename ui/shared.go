@@ -1,0 +1,186 @@
+package ui
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"gseproc/backend"
+	"gseproc/backend/config"
+	"gseproc/model"
+	"gseproc/theme"
+)
+
+// shared is the context every page sees: the backend, the theme, keys,
+// config and the window size. Pages never call the backend in Update: they
+// return commands built with the helpers below.
+type shared struct {
+	ctx      context.Context
+	be       backend.Backend
+	theme    *theme.Theme
+	keys     *KeyMap
+	cfg      config.ConsoleConfig
+	readOnly bool
+	mode     string
+	operator string
+	now      func() time.Time
+	guard    time.Duration // how long a fresh dialog ignores keys
+	batchMax int           // results per batch message
+	batchWin time.Duration // how long a batch waits for more results
+	static   bool          // no live clocks (golden files)
+
+	width, height int
+	nextID        int
+	events        []model.Event // newest last, capped
+	lastEventSeen time.Time
+}
+
+const maxEvents = 500
+
+func (s *shared) newID() int { s.nextID++; return s.nextID }
+
+// page is one screen of the stack.
+type page interface {
+	// ID identifies the page so that answers to its commands reach it.
+	ID() int
+	Init() tea.Cmd
+	Update(msg tea.Msg) tea.Cmd
+	View() string
+	SetSize(w, h int)
+	// Title is the page's breadcrumb part.
+	Title() string
+	// Help lists the page's own bindings (the root adds the global ones).
+	Help() keyHelp
+	// Capturing reports whether a text input has the focus, so printable
+	// keys belong to the page and not to global bindings.
+	Capturing() bool
+	// Resume is called when the page is on top again after the one above closed.
+	Resume() tea.Cmd
+	// Close cancels the page's subscriptions.
+	Close()
+}
+
+// Messages.
+type (
+	// pageMsg is a message for one page, routed by id.
+	pageMsg interface{ pageID() int }
+
+	// errMsg reports a failed backend call in the status bar.
+	errMsg struct {
+		what string
+		err  error
+	}
+	// infoMsg refreshes the status bar.
+	infoMsg struct{ info backend.Info }
+	// pushMsg opens a page on top of the stack.
+	pushMsg struct{ p page }
+	// popMsg closes the top page.
+	popMsg struct{}
+	// replaceMsg closes the top page and opens p instead.
+	replaceMsg struct{ p page }
+	// confirmMsg opens the confirmation dialog.
+	confirmMsg struct{ d *dialog }
+	// eventsMsg is a batch of host events.
+	eventsMsg struct {
+		events []model.Event
+		ch     <-chan model.Event
+		closed bool
+	}
+	// taskStartedMsg: an operation was accepted by the backend.
+	taskStartedMsg struct {
+		from int
+		task model.Task
+	}
+	// flashMsg shows a short notice in the status bar.
+	flashMsg struct{ text string }
+)
+
+func (e errMsg) Error() string { return e.what + ": " + e.err.Error() }
+
+func errCmd(what string, err error) tea.Cmd {
+	return func() tea.Msg { return errMsg{what, err} }
+}
+
+func msgCmd(m tea.Msg) tea.Cmd { return func() tea.Msg { return m } }
+
+// refreshInfo fetches the backend's Info for the status bar.
+func (s *shared) refreshInfo() tea.Cmd {
+	ctx, be := s.ctx, s.be
+	return func() tea.Msg {
+		info, err := be.Info(ctx)
+		if err != nil {
+			return errMsg{"info", err}
+		}
+		return infoMsg{info}
+	}
+}
+
+// operate sends req and reports taskStartedMsg (or errMsg).
+func (s *shared) operate(from int, req backend.OperateRequest) tea.Cmd {
+	ctx, be := s.ctx, s.be
+	req.Source = "console"
+	req.Operator = s.operator
+	return func() tea.Msg {
+		t, err := be.Operate(ctx, req)
+		if err != nil {
+			return errMsg{req.Op.String(), err}
+		}
+		return taskStartedMsg{from: from, task: t}
+	}
+}
+
+// drainEvents reads the event channel in batches: it blocks for the first
+// event (so nothing ticks while nothing happens), then takes what else is
+// already there up to batchMax or for batchWin.
+func (s *shared) drainEvents(ch <-chan model.Event) tea.Cmd {
+	max, win := s.batchMax, s.batchWin
+	return func() tea.Msg {
+		evs, closed := drain(ch, max, win)
+		return eventsMsg{events: evs, ch: ch, closed: closed}
+	}
+}
+
+// drain reads one batch from ch: blocking for the first item, then whatever
+// arrives within win, up to max items. closed reports the channel closed.
+func drain[T any](ch <-chan T, max int, win time.Duration) ([]T, bool) {
+	first, ok := <-ch
+	if !ok {
+		return nil, true
+	}
+	out := []T{first}
+	var timer <-chan time.Time
+	for len(out) < max {
+		select {
+		case v, ok := <-ch:
+			if !ok {
+				return out, true
+			}
+			out = append(out, v)
+			continue
+		default:
+		}
+		if timer == nil {
+			if win <= 0 {
+				return out, false
+			}
+			t := time.NewTimer(win)
+			defer t.Stop()
+			timer = t.C
+		}
+		select {
+		case v, ok := <-ch:
+			if !ok {
+				return out, true
+			}
+			out = append(out, v)
+		case <-timer:
+			return out, false
+		}
+	}
+	return out, false
+}
+
+// isReadOnly reports whether err says the backend refused a change.
+func isReadOnly(err error) bool { return errors.Is(err, model.ErrReadOnly) }

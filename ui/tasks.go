@@ -1,0 +1,188 @@
+package ui
+
+import (
+	"fmt"
+	"strings"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+
+	"gseproc/model"
+)
+
+// tasksPage lists recent tasks, newest first; enter reopens one's watch.
+type tasksPage struct {
+	s      *shared
+	id     int
+	tasks  []model.Task
+	list   vlist
+	loaded bool
+	w, h   int
+}
+
+type tasksLoadedMsg struct {
+	id    int
+	tasks []model.Task
+	err   error
+}
+
+func (m tasksLoadedMsg) pageID() int { return m.id }
+
+func newTasksPage(s *shared) *tasksPage { return &tasksPage{s: s, id: s.newID()} }
+
+func (p *tasksPage) ID() int          { return p.id }
+func (p *tasksPage) Title() string    { return "recent tasks" }
+func (p *tasksPage) Capturing() bool  { return false }
+func (p *tasksPage) Close()           {}
+func (p *tasksPage) Init() tea.Cmd    { return p.load() }
+func (p *tasksPage) Resume() tea.Cmd  { return p.load() }
+func (p *tasksPage) SetSize(w, h int) { p.w, p.h = w, h; p.list.setHeight(h - 2) }
+
+func (p *tasksPage) load() tea.Cmd {
+	ctx, be, id, n := p.s.ctx, p.s.be, p.id, p.s.cfg.RecentTasks
+	if n <= 0 {
+		n = 50
+	}
+	return func() tea.Msg {
+		ts, err := be.Tasks(ctx, n)
+		return tasksLoadedMsg{id: id, tasks: ts, err: err}
+	}
+}
+
+func (p *tasksPage) Help() keyHelp {
+	k := p.s.keys
+	return keyHelp{short: []binding{k.Open, k.Reload}, full: [][]binding{k.nav(), {k.Open, k.Reload}}}
+}
+
+func (p *tasksPage) Update(msg tea.Msg) tea.Cmd {
+	k := p.s.keys
+	switch msg := msg.(type) {
+	case tasksLoadedMsg:
+		p.loaded = true
+		if msg.err != nil {
+			return errCmd("list tasks", msg.err)
+		}
+		p.tasks = msg.tasks
+		p.list.setLen(len(p.tasks))
+	case tea.KeyMsg:
+		if p.list.navigate(k, msg) {
+			return nil
+		}
+		switch {
+		case keyIs(msg, k.Open):
+			if p.list.cursor < len(p.tasks) {
+				return msgCmd(pushMsg{newWatchPage(p.s, p.tasks[p.list.cursor])})
+			}
+		case keyIs(msg, k.Reload):
+			return p.load()
+		}
+	}
+	return nil
+}
+
+var taskCols = []column{
+	{title: "TASK", width: 30, flex: true}, {title: "OP", width: 10}, {title: "STATUS", width: 11},
+	{title: "DONE", width: 11, right: true}, {title: "BAD", width: 5, right: true},
+	{title: "NAMESPACES", width: 10, flex: true}, {title: "CREATED", width: 8},
+}
+
+func (p *tasksPage) View() string {
+	t := p.s.theme
+	if !p.loaded {
+		return t.Muted.Render("loading tasks…")
+	}
+	var b strings.Builder
+	b.WriteString(t.Muted.Render(fmt.Sprintf("%s, newest first · enter reopens one", plural(len(p.tasks), "task"))) + "\n")
+	wd := layout(taskCols, p.w)
+	b.WriteString(header(t, taskCols, wd))
+	if len(p.tasks) == 0 {
+		b.WriteString("\n" + t.Muted.Render("  No task yet: browse to some hosts and press o."))
+	}
+	s, e := p.list.window()
+	for i := s; i < e; i++ {
+		tk := p.tasks[i]
+		g := taskGlyph(tk.Status)
+		cells := []string{cell(tk.ID, wd[0], false), cell(tk.Op.String(), wd[1], false), cell(g.text(), wd[2], false),
+			cell(fmt.Sprintf("%d/%d", tk.Counts.Final(), tk.Targets), wd[3], true), cell(fmt.Sprint(tk.Counts.Bad()), wd[4], true),
+			cell(strings.Join(tk.Namespace, ","), wd[5], false), cell(tk.Created.Local().Format("15:04:05"), wd[6], false)}
+		st := g.style(t)
+		b.WriteString("\n" + renderRow(t, i == p.list.cursor, false, cells, []*lipgloss.Style{nil, nil, &st}))
+	}
+	return b.String()
+}
+
+// ---- host events ---------------------------------------------------------
+
+// eventsPage shows the host events the root collects (newest first).
+type eventsPage struct {
+	s    *shared
+	id   int
+	list vlist
+	w, h int
+}
+
+func newEventsPage(s *shared) *eventsPage { return &eventsPage{s: s, id: s.newID()} }
+
+func (p *eventsPage) ID() int          { return p.id }
+func (p *eventsPage) Title() string    { return "host events" }
+func (p *eventsPage) Capturing() bool  { return false }
+func (p *eventsPage) Close()           {}
+func (p *eventsPage) Init() tea.Cmd    { return nil }
+func (p *eventsPage) Resume() tea.Cmd  { return nil }
+func (p *eventsPage) SetSize(w, h int) { p.w, p.h = w, h; p.list.setHeight(h - 2) }
+
+func (p *eventsPage) Help() keyHelp {
+	k := p.s.keys
+	return keyHelp{short: []binding{k.Up, k.Down}, full: [][]binding{k.nav()}}
+}
+
+func (p *eventsPage) Update(msg tea.Msg) tea.Cmd {
+	p.list.setLen(len(p.s.events))
+	if km, ok := msg.(tea.KeyMsg); ok {
+		p.list.navigate(p.s.keys, km)
+	}
+	return nil
+}
+
+var eventCols = []column{
+	{title: "TIME", width: 8}, {title: "HOST", width: 16}, {title: "PROC", width: 14, flex: true},
+	{title: "EVENT", width: 16}, {title: "DETAIL", width: 20, flex: true},
+}
+
+func (p *eventsPage) View() string {
+	t := p.s.theme
+	evs := p.s.events
+	p.list.setLen(len(evs))
+	var b strings.Builder
+	b.WriteString(t.Muted.Render(fmt.Sprintf("%s seen since the console started, newest first", plural(len(evs), "event"))) + "\n")
+	wd := layout(eventCols, p.w)
+	b.WriteString(header(t, eventCols, wd))
+	s, e := p.list.window()
+	for i := s; i < e; i++ {
+		ev := evs[len(evs)-1-i]
+		g := eventGlyph(ev.Kind)
+		cells := []string{cell(ev.Time.Local().Format("15:04:05"), wd[0], false), cell(ev.Host.AgentID(), wd[1], false),
+			cell(ev.ProcKey, wd[2], false), cell(g.text(), wd[3], false), cell(oneLine(ev.Message), wd[4], false)}
+		st := g.style(t)
+		b.WriteString("\n" + renderRow(t, i == p.list.cursor, false, cells, []*lipgloss.Style{nil, nil, nil, &st}))
+	}
+	return b.String()
+}
+
+func eventGlyph(k model.EventKind) glyph {
+	switch k {
+	case model.EventRestartSuccess:
+		return glyph{"↻", "restarted", styleWarn}
+	case model.EventRestartFailed:
+		return glyph{"✗", "restart failed", styleErr}
+	case model.EventGiveUp:
+		return glyph{"✗", "gave up", styleErr}
+	case model.EventLimitExceeded:
+		return glyph{"▲", "over limit", styleErr}
+	case model.EventAgentOnline:
+		return glyph{"●", "agent online", styleOK}
+	case model.EventAgentOffline:
+		return glyph{"○", "agent offline", styleErr}
+	}
+	return glyph{"•", string(k), styleMuted}
+}

@@ -1,0 +1,546 @@
+package ui
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/progress"
+	"github.com/charmbracelet/bubbles/viewport"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+
+	"gseproc/backend"
+	"gseproc/model"
+)
+
+// watchPage is one task's live per-host table: results arrive through
+// backend.Watch, drained in batches; failures sort first; a summary line
+// and a progress bar sit on top. The subscription ends when the page closes.
+type watchPage struct {
+	s          *shared
+	id         int
+	task       model.Task
+	rows       []watchRow
+	index      map[tkey]int
+	shown      []int // row indexes, sorted, filtered
+	failedOnly bool
+	dirty      bool
+	list       vlist
+	counts     model.Counts
+	ctx        context.Context
+	cancel     context.CancelFunc
+	loaded     bool
+	streaming  bool // the Watch channel is open
+	ticking    bool
+	bar        progress.Model
+	w, h       int
+}
+
+type tkey struct {
+	host model.Host
+	proc string
+}
+
+type watchRow struct {
+	r    model.Result
+	host string
+}
+
+type (
+	watchInitMsg struct {
+		id   int
+		view backend.TaskView
+		ch   <-chan model.Result
+		err  error
+	}
+	watchBatchMsg struct {
+		id      int
+		results []model.Result
+		ch      <-chan model.Result
+		closed  bool
+	}
+	watchTaskMsg struct {
+		id   int
+		task model.Task
+		err  error
+	}
+	watchTickMsg struct{ id int }
+)
+
+func (m watchInitMsg) pageID() int  { return m.id }
+func (m watchBatchMsg) pageID() int { return m.id }
+func (m watchTaskMsg) pageID() int  { return m.id }
+func (m watchTickMsg) pageID() int  { return m.id }
+
+func newWatchPage(s *shared, t model.Task) *watchPage {
+	ctx, cancel := context.WithCancel(s.ctx)
+	bar := progress.New(progress.WithSolidFill(s.theme.ProgressFull), progress.WithColorProfile(s.theme.Profile),
+		progress.WithFillCharacters('█', '░'))
+	bar.EmptyColor = s.theme.ProgressEmpty
+	return &watchPage{s: s, id: s.newID(), task: t, index: map[tkey]int{}, ctx: ctx, cancel: cancel, bar: bar}
+}
+
+func (p *watchPage) ID() int         { return p.id }
+func (p *watchPage) Title() string   { return "task " + shortTaskID(p.task.ID) }
+func (p *watchPage) Capturing() bool { return false }
+func (p *watchPage) Close()          { p.cancel() }
+func (p *watchPage) Resume() tea.Cmd { return nil }
+
+func shortTaskID(id string) string {
+	if _, seq, err := model.ParseTaskID(id); err == nil {
+		return fmt.Sprintf("#%d", seq)
+	}
+	return id
+}
+
+// Init loads what the task has so far, then subscribes from the last final
+// result it saw (Watch replays anything newer, so nothing is missed).
+func (p *watchPage) Init() tea.Cmd {
+	ctx, be, id, tid := p.ctx, p.s.be, p.id, p.task.ID
+	load := func() tea.Msg {
+		v, err := be.Task(ctx, tid)
+		if err != nil {
+			return watchInitMsg{id: id, err: err}
+		}
+		var after int64
+		for _, r := range v.Results {
+			if r.Seq > after {
+				after = r.Seq
+			}
+		}
+		var ch <-chan model.Result
+		if v.Task.Status == model.TaskRunning || v.Task.Status == model.TaskPending {
+			ch, err = be.Watch(ctx, tid, after)
+		}
+		return watchInitMsg{id: id, view: v, ch: ch, err: err}
+	}
+	return tea.Batch(load, p.tick())
+}
+
+func (p *watchPage) tick() tea.Cmd {
+	if p.s.static || p.ticking || taskFinal(p.task.Status) {
+		return nil
+	}
+	p.ticking = true
+	id := p.id
+	return tea.Tick(time.Second, func(time.Time) tea.Msg { return watchTickMsg{id} })
+}
+
+func taskFinal(s model.TaskStatus) bool {
+	return s == model.TaskDone || s == model.TaskFailed || s == model.TaskCanceled
+}
+
+func (p *watchPage) drain(ch <-chan model.Result) tea.Cmd {
+	id, max, win := p.id, p.s.batchMax, p.s.batchWin
+	return func() tea.Msg {
+		rs, closed := drain(ch, max, win)
+		return watchBatchMsg{id: id, results: rs, ch: ch, closed: closed}
+	}
+}
+
+func (p *watchPage) refreshTask() tea.Cmd {
+	ctx, be, id, tid := p.ctx, p.s.be, p.id, p.task.ID
+	return func() tea.Msg {
+		t, err := be.Task(ctx, tid)
+		return watchTaskMsg{id: id, task: t.Task, err: err}
+	}
+}
+
+func (p *watchPage) SetSize(w, h int) {
+	p.w, p.h = w, h
+	p.bar.Width = max(w-2, 10)
+	p.list.setHeight(h - 4)
+}
+
+func (p *watchPage) Help() keyHelp {
+	k := p.s.keys
+	return keyHelp{
+		short: []binding{k.Open, k.FailedOnly, k.Retry, k.CancelTask},
+		full:  [][]binding{k.nav(), {k.Open, k.FailedOnly, k.Retry, k.CancelTask}, {k.Tasks}},
+	}
+}
+
+// apply merges results into the table.
+func (p *watchPage) apply(rs []model.Result) {
+	for _, r := range rs {
+		k := tkey{model.Host{IP: r.Host.IP, CloudID: r.Host.CloudID}, r.ProcKey}
+		if i, ok := p.index[k]; ok {
+			old := p.rows[i].r
+			if old.State.Final() && !r.State.Final() {
+				continue // a late non-final update never undoes a final one
+			}
+			p.counts.Add(old.State, -1)
+			p.rows[i].r = r
+		} else {
+			p.index[k] = len(p.rows)
+			p.rows = append(p.rows, watchRow{r: r, host: r.Host.AgentID()})
+		}
+		p.counts.Add(r.State, 1)
+	}
+	p.dirty = true
+}
+
+// stateRank sorts failures first, then running, pending, successes.
+func stateRank(s model.ResultState) int {
+	switch {
+	case s.Final() && !s.OK():
+		return 0
+	case s == model.StateRunning:
+		return 1
+	case s == model.StatePending || s == "":
+		return 2
+	}
+	return 3
+}
+
+// resort rebuilds the shown order, keeping the cursor on the same row.
+func (p *watchPage) resort() {
+	if !p.dirty {
+		return
+	}
+	p.dirty = false
+	var keep = -1
+	if p.list.cursor >= 0 && p.list.cursor < len(p.shown) {
+		keep = p.shown[p.list.cursor]
+	}
+	shown := p.shown[:0]
+	for i := range p.rows {
+		if p.failedOnly && stateRank(p.rows[i].r.State) != 0 {
+			continue
+		}
+		shown = append(shown, i)
+	}
+	rows := p.rows
+	sort.Slice(shown, func(a, b int) bool {
+		ra, rb := &rows[shown[a]], &rows[shown[b]]
+		if x, y := stateRank(ra.r.State), stateRank(rb.r.State); x != y {
+			return x < y
+		}
+		if ra.r.Host != rb.r.Host {
+			return lessHost(ra.r.Host, rb.r.Host)
+		}
+		return ra.r.ProcKey < rb.r.ProcKey
+	})
+	p.shown = shown
+	p.list.setLen(len(shown))
+	if keep >= 0 {
+		for pos, i := range shown {
+			if i == keep {
+				p.list.cursor = pos
+				p.list.clamp()
+				break
+			}
+		}
+	}
+}
+
+func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
+	k := p.s.keys
+	switch msg := msg.(type) {
+	case watchInitMsg:
+		p.loaded = true
+		if msg.err != nil {
+			return errCmd("watch "+p.task.ID, msg.err)
+		}
+		p.task = msg.view.Task
+		p.apply(msg.view.Results)
+		p.resort()
+		if msg.ch != nil {
+			p.streaming = true
+			return p.drain(msg.ch)
+		}
+	case watchBatchMsg:
+		p.apply(msg.results)
+		p.resort()
+		if msg.closed {
+			p.streaming = false
+			return tea.Batch(p.refreshTask(), p.s.refreshInfo())
+		}
+		return p.drain(msg.ch)
+	case watchTaskMsg:
+		if msg.err != nil {
+			return errCmd("task "+p.task.ID, msg.err)
+		}
+		p.task = msg.task
+	case watchTickMsg:
+		p.ticking = false
+		if p.ctx.Err() == nil {
+			return p.tick()
+		}
+	case tea.KeyMsg:
+		if p.list.navigate(k, msg) {
+			return nil
+		}
+		switch {
+		case keyIs(msg, k.Open):
+			if p.list.cursor < len(p.shown) {
+				return msgCmd(pushMsg{newResultPage(p.s, p.rows[p.shown[p.list.cursor]].r)})
+			}
+		case keyIs(msg, k.FailedOnly):
+			p.failedOnly = !p.failedOnly
+			p.dirty = true
+			p.resort()
+		case keyIs(msg, k.Retry):
+			return p.retry()
+		case keyIs(msg, k.CancelTask):
+			if taskFinal(p.task.Status) {
+				return msgCmd(flashMsg{"the task is already " + string(p.task.Status)})
+			}
+			ctx, be, tid := p.s.ctx, p.s.be, p.task.ID
+			cancel := func() tea.Msg {
+				if err := be.Cancel(ctx, tid); err != nil {
+					return errMsg{"cancel " + tid, err}
+				}
+				return flashMsg{"cancelled " + tid}
+			}
+			d := newDialog(p.s, "Cancel task", []string{p.task.ID, "Hosts not done yet become cancelled."}, "", "", true, cancel)
+			return msgCmd(confirmMsg{d})
+		}
+	}
+	return nil
+}
+
+// retry asks, then re-runs the op on the hosts whose result is not OK: one
+// task per process.
+func (p *watchPage) retry() tea.Cmd {
+	byProc := map[string][]model.Host{}
+	n := 0
+	for _, r := range p.rows {
+		if r.r.State.Final() && !r.r.State.OK() {
+			byProc[r.r.ProcKey] = append(byProc[r.r.ProcKey], r.r.Host)
+			n++
+		}
+	}
+	if n == 0 {
+		return msgCmd(flashMsg{"no failed host to retry"})
+	}
+	if p.s.readOnly && p.task.Op.Mutating() {
+		return msgCmd(flashMsg{"retry is disabled: read-only mode"})
+	}
+	var cmds []tea.Cmd
+	nss := map[string]bool{}
+	var procs []string
+	hosts := map[model.Host]bool{}
+	for _, key := range sortedKeys(boolKeys(byProc)) {
+		ns, name, _ := model.SplitKey(key)
+		nss[ns] = true
+		procs = append(procs, name)
+		for _, h := range byProc[key] {
+			hosts[h] = true
+		}
+		req := backend.OperateRequest{Op: p.task.Op, Selector: backend.Selector{Namespace: ns, Name: name, Hosts: byProc[key]}}
+		cmds = append(cmds, p.s.operate(p.id, req))
+	}
+	tg := target{hosts: len(hosts), procs: procs, nsAll: sortedKeys(nss)}
+	if len(byProc) == 1 {
+		for key := range byProc {
+			tg.sel.Namespace, tg.sel.Name, _ = model.SplitKey(key)
+		}
+	}
+	run := tea.Batch(cmds...)
+	if !p.task.Op.Mutating() {
+		return run
+	}
+	d := confirmOp(p.s, p.task.Op, tg, run)
+	d.title = "Retry " + p.task.Op.String() + " on failed hosts"
+	return msgCmd(confirmMsg{d})
+}
+
+func boolKeys[V any](m map[string]V) map[string]bool {
+	out := make(map[string]bool, len(m))
+	for k := range m {
+		out[k] = true
+	}
+	return out
+}
+
+func (p *watchPage) elapsed() time.Duration {
+	if p.task.Created.IsZero() {
+		return 0
+	}
+	end := p.s.now()
+	if taskFinal(p.task.Status) && !p.task.Finished.IsZero() {
+		end = p.task.Finished
+	}
+	return end.Sub(p.task.Created)
+}
+
+var watchCols = []column{
+	{title: "HOST", width: 16, flex: true}, {title: "PROC", width: 10, flex: true}, {title: "STATE", width: 13},
+	{title: "CODE", width: 6, right: true}, {title: "MESSAGE", width: 16, flex: true}, {title: "TIME", width: 7, right: true},
+}
+
+func (p *watchPage) View() string {
+	t := p.s.theme
+	var b strings.Builder
+	c := p.counts
+	total := max(p.task.Targets, c.Total())
+	status := taskGlyph(p.task.Status)
+	if p.streaming && !taskFinal(p.task.Status) {
+		status = taskGlyph(model.TaskRunning)
+	}
+	line := fmt.Sprintf("%s %s %s · %d/%d done", t.Title.Render(p.task.Op.String()), t.Muted.Render(p.task.ID),
+		status.style(t).Render(status.text()), c.Final(), total)
+	line += " · " + t.OK.Render(fmt.Sprintf("✓ %d", c.Success+c.Skipped))
+	line += " " + t.Error.Render(fmt.Sprintf("✗ %d", c.Failed))
+	if c.Timeout > 0 {
+		line += " " + t.Error.Render(fmt.Sprintf("◷ %d timeout", c.Timeout))
+	}
+	if c.Unreachable > 0 {
+		line += " " + t.Error.Render(fmt.Sprintf("⊘ %d unreachable", c.Unreachable))
+	}
+	if c.Cancelled > 0 {
+		line += " " + t.Warn.Render(fmt.Sprintf("– %d cancelled", c.Cancelled))
+	}
+	if n := c.Pending + c.Running; n > 0 {
+		line += " " + t.Pending.Render(fmt.Sprintf("◐ %d to go", n))
+	}
+	line += " · " + fmtDuration(p.elapsed())
+	b.WriteString(line + "\n")
+	pct := 0.0
+	if total > 0 {
+		pct = float64(c.Final()) / float64(total)
+	}
+	b.WriteString(p.bar.ViewAs(pct) + "\n")
+	filter := "all results"
+	if p.failedOnly {
+		filter = "failed only (f shows all)"
+	}
+	b.WriteString(t.Muted.Render(fmt.Sprintf("%s · failures first · %s · enter shows a host's full result", filter, p.list.scrollInfo())) + "\n")
+	wd := layout(watchCols, p.w)
+	b.WriteString(header(t, watchCols, wd))
+	if !p.loaded {
+		b.WriteString("\n" + t.Muted.Render("  loading…"))
+	} else if len(p.shown) == 0 {
+		if p.failedOnly {
+			b.WriteString("\n" + t.Muted.Render("  No failed host."))
+		} else {
+			b.WriteString("\n" + t.Muted.Render("  No result yet."))
+		}
+	}
+	s, e := p.list.window()
+	for i := s; i < e; i++ {
+		r := &p.rows[p.shown[i]]
+		g := resultGlyph(r.r.State)
+		code, msg, dur := "", r.r.Message, ""
+		if r.r.State.Final() {
+			code = fmt.Sprint(r.r.Code)
+			dur = fmtDuration(r.r.Duration())
+			if msg == "" {
+				msg = model.CodeText(r.r.Code)
+			}
+		}
+		_, proc, _ := model.SplitKey(r.r.ProcKey)
+		cells := []string{cell(r.host, wd[0], false), cell(proc, wd[1], false), cell(g.text(), wd[2], false),
+			cell(code, wd[3], true), cell(oneLine(msg), wd[4], false), cell(dur, wd[5], true)}
+		st := g.style(t)
+		styles := []*lipgloss.Style{nil, nil, &st}
+		b.WriteString("\n" + renderRow(t, i == p.list.cursor, false, cells, styles))
+	}
+	return b.String()
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// ---- one host's full result ---------------------------------------------
+
+type resultPage struct {
+	s    *shared
+	id   int
+	r    model.Result
+	vp   viewport.Model
+	w, h int
+}
+
+func newResultPage(s *shared, r model.Result) *resultPage {
+	p := &resultPage{s: s, id: s.newID(), r: r, vp: viewport.New(80, 20)}
+	p.vp.SetContent(p.content())
+	return p
+}
+
+func (p *resultPage) ID() int         { return p.id }
+func (p *resultPage) Title() string   { return p.r.Host.AgentID() }
+func (p *resultPage) Capturing() bool { return false }
+func (p *resultPage) Close()          {}
+func (p *resultPage) Init() tea.Cmd   { return nil }
+func (p *resultPage) Resume() tea.Cmd { return nil }
+
+func (p *resultPage) SetSize(w, h int) {
+	p.w, p.h = w, h
+	p.vp.Width, p.vp.Height = w, h
+	p.vp.SetContent(p.content())
+}
+
+func (p *resultPage) Help() keyHelp {
+	k := p.s.keys
+	return keyHelp{short: []binding{k.Up, k.Down}, full: [][]binding{k.nav()}}
+}
+
+func (p *resultPage) content() string {
+	t := p.s.theme
+	r := p.r
+	g := resultGlyph(r.State)
+	kv := func(k, v string) string { return t.Muted.Render(fmt.Sprintf("%-9s", k)) + " " + v + "\n" }
+	var b strings.Builder
+	b.WriteString(kv("host", r.Host.AgentID()))
+	b.WriteString(kv("process", r.ProcKey))
+	if r.ValueKey != "" {
+		b.WriteString(kv("value_key", r.ValueKey))
+	}
+	b.WriteString(kv("op", fmt.Sprintf("%s (%d)", r.Op, int(r.Op))))
+	b.WriteString(kv("state", g.style(t).Render(g.text())))
+	b.WriteString(kv("code", fmt.Sprintf("%d %s", r.Code, model.CodeText(r.Code))))
+	b.WriteString(kv("message", r.Message))
+	if !r.Started.IsZero() {
+		b.WriteString(kv("started", r.Started.UTC().Format("2006-01-02 15:04:05.000Z")))
+	}
+	if !r.Finished.IsZero() {
+		b.WriteString(kv("finished", r.Finished.UTC().Format("2006-01-02 15:04:05.000Z")))
+		b.WriteString(kv("took", fmtDuration(r.Duration())))
+	}
+	b.WriteString(kv("task", r.TaskID))
+	b.WriteString("\n" + t.Title.Render("content") + "\n")
+	b.WriteString(prettyJSON(r.Content))
+	return b.String()
+}
+
+// prettyJSON indents JSON text, keeping its key order; anything else is
+// shown as it is.
+func prettyJSON(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "(empty)"
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, []byte(s), "", "  "); err != nil {
+		return s
+	}
+	return buf.String()
+}
+
+func (p *resultPage) Update(msg tea.Msg) tea.Cmd {
+	k := p.s.keys
+	if km, ok := msg.(tea.KeyMsg); ok {
+		switch {
+		case keyIs(km, k.Up):
+			p.vp.ScrollUp(1)
+		case keyIs(km, k.Down):
+			p.vp.ScrollDown(1)
+		case keyIs(km, k.PageUp):
+			p.vp.PageUp()
+		case keyIs(km, k.PageDown):
+			p.vp.PageDown()
+		case keyIs(km, k.Top):
+			p.vp.GotoTop()
+		case keyIs(km, k.Bottom):
+			p.vp.GotoBottom()
+		}
+	}
+	return nil
+}
+
+func (p *resultPage) View() string { return p.vp.View() }
