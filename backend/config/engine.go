@@ -1,11 +1,12 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
 
-// EngineConfig is the [engine] section: fan-out and deadlines.
+// EngineConfig is the [engine] section: fan-out, deadlines and bounds.
 type EngineConfig struct {
 	// Concurrency bounds how many hosts are contacted at once per task.
 	Concurrency int `toml:"concurrency"`
@@ -14,22 +15,39 @@ type EngineConfig struct {
 	// DeadlineSlack is added to each host's own deadline (op_timeout plus
 	// the start-check window) for transport latency.
 	DeadlineSlack Duration `toml:"deadline_slack"`
-	// KeepTasks is how many finished tasks are kept.
+	// KeepTasks is how many finished tasks are kept (the oldest go first;
+	// unfinished tasks are always kept).
 	KeepTasks int `toml:"keep_tasks"`
+	// KeepEvents is how many host events are kept for RecentEvents.
+	KeepEvents int `toml:"keep_events"`
+	// ReadOnly refuses every change: operations other than status, and
+	// saving or deleting definitions.
+	ReadOnly bool `toml:"read_only"`
 }
 
 func defaultEngine() EngineConfig {
-	return EngineConfig{Concurrency: 2048, MaxTargets: 100000, DeadlineSlack: Duration(2 * time.Second), KeepTasks: 1000}
+	return EngineConfig{Concurrency: 2048, MaxTargets: 100000, DeadlineSlack: Duration(2 * time.Second),
+		KeepTasks: 1000, KeepEvents: 10000}
 }
 
 func (c EngineConfig) validate() error {
-	if c.Concurrency < 1 {
-		return fmt.Errorf("engine.concurrency: %d must be >= 1", c.Concurrency)
+	var errs []error
+	if c.Concurrency < 1 || c.Concurrency > 1_000_000 {
+		errs = append(errs, fmt.Errorf("engine.concurrency: %d is out of range [1,1000000]", c.Concurrency))
 	}
 	if c.MaxTargets < 1 {
-		return fmt.Errorf("engine.max_targets: %d must be >= 1", c.MaxTargets)
+		errs = append(errs, fmt.Errorf("engine.max_targets: %d must be >= 1", c.MaxTargets))
 	}
-	return nil
+	if c.DeadlineSlack < 0 {
+		errs = append(errs, fmt.Errorf("engine.deadline_slack: %s must be >= 0", c.DeadlineSlack.D()))
+	}
+	if c.KeepTasks < 1 {
+		errs = append(errs, fmt.Errorf("engine.keep_tasks: %d must be >= 1", c.KeepTasks))
+	}
+	if c.KeepEvents < 1 {
+		errs = append(errs, fmt.Errorf("engine.keep_events: %d must be >= 1", c.KeepEvents))
+	}
+	return errors.Join(errs...)
 }
 
 // Duration is a time.Duration written as "1.5s", "2m" in TOML.
