@@ -1,8 +1,181 @@
 package config
 
-// ServerConfig is the [server] section. (Owned by the server part; extend freely.)
-type ServerConfig struct{}
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
 
-func defaultServer() ServerConfig { return ServerConfig{} }
+// ServerConfig is the [server] section: the HTTP API server.
+//
+//	[server]
+//	listen = "127.0.0.1:8080"
+//	fleet = "simulated"
+//	max_body_bytes = 1048576
+//	max_hosts = 10000
+//	rate = 50.0      # requests per second per app
+//	burst = 100
+//	shutdown_timeout = "10s"
+//	native_auth = true
+//	anonymous_app = ""  # app used for requests without bk_app_code (demo only)
+//
+//	[[server.apps]]
+//	bk_app_code = "esb_test"
+//	salt = "9f1c..."
+//	secret_sha256 = "<hex of sha256(salt + secret)>"
+//	biz = [1]
+//	biz_set = [1]
+//	namespaces = ["*"]
+//	users = []        # empty: any bk_username / bk_token
+//
+//	[server.client]   # credentials `gseproc --server URL` sends
+//	bk_app_code = "esb_test"
+//	bk_app_secret = "xxx"
+//	bk_username = "admin"
+type ServerConfig struct {
+	// Listen is the address to serve on.
+	Listen string `toml:"listen"`
+	// Fleet is where the server's fleet comes from: "simulated".
+	Fleet string `toml:"fleet"`
+	// MaxBodyBytes refuses larger request bodies (1306406).
+	MaxBodyBytes int64 `toml:"max_body_bytes"`
+	// MaxHosts refuses requests addressing more hosts (summed over entries).
+	MaxHosts int `toml:"max_hosts"`
+	// Rate is each app's sustained request rate per second; Burst its bucket.
+	// Rate 0 disables the limit.
+	Rate  float64 `toml:"rate"`
+	Burst int     `toml:"burst"`
+	// ReadTimeout bounds reading a request (headers and body).
+	ReadTimeout Duration `toml:"read_timeout"`
+	// ShutdownTimeout bounds how long in-flight requests may take to
+	// finish on shutdown.
+	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	// SyncTimeout bounds the synchronous calls that wait for agents
+	// (unregister_proc_info).
+	SyncTimeout Duration `toml:"sync_timeout"`
+	// NativeAuth requires app credentials (X-Bkapi-Authorization) on the
+	// native API /api/v1/; false leaves it open (demo, loopback only).
+	NativeAuth bool `toml:"native_auth"`
+	// AnonymousApp, when set, is the app a request without any bk_app_code
+	// is treated as (no secret checked). Empty refuses such requests.
+	AnonymousApp string `toml:"anonymous_app"`
+	// Apps are the gateway apps allowed to call the API.
+	Apps []AppConfig `toml:"apps"`
+	// Client holds the credentials this binary sends as a client of a
+	// gseproc server (gseproc --server URL, gseproc op --server URL).
+	Client ClientCredentials `toml:"client"`
+}
 
-func (c ServerConfig) validate() error { return nil }
+// AppConfig is one gateway app: its code, its secret (stored salted and
+// hashed: SecretSHA256 = hex(sha256(Salt + secret))) and what it may touch.
+type AppConfig struct {
+	Code         string `toml:"bk_app_code"`
+	Salt         string `toml:"salt"`
+	SecretSHA256 string `toml:"secret_sha256"`
+	// Biz and BizSet are the scopes the process_infos form may use.
+	Biz    []int `toml:"biz"`
+	BizSet []int `toml:"biz_set"`
+	// Namespaces the meta form and the native API may touch; "*" = all.
+	// A scope's namespace ("biz_1") is allowed when its scope is.
+	Namespaces []string `toml:"namespaces"`
+	// Users, when not empty, is the set of bk_username values accepted.
+	Users []string `toml:"users"`
+	// Rate and Burst override the server's per-app limit when > 0.
+	Rate  float64 `toml:"rate"`
+	Burst int     `toml:"burst"`
+}
+
+// ClientCredentials are the gateway fields a client sends.
+type ClientCredentials struct {
+	AppCode   string `toml:"bk_app_code"`
+	AppSecret string `toml:"bk_app_secret"`
+	Username  string `toml:"bk_username"`
+}
+
+// HashSecret returns hex(sha256(salt + secret)), the form secrets are
+// stored in.
+func HashSecret(salt, secret string) string {
+	sum := sha256.Sum256([]byte(salt + secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// DefaultListen is the address `gseproc server` serves on by default.
+const DefaultListen = "127.0.0.1:8080"
+
+func defaultServer() ServerConfig {
+	return ServerConfig{
+		Listen:          DefaultListen,
+		Fleet:           "simulated",
+		MaxBodyBytes:    4 << 20,
+		MaxHosts:        10000,
+		Rate:            100,
+		Burst:           200,
+		ReadTimeout:     Duration(30 * time.Second),
+		ShutdownTimeout: Duration(10 * time.Second),
+		SyncTimeout:     Duration(90 * time.Second),
+		NativeAuth:      true,
+	}
+}
+
+func (c ServerConfig) validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Listen != "" {
+		if _, port, err := net.SplitHostPort(c.Listen); err != nil {
+			add("server.listen: %q is not host:port: %v", c.Listen, err)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			add("server.listen: port %q is not a number in [0,65535]", port)
+		}
+	}
+	switch c.Fleet {
+	case "", "simulated":
+	default:
+		add("server.fleet: %q is not one of simulated", c.Fleet)
+	}
+	if c.MaxBodyBytes < 1024 {
+		add("server.max_body_bytes: %d must be >= 1024", c.MaxBodyBytes)
+	}
+	if c.MaxHosts < 1 {
+		add("server.max_hosts: %d must be >= 1", c.MaxHosts)
+	}
+	if c.Rate < 0 {
+		add("server.rate: %v must be >= 0", c.Rate)
+	}
+	if c.Rate > 0 && c.Burst < 1 {
+		add("server.burst: %d must be >= 1 when rate is set", c.Burst)
+	}
+	if c.ShutdownTimeout < 0 || c.ReadTimeout < 0 || c.SyncTimeout < 0 {
+		add("server: timeouts must be >= 0")
+	}
+	seen := map[string]bool{}
+	for i, a := range c.Apps {
+		p := fmt.Sprintf("server.apps[%d]", i)
+		switch {
+		case strings.TrimSpace(a.Code) == "":
+			add("%s.bk_app_code: required", p)
+		case seen[a.Code]:
+			add("%s.bk_app_code: %q appears twice", p, a.Code)
+		}
+		seen[a.Code] = true
+		if b, err := hex.DecodeString(a.SecretSHA256); err != nil || len(b) != sha256.Size {
+			add("%s.secret_sha256: want 64 hex digits of sha256(salt + secret) (see gseproc server --hash-secret)", p)
+		}
+		for _, id := range append(append([]int(nil), a.Biz...), a.BizSet...) {
+			if id <= 0 {
+				add("%s: scope id %d must be > 0", p, id)
+			}
+		}
+		if a.Rate < 0 || a.Burst < 0 {
+			add("%s: rate and burst must be >= 0", p)
+		}
+	}
+	if c.AnonymousApp != "" && !seen[c.AnonymousApp] {
+		add("server.anonymous_app: %q is not one of server.apps", c.AnonymousApp)
+	}
+	return errors.Join(errs...)
+}

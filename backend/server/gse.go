@@ -1,0 +1,691 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gseproc/backend"
+	"gseproc/model"
+)
+
+// metaRequest is the meta form (GSE 1.x through ESB): one body type for
+// every endpoint of the family; each reads the fields it needs.
+type metaRequest struct {
+	model.ProcRequest
+	TaskID         string              `json:"task_id"`
+	Page           *pageWire           `json:"page"`
+	ProcOperateReq []model.ProcRequest `json:"proc_operate_req"`
+}
+
+type pageWire struct {
+	Start *int `json:"start"`
+	Limit *int `json:"limit"`
+}
+
+// MaxSyncPage is sync_proc_status's largest page (gse-api.md §4.6).
+const MaxSyncPage = 1000
+
+// checkMeta validates meta.namespace (and meta.name) and refuses a
+// namespace the app may not touch.
+func checkMeta(v *model.Validator, c *call, m model.Meta, prefix string, nameRequired bool) *apiError {
+	v.CheckName(prefix+"meta.namespace", m.Namespace, true, 128)
+	if strings.Contains(m.Namespace, ":") {
+		v.Add(prefix+"meta.namespace", "must not contain ':'")
+	}
+	v.CheckName(prefix+"meta.name", m.Name, nameRequired, 512)
+	if m.Namespace != "" && !c.app.allowNamespace(m.Namespace) {
+		return namespaceDenied(c.app, prefix+"meta.namespace", m.Namespace)
+	}
+	return nil
+}
+
+func checkOp(v *model.Validator, field string, p *int) model.OpType {
+	if p == nil {
+		v.Add(field, "required")
+		return 0
+	}
+	op := model.OpType(*p)
+	if !op.Valid() {
+		_, err := model.ParseOp(strconv.Itoa(*p))
+		v.Add(field, err.Error())
+	}
+	return op
+}
+
+func (s *Server) checkHosts(v *model.Validator, field string, n int) {
+	if n > s.cfg.MaxHosts {
+		v.Addf(field, "%d hosts in one request, more than the limit of %d", n, s.cfg.MaxHosts)
+	}
+}
+
+// policyNames names the policy fields as the request spelled the policy
+// (alive_monitor_policy in operate_proc_v2/multi).
+func policyNames(r model.ProcRequest) model.FieldNames {
+	if r.Spec == nil || r.Spec.MonitorPolicy != nil || r.Spec.AliveMonitorPolicy == nil {
+		return nil
+	}
+	names := model.FieldNames{}
+	for _, f := range []string{"auto_type", "start_check_secs", "start_check_end_secs", "stop_check_secs",
+		"start_retries", "start_interval", "cycle_time", "instance_num", "op_timeout"} {
+		names["spec.monitor_policy."+f] = "spec.alive_monitor_policy." + f
+	}
+	return names
+}
+
+func bareAll(hosts []model.Host) []model.Host {
+	out := make([]model.Host, len(hosts))
+	for i, h := range hosts {
+		out[i] = bare(h)
+	}
+	return out
+}
+
+// registered returns the definition namespace:name, if any.
+func (s *Server) registered(ctx context.Context, ns, name string) (model.ProcessDef, bool, error) {
+	defs, err := s.b.Processes(ctx, backend.ProcQuery{Namespace: ns, Name: name})
+	if err != nil {
+		return model.ProcessDef{}, false, err
+	}
+	for _, d := range defs {
+		if d.Process.Meta.Namespace == ns && d.Process.Meta.Name == name {
+			return d, true, nil
+		}
+	}
+	return model.ProcessDef{}, false, nil
+}
+
+func (s *Server) started(c *call, t model.Task, hosts []model.Host) (any, *apiError) {
+	s.rememberSuppliers(t.ID, hosts)
+	s.track(t)
+	return map[string]string{"task_id": t.ID}, nil
+}
+
+// gseOperate serves GSE operate_proc (v1, seed 004): meta + hosts + op_type
+// on a process registered earlier; the commands come from its spec.
+func (s *Server) gseOperate(ctx context.Context, c *call) (any, *apiError) {
+	var req metaRequest
+	if err := decodeInto(c.body, c.obj, &req); err != nil {
+		return nil, validationError(CodeArgument, err)
+	}
+	v := &model.Validator{}
+	if aerr := checkMeta(v, c, req.Meta, "", true); aerr != nil {
+		return nil, aerr
+	}
+	op := checkOp(v, "op_type", req.OpType)
+	hosts := req.Targets(v, "")
+	s.checkHosts(v, "hosts", len(hosts))
+	if err := v.Err(); err != nil {
+		return nil, validationError(CodeArgument, err)
+	}
+	def, ok, err := s.registered(ctx, req.Meta.Namespace, req.Meta.Name)
+	if err != nil {
+		return nil, backendError(CodeGSE, "operate_proc", err)
+	}
+	if !ok {
+		return nil, &apiError{status: http.StatusBadRequest, code: CodeArgument,
+			msg: fmt.Sprintf("meta: process %s:%s is not registered: register it first with register_proc_info (or send its spec with operate_proc_v2)", req.Meta.Namespace, req.Meta.Name)}
+	}
+	deployed := map[string]bool{}
+	for _, h := range def.Hosts {
+		deployed[bare(h).AgentID()] = true
+	}
+	for i, h := range hosts {
+		if !deployed[bare(h).AgentID()] {
+			v.Addf(fmt.Sprintf("hosts[%d]", i), "process %s is not registered on host %s: register it there first with register_proc_info", def.Process.Key(), bare(h).AgentID())
+		}
+	}
+	if err := v.Err(); err != nil {
+		return nil, validationError(CodeArgument, err)
+	}
+	t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op, Source: "api:gse.operate_proc", Operator: c.operator,
+		Selector: backend.Selector{Namespace: req.Meta.Namespace, Name: req.Meta.Name, Hosts: bareAll(hosts)}})
+	if err != nil {
+		return nil, backendError(CodeArgument, "operate_proc", err)
+	}
+	return s.started(c, t, hosts)
+}
+
+// checkProcRequest validates one meta+spec element and returns its definition.
+func (s *Server) checkProcRequest(v *model.Validator, c *call, r model.ProcRequest, prefix string) (model.ProcessDef, model.OpType, []model.Host, *apiError) {
+	dot := prefix
+	if dot != "" {
+		dot += "."
+	}
+	if aerr := checkMeta(v, c, r.Meta, dot, true); aerr != nil {
+		return model.ProcessDef{}, 0, nil, aerr
+	}
+	op := checkOp(v, dot+"op_type", r.OpType)
+	hosts := r.Targets(v, dot)
+	if r.Spec == nil {
+		v.Add(dot+"spec", "required: this call carries the definition (use operate_proc for a registered process)")
+		return model.ProcessDef{}, op, hosts, nil
+	}
+	p := r.ToProcess()
+	before := len(v.Errors())
+	p.ValidateInto(v, prefix, policyNames(r))
+	// meta errors were reported by checkMeta already.
+	errs := v.Errors()
+	kept := errs[:before]
+	for _, e := range errs[before:] {
+		if !strings.HasPrefix(e.Field, dot+"meta.namespace") && !strings.HasPrefix(e.Field, dot+"meta.name") {
+			kept = append(kept, e)
+		}
+	}
+	*v = model.Validator{}
+	for _, e := range kept {
+		v.Add(e.Field, e.Reason)
+	}
+	return model.ProcessDef{Process: p, Hosts: unionHosts(nil, hosts)}, op, hosts, nil
+}
+
+// gseOperateV2 serves operate_proc_v2: meta + spec + hosts in one call.
+func (s *Server) gseOperateV2(ctx context.Context, c *call) (any, *apiError) {
+	var req metaRequest
+	if err := decodeInto(c.body, c.obj, &req); err != nil {
+		return nil, validationError(CodeArgument, err)
+	}
+	v := &model.Validator{}
+	def, op, hosts, aerr := s.checkProcRequest(v, c, req.ProcRequest, "")
+	if aerr != nil {
+		return nil, aerr
+	}
+	s.checkHosts(v, "hosts", len(hosts))
+	if err := v.Err(); err != nil {
+		return nil, validationError(CodeArgument, err)
+	}
+	t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op, Items: []model.ProcessDef{def},
+		Source: "api:gse.operate_proc_v2", Operator: c.operator})
+	if err != nil {
+		return nil, backendError(CodeArgument, "operate_proc_v2", err)
+	}
+	return s.started(c, t, hosts)
+}
+
+// gseOperateMulti serves operate_proc_multi: {proc_operate_req: [...]}, one
+// task. Every element must carry the same op_type.
+func (s *Server) gseOperateMulti(ctx context.Context, c *call) (any, *apiError) {
+	var req metaRequest
+	if err := decodeInto(c.body, c.obj, &req); err != nil {
+		return nil, validationError(CodeArgument, err)
+	}
+	v := &model.Validator{}
+	if len(req.ProcOperateReq) == 0 {
+		v.Add("proc_operate_req", "required: at least one element")
+	}
+	var items []model.ProcessDef
+	var all []model.Host
+	index := map[string]int{}
+	var op0 model.OpType
+	for i, r := range req.ProcOperateReq {
+		prefix := fmt.Sprintf("proc_operate_req[%d]", i)
+		def, op, hosts, aerr := s.checkProcRequest(v, c, r, prefix)
+		if aerr != nil {
+			return nil, aerr
+		}
+		all = append(all, hosts...)
+		if i == 0 {
+			op0 = op
+		} else if r.OpType != nil && req.ProcOperateReq[0].OpType != nil && op != op0 {
+			v.Addf(prefix+".op_type", "%d differs from proc_operate_req[0].op_type %d: one call runs one op type", int(op), int(op0))
+		}
+		if r.Spec == nil {
+			continue
+		}
+		key := def.Process.Key()
+		if j, ok := index[key]; ok {
+			if !sameProcess(items[j].Process, def.Process) {
+				v.Addf(prefix+".spec", "process %s also appears with a different spec earlier in proc_operate_req", key)
+				continue
+			}
+			items[j].Hosts = unionHosts(items[j].Hosts, def.Hosts)
+			continue
+		}
+		index[key] = len(items)
+		items = append(items, def)
+	}
+	s.checkHosts(v, "proc_operate_req", len(all))
+	if err := v.Err(); err != nil {
+		return nil, validationError(CodeArgument, err)
+	}
+	t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op0, Items: items,
+		Source: "api:gse.operate_proc_multi", Operator: c.operator})
+	if err != nil {
+		return nil, backendError(CodeArgument, "operate_proc_multi", err)
+	}
+	return s.started(c, t, all)
+}
+
+func sameProcess(a, b model.Process) bool {
+	return fmt.Sprint(a.Spec) == fmt.Sprint(b.Spec)
+}
+
+// taskForQuery loads a task for a result query and checks the app may see it.
+func (s *Server) taskForQuery(ctx context.Context, c *call, id string) (backend.TaskView, *apiError) {
+	v := &model.Validator{}
+	if strings.TrimSpace(id) == "" {
+		v.Add("task_id", "required")
+	} else if _, _, err := model.ParseTaskID(id); err != nil {
+		v.Add("task_id", err.Error())
+	}
+	if err := v.Err(); err != nil {
+		return backend.TaskView{}, validationError(CodeArgument, err)
+	}
+	tv, err := s.b.Task(ctx, id)
+	if err != nil {
+		if isNotFound(err) {
+			return tv, &apiError{status: http.StatusBadRequest, code: CodeArgument, msg: fmt.Sprintf("task_id: no task %s", id)}
+		}
+		return tv, backendError(CodeGSE, "task "+id, err)
+	}
+	for _, ns := range taskNamespaces(tv) {
+		if !c.app.allowNamespace(ns) {
+			return tv, namespaceDenied(c.app, "task_id", ns)
+		}
+	}
+	return tv, nil
+}
+
+// gseResult serves get_proc_operate_result (v1 keys
+// cloud:supplier:ip:namespace:name) and _v2 (cloud:ip:namespace:name).
+// Top-level code 1000115 until the task is dispatched; entries 115 until
+// their host answers.
+func (s *Server) gseResult(v1 bool) handlerFunc {
+	return func(ctx context.Context, c *call) (any, *apiError) {
+		var req metaRequest
+		if err := decodeInto(c.body, c.obj, &req); err != nil {
+			return nil, validationError(CodeArgument, err)
+		}
+		tv, aerr := s.taskForQuery(ctx, c, req.TaskID)
+		if aerr != nil {
+			return nil, aerr
+		}
+		if !dispatched(tv) {
+			return nil, &apiError{status: http.StatusOK, code: CodeTaskNotDispatched,
+				msg: fmt.Sprintf("task %s is waiting to be dispatched; poll again", tv.Task.ID), data: map[string]entry{}}
+		}
+		out := make(map[string]entry, len(tv.Results))
+		for _, r := range tv.Results {
+			ns, name, _ := model.SplitKey(r.ProcKey)
+			key := strconv.Itoa(r.Host.CloudID) + ":" + r.Host.IP + ":" + ns + ":" + name
+			if v1 {
+				key = strconv.Itoa(r.Host.CloudID) + ":" + strconv.Itoa(s.supplier(tv.Task.ID, r.Host)) + ":" + r.Host.IP + ":" + ns + ":" + name
+			}
+			out[key] = resultEntry(r)
+		}
+		return out, nil
+	}
+}
+
+func v1Key(h model.Host, ns, name string) string {
+	return strconv.Itoa(h.CloudID) + ":" + strconv.Itoa(h.SupplierID) + ":" + h.IP + ":" + ns + ":" + name
+}
+
+type infoKind int
+
+const (
+	infoRegister infoKind = iota
+	infoUpdate
+)
+
+// saveDef re-reads namespace:name, lets change edit it and saves it,
+// retrying when the definition changed in between.
+func (s *Server) saveDef(ctx context.Context, ns, name string, change func(def *model.ProcessDef, exists bool) (save bool)) error {
+	var err error
+	for range 5 {
+		def, ok, rerr := s.registered(ctx, ns, name)
+		if rerr != nil {
+			return rerr
+		}
+		if !change(&def, ok) {
+			return nil
+		}
+		if len(def.Hosts) == 0 && ok {
+			err = s.b.DeleteProcess(ctx, ns+":"+name)
+			if isNotFound(err) {
+				err = nil
+			}
+		} else {
+			err = s.b.SaveProcess(ctx, def)
+		}
+		if !errors.Is(err, model.ErrConflict) {
+			return err
+		}
+	}
+	return err
+}
+
+// gseProcInfo serves register_proc_info (850 for hosts already
+// registered) and update_proc_info (upsert): synchronous, one entry per
+// host keyed cloud:supplier:ip:namespace:name. Only the registry changes;
+// the agents get the definition with the next operation.
+func (s *Server) gseProcInfo(kind infoKind) handlerFunc {
+	name := map[infoKind]string{infoRegister: "register_proc_info", infoUpdate: "update_proc_info"}[kind]
+	return func(ctx context.Context, c *call) (any, *apiError) {
+		var req metaRequest
+		if err := decodeInto(c.body, c.obj, &req); err != nil {
+			return nil, validationError(CodeArgument, err)
+		}
+		v := &model.Validator{}
+		if req.OpType == nil {
+			req.OpType = new(int) // not part of this form
+		}
+		def, _, hosts, aerr := s.checkProcRequest(v, c, req.ProcRequest, "")
+		if aerr != nil {
+			return nil, aerr
+		}
+		s.checkHosts(v, "hosts", len(hosts))
+		if err := v.Err(); err != nil {
+			return nil, validationError(CodeArgument, err)
+		}
+		ns, pname := def.Process.Meta.Namespace, def.Process.Meta.Name
+		out := map[string]entry{}
+		err := s.saveDef(ctx, ns, pname, func(cur *model.ProcessDef, exists bool) bool {
+			clear(out)
+			have := map[string]bool{}
+			if exists {
+				for _, h := range cur.Hosts {
+					have[h.AgentID()] = true
+				}
+			} else {
+				*cur = model.ProcessDef{Process: def.Process}
+			}
+			if kind == infoUpdate {
+				cur.Process = def.Process
+			}
+			for _, h := range hosts {
+				k := v1Key(h, ns, pname)
+				if kind == infoRegister && have[h.AgentID()] {
+					out[k] = entry{Code: model.CodeAlreadyRegistered, Message: model.CodeText(model.CodeAlreadyRegistered)}
+					continue
+				}
+				out[k] = entry{Code: 0, Message: "success"}
+				cur.Hosts = unionHosts(cur.Hosts, []model.Host{h})
+			}
+			return true
+		})
+		if err != nil {
+			return nil, backendError(CodeArgument, name, err)
+		}
+		return out, nil
+	}
+}
+
+// gseUnregister serves unregister_proc_info: the agents stop hosting the
+// process (op 4, waited for up to sync_timeout), then the hosts leave the
+// definition (which is deleted with its last host). Entries: the agent's
+// code, 115 if it did not answer in time.
+func (s *Server) gseUnregister(ctx context.Context, c *call) (any, *apiError) {
+	var req metaRequest
+	if err := decodeInto(c.body, c.obj, &req); err != nil {
+		return nil, validationError(CodeArgument, err)
+	}
+	v := &model.Validator{}
+	if aerr := checkMeta(v, c, req.Meta, "", true); aerr != nil {
+		return nil, aerr
+	}
+	hosts := req.Targets(v, "")
+	s.checkHosts(v, "hosts", len(hosts))
+	if err := v.Err(); err != nil {
+		return nil, validationError(CodeArgument, err)
+	}
+	ns, name := req.Meta.Namespace, req.Meta.Name
+	def, ok, err := s.registered(ctx, ns, name)
+	if err != nil {
+		return nil, backendError(CodeGSE, "unregister_proc_info", err)
+	}
+	deployed := map[string]bool{}
+	if ok {
+		for _, h := range def.Hosts {
+			deployed[h.AgentID()] = true
+		}
+	}
+	out := map[string]entry{}
+	var targets []model.Host
+	for _, h := range hosts {
+		if deployed[h.AgentID()] {
+			targets = append(targets, bare(h))
+			continue
+		}
+		out[v1Key(h, ns, name)] = entry{Code: 0, Message: "success: not registered on this host"}
+	}
+	if len(targets) == 0 {
+		return out, nil
+	}
+	t, err := s.b.Operate(ctx, backend.OperateRequest{Op: model.OpUnregister, Source: "api:gse.unregister_proc_info",
+		Operator: c.operator, Selector: backend.Selector{Namespace: ns, Name: name, Hosts: targets}})
+	if err != nil {
+		return nil, backendError(CodeArgument, "unregister_proc_info", err)
+	}
+	s.track(t)
+	results := s.waitTask(ctx, t.ID)
+	remove := map[string]bool{}
+	for _, h := range hosts {
+		if !deployed[h.AgentID()] {
+			continue
+		}
+		r, ok := results[h.AgentID()]
+		if !ok {
+			out[v1Key(h, ns, name)] = entry{Code: model.CodeRunning, Message: model.CodeText(model.CodeRunning)}
+			continue
+		}
+		out[v1Key(h, ns, name)] = resultEntry(r)
+		if r.State.OK() {
+			remove[h.AgentID()] = true
+		}
+	}
+	if len(remove) > 0 {
+		err := s.saveDef(ctx, ns, name, func(cur *model.ProcessDef, exists bool) bool {
+			if !exists {
+				return false
+			}
+			kept := cur.Hosts[:0:0]
+			for _, h := range cur.Hosts {
+				if !remove[h.AgentID()] {
+					kept = append(kept, h)
+				}
+			}
+			cur.Hosts = kept
+			return true
+		})
+		if err != nil {
+			return nil, backendError(CodeGSE, "unregister_proc_info: update registry", err)
+		}
+	}
+	return out, nil
+}
+
+// waitTask waits (up to sync_timeout) for a task's results and returns
+// them by agent id.
+func (s *Server) waitTask(ctx context.Context, id string) map[string]model.Result {
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout.D())
+	defer cancel()
+	out := map[string]model.Result{}
+	if ch, err := s.b.Watch(wctx, id, 0); err == nil {
+		for r := range ch {
+			out[r.Host.AgentID()] = r
+		}
+	}
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer rcancel()
+	if tv, err := s.b.Task(rctx, id); err == nil {
+		for _, r := range tv.Results {
+			if r.State.Final() {
+				out[r.Host.AgentID()] = r
+			}
+		}
+	}
+	return out
+}
+
+// procInfo is one entry of get_proc_status / sync_proc_status (§4.5).
+type procInfo struct {
+	Meta          model.Meta `json:"meta"`
+	Host          model.Host `json:"host"`
+	AgentID       string     `json:"bk_agent_id"`
+	Flag          int        `json:"flag"`
+	Status        int        `json:"status"`
+	IsAuto        bool       `json:"isauto"`
+	Message       string     `json:"message"`
+	PID           int        `json:"pid"`
+	Version       string     `json:"version"`
+	RegisterTime  int64      `json:"register_time"`
+	LastStartTime int64      `json:"last_start_time"`
+	ReportTime    int64      `json:"report_time"`
+	CPUUsage      float64    `json:"cpu_usage"`
+	MemUsage      float64    `json:"mem_usage"`
+	FD            int        `json:"fd"`
+	Disk          int        `json:"disk"`
+	Net           int        `json:"net"`
+}
+
+// Proc status values (flag: expected, status: dynamic).
+const (
+	procUnregistered = 0
+	procRunning      = 1
+	procStopped      = 2
+)
+
+func toProcInfo(h model.Host, pv backend.ProcView) procInfo {
+	ns, name, _ := model.SplitKey(pv.Key)
+	st := pv.Status
+	pi := procInfo{Meta: model.Meta{Namespace: ns, Name: name, Labels: pv.Labels}, Host: h, AgentID: bare(h).AgentID(),
+		Flag: procStopped, Status: procStopped, IsAuto: st.Hosted, Message: st.Message, PID: st.PID, Version: st.Version,
+		RegisterTime: st.RegisterTime, LastStartTime: st.LastStartTime, ReportTime: st.ReportTime,
+		CPUUsage: st.CPU, MemUsage: st.Mem}
+	if pi.Meta.Labels == nil {
+		pi.Meta.Labels = map[string]string{}
+	}
+	if st.Hosted {
+		pi.Flag = procRunning
+	}
+	if st.State.Up() {
+		pi.Status = procRunning
+	} else if pi.PID == 0 {
+		pi.PID = -1
+	}
+	if pi.ReportTime == 0 {
+		pi.ReportTime = pv.Updated
+	}
+	return pi
+}
+
+// gseStatus serves get_proc_status (v1: hosts with bk_supplier_id) and
+// get_proc_status_v2: the last known state of meta's processes on the
+// hosts; a host without the process has no entry (unregistered).
+func (s *Server) gseStatus(v1 bool) handlerFunc {
+	return func(ctx context.Context, c *call) (any, *apiError) {
+		var req metaRequest
+		if err := decodeInto(c.body, c.obj, &req); err != nil {
+			return nil, validationError(CodeArgument, err)
+		}
+		v := &model.Validator{}
+		if aerr := checkMeta(v, c, req.Meta, "", false); aerr != nil {
+			return nil, aerr
+		}
+		hosts := req.Targets(v, "")
+		s.checkHosts(v, "hosts", len(hosts))
+		if err := v.Err(); err != nil {
+			return nil, validationError(CodeArgument, err)
+		}
+		views, err := s.b.Hosts(ctx, backend.HostQuery{Namespace: req.Meta.Namespace, Name: req.Meta.Name, Hosts: bareAll(hosts)})
+		if err != nil {
+			return nil, backendError(CodeGSE, "get_proc_status", err)
+		}
+		asked := map[string]model.Host{}
+		for _, h := range hosts {
+			if !v1 {
+				h.SupplierID = 0
+			}
+			asked[h.AgentID()] = h
+		}
+		infos := []procInfo{}
+		for _, hv := range views {
+			h, ok := asked[hv.Host.AgentID()]
+			if !ok {
+				continue
+			}
+			for _, pv := range hv.Procs {
+				if matchProc(pv.Key, req.Meta) {
+					infos = append(infos, toProcInfo(h, pv))
+				}
+			}
+		}
+		sortInfos(infos)
+		return map[string]any{"proc_infos": infos}, nil
+	}
+}
+
+func matchProc(key string, m model.Meta) bool {
+	ns, name, _ := model.SplitKey(key)
+	return ns == m.Namespace && (m.Name == "" || name == m.Name)
+}
+
+func sortInfos(infos []procInfo) {
+	sort.Slice(infos, func(i, j int) bool {
+		a, b := infos[i], infos[j]
+		if a.Meta.Name != b.Meta.Name {
+			return a.Meta.Name < b.Meta.Name
+		}
+		if a.Host.CloudID != b.Host.CloudID {
+			return a.Host.CloudID < b.Host.CloudID
+		}
+		return a.Host.IP < b.Host.IP
+	})
+}
+
+// gseSync serves sync_proc_status: every process of meta.namespace (and
+// meta.name) on every host, paged by page{start, limit<=1000}:
+// data{count, proc_infos}.
+func (s *Server) gseSync(ctx context.Context, c *call) (any, *apiError) {
+	var req metaRequest
+	if err := decodeInto(c.body, c.obj, &req); err != nil {
+		return nil, validationError(CodeArgument, err)
+	}
+	v := &model.Validator{}
+	if aerr := checkMeta(v, c, req.Meta, "", false); aerr != nil {
+		return nil, aerr
+	}
+	start, limit := 0, MaxSyncPage
+	if req.Page != nil {
+		if req.Page.Start != nil {
+			start = *req.Page.Start
+		}
+		if req.Page.Limit != nil {
+			limit = *req.Page.Limit
+		}
+	}
+	if start < 0 {
+		v.Addf("page.start", "%d must be >= 0", start)
+	}
+	if limit < 1 || limit > MaxSyncPage {
+		v.Addf("page.limit", "%d is out of range [1,%d]", limit, MaxSyncPage)
+	}
+	if err := v.Err(); err != nil {
+		return nil, validationError(CodeArgument, err)
+	}
+	views, err := s.b.Hosts(ctx, backend.HostQuery{Namespace: req.Meta.Namespace, Name: req.Meta.Name})
+	if err != nil {
+		return nil, backendError(CodeGSE, "sync_proc_status", err)
+	}
+	infos := []procInfo{}
+	for _, hv := range views {
+		for _, pv := range hv.Procs {
+			if matchProc(pv.Key, req.Meta) {
+				infos = append(infos, toProcInfo(bare(hv.Host), pv))
+			}
+		}
+	}
+	sortInfos(infos)
+	count := len(infos)
+	if start > count {
+		start = count
+	}
+	end := min(start+limit, count)
+	return map[string]any{"count": count, "proc_infos": infos[start:end]}, nil
+}

@@ -1,0 +1,273 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"gseproc/backend"
+	"gseproc/model"
+)
+
+// jobRequest is the process_infos form (JOB operate_proc, operate_process,
+// manage_proc, get_proc_result): bk_biz_id, or bk_scope_type + bk_scope_id.
+type jobRequest struct {
+	BizID        *flexInt            `json:"bk_biz_id"`
+	ScopeType    string              `json:"bk_scope_type"`
+	ScopeID      *flexString         `json:"bk_scope_id"`
+	OpType       *int                `json:"op_type"`
+	ProcessInfos []model.ProcessInfo `json:"process_infos"`
+	TaskID       string              `json:"bk_gse_taskid"`
+}
+
+// scope resolves the request's scope: bk_scope_type + bk_scope_id when
+// either is given, else bk_biz_id.
+func (r jobRequest) scope(v *model.Validator) (model.Scope, bool) {
+	if r.ScopeType != "" || r.ScopeID != nil {
+		s := model.Scope{Type: r.ScopeType}
+		if r.ScopeID != nil {
+			s.ID = string(*r.ScopeID)
+		}
+		before := len(v.Errors())
+		s.Validate(v)
+		return s, len(v.Errors()) == before
+	}
+	if r.BizID == nil {
+		v.Add("bk_biz_id", "required (or bk_scope_type + bk_scope_id)")
+		return model.Scope{}, false
+	}
+	if *r.BizID <= 0 {
+		v.Addf("bk_biz_id", "%d must be > 0", int64(*r.BizID))
+		return model.Scope{}, false
+	}
+	return model.Scope{Type: model.ScopeBiz, ID: strconv.FormatInt(int64(*r.BizID), 10)}, true
+}
+
+// jobOperate serves operate_proc (commands synthesised), operate_process
+// (pass-through) and manage_proc (1 register, 2 unregister).
+func (s *Server) jobOperate(form model.InfoForm, name string) handlerFunc {
+	return func(ctx context.Context, c *call) (any, *apiError) {
+		var req jobRequest
+		if err := decodeInto(c.body, c.obj, &req); err != nil {
+			return nil, validationError(CodeArgument, err)
+		}
+		v := &model.Validator{}
+		scope, ok := req.scope(v)
+		if ok && !c.app.allowScope(scope) {
+			return nil, scopeDenied(c.app, scope)
+		}
+		var op model.OpType
+		switch {
+		case req.OpType == nil:
+			v.Add("op_type", "required")
+		case form == model.FormManageProc:
+			o, ok := model.ManageOp(*req.OpType).ToOpType()
+			if !ok {
+				v.Addf("op_type", "%d is not one of 1 register, 2 unregister", *req.OpType)
+			}
+			op = o
+		default:
+			op = model.OpType(*req.OpType)
+			if !op.Valid() {
+				_, err := model.ParseOp(strconv.Itoa(*req.OpType))
+				v.Add("op_type", err.Error())
+			}
+		}
+		model.ValidateInfos(v, form, scope, req.ProcessInfos, s.cfg.MaxHosts)
+		if err := v.Err(); err != nil {
+			return nil, validationError(CodeIllegalParam, err)
+		}
+		items, all := mergeItems(req.ProcessInfos, form, scope)
+		t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op, Items: items, Source: "api:" + name, Operator: c.operator})
+		if err != nil {
+			return nil, backendError(CodeIllegalParam, name, err)
+		}
+		s.rememberSuppliers(t.ID, all)
+		s.track(t)
+		return map[string]string{"bk_gse_taskid": t.ID}, nil
+	}
+}
+
+// mergeItems turns process_infos into definitions with their hosts; entries
+// naming the same process (same value_key in the scope) are merged.
+func mergeItems(infos []model.ProcessInfo, form model.InfoForm, scope model.Scope) ([]model.ProcessDef, []model.Host) {
+	var items []model.ProcessDef
+	var all []model.Host
+	index := map[string]int{}
+	for _, pi := range infos {
+		p := pi.ToProcess(form, scope)
+		hosts := make([]model.Host, 0, len(pi.IPList))
+		for _, h := range pi.IPList {
+			all = append(all, h)
+			hosts = append(hosts, bare(h))
+		}
+		if i, ok := index[p.Key()]; ok {
+			items[i].Hosts = unionHosts(items[i].Hosts, hosts)
+			continue
+		}
+		index[p.Key()] = len(items)
+		items = append(items, model.ProcessDef{Process: p, Hosts: unionHosts(nil, hosts)})
+	}
+	return items, all
+}
+
+// bare drops the supplier id: the engine addresses hosts by cloud and IP.
+func bare(h model.Host) model.Host { return model.Host{IP: h.IP, CloudID: h.CloudID} }
+
+func unionHosts(a, b []model.Host) []model.Host {
+	seen := make(map[string]bool, len(a)+len(b))
+	out := make([]model.Host, 0, len(a)+len(b))
+	for _, h := range append(append([]model.Host(nil), a...), b...) {
+		h = bare(h)
+		if !seen[h.AgentID()] {
+			seen[h.AgentID()] = true
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// entry is one per-host result of the GSE family: content is the JSON
+// text the agent produced.
+type entry struct {
+	Code    int    `json:"error_code"`
+	Message string `json:"error_msg"`
+	Content string `json:"content"`
+}
+
+// jobEntry is one per-host result of JOB get_proc_result: content parsed.
+type jobEntry struct {
+	Content json.RawMessage `json:"content"`
+	Code    int             `json:"error_code"`
+	Message string          `json:"error_msg"`
+}
+
+// resultEntry is a result as the result queries show it: 115 "handling"
+// until final.
+func resultEntry(r model.Result) entry {
+	if !r.State.Final() {
+		return entry{Code: model.CodeRunning, Message: model.CodeText(model.CodeRunning), Content: ""}
+	}
+	msg := r.Message
+	if msg == "" {
+		msg = model.CodeText(r.Code)
+	}
+	return entry{Code: r.Code, Message: msg, Content: r.Content}
+}
+
+// dispatched reports whether any host of the task has been contacted (or
+// the task is over): until then the result queries answer 1000115.
+func dispatched(tv backend.TaskView) bool {
+	switch tv.Task.Status {
+	case model.TaskPending:
+		return false
+	case model.TaskDone, model.TaskFailed, model.TaskCanceled:
+		return true
+	}
+	if len(tv.Results) == 0 {
+		return tv.Task.Targets == 0
+	}
+	for _, r := range tv.Results {
+		if r.State != model.StatePending {
+			return true
+		}
+	}
+	return false
+}
+
+func taskOver(t model.Task) bool {
+	switch t.Status {
+	case model.TaskDone, model.TaskFailed, model.TaskCanceled:
+		return true
+	}
+	return false
+}
+
+// valueKey is the process_infos index key of a result: value_key, or the
+// name of its "namespace:name".
+func valueKey(r model.Result) string {
+	if r.ValueKey != "" {
+		return r.ValueKey
+	}
+	_, name, _ := model.SplitKey(r.ProcKey)
+	return name
+}
+
+// jobResult serves get_proc_result: data {status, result{"{value_key}:{cloud}:{ip}":
+// {content (parsed JSON), error_code, error_msg}}}. As JOB does, the
+// envelope is a success while the task runs; data.status is 1000115 until
+// the task is dispatched, 115 while a host is still running, 0 when over.
+func (s *Server) jobResult(ctx context.Context, c *call) (any, *apiError) {
+	var req jobRequest
+	if err := decodeInto(c.body, c.obj, &req); err != nil {
+		return nil, validationError(CodeArgument, err)
+	}
+	v := &model.Validator{}
+	scope, ok := req.scope(v)
+	if ok && !c.app.allowScope(scope) {
+		return nil, scopeDenied(c.app, scope)
+	}
+	if strings.TrimSpace(req.TaskID) == "" {
+		v.Add("bk_gse_taskid", "required")
+	} else if _, _, err := model.ParseTaskID(req.TaskID); err != nil {
+		v.Add("bk_gse_taskid", err.Error())
+	}
+	if err := v.Err(); err != nil {
+		return nil, validationError(CodeIllegalParam, err)
+	}
+	tv, err := s.b.Task(ctx, req.TaskID)
+	if err != nil || !contains(taskNamespaces(tv), scope.Namespace()) {
+		if err == nil || isNotFound(err) {
+			return nil, &apiError{status: http.StatusBadRequest, code: CodeIllegalParam,
+				msg: fmt.Sprintf("bk_gse_taskid: no task %s in %s %s", req.TaskID, scope.Type, scope.ID)}
+		}
+		return nil, backendError(CodeGSE, "get_proc_result", err)
+	}
+	status := 0
+	switch {
+	case !dispatched(tv):
+		status = model.CodeTaskNotDispatched
+	case !taskOver(tv.Task):
+		status = model.CodeRunning
+	}
+	out := make(map[string]jobEntry, len(tv.Results))
+	for _, r := range tv.Results {
+		e := resultEntry(r)
+		var content json.RawMessage
+		if strings.TrimSpace(e.Content) == "" {
+			content = json.RawMessage(`""`)
+		} else if json.Valid([]byte(e.Content)) {
+			content = json.RawMessage(e.Content)
+		} else {
+			content, _ = json.Marshal(e.Content)
+		}
+		out[valueKey(r)+":"+strconv.Itoa(r.Host.CloudID)+":"+r.Host.IP] = jobEntry{Content: content, Code: e.Code, Message: e.Message}
+	}
+	return map[string]any{"status": status, "result": out}, nil
+}
+
+// taskNamespaces lists the namespaces a task touches.
+func taskNamespaces(tv backend.TaskView) []string {
+	out := append([]string(nil), tv.Task.Namespace...)
+	for _, r := range tv.Results {
+		if ns, _, ok := model.SplitKey(r.ProcKey); ok && !contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+func isNotFound(err error) bool { return errors.Is(err, model.ErrNotFound) }
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

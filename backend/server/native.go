@@ -1,0 +1,494 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"gseproc/backend"
+	"gseproc/model"
+)
+
+// The native API under /api/v1/ (openapi.yaml): JSON in the same
+// envelope; errors carry data.kind (validation, not_found, conflict,
+// read_only) and, for validation, data.errors [{field, reason}].
+
+func (s *Server) nativeRoutes() {
+	s.handle("GET /api/v1/info", "v1.info", kindNative, s.v1Info)
+	s.handle("GET /api/v1/namespaces", "v1.namespaces", kindNative, s.v1Namespaces)
+	s.handle("GET /api/v1/hosts", "v1.hosts", kindNative, s.v1Hosts)
+	s.handle("POST /api/v1/hosts", "v1.hosts", kindNative, s.v1Hosts)
+	s.handle("GET /api/v1/processes", "v1.processes", kindNative, s.v1Processes)
+	s.handle("POST /api/v1/processes", "v1.save_process", kindNative, s.v1SaveProcess)
+	s.handle("PUT /api/v1/processes", "v1.save_process", kindNative, s.v1SaveProcess)
+	s.handle("DELETE /api/v1/processes", "v1.delete_process", kindNative, s.v1DeleteProcess)
+	s.handle("DELETE /api/v1/processes/{key...}", "v1.delete_process", kindNative, s.v1DeleteProcess)
+	s.handle("POST /api/v1/operate", "v1.operate", kindNative, s.v1Operate)
+	s.handle("GET /api/v1/tasks", "v1.tasks", kindNative, s.v1Tasks)
+	s.handle("GET /api/v1/tasks/{id}", "v1.task", kindNative, s.v1Task)
+	s.handle("POST /api/v1/tasks/{id}/cancel", "v1.cancel", kindNative, s.v1Cancel)
+	s.handle("GET /api/v1/tasks/{id}/stream", "v1.task_stream", kindNative, s.v1TaskStream)
+	s.handle("GET /api/v1/events", "v1.events", kindNative, s.v1Events)
+	s.handle("GET /api/v1/events/recent", "v1.recent_events", kindNative, s.v1RecentEvents)
+}
+
+func (s *Server) v1Info(ctx context.Context, c *call) (any, *apiError) {
+	info, err := s.b.Info(ctx)
+	if err != nil {
+		return nil, backendError(CodeGSE, "info", err)
+	}
+	return info, nil
+}
+
+func (s *Server) v1Namespaces(ctx context.Context, c *call) (any, *apiError) {
+	nss, err := s.b.Namespaces(ctx)
+	if err != nil {
+		return nil, backendError(CodeGSE, "namespaces", err)
+	}
+	out := make([]backend.NamespaceSummary, 0, len(nss))
+	for _, n := range nss {
+		if c.app.allowNamespace(n.Name) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// queryLabels parses repeated label=k=v parameters.
+func queryLabels(v *model.Validator, q []string) map[string]string {
+	if len(q) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for _, l := range q {
+		k, val, err := model.ParseLabel(l)
+		if err != nil {
+			v.Addf("label", "want key=value, got %q", l)
+			continue
+		}
+		out[k] = val
+	}
+	return out
+}
+
+func queryHosts(v *model.Validator, q []string) []model.Host {
+	var out []model.Host
+	for i, s := range q {
+		for _, part := range strings.Split(s, ",") {
+			if strings.TrimSpace(part) == "" {
+				continue
+			}
+			h, err := model.ParseAgentID(part)
+			if err != nil {
+				v.Addf(fmt.Sprintf("host[%d]", i), "%v", err)
+				continue
+			}
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+func queryInt(v *model.Validator, q, field string, def, lo, hi int) int {
+	if q == "" {
+		return def
+	}
+	n, err := strconv.Atoi(q)
+	if err != nil || n < lo || n > hi {
+		v.Addf(field, "%q is not an integer in [%d,%d]", q, lo, hi)
+		return def
+	}
+	return n
+}
+
+func (s *Server) v1Hosts(ctx context.Context, c *call) (any, *apiError) {
+	var q backend.HostQuery
+	if c.r.Method == http.MethodPost {
+		if aerr := c.decode(&q); aerr != nil {
+			return nil, aerr
+		}
+	} else {
+		p := c.r.URL.Query()
+		v := &model.Validator{}
+		q = backend.HostQuery{Namespace: p.Get("namespace"), Name: p.Get("name"),
+			Labels: queryLabels(v, p["label"]), Hosts: queryHosts(v, p["host"]),
+			Limit: queryInt(v, p.Get("limit"), "limit", 0, 0, 1<<30)}
+		if err := v.Err(); err != nil {
+			return nil, validationError(CodeArgument, err)
+		}
+	}
+	v := &model.Validator{}
+	for i, h := range q.Hosts {
+		h.Validate(v, fmt.Sprintf("hosts[%d]", i))
+	}
+	if q.Limit < 0 {
+		v.Add("limit", "must be >= 0")
+	}
+	if err := v.Err(); err != nil {
+		return nil, validationError(CodeArgument, err)
+	}
+	if q.Namespace != "" && !c.app.allowNamespace(q.Namespace) {
+		return nil, namespaceDenied(c.app, "namespace", q.Namespace)
+	}
+	views, err := s.b.Hosts(ctx, q)
+	if err != nil {
+		return nil, backendError(CodeArgument, "hosts", err)
+	}
+	if c.app != nil && !c.app.allNS {
+		for i := range views {
+			kept := views[i].Procs[:0:0]
+			for _, p := range views[i].Procs {
+				if ns, _, _ := model.SplitKey(p.Key); c.app.allowNamespace(ns) {
+					kept = append(kept, p)
+				}
+			}
+			views[i].Procs = kept
+		}
+	}
+	if views == nil {
+		views = []backend.HostView{}
+	}
+	return views, nil
+}
+
+func (s *Server) v1Processes(ctx context.Context, c *call) (any, *apiError) {
+	p := c.r.URL.Query()
+	v := &model.Validator{}
+	q := backend.ProcQuery{Namespace: p.Get("namespace"), Name: p.Get("name"), Labels: queryLabels(v, p["label"])}
+	if hs := queryHosts(v, p["host"]); len(hs) > 0 {
+		q.Host = &hs[0]
+	}
+	if err := v.Err(); err != nil {
+		return nil, validationError(CodeArgument, err)
+	}
+	if q.Namespace != "" && !c.app.allowNamespace(q.Namespace) {
+		return nil, namespaceDenied(c.app, "namespace", q.Namespace)
+	}
+	defs, err := s.b.Processes(ctx, q)
+	if err != nil {
+		return nil, backendError(CodeArgument, "processes", err)
+	}
+	out := make([]model.ProcessDef, 0, len(defs))
+	for _, d := range defs {
+		if c.app.allowNamespace(d.Process.Meta.Namespace) {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) v1SaveProcess(ctx context.Context, c *call) (any, *apiError) {
+	var def model.ProcessDef
+	if aerr := c.decode(&def); aerr != nil {
+		return nil, aerr
+	}
+	if ns := def.Process.Meta.Namespace; ns != "" && !c.app.allowNamespace(ns) {
+		return nil, namespaceDenied(c.app, "process.meta.namespace", ns)
+	}
+	if err := s.b.SaveProcess(ctx, def); err != nil {
+		return nil, backendError(CodeArgument, "save "+def.Process.Key(), err)
+	}
+	return map[string]string{"key": def.Process.Key()}, nil
+}
+
+func (s *Server) v1DeleteProcess(ctx context.Context, c *call) (any, *apiError) {
+	key := c.r.PathValue("key")
+	if key == "" {
+		key = c.r.URL.Query().Get("key")
+	}
+	ns, name, ok := model.SplitKey(key)
+	if !ok || ns == "" || name == "" {
+		return nil, validationError(CodeArgument, model.ValidationError{{Field: "key", Reason: fmt.Sprintf("want namespace:name, got %q", key)}})
+	}
+	if !c.app.allowNamespace(ns) {
+		return nil, namespaceDenied(c.app, "key", ns)
+	}
+	if err := s.b.DeleteProcess(ctx, key); err != nil {
+		return nil, backendError(CodeArgument, "delete "+key, err)
+	}
+	return map[string]string{"key": key}, nil
+}
+
+func (s *Server) v1Operate(ctx context.Context, c *call) (any, *apiError) {
+	var req backend.OperateRequest
+	if aerr := c.decode(&req); aerr != nil {
+		return nil, aerr
+	}
+	v := &model.Validator{}
+	if !req.Op.Valid() {
+		_, err := model.ParseOp(strconv.Itoa(int(req.Op)))
+		v.Add("op_type", err.Error())
+	}
+	if req.Selector.Empty() && len(req.Items) == 0 {
+		v.Add("selector", "required: a selector or items")
+	}
+	if err := v.Err(); err != nil {
+		return nil, validationError(CodeArgument, err)
+	}
+	if c.app != nil && !c.app.allNS {
+		if len(req.Items) == 0 && req.Selector.Namespace == "" {
+			return nil, namespaceDenied(c.app, "selector.namespace", "(every namespace)")
+		}
+		if ns := req.Selector.Namespace; ns != "" && !c.app.allowNamespace(ns) {
+			return nil, namespaceDenied(c.app, "selector.namespace", ns)
+		}
+		for i, it := range req.Items {
+			if ns := it.Process.Meta.Namespace; !c.app.allowNamespace(ns) {
+				return nil, namespaceDenied(c.app, fmt.Sprintf("items[%d].process.meta.namespace", i), ns)
+			}
+		}
+	}
+	if req.Source == "" {
+		req.Source = "api"
+	}
+	if c.operator != "" && (s.cfg.NativeAuth || req.Operator == "") {
+		req.Operator = c.operator
+	}
+	var all []model.Host
+	for i := range req.Items {
+		all = append(all, req.Items[i].Hosts...)
+		req.Items[i].Hosts = bareAll(req.Items[i].Hosts)
+	}
+	all = append(all, req.Selector.Hosts...)
+	req.Selector.Hosts = bareAll(req.Selector.Hosts)
+	t, err := s.b.Operate(ctx, req)
+	if err != nil {
+		return nil, backendError(CodeArgument, "operate", err)
+	}
+	s.rememberSuppliers(t.ID, all)
+	s.track(t)
+	return t, nil
+}
+
+func (s *Server) v1Tasks(ctx context.Context, c *call) (any, *apiError) {
+	v := &model.Validator{}
+	limit := queryInt(v, c.r.URL.Query().Get("limit"), "limit", 100, 1, 100000)
+	if err := v.Err(); err != nil {
+		return nil, validationError(CodeArgument, err)
+	}
+	ts, err := s.b.Tasks(ctx, limit)
+	if err != nil {
+		return nil, backendError(CodeGSE, "tasks", err)
+	}
+	out := make([]model.Task, 0, len(ts))
+	for _, t := range ts {
+		ok := true
+		for _, ns := range t.Namespace {
+			ok = ok && c.app.allowNamespace(ns)
+		}
+		if ok {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// nativeTask loads a task the caller may see.
+func (s *Server) nativeTask(ctx context.Context, c *call, id string) (backend.TaskView, *apiError) {
+	tv, err := s.b.Task(ctx, id)
+	if err != nil {
+		return tv, backendError(CodeArgument, "task "+id, err)
+	}
+	for _, ns := range taskNamespaces(tv) {
+		if !c.app.allowNamespace(ns) {
+			return tv, namespaceDenied(c.app, "id", ns)
+		}
+	}
+	return tv, nil
+}
+
+func (s *Server) v1Task(ctx context.Context, c *call) (any, *apiError) {
+	tv, aerr := s.nativeTask(ctx, c, c.r.PathValue("id"))
+	if aerr != nil {
+		return nil, aerr
+	}
+	if tv.Results == nil {
+		tv.Results = []model.Result{}
+	}
+	return tv, nil
+}
+
+func (s *Server) v1Cancel(ctx context.Context, c *call) (any, *apiError) {
+	id := c.r.PathValue("id")
+	if _, aerr := s.nativeTask(ctx, c, id); aerr != nil {
+		return nil, aerr
+	}
+	if err := s.b.Cancel(ctx, id); err != nil {
+		return nil, backendError(CodeArgument, "cancel "+id, err)
+	}
+	return map[string]string{"task_id": id}, nil
+}
+
+func (s *Server) v1RecentEvents(ctx context.Context, c *call) (any, *apiError) {
+	v := &model.Validator{}
+	n := queryInt(v, c.r.URL.Query().Get("n"), "n", 100, 1, 100000)
+	if err := v.Err(); err != nil {
+		return nil, validationError(CodeArgument, err)
+	}
+	evs, err := s.b.RecentEvents(ctx, n)
+	if err != nil {
+		return nil, backendError(CodeGSE, "events", err)
+	}
+	out := make([]model.Event, 0, len(evs))
+	for _, e := range evs {
+		if ns, _, _ := model.SplitKey(e.ProcKey); e.ProcKey == "" || c.app.allowNamespace(ns) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// sse writes Server-Sent Events.
+type sse struct {
+	w http.ResponseWriter
+	f *http.ResponseController
+}
+
+func startSSE(c *call) *sse {
+	h := c.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	c.w.WriteHeader(http.StatusOK)
+	c.streamed = true
+	e := &sse{w: c.w, f: http.NewResponseController(c.w)}
+	fmt.Fprintf(c.w, "retry: 1000\n: request %s\n\n", c.rid)
+	_ = e.f.Flush()
+	return e
+}
+
+func (e *sse) event(id, name string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if id != "" {
+		if _, err := fmt.Fprintf(e.w, "id: %s\n", id); err != nil {
+			return err
+		}
+	}
+	if _, err := fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", name, b); err != nil {
+		return err
+	}
+	return e.f.Flush()
+}
+
+func (e *sse) ping() error {
+	if _, err := fmt.Fprint(e.w, ": ping\n\n"); err != nil {
+		return err
+	}
+	return e.f.Flush()
+}
+
+const pingEvery = 15 * time.Second
+
+// v1TaskStream streams a task's final results as events "result" with id =
+// the result's Seq, then "end" with the task. A client that reconnects
+// with Last-Event-ID (or ?after=) gets only the results after it.
+func (s *Server) v1TaskStream(ctx context.Context, c *call) (any, *apiError) {
+	id := c.r.PathValue("id")
+	after := int64(0)
+	v := &model.Validator{}
+	for _, src := range []struct{ field, val string }{{"Last-Event-ID", c.r.Header.Get("Last-Event-ID")}, {"after", c.r.URL.Query().Get("after")}} {
+		if src.val == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(src.val, 10, 64)
+		if err != nil || n < 0 {
+			v.Addf(src.field, "%q is not a result sequence number (>= 0)", src.val)
+			continue
+		}
+		after = max(after, n)
+	}
+	if err := v.Err(); err != nil {
+		return nil, validationError(CodeArgument, err)
+	}
+	if _, aerr := s.nativeTask(ctx, c, id); aerr != nil {
+		return nil, aerr
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel)
+	defer stop()
+	ch, err := s.b.Watch(ctx, id, after)
+	if err != nil {
+		return nil, backendError(CodeArgument, "watch "+id, err)
+	}
+	s.metrics.streams.Add(1)
+	defer s.metrics.streams.Add(-1)
+	out := startSSE(c)
+	tick := time.NewTicker(pingEvery)
+	defer tick.Stop()
+	sent := 0
+	for {
+		select {
+		case r, ok := <-ch:
+			if !ok {
+				if ctx.Err() != nil {
+					return nil, nil
+				}
+				tctx, tcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				tv, err := s.b.Task(tctx, id)
+				tcancel()
+				if err == nil {
+					_ = out.event("", "end", tv.Task)
+				}
+				return nil, nil
+			}
+			if err := out.event(strconv.FormatInt(r.Seq, 10), "result", r); err != nil {
+				return nil, nil
+			}
+			sent++
+			if s.streamCut > 0 && sent >= s.streamCut {
+				return nil, nil
+			}
+		case <-tick.C:
+			if err := out.ping(); err != nil {
+				return nil, nil
+			}
+		case <-ctx.Done():
+			return nil, nil
+		}
+	}
+}
+
+// v1Events streams host events as they happen (event "event").
+func (s *Server) v1Events(ctx context.Context, c *call) (any, *apiError) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel)
+	defer stop()
+	ch, err := s.b.Events(ctx)
+	if err != nil {
+		return nil, backendError(CodeGSE, "events", err)
+	}
+	s.metrics.streams.Add(1)
+	defer s.metrics.streams.Add(-1)
+	out := startSSE(c)
+	tick := time.NewTicker(pingEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case e, ok := <-ch:
+			if !ok {
+				return nil, nil
+			}
+			if ns, _, _ := model.SplitKey(e.ProcKey); e.ProcKey != "" && !c.app.allowNamespace(ns) {
+				continue
+			}
+			if err := out.event("", "event", e); err != nil {
+				return nil, nil
+			}
+		case <-tick.C:
+			if err := out.ping(); err != nil {
+				return nil, nil
+			}
+		case <-ctx.Done():
+			return nil, nil
+		}
+	}
+}

@@ -1,0 +1,414 @@
+// Package server is gseproc's HTTP API: the endpoints of the GSE / JOB
+// process-operation API family (wire-compatible with the documents in
+// shared/seeds and gse-api.md), a native JSON API with Server-Sent Events
+// for the console and scripts (documented in openapi.yaml, served at
+// /api/v1/openapi.yaml), /healthz and /metrics. It serves any
+// backend.Backend: the embedded engine, or another server through
+// backend/client.
+package server
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"gseproc/backend"
+	"gseproc/backend/config"
+	"gseproc/model"
+)
+
+//go:embed openapi.yaml
+var openapiYAML []byte
+
+// OpenAPI returns the OpenAPI document the server serves.
+func OpenAPI() []byte { return openapiYAML }
+
+// Server serves the API on a Backend.
+type Server struct {
+	b   backend.Backend
+	cfg config.ServerConfig
+	log *slog.Logger
+
+	apps    map[string]*app
+	metrics *metrics
+	mux     *http.ServeMux
+
+	ctx    context.Context // ends at Close: stops streams and watchers
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	supMu     sync.Mutex
+	suppliers map[string]map[string]int // task id -> agent id -> bk_supplier_id
+	supOrder  []string
+
+	// streamCut, when > 0, ends each task stream after that many events
+	// (tests of client resume).
+	streamCut int
+}
+
+// maxSupplierTasks bounds the remembered supplier ids (for v1 result keys).
+const maxSupplierTasks = 8192
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithStreamCut ends every task stream after n result events (without the
+// "end" event), as a restarting server or an impatient proxy would; clients
+// resume with Last-Event-ID. For tests of resume and for shedding
+// long-lived connections; 0 (the default) never cuts.
+func WithStreamCut(n int) Option { return func(s *Server) { s.streamCut = n } }
+
+// New makes a server on b. cfg is the [server] section (apps, limits).
+func New(b backend.Backend, cfg config.ServerConfig, log *slog.Logger, opts ...Option) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	def := config.Default().Server
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = def.MaxBodyBytes
+	}
+	if cfg.MaxHosts <= 0 {
+		cfg.MaxHosts = def.MaxHosts
+	}
+	if cfg.SyncTimeout <= 0 {
+		cfg.SyncTimeout = def.SyncTimeout
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = def.ShutdownTimeout
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{b: b, cfg: cfg, log: log, apps: newApps(cfg), metrics: newMetrics(),
+		ctx: ctx, cancel: cancel, suppliers: map[string]map[string]int{}}
+	for _, o := range opts {
+		o(s)
+	}
+	s.routes()
+	return s
+}
+
+// Handler returns the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Close ends every open stream and background watcher and waits for them.
+// It does not close the Backend.
+func (s *Server) Close() error {
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+// Serve serves on ln until ctx ends, then shuts down gracefully: open
+// streams are ended (clients resume them elsewhere), in-flight requests
+// get up to ShutdownTimeout to finish, then connections are closed.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       s.cfg.ReadTimeout.D(),
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	hs.RegisterOnShutdown(s.cancel)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		s.cancel()
+		s.wg.Wait()
+		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout.D())
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout.D())
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	if err != nil {
+		s.log.Warn("shutdown timed out; closing connections", "err", err)
+		_ = hs.Close()
+	}
+	<-errc
+	_ = s.Close()
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shutdown: in-flight requests did not finish within %s", s.cfg.ShutdownTimeout.D())
+	}
+	return nil
+}
+
+// kinds of endpoint.
+const (
+	kindGateway = iota // the GSE/JOB forms: gateway fields in body or header
+	kindNative         // /api/v1: credentials in the header only
+	kindOpen           // /healthz, /metrics, the OpenAPI document
+)
+
+// call is one request being served.
+type call struct {
+	s        *Server
+	w        http.ResponseWriter
+	r        *http.Request
+	rid      string
+	endpoint string
+	body     []byte
+	obj      map[string]any
+	app      *app // nil: no restriction (native API without auth)
+	operator string
+	streamed bool // the handler wrote its own response (SSE)
+}
+
+type handlerFunc func(ctx context.Context, c *call) (any, *apiError)
+
+func (s *Server) handle(pattern, name string, kind int, h handlerFunc) {
+	s.mux.HandleFunc(pattern, s.wrap(name, kind, h))
+}
+
+// wrap runs the common part of every endpoint: request id, body and
+// gateway fields, authentication, rate limit, envelope, log, metrics.
+func (s *Server) wrap(name string, kind int, h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		c := &call{s: s, w: w, r: r, rid: newRequestID(), endpoint: name}
+		w.Header().Set("X-Request-Id", c.rid)
+		w.Header().Set("Bkapi-Request-Id", c.rid)
+		data, aerr := s.run(c, kind, h)
+		code := CodeOK
+		if aerr != nil {
+			code = aerr.code
+		}
+		if !c.streamed {
+			env := envelope{Result: aerr == nil, Code: code, Message: "success", Data: data, RequestID: c.rid}
+			status := http.StatusOK
+			if aerr != nil {
+				env.Message, env.Data, env.Permission = aerr.msg, aerr.data, aerr.permission
+				if aerr.status != 0 {
+					status = aerr.status
+				}
+			}
+			writeEnvelope(w, status, env)
+		}
+		d := time.Since(start)
+		s.metrics.request(name, code, d)
+		lvl := slog.LevelInfo
+		if kind == kindOpen {
+			lvl = slog.LevelDebug
+		}
+		attrs := []any{"request_id", c.rid, "endpoint", name, "method", r.Method, "code", code, "dur", d.Round(time.Microsecond), "remote", r.RemoteAddr}
+		if c.app != nil {
+			attrs = append(attrs, "app", c.app.code)
+		}
+		if c.operator != "" {
+			attrs = append(attrs, "operator", c.operator)
+		}
+		if aerr != nil {
+			attrs = append(attrs, "error", aerr.msg)
+		}
+		s.log.Log(r.Context(), lvl, "api request", attrs...)
+	}
+}
+
+func (s *Server) run(c *call, kind int, h handlerFunc) (data any, aerr *apiError) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("panic serving request", "request_id", c.rid, "panic", p, "stack", string(debug.Stack()))
+			data, aerr = nil, &apiError{status: http.StatusInternalServerError, code: CodeSystem, msg: "internal error (request " + c.rid + ")"}
+		}
+	}()
+	switch kind {
+	case kindGateway:
+		body, err := readBody(c.w, c.r, s.cfg.MaxBodyBytes)
+		if err != nil {
+			return nil, err
+		}
+		obj, err := parseObject(body)
+		if err != nil {
+			return nil, err
+		}
+		c.body, c.obj = body, obj
+		creds, err := readCredentials(c.r, obj)
+		if err != nil {
+			return nil, err
+		}
+		if c.app, c.operator, err = s.authenticate(creds); err != nil {
+			return nil, err
+		}
+		if err := s.limit(c.app); err != nil {
+			return nil, err
+		}
+	case kindNative:
+		creds, err := readCredentials(c.r, nil)
+		if err != nil {
+			return nil, err
+		}
+		if s.cfg.NativeAuth {
+			if c.app, c.operator, err = s.authenticate(creds); err != nil {
+				return nil, err
+			}
+			if err := s.limit(c.app); err != nil {
+				return nil, err
+			}
+		} else {
+			c.operator = creds.Username
+		}
+	}
+	return h(c.r.Context(), c)
+}
+
+// decode reads the body (or query) of a native request into dst.
+func (c *call) decode(dst any) *apiError {
+	if c.body == nil {
+		body, err := readBody(c.w, c.r, c.s.cfg.MaxBodyBytes)
+		if err != nil {
+			return err
+		}
+		obj, err := parseObject(body)
+		if err != nil {
+			return err
+		}
+		c.body, c.obj = body, obj
+	}
+	if err := decodeInto(c.body, c.obj, dst); err != nil {
+		return validationError(CodeArgument, err)
+	}
+	return nil
+}
+
+// validationError turns a model.ValidationError into a refusal whose
+// message names every field; data.errors lists them.
+func validationError(code int, err error) *apiError {
+	var ve model.ValidationError
+	if errors.As(err, &ve) {
+		return &apiError{status: http.StatusBadRequest, code: code, msg: ve.Error(),
+			data: map[string]any{"kind": "validation", "errors": []model.FieldError(ve)}}
+	}
+	return &apiError{status: http.StatusBadRequest, code: code, msg: err.Error()}
+}
+
+// backendError maps an error of the Backend to a refusal.
+func backendError(code int, what string, err error) *apiError {
+	var ve model.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		return validationError(code, err)
+	case errors.Is(err, model.ErrNotFound):
+		return &apiError{status: http.StatusNotFound, code: CodeNotFound, msg: what + ": " + err.Error(), data: map[string]any{"kind": "not_found"}}
+	case errors.Is(err, model.ErrReadOnly):
+		return &apiError{status: http.StatusForbidden, code: CodeAppDenied, msg: what + ": " + err.Error(), data: map[string]any{"kind": "read_only"}}
+	case errors.Is(err, model.ErrConflict):
+		return &apiError{status: http.StatusConflict, code: CodeArgument, msg: what + ": " + err.Error(), data: map[string]any{"kind": "conflict"}}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeGSE, msg: what + ": " + err.Error()}
+	}
+	return &apiError{status: http.StatusInternalServerError, code: CodeGSE, msg: what + ": " + err.Error()}
+}
+
+// track counts a task's per-host outcomes for /metrics as they arrive.
+func (s *Server) track(t model.Task) {
+	s.metrics.task(t.Op.String(), t.Source)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ch, err := s.b.Watch(s.ctx, t.ID, 0)
+		if err != nil {
+			s.log.Debug("watch task for metrics", "task", t.ID, "err", err)
+			return
+		}
+		for r := range ch {
+			s.metrics.outcome(string(r.State), r.Duration())
+		}
+	}()
+}
+
+// rememberSuppliers keeps the bk_supplier_id each host was addressed with,
+// for the v1 result keys cloud:supplier:ip:namespace:name.
+func (s *Server) rememberSuppliers(taskID string, hosts []model.Host) {
+	m := map[string]int{}
+	for _, h := range hosts {
+		if h.SupplierID != 0 {
+			m[h.AgentID()] = h.SupplierID
+		}
+	}
+	if len(m) == 0 {
+		return
+	}
+	s.supMu.Lock()
+	defer s.supMu.Unlock()
+	if _, ok := s.suppliers[taskID]; !ok {
+		s.supOrder = append(s.supOrder, taskID)
+	}
+	s.suppliers[taskID] = m
+	for len(s.supOrder) > maxSupplierTasks {
+		delete(s.suppliers, s.supOrder[0])
+		s.supOrder = s.supOrder[1:]
+	}
+}
+
+func (s *Server) supplier(taskID string, h model.Host) int {
+	if h.SupplierID != 0 {
+		return h.SupplierID
+	}
+	s.supMu.Lock()
+	defer s.supMu.Unlock()
+	return s.suppliers[taskID][h.AgentID()]
+}
+
+func (s *Server) routes() {
+	s.mux = http.NewServeMux()
+	for _, v := range []string{"v2", "v3"} {
+		base := "/api/c/compapi/" + v + "/job/"
+		s.gateway(base+"operate_proc", "job.operate_proc", s.jobOperate(model.FormOperateProc, "operate_proc"))
+		s.gateway(base+"operate_process", "job.operate_process", s.jobOperate(model.FormOperateProcess, "operate_process"))
+		s.gateway(base+"manage_proc", "job.manage_proc", s.jobOperate(model.FormManageProc, "manage_proc"))
+		s.gateway(base+"get_proc_result", "job.get_proc_result", s.jobResult)
+	}
+	gse := "/api/c/compapi/v2/gse/"
+	s.gateway(gse+"operate_proc", "gse.operate_proc", s.gseOperate)
+	s.gateway(gse+"operate_proc_v2", "gse.operate_proc_v2", s.gseOperateV2)
+	s.gateway(gse+"operate_proc_multi", "gse.operate_proc_multi", s.gseOperateMulti)
+	s.gateway(gse+"get_proc_operate_result", "gse.get_proc_operate_result", s.gseResult(true))
+	s.gateway(gse+"get_proc_operate_result_v2", "gse.get_proc_operate_result_v2", s.gseResult(false))
+	s.gateway(gse+"register_proc_info", "gse.register_proc_info", s.gseProcInfo(infoRegister))
+	s.gateway(gse+"update_proc_info", "gse.update_proc_info", s.gseProcInfo(infoUpdate))
+	s.gateway(gse+"unregister_proc_info", "gse.unregister_proc_info", s.gseUnregister)
+	s.gateway(gse+"get_proc_status", "gse.get_proc_status", s.gseStatus(true))
+	s.gateway(gse+"get_proc_status_v2", "gse.get_proc_status_v2", s.gseStatus(false))
+	s.gateway(gse+"sync_proc_status", "gse.sync_proc_status", s.gseSync)
+
+	s.nativeRoutes()
+
+	s.handle("GET /healthz", "healthz", kindOpen, s.healthz)
+	s.mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		s.metrics.write(w)
+	})
+	s.mux.HandleFunc("GET /api/v1/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml; charset=utf-8")
+		_, _ = w.Write(openapiYAML)
+	})
+	s.handle("/", "not_found", kindOpen, func(ctx context.Context, c *call) (any, *apiError) {
+		return nil, &apiError{status: http.StatusNotFound, code: CodeNotFound,
+			msg: fmt.Sprintf("no endpoint %s %s; the API is described at /api/v1/openapi.yaml", c.r.Method, c.r.URL.Path)}
+	})
+}
+
+// gateway registers a GSE/JOB endpoint at path and path + "/" (the
+// gateway's spelling), for every method: POST with a JSON body, GET with a
+// JSON body or query parameters, and PUT/DELETE as the PMS backend uses.
+func (s *Server) gateway(path, name string, h handlerFunc) {
+	s.handle(path, name, kindGateway, h)
+	s.handle(path+"/{$}", name, kindGateway, h)
+}
+
+func (s *Server) healthz(ctx context.Context, c *call) (any, *apiError) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	info, err := s.b.Info(ctx)
+	if err != nil {
+		return nil, &apiError{status: http.StatusServiceUnavailable, code: CodeSystem, msg: "backend: " + err.Error()}
+	}
+	return map[string]any{"status": "ok", "backend": info}, nil
+}
