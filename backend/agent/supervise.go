@@ -163,15 +163,9 @@ func (a *Agent) restartAfter(u *unit, gen uint64, delay time.Duration) {
 		return
 	}
 	p := e.p
-	// It may have come back by itself (pid file names a new process of ours).
-	if pid, st, live := a.probeLocked(u); live {
-		u.pid, u.tick, u.upSince = pid, st.StartTick, time.Now()
-		a.setStateLocked(u, model.ProcRunning, "found running again, pid "+strconv.Itoa(pid))
-		a.watchLocked(u)
-		a.persistLocked()
-		a.mu.Unlock()
-		return
-	}
+	// No guess from the pid file here: a live pid there may be a reused
+	// one. start_cmd runs and the start check wants a process started
+	// after it.
 	a.setStateLocked(u, model.ProcStarting, fmt.Sprintf("restart attempt %d", u.attempts))
 	a.mu.Unlock()
 

@@ -1,0 +1,960 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"gseproc/backend/config"
+	"gseproc/model"
+)
+
+// tlog sends slog output to t.Log.
+type tlog struct{ t testing.TB }
+
+func (w tlog) Write(b []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+func testConfig(dataDir string) config.AgentConfig {
+	cfg := config.DefaultAgent()
+	cfg.IP = "127.0.0.1"
+	cfg.DataDir = dataDir
+	cfg.SampleInterval = config.Duration(100 * time.Millisecond)
+	cfg.BackoffBase = config.Duration(20 * time.Millisecond)
+	cfg.BackoffMax = config.Duration(200 * time.Millisecond)
+	cfg.MinStartWait = config.Duration(time.Second)
+	cfg.MinStopWait = config.Duration(500 * time.Millisecond)
+	cfg.PollInterval = config.Duration(20 * time.Millisecond)
+	return cfg
+}
+
+// newAgent starts an agent on dataDir (a fresh one when "") and runs it
+// until the test ends.
+func newAgent(t testing.TB, dataDir string, tune ...func(*config.AgentConfig)) *Agent {
+	t.Helper()
+	if dataDir == "" {
+		dataDir = t.TempDir()
+	}
+	cfg := testConfig(dataDir)
+	for _, f := range tune {
+		f(&cfg)
+	}
+	var log *slog.Logger
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(tlog{t}, nil))
+	}
+	a, err := New(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		a.Close()
+	})
+	return a
+}
+
+// daemonScript is a resident process that writes its own pid file, logs
+// SIGHUP and exits on SIGTERM.
+const daemonScript = `#!/bin/sh
+trap 'echo hup >> hups.log' HUP
+trap 'exit 0' TERM
+echo $$ > "$GSEPROC_PID_FILE"
+while :; do sleep 0.05; done
+`
+
+// setup writes files into a fresh directory and returns a resident
+// process definition whose start_cmd launches ./daemon.sh in the background.
+func setup(t testing.TB, name string, files map[string]string) (model.Process, string) {
+	t.Helper()
+	dir := t.TempDir()
+	if files == nil {
+		files = map[string]string{"daemon.sh": daemonScript}
+	}
+	for f, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := model.Process{
+		Meta: model.Meta{Namespace: "test", Name: name},
+		Spec: model.Spec{
+			Identity: model.Identity{ProcName: name, SetupPath: dir, PidPath: filepath.Join(dir, name+".pid")},
+			Control:  model.Control{StartCmd: "./daemon.sh >/dev/null 2>&1 &"},
+			Policy: model.Policy{AutoType: model.AutoResident, StartRetries: 3, OpTimeout: 10,
+				StartCheckSecs: 0, StartCheckEndSecs: 1, InstanceNum: 1},
+		},
+	}
+	t.Cleanup(func() { killByPidFiles(p) })
+	return p, dir
+}
+
+// killByPidFiles kills what the test left running.
+func killByPidFiles(p model.Process) {
+	for i := 1; i <= max(p.Spec.Policy.InstanceNum, 1); i++ {
+		if pid := pidFromFile(pidPathOf(p, i)); pid > 1 && pid != os.Getpid() {
+			if pgid, err := syscall.Getpgid(pid); err == nil && pgid > 1 && pgid != syscall.Getpgrp() {
+				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			}
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+func do(t testing.TB, a *Agent, op model.OpType, p model.Process) model.AgentReply {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := a.Handle(ctx, model.AgentRequest{TaskID: "t", Op: op, Process: p})
+	if r.Status == nil {
+		t.Fatalf("%s: reply without status: %+v", op, r)
+	}
+	return r
+}
+
+func wantCode(t testing.TB, r model.AgentReply, code int, op string) {
+	t.Helper()
+	if r.Code != code {
+		t.Fatalf("%s: code %d (%s), want %d; output %q", op, r.Code, r.Message, code, r.Output)
+	}
+}
+
+// eventually polls cond every 10 ms until it holds or d passes.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func livePid(path string) int {
+	pid := pidFromFile(path)
+	if _, ok := alive(pid); ok {
+		return pid
+	}
+	return 0
+}
+
+// events collects an agent's events.
+type events struct {
+	mu  sync.Mutex
+	evs []model.Event
+}
+
+func collect(t testing.TB, a *Agent) *events {
+	ev := &events{}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	a.SubscribeEvents(ctx, func(e model.Event) {
+		ev.mu.Lock()
+		ev.evs = append(ev.evs, e)
+		ev.mu.Unlock()
+	})
+	return ev
+}
+
+func (e *events) of(kind model.EventKind) []model.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []model.Event
+	for _, x := range e.evs {
+		if x.Kind == kind {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func TestLifecycleOps(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t, "")
+	p, dir := setup(t, "svc", nil)
+
+	r := do(t, a, model.OpStart, p)
+	wantCode(t, r, model.CodeSuccess, "start")
+	if r.Message != "success" || r.Status.State != model.ProcRunning || !r.Status.Hosted || r.Status.PID <= 0 {
+		t.Fatalf("start: %+v %+v", r, *r.Status)
+	}
+	pid := r.Status.PID
+	if got := livePid(p.Spec.Identity.PidPath); got != pid {
+		t.Fatalf("pid file %d, status %d", got, pid)
+	}
+
+	wantCode(t, do(t, a, model.OpStart, p), model.CodeAlreadyRunning, "start again")
+
+	r = do(t, a, model.OpStatus, p)
+	wantCode(t, r, model.CodeSuccess, "status")
+	st := r.Status
+	if st.PID != pid || !st.Hosted || st.State != model.ProcRunning || st.StartTime.IsZero() ||
+		!strings.Contains(st.Cmdline, "daemon.sh") || st.Threads < 1 || st.MemRSS == 0 || st.Mem <= 0 {
+		t.Fatalf("status: %+v", *st)
+	}
+	if d := time.Since(st.StartTime); d < 0 || d > 10*time.Second {
+		t.Fatalf("status start time %s is %s ago", st.StartTime, d)
+	}
+
+	wantCode(t, do(t, a, model.OpRegister, p), model.CodeAlreadyRegistered, "register hosted")
+	r = do(t, a, model.OpUnregister, p)
+	wantCode(t, r, model.CodeSuccess, "unregister")
+	if r.Status.Hosted || r.Status.PID != pid {
+		t.Fatalf("unregister must only stop hosting: %+v", *r.Status)
+	}
+	r = do(t, a, model.OpRegister, p)
+	wantCode(t, r, model.CodeSuccess, "register")
+	if !r.Status.Hosted || r.Status.PID != pid {
+		t.Fatalf("register: %+v", *r.Status)
+	}
+
+	// reload without reload_cmd: SIGHUP.
+	wantCode(t, do(t, a, model.OpReload, p), model.CodeSuccess, "reload")
+	eventually(t, 2*time.Second, "daemon logs SIGHUP", func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "hups.log"))
+		return strings.Count(string(b), "hup") == 1
+	})
+	// reload with reload_cmd.
+	pr := p
+	pr.Spec.Control.ReloadCmd = "echo reloaded; kill -HUP $(cat svc.pid)"
+	r = do(t, a, model.OpReload, pr)
+	wantCode(t, r, model.CodeSuccess, "reload_cmd")
+	if r.Output != "reloaded" {
+		t.Fatalf("reload output %q", r.Output)
+	}
+
+	// restart without restart_cmd: stop then start, a new pid, still hosted.
+	r = do(t, a, model.OpRestart, p)
+	wantCode(t, r, model.CodeSuccess, "restart")
+	if r.Status.PID == pid || r.Status.PID <= 0 || !r.Status.Hosted {
+		t.Fatalf("restart: %+v", *r.Status)
+	}
+	if _, ok := alive(pid); ok {
+		t.Fatalf("old pid %d alive after restart", pid)
+	}
+	pid = r.Status.PID
+
+	// restart with restart_cmd.
+	prc := p
+	prc.Spec.Control.RestartCmd = "kill $(cat svc.pid); sleep 0.1; ./daemon.sh >/dev/null 2>&1 &"
+	r = do(t, a, model.OpRestart, prc)
+	wantCode(t, r, model.CodeSuccess, "restart_cmd")
+	if r.Status.PID == pid || r.Status.PID <= 0 {
+		t.Fatalf("restart_cmd: %+v", *r.Status)
+	}
+	pid = r.Status.PID
+
+	r = do(t, a, model.OpStop, p)
+	wantCode(t, r, model.CodeSuccess, "stop")
+	if r.Status.Hosted || r.Status.PID != -1 || r.Status.State != model.ProcStopped {
+		t.Fatalf("stop: %+v", *r.Status)
+	}
+	if _, ok := alive(pid); ok {
+		t.Fatalf("pid %d alive after stop", pid)
+	}
+	r = do(t, a, model.OpStop, p)
+	wantCode(t, r, model.CodeNotRunning, "stop again")
+	if !strings.Contains(r.Message, "not running") {
+		t.Fatalf("829 message %q", r.Message)
+	}
+	wantCode(t, do(t, a, model.OpReload, p), model.CodeNotRunning, "reload stopped")
+	wantCode(t, do(t, a, model.OpKill, p), model.CodeNotRunning, "kill stopped")
+
+	r = do(t, a, model.OpType(5), p)
+	wantCode(t, r, model.CodeIllegalOp, "op 5")
+	if r.Status.ProcKey != "test:svc" {
+		t.Fatalf("832 status %+v", *r.Status)
+	}
+
+	// The registry on disk holds exactly the hosted processes.
+	wantCode(t, do(t, a, model.OpStart, p), model.CodeSuccess, "start for registry")
+	recs, err := loadRegistry(filepath.Join(a.cfg.DataDir, RegistryFile))
+	if err != nil || len(recs) != 1 || recs[0].ValueKey != "test:svc" || recs[0].ProcName != "svc" || recs[0].GSEProc == nil {
+		t.Fatalf("registry: %v %+v", err, recs)
+	}
+	wantCode(t, do(t, a, model.OpKill, p), model.CodeSuccess, "kill")
+	recs, _ = loadRegistry(filepath.Join(a.cfg.DataDir, RegistryFile))
+	if len(recs) != 0 {
+		t.Fatalf("registry after kill: %+v", recs)
+	}
+}
+
+func TestKillAndStopReachTheProcessGroup(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t, "")
+	// The daemon has a child of its own; both are in the group the agent made.
+	p, _ := setup(t, "tree", map[string]string{"tree.sh": `#!/bin/sh
+sleep 300 &
+echo $! > child.pid
+echo $$ > "$GSEPROC_PID_FILE"
+wait
+`})
+	p.Spec.Control.StartCmd = "./tree.sh >/dev/null 2>&1 &"
+	for _, op := range []model.OpType{model.OpStop, model.OpKill} {
+		wantCode(t, do(t, a, model.OpStart, p), model.CodeSuccess, "start")
+		childPid := 0
+		eventually(t, 2*time.Second, "child pid file", func() bool {
+			childPid = livePid(filepath.Join(p.Spec.Identity.SetupPath, "child.pid"))
+			return childPid > 0
+		})
+		wantCode(t, do(t, a, op, p), model.CodeSuccess, op.String())
+		eventually(t, 2*time.Second, op.String()+" reaches the daemon's child", func() bool {
+			_, live := alive(childPid)
+			return !live
+		})
+	}
+}
+
+func TestResultCodes(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t, "")
+	outside := func(t *testing.T, p model.Process) {
+		// A process started outside the agent, named by the pid file.
+		if err := os.WriteFile(p.Spec.Identity.PidPath, []byte(strconv.Itoa(startSleep(t))+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name   string
+		op     model.OpType
+		edit   func(p *model.Process)
+		before func(t *testing.T, p model.Process)
+		code   int
+		msg    string // substring of the message
+		out    string // substring of the output
+	}{
+		{name: "start of a process running outside", op: model.OpStart, before: outside, code: model.CodeAlreadyRunning, msg: "already running"},
+		{name: "start_cmd fails", op: model.OpStart, edit: func(p *model.Process) { p.Spec.Control.StartCmd = "echo broken config >&2; exit 3" },
+			code: model.CodeCommandFailed, msg: "exit status 3", out: "broken config"},
+		{name: "start_cmd empty", op: model.OpStart, edit: func(p *model.Process) { p.Spec.Control.StartCmd = "" }, code: model.CodeCommandFailed, msg: "start_cmd is empty"},
+		{name: "no pid file after start", op: model.OpStart, edit: func(p *model.Process) { p.Spec.Control.StartCmd = "true" },
+			code: model.CodePostCheckFailed, msg: "not running"},
+		{name: "pid file names a process older than the start", op: model.OpStart,
+			edit: func(p *model.Process) {
+				p.Spec.Control.StartCmd = "echo " + strconv.Itoa(os.Getpid()) + " > " + p.Spec.Identity.PidPath
+			},
+			code: model.CodePostCheckFailed, msg: "started before"},
+		{name: "process dies before start_check_secs", op: model.OpStart,
+			edit: func(p *model.Process) {
+				p.Spec.Control.StartCmd = "sh -c 'echo $$ > " + p.Spec.Identity.PidPath + "; sleep 0.2' >/dev/null 2>&1 &"
+				p.Spec.Policy.StartCheckSecs, p.Spec.Policy.StartCheckEndSecs = 1, 1
+			},
+			code: model.CodePostCheckFailed, msg: "not running"},
+		{name: "start_cmd outlives op_timeout", op: model.OpStart,
+			edit: func(p *model.Process) { p.Spec.Control.StartCmd = "sleep 30"; p.Spec.Policy.OpTimeout = 1 },
+			code: model.CodeCommandFailed, msg: "op_timeout"},
+		{name: "bat shell", op: model.OpStart, edit: func(p *model.Process) { p.Spec.Control.ShellExt = "bat" },
+			code: model.CodeCommandFailed, msg: "cmd_shell_ext bat is not supported on this OS"},
+		{name: "ps1 shell on stop", op: model.OpStop, before: outside,
+			edit: func(p *model.Process) { p.Spec.Control.ShellExt = "ps1"; p.Spec.Control.StopCmd = "stop.ps1" },
+			code: model.CodeCommandFailed, msg: "cmd_shell_ext ps1 is not supported on this OS"},
+		{name: "no such account", op: model.OpStart, edit: func(p *model.Process) { p.Spec.Identity.User = "nosuchuser" },
+			code: model.CodeCommandFailed, msg: `account "nosuchuser": no such user`},
+		{name: "setup_path missing", op: model.OpStart, edit: func(p *model.Process) { p.Spec.Identity.SetupPath = "/nonexistent/dir" },
+			code: model.CodeCommandFailed, msg: "setup_path /nonexistent/dir"},
+		{name: "stop not running", op: model.OpStop, code: model.CodeNotRunning, msg: "not running"},
+		{name: "stop_cmd leaves it running", op: model.OpStop, before: outside,
+			edit: func(p *model.Process) { p.Spec.Control.StopCmd = "echo pretending" },
+			code: model.CodePostCheckFailed, msg: "stop process"},
+		{name: "stop_cmd fails", op: model.OpStop, before: outside,
+			edit: func(p *model.Process) { p.Spec.Control.StopCmd = "exit 9" },
+			code: model.CodeCommandFailed, msg: "exit status 9"},
+		{name: "kill_cmd", op: model.OpKill, before: outside,
+			edit: func(p *model.Process) { p.Spec.Control.KillCmd = "kill -9 $(cat $GSEPROC_PID_FILE); echo killed" },
+			code: model.CodeSuccess, out: "killed"},
+		{name: "reload_cmd fails", op: model.OpReload, before: outside,
+			edit: func(p *model.Process) { p.Spec.Control.ReloadCmd = "echo nope; exit 1" },
+			code: model.CodeCommandFailed, out: "nope"},
+		{name: "register", op: model.OpRegister, before: outside, code: model.CodeSuccess},
+		{name: "unknown op", op: model.OpType(42), code: model.CodeIllegalOp, msg: "illegal op type"},
+		{name: "invalid definition", op: model.OpStart, edit: func(p *model.Process) { p.Spec.Identity.PidPath = "" },
+			code: model.CodeCommandFailed, msg: "process.spec.identity.pid_path"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, _ := setup(t, fmt.Sprintf("rc%d", i), nil)
+			if tc.edit != nil {
+				tc.edit(&p)
+			}
+			if tc.before != nil {
+				tc.before(t, p)
+			}
+			r := do(t, a, tc.op, p)
+			wantCode(t, r, tc.code, tc.name)
+			if !strings.Contains(r.Message, tc.msg) || !strings.Contains(r.Output, tc.out) {
+				t.Fatalf("message %q output %q, want %q and %q", r.Message, r.Output, tc.msg, tc.out)
+			}
+			if r.Message == "" || r.Status.ProcKey != p.Key() {
+				t.Fatalf("reply %+v", r)
+			}
+			if tc.code == model.CodePostCheckFailed && tc.op == model.OpStop && !strings.HasPrefix(r.Message, "stop") {
+				t.Fatalf("stop post-check message must start with stop: %q", r.Message)
+			}
+		})
+	}
+}
+
+// startSleep starts `sleep 60` as a child of the test and returns its pid.
+func startSleep(t testing.TB) int {
+	t.Helper()
+	var attr os.ProcAttr
+	attr.Sys = &syscall.SysProcAttr{Setpgid: true}
+	proc, err := os.StartProcess("/bin/sleep", []string{"sleep", "60"}, &attr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proc.Kill(); proc.Wait() })
+	return proc.Pid
+}
+
+// TestHostedRestartAfterSIGKILL kills a hosted process with SIGKILL and
+// measures until its replacement runs; supervisord takes ~1 s.
+func TestHostedRestartAfterSIGKILL(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t, "", func(c *config.AgentConfig) { c.StableAfter = config.Duration(100 * time.Millisecond) })
+	ev := collect(t, a)
+	p, _ := setup(t, "phoenix", nil)
+	p.Spec.Policy.StartRetries = 1 // each restart stays up past stable_after: the count resets
+	wantCode(t, do(t, a, model.OpStart, p), model.CodeSuccess, "start")
+	lat := restartLatencies(t, a, p, 5)
+	t.Logf("restart after SIGKILL: %v (p50 %v)", lat, lat[len(lat)/2])
+	eventually(t, 2*time.Second, "restart events", func() bool { return len(ev.of(model.EventRestartSuccess)) == 5 })
+	e := ev.of(model.EventRestartSuccess)[0]
+	if e.ProcKey != p.Key() || e.Host.IP != "127.0.0.1" || !strings.Contains(e.Message, "restart it success") {
+		t.Fatalf("event %+v", e)
+	}
+	st := do(t, a, model.OpStatus, p).Status
+	if st.Restarts != 5 || st.State != model.ProcRunning {
+		t.Fatalf("status after restarts: %+v", *st)
+	}
+}
+
+// restartLatencies SIGKILLs p n times and returns the sorted times until
+// the pid file names a new live process.
+func restartLatencies(t testing.TB, a *Agent, p model.Process, n int) []time.Duration {
+	var lat []time.Duration
+	path := p.Spec.Identity.PidPath
+	for i := 0; i < n; i++ {
+		var pid int
+		eventually(t, 5*time.Second, "running and watched", func() bool {
+			pid = livePid(path)
+			if pid == 0 {
+				return false
+			}
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			u := a.procs[p.Key()].units[0]
+			return u.pid == pid && u.state == model.ProcRunning && u.stopWatch != nil
+		})
+		time.Sleep(150 * time.Millisecond) // past stable_after: a fresh failure, restarted at once
+		t0 := time.Now()
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		deadline := t0.Add(5 * time.Second)
+		for {
+			if np := livePid(path); np != 0 && np != pid {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("kill %d: not restarted within 5s", i)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	return lat
+}
+
+func BenchmarkRestartAfterSIGKILL(b *testing.B) {
+	a := newAgent(b, "", func(c *config.AgentConfig) { c.StableAfter = config.Duration(100 * time.Millisecond) })
+	p, _ := setup(b, "bench", nil)
+	p.Spec.Policy.StartRetries = 1
+	wantCode(b, do(b, a, model.OpStart, p), model.CodeSuccess, "start")
+	b.ResetTimer()
+	lat := restartLatencies(b, a, p, b.N)
+	b.StopTimer()
+	var sum time.Duration
+	for _, l := range lat {
+		sum += l
+	}
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(sum.Microseconds())/1000/float64(len(lat)), "mean-ms")
+}
+
+func TestCrashLoopBacksOffAndGivesUp(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t, "")
+	ev := collect(t, a)
+	// Comes up (passes the start check), then dies after 0.2 s.
+	p, dir := setup(t, "flaky", map[string]string{"flaky.sh": `#!/bin/sh
+date +%s.%N >> starts.log
+echo $$ > "$GSEPROC_PID_FILE"
+sleep 0.2
+exit 1
+`})
+	p.Spec.Control.StartCmd = "./flaky.sh >/dev/null 2>&1 &"
+	p.Spec.Policy.StartRetries = 3
+	wantCode(t, do(t, a, model.OpStart, p), model.CodeSuccess, "start")
+	eventually(t, 10*time.Second, "given up", func() bool { return len(ev.of(model.EventGiveUp)) == 1 })
+	st := do(t, a, model.OpStatus, p).Status
+	if st.State != model.ProcFatal || !st.Hosted || st.PID != -1 || !strings.Contains(st.Message, "given up") {
+		t.Fatalf("status after give-up: %+v", *st)
+	}
+	if n := len(ev.of(model.EventRestartSuccess)); n != 3 {
+		t.Fatalf("%d restarts, want start_retries 3", n)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "starts.log"))
+	starts := strings.Fields(string(b))
+	if len(starts) != 4 {
+		t.Fatalf("%d starts, want 1 + 3 retries: %q", len(starts), starts)
+	}
+	// The gaps between a death and the next start grow (backoff 0, ~20, ~40 ms
+	// with +-20% jitter on top of the 0.2 s run).
+	var gaps []float64
+	for i := 1; i < len(starts); i++ {
+		x, _ := strconv.ParseFloat(starts[i-1], 64)
+		y, _ := strconv.ParseFloat(starts[i], 64)
+		gaps = append(gaps, y-x-0.2)
+	}
+	t.Logf("gaps after each death: %.3f", gaps)
+	if gaps[2] < gaps[0] {
+		t.Fatalf("no backoff: gaps %v", gaps)
+	}
+	// Nothing more happens; a manual start works again.
+	time.Sleep(300 * time.Millisecond)
+	if b2, _ := os.ReadFile(filepath.Join(dir, "starts.log")); len(strings.Fields(string(b2))) != 4 {
+		t.Fatal("restarted after give-up")
+	}
+	r := do(t, a, model.OpStart, p)
+	wantCode(t, r, model.CodeSuccess, "manual start after give-up")
+	if r.Status.State == model.ProcFatal {
+		t.Fatalf("state after manual start: %+v", *r.Status)
+	}
+	wantCode(t, do(t, a, model.OpStop, p), model.CodeSuccess, "stop")
+}
+
+func TestBackoffGrowsWithJitterAndCap(t *testing.T) {
+	a := &Agent{cfg: testConfig(t.TempDir())}
+	a.cfg.BackoffBase = config.Duration(100 * time.Millisecond)
+	a.cfg.BackoffMax = config.Duration(time.Second)
+	if d := a.backoff(0, 0); d != 0 {
+		t.Fatalf("first restart waits %s", d)
+	}
+	for k, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 3: 400 * time.Millisecond, 10: time.Second} {
+		for i := 0; i < 20; i++ {
+			d := a.backoff(k, 0)
+			if d < want*8/10 || d > want*12/10 {
+				t.Fatalf("backoff(%d) = %s, want %s +-20%%", k, d, want)
+			}
+		}
+	}
+	a.cfg.BackoffMax = config.Duration(time.Minute)
+	if d := a.backoff(1, 3); d < 2400*time.Millisecond || d > 3600*time.Millisecond {
+		t.Fatalf("start_interval 3: %s", d)
+	}
+}
+
+func TestMemoryLimitStopsTheHog(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	a := newAgent(t, "")
+	ev := collect(t, a)
+	const hogBytes = 64 << 20
+	limit := float64(hogBytes/2) * 100 / float64(a.m.memTotal) // half of what it takes
+	p, _ := setup(t, "hog", map[string]string{"hog.py": `import os, sys, time
+a = b'x' * ` + strconv.Itoa(hogBytes) + `
+open(os.environ["GSEPROC_PID_FILE"], "w").write(str(os.getpid()))
+time.sleep(60)
+`})
+	p.Spec.Control.StartCmd = "python3 hog.py >/dev/null 2>&1 &"
+	p.Spec.Resource.Mem = limit
+	p.Spec.Policy.StartCheckEndSecs = 3
+	r := do(t, a, model.OpStart, p)
+	wantCode(t, r, model.CodeSuccess, "start")
+	pid := r.Status.PID
+	eventually(t, 10*time.Second, "limit event", func() bool { return len(ev.of(model.EventLimitExceeded)) == 1 })
+	e := ev.of(model.EventLimitExceeded)[0]
+	if e.Value <= limit || e.Value > 100 || !strings.Contains(e.Message, "mem") {
+		t.Fatalf("event %+v (limit %.3f%%)", e, limit)
+	}
+	t.Logf("limit %.3f%%, measured %.3f%%: %s", limit, e.Value, e.Message)
+	eventually(t, 5*time.Second, "hog stopped", func() bool { _, live := alive(pid); return !live })
+	eventually(t, 2*time.Second, "state stopped", func() bool {
+		st := do(t, a, model.OpStatus, p).Status
+		return st.State == model.ProcStopped && st.PID == -1
+	})
+	// Held: not restarted.
+	time.Sleep(300 * time.Millisecond)
+	if livePid(p.Spec.Identity.PidPath) != 0 {
+		t.Fatal("hog restarted after a limit stop")
+	}
+}
+
+func TestCPUIsMeasuredAsDelta(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t, "")
+	p, _ := setup(t, "spin", map[string]string{"spin.sh": `#!/bin/sh
+echo $$ > "$GSEPROC_PID_FILE"
+while :; do :; done
+`})
+	p.Spec.Control.StartCmd = "./spin.sh >/dev/null 2>&1 &"
+	wantCode(t, do(t, a, model.OpStart, p), model.CodeSuccess, "start")
+	// One core of a.m.ncpu busy: about 100/ncpu percent of the machine.
+	want := 100 / float64(a.m.ncpu)
+	eventually(t, 5*time.Second, "cpu sampled near one core", func() bool {
+		st := do(t, a, model.OpStatus, p).Status
+		return st.CPU > want*0.3 && st.CPU <= want*1.3
+	})
+	wantCode(t, do(t, a, model.OpKill, p), model.CodeSuccess, "kill")
+}
+
+func TestCPULimitStopsTheSpinner(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t, "")
+	ev := collect(t, a)
+	p, _ := setup(t, "spin2", map[string]string{"spin.sh": `#!/bin/sh
+echo $$ > "$GSEPROC_PID_FILE"
+while :; do :; done
+`})
+	p.Spec.Control.StartCmd = "./spin.sh >/dev/null 2>&1 &"
+	p.Spec.Resource.CPU = 5
+	wantCode(t, do(t, a, model.OpStart, p), model.CodeSuccess, "start")
+	eventually(t, 10*time.Second, "cpu limit event", func() bool { return len(ev.of(model.EventLimitExceeded)) == 1 })
+	if e := ev.of(model.EventLimitExceeded)[0]; e.Value <= 5 || !strings.Contains(e.Message, "cpu") {
+		t.Fatalf("event %+v", e)
+	}
+	eventually(t, 5*time.Second, "spinner stopped", func() bool { return livePid(p.Spec.Identity.PidPath) == 0 })
+}
+
+func TestPeriodicRunsOnTimeWithoutOverlap(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t, "")
+	job := `#!/bin/sh
+[ -e running ] && echo overlap >> overlaps.log
+touch running
+date +%s.%N >> runs.log
+sleep "$1"
+rm -f running
+`
+	short, sdir := setup(t, "tick", map[string]string{"job.sh": job})
+	short.Spec.Control.StartCmd = "./job.sh 0.1"
+	short.Spec.Policy.AutoType, short.Spec.Policy.CycleTime = model.AutoPeriodic, 1
+	long, ldir := setup(t, "slow", map[string]string{"job.sh": job})
+	long.Spec.Control.StartCmd = "./job.sh 1.5"
+	long.Spec.Policy.AutoType, long.Spec.Policy.CycleTime = model.AutoPeriodic, 1
+
+	t0 := time.Now()
+	wantCode(t, do(t, a, model.OpStart, short), model.CodeSuccess, "start short")
+	wantCode(t, do(t, a, model.OpStart, long), model.CodeSuccess, "start long")
+	wantCode(t, do(t, a, model.OpStart, short), model.CodeAlreadyRunning, "start scheduled")
+	time.Sleep(3500*time.Millisecond - time.Since(t0))
+	wantCode(t, do(t, a, model.OpStop, short), model.CodeSuccess, "stop short")
+	wantCode(t, do(t, a, model.OpStop, long), model.CodeSuccess, "stop long")
+
+	runs := func(dir string) []float64 {
+		b, _ := os.ReadFile(filepath.Join(dir, "runs.log"))
+		var out []float64
+		for _, f := range strings.Fields(string(b)) {
+			x, _ := strconv.ParseFloat(f, 64)
+			out = append(out, x)
+		}
+		sort.Float64s(out)
+		return out
+	}
+	s := runs(sdir)
+	if len(s) != 4 {
+		t.Fatalf("short job: %d runs in 3.5 s at cycle 1 s, want 4: %v", len(s), s)
+	}
+	for i := 1; i < len(s); i++ {
+		if gap := s[i] - s[i-1]; gap < 0.8 || gap > 1.3 {
+			t.Fatalf("short job runs %.3f s apart: %v", gap, s)
+		}
+	}
+	l := runs(ldir)
+	if len(l) != 2 {
+		t.Fatalf("long job (1.5 s, cycle 1 s): %d runs in 3.5 s, want 2 (ticks skipped while alive): %v", len(l), l)
+	}
+	if b, err := os.ReadFile(filepath.Join(ldir, "overlaps.log")); err == nil {
+		t.Fatalf("runs overlapped: %s", b)
+	}
+	time.Sleep(1200 * time.Millisecond)
+	if n := len(runs(sdir)); n != 4 {
+		t.Fatalf("ran after stop: %d runs", n)
+	}
+}
+
+func TestOneShot(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t, "")
+	ev := collect(t, a)
+	clean, cdir := setup(t, "once", nil)
+	clean.Spec.Control.StartCmd = "echo run >> runs.log"
+	clean.Spec.Policy.AutoType = model.AutoOneShot
+	r := do(t, a, model.OpStart, clean)
+	wantCode(t, r, model.CodeSuccess, "one-shot start")
+	if r.Status.State != model.ProcExited || r.Status.PID != -1 {
+		t.Fatalf("one-shot status: %+v", *r.Status)
+	}
+
+	// A one-shot that comes up, then fails: retried, then given up.
+	failing, fdir := setup(t, "oncefail", nil)
+	failing.Spec.Control.StartCmd = "echo run >> runs.log; sleep 0.2; exit 4"
+	failing.Spec.Policy.AutoType = model.AutoOneShot
+	failing.Spec.Policy.StartRetries = 2
+	wantCode(t, do(t, a, model.OpStart, failing), model.CodeSuccess, "failing one-shot start")
+	eventually(t, 5*time.Second, "failing one-shot given up", func() bool { return len(ev.of(model.EventGiveUp)) == 1 })
+	count := func(dir string) int {
+		b, _ := os.ReadFile(filepath.Join(dir, "runs.log"))
+		return strings.Count(string(b), "run")
+	}
+	if n := count(fdir); n != 3 {
+		t.Fatalf("failing one-shot ran %d times, want 1 + 2 retries", n)
+	}
+	if st := do(t, a, model.OpStatus, failing).Status; st.ExitStatus != 4 || st.State != model.ProcFatal {
+		t.Fatalf("failing one-shot status %+v", *st)
+	}
+	if n := count(cdir); n != 1 {
+		t.Fatalf("clean one-shot ran %d times", n)
+	}
+	// A one-shot failing within its start check is a command failure.
+	fast := failing
+	fast.Meta.Name = "oncefast"
+	fast.Spec.Control.StartCmd = "exit 5"
+	wantCode(t, do(t, a, model.OpStart, fast), model.CodeCommandFailed, "one-shot failing at once")
+}
+
+func TestInstances(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t, "")
+	p, _ := setup(t, "multi", nil)
+	p.Spec.Policy.InstanceNum = 3
+	r := do(t, a, model.OpStart, p)
+	wantCode(t, r, model.CodeSuccess, "start")
+	if !strings.HasPrefix(r.Status.Message, "3/3 instances running") {
+		t.Fatalf("status message %q", r.Status.Message)
+	}
+	var pids []int
+	for i := 1; i <= 3; i++ {
+		pid := livePid(pidPathOf(p, i))
+		if pid == 0 || slices.Contains(pids, pid) {
+			t.Fatalf("instance %d: pid %d (others %v)", i, pid, pids)
+		}
+		pids = append(pids, pid)
+	}
+	wantCode(t, do(t, a, model.OpStart, p), model.CodeAlreadyRunning, "start all running")
+	// One instance dies: it alone is restarted.
+	_ = syscall.Kill(pids[1], syscall.SIGKILL)
+	eventually(t, 5*time.Second, "instance 2 restarted", func() bool {
+		np := livePid(pidPathOf(p, 2))
+		return np != 0 && np != pids[1]
+	})
+	if livePid(pidPathOf(p, 1)) != pids[0] || livePid(pidPathOf(p, 3)) != pids[2] {
+		t.Fatal("other instances disturbed")
+	}
+	wantCode(t, do(t, a, model.OpStop, p), model.CodeSuccess, "stop")
+	for i := 1; i <= 3; i++ {
+		if livePid(pidPathOf(p, i)) != 0 {
+			t.Fatalf("instance %d alive after stop", i)
+		}
+	}
+}
+
+func TestAgentRestartReadoptsProcesses(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	cfg := testConfig(dataDir)
+	a1, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	done1 := make(chan error, 1)
+	go func() { done1 <- a1.Run(ctx1) }()
+	keep, _ := setup(t, "keep", nil)
+	gone, _ := setup(t, "gone", nil)
+	reused, _ := setup(t, "reused", nil)
+	pids := map[string]int{}
+	for _, p := range []model.Process{keep, gone, reused} {
+		r := do(t, a1, model.OpStart, p)
+		wantCode(t, r, model.CodeSuccess, "start "+p.Meta.Name)
+		pids[p.Meta.Name] = r.Status.PID
+	}
+	cancel1()
+	if err := <-done1; err != nil {
+		t.Fatal(err)
+	}
+	// The agent is gone; its processes are not.
+	for name, pid := range pids {
+		if _, live := alive(pid); !live {
+			t.Fatalf("%s (pid %d) died with the agent", name, pid)
+		}
+	}
+	// While it was away: one process died, another died and its pid file
+	// now names an unrelated process (as if the pid were reused).
+	_ = syscall.Kill(pids["gone"], syscall.SIGKILL)
+	_ = syscall.Kill(pids["reused"], syscall.SIGKILL)
+	stranger := startSleep(t)
+	if err := os.WriteFile(reused.Spec.Identity.PidPath, []byte(strconv.Itoa(stranger)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	a2 := newAgent(t, dataDir)
+	eventually(t, 5*time.Second, "all three running under the new agent", func() bool {
+		for _, st := range a2.Statuses() {
+			if st.State != model.ProcRunning || !st.Hosted {
+				return false
+			}
+		}
+		return len(a2.Statuses()) == 3
+	})
+	if st := do(t, a2, model.OpStatus, keep).Status; st.PID != pids["keep"] {
+		t.Fatalf("keep: pid %d, want the original %d re-adopted", st.PID, pids["keep"])
+	}
+	if np := livePid(gone.Spec.Identity.PidPath); np == 0 || np == pids["gone"] {
+		t.Fatalf("gone: not restarted (pid %d)", np)
+	}
+	np := livePid(reused.Spec.Identity.PidPath)
+	if np == 0 || np == stranger {
+		t.Fatalf("reused: pid %d: the stranger %d was adopted", np, stranger)
+	}
+	if _, live := alive(stranger); !live {
+		t.Fatal("the stranger was killed")
+	}
+	// The re-adopted process is supervised: SIGKILL brings it back.
+	_ = syscall.Kill(pids["keep"], syscall.SIGKILL)
+	eventually(t, 5*time.Second, "re-adopted process restarted", func() bool {
+		np := livePid(keep.Spec.Identity.PidPath)
+		return np != 0 && np != pids["keep"]
+	})
+}
+
+func TestUserSwitching(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch accounts")
+	}
+	a := newAgent(t, "")
+	p, dir := setup(t, "asnobody", nil)
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Spec.Identity.User = "nobody"
+	p.Spec.Control.StartCmd = "id -un > whoami.txt; ./daemon.sh >/dev/null 2>&1 &"
+	wantCode(t, do(t, a, model.OpStart, p), model.CodeSuccess, "start as nobody")
+	b, _ := os.ReadFile(filepath.Join(dir, "whoami.txt"))
+	if strings.TrimSpace(string(b)) != "nobody" {
+		t.Fatalf("ran as %q", b)
+	}
+	wantCode(t, do(t, a, model.OpStop, p), model.CodeSuccess, "stop")
+}
+
+func TestCredentialErrors(t *testing.T) {
+	p := model.Process{}
+	p.Spec.Identity.User = "nosuchuser"
+	if _, err := credential(p); err == nil || !strings.Contains(err.Error(), `account "nosuchuser": no such user`) {
+		t.Fatalf("nosuchuser: %v", err)
+	}
+	p.Spec.Identity.User = ""
+	if c, err := credential(p); c != nil || err != nil {
+		t.Fatalf("own account: %v %v", c, err)
+	}
+}
+
+func TestLocalDispatch(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t, "")
+	l := NewLocal(a)
+	p, _ := setup(t, "local", nil)
+	ctx := context.Background()
+	r, err := l.Dispatch(ctx, model.Host{IP: "127.0.0.1"}, model.AgentRequest{Op: model.OpStatus, Process: p})
+	if err != nil || r.Code != 0 || r.Status == nil || r.Status.PID != -1 {
+		t.Fatalf("dispatch: %v %+v", err, r)
+	}
+	_, err = l.Dispatch(ctx, model.Host{IP: "10.9.9.9"}, model.AgentRequest{Op: model.OpStatus, Process: p})
+	if !errors.Is(err, model.ErrUnreachable) || !strings.Contains(err.Error(), "0:10.9.9.9") {
+		t.Fatalf("unknown host: %v", err)
+	}
+	hosts, _ := l.Hosts(ctx)
+	if len(hosts) != 1 || hosts[0].Host.AgentID() != "0:127.0.0.1" {
+		t.Fatalf("hosts %+v", hosts)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	cfg := config.DefaultAgent()
+	cfg.IP = "not-an-ip"
+	cfg.CloudID = -1
+	cfg.BreachCount = 0
+	cfg.SampleInterval = 0
+	cfg.DataDir = ""
+	_, err := New(cfg, nil)
+	if err == nil {
+		t.Fatal("bad config accepted")
+	}
+	for _, field := range []string{"agent.ip", "agent.cloud_id", "agent.breach_count", "agent.sample_interval", "agent.data_dir"} {
+		if !strings.Contains(err.Error(), field) {
+			t.Errorf("error does not name %s: %v", field, err)
+		}
+	}
+	cfg = config.DefaultAgent()
+	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "agent.ip: required") {
+		t.Fatalf("missing ip: %v", err)
+	}
+}
+
+func TestRegistryFileIsAtomicAndGSEShaped(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, RegistryFile)
+	p, _ := setup(t, "reg", nil)
+	rec := recordOf(p, model.OpStart, 42, &hostedRecord{Process: p, Instances: []instanceRecord{{PID: 7, StartTick: 9}}})
+	if err := saveRegistry(path, []procRecord{rec}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	for _, want := range []string{`"proc": [`, `"valuekey": "test:reg"`, `"procName": "reg"`, `"startCmd"`, `"opTimeOut": 10`} {
+		if !strings.Contains(string(b), want) {
+			t.Fatalf("registry lacks %s:\n%s", want, b)
+		}
+	}
+	got, err := loadRegistry(path)
+	if err != nil || len(got) != 1 || got[0].GSEProc.Instances[0].StartTick != 9 || got[0].GSEProc.Process.Key() != "test:reg" {
+		t.Fatalf("round trip: %v %+v", err, got)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Fatalf("temp files left: %v", ents)
+	}
+	if err := os.WriteFile(path, []byte("{broken"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(testConfig(dir), nil); err == nil || !strings.Contains(err.Error(), "hosting registry") {
+		t.Fatalf("corrupt registry: %v", err)
+	}
+}
