@@ -25,6 +25,9 @@ type tmpl struct {
 	cpuUse, memUse   float64 // typical usage, percent
 	app, tier        string
 	checkBegin       int
+	stopCheck        int
+	retries          int
+	interval         int
 	staging          bool    // also generate "<name>-staging" with env=staging
 	frac             float64 // fraction of the role's hosts it is deployed on
 	everywhere       bool    // deployed on hosts of every role (agents' plugins)
@@ -172,12 +175,13 @@ func genericCatalog(ns string) []tmpl {
 func demoTemplates() []tmpl {
 	var out []tmpl
 	for _, n := range []string{"proc-test", "proc-test-1"} {
-		out = append(out, tmpl{name: n, procName: n, setup: "/data/gsetest", pid: "/data/gsetest/" + n + ".pid",
-			cfg: "/data/gsetest/etc/" + n + ".conf", log: "/data/gsetest/logs", user: "root",
+		// As gse-api.md §4.2's operate_proc_multi example spells them.
+		out = append(out, tmpl{name: n, procName: n, setup: "/data/gsetest/", pid: "/data/gsetest/" + n + ".pid",
+			cfg: "/data/gsetest/" + n + ".conf", log: "/data/gsetest/logs/", user: "root",
 			start: "./start.sh", stop: "./stop.sh", restart: "./restart.sh", reload: "./reload.sh",
-			kill: "./kill.sh", version: "./" + n + " -v", health: "./health.sh",
-			auto: model.AutoResident, cpuLmt: 30, memLmt: 10, cpuUse: 1, memUse: 0.5,
-			app: "gsetest", tier: "test", versionText: "1.0.0", threads: 2})
+			kill: "./kill.sh", version: "./version.sh", health: "./health.sh",
+			auto: model.AutoResident, checkBegin: 5, stopCheck: 5, retries: 3, interval: 20,
+			cpuUse: 1, memUse: 0.5, app: "gsetest", tier: "test", versionText: "1.0.0", threads: 2})
 	}
 	return out
 }
@@ -205,6 +209,7 @@ func (t tmpl) process(ns, name, env string) model.Process {
 				KillCmd: t.kill, VersionCmd: t.version, HealthCmd: t.health, ShellExt: "sh"},
 			Resource: model.Resource{CPU: t.cpuLmt, Mem: t.memLmt},
 			Policy: model.Policy{AutoType: t.auto, CycleTime: t.cycle, StartCheckSecs: t.checkBegin,
+				StopCheckSecs: t.stopCheck, StartRetries: t.retries, StartInterval: t.interval,
 				OpTimeout: model.DefaultOpTimeout},
 		},
 	}

@@ -94,8 +94,10 @@ func (f *Fleet) Close() error {
 // brought back up with a new pid and one more restart, emitting
 // EventRestartSuccess; at the failure rate the relaunch fails
 // (EventRestartFailed) and the process stays down until a later round
-// brings it up. A hosted process found not running is brought up the same
-// way. Offline and unreachable hosts are left alone. Run starts no
+// brings it up; after start_retries failures in a row the agent gives up
+// (EventGiveUp) and stops hosting it. A hosted process found not running is
+// brought up the same way. One crash in ten of a process with a mem limit
+// is the agent stopping it over that limit (EventLimitExceeded first). Offline and unreachable hosts are left alone. Run starts no
 // goroutines and returns when ctx ends.
 func (f *Fleet) Run(ctx context.Context) {
 	if f.cfg.CrashRate <= 0 {
@@ -175,23 +177,48 @@ func (f *Fleet) crash(i, d int32, key string, fail bool) {
 		return
 	}
 	now := f.now()
+	evs := make([]model.Event, 0, 3)
 	what := "not running"
 	if p.running {
-		p.stop(139) // died abnormally
 		what = "exited abnormally"
+		// Now and then the agent itself killed it for breaking its limit.
+		if d >= 0 && f.defs[d].proc.Spec.Resource.Mem > 0 && p.restarts%10 == 9 {
+			lim := f.defs[d].proc.Spec.Resource.Mem
+			evs = append(evs, model.Event{Time: now, Host: h.host, ProcKey: key, Kind: model.EventLimitExceeded, Value: round2(lim * 1.12),
+				Message: fmt.Sprintf("process %s mem usage %.1f%% exceeds its limit %.0f%%, stopped", p.procName, lim*1.12, lim)})
+			what = "was stopped over its mem limit"
+		}
+		p.stop(139) // died abnormally
 	}
 	p.restarts++
 	fail = fail && !h.demo
 	ev := model.Event{Time: now, Host: h.host, ProcKey: key}
 	if fail {
 		p.exitStatus = 1
+		p.failStreak++
 		ev.Kind = model.EventRestartFailed
 		ev.Message = fmt.Sprintf("check %s %s, and restart it failed", p.procName, what)
+		evs = append(evs, ev)
+		retries := int32(model.DefaultStartRetries)
+		if d >= 0 && f.defs[d].proc.Spec.Policy.StartRetries > 0 {
+			retries = int32(f.defs[d].proc.Spec.Policy.StartRetries)
+		}
+		if p.failStreak >= retries {
+			// Given up: the agent stops hosting it (gse: process_cancel_restart).
+			p.unhost()
+			p.failStreak = 0
+			evs = append(evs, model.Event{Time: now, Host: h.host, ProcKey: key, Kind: model.EventGiveUp,
+				Message: fmt.Sprintf("%s failed to restart %d times in a row, no longer hosted", p.procName, retries)})
+		}
 	} else {
 		p.startAt(h, now)
+		p.failStreak = 0
 		ev.Kind = model.EventRestartSuccess
 		ev.Message = fmt.Sprintf("check %s %s, and restart it success", p.procName, what)
+		evs = append(evs, ev)
 	}
 	h.mu.Unlock()
-	f.emit(ev)
+	for _, e := range evs {
+		f.emit(e)
+	}
 }

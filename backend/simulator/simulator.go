@@ -82,6 +82,7 @@ type procState struct {
 	cpu, mem   float32
 	restarts   int32
 	exitStatus int32
+	failStreak int32 // relaunches that failed in a row (Run)
 }
 
 // procRef names a process on a host that is not one of the fleet's

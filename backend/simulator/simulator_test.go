@@ -427,7 +427,7 @@ func TestRunCrashesAndRestarts(t *testing.T) {
 	for got.ProcKey != p.Key() {
 		select {
 		case got = <-events:
-			require.Contains(t, []model.EventKind{model.EventRestartSuccess, model.EventRestartFailed}, got.Kind)
+			require.Contains(t, []model.EventKind{model.EventRestartSuccess, model.EventLimitExceeded}, got.Kind)
 			require.NotEmpty(t, got.Message)
 			require.False(t, got.Time.IsZero())
 		case <-deadline:
@@ -461,8 +461,8 @@ func TestRunCrashesAndRestarts(t *testing.T) {
 	assert.Zero(t, st2.Restarts)
 }
 
-func TestRunRestartFailed(t *testing.T) {
-	cfg := quiet(3)
+func TestRunRestartFailedThenGiveUp(t *testing.T) {
+	cfg := quiet(1)
 	cfg.Namespaces = []string{"cache"}
 	cfg.CrashRate = 600
 	cfg.FailureRate = 1
@@ -470,21 +470,65 @@ func TestRunRestartFailed(t *testing.T) {
 	defer f.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	events := make(chan model.Event, EventBuffer)
+	f.SubscribeEvents(ctx, func(e model.Event) { events <- e })
+	runDone := make(chan struct{})
+	go func() { defer close(runDone); f.Run(ctx) }()
+	failed := map[string]int{}
+	var gaveUp model.Event
+	for gaveUp.Kind == "" {
+		select {
+		case e := <-events:
+			switch e.Kind {
+			case model.EventRestartFailed:
+				assert.Contains(t, e.Message, "restart it failed")
+				failed[e.ProcKey]++
+			case model.EventGiveUp:
+				gaveUp = e
+			case model.EventRestartSuccess:
+				t.Errorf("relaunch succeeded at failure rate 1: %+v", e)
+			}
+		case <-ctx.Done():
+			t.Fatal("no give-up event")
+		}
+	}
+	cancel()
+	<-runDone
+	assert.Equal(t, model.DefaultStartRetries, failed[gaveUp.ProcKey], "gives up after start_retries failures")
+	snap, _ := f.Host(gaveUp.Host)
+	st, ok := snap.Proc(gaveUp.ProcKey)
+	require.True(t, ok)
+	assert.False(t, st.Hosted, "no longer hosted")
+	assert.Equal(t, model.ProcStopped, st.State)
+	assert.Equal(t, -1, st.PID)
+}
+
+func TestRunLimitExceeded(t *testing.T) {
+	cfg := quiet(1)
+	cfg.Namespaces = []string{"cache"}
+	cfg.CrashRate = 600
+	f := New(cfg)
+	defer f.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	got := make(chan model.Event, 1)
 	f.SubscribeEvents(ctx, func(e model.Event) {
-		if e.Kind == model.EventRestartFailed {
+		if e.Kind == model.EventLimitExceeded {
 			select {
 			case got <- e:
 			default:
 			}
 		}
 	})
-	go f.Run(ctx)
+	runDone := make(chan struct{})
+	go func() { defer close(runDone); f.Run(ctx) }()
+	defer func() { cancel(); <-runDone }()
 	select {
 	case e := <-got:
-		assert.Contains(t, e.Message, "restart it failed")
+		assert.Positive(t, e.Value)
+		assert.Contains(t, e.Message, "exceeds its limit")
 	case <-ctx.Done():
-		t.Fatal("no restart_failed event")
+		t.Fatal("no limit event")
 	}
 }
 
@@ -559,8 +603,10 @@ func TestDefinitionsValidate(t *testing.T) {
 		assert.Equal(t, p.Spec.Identity.ProcName, p.Meta.Labels["proc_name"])
 		assert.NotEmpty(t, p.Spec.Control.StartCmd)
 		assert.NotEmpty(t, p.Spec.Control.StopCmd)
-		assert.Positive(t, p.Spec.Resource.CPU)
-		assert.Positive(t, p.Spec.Resource.Mem)
+		if p.Meta.Labels["env"] != "test" { // the documents' proc-test has no limits
+			assert.Positive(t, p.Spec.Resource.CPU)
+			assert.Positive(t, p.Spec.Resource.Mem)
+		}
 		if p.Spec.Policy.AutoType == model.AutoPeriodic {
 			assert.Positive(t, p.Spec.Policy.CycleTime)
 		}
@@ -630,7 +676,9 @@ func TestDemo(t *testing.T) {
 		}
 		names = append(names, d.Process.Meta.Name)
 		id := d.Process.Spec.Identity
-		assert.Equal(t, "/data/gsetest", id.SetupPath)
+		assert.Equal(t, "/data/gsetest/", id.SetupPath)
+		assert.Equal(t, "root", id.User)
+		assert.Equal(t, 20, d.Process.Spec.Policy.StartInterval)
 		assert.Equal(t, "/data/gsetest/"+id.ProcName+".pid", id.PidPath)
 		assert.Equal(t, "./start.sh", d.Process.Spec.Control.StartCmd)
 		assert.Equal(t, d.Process.Meta.Name, d.Process.Meta.Labels["proc_name"])
