@@ -2,14 +2,493 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"gseproc/backend"
+	"gseproc/model"
 )
 
-// runOp is not built yet (placeholder until its part lands).
-func runOp(ctx context.Context, args []string, io Stdio) error { return errors.New("not built yet") }
+// usageError is a bad command line: exit code 2.
+func usageError(cmd, format string, args ...any) error {
+	return &ExitError{Code: 2, Err: fmt.Errorf(format+"\n(run 'gseproc %s --help' for the flags)", append(args, cmd)...)}
+}
 
-// runHosts is not built yet (placeholder until its part lands).
-func runHosts(ctx context.Context, args []string, io Stdio) error { return errors.New("not built yet") }
+// parseArgs parses flags wherever they are among the arguments (Go's flag
+// package stops at the first positional one) and returns the positionals.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
 
-// runProcs is not built yet (placeholder until its part lands).
-func runProcs(ctx context.Context, args []string, io Stdio) error { return errors.New("not built yet") }
+// targetFlags are the selector flags op, hosts and procs share.
+type targetFlags struct {
+	ns, name      string
+	labels, hosts multiFlag
+}
+
+func (t *targetFlags) register(fs *flag.FlagSet, withHosts bool) {
+	fs.StringVar(&t.ns, "ns", "", "namespace of the processes (e.g. web, biz_2)")
+	fs.StringVar(&t.name, "name", "", "process name within the namespace (e.g. nginx)")
+	fs.Var(&t.labels, "label", "process label selector `key=value` (repeatable; all must match)")
+	if withHosts {
+		fs.Var(&t.hosts, "host", "only these hosts, as `cloud:ip` (repeatable), e.g. 0:10.0.0.1")
+	}
+}
+
+// parse checks the flags, collecting every error.
+func (t *targetFlags) parse(cmd string) (map[string]string, []model.Host, error) {
+	var problems []string
+	var labels map[string]string
+	for _, l := range t.labels {
+		k, v, err := model.ParseLabel(l)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("--label %q: want key=value", l))
+			continue
+		}
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[k] = v
+	}
+	var hosts []model.Host
+	for _, s := range t.hosts {
+		h, err := model.ParseAgentID(s)
+		if err != nil {
+			problems = append(problems, "--host: "+err.Error())
+			continue
+		}
+		hosts = append(hosts, h)
+	}
+	if len(problems) > 0 {
+		return nil, nil, usageError(cmd, "%s", strings.Join(problems, "\n"))
+	}
+	return labels, hosts, nil
+}
+
+// commonFlags are the flags every backend-using command has.
+type commonFlags struct {
+	server, config string
+	verbose        bool
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.server, "server", "", "talk to the gseproc server at `URL` instead of the embedded engine and simulated fleet")
+	fs.StringVar(&c.config, "config", "", "config `FILE` (default: $GSEPROC_CONFIG, then $XDG_CONFIG_HOME/gseproc/config.toml, then /etc/gseproc/config.toml)")
+	fs.BoolVar(&c.verbose, "v", false, "log at the configured level (default: warnings only)")
+}
+
+// open loads the config and opens the backend.
+func (c *commonFlags) open(ctx context.Context, io Stdio) (backend.Backend, func() error, error) {
+	cfg, err := loadConfig(c.config, io)
+	if err != nil {
+		return nil, nil, &ExitError{Code: 2, Err: err}
+	}
+	logCfg := cfg.Log
+	if !c.verbose && cfg.Log.File == "" {
+		logCfg.Level = "warn"
+	}
+	return openBackend(ctx, cfg, c.server, newLogger(logCfg, io.Err))
+}
+
+func opUsage(fs *flag.FlagSet) func() {
+	return func() {
+		w := fs.Output()
+		fmt.Fprintf(w, `Usage: gseproc op OP [flags]
+
+Send one operation to the processes the flags select, print each host's
+result as it arrives and a summary. OP is a name or its op_type number:
+`)
+		for _, op := range model.AllOps() {
+			fmt.Fprintf(w, "  %d %-10s %s\n", int(op), op, op.Describe())
+		}
+		fmt.Fprintf(w, `
+Targets: every (host, process) pair where a process matching --ns, --name
+and --label is deployed, limited to --host when given. At least one of them
+is required.
+
+Exit status: 0 every result OK (828 on start, 829 on stop count as OK);
+1 some host failed, timed out or was unreachable, or the wait was cut short;
+2 bad usage or an invalid request (each bad field is named).
+
+Flags:
+`)
+		fs.PrintDefaults()
+		fmt.Fprintf(w, `
+Examples:
+  gseproc op start --ns web --name nginx
+  gseproc op 2 --label app=redis --json
+  gseproc op restart --ns web --host 0:10.0.0.12 --host 0:10.0.0.13
+`)
+	}
+}
+
+// opLine is one result as --json prints it: the result's own fields plus
+// the agent id, the op name and the duration.
+type opLine struct {
+	model.Result
+	AgentID    string `json:"agent_id"`
+	OpName     string `json:"op"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+func runOp(ctx context.Context, args []string, io Stdio) error {
+	fs := newFlags("op", "op OP [flags]", io)
+	var tf targetFlags
+	var cf commonFlags
+	tf.register(fs, true)
+	cf.register(fs)
+	jsonOut := fs.Bool("json", false, "print one JSON object per host result, one per line, on stdout (the summary goes to stderr)")
+	quiet := fs.Bool("quiet", false, "print only the results that are not OK, and the summary")
+	timeout := fs.Duration("timeout", 0, "stop waiting after this long (e.g. 30s): pending targets are cancelled and the exit status is 1 (0 = wait for every host's own deadline)")
+	fs.Usage = opUsage(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &ExitError{Code: 2}
+	}
+	switch {
+	case len(pos) == 0:
+		return usageError("op", "missing OP: one of start, stop, status, register, unregister, restart, reload, kill (or its op_type number)")
+	case len(pos) > 1:
+		return usageError("op", "one OP only, got %q", pos)
+	}
+	op, err := model.ParseOp(pos[0])
+	if err != nil {
+		return usageError("op", "%v", err)
+	}
+	labels, hosts, err := tf.parse("op")
+	if err != nil {
+		return err
+	}
+	sel := backend.Selector{Namespace: tf.ns, Name: tf.name, Labels: labels, Hosts: hosts}
+	if sel.Empty() {
+		return usageError("op", "no targets: give --ns, --name, --label or --host")
+	}
+	if *timeout < 0 {
+		return usageError("op", "--timeout %s must be >= 0", *timeout)
+	}
+
+	b, closeBackend, err := cf.open(ctx, io)
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
+
+	start := time.Now()
+	task, err := b.Operate(ctx, backend.OperateRequest{Op: op, Selector: sel, Source: "cli", Operator: operator()})
+	if err != nil {
+		var ve model.ValidationError
+		if errors.As(err, &ve) {
+			lines := make([]string, len(ve))
+			for i, f := range ve {
+				lines[i] = "  " + f.Error()
+			}
+			return &ExitError{Code: 2, Err: fmt.Errorf("invalid request:\n%s", strings.Join(lines, "\n"))}
+		}
+		if errors.Is(err, model.ErrReadOnly) {
+			return &ExitError{Code: 2, Err: err}
+		}
+		return err
+	}
+
+	waitCtx, cancelWait := ctx, context.CancelFunc(func() {})
+	if *timeout > 0 {
+		waitCtx, cancelWait = context.WithTimeout(ctx, *timeout)
+	}
+	defer cancelWait()
+	ch, err := b.Watch(waitCtx, task.ID, 0)
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", task.ID, err)
+	}
+
+	pr := &resultPrinter{out: io.Out, json: *jsonOut, quiet: *quiet}
+	if !pr.json {
+		if view, err := b.Task(ctx, task.ID); err == nil {
+			pr.widths(view.Results)
+		}
+		fmt.Fprintf(io.Err, "%s: %s on %d target(s)\n", task.ID, op, task.Targets)
+		pr.header()
+	}
+	got := 0
+	for r := range ch {
+		got++
+		if err := pr.print(r); err != nil {
+			return err
+		}
+	}
+
+	// The channel closed: the task is complete, or the wait was cut short.
+	cut := got < task.Targets
+	if cut {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = b.Cancel(cctx, task.ID)
+		cancel()
+	}
+	vctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	view, err := b.Task(vctx, task.ID)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("task %s: %w", task.ID, err)
+	}
+	t := view.Task
+	summaryTo := io.Out
+	if pr.json {
+		summaryTo = io.Err
+	}
+	if !(pr.json && *quiet) {
+		fmt.Fprintln(summaryTo, summary(t, time.Since(start)))
+	}
+	switch {
+	case cut:
+		why := "interrupted"
+		if ctx.Err() == nil {
+			why = fmt.Sprintf("gave up after --timeout %s", *timeout)
+		}
+		return &ExitError{Code: 1, Err: fmt.Errorf("%s with %d of %d results; pending targets cancelled", why, got, t.Targets)}
+	case t.Counts.Bad() > 0:
+		return &ExitError{Code: 1, Err: fmt.Errorf("%d of %d targets not OK", t.Counts.Bad(), t.Targets)}
+	}
+	return nil
+}
+
+func operator() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return os.Getenv("USER")
+}
+
+// summary is the one-line outcome of a task.
+func summary(t model.Task, elapsed time.Duration) string {
+	c := t.Counts
+	parts := []string{}
+	for _, p := range []struct {
+		n    int
+		name string
+	}{{c.Success, "success"}, {c.Failed, "failed"}, {c.Timeout, "timeout"}, {c.Unreachable, "unreachable"},
+		{c.Cancelled, "cancelled"}, {c.Skipped, "skipped"}, {c.Running, "running"}, {c.Pending, "pending"}} {
+		if p.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.name))
+		}
+	}
+	return fmt.Sprintf("%s: %s %s, %d target(s): %s in %s", t.ID, t.Op, t.Status, t.Targets,
+		strings.Join(parts, ", "), elapsed.Round(time.Millisecond))
+}
+
+// resultPrinter prints results as aligned lines or JSON lines.
+type resultPrinter struct {
+	out        io.Writer
+	json       bool
+	quiet      bool
+	hostW      int
+	procW      int
+	headerDone bool
+}
+
+func (p *resultPrinter) widths(rs []model.Result) {
+	p.hostW, p.procW = len("HOST"), len("PROC")
+	for _, r := range rs {
+		p.hostW = max(p.hostW, len(r.Host.AgentID()))
+		p.procW = max(p.procW, len(r.ProcKey))
+	}
+}
+
+func (p *resultPrinter) header() {
+	if p.quiet {
+		return
+	}
+	fmt.Fprintf(p.out, "%-*s  %-*s  %-11s  %7s  %8s  %s\n", p.hostW, "HOST", p.procW, "PROC", "STATE", "CODE", "TIME", "MESSAGE")
+}
+
+func (p *resultPrinter) print(r model.Result) error {
+	if p.quiet && r.State.OK() {
+		return nil
+	}
+	if p.json {
+		b, err := json.Marshal(opLine{Result: r, AgentID: r.Host.AgentID(), OpName: r.Op.String(), DurationMS: r.Duration().Milliseconds()})
+		if err != nil {
+			return fmt.Errorf("encode result: %w", err)
+		}
+		_, err = fmt.Fprintf(p.out, "%s\n", b)
+		return err
+	}
+	_, err := fmt.Fprintf(p.out, "%-*s  %-*s  %-11s  %7d  %8s  %s\n", p.hostW, r.Host.AgentID(), p.procW, r.ProcKey,
+		r.State, r.Code, r.Duration().Round(time.Millisecond), oneLine(r.Message, 160))
+	return err
+}
+
+// oneLine folds whitespace and cuts s to n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// listFlags are the flags of hosts and procs.
+type listFlags struct {
+	targetFlags
+	commonFlags
+	json bool
+}
+
+func (l *listFlags) register(fs *flag.FlagSet, withHosts bool) {
+	l.targetFlags.register(fs, withHosts)
+	l.commonFlags.register(fs)
+	fs.BoolVar(&l.json, "json", false, "print one JSON object per line instead of a table")
+}
+
+func listUsage(fs *flag.FlagSet, synopsis, what string) func() {
+	return func() {
+		fmt.Fprintf(fs.Output(), "Usage: gseproc %s\n\n%s\n\nFlags:\n", synopsis, what)
+		fs.PrintDefaults()
+	}
+}
+
+func parseList(cmd string, fs *flag.FlagSet, args []string) error {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &ExitError{Code: 2}
+	}
+	if len(pos) > 0 {
+		return usageError(cmd, "unexpected argument %q", pos[0])
+	}
+	return nil
+}
+
+func runHosts(ctx context.Context, args []string, io Stdio) error {
+	fs := newFlags("hosts", "hosts [flags]", io)
+	var lf listFlags
+	lf.register(fs, true)
+	limit := fs.Int("limit", 0, "list at most `N` hosts (0 = all)")
+	fs.Usage = listUsage(fs, "hosts [flags]", "List the fleet's hosts: agent id, cloud area, ip, agent state, labels, and the\n"+
+		"processes deployed there (total and last known running). With --ns, --name or\n--label only hosts carrying a matching process are listed and counted.")
+	if err := parseList("hosts", fs, args); err != nil {
+		return err
+	}
+	labels, hosts, err := lf.targetFlags.parse("hosts")
+	if err != nil {
+		return err
+	}
+	b, closeBackend, err := lf.open(ctx, io)
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
+	hv, err := b.Hosts(ctx, backend.HostQuery{Namespace: lf.ns, Name: lf.name, Labels: labels, Hosts: hosts, Limit: *limit})
+	if err != nil {
+		return err
+	}
+	if lf.json {
+		return jsonLines(io.Out, hv)
+	}
+	tw := tabwriter.NewWriter(io.Out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "AGENT\tCLOUD\tIP\tSTATE\tPROCS\tRUNNING\tLABELS")
+	online := 0
+	for _, h := range hv {
+		running := 0
+		for _, p := range h.Procs {
+			if p.Status.State.Up() {
+				running++
+			}
+		}
+		if h.State == model.AgentOnline {
+			online++
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\n", h.Host.AgentID(), h.Host.CloudID, h.Host.IP, h.State,
+			len(h.Procs), running, strings.Join(model.SortedLabels(h.Labels), ","))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(io.Err, "%d host(s), %d online\n", len(hv), online)
+	return nil
+}
+
+func runProcs(ctx context.Context, args []string, io Stdio) error {
+	fs := newFlags("procs", "procs [flags]", io)
+	var lf listFlags
+	lf.register(fs, false)
+	host := fs.String("host", "", "only definitions deployed on this host, as `cloud:ip`")
+	fs.Usage = listUsage(fs, "procs [flags]", "List the process definitions: key (namespace:name), proc_name, hosting type,\nthe number of hosts it is deployed on, and labels.")
+	if err := parseList("procs", fs, args); err != nil {
+		return err
+	}
+	labels, _, err := lf.targetFlags.parse("procs")
+	if err != nil {
+		return err
+	}
+	q := backend.ProcQuery{Namespace: lf.ns, Name: lf.name, Labels: labels}
+	if *host != "" {
+		h, err := model.ParseAgentID(*host)
+		if err != nil {
+			return usageError("procs", "--host: %v", err)
+		}
+		q.Host = &h
+	}
+	b, closeBackend, err := lf.open(ctx, io)
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
+	defs, err := b.Processes(ctx, q)
+	if err != nil {
+		return err
+	}
+	sort.Slice(defs, func(i, j int) bool { return defs[i].Process.Key() < defs[j].Process.Key() })
+	if lf.json {
+		return jsonLines(io.Out, defs)
+	}
+	tw := tabwriter.NewWriter(io.Out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tPROC_NAME\tTYPE\tHOSTS\tLABELS")
+	for _, d := range defs {
+		p := d.Process
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", p.Key(), p.Spec.Identity.ProcName, p.Spec.Policy.AutoType,
+			len(d.Hosts), strings.Join(model.SortedLabels(p.Meta.Labels), ","))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(io.Err, "%d definition(s)\n", len(defs))
+	return nil
+}
+
+// jsonLines writes each element as one JSON object on its own line.
+func jsonLines[T any](w io.Writer, xs []T) error {
+	enc := json.NewEncoder(w)
+	for _, x := range xs {
+		if err := enc.Encode(x); err != nil {
+			return fmt.Errorf("encode: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+
+	"gseproc/backend"
+	"gseproc/backend/config"
+	"gseproc/backend/engine"
+	"gseproc/backend/simulator"
+	"gseproc/backend/store"
+)
+
+// loadConfig loads the config file (path, or the usual places when "") and
+// prints its warnings (unknown keys) to io.Err.
+func loadConfig(path string, io Stdio) (config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return cfg, err
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintln(io.Err, "warning:", w)
+	}
+	return cfg, nil
+}
+
+// newLogger builds the slog logger of cfg: level debug, info, warn or error
+// (default info), format text or json, to cfg.File when set (appended;
+// falling back to w when it cannot be opened) or else to w.
+func newLogger(cfg config.LogConfig, w io.Writer) *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.Level)); err != nil || cfg.Level == "" {
+		level = slog.LevelInfo
+	}
+	var fileErr error
+	if cfg.File != "" {
+		f, err := os.OpenFile(cfg.File, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+		if err != nil {
+			fileErr = err
+		} else {
+			w = f // the process's lifetime: closed on exit
+		}
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
+	if strings.EqualFold(cfg.Format, "json") {
+		h = slog.NewJSONHandler(w, opts)
+	} else {
+		h = slog.NewTextHandler(w, opts)
+	}
+	l := slog.New(h)
+	if fileErr != nil {
+		l.Warn("log file unusable, logging here instead", "file", cfg.File, "err", fileErr)
+	}
+	return l
+}
+
+// openBackend opens the backend a command talks to: the server at
+// serverURL when given, else the embedded engine over a simulated fleet.
+// The returned func closes everything it started.
+func openBackend(ctx context.Context, cfg config.Config, serverURL string, log *slog.Logger) (backend.Backend, func() error, error) {
+	if serverURL != "" {
+		b, err := newRemote(serverURL, cfg)
+		if err != nil {
+			return nil, nil, fmt.Errorf("connect to %s: %w", serverURL, err)
+		}
+		closer := func() error {
+			if c, ok := b.(io.Closer); ok {
+				return c.Close()
+			}
+			return nil
+		}
+		return b, closer, nil
+	}
+	e, _, closer, err := openEmbedded(ctx, cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return e, closer, nil
+}
+
+// openEmbedded builds and starts the embedded engine over a simulated fleet
+// (cfg.Simulator) with an in-memory store, seeds the registry with the
+// fleet's definitions and runs the fleet's crash simulation. The returned
+// func stops the simulation, closes the engine, the fleet and the store,
+// and waits for all of them; it is safe to call more than once.
+func openEmbedded(ctx context.Context, cfg config.Config, log *slog.Logger) (*engine.Engine, *simulator.Fleet, func() error, error) {
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	fleet, err := simulator.NewChecked(cfg.Simulator)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	st := store.NewMemory(store.WithKeepTasks(cfg.Engine.KeepTasks), store.WithKeepEvents(cfg.Engine.KeepEvents))
+	e := engine.New(cfg.Engine, fleet, fleet, st,
+		engine.WithLogger(log), engine.WithReadOnly(cfg.Engine.ReadOnly), engine.WithVersion(Version))
+	if err := e.Start(ctx); err != nil {
+		_ = e.Close()
+		_ = fleet.Close()
+		return nil, nil, nil, err
+	}
+	if err := e.Seed(ctx, fleet.Definitions()); err != nil {
+		_ = e.Close()
+		_ = fleet.Close()
+		return nil, nil, nil, err
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { fleet.Run(runCtx) })
+	var once sync.Once
+	var closeErr error
+	closer := func() error {
+		once.Do(func() {
+			stop()
+			wg.Wait()
+			errE := e.Close()
+			errF := fleet.Close()
+			errS := st.Close()
+			closeErr = firstErr(errE, errF, errS)
+		})
+		return closeErr
+	}
+	return e, fleet, closer, nil
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,243 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gseproc/backend"
+	"gseproc/model"
+)
+
+// fleetConfig writes a config for a small, quick simulated fleet. extra is
+// TOML: its leading key = value lines override [simulator] keys, and any
+// sections after them are appended.
+func fleetConfig(t *testing.T, extra string) string {
+	t.Helper()
+	sim := []string{"hosts = 40", "seed = 11", `latency_median = "1ms"`, `latency_p99 = "3ms"`,
+		"failure_rate = 0", "offline_rate = 0", "unreachable_rate = 0", "crash_rate = 0"}
+	var rest []string
+	for _, l := range strings.Split(extra, "\n") {
+		if len(rest) > 0 || strings.HasPrefix(l, "[") {
+			rest = append(rest, l)
+			continue
+		}
+		k, _, ok := strings.Cut(l, "=")
+		if !ok {
+			continue
+		}
+		for i, d := range sim {
+			if dk, _, _ := strings.Cut(d, "="); strings.TrimSpace(dk) == strings.TrimSpace(k) {
+				sim[i] = l
+			}
+		}
+	}
+	body := "[simulator]\n" + strings.Join(sim, "\n") + "\n" + strings.Join(rest, "\n")
+	p := filepath.Join(t.TempDir(), "gseproc.toml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = Main(context.Background(), args, Stdio{In: strings.NewReader(""), Out: &out, Err: &errb})
+	return code, out.String(), errb.String()
+}
+
+func jsonResults(t *testing.T, stdout string) []opLine {
+	t.Helper()
+	var out []opLine
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		if l == "" {
+			continue
+		}
+		var r opLine
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("line %q is not JSON: %v", l, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func TestOpHelpNamesEveryFlag(t *testing.T) {
+	code, _, stderr := run(t, "op", "--help")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"-ns", "-name", "-label", "-host", "-json", "-quiet", "-timeout", "-server", "-config", "restart", "op_type", "Exit status"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("op --help does not mention %q", want)
+		}
+	}
+	for _, cmd := range []string{"hosts", "procs"} {
+		code, _, stderr := run(t, cmd, "--help")
+		if code != 0 || !strings.Contains(stderr, "-json") || !strings.Contains(stderr, "-ns") || !strings.Contains(stderr, "-label") {
+			t.Errorf("%s --help: exit %d\n%s", cmd, code, stderr)
+		}
+	}
+}
+
+func TestOpStartStopStatus(t *testing.T) {
+	cfg := fleetConfig(t, "")
+	// Text output: a header, one line per host, a summary.
+	code, stdout, stderr := run(t, "op", "start", "--ns", "web", "--name", "nginx", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("start: exit %d\n%s%s", code, stdout, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) < 3 || !strings.HasPrefix(lines[0], "HOST") || !strings.Contains(lines[len(lines)-1], "start done") {
+		t.Fatalf("start output:\n%s", stdout)
+	}
+	for _, l := range lines[1 : len(lines)-1] {
+		if !strings.Contains(l, "web:nginx") || !strings.Contains(l, "success") {
+			t.Fatalf("result line %q", l)
+		}
+	}
+
+	// Each run is a fresh simulated fleet, so drive one process through
+	// its codes within one run per step and check each answer.
+	steps := []struct {
+		args  []string
+		codes map[int]bool
+	}{
+		{[]string{"op", "0", "--ns", "web", "--name", "nginx", "--json"}, map[int]bool{0: true, 828: true}},
+		{[]string{"op", "stop", "--ns", "web", "--name", "nginx", "--json"}, map[int]bool{0: true, 829: true}},
+		{[]string{"op", "status", "--label", "app=nginx", "--json"}, map[int]bool{0: true}},
+	}
+	for _, s := range steps {
+		code, stdout, stderr := run(t, append(s.args, "--config", cfg)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s", s.args, code, stderr)
+		}
+		rs := jsonResults(t, stdout)
+		if len(rs) == 0 {
+			t.Fatalf("%v: no results", s.args)
+		}
+		for i, r := range rs {
+			if !s.codes[r.Code] || r.State != model.StateSuccess || r.AgentID != r.Host.AgentID() || r.Seq != int64(i+1) {
+				t.Fatalf("%v: result %+v", s.args, r)
+			}
+		}
+		if !strings.Contains(stderr, "done") {
+			t.Fatalf("%v: summary missing from stderr: %q", s.args, stderr)
+		}
+	}
+}
+
+func TestOpHostFlagLimitsTargets(t *testing.T) {
+	cfg := fleetConfig(t, "")
+	_, stdout, _ := run(t, "hosts", "--ns", "web", "--name", "nginx", "--json", "--config", cfg)
+	var hv []backend.HostView
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var h backend.HostView
+		if err := json.Unmarshal([]byte(l), &h); err != nil {
+			t.Fatalf("hosts --json line %q: %v", l, err)
+		}
+		hv = append(hv, h)
+	}
+	if len(hv) < 2 {
+		t.Fatalf("%d hosts carry web:nginx", len(hv))
+	}
+	a, b := hv[0].Host.AgentID(), hv[1].Host.AgentID()
+	code, stdout, stderr := run(t, "op", "status", "--ns", "web", "--name", "nginx", "--host", a, "--host", b, "--json", "--config", cfg)
+	rs := jsonResults(t, stdout)
+	if code != 0 || len(rs) != 2 {
+		t.Fatalf("exit %d, %d results\n%s", code, len(rs), stderr)
+	}
+}
+
+func TestOpFailures(t *testing.T) {
+	tests := []struct {
+		name     string
+		extra    string
+		args     []string
+		wantCode int
+		wantErr  []string
+	}{
+		{"no match", "", []string{"op", "status", "--ns", "nope"}, 2, []string{"selector", "matches no", `namespace "nope"`}},
+		{"missing op", "", []string{"op", "--ns", "web"}, 2, []string{"missing OP"}},
+		{"unknown op", "", []string{"op", "bounce", "--ns", "web"}, 2, []string{`unknown op "bounce"`, "--help"}},
+		{"bad op number", "", []string{"op", "5", "--ns", "web"}, 2, []string{"op_type 5"}},
+		{"no selector", "", []string{"op", "start"}, 2, []string{"give --ns"}},
+		{"bad label and host", "", []string{"op", "start", "--label", "novalue", "--host", "x:1.2.3.4"}, 2, []string{"--label \"novalue\"", "--host"}},
+		{"unknown flag", "", []string{"op", "start", "--bogus"}, 2, []string{"bogus"}},
+		{"read-only", "[engine]\nread_only = true\n", []string{"op", "start", "--ns", "web"}, 2, []string{"read-only"}},
+		{"unreachable hosts", "unreachable_rate = 0.5\n", []string{"op", "status", "--ns", "web"}, 1, []string{"not OK"}},
+		{"offline hosts, capped wait", "offline_rate = 0.5\n", []string{"op", "status", "--ns", "web", "--timeout", "300ms"}, 1, []string{"gave up after --timeout 300ms"}},
+		{"bad config", "[engine]\nconcurrency = 0\n", []string{"op", "status", "--ns", "web"}, 2, []string{"engine.concurrency"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := run(t, append(tc.args, "--config", fleetConfig(t, tc.extra))...)
+			if code != tc.wantCode {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.wantCode, stdout, stderr)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr does not say %q:\n%s", w, stderr)
+				}
+			}
+		})
+	}
+}
+
+func TestOpUnreachableJSON(t *testing.T) {
+	cfg := fleetConfig(t, "unreachable_rate = 0.5\n")
+	code, stdout, _ := run(t, "op", "stop", "--ns", "web", "--json", "--config", cfg)
+	if code != 1 {
+		t.Fatalf("exit %d", code)
+	}
+	bad := 0
+	for _, r := range jsonResults(t, stdout) {
+		if r.State == model.StateUnreachable {
+			bad++
+			if r.Code != model.CodeAgentAbnormal {
+				t.Fatalf("unreachable with code %d", r.Code)
+			}
+		}
+	}
+	if bad == 0 {
+		t.Fatal("no unreachable result with half the fleet unreachable")
+	}
+}
+
+func TestHostsAndProcs(t *testing.T) {
+	cfg := fleetConfig(t, "")
+	code, stdout, stderr := run(t, "hosts", "--config", cfg)
+	if code != 0 || !strings.HasPrefix(stdout, "AGENT") || !strings.Contains(stderr, "online") {
+		t.Fatalf("hosts: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if n := len(strings.Split(strings.TrimSpace(stdout), "\n")) - 1; n < 40 {
+		t.Fatalf("hosts lists %d rows for a 40-host fleet", n)
+	}
+	code, stdout, _ = run(t, "hosts", "--limit", "3", "--json", "--config", cfg)
+	if code != 0 || len(strings.Split(strings.TrimSpace(stdout), "\n")) != 3 {
+		t.Fatalf("hosts --limit 3: exit %d\n%s", code, stdout)
+	}
+
+	code, stdout, _ = run(t, "procs", "--ns", "web", "--config", cfg)
+	if code != 0 || !strings.HasPrefix(stdout, "KEY") || !strings.Contains(stdout, "web:nginx") || strings.Contains(stdout, "db:") {
+		t.Fatalf("procs --ns web: exit %d\n%s", code, stdout)
+	}
+	code, stdout, _ = run(t, "procs", "--label", "app=nginx", "--json", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("procs --json: exit %d", code)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var d model.ProcessDef
+		if err := json.Unmarshal([]byte(l), &d); err != nil || d.Process.Meta.Labels["app"] != "nginx" || len(d.Hosts) == 0 {
+			t.Fatalf("procs --json line %q: %v", l, err)
+		}
+	}
+	if code, _, stderr := run(t, "procs", "extra", "--config", cfg); code != 2 || !strings.Contains(stderr, "unexpected argument") {
+		t.Fatalf("procs extra: exit %d %s", code, stderr)
+	}
+}
