@@ -1,0 +1,315 @@
+// Package client is a backend.Backend over a gseproc server's native API
+// (/api/v1/, see backend/server/openapi.yaml). Task results and host
+// events arrive through Server-Sent Events; a dropped task stream is
+// resumed with Last-Event-ID, so no result is lost or repeated.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"gseproc/backend"
+	"gseproc/model"
+)
+
+// Client talks to one gseproc server. It is safe for concurrent use.
+type Client struct {
+	base    string
+	hc      *http.Client // requests (with a timeout)
+	sc      *http.Client // streams (no timeout)
+	auth    string       // X-Bkapi-Authorization value, "" for none
+	log     *slog.Logger
+	backoff [2]time.Duration
+	maxFail int
+
+	ctx    context.Context // ends at Close: stops every stream
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var _ backend.Backend = (*Client)(nil)
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient sets the client used for requests (its Transport is also
+// used for streams, without its Timeout).
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// WithCredentials sets the gateway app and user sent in the
+// X-Bkapi-Authorization header.
+func WithCredentials(appCode, appSecret, username string) Option {
+	return func(c *Client) {
+		if appCode == "" && appSecret == "" && username == "" {
+			c.auth = ""
+			return
+		}
+		b, _ := json.Marshal(map[string]string{"bk_app_code": appCode, "bk_app_secret": appSecret, "bk_username": username})
+		c.auth = string(b)
+	}
+}
+
+// WithLogger logs reconnects and stream errors.
+func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
+
+// WithReconnect sets the stream reconnect backoff (from min doubling to
+// max) and how many consecutive failed reconnects end a stream.
+func WithReconnect(min, max time.Duration, maxFailures int) Option {
+	return func(c *Client) { c.backoff = [2]time.Duration{min, max}; c.maxFail = maxFailures }
+}
+
+// New returns a client of the server at baseURL ("http://127.0.0.1:8080").
+func New(baseURL string, opts ...Option) *Client {
+	c := &Client{
+		base:    strings.TrimRight(baseURL, "/"),
+		hc:      &http.Client{Timeout: 60 * time.Second},
+		log:     slog.New(slog.DiscardHandler),
+		backoff: [2]time.Duration{100 * time.Millisecond, 5 * time.Second},
+		maxFail: 30,
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	c.sc = &http.Client{Transport: c.hc.Transport, CheckRedirect: c.hc.CheckRedirect, Jar: c.hc.Jar}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c
+}
+
+// Close ends every open stream and waits for their goroutines.
+func (c *Client) Close() error {
+	c.cancel()
+	c.wg.Wait()
+	return nil
+}
+
+// APIError is a refusal by the server that is not a validation error
+// (those are returned as model.ValidationError). It unwraps to
+// model.ErrNotFound, ErrConflict or ErrReadOnly when the server says so.
+type APIError struct {
+	Status    int
+	Code      int
+	Message   string
+	RequestID string
+	Kind      string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("server: %s (code %d, request %s)", e.Message, e.Code, e.RequestID)
+}
+
+// Unwrap maps the error kind to the model's sentinels.
+func (e *APIError) Unwrap() error {
+	switch e.Kind {
+	case "not_found":
+		return model.ErrNotFound
+	case "conflict":
+		return model.ErrConflict
+	case "read_only":
+		return model.ErrReadOnly
+	}
+	if e.Status == http.StatusNotFound {
+		return model.ErrNotFound
+	}
+	return nil
+}
+
+type envelope struct {
+	Result    bool            `json:"result"`
+	Code      int             `json:"code"`
+	Message   string          `json:"message"`
+	Data      json.RawMessage `json:"data"`
+	RequestID string          `json:"request_id"`
+}
+
+type errData struct {
+	Kind   string             `json:"kind"`
+	Errors []model.FieldError `json:"errors"`
+}
+
+func (c *Client) newRequest(ctx context.Context, method, path string, q url.Values, body any) (*http.Request, error) {
+	u := c.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.auth != "" {
+		req.Header.Set("X-Bkapi-Authorization", c.auth)
+	}
+	return req, nil
+}
+
+// decodeEnvelope reads a reply and returns its data or its error.
+func decodeEnvelope(resp *http.Response) (json.RawMessage, error) {
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read reply: %w", err)
+	}
+	var env envelope
+	if err := json.Unmarshal(raw, &env); err != nil {
+		snip := string(raw)
+		if len(snip) > 200 {
+			snip = snip[:200]
+		}
+		return nil, fmt.Errorf("reply %s is not a gseproc envelope: %q", resp.Status, snip)
+	}
+	if env.Result && env.Code == 0 {
+		return env.Data, nil
+	}
+	var ed errData
+	if len(env.Data) > 0 && env.Data[0] == '{' {
+		_ = json.Unmarshal(env.Data, &ed)
+	}
+	if ed.Kind == "validation" && len(ed.Errors) > 0 {
+		return nil, model.ValidationError(ed.Errors)
+	}
+	return nil, &APIError{Status: resp.StatusCode, Code: env.Code, Message: env.Message, RequestID: env.RequestID, Kind: ed.Kind}
+}
+
+// call sends one request and decodes the data into out (when not nil).
+func (c *Client) call(ctx context.Context, method, path string, q url.Values, body, out any) error {
+	req, err := c.newRequest(ctx, method, path, q, body)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := decodeEnvelope(resp)
+	if err != nil {
+		var ve model.ValidationError
+		if errors.As(err, &ve) {
+			return ve
+		}
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("%s %s: decode data: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// Info describes the remote backend (Mode "remote", Endpoint the URL).
+func (c *Client) Info(ctx context.Context) (backend.Info, error) {
+	var info backend.Info
+	if err := c.call(ctx, http.MethodGet, "/api/v1/info", nil, nil, &info); err != nil {
+		return info, err
+	}
+	info.Mode, info.Endpoint = "remote", c.base
+	return info, nil
+}
+
+// Namespaces lists the namespaces.
+func (c *Client) Namespaces(ctx context.Context) ([]backend.NamespaceSummary, error) {
+	var out []backend.NamespaceSummary
+	err := c.call(ctx, http.MethodGet, "/api/v1/namespaces", nil, nil, &out)
+	return out, err
+}
+
+// Hosts lists hosts matching q.
+func (c *Client) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.HostView, error) {
+	var out []backend.HostView
+	err := c.call(ctx, http.MethodPost, "/api/v1/hosts", nil, q, &out)
+	return out, err
+}
+
+// Processes lists definitions matching q.
+func (c *Client) Processes(ctx context.Context, q backend.ProcQuery) ([]model.ProcessDef, error) {
+	v := url.Values{}
+	if q.Namespace != "" {
+		v.Set("namespace", q.Namespace)
+	}
+	if q.Name != "" {
+		v.Set("name", q.Name)
+	}
+	for _, l := range model.SortedLabels(q.Labels) {
+		v.Add("label", l)
+	}
+	if q.Host != nil {
+		v.Set("host", q.Host.AgentID())
+	}
+	var out []model.ProcessDef
+	err := c.call(ctx, http.MethodGet, "/api/v1/processes", v, nil, &out)
+	return out, err
+}
+
+// SaveProcess creates or replaces a definition.
+func (c *Client) SaveProcess(ctx context.Context, def model.ProcessDef) error {
+	return c.call(ctx, http.MethodPost, "/api/v1/processes", nil, def, nil)
+}
+
+// DeleteProcess removes a definition by "namespace:name".
+func (c *Client) DeleteProcess(ctx context.Context, key string) error {
+	return c.call(ctx, http.MethodDelete, "/api/v1/processes", url.Values{"key": {key}}, nil, nil)
+}
+
+// Operate starts an operation.
+func (c *Client) Operate(ctx context.Context, req backend.OperateRequest) (model.Task, error) {
+	var t model.Task
+	err := c.call(ctx, http.MethodPost, "/api/v1/operate", nil, req, &t)
+	return t, err
+}
+
+func taskPath(id string) string { return "/api/v1/tasks/" + url.PathEscape(id) }
+
+// Task returns a task with every sub-result so far.
+func (c *Client) Task(ctx context.Context, id string) (backend.TaskView, error) {
+	var tv backend.TaskView
+	err := c.call(ctx, http.MethodGet, taskPath(id), nil, nil, &tv)
+	return tv, err
+}
+
+// Tasks lists recent tasks, newest first.
+func (c *Client) Tasks(ctx context.Context, limit int) ([]model.Task, error) {
+	v := url.Values{}
+	if limit > 0 {
+		v.Set("limit", strconv.Itoa(limit))
+	}
+	var out []model.Task
+	err := c.call(ctx, http.MethodGet, "/api/v1/tasks", v, nil, &out)
+	return out, err
+}
+
+// Cancel stops a running task.
+func (c *Client) Cancel(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodPost, taskPath(id)+"/cancel", nil, nil, nil)
+}
+
+// RecentEvents lists the last n host events.
+func (c *Client) RecentEvents(ctx context.Context, n int) ([]model.Event, error) {
+	v := url.Values{}
+	if n > 0 {
+		v.Set("n", strconv.Itoa(n))
+	}
+	var out []model.Event
+	err := c.call(ctx, http.MethodGet, "/api/v1/events/recent", v, nil, &out)
+	return out, err
+}

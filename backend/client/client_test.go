@@ -1,0 +1,274 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"regexp"
+	"strconv"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"gseproc/backend"
+	"gseproc/backend/client"
+	"gseproc/backend/config"
+	"gseproc/backend/engine"
+	"gseproc/backend/server"
+	"gseproc/backend/simulator"
+	"gseproc/backend/store"
+	"gseproc/model"
+)
+
+// serve starts the real engine on a simulated demo fleet behind the real
+// server on 127.0.0.1, and a client of it.
+func serve(t *testing.T, hosts int, opts ...server.Option) (*client.Client, *simulator.Fleet, *httptest.Server) {
+	t.Helper()
+	sc := config.Default().Simulator
+	sc.Hosts, sc.Seed, sc.Demo = hosts, 3, true
+	sc.LatencyMedian, sc.LatencyP99 = config.Duration(2*time.Millisecond), config.Duration(20*time.Millisecond)
+	sc.FailureRate, sc.OfflineRate, sc.UnreachableRate, sc.CrashRate = 0, 0, 0, 0
+	fleet := simulator.New(sc)
+	eng := engine.New(config.Default().Engine, fleet, fleet, store.NewMemory())
+	ctx := context.Background()
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Seed(ctx, fleet.Definitions()); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default().Server
+	cfg.Apps = []config.AppConfig{{Code: "console", Salt: "pepper", SecretSHA256: config.HashSecret("pepper", "s3cret"),
+		Biz: []int{1}, Namespaces: []string{"*"}}}
+	srv := server.New(eng, cfg, nil, opts...)
+	hs := httptest.NewServer(srv.Handler())
+	c := client.New(hs.URL, client.WithCredentials("console", "s3cret", "tester"),
+		client.WithReconnect(5*time.Millisecond, 50*time.Millisecond, 20))
+	t.Cleanup(func() {
+		_ = c.Close()
+		hs.CloseClientConnections()
+		hs.Close()
+		_ = srv.Close()
+		_ = eng.Close()
+		_ = fleet.Close()
+	})
+	return c, fleet, hs
+}
+
+// collect reads a watch channel until it closes (bounded).
+func collect(t *testing.T, ch <-chan model.Result) []model.Result {
+	t.Helper()
+	var out []model.Result
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case r, ok := <-ch:
+			if !ok {
+				return out
+			}
+			out = append(out, r)
+		case <-timeout:
+			t.Fatalf("watch did not complete in 30s (%d results)", len(out))
+		}
+	}
+}
+
+func checkSeqs(t *testing.T, rs []model.Result, from int64, want int) {
+	t.Helper()
+	if len(rs) != want {
+		t.Fatalf("%d results, want %d", len(rs), want)
+	}
+	for i, r := range rs {
+		if r.Seq != from+int64(i)+1 {
+			t.Fatalf("result %d has seq %d, want %d (lost or duplicated)", i, r.Seq, from+int64(i)+1)
+		}
+		if !r.State.Final() {
+			t.Fatalf("result %d not final: %s", i, r.State)
+		}
+	}
+}
+
+func TestOperateAndWatch(t *testing.T) {
+	c, _, _ := serve(t, 80)
+	ctx := context.Background()
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Mode != "remote" || info.Hosts < 80 {
+		t.Fatalf("info %+v: want remote mode and >= 80 hosts", info)
+	}
+	task, err := c.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "gse"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.Operator != "tester" || task.Targets == 0 {
+		t.Fatalf("task %+v: want operator tester and targets", task)
+	}
+	ch, err := c.Watch(ctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := collect(t, ch)
+	checkSeqs(t, rs, 0, task.Targets)
+	tv, err := c.Task(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tv.Task.Status != model.TaskDone || len(tv.Results) != task.Targets {
+		t.Fatalf("task view %s with %d results", tv.Task.Status, len(tv.Results))
+	}
+	// Watching a finished task from the middle replays only what follows.
+	ch, err = c.Watch(ctx, task.ID, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSeqs(t, collect(t, ch), 2, task.Targets-2)
+}
+
+// TestWatchResumesAfterServerCutsStream: the server ends every stream
+// after 3 events; the client resumes with Last-Event-ID and gets every
+// result exactly once.
+func TestWatchResumesAfterServerCutsStream(t *testing.T) {
+	c, _, hs := serve(t, 150, server.WithStreamCut(3))
+	ctx := context.Background()
+	task, err := c.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "web"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.Targets < 10 {
+		t.Fatalf("only %d targets; want enough to cut the stream several times", task.Targets)
+	}
+	ch, err := c.Watch(ctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSeqs(t, collect(t, ch), 0, task.Targets)
+	// The stream really was cut and resumed: one request per 3 results.
+	resp, err := hs.Client().Get(hs.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`gseproc_http_requests_total\{endpoint="v1.task_stream",code="0"\} (\d+)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no task_stream requests in /metrics:\n%s", b)
+	}
+	if n, _ := strconv.Atoi(string(m[1])); n < task.Targets/3 {
+		t.Fatalf("%d stream requests for %d results cut every 3: the stream was not resumed", n, task.Targets)
+	}
+}
+
+func TestClientErrors(t *testing.T) {
+	c, _, hs := serve(t, 20)
+	ctx := context.Background()
+	_, err := c.Task(ctx, "GSETASK:20200101000000:999999")
+	if !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("unknown task: %v, want ErrNotFound", err)
+	}
+	if _, err := c.Watch(ctx, "GSETASK:20200101000000:999999", 0); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("watch unknown task: %v, want ErrNotFound", err)
+	}
+	_, err = c.Operate(ctx, backend.OperateRequest{Op: 5, Selector: backend.Selector{Namespace: "gse"}})
+	var ve model.ValidationError
+	if !errors.As(err, &ve) || ve.Fields()[0] != "op_type" {
+		t.Fatalf("op 5: %v, want a ValidationError naming op_type", err)
+	}
+	err = c.SaveProcess(ctx, model.ProcessDef{Process: model.Process{Meta: model.Meta{Namespace: "x", Name: "y"}}})
+	if !errors.As(err, &ve) || len(ve) < 3 {
+		t.Fatalf("bad definition: %v, want a ValidationError naming each field", err)
+	}
+	if err := c.DeleteProcess(ctx, "nope:nothing"); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("delete unknown: %v, want ErrNotFound", err)
+	}
+	bad := client.New(hs.URL, client.WithCredentials("console", "wrong", "tester"))
+	defer bad.Close()
+	var ae *client.APIError
+	if _, err := bad.Info(ctx); !errors.As(err, &ae) || ae.Code != server.CodeAppDenied {
+		t.Fatalf("wrong secret: %v, want APIError 1306403", err)
+	}
+}
+
+func TestRegistryRoundTrip(t *testing.T) {
+	c, _, _ := serve(t, 20)
+	ctx := context.Background()
+	nss, err := c.Namespaces(ctx)
+	if err != nil || len(nss) == 0 {
+		t.Fatalf("namespaces: %v %v", nss, err)
+	}
+	p := model.Process{Meta: model.Meta{Namespace: "tools", Name: "echo", Labels: map[string]string{"team": "a"}},
+		Spec: model.Spec{Identity: model.Identity{ProcName: "echo", SetupPath: "/opt/echo", PidPath: "/opt/echo/echo.pid"},
+			Control: model.Control{StartCmd: "./start.sh", StopCmd: "./stop.sh"},
+			Policy:  model.Policy{AutoType: model.AutoResident}}}.WithDefaults()
+	h := model.Host{IP: "10.0.0.1", CloudID: 0}
+	if err := c.SaveProcess(ctx, model.ProcessDef{Process: p, Hosts: []model.Host{h}}); err != nil {
+		t.Fatal(err)
+	}
+	defs, err := c.Processes(ctx, backend.ProcQuery{Namespace: "tools", Labels: map[string]string{"team": "a"}, Host: &h})
+	if err != nil || len(defs) != 1 || defs[0].Process.Key() != "tools:echo" {
+		t.Fatalf("processes: %v %v", defs, err)
+	}
+	views, err := c.Hosts(ctx, backend.HostQuery{Namespace: "tools", Hosts: []model.Host{h}})
+	if err != nil || len(views) != 1 || len(views[0].Procs) != 1 {
+		t.Fatalf("hosts: %+v %v", views, err)
+	}
+	task, err := c.Operate(ctx, backend.OperateRequest{Op: model.OpStart, Selector: backend.Selector{Namespace: "tools", Name: "echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := c.Watch(ctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := collect(t, ch)
+	if len(rs) != 1 || rs[0].Code != 0 {
+		t.Fatalf("start: %+v", rs)
+	}
+	ts, err := c.Tasks(ctx, 10)
+	if err != nil || len(ts) == 0 || ts[0].ID != task.ID {
+		t.Fatalf("tasks: %v %v", ts, err)
+	}
+	if err := c.DeleteProcess(ctx, "tools:echo"); err != nil {
+		t.Fatal(err)
+	}
+	if defs, _ := c.Processes(ctx, backend.ProcQuery{Namespace: "tools"}); len(defs) != 0 {
+		t.Fatalf("still there after delete: %v", defs)
+	}
+	if _, err := c.RecentEvents(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEventsStream(t *testing.T) {
+	c, fleet, _ := serve(t, 20)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := c.Events(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := model.Host{IP: "10.0.0.1", CloudID: 1}
+	fleet.SetOffline(h, true)
+	timeout := time.After(10 * time.Second)
+	for got := false; !got; {
+		select {
+		case e := <-ch:
+			got = e.Host.AgentID() == h.AgentID() && e.Kind == model.EventAgentOffline
+		case <-timeout:
+			t.Fatal("no agent_offline event through the stream in 10s")
+		}
+	}
+	cancel()
+	timeout = time.After(10 * time.Second)
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-timeout:
+			t.Fatal("events channel did not close after cancel")
+		}
+	}
+}

@@ -1,0 +1,268 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"gseproc/model"
+)
+
+// sseEvent is one Server-Sent Event.
+type sseEvent struct {
+	id    string
+	name  string
+	data  string
+	hasID bool
+}
+
+// readEvents parses an event stream, calling fn for every event until the
+// stream ends (io.EOF) or fn returns false.
+func readEvents(r io.Reader, fn func(sseEvent) bool) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var ev sseEvent
+	var data strings.Builder
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			if err == io.EOF && line == "" {
+				return io.EOF
+			}
+			if err != io.EOF {
+				return err
+			}
+		}
+		line = strings.TrimRight(line, "\r\n")
+		switch {
+		case line == "":
+			if data.Len() > 0 || ev.name != "" {
+				ev.data = strings.TrimSuffix(data.String(), "\n")
+				if ev.name == "" {
+					ev.name = "message"
+				}
+				if !fn(ev) {
+					return nil
+				}
+			}
+			ev, data = sseEvent{}, strings.Builder{}
+		case strings.HasPrefix(line, ":"):
+		default:
+			field, value, _ := strings.Cut(line, ":")
+			value = strings.TrimPrefix(value, " ")
+			switch field {
+			case "event":
+				ev.name = value
+			case "data":
+				data.WriteString(value)
+				data.WriteByte('\n')
+			case "id":
+				ev.id, ev.hasID = value, true
+			}
+		}
+		if err == io.EOF {
+			return io.EOF
+		}
+	}
+}
+
+// openStream GETs an event stream; a non-200 reply is decoded as an error.
+func (c *Client) openStream(ctx context.Context, path, lastID string) (*http.Response, error) {
+	req, err := c.newRequest(ctx, http.MethodGet, path, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := c.sc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		defer resp.Body.Close()
+		if _, err := decodeEnvelope(resp); err != nil {
+			return nil, fmt.Errorf("GET %s: %w", path, err)
+		}
+		return nil, fmt.Errorf("GET %s: %s is not an event stream", path, resp.Status)
+	}
+	return resp, nil
+}
+
+// permanent reports whether reconnecting cannot help.
+func permanent(err error) bool {
+	var ae *APIError
+	var ve model.ValidationError
+	return errors.As(err, &ve) || (errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 && ae.Status != http.StatusTooManyRequests)
+}
+
+// Watch streams a task's final results (Seq > after, in Seq order) through
+// /api/v1/tasks/{id}/stream. When the connection drops before the task is
+// complete it reconnects with Last-Event-ID = the last Seq received, so no
+// result is lost or repeated. The channel closes when the task is
+// complete, ctx ends, the client is closed, or reconnecting failed
+// maxFailures times in a row (logged).
+func (c *Client) Watch(ctx context.Context, id string, after int64) (<-chan model.Result, error) {
+	path := taskPath(id) + "/stream"
+	last := after
+	resp, err := c.openStream(ctx, path, strconv.FormatInt(last, 10))
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan model.Result, 64)
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.ctx, cancel)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer close(out)
+		defer cancel()
+		defer stop()
+		fails := 0
+		for {
+			ended := false
+			err := readEvents(resp.Body, func(ev sseEvent) bool {
+				switch ev.name {
+				case "result":
+					var r model.Result
+					if err := json.Unmarshal([]byte(ev.data), &r); err != nil {
+						c.log.Warn("task stream: bad result event", "task", id, "err", err)
+						return true
+					}
+					if r.Seq <= last {
+						return true // already delivered
+					}
+					select {
+					case out <- r:
+						last = r.Seq
+						fails = 0
+					case <-ctx.Done():
+						return false
+					}
+				case "end":
+					ended = true
+					return false
+				}
+				return true
+			})
+			resp.Body.Close()
+			if ended || ctx.Err() != nil {
+				return
+			}
+			c.log.Debug("task stream dropped; resuming", "task", id, "last_seq", last, "err", err)
+			for {
+				fails++
+				if fails > c.maxFail {
+					c.log.Error("task stream: giving up after repeated failures", "task", id, "last_seq", last, "failures", fails-1)
+					return
+				}
+				if !sleep(ctx, c.delay(fails)) {
+					return
+				}
+				resp, err = c.openStream(ctx, path, strconv.FormatInt(last, 10))
+				if err == nil {
+					break
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				if permanent(err) {
+					c.log.Warn("task stream: cannot resume", "task", id, "err", err)
+					return
+				}
+				c.log.Debug("task stream: reconnect failed", "task", id, "err", err)
+			}
+		}
+	}()
+	return out, nil
+}
+
+// delay is the backoff before the n-th consecutive reconnect (n >= 1);
+// the first reconnect after a stream that delivered is immediate.
+func (c *Client) delay(n int) time.Duration {
+	if n <= 1 {
+		return 0
+	}
+	d := c.backoff[0]
+	for i := 2; i < n && d < c.backoff[1]; i++ {
+		d *= 2
+	}
+	return min(d, c.backoff[1])
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Events streams host events through /api/v1/events, reconnecting when the
+// connection drops (events during the gap are not replayed; RecentEvents
+// has them). The channel closes when ctx ends or the client is closed.
+func (c *Client) Events(ctx context.Context) (<-chan model.Event, error) {
+	const path = "/api/v1/events"
+	resp, err := c.openStream(ctx, path, "")
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan model.Event, 256)
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.ctx, cancel)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer close(out)
+		defer cancel()
+		defer stop()
+		fails := 0
+		for {
+			_ = readEvents(resp.Body, func(ev sseEvent) bool {
+				if ev.name != "event" {
+					return true
+				}
+				var e model.Event
+				if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
+					return true
+				}
+				fails = 0
+				select {
+				case out <- e:
+					return true
+				case <-ctx.Done():
+					return false
+				}
+			})
+			resp.Body.Close()
+			for {
+				if ctx.Err() != nil {
+					return
+				}
+				fails++
+				if !sleep(ctx, c.delay(fails+1)) {
+					return
+				}
+				resp, err = c.openStream(ctx, path, "")
+				if err == nil {
+					break
+				}
+				c.log.Debug("event stream: reconnect failed", "err", err)
+			}
+		}
+	}()
+	return out, nil
+}
