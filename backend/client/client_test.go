@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
-	"net/http/httptest"
 	"testing"
 	"time"
 
