@@ -81,7 +81,9 @@ func (f *Fleet) Dispatch(ctx context.Context, host model.Host, req model.AgentRe
 	defer h.mu.Unlock()
 	now := f.now()
 	h.lastSeen = now.Unix()
-	p := f.proc(i, h, req.Process)
+	// A status query changes nothing, so it does not make the host keep
+	// state for a process it had not touched yet.
+	p := f.proc(i, h, req.Process, req.Op != model.OpStatus)
 	fail := !h.demo && failDraw < f.cfg.FailureRate
 	r := f.apply(h, p, req, fail, aux, now)
 	st := f.status(h, p, now)
@@ -91,8 +93,9 @@ func (f *Fleet) Dispatch(ctx context.Context, host model.Host, req model.AgentRe
 
 // proc returns the host's state for process p, creating it on first use:
 // a deployment starts from its generated state, anything else as stopped.
+// With keep false a process not seen yet is returned without being stored.
 // h.mu must be held.
-func (f *Fleet) proc(i int32, h *simHost, p model.Process) *procState {
+func (f *Fleet) proc(i int32, h *simHost, p model.Process, keep bool) *procState {
 	ns, name := p.Meta.Namespace, p.Meta.Name
 	for _, ps := range h.procs {
 		if isKey(ps.key, ns, name) {
@@ -102,6 +105,9 @@ func (f *Fleet) proc(i int32, h *simHost, p model.Process) *procState {
 	key := p.Key()
 	var ps procState
 	d, known := f.defKey[key]
+	if known {
+		key = f.defs[d].key // share the definition's string
+	}
 	if known && f.deployed(d, i) {
 		ps = f.initial(i, d)
 	} else {
@@ -114,14 +120,18 @@ func (f *Fleet) proc(i int32, h *simHost, p model.Process) *procState {
 			t = f.defs[d].t
 		}
 		ps.cpu, ps.mem = f.usage(t, hash01(f.seed, hCPU, uint64(i), uint64(len(h.procs))), hash01(f.seed, hMem, uint64(i), uint64(len(h.procs))))
-		f.extraMu.Lock()
-		f.extras = append(f.extras, procRef{host: i, key: key})
-		f.extraMu.Unlock()
+		if keep {
+			f.extraMu.Lock()
+			f.extras = append(f.extras, procRef{host: i, key: key})
+			f.extraMu.Unlock()
+		}
 	}
 	if ps.procName == "" {
 		ps.procName = p.Spec.Identity.ProcName
 	}
-	h.procs = append(h.procs, &ps)
+	if keep {
+		h.procs = append(h.procs, &ps)
+	}
 	return &ps
 }
 

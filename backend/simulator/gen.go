@@ -195,6 +195,7 @@ type def struct {
 	explicit []int32 // demo: exactly these hosts (sorted)
 	fallback int32   // a host it is deployed on when the rule picks none (-1: unused)
 	cmdline  string  // what status reports as the command line
+	key      string  // proc.Key()
 }
 
 func (t tmpl) process(ns, name, env string) model.Process {

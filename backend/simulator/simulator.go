@@ -161,7 +161,8 @@ func NewChecked(cfg config.SimulatorConfig) (*Fleet, error) {
 	}
 	for i := range f.defs {
 		d := &f.defs[i]
-		f.defKey[d.proc.Key()] = int32(i)
+		d.key = d.proc.Key()
+		f.defKey[d.key] = int32(i)
 		d.cmdline = strings.TrimRight(d.proc.Spec.Identity.SetupPath, "/") + "/" + d.proc.Spec.Identity.ProcName
 	}
 	f.zones = make([][3]string, cfg.Clouds+2)
@@ -182,7 +183,7 @@ func withDefaults(c config.SimulatorConfig) config.SimulatorConfig {
 	if c.Clouds == 0 {
 		c.Clouds = d.Clouds
 	}
-	if c.Namespaces == nil {
+	if len(c.Namespaces) == 0 {
 		c.Namespaces = d.Namespaces
 	}
 	return c
@@ -341,7 +342,7 @@ func (f *Fleet) deployed(d int32, i int32) bool {
 func (f *Fleet) initial(i, d int32) procState {
 	df := &f.defs[d]
 	s, hi, di := f.seed, uint64(i), uint64(d)
-	p := procState{key: df.proc.Key(), procName: df.proc.Spec.Identity.ProcName, def: d, pid: -1}
+	p := procState{key: df.key, procName: df.proc.Spec.Identity.ProcName, def: d, pid: -1}
 	r := hash01(s, hInit, hi, di)
 	if df.explicit != nil {
 		r = 0 // demo processes start out running and hosted

@@ -116,6 +116,10 @@ func TestOpsOnOneHost(t *testing.T) {
 			snap, ok := f.Host(h)
 			require.True(t, ok)
 			got, ok := snap.Proc(p.Key())
+			if n == 0 {
+				assert.False(t, ok, "a status query keeps no state for a process never seen")
+				return
+			}
 			require.True(t, ok, "the host keeps the process")
 			assert.Equal(t, st.PID, got.PID)
 			assert.Equal(t, st.Hosted, got.Hosted)
