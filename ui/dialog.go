@@ -130,7 +130,7 @@ func confirmOp(s *shared, op model.OpType, tg target, onYes tea.Cmd) *dialog {
 			why = fmt.Sprintf("%s is a protected namespace.", protected)
 		case tg.hostCount() > s.cfg.ConfirmThreshold:
 			require = fmt.Sprint(tg.hostCount())
-			why = fmt.Sprintf("This %ss more than %s.", op, plural(s.cfg.ConfirmThreshold, "host"))
+			why = fmt.Sprintf("This is a %s on more than %s.", op, plural(s.cfg.ConfirmThreshold, "host"))
 		}
 	}
 	return newDialog(s, "Confirm "+op.String(), body, require, why, op.Destructive(), onYes)

@@ -195,6 +195,41 @@ func (p *hostsPage) applyFilter() {
 	p.list.setLen(len(keep))
 }
 
+// procLabels is the page's label selector plus the typed key=value filters
+// that name process labels (those only naming host labels just narrow the
+// hosts): an op then acts on the processes the operator filtered to.
+func (p *hostsPage) procLabels() map[string]string {
+	out := map[string]string{}
+	for k, v := range p.q.Labels {
+		out[k] = v
+	}
+	for _, tok := range strings.Fields(p.filter.Value()) {
+		k, v, ok := strings.Cut(tok, "=")
+		if !ok || k == "" {
+			continue
+		}
+		for _, r := range p.rows {
+			if isProcLabel(r.v, k) {
+				out[k] = v
+				break
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func isProcLabel(v backend.HostView, k string) bool {
+	for _, pv := range v.Procs {
+		if hasKey(pv.Labels, k) {
+			return true
+		}
+	}
+	return false
+}
+
 func matchHostLabels(v backend.HostView, labels [][2]string) bool {
 	for _, kv := range labels {
 		ok := v.Labels[kv[0]] == kv[1] && hasKey(v.Labels, kv[0])
@@ -319,7 +354,7 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 			if len(hosts) == 0 {
 				return msgCmd(flashMsg{"no host to operate on"})
 			}
-			tg := target{sel: backend.Selector{Namespace: p.q.Namespace, Name: p.q.Name, Labels: p.q.Labels, Hosts: hosts}, hosts: len(hosts)}
+			tg := target{sel: backend.Selector{Namespace: p.q.Namespace, Name: p.q.Name, Labels: p.procLabels(), Hosts: hosts}, hosts: len(hosts)}
 			return msgCmd(pushMsg{newOpPage(p.s, tg)})
 		case keyIs(msg, k.Edit):
 			r, ok := p.cursorRow()

@@ -41,7 +41,7 @@ func DefaultKeyMap() *KeyMap {
 		Select:     b("space", "select", " "),
 		SelectAll:  b("a", "select all shown", "a"),
 		ClearSel:   b("A", "clear selection", "A"),
-		Op:         b("o", "operate…", "o"),
+		Op:         b("o", "operate", "o"),
 		New:        b("n", "new process", "n"),
 		Edit:       b("e", "edit process", "e"),
 		Reload:     b("R", "refresh", "R", "ctrl+r"),

@@ -483,16 +483,20 @@ func (m *Model) globalKeys() []binding {
 	return []binding{k.Help, back, k.Quit}
 }
 
+// shortHelp is the page's main keys, then the global ones, which always
+// fit (the page's part is cut with an ellipsis when the line is short).
 func (m *Model) shortHelp() string {
-	var b []binding
 	if m.dialog != nil {
 		return m.s.theme.Muted.Render("answer the dialog: " + dialogHint(m.dialog))
 	}
-	if !m.showHelp {
-		b = append(b, m.top().Help().short...)
+	h := m.help
+	h.Width = 0
+	global := h.ShortHelpView(m.globalKeys())
+	if m.showHelp {
+		return global
 	}
-	b = append(b, m.globalKeys()...)
-	return m.help.ShortHelpView(b)
+	h.Width = max(m.s.width-ansi.StringWidth(global)-3, 10)
+	return h.ShortHelpView(m.top().Help().short) + m.s.theme.HelpSep.Render(" · ") + global
 }
 
 func dialogHint(d *dialog) string {

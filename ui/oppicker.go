@@ -64,7 +64,7 @@ func (p *opPage) SetSize(w, h int) { p.w, p.h = w, h; p.list.setHeight(len(p.ops
 func (p *opPage) Help() keyHelp {
 	k := p.s.keys
 	run := k.Open
-	run.SetHelp(k.Open.Help().Key, "run…")
+	run.SetHelp(k.Open.Help().Key, "run")
 	return keyHelp{short: []binding{run}, full: [][]binding{{k.Up, k.Down, run}}}
 }
 

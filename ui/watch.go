@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/bubbles/viewport"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 
 	"gseproc/backend"
 	"gseproc/model"
@@ -30,6 +31,7 @@ type watchPage struct {
 	shown      []int // row indexes, sorted, filtered
 	failedOnly bool
 	dirty      bool
+	follow     bool // the operator moved the cursor: keep it on its row
 	list       vlist
 	counts     model.Counts
 	ctx        context.Context
@@ -85,18 +87,16 @@ func newWatchPage(s *shared, t model.Task) *watchPage {
 	return &watchPage{s: s, id: s.newID(), task: t, index: map[tkey]int{}, ctx: ctx, cancel: cancel, bar: bar}
 }
 
-func (p *watchPage) ID() int         { return p.id }
-func (p *watchPage) Title() string   { return "task " + shortTaskID(p.task.ID) }
+func (p *watchPage) ID() int { return p.id }
+func (p *watchPage) Title() string {
+	if p.task.Created.IsZero() {
+		return "task"
+	}
+	return p.task.Op.String() + " task " + p.task.Created.Local().Format("15:04:05")
+}
 func (p *watchPage) Capturing() bool { return false }
 func (p *watchPage) Close()          { p.cancel() }
 func (p *watchPage) Resume() tea.Cmd { return nil }
-
-func shortTaskID(id string) string {
-	if _, seq, err := model.ParseTaskID(id); err == nil {
-		return fmt.Sprintf("#%d", seq)
-	}
-	return id
-}
 
 // Init loads what the task has so far, then subscribes from the last final
 // result it saw (Watch replays anything newer, so nothing is missed).
@@ -205,7 +205,7 @@ func (p *watchPage) resort() {
 	}
 	p.dirty = false
 	var keep = -1
-	if p.list.cursor >= 0 && p.list.cursor < len(p.shown) {
+	if p.follow && p.list.cursor >= 0 && p.list.cursor < len(p.shown) {
 		keep = p.shown[p.list.cursor]
 	}
 	shown := p.shown[:0]
@@ -274,6 +274,7 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 		}
 	case tea.KeyMsg:
 		if p.list.navigate(k, msg) {
+			p.follow = p.list.cursor > 0
 			return nil
 		}
 		switch {
@@ -473,7 +474,7 @@ func (p *resultPage) Resume() tea.Cmd { return nil }
 func (p *resultPage) SetSize(w, h int) {
 	p.w, p.h = w, h
 	p.vp.Width, p.vp.Height = w, h
-	p.vp.SetContent(p.content())
+	p.vp.SetContent(ansi.Wrap(p.content(), max(w-1, 20), " ,"))
 }
 
 func (p *resultPage) Help() keyHelp {

@@ -1,0 +1,255 @@
+package ui
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
+
+	"gseproc/backend"
+	"gseproc/backend/config"
+	"gseproc/backend/engine"
+	"gseproc/backend/simulator"
+	"gseproc/backend/store"
+	"gseproc/model"
+	"gseproc/theme"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+func TestMain(m *testing.M) {
+	// Golden files and timestamps must not depend on the machine.
+	time.Local = time.UTC
+	lipgloss.SetColorProfile(termenv.Ascii)
+	os.Exit(m.Run())
+}
+
+// simBackend is the real engine over a simulated fleet: quiet (no random
+// failures) unless cfg says otherwise.
+func simBackend(tb testing.TB, sc config.SimulatorConfig) (*engine.Engine, *simulator.Fleet) {
+	tb.Helper()
+	fleet := simulator.New(sc)
+	e := engine.New(config.Default().Engine, fleet, fleet, store.NewMemory())
+	ctx := context.Background()
+	if err := e.Start(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = e.Close(); _ = fleet.Close() })
+	if err := e.Seed(ctx, fleet.Definitions()); err != nil {
+		tb.Fatal(err)
+	}
+	return e, fleet
+}
+
+func quietSim(hosts int, nss ...string) config.SimulatorConfig {
+	if len(nss) == 0 {
+		nss = []string{"web"}
+	}
+	return config.SimulatorConfig{Hosts: hosts, Seed: 7, Clouds: 1, Namespaces: nss,
+		LatencyMedian: config.Duration(time.Millisecond), LatencyP99: config.Duration(5 * time.Millisecond)}
+}
+
+// clock is a settable clock for the dialog guard and elapsed times.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func monoTheme(tb testing.TB) *theme.Theme {
+	r := lipgloss.NewRenderer(os.Stdout)
+	r.SetColorProfile(termenv.Ascii)
+	th, err := theme.New("mono", r, false)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return th
+}
+
+// driver runs a Model the way bubbletea does, but in the test's goroutine:
+// commands run in goroutines, their messages are applied one at a time.
+type driver struct {
+	t    testing.TB
+	m    *Model
+	msgs chan tea.Msg
+	done chan struct{}
+	quit bool
+}
+
+func newDriver(t testing.TB, be backend.Backend, o Options, w, h int) *driver {
+	t.Helper()
+	o.Backend = be
+	if o.Theme == nil {
+		o.Theme = monoTheme(t)
+	}
+	if o.Config.Theme == "" {
+		o.Config = config.Default().Console
+	}
+	m, err := New(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &driver{t: t, m: m, msgs: make(chan tea.Msg, 4096), done: make(chan struct{})}
+	t.Cleanup(func() { close(d.done); m.Close() })
+	d.send(tea.WindowSizeMsg{Width: w, Height: h})
+	d.exec(m.Init())
+	return d
+}
+
+func (d *driver) exec(cmd tea.Cmd) {
+	if cmd == nil {
+		return
+	}
+	go func() {
+		msg := cmd()
+		switch msg := msg.(type) {
+		case nil:
+			return
+		case tea.BatchMsg:
+			for _, c := range msg {
+				d.exec(c)
+			}
+			return
+		}
+		select {
+		case d.msgs <- msg:
+		case <-d.done:
+		}
+	}()
+}
+
+func (d *driver) send(msg tea.Msg) {
+	if _, ok := msg.(tea.QuitMsg); ok {
+		d.quit = true
+		return
+	}
+	_, cmd := d.m.Update(msg)
+	d.exec(cmd)
+}
+
+// keys sends key presses: names like "enter", "esc", "space", "up",
+// "ctrl+c"; anything else is typed as runes.
+func (d *driver) keys(ks ...string) {
+	for _, k := range ks {
+		d.send(keyMsg(k))
+	}
+}
+
+func keyMsg(k string) tea.KeyMsg {
+	switch k {
+	case "enter":
+		return tea.KeyMsg{Type: tea.KeyEnter}
+	case "esc":
+		return tea.KeyMsg{Type: tea.KeyEsc}
+	case "space":
+		return tea.KeyMsg{Type: tea.KeySpace, Runes: []rune{' '}}
+	case "up":
+		return tea.KeyMsg{Type: tea.KeyUp}
+	case "down":
+		return tea.KeyMsg{Type: tea.KeyDown}
+	case "tab":
+		return tea.KeyMsg{Type: tea.KeyTab}
+	case "backspace":
+		return tea.KeyMsg{Type: tea.KeyBackspace}
+	case "ctrl+c":
+		return tea.KeyMsg{Type: tea.KeyCtrlC}
+	}
+	return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(k)}
+}
+
+// typeText types s one rune at a time.
+func (d *driver) typeText(s string) {
+	for _, r := range s {
+		if r == ' ' {
+			d.send(keyMsg("space"))
+			continue
+		}
+		d.send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+	}
+}
+
+// until applies messages until cond holds, failing after timeout.
+func (d *driver) until(what string, cond func() bool) {
+	d.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for !cond() {
+		select {
+		case msg := <-d.msgs:
+			d.send(msg)
+		case <-deadline:
+			d.t.Fatalf("timed out waiting for %s; screen:\n%s", what, d.m.View())
+		}
+	}
+}
+
+// settle applies messages until none arrives for quiet.
+func (d *driver) settle(quiet time.Duration) {
+	for {
+		select {
+		case msg := <-d.msgs:
+			d.send(msg)
+		case <-time.After(quiet):
+			return
+		}
+	}
+}
+
+func (d *driver) view() string { return d.m.View() }
+
+func (d *driver) topIs(want string) func() bool {
+	return func() bool { return d.m.top().Title() == want }
+}
+
+// golden compares got with testdata/name.golden (rewritten with -update).
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./ui -run %s -update to create it)", err, t.Name())
+	}
+	if string(want) != got {
+		t.Errorf("%s differs from the golden file (run with -update if the change is intended)\n--- got:\n%s\n--- want:\n%s", path, got, want)
+	}
+}
+
+// checkFrame asserts the screen is exactly w x h cells at most.
+func checkFrame(t *testing.T, s string, w, h int) {
+	t.Helper()
+	lines := strings.Split(s, "\n")
+	if len(lines) != h {
+		t.Errorf("screen has %d lines, want %d", len(lines), h)
+	}
+	for i, l := range lines {
+		if lw := lipgloss.Width(l); lw > w {
+			t.Errorf("line %d is %d cells wide, more than %d: %q", i, lw, w, l)
+		}
+	}
+}
+
+var _ = model.OpRestart
