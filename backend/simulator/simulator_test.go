@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -866,4 +867,52 @@ func ExampleFleet_Dispatch() {
 	// stop 829 stopped false
 	// start 0 running true
 	// register 850 running true
+}
+
+func TestConfigFromTOML(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := dir + "/" + name
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+		return p
+	}
+	cfg, err := config.Load(write("ok.toml", `
+[simulator]
+hosts = 1200
+seed = 99
+clouds = 2
+namespaces = ["web", "payments"]
+demo = true
+latency_median = "5ms"
+latency_p99 = "50ms"
+failure_rate = 0.02
+offline_rate = 0.01
+unreachable_rate = 0.01
+crash_rate = 0.5
+`))
+	require.NoError(t, err)
+	require.Empty(t, cfg.Warnings)
+	s := cfg.Simulator
+	assert.Equal(t, 1200, s.Hosts)
+	assert.Equal(t, int64(99), s.Seed)
+	assert.Equal(t, 2, s.Clouds)
+	assert.Equal(t, []string{"web", "payments"}, s.Namespaces)
+	assert.True(t, s.Demo)
+	assert.Equal(t, 5*time.Millisecond, s.LatencyMedian.D())
+	assert.Equal(t, 50*time.Millisecond, s.LatencyP99.D())
+	assert.Equal(t, 0.02, s.FailureRate)
+	assert.Equal(t, 0.5, s.CrashRate)
+	f := New(s)
+	assert.Equal(t, 1202, f.Len(), "demo adds 1:10.0.0.1 and 0:127.0.0.1")
+
+	_, err = config.Load(write("bad.toml", "[simulator]\nfailure_rate = 1.5\n"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "simulator.failure_rate: 1.5 is out of range [0,1]")
+
+	// Defaults with no [simulator] section at all.
+	cfg, err = config.Load(write("empty.toml", ""))
+	require.NoError(t, err)
+	assert.Equal(t, 300, cfg.Simulator.Hosts)
+	assert.Equal(t, 3, cfg.Simulator.Clouds)
+	assert.Equal(t, 40*time.Millisecond, cfg.Simulator.LatencyMedian.D())
 }
