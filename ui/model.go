@@ -57,6 +57,8 @@ type Options struct {
 	Guard time.Duration
 	// Static turns live clocks off (the elapsed-time tick), for golden files.
 	Static bool
+	// Notice is shown in the status bar at start (e.g. config warnings).
+	Notice string
 	// BatchMax and BatchWindow bound one batch of live results (default 2000, 15ms).
 	BatchMax    int
 	BatchWindow time.Duration
@@ -124,7 +126,7 @@ func New(ctx context.Context, o Options) (*Model, error) {
 	h.Styles.ShortKey, h.Styles.ShortDesc, h.Styles.ShortSeparator = th.HelpKey, th.HelpDesc, th.HelpSep
 	h.Styles.FullKey, h.Styles.FullDesc, h.Styles.FullSeparator = th.HelpKey, th.HelpDesc, th.HelpSep
 	h.Styles.Ellipsis = th.HelpSep
-	m := &Model{s: s, help: h, opts: o, cancel: cancel}
+	m := &Model{s: s, help: h, opts: o, cancel: cancel, flash: o.Notice}
 	m.stack = []page{newNSPage(s)}
 	if o.Namespace != "" {
 		m.stack = append(m.stack, newLabelsPage(s, backend.NamespaceSummary{Name: o.Namespace}))
