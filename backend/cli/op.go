@@ -18,6 +18,9 @@ import (
 	"gseproc/model"
 )
 
+// stallNote is how long op waits without a result before saying so.
+const stallNote = 3 * time.Second
+
 // usageError is a bad command line: exit code 2.
 func usageError(cmd, format string, args ...any) error {
 	return &ExitError{Code: 2, Err: fmt.Errorf(format+"\n(run 'gseproc %s --help' for the flags)", append(args, cmd)...)}
@@ -234,11 +237,28 @@ func runOp(ctx context.Context, args []string, io Stdio) error {
 		fmt.Fprintf(io.Err, "%s: %s on %d target(s)\n", task.ID, op, task.Targets)
 		pr.header()
 	}
+	// A note on stderr when results stall (hosts that do not answer hold
+	// only their own result, up to their own deadline).
 	got := 0
-	for r := range ch {
-		got++
-		if err := pr.print(r); err != nil {
-			return err
+	stall := time.NewTimer(stallNote)
+	defer stall.Stop()
+wait:
+	for {
+		select {
+		case r, ok := <-ch:
+			if !ok {
+				break wait
+			}
+			got++
+			if err := pr.print(r); err != nil {
+				return err
+			}
+			stall.Reset(stallNote)
+		case <-stall.C:
+			if !*quiet {
+				fmt.Fprintf(io.Err, "waiting for %d of %d target(s); each host has its own deadline (op_timeout + start check; --timeout caps the wait)\n",
+					task.Targets-got, task.Targets)
+			}
 		}
 	}
 
