@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -96,6 +97,11 @@ func ConnectNow(o ClientOptions, log *slog.Logger) (*nats.Conn, error) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for !nc.IsConnected() {
+		if err := nc.LastError(); errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
+			(err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization")) {
+			nc.Close()
+			return nil, fmt.Errorf("connect to nats %s: %w", o.URLs, err)
+		}
 		if time.Now().After(deadline) {
 			err := nc.LastError()
 			nc.Close()

@@ -1,0 +1,499 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"gseproc/backend/config"
+	"gseproc/backend/engine"
+	"gseproc/backend/simulator"
+	"gseproc/model"
+)
+
+var (
+	_ engine.Dispatcher  = (*Dispatcher)(nil)
+	_ engine.Inventory   = (*Dispatcher)(nil)
+	_ engine.EventSource = (*Dispatcher)(nil)
+	_ engine.Dispatcher  = (*Merged)(nil)
+	_ engine.Inventory   = (*Merged)(nil)
+	_ Fleet              = (*simulator.Fleet)(nil)
+)
+
+// testNATS is the [nats] section of a test server: 127.0.0.1, a free port,
+// JetStream in a temporary directory.
+func testNATS(t testing.TB) config.NATSConfig {
+	c := config.Default().NATS
+	c.Listen = "127.0.0.1:-1"
+	c.StoreDir = t.TempDir()
+	return c
+}
+
+func startServer(t testing.TB, cfg config.NATSConfig, demo bool) *Embedded {
+	t.Helper()
+	e, err := StartEmbedded(cfg, EmbeddedOptions{Demo: demo}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	return e
+}
+
+func serverConn(t testing.TB, e *Embedded) *nats.Conn {
+	t.Helper()
+	nc, err := e.Connect("test-server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func newDispatcher(t testing.TB, nc *nats.Conn, o DispatcherOptions) *Dispatcher {
+	t.Helper()
+	d, err := NewDispatcher(nc, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+// fakeAgent is an AgentHandler whose replies and events the test controls.
+type fakeAgent struct {
+	info   model.HostInfo
+	handle func(ctx context.Context, req model.AgentRequest) model.AgentReply
+
+	mu  sync.Mutex
+	fns []func(model.Event)
+}
+
+func (a *fakeAgent) Identity() model.HostInfo { return a.info }
+func (a *fakeAgent) Handle(ctx context.Context, req model.AgentRequest) model.AgentReply {
+	return a.handle(ctx, req)
+}
+func (a *fakeAgent) Statuses() []model.ProcStatus {
+	return []model.ProcStatus{{ProcKey: "ns:p", State: model.ProcRunning, PID: 42, Hosted: true}}
+}
+func (a *fakeAgent) SubscribeEvents(ctx context.Context, fn func(model.Event)) {
+	a.mu.Lock()
+	a.fns = append(a.fns, fn)
+	a.mu.Unlock()
+}
+func (a *fakeAgent) emit(e model.Event) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, fn := range a.fns {
+		fn(e)
+	}
+}
+
+func echoAgent(h model.Host) *fakeAgent {
+	return &fakeAgent{
+		info: model.HostInfo{Host: h, Labels: map[string]string{"role": "web"}, Version: "test"},
+		handle: func(_ context.Context, req model.AgentRequest) model.AgentReply {
+			return model.AgentReply{Code: model.CodeSuccess, Message: "did " + req.Op.String() + " for " + req.TaskID,
+				Status: &model.ProcStatus{ProcKey: req.Process.Key(), State: model.ProcRunning, PID: 7}}
+		},
+	}
+}
+
+// runAgent connects an agent to url and serves a until the test ends.
+func runAgent(t testing.TB, url string, co ClientOptions, a AgentHandler, so ServeOptions) (*nats.Conn, context.CancelFunc) {
+	t.Helper()
+	co.URLs = url
+	if co.MaxReconnectDelay == 0 {
+		co.MaxReconnectDelay = 300 * time.Millisecond
+	}
+	nc, err := Connect(co, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeAgent(ctx, nc, a, so) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ServeAgent: %v", err)
+		}
+		nc.Close()
+	})
+	return nc, cancel
+}
+
+func eventually(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true after %s", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func hostState(d *Dispatcher, h model.Host) model.AgentState {
+	hs, _ := d.Hosts(context.Background())
+	for _, hi := range hs {
+		if sameHost(hi.Host, h) {
+			return hi.State
+		}
+	}
+	return ""
+}
+
+var h1 = model.Host{IP: "10.0.0.1", CloudID: 0}
+
+func TestSubjects(t *testing.T) {
+	for _, h := range []model.Host{h1, {IP: "192.168.1.20", CloudID: 7}, {IP: "fe80::1", CloudID: 2}} {
+		got, err := hostFromSubject(HeartbeatSubject(h))
+		if err != nil || !sameHost(got, h) {
+			t.Errorf("%s: subject %s parses back to %v, %v", h, HeartbeatSubject(h), got, err)
+		}
+	}
+	if got := OpSubject(h1); got != "gseproc.agent.0.10_0_0_1.op" {
+		t.Errorf("OpSubject = %q", got)
+	}
+	for _, bad := range []string{"gseproc.agent.x.10_0_0_1.hb", "gseproc.agent.0.hb", "other.agent.0.10_0_0_1.hb", "gseproc.agent.0.nope.hb"} {
+		if _, err := hostFromSubject(bad); err == nil {
+			t.Errorf("hostFromSubject(%q): no error", bad)
+		}
+	}
+}
+
+func TestDispatchRoundTrip(t *testing.T) {
+	e := startServer(t, testNATS(t), true)
+	// The agent is up before the server side: the hello makes it report at
+	// once although its heartbeat interval is long.
+	runAgent(t, e.ClientURL(), ClientOptions{Name: "agent"}, echoAgent(h1), ServeOptions{HeartbeatInterval: time.Minute})
+	time.Sleep(100 * time.Millisecond)
+	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{Labels: map[string]string{"bk_biz_id": "1", "role": "x"}})
+	eventually(t, "agent online", 5*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p := model.Process{Meta: model.Meta{Namespace: "ns", Name: "p"}}
+	rep, err := d.Dispatch(ctx, h1, model.AgentRequest{TaskID: "GSETASK:20260101000000:1", Op: model.OpStart, Process: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Code != 0 || rep.Message != "did start for GSETASK:20260101000000:1" || rep.Status == nil || rep.Status.ProcKey != "ns:p" {
+		t.Fatalf("reply %+v", rep)
+	}
+	hs, _ := d.Hosts(ctx)
+	if len(hs) != 1 || hs[0].Labels["bk_biz_id"] != "1" || hs[0].Labels["role"] != "web" || hs[0].Version != "test" || hs[0].LastSeen == 0 {
+		t.Fatalf("hosts %+v: want the agent's labels over the dispatcher's", hs)
+	}
+	if st := d.Statuses(h1); len(st) != 1 || st[0].PID != 42 {
+		t.Fatalf("statuses from heartbeat: %+v", st)
+	}
+}
+
+func TestDispatchErrors(t *testing.T) {
+	e := startServer(t, testNATS(t), true)
+	release := make(chan struct{})
+	defer close(release)
+	mute := &fakeAgent{info: model.HostInfo{Host: h1}, handle: func(ctx context.Context, _ model.AgentRequest) model.AgentReply {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return model.AgentReply{Code: 0}
+	}}
+	runAgent(t, e.ClientURL(), ClientOptions{}, mute, ServeOptions{HeartbeatInterval: 50 * time.Millisecond})
+	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{})
+	eventually(t, "agent online", 5*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
+
+	tests := []struct {
+		name    string
+		host    model.Host
+		timeout time.Duration
+		want    error
+		early   bool // must return before the deadline
+	}{
+		{"no agent listening", model.Host{IP: "10.9.9.9", CloudID: 3}, 10 * time.Second, model.ErrUnreachable, true},
+		{"agent does not answer", h1, 300 * time.Millisecond, context.DeadlineExceeded, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), tt.timeout)
+			defer cancel()
+			_, err := d.Dispatch(ctx, tt.host, model.AgentRequest{Op: model.OpStatus})
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("err = %v, want %v", err, tt.want)
+			}
+			if tt.early && ctx.Err() != nil {
+				t.Fatalf("returned only after the deadline")
+			}
+			if !strings.Contains(err.Error(), tt.host.String()) {
+				t.Errorf("error %q does not name the host", err)
+			}
+		})
+	}
+}
+
+func TestOnlineOffline(t *testing.T) {
+	tests := []struct {
+		name   string
+		leave  bool // clean stop (leaving heartbeat) or silent loss
+		reason string
+	}{
+		{"clean stop", true, "agent stopped"},
+		{"heartbeats stop", false, "no heartbeat"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := startServer(t, testNATS(t), true)
+			d := newDispatcher(t, serverConn(t, e), DispatcherOptions{OfflineAfter: 400 * time.Millisecond,
+				StaticHosts: []model.HostInfo{{Host: model.Host{IP: "10.0.0.99"}}}})
+			var mu sync.Mutex
+			var evs []model.Event
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			d.SubscribeEvents(ctx, func(e model.Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() })
+			kinds := func() []model.EventKind {
+				mu.Lock()
+				defer mu.Unlock()
+				var k []model.EventKind
+				for _, e := range evs {
+					k = append(k, e.Kind)
+				}
+				return k
+			}
+			if s := hostState(d, model.Host{IP: "10.0.0.99"}); s != model.AgentUnknown {
+				t.Fatalf("static host state %q, want unknown", s)
+			}
+			nc, stop := runAgent(t, e.ClientURL(), ClientOptions{}, echoAgent(h1), ServeOptions{HeartbeatInterval: 50 * time.Millisecond})
+			eventually(t, "online", 5*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
+			// Stays online across many heartbeats.
+			time.Sleep(600 * time.Millisecond)
+			if s := hostState(d, h1); s != model.AgentOnline {
+				t.Fatalf("state %q while heartbeating", s)
+			}
+			if tt.leave {
+				stop()
+			} else {
+				nc.Close()
+			}
+			eventually(t, "offline", 5*time.Second, func() bool { return hostState(d, h1) == model.AgentOffline })
+			eventually(t, "events", 5*time.Second, func() bool { return len(kinds()) == 2 })
+			if k := kinds(); k[0] != model.EventAgentOnline || k[1] != model.EventAgentOffline {
+				t.Fatalf("events %v", k)
+			}
+			mu.Lock()
+			msg := evs[1].Message
+			mu.Unlock()
+			if !strings.Contains(msg, tt.reason) {
+				t.Errorf("offline event %q, want it to say %q", msg, tt.reason)
+			}
+		})
+	}
+}
+
+func TestAuth(t *testing.T) {
+	cfg := testNATS(t)
+	cfg.Users = []config.NATSUser{
+		{User: "a1", Password: "secret", Host: "0:10.0.0.1"},
+		{User: "sim", Password: "simpw"},
+	}
+	e := startServer(t, cfg, false)
+	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{})
+
+	t.Run("wrong password", func(t *testing.T) {
+		_, err := ConnectNow(ClientOptions{URLs: e.ClientURL(), User: "a1", Password: "nope"}, nil)
+		if err == nil {
+			t.Fatal("connected with a wrong password")
+		}
+	})
+	t.Run("no credentials", func(t *testing.T) {
+		if _, err := ConnectNow(ClientOptions{URLs: e.ClientURL()}, nil); err == nil {
+			t.Fatal("connected without credentials outside demo")
+		}
+	})
+	t.Run("bound to its host", func(t *testing.T) {
+		runAgent(t, e.ClientURL(), ClientOptions{User: "a1", Password: "secret"}, echoAgent(h1), ServeOptions{HeartbeatInterval: 50 * time.Millisecond})
+		eventually(t, "online", 5*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := d.Dispatch(ctx, h1, model.AgentRequest{Op: model.OpStatus}); err != nil {
+			t.Fatal(err)
+		}
+		// The same credential cannot serve another host.
+		other := model.Host{IP: "10.0.0.2"}
+		runAgent(t, e.ClientURL(), ClientOptions{User: "a1", Password: "secret"}, echoAgent(other), ServeOptions{HeartbeatInterval: 50 * time.Millisecond})
+		time.Sleep(300 * time.Millisecond)
+		if _, err := d.Dispatch(ctx, other, model.AgentRequest{Op: model.OpStatus}); !errors.Is(err, model.ErrUnreachable) {
+			t.Fatalf("impostor answered for %s: %v", other, err)
+		}
+		if s := hostState(d, other); s == model.AgentOnline {
+			t.Fatalf("impostor's heartbeat accepted")
+		}
+	})
+	t.Run("unbound credential serves any host", func(t *testing.T) {
+		h := model.Host{IP: "10.0.0.3", CloudID: 1}
+		runAgent(t, e.ClientURL(), ClientOptions{User: "sim", Password: "simpw"}, echoAgent(h), ServeOptions{HeartbeatInterval: 50 * time.Millisecond})
+		eventually(t, "online", 5*time.Second, func() bool { return hostState(d, h) == model.AgentOnline })
+	})
+}
+
+func TestDemoRequiresLoopback(t *testing.T) {
+	cfg := testNATS(t)
+	cfg.Listen = "0.0.0.0:-1"
+	if _, err := StartEmbedded(cfg, EmbeddedOptions{Demo: true}, nil); err == nil || !strings.Contains(err.Error(), "loopback") {
+		t.Fatalf("err = %v, want a loopback error", err)
+	}
+}
+
+// TestReconnect: the server goes away, the agent keeps its events, and on
+// reconnect publishes them and says so in a full heartbeat.
+func TestReconnect(t *testing.T) {
+	cfg := testNATS(t)
+	e := startServer(t, cfg, true)
+	url := e.ClientURL()
+	a := echoAgent(h1)
+	nc, _ := runAgent(t, url, ClientOptions{MaxReconnectDelay: 200 * time.Millisecond}, a, ServeOptions{HeartbeatInterval: 50 * time.Millisecond, EventBuffer: 3})
+	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{})
+	eventually(t, "online", 5*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
+
+	e.Shutdown()
+	eventually(t, "agent sees the server gone", 5*time.Second, func() bool { return !nc.IsConnected() })
+	for i := range 5 { // 2 of them overflow the buffer of 3
+		a.emit(model.Event{Host: h1, ProcKey: "ns:p", Kind: model.EventRestartSuccess, Message: fmt.Sprint("restart ", i)})
+	}
+
+	cfg.Listen = strings.TrimPrefix(url, "nats://")
+	e2 := startServer(t, cfg, true)
+	d2 := newDispatcher(t, serverConn(t, e2), DispatcherOptions{})
+	var mu sync.Mutex
+	var evs []model.Event
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d2.SubscribeEvents(ctx, func(e model.Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() })
+	eventually(t, "late events", 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(evs) >= 4 })
+	mu.Lock()
+	defer mu.Unlock()
+	var restarts []string
+	var online string
+	for _, e := range evs {
+		switch e.Kind {
+		case model.EventRestartSuccess:
+			restarts = append(restarts, e.Message)
+		case model.EventAgentOnline:
+			online = e.Message
+		}
+	}
+	if strings.Join(restarts, ",") != "restart 2,restart 3,restart 4" {
+		t.Errorf("late events %q, want the last 3 in order", restarts)
+	}
+	if !strings.Contains(online, "3 events reported late, 2 dropped") {
+		t.Errorf("online event %q, want the late/dropped counts", online)
+	}
+}
+
+func TestServeFleet(t *testing.T) {
+	e := startServer(t, testNATS(t), true)
+	f := simulator.New(config.SimulatorConfig{Hosts: 200, Seed: 7, Clouds: 2, UnreachableRate: 0.05, OfflineRate: 0.05})
+	defer f.Close()
+	nc, err := Connect(ClientOptions{URLs: e.ClientURL(), Name: "sim"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeFleet(ctx, nc, f, ServeOptions{HeartbeatInterval: 100 * time.Millisecond}) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{})
+	simHosts, _ := f.Hosts(ctx)
+	var online, unreachable []model.Host
+	for _, hi := range simHosts {
+		snap, _ := f.Host(hi.Host)
+		switch {
+		case hi.State == model.AgentOnline:
+			online = append(online, hi.Host)
+		case snap.Kind == "unreachable":
+			unreachable = append(unreachable, hi.Host)
+		}
+	}
+	if len(online) == 0 || len(unreachable) == 0 {
+		t.Fatalf("fleet has %d online, %d unreachable hosts; want some of each", len(online), len(unreachable))
+	}
+	countOnline := func() int {
+		hs, _ := d.Hosts(ctx)
+		n := 0
+		for _, h := range hs {
+			if h.State == model.AgentOnline {
+				n++
+			}
+		}
+		return n
+	}
+	eventually(t, "fleet online", 5*time.Second, func() bool { return countOnline() == len(online) })
+
+	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer dcancel()
+	def := f.Definitions()[0]
+	rep, err := d.Dispatch(dctx, def.Hosts[0], model.AgentRequest{Op: model.OpStatus, Process: def.Process})
+	if snap, _ := f.Host(def.Hosts[0]); snap.Kind == "normal" && (err != nil || rep.Status == nil || rep.Status.ProcKey != def.Process.Key()) {
+		t.Fatalf("status over NATS: %+v, %v", rep, err)
+	}
+	if _, err := d.Dispatch(dctx, unreachable[0], model.AgentRequest{Op: model.OpStatus, Process: def.Process}); !errors.Is(err, model.ErrUnreachable) {
+		t.Fatalf("unreachable sim host: %v", err)
+	}
+	if dctx.Err() != nil {
+		t.Fatal("unreachable sim host answered only at the deadline")
+	}
+}
+
+type fakeRouter struct {
+	name  string
+	hosts []model.Host
+	calls atomic.Int32
+}
+
+func (r *fakeRouter) Dispatch(_ context.Context, h model.Host, _ model.AgentRequest) (model.AgentReply, error) {
+	r.calls.Add(1)
+	return model.AgentReply{Message: r.name}, nil
+}
+
+func (r *fakeRouter) Hosts(context.Context) ([]model.HostInfo, error) {
+	var out []model.HostInfo
+	for _, h := range r.hosts {
+		out = append(out, model.HostInfo{Host: h, State: model.AgentOnline, Labels: map[string]string{"from": r.name}})
+	}
+	return out, nil
+}
+
+func TestMerge(t *testing.T) {
+	a, b, c := model.Host{IP: "10.0.0.1"}, model.Host{IP: "10.0.0.2"}, model.Host{IP: "127.0.0.1"}
+	sim := &fakeRouter{name: "sim", hosts: []model.Host{a, b}}
+	real := &fakeRouter{name: "nats", hosts: []model.Host{b, c}}
+	m := Merge(sim, real)
+	tests := []struct {
+		host model.Host
+		want string
+	}{{a, "sim"}, {b, "sim"}, {c, "nats"}, {model.Host{IP: "10.1.1.1"}, "nats"}}
+	for _, tt := range tests {
+		rep, err := m.Dispatch(context.Background(), tt.host, model.AgentRequest{})
+		if err != nil || rep.Message != tt.want {
+			t.Errorf("%s routed to %q (%v), want %q", tt.host, rep.Message, err, tt.want)
+		}
+	}
+	hs, _ := m.Hosts(context.Background())
+	if len(hs) != 3 || hs[1].Labels["from"] != "sim" || hs[2].Host != c {
+		t.Fatalf("merged hosts %+v", hs)
+	}
+}
