@@ -22,7 +22,7 @@ type SimulatorConfig struct {
 	Namespaces []string `toml:"namespaces"`
 	// Demo adds the hosts and processes the API documents' examples name
 	// (0:10.0.0.1, 1:10.0.0.1, 0:127.0.0.1; gse:proc-test, gse:proc-test-1),
-	// which never fail at random.
+	// which never fail at random. It adds up to two hosts to Hosts.
 	Demo bool `toml:"demo"`
 
 	// LatencyMedian and LatencyP99 shape the per-op reply delay (a

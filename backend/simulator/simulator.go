@@ -278,8 +278,8 @@ func (f *Fleet) addDemoDefs() {
 	for i := range ts {
 		t := &ts[i]
 		p := t.process("gse", t.name, "test")
-		if _, dup := f.defKey[p.Key()]; dup {
-			continue
+		if slices.ContainsFunc(f.defs, func(d def) bool { return d.proc.Key() == p.Key() }) {
+			continue // a configured catalog already has it
 		}
 		f.defs = append(f.defs, def{proc: p, t: t, role: -1, explicit: hosts, fallback: -1})
 	}
