@@ -169,3 +169,37 @@ func BenchmarkOperate10kHosts(b *testing.B) {
 		}
 	}
 }
+
+func TestSimulatorEventsUpdateLastKnown(t *testing.T) {
+	sc := quietFleet(20)
+	sc.CrashRate = 600 // per process per minute: several crashes every tick
+	e, fleet := simEngine(t, sc)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	evs, err := e.Events(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go fleet.Run(ctx)
+	var ev model.Event
+	deadline := time.After(10 * time.Second)
+	for ev.Kind != model.EventRestartSuccess {
+		select {
+		case ev = <-evs:
+		case <-deadline:
+			t.Fatal("no restart event from a crashing fleet")
+		}
+	}
+	recent, _ := e.RecentEvents(ctx, 0)
+	if len(recent) == 0 {
+		t.Fatal("events not stored")
+	}
+	hv, _ := e.Hosts(ctx, backend.HostQuery{Hosts: []model.Host{ev.Host}})
+	for _, h := range hv {
+		for _, p := range h.Procs {
+			if p.Key == ev.ProcKey && (p.Status.Restarts == 0 || p.Status.State != model.ProcRunning) {
+				t.Fatalf("%s on %s: restart event not reflected: %+v", p.Key, h.Host, p.Status)
+			}
+		}
+	}
+}
