@@ -1,0 +1,737 @@
+// Package jsstore is the engine's durable Store on NATS JetStream, so that
+// a server killed mid-task loses nothing and several servers on one NATS
+// cluster share tasks and data.
+//
+// Layout (bucket and stream names take Options.Prefix, default "gseproc"):
+//
+//	KV  gseproc_procs     <enc(ns:name)>            -> model.ProcessDef (Rev = KV revision)
+//	KV  gseproc_status    <enc(host)>.<enc(proc)>   -> {host, status}
+//	KV  gseproc_seq       seq                       -> (empty) NextSeq = revision of a Put
+//	KV  gseproc_tasks     <enc(task id)>            -> model.Task
+//	KV  gseproc_targets   <enc(task id)>.<chunk>    -> []model.Target (2000 a chunk)
+//	KV  gseproc_results   <enc(task id)>.<index>    -> model.Result of the index-th target
+//	ST  gseproc_events    gseproc.store.events      model.Event, at most MaxEvents kept
+//
+// enc keeps [A-Za-z0-9_-] and writes any other byte as =XX (hex), so keys
+// are valid and readable: "GSETASK:20260101000000:7" -> "GSETASK=3A20260101000000=3A7".
+//
+// NextSeq: every Put to a KV key gets the stream's next sequence as its
+// revision, assigned by the stream leader, so it never repeats for the
+// life of the bucket, across restarts and across any number of servers,
+// with one round trip and no CAS retry loop. Results are keyed by target
+// index, so Results lists them in target order, and a result for a target
+// that is not the task's is refused. Listing reads a whole bucket (or one
+// task's keys) with one ordered consumer (a KV watch), not a Get per key.
+package jsstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"gseproc/model"
+)
+
+// Options configure the store.
+type Options struct {
+	// Prefix of bucket and stream names (default "gseproc").
+	Prefix string
+	// Replicas of every bucket and stream: 1 on one server, 3 on a cluster.
+	Replicas int
+	// MaxEvents bounds the event stream (default 10000).
+	MaxEvents int
+	// KeepTasks bounds the tasks kept: beyond it the oldest finished tasks
+	// are deleted with their targets and results (default 1000; checked
+	// every 32 new tasks).
+	KeepTasks int
+	// Memory keeps everything in memory on the NATS servers (tests);
+	// the default is file storage.
+	Memory bool
+}
+
+// Store is the JetStream engine.Store. It does not own the JetStream
+// context: Close releases nothing of the connection.
+type Store struct {
+	js   jetstream.JetStream
+	opts Options
+
+	procs, status, seq, tasks, targets, results jetstream.KeyValue
+	events                                      jetstream.Stream
+	eventsSubject                               string
+
+	mu     sync.Mutex
+	index  map[string]*taskIndex // task id -> target index (a small cache)
+	puts   int                   // PutTask calls, for eviction
+	closed bool
+}
+
+type taskIndex struct {
+	targets map[model.Target]int
+}
+
+const (
+	chunkSize   = 2000
+	indexCache  = 64
+	evictEvery  = 32
+	listTimeout = 30 * time.Second
+)
+
+// New creates (or opens) the buckets and the event stream.
+func New(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, error) {
+	if opts.Prefix == "" {
+		opts.Prefix = "gseproc"
+	}
+	if opts.Replicas <= 0 {
+		opts.Replicas = 1
+	}
+	if opts.MaxEvents <= 0 {
+		opts.MaxEvents = 10000
+	}
+	if opts.KeepTasks <= 0 {
+		opts.KeepTasks = 1000
+	}
+	storage := jetstream.FileStorage
+	if opts.Memory {
+		storage = jetstream.MemoryStorage
+	}
+	s := &Store{js: js, opts: opts, index: map[string]*taskIndex{}, eventsSubject: opts.Prefix + ".store.events"}
+	buckets := []struct {
+		name string
+		kv   *jetstream.KeyValue
+	}{
+		{"procs", &s.procs}, {"status", &s.status}, {"seq", &s.seq},
+		{"tasks", &s.tasks}, {"targets", &s.targets}, {"results", &s.results},
+	}
+	for _, b := range buckets {
+		name := opts.Prefix + "_" + b.name
+		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: name, History: 1, Storage: storage, Replicas: opts.Replicas,
+			Description: "gseproc " + b.name,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("jsstore: bucket %s: %w", name, err)
+		}
+		*b.kv = kv
+	}
+	name := opts.Prefix + "_events"
+	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: name, Subjects: []string{s.eventsSubject}, MaxMsgs: int64(opts.MaxEvents),
+		Discard: jetstream.DiscardOld, Storage: storage, Replicas: opts.Replicas,
+		Description: "gseproc host events",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("jsstore: stream %s: %w", name, err)
+	}
+	s.events = st
+	return s, nil
+}
+
+// Close marks the store closed; later calls fail. It is safe to call twice.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Store) check() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("jsstore: closed")
+	}
+	return nil
+}
+
+// enc makes s a valid KV key token (see the package documentation).
+func enc(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "=%02X", c)
+		}
+	}
+	if b.Len() == 0 {
+		return "=" // the empty string still needs a token
+	}
+	return b.String()
+}
+
+// ---- registry ----
+
+// PutProcess creates or replaces a definition. When def.Rev is not zero it
+// must equal the stored revision (optimistic update), else ErrConflict.
+func (s *Store) PutProcess(ctx context.Context, def model.ProcessDef) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	key := def.Process.Key()
+	want := def.Rev
+	def.Rev = 0
+	data, err := json.Marshal(def)
+	if err != nil {
+		return fmt.Errorf("put process %s: %w", key, err)
+	}
+	k := enc(key)
+	if want == 0 {
+		_, err = s.procs.Put(ctx, k, data)
+	} else {
+		_, err = s.procs.Update(ctx, k, data, want)
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			if _, gerr := s.procs.Get(ctx, k); errors.Is(gerr, jetstream.ErrKeyNotFound) {
+				_, err = s.procs.Create(ctx, k, data) // nothing stored: as the memory store, accept
+			} else {
+				return fmt.Errorf("put process %s: revision %d is not the stored one: %w", key, want, model.ErrConflict)
+			}
+		}
+	}
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("put process %s: %w", key, model.ErrConflict)
+		}
+		return fmt.Errorf("put process %s: %w", key, err)
+	}
+	return nil
+}
+
+// DeleteProcess removes a definition by key (ErrNotFound when absent).
+func (s *Store) DeleteProcess(ctx context.Context, key string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	e, err := s.procs.Get(ctx, enc(key))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("delete process %s: %w", key, model.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("delete process %s: %w", key, err)
+	}
+	if err := s.procs.Delete(ctx, enc(key), jetstream.LastRevision(e.Revision())); err != nil {
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return fmt.Errorf("delete process %s: changed meanwhile: %w", key, model.ErrConflict)
+		}
+		return fmt.Errorf("delete process %s: %w", key, err)
+	}
+	return nil
+}
+
+// Processes returns every definition sorted by key.
+func (s *Store) Processes(ctx context.Context) ([]model.ProcessDef, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	var out []model.ProcessDef
+	err := s.each(ctx, s.procs, ">", func(e jetstream.KeyValueEntry) error {
+		var d model.ProcessDef
+		if err := json.Unmarshal(e.Value(), &d); err != nil {
+			return fmt.Errorf("decode %s: %w", e.Key(), err)
+		}
+		d.Rev = e.Revision()
+		out = append(out, d)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	slices.SortFunc(out, func(a, b model.ProcessDef) int { return strings.Compare(a.Process.Key(), b.Process.Key()) })
+	return out, nil
+}
+
+// ---- statuses ----
+
+type statusRec struct {
+	Host   model.Host       `json:"host"`
+	Status model.ProcStatus `json:"status"`
+}
+
+// PutProcStatus records the last known status of st.ProcKey on host.
+func (s *Store) PutProcStatus(ctx context.Context, host model.Host, st model.ProcStatus) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if st.ProcKey == "" {
+		return fmt.Errorf("put status on %s: proc key is empty", host)
+	}
+	data, err := json.Marshal(statusRec{host, st})
+	if err != nil {
+		return fmt.Errorf("put status on %s: %w", host, err)
+	}
+	if _, err := s.status.Put(ctx, enc(host.AgentID())+"."+enc(st.ProcKey), data); err != nil {
+		return fmt.Errorf("put status of %s on %s: %w", st.ProcKey, host, err)
+	}
+	return nil
+}
+
+// ProcStatuses returns every last known status by host, each host's sorted by key.
+func (s *Store) ProcStatuses(ctx context.Context) (map[model.Host][]model.ProcStatus, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	out := map[model.Host][]model.ProcStatus{}
+	err := s.each(ctx, s.status, ">", func(e jetstream.KeyValueEntry) error {
+		var r statusRec
+		if err := json.Unmarshal(e.Value(), &r); err != nil {
+			return fmt.Errorf("decode %s: %w", e.Key(), err)
+		}
+		out[r.Host] = append(out[r.Host], r.Status)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list statuses: %w", err)
+	}
+	for _, l := range out {
+		slices.SortFunc(l, func(a, b model.ProcStatus) int { return strings.Compare(a.ProcKey, b.ProcKey) })
+	}
+	return out, nil
+}
+
+// ---- tasks ----
+
+// NextSeq returns a sequence number never returned before by any store on
+// the same buckets (see the package documentation).
+func (s *Store) NextSeq(ctx context.Context) (uint64, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	rev, err := s.seq.Put(ctx, "seq", nil)
+	if err != nil {
+		return 0, fmt.Errorf("next task seq: %w", err)
+	}
+	return rev, nil
+}
+
+// PutTask creates a task with its targets (ErrConflict when the id exists).
+func (s *Store) PutTask(ctx context.Context, t model.Task, targets []model.Target) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	idx := &taskIndex{targets: make(map[model.Target]int, len(targets))}
+	for i, tg := range targets {
+		if _, dup := idx.targets[tg]; dup {
+			return fmt.Errorf("put task %s: target %s %s given twice", t.ID, tg.Host, tg.ProcKey)
+		}
+		idx.targets[tg] = i
+	}
+	tk := enc(t.ID)
+	// Targets first: a task record always has its targets.
+	for c := 0; c*chunkSize < len(targets) || c == 0; c++ {
+		part := targets[c*chunkSize : min((c+1)*chunkSize, len(targets))]
+		data, err := json.Marshal(part)
+		if err != nil {
+			return fmt.Errorf("put task %s: %w", t.ID, err)
+		}
+		if _, err := s.targets.Put(ctx, tk+"."+strconv.Itoa(c), data); err != nil {
+			return fmt.Errorf("put task %s: targets: %w", t.ID, err)
+		}
+	}
+	data, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("put task %s: %w", t.ID, err)
+	}
+	if _, err := s.tasks.Create(ctx, tk, data); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("put task %s: exists: %w", t.ID, model.ErrConflict)
+		}
+		return fmt.Errorf("put task %s: %w", t.ID, err)
+	}
+	s.mu.Lock()
+	s.cacheIndex(t.ID, idx)
+	s.puts++
+	evict := s.puts%evictEvery == 0
+	s.mu.Unlock()
+	if evict {
+		if err := s.evict(ctx); err != nil {
+			return fmt.Errorf("put task %s: evict old tasks: %w", t.ID, err)
+		}
+	}
+	return nil
+}
+
+// cacheIndex keeps idx; s.mu must be held.
+func (s *Store) cacheIndex(id string, idx *taskIndex) {
+	if len(s.index) >= indexCache {
+		for k := range s.index { // drop an arbitrary one
+			delete(s.index, k)
+			break
+		}
+	}
+	s.index[id] = idx
+}
+
+// UpdateTask replaces a task's summary (ErrNotFound when absent).
+func (s *Store) UpdateTask(ctx context.Context, t model.Task) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	tk := enc(t.ID)
+	e, err := s.tasks.Get(ctx, tk)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("update task %s: %w", t.ID, model.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("update task %s: %w", t.ID, err)
+	}
+	data, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("update task %s: %w", t.ID, err)
+	}
+	// Last writer wins, but never resurrect a task deleted meanwhile.
+	if _, err := s.tasks.Update(ctx, tk, data, e.Revision()); errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		if _, err := s.tasks.Get(ctx, tk); err != nil {
+			return fmt.Errorf("update task %s: %w", t.ID, model.ErrNotFound)
+		}
+		_, err = s.tasks.Put(ctx, tk, data)
+		if err != nil {
+			return fmt.Errorf("update task %s: %w", t.ID, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("update task %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// Task returns a task and its targets (ErrNotFound when absent).
+func (s *Store) Task(ctx context.Context, id string) (model.Task, []model.Target, error) {
+	if err := s.check(); err != nil {
+		return model.Task{}, nil, err
+	}
+	t, err := s.task(ctx, id)
+	if err != nil {
+		return model.Task{}, nil, err
+	}
+	targets, err := s.loadTargets(ctx, id)
+	if err != nil {
+		return model.Task{}, nil, err
+	}
+	return t, targets, nil
+}
+
+func (s *Store) task(ctx context.Context, id string) (model.Task, error) {
+	e, err := s.tasks.Get(ctx, enc(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return model.Task{}, fmt.Errorf("task %s: %w", id, model.ErrNotFound)
+	}
+	if err != nil {
+		return model.Task{}, fmt.Errorf("task %s: %w", id, err)
+	}
+	var t model.Task
+	if err := json.Unmarshal(e.Value(), &t); err != nil {
+		return model.Task{}, fmt.Errorf("task %s: decode: %w", id, err)
+	}
+	return t, nil
+}
+
+func (s *Store) loadTargets(ctx context.Context, id string) ([]model.Target, error) {
+	chunks := map[int][]model.Target{}
+	err := s.each(ctx, s.targets, enc(id)+".*", func(e jetstream.KeyValueEntry) error {
+		_, c, _ := strings.Cut(e.Key(), ".")
+		n, err := strconv.Atoi(c)
+		if err != nil {
+			return fmt.Errorf("target chunk key %s", e.Key())
+		}
+		var part []model.Target
+		if err := json.Unmarshal(e.Value(), &part); err != nil {
+			return fmt.Errorf("decode %s: %w", e.Key(), err)
+		}
+		chunks[n] = part
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("targets of task %s: %w", id, err)
+	}
+	var out []model.Target
+	for c := 0; c < len(chunks); c++ {
+		part, ok := chunks[c]
+		if !ok {
+			return nil, fmt.Errorf("targets of task %s: chunk %d missing", id, c)
+		}
+		out = append(out, part...)
+	}
+	return out, nil
+}
+
+// targetIndex returns the task's target index, from the cache or the store.
+func (s *Store) targetIndex(ctx context.Context, id string) (*taskIndex, error) {
+	s.mu.Lock()
+	idx := s.index[id]
+	s.mu.Unlock()
+	if idx != nil {
+		return idx, nil
+	}
+	if _, err := s.task(ctx, id); err != nil {
+		return nil, err
+	}
+	targets, err := s.loadTargets(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	idx = &taskIndex{targets: make(map[model.Target]int, len(targets))}
+	for i, tg := range targets {
+		idx.targets[tg] = i
+	}
+	s.mu.Lock()
+	s.cacheIndex(id, idx)
+	s.mu.Unlock()
+	return idx, nil
+}
+
+// Tasks lists tasks newest first; limit <= 0 means all.
+func (s *Store) Tasks(ctx context.Context, limit int) ([]model.Task, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	all, err := s.allTasks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if limit > 0 && limit < len(all) {
+		all = all[:limit]
+	}
+	return all, nil
+}
+
+// allTasks lists every task newest first (creation time, then sequence).
+func (s *Store) allTasks(ctx context.Context) ([]model.Task, error) {
+	var out []model.Task
+	err := s.each(ctx, s.tasks, ">", func(e jetstream.KeyValueEntry) error {
+		var t model.Task
+		if err := json.Unmarshal(e.Value(), &t); err != nil {
+			return fmt.Errorf("decode %s: %w", e.Key(), err)
+		}
+		out = append(out, t)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	slices.SortFunc(out, func(a, b model.Task) int {
+		if c := b.Created.Compare(a.Created); c != 0 {
+			return c
+		}
+		_, sa, _ := model.ParseTaskID(a.ID)
+		_, sb, _ := model.ParseTaskID(b.ID)
+		if sa != sb {
+			if sa > sb {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	return out, nil
+}
+
+// evict deletes the oldest finished tasks beyond KeepTasks, with their
+// targets and results.
+func (s *Store) evict(ctx context.Context) error {
+	all, err := s.allTasks(ctx)
+	if err != nil || len(all) <= s.opts.KeepTasks {
+		return err
+	}
+	excess := len(all) - s.opts.KeepTasks
+	for i := len(all) - 1; i >= 0 && excess > 0; i-- {
+		t := all[i]
+		if t.Status != model.TaskDone && t.Status != model.TaskFailed && t.Status != model.TaskCanceled {
+			continue
+		}
+		if err := s.deleteTask(ctx, t.ID); err != nil {
+			return err
+		}
+		excess--
+	}
+	return nil
+}
+
+func (s *Store) deleteTask(ctx context.Context, id string) error {
+	tk := enc(id)
+	if err := s.tasks.Purge(ctx, tk); err != nil {
+		return fmt.Errorf("delete task %s: %w", id, err)
+	}
+	for _, kv := range []jetstream.KeyValue{s.targets, s.results} {
+		st, err := s.js.Stream(ctx, "KV_"+kv.Bucket())
+		if err != nil {
+			return fmt.Errorf("delete task %s: %w", id, err)
+		}
+		if err := st.Purge(ctx, jetstream.WithPurgeSubject("$KV."+kv.Bucket()+"."+tk+".*")); err != nil {
+			return fmt.Errorf("delete task %s: purge %s: %w", id, kv.Bucket(), err)
+		}
+	}
+	s.mu.Lock()
+	delete(s.index, id)
+	s.mu.Unlock()
+	return nil
+}
+
+// ---- results ----
+
+// PutResult creates or replaces the sub-result of (r.Host, r.ProcKey);
+// ErrNotFound when the task or the target is unknown.
+func (s *Store) PutResult(ctx context.Context, r model.Result) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	idx, err := s.targetIndex(ctx, r.TaskID)
+	if err != nil {
+		return fmt.Errorf("put result of task %s: %w", r.TaskID, err)
+	}
+	i, ok := idx.targets[model.Target{Host: r.Host, ProcKey: r.ProcKey}]
+	if !ok {
+		return fmt.Errorf("put result of task %s: %s %s is not a target: %w", r.TaskID, r.Host, r.ProcKey, model.ErrNotFound)
+	}
+	if r.State == "" {
+		r.State = model.StatePending
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("put result of task %s: %w", r.TaskID, err)
+	}
+	if _, err := s.results.Put(ctx, enc(r.TaskID)+"."+strconv.Itoa(i), data); err != nil {
+		return fmt.Errorf("put result of task %s for %s %s: %w", r.TaskID, r.Host, r.ProcKey, err)
+	}
+	return nil
+}
+
+// Results returns the sub-results put so far, in target order
+// (ErrNotFound when the task is unknown).
+func (s *Store) Results(ctx context.Context, taskID string) ([]model.Result, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if _, err := s.task(ctx, taskID); err != nil {
+		return nil, fmt.Errorf("results of %w", err)
+	}
+	type indexed struct {
+		i int
+		r model.Result
+	}
+	var rs []indexed
+	err := s.each(ctx, s.results, enc(taskID)+".*", func(e jetstream.KeyValueEntry) error {
+		_, c, _ := strings.Cut(e.Key(), ".")
+		i, err := strconv.Atoi(c)
+		if err != nil {
+			return fmt.Errorf("result key %s", e.Key())
+		}
+		var r model.Result
+		if err := json.Unmarshal(e.Value(), &r); err != nil {
+			return fmt.Errorf("decode %s: %w", e.Key(), err)
+		}
+		rs = append(rs, indexed{i, r})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("results of task %s: %w", taskID, err)
+	}
+	slices.SortFunc(rs, func(a, b indexed) int { return a.i - b.i })
+	out := make([]model.Result, len(rs))
+	for i, x := range rs {
+		out[i] = x.r
+	}
+	return out, nil
+}
+
+// ---- events ----
+
+// AppendEvent adds an event; beyond MaxEvents the oldest are dropped.
+func (s *Store) AppendEvent(ctx context.Context, e model.Event) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	data, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("append event: %w", err)
+	}
+	if _, err := s.js.Publish(ctx, s.eventsSubject, data); err != nil {
+		return fmt.Errorf("append event: %w", err)
+	}
+	return nil
+}
+
+// Events returns the last limit events, newest last; limit <= 0 means all kept.
+func (s *Store) Events(ctx context.Context, limit int) ([]model.Event, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	info, err := s.events.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	n := info.State.Msgs
+	if n == 0 {
+		return nil, nil
+	}
+	if limit > 0 && uint64(limit) < n {
+		n = uint64(limit)
+	}
+	start := info.State.LastSeq - n + 1
+	cons, err := s.js.OrderedConsumer(ctx, s.events.CachedInfo().Config.Name, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	out := make([]model.Event, 0, n)
+	for uint64(len(out)) < n {
+		batch, err := cons.Fetch(int(min(n-uint64(len(out)), 1000)), jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("events: %w", err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			var e model.Event
+			if err := json.Unmarshal(m.Data(), &e); err != nil {
+				return nil, fmt.Errorf("events: decode: %w", err)
+			}
+			out = append(out, e)
+		}
+		if err := batch.Error(); err != nil {
+			return nil, fmt.Errorf("events: %w", err)
+		}
+		if got == 0 {
+			break // fewer than counted (some aged out meanwhile)
+		}
+	}
+	return out, nil
+}
+
+// ---- listing ----
+
+// each calls fn with the current value of every key of kv matching filter,
+// read with one ordered consumer.
+func (s *Store) each(ctx context.Context, kv jetstream.KeyValue, filter string, fn func(jetstream.KeyValueEntry) error) error {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return errors.New("watch closed")
+			}
+			if e == nil { // the initial values are all delivered
+				return nil
+			}
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+	}
+}

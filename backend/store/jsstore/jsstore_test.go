@@ -1,0 +1,464 @@
+package jsstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"gseproc/backend/config"
+	"gseproc/backend/engine"
+	"gseproc/backend/transport"
+	"gseproc/model"
+)
+
+var _ engine.Store = (*Store)(nil)
+
+func natsCfg(t testing.TB, dir string) config.NATSConfig {
+	c := config.Default().NATS
+	c.Listen = "127.0.0.1:-1"
+	c.StoreDir = dir
+	return c
+}
+
+func startNATS(t testing.TB, cfg config.NATSConfig) *transport.Embedded {
+	t.Helper()
+	e, err := transport.StartEmbedded(cfg, transport.EmbeddedOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	return e
+}
+
+func open(t testing.TB, e *transport.Embedded, opts Options) *Store {
+	t.Helper()
+	nc, err := e.Connect("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return openConn(t, nc, opts)
+}
+
+func openConn(t testing.TB, nc *nats.Conn, opts Options) *Store {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := New(ctx, js, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func tctx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func proc(ns, name string) model.ProcessDef {
+	return model.ProcessDef{
+		Process: model.Process{Meta: model.Meta{Namespace: ns, Name: name, Labels: map[string]string{"a": "b"}},
+			Spec: model.Spec{Identity: model.Identity{ProcName: name, SetupPath: "/opt/" + name}}},
+		Hosts: []model.Host{{IP: "10.0.0.1"}, {IP: "10.0.0.2", CloudID: 1}},
+	}
+}
+
+func targets(n int) []model.Target {
+	out := make([]model.Target, n)
+	for i := range out {
+		out[i] = model.Target{Host: model.Host{IP: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)}, ProcKey: "web:nginx"}
+	}
+	return out
+}
+
+func TestRegistry(t *testing.T) {
+	s := open(t, startNATS(t, natsCfg(t, t.TempDir())), Options{})
+	ctx := tctx(t)
+	// Keys with characters KV keys do not allow.
+	for _, d := range []model.ProcessDef{proc("web", "nginx"), proc("biz_3", "/usr/local/x/sbin/agent.bin"), proc("db", "mysql 8")} {
+		if err := s.PutProcess(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ps, err := s.Processes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 3 || ps[0].Process.Key() != "biz_3:/usr/local/x/sbin/agent.bin" || ps[2].Process.Key() != "web:nginx" {
+		t.Fatalf("processes %v", ps)
+	}
+	web := ps[2]
+	if web.Rev == 0 || len(web.Hosts) != 2 || web.Process.Meta.Labels["a"] != "b" {
+		t.Fatalf("stored %+v", web)
+	}
+	// Optimistic update: the read revision works once, then conflicts.
+	web.Hosts = web.Hosts[:1]
+	if err := s.PutProcess(ctx, web); err != nil {
+		t.Fatalf("update with the read revision: %v", err)
+	}
+	if err := s.PutProcess(ctx, web); !errors.Is(err, model.ErrConflict) {
+		t.Fatalf("update with a stale revision: %v, want ErrConflict", err)
+	}
+	if err := s.DeleteProcess(ctx, "db:mysql 8"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteProcess(ctx, "db:mysql 8"); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("delete twice: %v, want ErrNotFound", err)
+	}
+	ps, _ = s.Processes(ctx)
+	if len(ps) != 2 || len(ps[1].Hosts) != 1 {
+		t.Fatalf("after update and delete: %+v", ps)
+	}
+}
+
+func TestStatuses(t *testing.T) {
+	s := open(t, startNATS(t, natsCfg(t, t.TempDir())), Options{})
+	ctx := tctx(t)
+	a, b := model.Host{IP: "10.0.0.1"}, model.Host{IP: "fe80::1", CloudID: 2}
+	for _, x := range []struct {
+		h  model.Host
+		st model.ProcStatus
+	}{
+		{a, model.ProcStatus{ProcKey: "web:z", PID: 1}},
+		{a, model.ProcStatus{ProcKey: "web:a", PID: 2}},
+		{b, model.ProcStatus{ProcKey: "web:a", PID: 3}},
+		{a, model.ProcStatus{ProcKey: "web:z", PID: 4}}, // replaces the first
+	} {
+		if err := s.PutProcStatus(ctx, x.h, x.st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PutProcStatus(ctx, a, model.ProcStatus{}); err == nil {
+		t.Fatal("empty proc key accepted")
+	}
+	m, err := s.ProcStatuses(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m) != 2 || len(m[a]) != 2 || m[a][0].ProcKey != "web:a" || m[a][1].PID != 4 || m[b][0].PID != 3 {
+		t.Fatalf("statuses %+v", m)
+	}
+}
+
+func TestTasksAndResults(t *testing.T) {
+	s := open(t, startNATS(t, natsCfg(t, t.TempDir())), Options{})
+	ctx := tctx(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	var ids []string
+	tgs := targets(4500) // three target chunks
+	for i := range 3 {
+		seq, err := s.NextSeq(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk := model.Task{ID: model.FormatTaskID(now, seq), Op: model.OpStart, Targets: len(tgs), Status: model.TaskRunning, Created: now.Add(time.Duration(i) * time.Second)}
+		if err := s.PutTask(ctx, tk, tgs); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, tk.ID)
+	}
+	if err := s.PutTask(ctx, model.Task{ID: ids[0]}, nil); !errors.Is(err, model.ErrConflict) {
+		t.Fatalf("same id twice: %v", err)
+	}
+	if err := s.PutTask(ctx, model.Task{ID: "GSETASK:20260101000000:999"}, []model.Target{tgs[0], tgs[0]}); err == nil {
+		t.Fatal("duplicate target accepted")
+	}
+	list, err := s.Tasks(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].ID != ids[2] || list[1].ID != ids[1] {
+		t.Fatalf("Tasks(2) = %v, want newest first %v", list, ids[1:])
+	}
+	tk, got, err := s.Task(ctx, ids[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk.ID != ids[1] || len(got) != len(tgs) || got[4499] != tgs[4499] || got[2000] != tgs[2000] {
+		t.Fatalf("Task: %+v with %d targets", tk, len(got))
+	}
+	if _, _, err := s.Task(ctx, "GSETASK:20000101000000:1"); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("unknown task: %v", err)
+	}
+
+	tk.Status, tk.Finished, tk.Counts = model.TaskDone, now, model.Counts{Success: 2}
+	if err := s.UpdateTask(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateTask(ctx, model.Task{ID: "GSETASK:20000101000000:1"}); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("update unknown: %v", err)
+	}
+	if tk2, _, _ := s.Task(ctx, ids[1]); tk2.Status != model.TaskDone || tk2.Counts.Success != 2 {
+		t.Fatalf("after update: %+v", tk2)
+	}
+
+	// Results: put out of order, replaced as they progress, read in target order.
+	for _, i := range []int{3000, 5, 0} {
+		r := model.Result{TaskID: ids[1], Host: tgs[i].Host, ProcKey: tgs[i].ProcKey}
+		if err := s.PutResult(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		r.State, r.Code, r.Seq = model.StateSuccess, 0, int64(i+1)
+		if err := s.PutResult(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PutResult(ctx, model.Result{TaskID: ids[1], Host: model.Host{IP: "1.2.3.4"}, ProcKey: "x:y"}); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("result for a non-target: %v", err)
+	}
+	if err := s.PutResult(ctx, model.Result{TaskID: "GSETASK:20000101000000:1"}); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("result for an unknown task: %v", err)
+	}
+	rs, err := s.Results(ctx, ids[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 3 || rs[0].Host != tgs[0].Host || rs[1].Host != tgs[5].Host || rs[2].Seq != 3001 || rs[2].State != model.StateSuccess {
+		t.Fatalf("results %+v", rs)
+	}
+	if rs, _ := s.Results(ctx, ids[0]); len(rs) != 0 {
+		t.Fatalf("other task's results leak: %v", rs)
+	}
+	if _, err := s.Results(ctx, "GSETASK:20000101000000:1"); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("results of unknown task: %v", err)
+	}
+}
+
+func TestKeepTasks(t *testing.T) {
+	s := open(t, startNATS(t, natsCfg(t, t.TempDir())), Options{KeepTasks: 10})
+	ctx := tctx(t)
+	now := time.Now()
+	var first string
+	for i := range evictEvery {
+		id := model.FormatTaskID(now, uint64(i+1))
+		st := model.TaskDone
+		if i == 0 {
+			first = id
+			st = model.TaskRunning // never evicted while unfinished
+		}
+		tg := targets(2)
+		if err := s.PutTask(ctx, model.Task{ID: id, Status: st, Created: now.Add(time.Duration(i) * time.Millisecond)}, tg); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PutResult(ctx, model.Result{TaskID: id, Host: tg[0].Host, ProcKey: tg[0].ProcKey}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, _ := s.Tasks(ctx, 0)
+	if len(list) != 10 || list[9].ID != first {
+		t.Fatalf("kept %d tasks (oldest %s), want 10 with the unfinished one", len(list), list[len(list)-1].ID)
+	}
+	gone := model.FormatTaskID(now, 2)
+	if _, _, err := s.Task(ctx, gone); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("evicted task still there: %v", err)
+	}
+	st, _ := s.js.Stream(ctx, "KV_gseproc_results")
+	info, _ := st.Info(ctx)
+	if info.State.Msgs != 10 {
+		t.Fatalf("%d results left, want those of the 10 kept tasks", info.State.Msgs)
+	}
+}
+
+func TestEvents(t *testing.T) {
+	s := open(t, startNATS(t, natsCfg(t, t.TempDir())), Options{MaxEvents: 5})
+	ctx := tctx(t)
+	if evs, err := s.Events(ctx, 10); err != nil || len(evs) != 0 {
+		t.Fatalf("empty: %v %v", evs, err)
+	}
+	for i := range 8 {
+		if err := s.AppendEvent(ctx, model.Event{Host: model.Host{IP: "10.0.0.1"}, Kind: model.EventRestartSuccess, Message: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		limit int
+		want  string
+	}{{0, "34567"}, {3, "567"}, {100, "34567"}, {1, "7"}}
+	for _, tt := range tests {
+		evs, err := s.Events(ctx, tt.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		for _, e := range evs {
+			got += e.Message
+		}
+		if got != tt.want {
+			t.Errorf("Events(%d) = %q, want %q (newest last)", tt.limit, got, tt.want)
+		}
+	}
+}
+
+// TestRestart: a NATS server restarted on the same store dir keeps everything.
+func TestRestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := natsCfg(t, dir)
+	e := startNATS(t, cfg)
+	s := open(t, e, Options{})
+	ctx := tctx(t)
+	if err := s.PutProcess(ctx, proc("web", "nginx")); err != nil {
+		t.Fatal(err)
+	}
+	seq, _ := s.NextSeq(ctx)
+	id := model.FormatTaskID(time.Now(), seq)
+	tg := targets(3)
+	if err := s.PutTask(ctx, model.Task{ID: id, Status: model.TaskRunning}, tg); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutResult(ctx, model.Result{TaskID: id, Host: tg[1].Host, ProcKey: tg[1].ProcKey, State: model.StateSuccess, Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendEvent(ctx, model.Event{Kind: model.EventGiveUp}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutProcStatus(ctx, tg[0].Host, model.ProcStatus{ProcKey: "web:nginx"}); err != nil {
+		t.Fatal(err)
+	}
+	e.Shutdown()
+
+	s2 := open(t, startNATS(t, cfg), Options{})
+	if ps, err := s2.Processes(ctx); err != nil || len(ps) != 1 {
+		t.Fatalf("processes after restart: %v %v", ps, err)
+	}
+	if seq2, err := s2.NextSeq(ctx); err != nil || seq2 <= seq {
+		t.Fatalf("NextSeq after restart = %d (%v), want > %d", seq2, err, seq)
+	}
+	if _, got, err := s2.Task(ctx, id); err != nil || len(got) != 3 {
+		t.Fatalf("task after restart: %v %v", got, err)
+	}
+	if rs, err := s2.Results(ctx, id); err != nil || len(rs) != 1 || rs[0].Host != tg[1].Host {
+		t.Fatalf("results after restart: %v %v", rs, err)
+	}
+	if evs, err := s2.Events(ctx, 0); err != nil || len(evs) != 1 {
+		t.Fatalf("events after restart: %v %v", evs, err)
+	}
+	if m, err := s2.ProcStatuses(ctx); err != nil || len(m) != 1 {
+		t.Fatalf("statuses after restart: %v %v", m, err)
+	}
+	// The results of a task created before the restart can still be put
+	// (the target index is read back from the store).
+	if err := s2.PutResult(ctx, model.Result{TaskID: id, Host: tg[2].Host, ProcKey: tg[2].ProcKey, State: model.StateFailed}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTwoInstances: two stores on one server share data, and NextSeq from
+// both, concurrently, never repeats.
+func TestTwoInstances(t *testing.T) {
+	e := startNATS(t, natsCfg(t, t.TempDir()))
+	a, b := open(t, e, Options{}), open(t, e, Options{})
+	ctx := tctx(t)
+	if err := a.PutProcess(ctx, proc("web", "nginx")); err != nil {
+		t.Fatal(err)
+	}
+	id := model.FormatTaskID(time.Now(), 1)
+	tg := targets(2)
+	if err := a.PutTask(ctx, model.Task{ID: id}, tg); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutResult(ctx, model.Result{TaskID: id, Host: tg[1].Host, ProcKey: tg[1].ProcKey}); err != nil {
+		t.Fatalf("b puts a result of a's task: %v", err)
+	}
+	if rs, _ := a.Results(ctx, id); len(rs) != 1 {
+		t.Fatalf("a sees %d results of b", len(rs))
+	}
+	if ps, _ := b.Processes(ctx); len(ps) != 1 {
+		t.Fatalf("b sees %d processes", len(ps))
+	}
+
+	const per = 100
+	var mu sync.Mutex
+	var seqs []uint64
+	var wg sync.WaitGroup
+	for _, s := range []*Store{a, b, a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range per {
+				n, err := s.NextSeq(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				seqs = append(seqs, n)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] == seqs[i-1] {
+			t.Fatalf("NextSeq returned %d twice", seqs[i])
+		}
+	}
+	if len(seqs) != 4*per {
+		t.Fatalf("%d seqs", len(seqs))
+	}
+}
+
+func BenchmarkPutResult(b *testing.B) {
+	e := startNATS(b, natsCfg(b, b.TempDir()))
+	s := open(b, e, Options{})
+	ctx := context.Background()
+	const n = 10000
+	tg := targets(n)
+	var seq uint64
+	b.Run("sequential", func(b *testing.B) {
+		seq++
+		id := model.FormatTaskID(time.Now(), seq)
+		if err := s.PutTask(ctx, model.Task{ID: id}, tg); err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		for i := range b.N {
+			t := tg[i%n]
+			if err := s.PutResult(ctx, model.Result{TaskID: id, Host: t.Host, ProcKey: t.ProcKey, State: model.StateSuccess, Content: `{"value":[]}`}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("10k-targets-64-writers", func(b *testing.B) {
+		for range b.N {
+			seq++
+			id := model.FormatTaskID(time.Now(), seq)
+			if err := s.PutTask(ctx, model.Task{ID: id}, tg); err != nil {
+				b.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			next := make(chan model.Target)
+			for range 64 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for t := range next {
+						if err := s.PutResult(ctx, model.Result{TaskID: id, Host: t.Host, ProcKey: t.ProcKey, State: model.StateSuccess, Content: `{"value":[]}`}); err != nil {
+							b.Error(err)
+						}
+					}
+				}()
+			}
+			for _, t := range tg {
+				next <- t
+			}
+			close(next)
+			wg.Wait()
+		}
+		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/10k-results")
+	})
+}
