@@ -17,8 +17,9 @@ import (
 
 // Defaults of the bounds.
 const (
-	DefaultKeepTasks  = 1000
-	DefaultKeepEvents = 10000
+	DefaultKeepTasks   = 1000
+	DefaultKeepResults = 1_000_000
+	DefaultKeepEvents  = 10000
 )
 
 // Option configures a Memory store.
@@ -30,6 +31,17 @@ func WithKeepTasks(n int) Option {
 	return func(m *Memory) {
 		if n > 0 {
 			m.keepTasks = n
+		}
+	}
+}
+
+// WithKeepResults bounds the sub-results kept over all tasks: beyond n,
+// the oldest finished tasks are dropped, so a few huge tasks cannot hold
+// the memory of thousands. The newest task is always kept.
+func WithKeepResults(n int) Option {
+	return func(m *Memory) {
+		if n > 0 {
+			m.keepResults = n
 		}
 	}
 }
@@ -62,7 +74,9 @@ type Memory struct {
 	evHead int           // index of the oldest event
 	evLen  int
 
-	keepTasks, keepEvents int
+	nResults int // results stored over all tasks
+
+	keepTasks, keepResults, keepEvents int
 }
 
 type taskRec struct {
@@ -70,6 +84,7 @@ type taskRec struct {
 	targets []model.Target
 	index   map[model.Target]int
 	results []model.Result // by target index; State "" = never put
+	n       int            // results put
 }
 
 // NewMemory returns an empty store. NextSeq is seeded from the current time
@@ -78,11 +93,12 @@ type taskRec struct {
 // million tasks a second.
 func NewMemory(opts ...Option) *Memory {
 	m := &Memory{
-		procs:      make(map[string]model.ProcessDef),
-		statuses:   make(map[model.Host]map[string]model.ProcStatus),
-		tasks:      make(map[string]*taskRec),
-		keepTasks:  DefaultKeepTasks,
-		keepEvents: DefaultKeepEvents,
+		procs:       make(map[string]model.ProcessDef),
+		statuses:    make(map[model.Host]map[string]model.ProcStatus),
+		tasks:       make(map[string]*taskRec),
+		keepTasks:   DefaultKeepTasks,
+		keepResults: DefaultKeepResults,
+		keepEvents:  DefaultKeepEvents,
 	}
 	m.seq.Store(uint64(time.Now().UnixMicro()))
 	for _, o := range opts {
@@ -196,17 +212,22 @@ func finished(s model.TaskStatus) bool {
 	return s == model.TaskDone || s == model.TaskFailed || s == model.TaskCanceled
 }
 
-// evictLocked drops the oldest finished tasks beyond keepTasks.
+// evictLocked drops the oldest finished tasks while more than keepTasks
+// tasks or keepResults results are kept. The newest task always stays.
 func (m *Memory) evictLocked() {
-	excess := len(m.order) - m.keepTasks
-	if excess <= 0 {
+	count := len(m.order)
+	over := func() bool { return count > m.keepTasks || m.nResults > m.keepResults }
+	if !over() {
 		return
 	}
 	kept := m.order[:0]
-	for _, id := range m.order {
-		if excess > 0 && finished(m.tasks[id].task.Status) {
+	last := len(m.order) - 1
+	for i, id := range m.order {
+		rec := m.tasks[id]
+		if i < last && over() && finished(rec.task.Status) {
 			delete(m.tasks, id)
-			excess--
+			m.nResults -= rec.n
+			count--
 			continue
 		}
 		kept = append(kept, id)
@@ -268,6 +289,10 @@ func (m *Memory) PutResult(_ context.Context, r model.Result) error {
 	}
 	if r.State == "" {
 		r.State = model.StatePending
+	}
+	if rec.results[i].State == "" {
+		rec.n++
+		m.nResults++
 	}
 	rec.results[i] = r
 	return nil

@@ -170,3 +170,39 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatalf("%d tasks kept, bound is 10", len(ts))
 	}
 }
+
+func TestResultBudget(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory(WithKeepResults(5))
+	put := func(id string, n int) {
+		var tg []model.Target
+		for i := range n {
+			tg = append(tg, model.Target{Host: host(i), ProcKey: "ns:a"})
+		}
+		if err := m.PutTask(ctx, model.Task{ID: id, Status: model.TaskRunning}, tg); err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range tg {
+			_ = m.PutResult(ctx, model.Result{TaskID: id, Host: x.Host, ProcKey: x.ProcKey, State: model.StateSuccess})
+		}
+		_ = m.UpdateTask(ctx, model.Task{ID: id, Status: model.TaskDone})
+	}
+	put("a", 2)
+	put("b", 2)
+	put("c", 3) // 7 results > 5: a goes, b+c = 5 stay
+	ids := func() string {
+		ts, _ := m.Tasks(ctx, 0)
+		var out []string
+		for _, tk := range ts {
+			out = append(out, tk.ID)
+		}
+		return fmt.Sprint(out)
+	}
+	if got := ids(); got != "[c b]" {
+		t.Fatalf("kept %s, want [c b]", got)
+	}
+	put("d", 9) // alone over the budget: the newest task always stays
+	if got := ids(); got != "[d]" {
+		t.Fatalf("kept %s, want [d]", got)
+	}
+}
