@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-
 )
 
 func seedMap(t *testing.T, name string) map[string]any {
