@@ -48,10 +48,7 @@ func (e *Engine) Operate(ctx context.Context, req backend.OperateRequest) (model
 	var targets []model.Target
 	var procs map[string]model.Process
 	if len(req.Items) > 0 {
-		var err error
-		if targets, procs, err = e.saveItems(ctx, req.Items); err != nil {
-			return model.Task{}, err
-		}
+		targets, procs = itemTargets(req.Items)
 	} else {
 		defs, err := e.st.Processes(ctx)
 		if err != nil {
@@ -65,6 +62,12 @@ func (e *Engine) Operate(ctx context.Context, req backend.OperateRequest) (model
 	if len(targets) > e.cfg.MaxTargets {
 		return model.Task{}, model.ValidationError{{Field: "selector", Reason: fmt.Sprintf(
 			"matches %d (host, process) targets, more than engine.max_targets %d: narrow it by name, label or host", len(targets), e.cfg.MaxTargets)}}
+	}
+
+	if len(req.Items) > 0 {
+		if err := e.saveItems(ctx, req.Items); err != nil {
+			return model.Task{}, err
+		}
 	}
 
 	seq, err := e.st.NextSeq(ctx)
@@ -149,49 +152,58 @@ func validateRequest(req backend.OperateRequest) error {
 	return v.Err()
 }
 
-// saveItems puts inline definitions into the registry (the hosts they name
-// are added to the definition's hosts) and returns their targets.
-func (e *Engine) saveItems(ctx context.Context, items []model.ProcessDef) ([]model.Target, map[string]model.Process, error) {
-	have, err := e.st.Processes(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("operate: load registry: %w", err)
-	}
-	byKey := make(map[string]model.ProcessDef, len(have))
-	for _, d := range have {
-		byKey[d.Process.Key()] = d
-	}
+// itemTargets returns the targets of inline definitions: each on the hosts
+// it names.
+func itemTargets(items []model.ProcessDef) ([]model.Target, map[string]model.Process) {
 	var targets []model.Target
 	procs := map[string]model.Process{}
 	seen := map[model.Target]bool{}
 	for _, it := range items {
 		key := it.Process.Key()
+		procs[key] = it.Process
+		for _, h := range it.Hosts {
+			if t := (model.Target{Host: normHost(h), ProcKey: key}); !seen[t] {
+				seen[t] = true
+				targets = append(targets, model.Target{Host: h, ProcKey: key})
+			}
+		}
+	}
+	return targets, procs
+}
+
+// saveItems puts inline definitions into the registry; the hosts they name
+// are added to the hosts the definition already had.
+func (e *Engine) saveItems(ctx context.Context, items []model.ProcessDef) error {
+	have, err := e.st.Processes(ctx)
+	if err != nil {
+		return fmt.Errorf("operate: load registry: %w", err)
+	}
+	byKey := make(map[string]model.ProcessDef, len(have))
+	for _, d := range have {
+		byKey[d.Process.Key()] = d
+	}
+	for _, it := range items {
+		key := it.Process.Key()
 		def := model.ProcessDef{Process: it.Process, Updated: e.now().Unix()}
 		hosts := map[model.Host]bool{}
 		if old, ok := byKey[key]; ok {
-			def.Hosts = old.Hosts
-			def.Rev = old.Rev
+			def.Hosts = slices.Clip(old.Hosts)
 			for _, h := range old.Hosts {
 				hosts[normHost(h)] = true
 			}
 		}
 		for _, h := range it.Hosts {
-			nh := normHost(h)
-			if !hosts[nh] {
+			if nh := normHost(h); !hosts[nh] {
 				hosts[nh] = true
-				def.Hosts = append(slices.Clip(def.Hosts), h)
-			}
-			if t := (model.Target{Host: nh, ProcKey: key}); !seen[t] {
-				seen[t] = true
-				targets = append(targets, model.Target{Host: h, ProcKey: key})
+				def.Hosts = append(def.Hosts, h)
 			}
 		}
 		if err := e.st.PutProcess(ctx, def); err != nil {
-			return nil, nil, fmt.Errorf("operate: save %s: %w", key, err)
+			return fmt.Errorf("operate: save %s: %w", key, err)
 		}
 		byKey[key] = def
-		procs[key] = it.Process
 	}
-	return targets, procs, nil
+	return nil
 }
 
 // newRun builds a run; prior holds results already stored (resume).
