@@ -315,7 +315,7 @@ func (a *Agent) startAll(ctx context.Context, p model.Process, units []*unit, op
 		}
 		a.mu.Lock()
 		u.held, u.done, u.attempts, u.breaches = "", false, 0, 0
-		u.gen++ // a pending restart gives way to the operator
+		a.unwatchLocked(u) // a pending restart gives way to the operator
 		a.setStateLocked(u, model.ProcStarting, op.String()+" requested")
 		a.mu.Unlock()
 		ur := a.startUnit(ctx, u, p, op)
@@ -361,7 +361,7 @@ func (a *Agent) env(p model.Process, u *unit) []string {
 		"GSEPROC_PROC=" + p.Key(),
 		"GSEPROC_INSTANCE=" + strconv.Itoa(u.idx),
 		"GSEPROC_INSTANCE_NUM=" + strconv.Itoa(p.Spec.Policy.InstanceNum),
-		"GSEPROC_PID_FILE=" + u.pidPath,
+		"GSEPROC_PID_FILE=" + pidPathOf(p, u.idx),
 	}
 }
 
@@ -387,6 +387,10 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 	if !has {
 		return fail0(fail(model.CodeCommandFailed, "%s is empty: nothing to run", what))
 	}
+	// The process running before (restart_cmd replaces it) does not count
+	// as the new one, even when it started within the launch's clock tick.
+	oldPid, oldSt, oldLive := a.probe(u)
+	pidPath := pidPathOf(p, u.idx)
 	c, err := launch(p, cmd, a.env(p, u))
 	if err != nil {
 		return fail0(cmdResult(what, -1, "", err))
@@ -434,15 +438,16 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 				return ok()
 			}
 		} else {
-			pid, mtime, err := readPidFile(u.pidPath)
+			pid, mtime, err := readPidFile(pidPath)
 			if err == nil {
 				st, live := alive(pid)
 				switch {
 				case !live:
-					lastErr = fmt.Sprintf("pid %d in %s is not running", pid, u.pidPath)
-				case st.StartTick+1 < c.launch:
-					lastErr = fmt.Sprintf("pid %d in %s started before %s (stale pid file, written %s)", pid, u.pidPath, what, mtime.Format(time.TimeOnly))
+					lastErr = fmt.Sprintf("pid %d in %s is not running", pid, pidPath)
+				case st.StartTick < c.launch || (oldLive && pid == oldPid && st.StartTick == oldSt.StartTick):
+					lastErr = fmt.Sprintf("pid %d in %s started before %s (stale pid file, written %s)", pid, pidPath, what, mtime.Format(time.TimeOnly))
 				case now.Sub(c.at) >= beginD:
+					out := c.output(a.cfg.OutputLimit) // before c changes hands
 					a.mu.Lock()
 					u.pid, u.tick = pid, st.StartTick
 					u.lastStart, u.upSince = c.at.Unix(), now
@@ -457,7 +462,7 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 					a.setStateLocked(u, model.ProcRunning, what+" succeeded, pid "+strconv.Itoa(pid))
 					a.watchLocked(u)
 					a.mu.Unlock()
-					return result{code: model.CodeSuccess, out: c.outputSafe(a.cfg.OutputLimit)}
+					return result{code: model.CodeSuccess, out: out}
 				default:
 					lastErr = fmt.Sprintf("pid %d up, waiting until start_check_secs %d", pid, begin)
 				}
@@ -484,14 +489,6 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 				msg: fmt.Sprintf("%s did not finish within op_timeout %s and no process came up: killed", what, timeout)})
 		}
 	}
-}
-
-// outputSafe is output for a child that may still be running.
-func (c *child) outputSafe(limit int) string {
-	if c.out == nil {
-		return ""
-	}
-	return c.output(limit)
 }
 
 // stopUnit stops u: stop_cmd, or SIGTERM to the process group and SIGKILL
