@@ -3,7 +3,120 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"sync"
+
+	"gseproc/backend/agent"
+	"gseproc/backend/config"
+	"gseproc/backend/transport"
 )
 
-// runAgent is not built yet (placeholder until its part lands).
-func runAgent(ctx context.Context, args []string, io Stdio) error { return errors.New("not built yet") }
+// runAgent runs the host agent: `gseproc agent --config FILE`, with flags
+// for the common settings so several agents with different identities can
+// run on one machine. It supervises the hosted processes (backend/agent)
+// and serves them over NATS (transport.ServeAgent); the supervision goes on
+// while the server is unreachable, and the connection is retried forever.
+func runAgent(ctx context.Context, args []string, io Stdio) error {
+	fs := newFlags("agent", "agent [--config FILE] [--nats URL] [--cloud N] [--ip ADDR] [--data-dir DIR] [--user U --password P | --nkey-seed FILE] [--label k=v]...", io)
+	cfgPath := fs.String("config", "", "config `FILE` ([agent] identity and tuning, [nats] connection)")
+	natsURL := fs.String("nats", "", "NATS `URL`s to connect to, comma-separated (default [nats] urls, else nats://"+config.DefaultNATSListen+")")
+	cloud := fs.Int("cloud", 0, "bk_cloud_id `N` of this host (overrides [agent] cloud_id)")
+	ip := fs.String("ip", "", "this host's `ADDR` in its cloud area (overrides [agent] ip)")
+	dataDir := fs.String("data-dir", "", "`DIR` of the hosting registry (overrides [agent] data_dir; default "+config.DefaultAgentDataDir+")")
+	user := fs.String("user", "", "NATS `user` (overrides [nats] user)")
+	password := fs.String("password", "", "NATS `password` (overrides [nats] password)")
+	seed := fs.String("nkey-seed", "", "NATS nkey seed `FILE` (overrides [nats] nkey_seed_file)")
+	var labels multiFlag
+	fs.Var(&labels, "label", "host label `key=value` (repeatable; added to [agent] labels)")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &ExitError{Code: 2}
+	}
+	if len(pos) > 0 {
+		return usageError("agent", "unexpected argument %q", pos[0])
+	}
+	cfg, err := loadConfig(*cfgPath, io)
+	if err != nil {
+		return &ExitError{Code: 2, Err: err}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["nats"] {
+		cfg.NATS.URLs = strings.Split(*natsURL, ",")
+	}
+	if set["cloud"] {
+		cfg.Agent.CloudID = *cloud
+	}
+	if set["ip"] {
+		cfg.Agent.IP = *ip
+	}
+	if set["data-dir"] {
+		cfg.Agent.DataDir = *dataDir
+	}
+	if set["user"] {
+		cfg.NATS.User = *user
+	}
+	if set["password"] {
+		cfg.NATS.Password = *password
+	}
+	if set["nkey-seed"] {
+		cfg.NATS.NKeySeedFile = *seed
+	}
+	for _, l := range labels {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return usageError("agent", "--label %q: want key=value", l)
+		}
+		if cfg.Agent.Labels == nil {
+			cfg.Agent.Labels = map[string]string{}
+		}
+		cfg.Agent.Labels[k] = v
+	}
+	if err := cfg.Validate(); err != nil {
+		return &ExitError{Code: 2, Err: err}
+	}
+	if err := cfg.Agent.Validate(); err != nil {
+		return &ExitError{Code: 2, Err: err}
+	}
+	log := newLogger(cfg.Log, io.Err)
+
+	a, err := agent.New(cfg.Agent, log)
+	if err != nil {
+		return &ExitError{Code: 2, Err: err}
+	}
+	id := a.Identity().Host
+	nc, err := transport.Connect(transport.ClientOptionsFromConfig(cfg.NATS, "gseproc-agent "+id.AgentID()), log)
+	if err != nil {
+		_ = a.Close()
+		return &ExitError{Code: 2, Err: err}
+	}
+	defer nc.Close()
+	fmt.Fprintf(io.Out, "gseproc agent %s: supervising (registry in %s), serving over NATS at %s\n", id.AgentID(), cfg.Agent.DataDir, cfg.NATS.ClientURLs())
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var runErr error
+	wg.Go(func() {
+		runErr = a.Run(ctx)
+		cancel() // the agent stopped on its own: stop serving too
+	})
+	serveErr := transport.ServeAgent(ctx, nc, a, transport.ServeOptions{
+		HeartbeatInterval: cfg.NATS.HeartbeatInterval.D(), Logger: log,
+	})
+	cancel()
+	wg.Wait()
+	if serveErr != nil {
+		return serveErr
+	}
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return runErr
+	}
+	log.Info("agent stopped; hosted processes keep running")
+	return nil
+}

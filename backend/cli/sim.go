@@ -3,7 +3,85 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"sync"
+
+	"gseproc/backend/config"
+	"gseproc/backend/simulator"
+	"gseproc/backend/transport"
 )
 
-// runSim is not built yet (placeholder until its part lands).
-func runSim(ctx context.Context, args []string, io Stdio) error { return errors.New("not built yet") }
+// runSim runs a simulated fleet as agents over NATS: `gseproc sim --nats
+// URL --hosts N [--seed S]`. One connection serves every host, so
+// thousands cost little; each host answers on its own subject, heartbeats
+// while its simulated agent is up, and publishes its events.
+func runSim(ctx context.Context, args []string, io Stdio) error {
+	fs := newFlags("sim", "sim [--config FILE] [--nats URL] [--hosts N] [--seed S] [--user U --password P | --nkey-seed FILE]", io)
+	cfgPath := fs.String("config", "", "config `FILE` ([simulator] fleet, [nats] connection)")
+	natsURL := fs.String("nats", "", "NATS `URL`s to connect to, comma-separated (default [nats] urls, else nats://"+config.DefaultNATSListen+")")
+	hosts := fs.Int("hosts", 0, "number of simulated `N` hosts (overrides [simulator] hosts)")
+	seed := fs.Int64("seed", 0, "seed `S` of the fleet (same seed, same hosts; overrides [simulator] seed)")
+	user := fs.String("user", "", "NATS `user` (overrides [nats] user)")
+	password := fs.String("password", "", "NATS `password` (overrides [nats] password)")
+	nkey := fs.String("nkey-seed", "", "NATS nkey seed `FILE` (overrides [nats] nkey_seed_file)")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &ExitError{Code: 2}
+	}
+	if len(pos) > 0 {
+		return usageError("sim", "unexpected argument %q", pos[0])
+	}
+	cfg, err := loadConfig(*cfgPath, io)
+	if err != nil {
+		return &ExitError{Code: 2, Err: err}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["nats"] {
+		cfg.NATS.URLs = strings.Split(*natsURL, ",")
+	}
+	if set["hosts"] {
+		cfg.Simulator.Hosts = *hosts
+	}
+	if set["seed"] {
+		cfg.Simulator.Seed = *seed
+	}
+	if set["user"] {
+		cfg.NATS.User = *user
+	}
+	if set["password"] {
+		cfg.NATS.Password = *password
+	}
+	if set["nkey-seed"] {
+		cfg.NATS.NKeySeedFile = *nkey
+	}
+	if err := cfg.Validate(); err != nil {
+		return &ExitError{Code: 2, Err: err}
+	}
+	log := newLogger(cfg.Log, io.Err)
+	fleet, err := simulator.NewChecked(cfg.Simulator)
+	if err != nil {
+		return &ExitError{Code: 2, Err: err}
+	}
+	defer fleet.Close()
+	nc, err := transport.Connect(transport.ClientOptionsFromConfig(cfg.NATS, fmt.Sprintf("gseproc-sim %d hosts", fleet.Len())), log)
+	if err != nil {
+		return &ExitError{Code: 2, Err: err}
+	}
+	defer nc.Close()
+	fmt.Fprintf(io.Out, "gseproc sim: %d simulated hosts (seed %d) serving over NATS at %s\n", fleet.Len(), fleet.Seed(), cfg.NATS.ClientURLs())
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { fleet.Run(ctx) })
+	err = transport.ServeFleet(ctx, nc, fleet, transport.ServeOptions{HeartbeatInterval: cfg.NATS.HeartbeatInterval.D(), Logger: log})
+	cancel()
+	wg.Wait()
+	return err
+}

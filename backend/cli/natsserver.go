@@ -1,0 +1,212 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"gseproc/backend/config"
+	"gseproc/backend/engine"
+	"gseproc/backend/simulator"
+	"gseproc/backend/store/jsstore"
+	"gseproc/backend/transport"
+	"gseproc/model"
+)
+
+// demoAgentLabels are added to every real agent's labels under --demo:
+// they join biz 1, beside the simulated fleet.
+var demoAgentLabels = map[string]string{"bk_biz_id": "1"}
+
+// natsBackend is the server side of the NATS transport, as
+// startNATSBackend built it.
+type natsBackend struct {
+	// Dispatcher and Inventory are what the engine is given: the NATS
+	// dispatcher, or (with a fleet) the fleet merged with it.
+	Dispatcher engine.Dispatcher
+	Inventory  engine.Inventory
+	// Store is the JetStream store (the engine does not own it: Close does).
+	Store engine.Store
+	// NATS is the NATS dispatcher itself (hosts heard from, their statuses).
+	NATS *transport.Dispatcher
+	// ClientURL is where agents connect (print it for the operator).
+	ClientURL string
+	// Embedded is the in-process NATS server, nil with external URLs.
+	Embedded *transport.Embedded
+
+	nc      *nats.Conn
+	closeMu sync.Once
+	err     error
+}
+
+// startNATSBackend embeds a NATS server with JetStream as cfg.NATS says
+// (or connects to cfg.NATS.URLs and embeds nothing), and builds the NATS
+// dispatcher/inventory and the JetStream store on it.
+//
+// Under demo, agents join without credentials (the listen address must be
+// loopback) and get the labels of biz 1. When fleet is not nil (the
+// simulated fleet under --demo), Dispatcher and Inventory route a host to
+// the fleet when the fleet has it and to NATS otherwise.
+//
+// Close (in this order) stops the dispatcher, the store, the connection and
+// the embedded server; call it after closing the engine.
+func startNATSBackend(ctx context.Context, cfg config.Config, demo bool, fleet transport.Router, log *slog.Logger) (_ *natsBackend, err error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	b := &natsBackend{}
+	defer func() {
+		if err != nil {
+			_ = b.Close()
+		}
+	}()
+	nc := cfg.NATS
+	if nc.External() {
+		o := transport.ClientOptionsFromConfig(nc, "gseproc-server")
+		if b.nc, err = transport.ConnectNow(o, log); err != nil {
+			return nil, err
+		}
+		b.ClientURL = nc.ClientURLs()
+		log.Info("nats: using external cluster", "urls", b.ClientURL)
+	} else {
+		if b.Embedded, err = transport.StartEmbedded(nc, transport.EmbeddedOptions{Demo: demo}, log); err != nil {
+			return nil, err
+		}
+		if b.nc, err = b.Embedded.Connect("gseproc-server"); err != nil {
+			return nil, err
+		}
+		b.ClientURL = b.Embedded.ClientURL()
+	}
+
+	var static []model.HostInfo
+	for _, s := range nc.Hosts {
+		h, err := model.ParseAgentID(s)
+		if err != nil {
+			return nil, fmt.Errorf("nats.hosts: %w", err)
+		}
+		static = append(static, model.HostInfo{Host: h})
+	}
+	do := transport.DispatcherOptions{OfflineAfter: nc.OfflineAfter.D(), StaticHosts: static, Logger: log}
+	if demo {
+		do.Labels = demoAgentLabels
+	}
+	if b.NATS, err = transport.NewDispatcher(b.nc, do); err != nil {
+		return nil, err
+	}
+
+	js, err := jetstream.New(b.nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st, err := jsstore.New(sctx, js, jsstore.Options{Replicas: nc.Replicas, MaxEvents: nc.MaxEvents, KeepTasks: cfg.Engine.KeepTasks})
+	if err != nil {
+		return nil, err
+	}
+	b.Store = st
+
+	b.Dispatcher, b.Inventory = b.NATS, b.NATS
+	if fleet != nil {
+		m := transport.Merge(fleet, b.NATS)
+		b.Dispatcher, b.Inventory = m, m
+	}
+	return b, nil
+}
+
+// Close stops everything startNATSBackend started; safe to call twice.
+func (b *natsBackend) Close() error {
+	b.closeMu.Do(func() {
+		var errs []error
+		if b.NATS != nil {
+			errs = append(errs, b.NATS.Close())
+		}
+		if b.Store != nil {
+			errs = append(errs, b.Store.Close())
+		}
+		if b.nc != nil {
+			errs = append(errs, b.nc.Drain())
+			b.nc.Close()
+		}
+		if b.Embedded != nil {
+			b.Embedded.Shutdown()
+		}
+		b.err = errors.Join(errs...)
+	})
+	return b.err
+}
+
+// openNATSEngine builds and starts an engine whose agents are reached over
+// NATS and whose state is in JetStream: a server `kill -9`ed mid-task
+// resumes its unfinished tasks at the next start, and several servers on
+// one NATS cluster share tasks and data. Under demo (or with
+// withFleet), the simulated fleet of cfg.Simulator runs in process beside
+// the real agents, and its definitions seed the registry.
+//
+// It returns the engine, the NATS backend (ClientURL is where agents
+// connect) and a closer that stops everything in order.
+func openNATSEngine(ctx context.Context, cfg config.Config, demo, withFleet bool, log *slog.Logger) (*engine.Engine, *natsBackend, func() error, error) {
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	var fleet *simulator.Fleet
+	var router transport.Router
+	if demo || withFleet {
+		f, err := simulator.NewChecked(cfg.Simulator)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		fleet, router = f, f
+	}
+	nb, err := startNATSBackend(ctx, cfg, demo, router, log)
+	if err != nil {
+		if fleet != nil {
+			_ = fleet.Close()
+		}
+		return nil, nil, nil, err
+	}
+	e := engine.New(cfg.Engine, nb.Dispatcher, nb.Inventory, nb.Store,
+		engine.WithLogger(log), engine.WithReadOnly(cfg.Engine.ReadOnly), engine.WithVersion(Version))
+	fail := func(err error) (*engine.Engine, *natsBackend, func() error, error) {
+		_ = e.Close()
+		if fleet != nil {
+			_ = fleet.Close()
+		}
+		_ = nb.Close()
+		return nil, nil, nil, err
+	}
+	if err := e.Start(ctx); err != nil {
+		return fail(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	if fleet != nil {
+		if err := e.Seed(ctx, fleet.Definitions()); err != nil {
+			stop()
+			return fail(err)
+		}
+		wg.Go(func() { fleet.Run(runCtx) })
+	}
+	var once sync.Once
+	var closeErr error
+	closer := func() error {
+		once.Do(func() {
+			stop()
+			wg.Wait()
+			errs := []error{e.Close()}
+			if fleet != nil {
+				errs = append(errs, fleet.Close())
+			}
+			errs = append(errs, nb.Close())
+			closeErr = errors.Join(errs...)
+		})
+		return closeErr
+	}
+	return e, nb, closer, nil
+}
