@@ -85,7 +85,7 @@ func (p *nsPage) Update(msg tea.Msg) tea.Cmd {
 		switch {
 		case keyIs(msg, k.Open):
 			if ns, ok := p.selected(); ok {
-				return msgCmd(pushMsg{newLabelsPage(p.s, ns)})
+				return p.s.post(pushMsg{newLabelsPage(p.s, ns)})
 			}
 		case keyIs(msg, k.New):
 			ns, _ := p.selected()
@@ -276,14 +276,14 @@ func (p *labelsPage) Update(msg tea.Msg) tea.Cmd {
 		it := p.items[p.list.cursor]
 		switch {
 		case keyIs(msg, k.Open):
-			return msgCmd(pushMsg{newHostsPage(p.s, it.query(p.ns.Name))})
+			return p.s.post(pushMsg{newHostsPage(p.s, it.query(p.ns.Name))})
 		case keyIs(msg, k.Op):
 			q := it.query(p.ns.Name)
 			tg := target{sel: backend.Selector{Namespace: q.Namespace, Name: q.Name, Labels: q.Labels}, hosts: it.hosts}
-			return msgCmd(pushMsg{newOpPage(p.s, tg)})
+			return p.s.post(pushMsg{newOpPage(p.s, tg)})
 		case keyIs(msg, k.Edit):
 			if it.kind != lblProc {
-				return msgCmd(flashMsg{"move to a process row to edit it (processes are listed after the labels)"})
+				return p.s.post(flashMsg{"move to a process row to edit it (processes are listed after the labels)"})
 			}
 			return openForm(p.s, it.def, false)
 		case keyIs(msg, k.New):

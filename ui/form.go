@@ -180,9 +180,9 @@ type formPage struct {
 // openForm opens the editor, unless the console is read-only.
 func openForm(s *shared, d model.ProcessDef, isNew bool) tea.Cmd {
 	if s.readOnly {
-		return msgCmd(flashMsg{"editing is disabled: read-only mode"})
+		return s.post(flashMsg{"editing is disabled: read-only mode"})
 	}
-	return msgCmd(pushMsg{newFormPage(s, d, isNew)})
+	return s.post(pushMsg{newFormPage(s, d, isNew)})
 }
 
 func newFormPage(s *shared, d model.ProcessDef, isNew bool) *formPage {
@@ -255,7 +255,7 @@ func (p *formPage) build() {
 	}
 	p.form = huh.NewForm(identity, commands, policy).WithTheme(th).WithShowHelp(false).WithShowErrors(true)
 	if p.w > 0 {
-		p.form = p.form.WithWidth(p.w).WithHeight(p.h)
+		p.form = p.form.WithWidth(p.w).WithHeight(max(p.h-3, 6))
 	}
 }
 
@@ -273,7 +273,7 @@ func (p *formPage) Init() tea.Cmd   { return p.form.Init() }
 
 func (p *formPage) SetSize(w, h int) {
 	p.w, p.h = w, h
-	p.form = p.form.WithWidth(w).WithHeight(h)
+	p.form = p.form.WithWidth(w).WithHeight(max(h-3, 6)) // room for the error footer
 }
 
 func (p *formPage) Help() keyHelp {
@@ -295,9 +295,9 @@ func (p *formPage) Update(msg tea.Msg) tea.Cmd {
 	}
 	switch p.form.State {
 	case huh.StateCompleted:
-		return msgCmd(replaceMsg{newReviewPage(p.s, p.base, p.isNew, *p.vals)})
+		return p.s.post(replaceMsg{newReviewPage(p.s, p.base, p.isNew, *p.vals)})
 	case huh.StateAborted:
-		return msgCmd(popMsg{})
+		return p.s.post(popMsg{})
 	}
 	return cmd
 }
@@ -426,7 +426,8 @@ func (p *reviewPage) Update(msg tea.Msg) tea.Cmd {
 			}
 			return errCmd("save "+msg.key, msg.err)
 		}
-		return tea.Batch(msgCmd(popMsg{}), msgCmd(flashMsg{"saved " + msg.key}))
+		p.s.post(popMsg{})
+		return p.s.post(flashMsg{"saved " + msg.key})
 	case tea.KeyMsg:
 		if p.list.navigate(k, msg) {
 			return nil
@@ -434,10 +435,10 @@ func (p *reviewPage) Update(msg tea.Msg) tea.Cmd {
 		switch {
 		case keyIs(msg, k.Confirm):
 			if len(p.errs) > 0 {
-				return msgCmd(flashMsg{"fix the errors first (e edits again)"})
+				return p.s.post(flashMsg{"fix the errors first (e edits again)"})
 			}
 			if len(p.diff) == 0 {
-				return msgCmd(flashMsg{"nothing changed"})
+				return p.s.post(flashMsg{"nothing changed"})
 			}
 			if p.saving {
 				return nil
@@ -449,7 +450,7 @@ func (p *reviewPage) Update(msg tea.Msg) tea.Cmd {
 			}
 		case keyIs(msg, k.Edit):
 			v := p.vals
-			return msgCmd(replaceMsg{newFormPageVals(p.s, p.base, p.isNew, &v)})
+			return p.s.post(replaceMsg{newFormPageVals(p.s, p.base, p.isNew, &v)})
 		}
 	}
 	return nil

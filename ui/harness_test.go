@@ -36,8 +36,13 @@ func TestMain(m *testing.M) {
 // failures) unless cfg says otherwise.
 func simBackend(tb testing.TB, sc config.SimulatorConfig) (*engine.Engine, *simulator.Fleet) {
 	tb.Helper()
+	return simBackendEngine(tb, sc, config.Default().Engine)
+}
+
+func simBackendEngine(tb testing.TB, sc config.SimulatorConfig, ec config.EngineConfig) (*engine.Engine, *simulator.Fleet) {
+	tb.Helper()
 	fleet := simulator.New(sc)
-	e := engine.New(config.Default().Engine, fleet, fleet, store.NewMemory())
+	e := engine.New(ec, fleet, fleet, store.NewMemory())
 	ctx := context.Background()
 	if err := e.Start(ctx); err != nil {
 		tb.Fatal(err)

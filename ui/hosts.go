@@ -352,14 +352,14 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 		case keyIs(msg, k.Op):
 			hosts := p.targetHosts()
 			if len(hosts) == 0 {
-				return msgCmd(flashMsg{"no host to operate on"})
+				return p.s.post(flashMsg{"no host to operate on"})
 			}
 			tg := target{sel: backend.Selector{Namespace: p.q.Namespace, Name: p.q.Name, Labels: p.procLabels(), Hosts: hosts}, hosts: len(hosts)}
-			return msgCmd(pushMsg{newOpPage(p.s, tg)})
+			return p.s.post(pushMsg{newOpPage(p.s, tg)})
 		case keyIs(msg, k.Edit):
 			r, ok := p.cursorRow()
 			if !ok || len(r.v.Procs) == 0 {
-				return msgCmd(flashMsg{"no process on this row to edit"})
+				return p.s.post(flashMsg{"no process on this row to edit"})
 			}
 			return p.editProc(r.v.Procs[0].Key)
 		case keyIs(msg, k.Reload):

@@ -201,8 +201,20 @@ func (m *Model) pop() tea.Cmd {
 }
 
 // Update routes messages: keys to the dialog first, then global keys, then
-// the top page; page messages to their page by id.
+// the top page; page messages to their page by id. Messages pages post
+// (navigation, dialogs) are handled before it returns.
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	cmds := []tea.Cmd{m.handle(msg)}
+	for i := 0; len(m.s.pending) > 0 && i < 100; i++ {
+		next := m.s.pending[0]
+		m.s.pending = m.s.pending[1:]
+		cmds = append(cmds, m.handle(next))
+	}
+	m.s.pending = m.s.pending[:0]
+	return m, tea.Batch(cmds...)
+}
+
+func (m *Model) handle(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.s.width, m.s.height = msg.Width, msg.Height
@@ -211,28 +223,28 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			p.SetSize(w, h)
 		}
 		m.help.Width = msg.Width
-		return m, nil
+		return nil
 	case tea.KeyMsg:
-		return m, m.key(msg)
+		return m.key(msg)
 	case pageMsg:
 		for _, p := range m.stack {
 			if p.ID() == msg.pageID() {
-				return m, p.Update(msg)
+				return p.Update(msg)
 			}
 		}
-		return m, nil // its page has closed
+		return nil // its page has closed
 	case pushMsg:
-		return m, m.push(msg.p)
+		return m.push(msg.p)
 	case popMsg:
-		return m, m.pop()
+		return m.pop()
 	case replaceMsg:
 		m.top().Close()
 		m.stack = m.stack[:len(m.stack)-1]
-		return m, m.push(msg.p)
+		return m.push(msg.p)
 	case confirmMsg:
 		msg.d.opened = m.s.now()
 		m.dialog = msg.d
-		return m, nil
+		return nil
 	case taskStartedMsg:
 		m.flash = "started " + msg.task.ID
 		w := newWatchPage(m.s, msg.task)
@@ -240,40 +252,40 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.top().Close()
 			m.stack = m.stack[:len(m.stack)-1]
 		}
-		return m, tea.Batch(m.push(w), m.s.refreshInfo())
+		return tea.Batch(m.push(w), m.s.refreshInfo())
 	case errMsg:
 		m.lastErr = msg.Error()
 		if isReadOnly(msg.err) {
 			m.lastErr = msg.what + ": refused, the backend is read-only"
 		}
-		return m, nil
+		return nil
 	case infoMsg:
 		m.info = msg.info
 		if msg.info.ReadOnly {
 			m.s.readOnly = true
 		}
-		return m, nil
+		return nil
 	case flashMsg:
 		m.flash = msg.text
-		return m, nil
+		return nil
 	case recentEventsMsg:
 		m.addEvents(msg.events)
-		return m, nil
+		return nil
 	case eventsSubMsg:
 		if msg.err != nil {
 			m.lastErr = "host events: " + msg.err.Error()
-			return m, nil
+			return nil
 		}
-		return m, m.s.drainEvents(msg.ch)
+		return m.s.drainEvents(msg.ch)
 	case eventsMsg:
 		m.addEvents(msg.events)
 		if msg.closed {
-			return m, nil
+			return nil
 		}
-		return m, m.s.drainEvents(msg.ch)
+		return m.s.drainEvents(msg.ch)
 	}
 	// Anything else (cursor blinks, form internals) belongs to the top page.
-	return m, m.top().Update(msg)
+	return m.top().Update(msg)
 }
 
 func (m *Model) addEvents(evs []model.Event) {

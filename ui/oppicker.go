@@ -140,14 +140,14 @@ func (p *opPage) Update(msg tea.Msg) tea.Cmd {
 // choose runs status straight away and asks before anything else.
 func (p *opPage) choose(op model.OpType) tea.Cmd {
 	if why, ok := p.disabled[op]; ok {
-		return msgCmd(flashMsg{fmt.Sprintf("%s is disabled: %s", op, why)})
+		return p.s.post(flashMsg{fmt.Sprintf("%s is disabled: %s", op, why)})
 	}
 	req := backend.OperateRequest{Op: op, Selector: p.tg.sel}
 	run := p.s.operate(p.id, req)
 	if !op.Mutating() {
 		return run
 	}
-	return msgCmd(confirmMsg{confirmOp(p.s, op, p.tg, run)})
+	return p.s.post(confirmMsg{confirmOp(p.s, op, p.tg, run)})
 }
 
 func (p *opPage) View() string {

@@ -33,6 +33,7 @@ type shared struct {
 
 	width, height int
 	nextID        int
+	pending       []tea.Msg     // posted by pages, handled by the root in the same Update
 	events        []model.Event // newest last, capped
 	lastEventSeen time.Time
 }
@@ -103,7 +104,13 @@ func errCmd(what string, err error) tea.Cmd {
 	return func() tea.Msg { return errMsg{what, err} }
 }
 
-func msgCmd(m tea.Msg) tea.Cmd { return func() tea.Msg { return m } }
+// post queues a message for the root to handle right after the current
+// Update (navigation, dialogs, notices): no goroutine, no frame in between.
+// It returns nil so pages can write `return p.s.post(...)`.
+func (s *shared) post(m tea.Msg) tea.Cmd {
+	s.pending = append(s.pending, m)
+	return nil
+}
 
 // refreshInfo fetches the backend's Info for the status bar.
 func (s *shared) refreshInfo() tea.Cmd {

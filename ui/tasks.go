@@ -71,7 +71,7 @@ func (p *tasksPage) Update(msg tea.Msg) tea.Cmd {
 		switch {
 		case keyIs(msg, k.Open):
 			if p.list.cursor < len(p.tasks) {
-				return msgCmd(pushMsg{newWatchPage(p.s, p.tasks[p.list.cursor])})
+				return p.s.post(pushMsg{newWatchPage(p.s, p.tasks[p.list.cursor])})
 			}
 		case keyIs(msg, k.Reload):
 			return p.load()

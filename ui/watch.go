@@ -280,7 +280,7 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 		switch {
 		case keyIs(msg, k.Open):
 			if p.list.cursor < len(p.shown) {
-				return msgCmd(pushMsg{newResultPage(p.s, p.rows[p.shown[p.list.cursor]].r)})
+				return p.s.post(pushMsg{newResultPage(p.s, p.rows[p.shown[p.list.cursor]].r)})
 			}
 		case keyIs(msg, k.FailedOnly):
 			p.failedOnly = !p.failedOnly
@@ -290,7 +290,7 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 			return p.retry()
 		case keyIs(msg, k.CancelTask):
 			if taskFinal(p.task.Status) {
-				return msgCmd(flashMsg{"the task is already " + string(p.task.Status)})
+				return p.s.post(flashMsg{"the task is already " + string(p.task.Status)})
 			}
 			ctx, be, tid := p.s.ctx, p.s.be, p.task.ID
 			cancel := func() tea.Msg {
@@ -300,7 +300,7 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 				return flashMsg{"cancelled " + tid}
 			}
 			d := newDialog(p.s, "Cancel task", []string{p.task.ID, "Hosts not done yet become cancelled."}, "", "", true, cancel)
-			return msgCmd(confirmMsg{d})
+			return p.s.post(confirmMsg{d})
 		}
 	}
 	return nil
@@ -318,10 +318,10 @@ func (p *watchPage) retry() tea.Cmd {
 		}
 	}
 	if n == 0 {
-		return msgCmd(flashMsg{"no failed host to retry"})
+		return p.s.post(flashMsg{"no failed host to retry"})
 	}
 	if p.s.readOnly && p.task.Op.Mutating() {
-		return msgCmd(flashMsg{"retry is disabled: read-only mode"})
+		return p.s.post(flashMsg{"retry is disabled: read-only mode"})
 	}
 	var cmds []tea.Cmd
 	nss := map[string]bool{}
@@ -349,7 +349,7 @@ func (p *watchPage) retry() tea.Cmd {
 	}
 	d := confirmOp(p.s, p.task.Op, tg, run)
 	d.title = "Retry " + p.task.Op.String() + " on failed hosts"
-	return msgCmd(confirmMsg{d})
+	return p.s.post(confirmMsg{d})
 }
 
 func boolKeys[V any](m map[string]V) map[string]bool {
