@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/user"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -411,7 +412,7 @@ func runHosts(ctx context.Context, args []string, io Stdio) error {
 	lf.register(fs, true)
 	limit := fs.Int("limit", 0, "list at most `N` hosts (0 = all)")
 	fs.Usage = listUsage(fs, "hosts [flags]", "List the fleet's hosts: agent id, cloud area, ip, agent state, labels, and the\n"+
-		"processes deployed there (total and last known running). With --ns, --name or\n--label only hosts carrying a matching process are listed and counted.")
+		"processes deployed there (total, and how many were last known running; ? = not\nknown yet). With --ns, --name or --label only hosts carrying a matching process\nare listed and counted.")
 	if err := parseList("hosts", fs, args); err != nil {
 		return err
 	}
@@ -435,17 +436,28 @@ func runHosts(ctx context.Context, args []string, io Stdio) error {
 	fmt.Fprintln(tw, "AGENT\tCLOUD\tIP\tSTATE\tPROCS\tRUNNING\tLABELS")
 	online := 0
 	for _, h := range hv {
-		running := 0
+		running, unknown := 0, 0
 		for _, p := range h.Procs {
-			if p.Status.State.Up() {
+			switch {
+			case p.Status.State == model.ProcUnknown || p.Status.State == "":
+				unknown++
+			case p.Status.State.Up():
 				running++
 			}
+		}
+		runCol := strconv.Itoa(running)
+		switch {
+		case len(h.Procs) == 0:
+		case unknown == len(h.Procs):
+			runCol = "?" // no status known yet: run 'gseproc op status'
+		case unknown > 0:
+			runCol += "+?"
 		}
 		if h.State == model.AgentOnline {
 			online++
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%s\n", h.Host.AgentID(), h.Host.CloudID, h.Host.IP, h.State,
-			len(h.Procs), running, strings.Join(model.SortedLabels(h.Labels), ","))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%s\n", h.Host.AgentID(), h.Host.CloudID, h.Host.IP, h.State,
+			len(h.Procs), runCol, strings.Join(model.SortedLabels(h.Labels), ","))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
