@@ -323,6 +323,19 @@ func (a *Agent) entryLocked(p model.Process) *entry {
 		e = &entry{key: key, op: make(chan struct{}, 1)}
 		a.procs[key] = e
 	}
+	updateEntry(e, p)
+	return e
+}
+
+// transientEntry describes p without making it known (a status query of
+// a process the agent never operated on).
+func transientEntry(p model.Process) *entry {
+	e := &entry{key: p.Key(), op: make(chan struct{}, 1)}
+	updateEntry(e, p)
+	return e
+}
+
+func updateEntry(e *entry, p model.Process) {
 	e.p = p
 	n := p.Spec.Policy.InstanceNum
 	for len(e.units) < n {
@@ -335,7 +348,6 @@ func (a *Agent) entryLocked(p model.Process) *entry {
 	for _, u := range e.units {
 		u.pidPath = pidPathOf(p, u.idx)
 	}
-	return e
 }
 
 func (a *Agent) sortedEntries() []*entry {

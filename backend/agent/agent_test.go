@@ -215,6 +215,17 @@ func TestLifecycleOps(t *testing.T) {
 		t.Fatalf("status start time %s is %s ago", st.StartTime, d)
 	}
 
+	pv := p
+	pv.Spec.Control.VersionCmd = "echo 1.2.3; echo more"
+	if v := do(t, a, model.OpStatus, pv).Status.Version; v != "1.2.3" {
+		t.Fatalf("version %q", v)
+	}
+	// A status query of a process never operated on does not make it known.
+	other, _ := setup(t, "other", nil)
+	if r := do(t, a, model.OpStatus, other); r.Code != 0 || r.Status.PID != -1 || r.Status.State != model.ProcStopped || len(a.Statuses()) != 1 {
+		t.Fatalf("status of an unknown process: %+v, known %d", *r.Status, len(a.Statuses()))
+	}
+
 	wantCode(t, do(t, a, model.OpRegister, p), model.CodeAlreadyRegistered, "register hosted")
 	r = do(t, a, model.OpUnregister, p)
 	wantCode(t, r, model.CodeSuccess, "unregister")

@@ -46,8 +46,11 @@ func (a *Agent) Handle(ctx context.Context, req model.AgentRequest) model.AgentR
 			Status: &model.ProcStatus{ProcKey: p.Key(), ProcName: p.Spec.Identity.ProcName, State: model.ProcUnknown, PID: -1}}
 	}
 	e, known := a.procs[p.Key()]
-	if !known || req.Op != model.OpStatus {
+	switch {
+	case req.Op.Valid() && req.Op != model.OpStatus:
 		e = a.entryLocked(p) // the latest definition wins
+	case !known:
+		e = transientEntry(p)
 	}
 	a.mu.Unlock()
 
@@ -56,7 +59,9 @@ func (a *Agent) Handle(ctx context.Context, req model.AgentRequest) model.AgentR
 	case !req.Op.Valid():
 		r = fail(model.CodeIllegalOp, "%s: op_type %d is not one of 0,1,2,3,4,7,8,9", model.CodeText(model.CodeIllegalOp), int(req.Op))
 	case req.Op == model.OpStatus:
-		r = ok()
+		rep := a.reply(e, ok())
+		rep.Status.Version = a.version(ctx, e, p)
+		return rep
 	default:
 		select {
 		case e.op <- struct{}{}:
@@ -67,6 +72,25 @@ func (a *Agent) Handle(ctx context.Context, req model.AgentRequest) model.AgentR
 		<-e.op
 	}
 	return a.reply(e, r)
+}
+
+// version runs version_cmd (at most 5 s) for a running process and
+// returns the first line it prints; "" when there is none or it fails.
+func (a *Agent) version(ctx context.Context, e *entry, p model.Process) string {
+	cmd := p.Spec.Control.VersionCmd
+	if cmd == "" || len(e.units) == 0 {
+		return ""
+	}
+	if _, _, live := a.probe(e.units[0]); !live {
+		return ""
+	}
+	status, out, err := run(ctx, p, cmd, a.env(p, e.units[0]), min(opTimeout(ctx, p), 5*time.Second), a.cfg.OutputLimit)
+	if err != nil || status != 0 {
+		a.log.Info("version_cmd failed", "proc", e.key, "status", status, "err", err)
+		return ""
+	}
+	line, _, _ := strings.Cut(out, "\n")
+	return strings.TrimSpace(line)
 }
 
 func (a *Agent) reply(e *entry, r result) model.AgentReply {
@@ -178,9 +202,8 @@ func (a *Agent) do(ctx context.Context, e *entry, op model.OpType) result {
 			a.mu.Unlock()
 		}
 		var r result
-		if cmd, has := p.Command(model.OpRestart); has {
+		if _, has := p.Command(model.OpRestart); has {
 			r = a.startAll(ctx, p, units, model.OpRestart)
-			_ = cmd
 		} else {
 			for _, u := range units {
 				if _, _, live := a.probe(u); !live {

@@ -329,7 +329,7 @@ func (a *Agent) sample() {
 		u.breaches++
 		a.log.Info("resource limit breached", "proc", u.e.key, "pid", t.pid, "resource", what,
 			"value", round2(value), "limit", limit, "breaches", u.breaches, "of", a.cfg.BreachCount)
-		if u.breaches >= a.cfg.BreachCount {
+		if u.breaches >= a.cfg.BreachCount && !a.closed {
 			u.breaches = 0
 			msg := fmt.Sprintf("%s %s usage %.2f%% over limit %.2f%% for %d samples: stopped, not restarted until a manual start",
 				u.e.p.Spec.Identity.ProcName, what, value, limit, a.cfg.BreachCount)
