@@ -236,16 +236,31 @@ func waitGone(ctx context.Context, pid int, startTick uint64, poll time.Duration
 		if st, live := alive(pid); !live || (startTick != 0 && st.StartTick != startTick) {
 			return nil
 		}
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		for {
-			// The timeout only bounds how long a cancelled ctx goes unseen;
-			// an exit wakes the poll at once.
-			n, err := unix.Poll(fds, 200)
-			if n > 0 {
-				return nil
+		// Sleep in poll on the pidfd and an eventfd that ctx's end writes:
+		// no wake-ups until the process exits or the watch is cancelled.
+		efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err != nil {
+			return fmt.Errorf("eventfd: %w", err)
+		}
+		fired := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			_, _ = unix.Write(efd, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+			close(fired)
+		})
+		defer func() {
+			if !stop() {
+				<-fired // the write must land before the fd number can be reused
 			}
+			unix.Close(efd)
+		}()
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(efd), Events: unix.POLLIN}}
+		for {
+			_, err := unix.Poll(fds, -1)
 			if err != nil && !errors.Is(err, unix.EINTR) {
 				return fmt.Errorf("poll pidfd of %d: %w", pid, err)
+			}
+			if fds[0].Revents != 0 {
+				return nil
 			}
 			if ctx.Err() != nil {
 				return ctx.Err()
