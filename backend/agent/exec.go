@@ -63,6 +63,15 @@ func credential(p model.Process) (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}, nil
 }
 
+// accountEnv is the login environment of the account commands switch to.
+func accountEnv(name string) []string {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil
+	}
+	return []string{"HOME=" + u.HomeDir, "USER=" + u.Username, "LOGNAME=" + u.Username}
+}
+
 // child is a command the agent launched: sh -c CMD in its own process
 // group. Its output goes to an unlinked temporary file, not a pipe, so a
 // daemon it leaves behind neither blocks the wait nor dies of SIGPIPE.
@@ -103,6 +112,9 @@ func launch(p model.Process, command string, env []string) (*child, error) {
 	cmd := exec.Command("/bin/sh", "-c", command)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
+	if cred != nil {
+		cmd.Env = append(cmd.Env, accountEnv(p.Spec.Identity.User)...)
+	}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 	c := &child{cmd: cmd, out: out, pidfd: -1, launch: uptimeTicks(), at: time.Now()}
