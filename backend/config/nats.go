@@ -61,15 +61,24 @@ type NATSConfig struct {
 }
 
 // NATSUser is one credential the embedded server accepts. Give Password or
-// NKey (a public user nkey, "U..."). Host ("cloud:ip") binds the credential
-// to one agent identity: it may then only serve that host's subjects. An
-// empty Host serves any host (a simulator, or an admin).
+// NKey (a public user nkey, "U..."). Role "agent" (the default) may only
+// serve agent subjects: Host ("cloud:ip") binds it to that one agent
+// identity, an empty Host lets it serve any host (a simulator). Role
+// "server" has every permission: another gseproc server using this NATS
+// (its tasks, JetStream state).
 type NATSUser struct {
 	User     string `toml:"user"`
 	Password string `toml:"password"`
 	NKey     string `toml:"nkey"`
 	Host     string `toml:"host"`
+	Role     string `toml:"role"`
 }
+
+// NATS user roles.
+const (
+	NATSRoleAgent  = "agent"
+	NATSRoleServer = "server"
+)
 
 // NATSClusterConfig joins the embedded server to a cluster.
 type NATSClusterConfig struct {
@@ -181,6 +190,15 @@ func (c NATSConfig) validate() error {
 			bad(f, "%q is listed twice", id)
 		}
 		seen[id] = true
+		switch u.Role {
+		case "", NATSRoleAgent:
+		case NATSRoleServer:
+			if u.Host != "" {
+				bad(f+".host", "a server credential is not bound to a host")
+			}
+		default:
+			bad(f+".role", "%q: want agent or server", u.Role)
+		}
 		if u.Host != "" {
 			if _, err := model.ParseAgentID(u.Host); err != nil {
 				bad(f+".host", "%v", err)

@@ -85,9 +85,11 @@ func StartEmbedded(cfg config.NATSConfig, opts EmbeddedOptions, log *slog.Logger
 	}
 	so.Users = append(so.Users, &server.User{Username: e.user, Password: e.pass})
 	for i, u := range cfg.Users {
-		perms, err := agentPermissions(u.Host)
-		if err != nil {
-			return nil, e.cleanup(fmt.Errorf("embedded nats: nats.users[%d].host: %w", i, err))
+		var perms *server.Permissions // role server: every permission
+		if u.Role != config.NATSRoleServer {
+			if perms, err = agentPermissions(u.Host); err != nil {
+				return nil, e.cleanup(fmt.Errorf("embedded nats: nats.users[%d].host: %w", i, err))
+			}
 		}
 		if u.NKey != "" {
 			so.Nkeys = append(so.Nkeys, &server.NkeyUser{Nkey: u.NKey, Permissions: perms})

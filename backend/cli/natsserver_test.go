@@ -1,0 +1,216 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"gseproc/backend"
+	"gseproc/backend/config"
+	"gseproc/backend/engine"
+	"gseproc/model"
+)
+
+// syncBuf is a Writer safe for a command goroutine and the test.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// natsTestConfig is a config for a NATS-backed engine on 127.0.0.1 with
+// its JetStream files in dir and a small simulated fleet.
+func natsTestConfig(dir string) config.Config {
+	cfg := config.Default()
+	cfg.NATS.Listen = "127.0.0.1:-1"
+	cfg.NATS.StoreDir = dir
+	cfg.NATS.HeartbeatInterval = config.Duration(100 * time.Millisecond)
+	cfg.NATS.OfflineAfter = config.Duration(time.Second)
+	cfg.Simulator.Hosts = 20
+	cfg.Simulator.Seed = 3
+	cfg.Simulator.Demo = true
+	return cfg
+}
+
+// runCmd runs `gseproc args...` through Main until the test ends.
+func runCmd(t *testing.T, args ...string) (*syncBuf, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out, errb := &syncBuf{}, &syncBuf{}
+	done := make(chan int, 1)
+	go func() { done <- Main(ctx, args, Stdio{In: strings.NewReader(""), Out: out, Err: errb}) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("gseproc %s: exit %d\n%s", args[0], code, errb.String())
+			}
+		case <-time.After(20 * time.Second):
+			t.Errorf("gseproc %s did not stop", args[0])
+		}
+	}
+	t.Cleanup(stop)
+	return out, stop
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true after %s", what, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func hostOnline(e *engine.Engine, h model.Host) bool {
+	hs, err := e.Hosts(context.Background(), backend.HostQuery{Hosts: []model.Host{h}})
+	return err == nil && len(hs) == 1 && hs[0].State == model.AgentOnline
+}
+
+// operate runs one op to completion and returns its results.
+func operate(t *testing.T, e *engine.Engine, req backend.OperateRequest) []model.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	task, err := e.Operate(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := e.Watch(ctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []model.Result
+	for r := range ch {
+		out = append(out, r)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("task %s did not finish", task.ID)
+	}
+	return out
+}
+
+// TestNATSEngineRealAgent: a NATS-backed engine (embedded NATS, JetStream
+// store, simulated demo fleet merged in) and a real `gseproc agent` on
+// 127.0.0.1 that starts, reports and stops a real process; the state
+// survives a restart of the server.
+func TestNATSEngineRealAgent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	storeDir := t.TempDir()
+	cfg := natsTestConfig(storeDir)
+	ctx := context.Background()
+	e, nb, closeEngine, err := openNATSEngine(ctx, cfg, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = closeEngine() }()
+
+	// A real agent on this machine, cloud 5 (the simulated fleet has 0:127.0.0.1).
+	work := t.TempDir()
+	if err := os.WriteFile(filepath.Join(work, "daemon.sh"), []byte("#!/bin/sh\ntrap 'exit 0' TERM\necho $$ > \"$GSEPROC_PID_FILE\"\nwhile :; do sleep 0.05; done\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfgFile := filepath.Join(work, "agent.toml")
+	if err := os.WriteFile(cfgFile, []byte("[nats]\nheartbeat_interval = \"100ms\"\noffline_after = \"1s\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	me := model.Host{IP: "127.0.0.1", CloudID: 5}
+	out, _ := runCmd(t, "agent", "--config", cfgFile, "--nats", nb.ClientURL, "--cloud", "5", "--ip", "127.0.0.1",
+		"--data-dir", filepath.Join(work, "agent"), "--label", "role=test")
+	waitFor(t, "real agent online", 10*time.Second, func() bool { return hostOnline(e, me) })
+	if !strings.Contains(out.String(), "5:127.0.0.1") {
+		t.Errorf("agent banner %q does not name its identity", out.String())
+	}
+	hs, _ := e.Hosts(ctx, backend.HostQuery{Hosts: []model.Host{me}})
+	if hs[0].Labels["role"] != "test" || hs[0].Labels["bk_biz_id"] != "1" {
+		t.Errorf("agent labels %v: want its own and biz 1 (demo)", hs[0].Labels)
+	}
+
+	p := model.Process{
+		Meta: model.Meta{Namespace: "biz_1", Name: "daemon"},
+		Spec: model.Spec{
+			Identity: model.Identity{ProcName: "daemon", SetupPath: work, PidPath: filepath.Join(work, "daemon.pid")},
+			Control:  model.Control{StartCmd: "./daemon.sh >/dev/null 2>&1 &"},
+			Policy:   model.Policy{AutoType: model.AutoResident, OpTimeout: 10, StartCheckEndSecs: 1, InstanceNum: 1},
+		},
+	}
+	defer func() { // whatever the test leaves running
+		if b, err := os.ReadFile(p.Spec.Identity.PidPath); err == nil {
+			var pid int
+			for _, c := range strings.TrimSpace(string(b)) {
+				pid = pid*10 + int(c-'0')
+			}
+			if pid > 1 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}()
+	sim := model.Host{IP: "10.0.0.1", CloudID: 0} // a demo host of the simulated fleet
+	item := model.ProcessDef{Process: p, Hosts: []model.Host{me, sim}}
+
+	rs := operate(t, e, backend.OperateRequest{Op: model.OpStart, Items: []model.ProcessDef{item}})
+	if len(rs) != 2 {
+		t.Fatalf("start results %+v", rs)
+	}
+	for _, r := range rs {
+		if r.Code != model.CodeSuccess {
+			t.Fatalf("start on %s: %d %s", r.Host, r.Code, r.Message)
+		}
+	}
+	rs = operate(t, e, backend.OperateRequest{Op: model.OpStart, Items: []model.ProcessDef{item}})
+	for _, r := range rs {
+		if r.Code != model.CodeAlreadyRunning {
+			t.Fatalf("second start on %s: %d %s, want 828", r.Host, r.Code, r.Message)
+		}
+	}
+
+	// The server restarts on the same store dir and address: registry and
+	// tasks are there, and the agent, which kept supervising, reconnects.
+	tasks, _ := e.Tasks(ctx, 0)
+	if err := closeEngine(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.NATS.Listen = strings.TrimPrefix(nb.ClientURL, "nats://")
+	e2, _, close2, err := openNATSEngine(ctx, cfg, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = close2() }()
+	tasks2, _ := e2.Tasks(ctx, 0)
+	if len(tasks2) != len(tasks) || tasks2[0].ID != tasks[0].ID {
+		t.Fatalf("tasks after restart: %d, want %d", len(tasks2), len(tasks))
+	}
+	waitFor(t, "agent back online", 10*time.Second, func() bool { return hostOnline(e2, me) })
+	rs = operate(t, e2, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "biz_1", Name: "daemon", Hosts: []model.Host{me}}})
+	if len(rs) != 1 || rs[0].Code != 0 || !strings.Contains(rs[0].Content, `"isAuto":true`) {
+		t.Fatalf("status after restarts: %+v", rs)
+	}
+	rs = operate(t, e2, backend.OperateRequest{Op: model.OpStop, Selector: backend.Selector{Namespace: "biz_1", Name: "daemon", Hosts: []model.Host{me}}})
+	if len(rs) != 1 || rs[0].Code != 0 {
+		t.Fatalf("stop: %+v", rs)
+	}
+	// An unknown host is unreachable (117), promptly.
+	start := time.Now()
+	rs = operate(t, e2, backend.OperateRequest{Op: model.OpStatus, Items: []model.ProcessDef{{Process: p, Hosts: []model.Host{{IP: "10.250.0.1", CloudID: 9}}}}})
+	if len(rs) != 1 || rs[0].Code != model.CodeAgentAbnormal || time.Since(start) > 5*time.Second {
+		t.Fatalf("unknown host: %+v", rs)
+	}
+}
