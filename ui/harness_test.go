@@ -95,6 +95,7 @@ type driver struct {
 	msgs chan tea.Msg
 	done chan struct{}
 	quit bool
+	wg   sync.WaitGroup // command goroutines
 }
 
 func newDriver(t testing.TB, be backend.Backend, o Options, w, h int) *driver {
@@ -103,6 +104,7 @@ func newDriver(t testing.TB, be backend.Backend, o Options, w, h int) *driver {
 	if o.Theme == nil {
 		o.Theme = monoTheme(t)
 	}
+	o.Static = true // no elapsed-time tick: commands end when the test does
 	if o.Config.Theme == "" {
 		o.Config = config.Default().Console
 	}
@@ -111,7 +113,9 @@ func newDriver(t testing.TB, be backend.Backend, o Options, w, h int) *driver {
 		t.Fatal(err)
 	}
 	d := &driver{t: t, m: m, msgs: make(chan tea.Msg, 4096), done: make(chan struct{})}
-	t.Cleanup(func() { close(d.done); m.Close() })
+	// Stop the console and wait for its commands before the engine closes
+	// (cleanups run last-registered first).
+	t.Cleanup(func() { close(d.done); m.Close(); d.wg.Wait() })
 	d.send(tea.WindowSizeMsg{Width: w, Height: h})
 	d.exec(m.Init())
 	return d
@@ -121,7 +125,9 @@ func (d *driver) exec(cmd tea.Cmd) {
 	if cmd == nil {
 		return
 	}
+	d.wg.Add(1)
 	go func() {
+		defer d.wg.Done()
 		msg := cmd()
 		switch msg := msg.(type) {
 		case nil:

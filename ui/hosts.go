@@ -54,7 +54,7 @@ func (m hostsLoadedMsg) pageID() int { return m.id }
 func newHostsPage(s *shared, q backend.HostQuery) *hostsPage {
 	f := textinput.New()
 	f.Prompt = "/"
-	f.Placeholder = "fuzzy text, key=value labels"
+	f.Placeholder = "fuzzy text · key=value labels · IPs and 'exact match as substrings"
 	f.CharLimit = 200
 	return &hostsPage{s: s, id: s.newID(), q: q, sel: map[string]bool{}, filter: f}
 }
@@ -181,7 +181,27 @@ func (p *hostsPage) applyFilter() {
 			keep = append(keep, i)
 		}
 	}
-	if pat := strings.Join(words, " "); pat != "" {
+	// Words that look like addresses (digits, dots, colons) or start with '
+	// match as substrings: fuzzy matching "10.0.0.1" would match every IP.
+	var fuzzyWords []string
+	for _, w := range words {
+		exact, isExact := strings.CutPrefix(w, "'")
+		if !isExact && strings.Trim(w, "0123456789.:") != "" {
+			fuzzyWords = append(fuzzyWords, w)
+			continue
+		}
+		if !isExact {
+			exact = w
+		}
+		out := keep[:0:0]
+		for _, i := range keep {
+			if strings.Contains(p.rows[i].text, exact) {
+				out = append(out, i)
+			}
+		}
+		keep = out
+	}
+	if pat := strings.Join(fuzzyWords, " "); pat != "" {
 		src := rowSource{rows: p.rows, idx: keep}
 		matches := fuzzy.FindFrom(pat, src)
 		out := make([]int, len(matches))

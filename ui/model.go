@@ -420,20 +420,37 @@ func (m *Model) View() string {
 	}, "\n")
 }
 
+// breadcrumb is "gseproc › namespaces › web › …"; when it does not fit,
+// the oldest parts give way to "…".
 func (m *Model) breadcrumb() string {
 	t := m.s.theme
-	parts := []string{t.Title.Render("gseproc")}
-	for i, p := range m.stack {
-		st := t.Breadcrumb
-		if i == len(m.stack)-1 {
-			st = t.Title
-		}
-		parts = append(parts, st.Render(p.Title()))
+	titles := make([]string, 0, len(m.stack)+1)
+	for _, p := range m.stack {
+		titles = append(titles, p.Title())
 	}
 	if m.showHelp {
-		parts = append(parts, t.Title.Render("help"))
+		titles = append(titles, "help")
 	}
-	return strings.Join(parts, t.Muted.Render(" › "))
+	sep := t.Muted.Render(" › ")
+	render := func(ts []string, cut bool) string {
+		parts := []string{t.Title.Render("gseproc")}
+		if cut {
+			parts = append(parts, t.Muted.Render("…"))
+		}
+		for i, s := range ts {
+			st := t.Breadcrumb
+			if i == len(ts)-1 {
+				st = t.Title
+			}
+			parts = append(parts, st.Render(s))
+		}
+		return strings.Join(parts, sep)
+	}
+	out := render(titles, false)
+	for cut := 1; ansi.StringWidth(out) > m.s.width && cut < len(titles); cut++ {
+		out = render(titles[cut:], true)
+	}
+	return out
 }
 
 func (m *Model) ticker() string {

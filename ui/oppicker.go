@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 
 	"gseproc/backend"
 	"gseproc/model"
@@ -153,11 +154,11 @@ func (p *opPage) choose(op model.OpType) tea.Cmd {
 func (p *opPage) View() string {
 	t := p.s.theme
 	var b strings.Builder
-	b.WriteString(t.Title.Render("Target: ") + p.tg.summary())
+	head := t.Title.Render("Target: ") + p.tg.summary()
 	if !p.loaded {
-		b.WriteString(t.Muted.Render("  (loading processes…)"))
+		head += t.Muted.Render("  (loading processes…)")
 	}
-	b.WriteString("\n\n")
+	b.WriteString(ansi.Wrap(head, max(p.w, 20), " ,") + "\n\n")
 	nameW := 12
 	for i, op := range p.ops {
 		cur := i == p.list.cursor
@@ -175,6 +176,7 @@ func (p *opPage) View() string {
 		if off {
 			desc = "disabled: " + why
 		}
+		desc = cell(desc, max(p.w-nameW-6, 10), false)
 		line := mark + danger + " " + name + " " + desc
 		switch {
 		case cur:

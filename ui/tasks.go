@@ -6,6 +6,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 
 	"gseproc/model"
 )
@@ -81,9 +82,18 @@ func (p *tasksPage) Update(msg tea.Msg) tea.Cmd {
 }
 
 var taskCols = []column{
-	{title: "TASK", width: 30, flex: true}, {title: "OP", width: 10}, {title: "STATUS", width: 11},
+	{title: "CREATED", width: 8}, {title: "OP", width: 10}, {title: "STATUS", width: 11},
 	{title: "DONE", width: 11, right: true}, {title: "BAD", width: 5, right: true},
-	{title: "NAMESPACES", width: 10, flex: true}, {title: "CREATED", width: 8},
+	{title: "NAMESPACES", width: 10, flex: true}, {title: "TASK", width: 16, flex: true},
+}
+
+// tail keeps the end of s (a task id's unique part) within w cells.
+func tail(s string, w int) string {
+	if ansi.StringWidth(s) <= w || w < 2 {
+		return s
+	}
+	r := []rune(s)
+	return "…" + string(r[len(r)-(w-1):])
 }
 
 func (p *tasksPage) View() string {
@@ -102,9 +112,10 @@ func (p *tasksPage) View() string {
 	for i := s; i < e; i++ {
 		tk := p.tasks[i]
 		g := taskGlyph(tk.Status)
-		cells := []string{cell(tk.ID, wd[0], false), cell(tk.Op.String(), wd[1], false), cell(g.text(), wd[2], false),
-			cell(fmt.Sprintf("%d/%d", tk.Counts.Final(), tk.Targets), wd[3], true), cell(fmt.Sprint(tk.Counts.Bad()), wd[4], true),
-			cell(strings.Join(tk.Namespace, ","), wd[5], false), cell(tk.Created.Local().Format("15:04:05"), wd[6], false)}
+		cells := []string{cell(tk.Created.Local().Format("15:04:05"), wd[0], false), cell(tk.Op.String(), wd[1], false),
+			cell(g.text(), wd[2], false), cell(fmt.Sprintf("%d/%d", tk.Counts.Final(), tk.Targets), wd[3], true),
+			cell(fmt.Sprint(tk.Counts.Bad()), wd[4], true), cell(strings.Join(tk.Namespace, ","), wd[5], false),
+			cell(tail(tk.ID, wd[6]), wd[6], false)}
 		st := g.style(t)
 		b.WriteString("\n" + renderRow(t, i == p.list.cursor, false, cells, []*lipgloss.Style{nil, nil, &st}))
 	}

@@ -154,7 +154,7 @@ func (p *watchPage) refreshTask() tea.Cmd {
 func (p *watchPage) SetSize(w, h int) {
 	p.w, p.h = w, h
 	p.bar.Width = max(w-2, 10)
-	p.list.setHeight(h - 4)
+	p.list.setHeight(h - 5)
 }
 
 func (p *watchPage) Help() keyHelp {
@@ -385,24 +385,23 @@ func (p *watchPage) View() string {
 	if p.streaming && !taskFinal(p.task.Status) {
 		status = taskGlyph(model.TaskRunning)
 	}
-	line := fmt.Sprintf("%s %s %s · %d/%d done", t.Title.Render(p.task.Op.String()), t.Muted.Render(p.task.ID),
-		status.style(t).Render(status.text()), c.Final(), total)
-	line += " · " + t.OK.Render(fmt.Sprintf("✓ %d", c.Success+c.Skipped))
-	line += " " + t.Error.Render(fmt.Sprintf("✗ %d", c.Failed))
+	line := fmt.Sprintf("%s %s · %d/%d done · %s · %s", t.Title.Render(p.task.Op.String()),
+		status.style(t).Render(status.text()), c.Final(), total, fmtDuration(p.elapsed()), t.Muted.Render(p.task.ID))
+	b.WriteString(line + "\n")
+	counts := []string{t.OK.Render(fmt.Sprintf("✓ %d ok", c.Success+c.Skipped)), t.Error.Render(fmt.Sprintf("✗ %d failed", c.Failed))}
 	if c.Timeout > 0 {
-		line += " " + t.Error.Render(fmt.Sprintf("◷ %d timeout", c.Timeout))
+		counts = append(counts, t.Error.Render(fmt.Sprintf("◷ %d timeout", c.Timeout)))
 	}
 	if c.Unreachable > 0 {
-		line += " " + t.Error.Render(fmt.Sprintf("⊘ %d unreachable", c.Unreachable))
+		counts = append(counts, t.Error.Render(fmt.Sprintf("⊘ %d unreachable", c.Unreachable)))
 	}
 	if c.Cancelled > 0 {
-		line += " " + t.Warn.Render(fmt.Sprintf("– %d cancelled", c.Cancelled))
+		counts = append(counts, t.Warn.Render(fmt.Sprintf("– %d cancelled", c.Cancelled)))
 	}
 	if n := c.Pending + c.Running; n > 0 {
-		line += " " + t.Pending.Render(fmt.Sprintf("◐ %d to go", n))
+		counts = append(counts, t.Pending.Render(fmt.Sprintf("◐ %d to go", n)))
 	}
-	line += " · " + fmtDuration(p.elapsed())
-	b.WriteString(line + "\n")
+	b.WriteString(strings.Join(counts, "  ") + "\n")
 	pct := 0.0
 	if total > 0 {
 		pct = float64(c.Final()) / float64(total)
@@ -412,7 +411,7 @@ func (p *watchPage) View() string {
 	if p.failedOnly {
 		filter = "failed only (f shows all)"
 	}
-	b.WriteString(t.Muted.Render(fmt.Sprintf("%s · failures first · %s · enter shows a host's full result", filter, p.list.scrollInfo())) + "\n")
+	b.WriteString(t.Muted.Render(fmt.Sprintf("%s · failures first · %s · enter: full result", filter, p.list.scrollInfo())) + "\n")
 	wd := layout(watchCols, p.w)
 	b.WriteString(header(t, watchCols, wd))
 	if !p.loaded {
