@@ -567,6 +567,36 @@ exit 1
 	wantCode(t, do(t, a, model.OpStop, p), model.CodeSuccess, "stop")
 }
 
+func TestRestartFailuresAreReportedThenGivenUp(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t, "")
+	ev := collect(t, a)
+	p, dir := setup(t, "broken", nil)
+	p.Spec.Control.StartCmd = "[ -e broken ] && { echo cannot start: broken; exit 1; }; ./daemon.sh >/dev/null 2>&1 &"
+	p.Spec.Policy.StartRetries = 2
+	r := do(t, a, model.OpStart, p)
+	wantCode(t, r, model.CodeSuccess, "start")
+	if err := os.WriteFile(filepath.Join(dir, "broken"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = syscall.Kill(r.Status.PID, syscall.SIGKILL)
+	eventually(t, 5*time.Second, "given up", func() bool { return len(ev.of(model.EventGiveUp)) == 1 })
+	failed := ev.of(model.EventRestartFailed)
+	if len(failed) != 2 || !strings.Contains(failed[0].Message, "cannot start: broken") {
+		t.Fatalf("restart failed events: %+v", failed)
+	}
+	if st := do(t, a, model.OpStatus, p).Status; st.State != model.ProcFatal || !st.Hosted {
+		t.Fatalf("status %+v", *st)
+	}
+	// Repaired, a manual start brings it back; stop then cancels hosting.
+	os.Remove(filepath.Join(dir, "broken"))
+	r = do(t, a, model.OpStart, p)
+	wantCode(t, r, model.CodeSuccess, "start after repair")
+	if r.Status.State != model.ProcRunning {
+		t.Fatalf("status %+v", *r.Status)
+	}
+}
+
 func TestBackoffGrowsWithJitterAndCap(t *testing.T) {
 	a := &Agent{cfg: testConfig(t.TempDir())}
 	a.cfg.BackoffBase = config.Duration(100 * time.Millisecond)
@@ -895,6 +925,62 @@ func TestCredentialErrors(t *testing.T) {
 	p.Spec.Identity.User = ""
 	if c, err := credential(p); c != nil || err != nil {
 		t.Fatalf("own account: %v %v", c, err)
+	}
+}
+
+// TestCannotSwitchAccountAsNonRoot runs the check as nobody (re-running
+// the test binary under that account when the tests run as root).
+func TestCannotSwitchAccountAsNonRoot(t *testing.T) {
+	check := func() error {
+		p := model.Process{}
+		p.Spec.Identity.User = "root"
+		_, err := credential(p)
+		if err == nil || !strings.Contains(err.Error(), `account "root": cannot switch to uid 0: the agent runs as uid`) {
+			return fmt.Errorf("want a clear error, got %v", err)
+		}
+		return nil
+	}
+	if os.Getenv("GSEPROC_AGENT_NONROOT_CHECK") == "1" || os.Geteuid() != 0 {
+		if err := check(); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	nobody, err := credential(model.Process{Spec: model.Spec{Identity: model.Identity{User: "nobody"}}})
+	if err != nil {
+		t.Skip("no nobody account:", err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "agent.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var attr os.ProcAttr
+	attr.Env = append(os.Environ(), "GSEPROC_AGENT_NONROOT_CHECK=1")
+	attr.Dir = dir
+	out, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	attr.Files = []*os.File{nil, out, out}
+	attr.Sys = &syscall.SysProcAttr{Credential: nobody}
+	proc, err := os.StartProcess(bin, []string{bin, "-test.run=^TestCannotSwitchAccountAsNonRoot$"}, &attr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := proc.Wait()
+	text, _ := os.ReadFile(out.Name())
+	if err != nil || !st.Success() {
+		t.Fatalf("as nobody: %v %v\n%s", st, err, text)
 	}
 }
 

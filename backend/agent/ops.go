@@ -132,7 +132,11 @@ func (a *Agent) do(ctx context.Context, e *entry, op model.OpType) result {
 	periodic := p.Spec.Policy.AutoType == model.AutoPeriodic
 	if periodic {
 		a.mu.Lock()
-		if e.stopPeriodic != nil {
+		held := false
+		for _, u := range units {
+			held = held || u.held != ""
+		}
+		if e.stopPeriodic != nil && !held {
 			running = len(units) // a scheduled job counts as running
 		}
 		a.mu.Unlock()
