@@ -272,3 +272,49 @@ func TestEventsStream(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkOperateWatch1000: one status op over the web namespace of a
+// 1000-host simulated fleet (about 800 (host, process) targets)
+// through the server, every result streamed back to the client.
+func BenchmarkOperateWatch1000(b *testing.B) {
+	sc := config.Default().Simulator
+	sc.Hosts, sc.Seed = 1000, 9
+	sc.LatencyMedian, sc.LatencyP99 = 0, 0
+	sc.FailureRate, sc.OfflineRate, sc.UnreachableRate, sc.CrashRate = 0, 0, 0, 0
+	fleet := simulator.New(sc)
+	eng := engine.New(config.Default().Engine, fleet, fleet, store.NewMemory())
+	ctx := context.Background()
+	if err := eng.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := eng.Seed(ctx, fleet.Definitions()); err != nil {
+		b.Fatal(err)
+	}
+	cfg := config.Default().Server
+	cfg.NativeAuth = false
+	srv := server.New(eng, cfg, nil)
+	hs := httptest.NewServer(srv.Handler())
+	c := client.New(hs.URL)
+	defer func() { _ = c.Close(); hs.Close(); _ = srv.Close(); _ = eng.Close(); _ = fleet.Close() }()
+	sel := backend.Selector{Namespace: "web"}
+	targets := 0
+	for b.Loop() {
+		task, err := c.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: sel})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ch, err := c.Watch(ctx, task.ID, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for range ch {
+			n++
+		}
+		if n != task.Targets {
+			b.Fatalf("%d results of %d", n, task.Targets)
+		}
+		targets = n
+	}
+	b.ReportMetric(float64(targets), "targets/op")
+}

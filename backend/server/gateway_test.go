@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-func seedMap(t *testing.T, name string) map[string]any {
+func seedMap(t testing.TB, name string) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(readFile(t, "testdata/"+name+".request.json"), &m); err != nil {

@@ -347,3 +347,30 @@ func TestDispatched(t *testing.T) {
 		}
 	}
 }
+
+// TestGSE2Paths: the bk-gse /api/v2/proc/ spellings with agent_id_list.
+func TestGSE2Paths(t *testing.T) {
+	e := newEnv(t, testConfig())
+	body := withAuth(map[string]any{
+		"meta":          map[string]any{"namespace": "gse", "name": "proc-test"},
+		"op_type":       2,
+		"agent_id_list": []any{"0:10.0.0.1", "0:127.0.0.1"},
+		"spec":          specWire("proc-test", "./start.sh"),
+	})
+	r := e.post("/api/v2/proc/operate_proc_v2", body)
+	if !r.Result {
+		t.Fatalf("operate_proc_v2: %s", r.Message)
+	}
+	id := decode[map[string]string](t, r.Data)["task_id"]
+	for i := 0; ; i++ {
+		r = e.post("/api/v2/proc/get_proc_operate_result_v2", withAuth(map[string]any{"task_id": id}))
+		m := decode[map[string]gseEntry](t, r.Data)
+		if r.Code == 0 && len(m) == 2 && *m["0:10.0.0.1:gse:proc-test"].ErrorCode == 0 && *m["0:127.0.0.1:gse:proc-test"].ErrorCode == 0 {
+			break
+		}
+		if i > 500 {
+			t.Fatalf("no final v2 results: %s", r.raw)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -378,6 +378,17 @@ func (s *Server) routes() {
 	s.gateway(gse+"get_proc_status_v2", "gse.get_proc_status_v2", s.gseStatus(false))
 	s.gateway(gse+"sync_proc_status", "gse.sync_proc_status", s.gseSync)
 
+	// GSE 2.0 gateway spellings (bk-gse /api/v2/proc/...): hosts may be
+	// agent_id_list ("cloud:ip"), so the v2 key cloud:ip:namespace:name is
+	// also the agent_id:namespace:name key.
+	v2 := "/api/v2/proc/"
+	s.gateway(v2+"operate_proc_v2", "gse2.operate_proc_v2", s.gseOperateV2)
+	s.gateway(v2+"operate_proc_multi", "gse2.operate_proc_multi", s.gseOperateMulti)
+	s.gateway(v2+"get_proc_operate_result_v2", "gse2.get_proc_operate_result_v2", s.gseResult(false))
+	s.gateway(v2+"get_proc_status_v2", "gse2.get_proc_status_v2", s.gseStatus(false))
+	s.gateway(v2+"sync_proc_status", "gse2.sync_proc_status", s.gseSync)
+	s.gateway(v2+"update_proc_info", "gse2.update_proc_info", s.gseProcInfo(infoUpdate))
+
 	s.nativeRoutes()
 
 	s.handle("GET /healthz", "healthz", kindOpen, s.healthz)
