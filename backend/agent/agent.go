@@ -238,6 +238,11 @@ func (a *Agent) adoptLocked(u *unit) {
 		if !live || (recorded != 0 && st.StartTick != recorded) {
 			continue
 		}
+		if recorded == 0 { // no start time on record: the pid file's own age must fit
+			if p, _, ok := a.probeLocked(u); !ok || p != pid {
+				continue
+			}
+		}
 		u.pid, u.tick, u.upSince = pid, st.StartTick, time.Now()
 		a.setStateLocked(u, model.ProcRunning, "re-adopted at agent start, pid "+strconv.Itoa(pid))
 		a.watchLocked(u)
