@@ -2,7 +2,9 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"regexp"
@@ -23,6 +25,11 @@ import (
 // serve starts the real engine on a simulated demo fleet behind the real
 // server on 127.0.0.1, and a client of it.
 func serve(t *testing.T, hosts int, opts ...server.Option) (*client.Client, *simulator.Fleet, *httptest.Server) {
+	c, fleet, hs, _ := serveEngine(t, hosts, opts...)
+	return c, fleet, hs
+}
+
+func serveEngine(t *testing.T, hosts int, opts ...server.Option) (*client.Client, *simulator.Fleet, *httptest.Server, *engine.Engine) {
 	t.Helper()
 	sc := config.Default().Simulator
 	sc.Hosts, sc.Seed, sc.Demo = hosts, 3, true
@@ -52,7 +59,7 @@ func serve(t *testing.T, hosts int, opts ...server.Option) (*client.Client, *sim
 		_ = eng.Close()
 		_ = fleet.Close()
 	})
-	return c, fleet, hs
+	return c, fleet, hs, eng
 }
 
 // collect reads a watch channel until it closes (bounded).
@@ -317,4 +324,52 @@ func BenchmarkOperateWatch1000(b *testing.B) {
 		targets = n
 	}
 	b.ReportMetric(float64(targets), "targets/op")
+}
+
+// TestClientMatchesEngine: what the console reads through the client is
+// what it reads from the embedded engine.
+func TestClientMatchesEngine(t *testing.T) {
+	c, _, _, eng := serveEngine(t, 60)
+	ctx := context.Background()
+	task, err := c.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "gse"}, Source: "console"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, _ := c.Watch(ctx, task.ID, 0)
+	collect(t, ch)
+	same := func(what string, a, b any, errA, errB error) {
+		t.Helper()
+		if errA != nil || errB != nil {
+			t.Fatalf("%s: %v / %v", what, errA, errB)
+		}
+		ja, _ := json.Marshal(a)
+		jb, _ := json.Marshal(b)
+		if string(ja) != string(jb) {
+			t.Fatalf("%s differs:\nengine %s\nclient %s", what, ja, jb)
+		}
+	}
+	n1, e1 := eng.Namespaces(ctx)
+	n2, e2 := c.Namespaces(ctx)
+	same("namespaces", n1, n2, e1, e2)
+	for _, q := range []backend.HostQuery{{}, {Namespace: "gse"}, {Namespace: "web", Labels: map[string]string{"app": "nginx"}, Limit: 5},
+		{Hosts: []model.Host{{IP: "10.0.0.1", CloudID: 1}}}} {
+		h1, e1 := eng.Hosts(ctx, q)
+		h2, e2 := c.Hosts(ctx, q)
+		same(fmt.Sprintf("hosts %+v", q), h1, h2, e1, e2)
+	}
+	for _, q := range []backend.ProcQuery{{}, {Namespace: "gse"}, {Name: "proc-test"}, {Host: &model.Host{IP: "127.0.0.1"}}} {
+		p1, e1 := eng.Processes(ctx, q)
+		p2, e2 := c.Processes(ctx, q)
+		same(fmt.Sprintf("processes %+v", q), p1, p2, e1, e2)
+	}
+	t1, e1 := eng.Task(ctx, task.ID)
+	t2, e2 := c.Task(ctx, task.ID)
+	same("task", t1, t2, e1, e2)
+	l1, e1 := eng.Tasks(ctx, 5)
+	l2, e2 := c.Tasks(ctx, 5)
+	same("tasks", l1, l2, e1, e2)
+	i1, e1 := eng.Info(ctx)
+	i2, e2 := c.Info(ctx)
+	i1.Mode, i1.Endpoint = i2.Mode, i2.Endpoint
+	same("info", i1, i2, e1, e2)
 }
