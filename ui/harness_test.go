@@ -23,7 +23,12 @@ import (
 	"gseproc/theme"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+// updating reports -update: rewrite the golden files under testdata/. The
+// flag itself is defined by charmbracelet/x/exp/golden (through teatest).
+func updating() bool {
+	f := flag.Lookup("update")
+	return f != nil && f.Value.String() == "true"
+}
 
 func TestMain(m *testing.M) {
 	// Golden files and timestamps must not depend on the machine.
@@ -231,7 +236,7 @@ func (d *driver) topIs(want string) func() bool {
 func golden(t *testing.T, name, got string) {
 	t.Helper()
 	path := filepath.Join("testdata", name+".golden")
-	if *update {
+	if updating() {
 		if err := os.MkdirAll("testdata", 0o755); err != nil {
 			t.Fatal(err)
 		}
