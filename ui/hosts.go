@@ -41,6 +41,7 @@ type hostRow struct {
 	pid    string
 	labels string
 	text   string // what the fuzzy filter matches against
+	ord    hostOrder
 }
 
 type hostsLoadedMsg struct {
@@ -100,7 +101,7 @@ func (p *hostsPage) Help() keyHelp {
 }
 
 func newHostRow(v backend.HostView) hostRow {
-	r := hostRow{v: v, id: v.Host.AgentID(), hosted: "-", pid: "-"}
+	r := hostRow{v: v, id: v.Host.AgentID(), hosted: "-", pid: "-", ord: orderOf(v.Host)}
 	var names []string
 	hosted := 0
 	worst := model.ProcState("")
@@ -201,9 +202,9 @@ func (p *hostsPage) applyFilter() {
 		}
 		keep = out
 	}
-	if pat := strings.Join(fuzzyWords, " "); pat != "" {
-		src := rowSource{rows: p.rows, idx: keep}
-		matches := fuzzy.FindFrom(pat, src)
+	// Each fuzzy word must match (in any order), like fzf's terms.
+	for _, w := range fuzzyWords {
+		matches := fuzzy.FindFrom(w, rowSource{rows: p.rows, idx: keep})
 		out := make([]int, len(matches))
 		for i, m := range matches {
 			out[i] = keep[m.Index]
@@ -312,7 +313,7 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 		for i, h := range msg.hosts {
 			p.rows[i] = newHostRow(h)
 		}
-		sort.SliceStable(p.rows, func(i, j int) bool { return lessHost(p.rows[i].v.Host, p.rows[j].v.Host) })
+		sort.SliceStable(p.rows, func(i, j int) bool { return p.rows[i].ord.less(p.rows[j].ord) })
 		p.applyFilter()
 	case tea.KeyMsg:
 		if p.typing {
@@ -403,30 +404,6 @@ func (p *hostsPage) editProc(procKey string) tea.Cmd {
 		}
 		return pushMsg{newFormPage(s, defs[0], false)}
 	}
-}
-
-func lessHost(a, b model.Host) bool {
-	if a.CloudID != b.CloudID {
-		return a.CloudID < b.CloudID
-	}
-	return ipLess(a.IP, b.IP)
-}
-
-// ipLess orders dotted IPv4 numerically, anything else as text.
-func ipLess(a, b string) bool {
-	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
-	if len(pa) == 4 && len(pb) == 4 {
-		for i := range 4 {
-			if len(pa[i]) != len(pb[i]) {
-				return len(pa[i]) < len(pb[i])
-			}
-			if pa[i] != pb[i] {
-				return pa[i] < pb[i]
-			}
-		}
-		return false
-	}
-	return a < b
 }
 
 var hostCols = []column{

@@ -1,0 +1,130 @@
+package ui
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"gseproc/backend"
+	"gseproc/backend/config"
+	"gseproc/model"
+)
+
+// benchShared is the page context without a backend (pages are fed
+// messages directly, as the backend's commands would).
+func benchShared(tb testing.TB, w, h int) *shared {
+	return &shared{ctx: context.Background(), theme: monoTheme(tb), keys: DefaultKeyMap(), cfg: config.Default().Console,
+		now: time.Now, guard: time.Millisecond, batchMax: 2000, batchWin: 0, static: true, width: w, height: h}
+}
+
+func fleet10k(n int) []backend.HostView {
+	out := make([]backend.HostView, n)
+	for i := range out {
+		out[i] = backend.HostView{
+			HostInfo: model.HostInfo{Host: model.Host{IP: fmt.Sprintf("10.%d.%d.%d", i/65536, i/256%256, i%256), CloudID: i % 3},
+				Labels: map[string]string{"zone": fmt.Sprintf("z%d", i%7), "os": "linux"}, State: model.AgentOnline},
+			Procs: []backend.ProcView{{Key: "web:nginx", Labels: map[string]string{"app": "nginx"},
+				Status: model.ProcStatus{State: model.ProcRunning, PID: 1000 + i, Hosted: true}}},
+		}
+	}
+	return out
+}
+
+// BenchmarkHostsView renders the hosts screen of 10,000 hosts (120x40),
+// moving the cursor each time: only the visible rows are drawn.
+func BenchmarkHostsView(b *testing.B) {
+	s := benchShared(b, 120, 40)
+	p := newHostsPage(s, backend.HostQuery{Namespace: "web"})
+	p.SetSize(120, 36)
+	p.Update(hostsLoadedMsg{id: p.id, hosts: fleet10k(10000)})
+	if len(p.shown) != 10000 {
+		b.Fatalf("%d rows", len(p.shown))
+	}
+	down := keyMsg("j")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		p.Update(down)
+		_ = p.View()
+	}
+}
+
+// BenchmarkHostsFilter10k re-filters 10,000 hosts fuzzily (one keystroke).
+func BenchmarkHostsFilter10k(b *testing.B) {
+	s := benchShared(b, 120, 40)
+	p := newHostsPage(s, backend.HostQuery{Namespace: "web"})
+	p.SetSize(120, 36)
+	p.Update(hostsLoadedMsg{id: p.id, hosts: fleet10k(10000)})
+	p.filter.SetValue("z3 ngx")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		p.applyFilter()
+	}
+	if len(p.shown) == 0 {
+		b.Fatal("filter matched nothing")
+	}
+}
+
+// BenchmarkTaskWatch10k feeds a task watch 10,000 results in batches of
+// 2,000 (as the drain command delivers them) and renders after each batch;
+// one op is the whole task.
+func BenchmarkTaskWatch10k(b *testing.B) {
+	s := benchShared(b, 120, 40)
+	const n = 10000
+	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	task := model.Task{ID: "GSETASK:20261121100000:1", Op: model.OpRestart, Targets: n, Status: model.TaskRunning, Created: t0}
+	pending := make([]model.Result, n)
+	final := make([]model.Result, n)
+	for i := range n {
+		h := model.Host{IP: fmt.Sprintf("10.%d.%d.%d", i/65536, i/256%256, i%256)}
+		pending[i] = model.Result{TaskID: task.ID, Host: h, ProcKey: "web:nginx", Op: task.Op, State: model.StatePending}
+		f := pending[i]
+		f.Seq, f.Started, f.Finished = int64(i+1), t0, t0.Add(time.Duration(i%900)*time.Millisecond)
+		f.State = model.StateSuccess
+		if i%97 == 0 {
+			f.State, f.Code, f.Message = model.StateFailed, model.CodeCommandFailed, "Script exit code non-zero"
+		}
+		final[i] = f
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		w := newWatchPage(s, task)
+		w.SetSize(120, 36)
+		w.Update(watchInitMsg{id: w.id, view: backend.TaskView{Task: task, Results: pending}})
+		_ = w.View()
+		for i := 0; i < n; i += 2000 {
+			w.Update(watchBatchMsg{id: w.id, results: final[i : i+2000]})
+			_ = w.View()
+		}
+		if w.counts.Final() != n {
+			b.Fatalf("%d final", w.counts.Final())
+		}
+		w.Close()
+	}
+}
+
+// BenchmarkRootView renders the whole screen (breadcrumb, hosts, ticker,
+// status bar, help) over 10,000 hosts.
+func BenchmarkRootView(b *testing.B) {
+	e, _ := simBackend(b, quietSim(10))
+	m, err := New(context.Background(), Options{Backend: e, Config: config.Default().Console, Theme: monoTheme(b), Static: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	p := newHostsPage(m.s, backend.HostQuery{Namespace: "web"})
+	m.Update(pushMsg{p})
+	m.Update(hostsLoadedMsg{id: p.id, hosts: fleet10k(10000)})
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		m.Update(keyMsg("j"))
+		_ = m.View()
+	}
+}
