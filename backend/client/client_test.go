@@ -373,3 +373,63 @@ func TestClientMatchesEngine(t *testing.T) {
 	i1.Mode, i1.Endpoint = i2.Mode, i2.Endpoint
 	same("info", i1, i2, e1, e2)
 }
+
+func TestCancelThroughServer(t *testing.T) {
+	sc := config.Default().Simulator
+	sc.Hosts, sc.Seed, sc.Demo = 40, 4, true
+	sc.LatencyMedian, sc.LatencyP99 = config.Duration(2*time.Second), config.Duration(3*time.Second)
+	sc.FailureRate, sc.OfflineRate, sc.UnreachableRate, sc.CrashRate = 0, 0, 0, 0
+	fleet := simulator.New(sc)
+	ecfg := config.Default().Engine
+	ecfg.Concurrency = 1
+	eng := engine.New(ecfg, fleet, fleet, store.NewMemory())
+	ctx := context.Background()
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Seed(ctx, fleet.Definitions()); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default().Server
+	cfg.NativeAuth = false
+	srv := server.New(eng, cfg, nil)
+	hs := httptest.NewServer(srv.Handler())
+	c := client.New(hs.URL)
+	t.Cleanup(func() {
+		_ = c.Close()
+		hs.CloseClientConnections()
+		hs.Close()
+		_ = srv.Close()
+		_ = eng.Close()
+		_ = fleet.Close()
+	})
+
+	task, err := c.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "gse"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := c.Watch(ctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Cancel(ctx, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	rs := collect(t, ch)
+	cancelled := 0
+	for _, r := range rs {
+		if r.State == model.StateCancelled {
+			cancelled++
+		}
+	}
+	if len(rs) != task.Targets || cancelled == 0 {
+		t.Fatalf("%d results (%d cancelled) of %d targets", len(rs), cancelled, task.Targets)
+	}
+	tv, err := c.Task(ctx, task.ID)
+	if err != nil || tv.Task.Status != model.TaskCanceled {
+		t.Fatalf("task after cancel: %s %v", tv.Task.Status, err)
+	}
+	if err := c.Cancel(ctx, "GSETASK:20200101000000:1"); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("cancel unknown: %v", err)
+	}
+}

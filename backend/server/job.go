@@ -78,6 +78,7 @@ func (s *Server) jobOperate(form model.InfoForm, name string) handlerFunc {
 			}
 		}
 		model.ValidateInfos(v, form, scope, req.ProcessInfos, s.cfg.MaxHosts)
+		checkDuplicates(v, form, scope, req.ProcessInfos)
 		if err := v.Err(); err != nil {
 			return nil, validationError(CodeIllegalParam, err)
 		}
@@ -113,6 +114,26 @@ func mergeItems(infos []model.ProcessInfo, form model.InfoForm, scope model.Scop
 		items = append(items, model.ProcessDef{Process: p, Hosts: unionHosts(nil, hosts)})
 	}
 	return items, all
+}
+
+// checkDuplicates refuses two entries naming the same process (same
+// value_key in the scope) with different fields; identical ones merge.
+func checkDuplicates(v *model.Validator, form model.InfoForm, scope model.Scope, infos []model.ProcessInfo) {
+	first := map[string]int{}
+	for i, pi := range infos {
+		p := pi.ToProcess(form, scope)
+		if p.Meta.Name == "" {
+			continue
+		}
+		j, ok := first[p.Key()]
+		if !ok {
+			first[p.Key()] = i
+			continue
+		}
+		if !sameProcess(infos[j].ToProcess(form, scope), p) {
+			v.Addf(fmt.Sprintf("process_infos[%d]", i), "same process (value_key %q) as process_infos[%d] with different fields: give it its own value_key", p.Meta.Name, j)
+		}
+	}
 }
 
 // bare drops the supplier id: the engine addresses hosts by cloud and IP.

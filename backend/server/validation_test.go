@@ -103,6 +103,15 @@ func TestValidation(t *testing.T) {
 		{"unknown op_type", jobOp, seed002(func(m map[string]any) { m["op_type"] = 5 }), 400, CodeIllegalParam, []string{"op_type: op_type 5 is not one of"}},
 		{"relative path", jobOp, seed002(func(m map[string]any) { info0(m)["setup_path"] = "usr/local" }), 400, CodeIllegalParam,
 			[]string{"process_infos[0].setup_path", "not an absolute path"}},
+		{"same value_key, different fields", jobOp, seed002(func(m map[string]any) {
+			a := info0(m)
+			b := map[string]any{}
+			for k, v := range a {
+				b[k] = v
+			}
+			b["account"] = "nobody"
+			m["process_infos"] = []any{a, b}
+		}), 400, CodeIllegalParam, []string{"process_infos[1]: same process", "/usr/local/xxx/gseagent"}},
 		{"no process_infos", jobOp, seed002(func(m map[string]any) { m["process_infos"] = []any{} }), 400, CodeIllegalParam, []string{"process_infos: required"}},
 		{"no scope", jobOp, seed002(func(m map[string]any) { delete(m, "bk_biz_id") }), 400, CodeIllegalParam, []string{"bk_biz_id: required"}},
 		{"bad biz id", jobOp, seed002(func(m map[string]any) { m["bk_biz_id"] = 0 }), 400, CodeIllegalParam, []string{"bk_biz_id: 0 must be > 0"}},
