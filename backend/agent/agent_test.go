@@ -517,13 +517,16 @@ func BenchmarkRestartAfterSIGKILL(b *testing.B) {
 
 func TestCrashLoopBacksOffAndGivesUp(t *testing.T) {
 	t.Parallel()
-	a := newAgent(t, "")
+	a := newAgent(t, "", func(c *config.AgentConfig) {
+		c.BackoffBase, c.BackoffMax = config.Duration(100*time.Millisecond), config.Duration(time.Second)
+	})
 	ev := collect(t, a)
 	// Comes up (passes the start check), then dies after 0.2 s.
 	p, dir := setup(t, "flaky", map[string]string{"flaky.sh": `#!/bin/sh
 date +%s.%N >> starts.log
 echo $$ > "$GSEPROC_PID_FILE"
 sleep 0.2
+date +%s.%N >> deaths.log
 exit 1
 `})
 	p.Spec.Control.StartCmd = "./flaky.sh >/dev/null 2>&1 &"
@@ -542,17 +545,19 @@ exit 1
 	if len(starts) != 4 {
 		t.Fatalf("%d starts, want 1 + 3 retries: %q", len(starts), starts)
 	}
-	// The gaps between a death and the next start grow (backoff 0, ~20, ~40 ms
-	// with +-20% jitter on top of the 0.2 s run).
+	// The gaps between a death and the next start grow: backoff 0, then
+	// ~100 ms, ~200 ms (+-20% jitter). Load can only lengthen them.
+	b, _ = os.ReadFile(filepath.Join(dir, "deaths.log"))
+	deaths := strings.Fields(string(b))
 	var gaps []float64
 	for i := 1; i < len(starts); i++ {
-		x, _ := strconv.ParseFloat(starts[i-1], 64)
+		x, _ := strconv.ParseFloat(deaths[i-1], 64)
 		y, _ := strconv.ParseFloat(starts[i], 64)
-		gaps = append(gaps, y-x-0.2)
+		gaps = append(gaps, y-x)
 	}
 	t.Logf("gaps after each death: %.3f", gaps)
-	if gaps[2] < gaps[0] {
-		t.Fatalf("no backoff: gaps %v", gaps)
+	if gaps[1] < 0.075 || gaps[2] < 0.155 {
+		t.Fatalf("no exponential backoff: gaps %.3f", gaps)
 	}
 	// Nothing more happens; a manual start works again.
 	time.Sleep(300 * time.Millisecond)
@@ -857,8 +862,10 @@ func TestAgentRestartReadoptsProcesses(t *testing.T) {
 	}
 	// While it was away: one process died, another died and its pid file
 	// now names an unrelated process (as if the pid were reused).
-	_ = syscall.Kill(pids["gone"], syscall.SIGKILL)
-	_ = syscall.Kill(pids["reused"], syscall.SIGKILL)
+	for _, name := range []string{"gone", "reused"} {
+		_ = syscall.Kill(pids[name], syscall.SIGKILL)
+		eventually(t, 2*time.Second, name+" dead", func() bool { _, live := alive(pids[name]); return !live })
+	}
 	stranger := startSleep(t)
 	if err := os.WriteFile(reused.Spec.Identity.PidPath, []byte(strconv.Itoa(stranger)), 0o644); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,7 +34,7 @@ func (a *Agent) Handle(ctx context.Context, req model.AgentRequest) model.AgentR
 		ctx, cancel = context.WithDeadline(ctx, req.Deadline)
 		defer cancel()
 	}
-	p := normalize(req.Process)
+	p := a.expand(normalize(req.Process))
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -382,9 +383,43 @@ func cmdResult(what string, status int, out string, err error) result {
 	return result{code: model.CodeSuccess, out: out}
 }
 
+// hostVars are the agent's identity as variables: exported to every
+// command and expanded in setup_path and pid_path, so that one definition
+// can give each host its own paths (several agents on one machine).
+func (a *Agent) hostVars() map[string]string {
+	return map[string]string{
+		"GSEPROC_HOST_IP":  a.host.IP,
+		"GSEPROC_CLOUD_ID": strconv.Itoa(a.host.CloudID),
+		"GSEPROC_AGENT_ID": a.host.AgentID(),
+	}
+}
+
+// expand replaces $GSEPROC_HOST_IP, $GSEPROC_CLOUD_ID and $GSEPROC_AGENT_ID
+// (or ${...}) in setup_path and pid_path; any other $ is left alone.
+func (a *Agent) expand(p model.Process) model.Process {
+	vars := a.hostVars()
+	f := func(s string) string {
+		if !strings.Contains(s, "$GSEPROC_") && !strings.Contains(s, "${GSEPROC_") {
+			return s
+		}
+		return os.Expand(s, func(k string) string {
+			if v, ok := vars[k]; ok {
+				return v
+			}
+			return "${" + k + "}"
+		})
+	}
+	id := &p.Spec.Identity
+	id.SetupPath, id.PidPath = f(id.SetupPath), f(id.PidPath)
+	return p
+}
+
 // env is what every command of instance u sees.
 func (a *Agent) env(p model.Process, u *unit) []string {
 	return []string{
+		"GSEPROC_HOST_IP=" + a.host.IP,
+		"GSEPROC_CLOUD_ID=" + strconv.Itoa(a.host.CloudID),
+		"GSEPROC_AGENT_ID=" + a.host.AgentID(),
 		"GSEPROC_PROC=" + p.Key(),
 		"GSEPROC_INSTANCE=" + strconv.Itoa(u.idx),
 		"GSEPROC_INSTANCE_NUM=" + strconv.Itoa(p.Spec.Policy.InstanceNum),
@@ -684,7 +719,20 @@ func (a *Agent) statusOf(e *entry) model.ProcStatus {
 		RegisterTime: e.registerTime, ReportTime: time.Now().Unix(), PID: -1}
 	up := 0
 	for i, u := range e.units {
-		pid, ps, live := a.probeLocked(u)
+		var pid int
+		var ps procStat
+		var live bool
+		switch u.state {
+		case model.ProcBackoff, model.ProcStarting, model.ProcFatal:
+			// The agent is the authority here: a pid file may name a
+			// stranger until the restart rewrites it.
+			if u.pid > 0 {
+				ps, live = alive(u.pid)
+				pid, live = u.pid, live && (u.tick == 0 || ps.StartTick == u.tick)
+			}
+		default:
+			pid, ps, live = a.probeLocked(u)
+		}
 		if live {
 			up++
 		}
