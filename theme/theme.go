@@ -95,7 +95,7 @@ func New(name string, r *lipgloss.Renderer, noColor bool) (*Theme, error) {
 		// Without background colours of its own, the cursor is reversed.
 		t.Cursor = r.NewStyle().Reverse(true)
 		t.Selected = r.NewStyle().Bold(true).Foreground(lipgloss.Color("3"))
-		if t.Profile > termenv.ANSI {
+		if t.Profile < termenv.ANSI { // TrueColor < ANSI256 < ANSI < Ascii
 			t.Profile = termenv.ANSI
 		}
 		return t, nil

@@ -226,6 +226,18 @@ func (m *Model) handle(msg tea.Msg) tea.Cmd {
 		return nil
 	case tea.KeyMsg:
 		return m.key(msg)
+	case tea.MouseMsg:
+		// Only with [console] mouse = true: the wheel scrolls like ↑/↓.
+		if m.dialog != nil || m.tooSmall() || tea.MouseEvent(msg).Action != tea.MouseActionPress {
+			return nil
+		}
+		switch msg.Button {
+		case tea.MouseButtonWheelUp:
+			return m.top().Update(tea.KeyMsg{Type: tea.KeyUp})
+		case tea.MouseButtonWheelDown:
+			return m.top().Update(tea.KeyMsg{Type: tea.KeyDown})
+		}
+		return nil
 	case pageMsg:
 		for _, p := range m.stack {
 			if p.ID() == msg.pageID() {
