@@ -356,6 +356,8 @@ func startSSE(c *call) *sse {
 	c.w.WriteHeader(http.StatusOK)
 	c.streamed = true
 	e := &sse{w: c.w, f: http.NewResponseController(c.w)}
+	// A stream lives longer than [server] read_timeout: clear the deadline.
+	_ = e.f.SetReadDeadline(time.Time{})
 	fmt.Fprintf(c.w, "retry: 1000\n: request %s\n\n", c.rid)
 	_ = e.f.Flush()
 	return e

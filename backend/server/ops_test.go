@@ -284,3 +284,50 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Fatal("new request accepted after shutdown")
 	}
 }
+
+// TestStreamOutlivesReadTimeout: an event stream stays open longer than
+// the server's read timeout.
+func TestStreamOutlivesReadTimeout(t *testing.T) {
+	cfg := openCfg()
+	cfg.ReadTimeout = config.Duration(200 * time.Millisecond)
+	e := newEnv(t, cfg)
+	srv := New(e.eng, cfg, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	defer func() { cancel(); <-served }()
+
+	resp, err := http.Get("http://" + ln.Addr().String() + "/api/v1/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	time.Sleep(700 * time.Millisecond)
+	e.fleet.SetOffline(model.Host{IP: "10.0.0.1", CloudID: 0}, true)
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("event stream closed by the read timeout")
+			}
+			if strings.Contains(l, `"event_name":"agent_offline"`) {
+				return
+			}
+		case <-timeout:
+			t.Fatal("no event after the read timeout")
+		}
+	}
+}
