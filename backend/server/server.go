@@ -186,7 +186,10 @@ func (s *Server) wrap(name string, kind int, h handlerFunc) http.HandlerFunc {
 			status := http.StatusOK
 			if aerr != nil {
 				env.Message, env.Data, env.Permission = aerr.msg, aerr.data, aerr.permission
-				if aerr.status != 0 {
+				// The GSE/JOB family answers 200 with the error in the
+				// envelope, as the ESB gateway does, so existing clients read
+				// the message; the native API uses the HTTP status too.
+				if aerr.status != 0 && kind != kindGateway {
 					status = aerr.status
 				}
 			}
