@@ -368,6 +368,9 @@ func (a *Agent) sortedEntries() []*entry {
 func (a *Agent) setStateLocked(u *unit, to model.ProcState, reason string) {
 	from := u.state
 	u.state = to
+	if from == to && u.msg == reason {
+		return
+	}
 	u.msg = reason
 	a.log.Info("process state", "proc", u.e.key, "instance", u.idx, "from", string(from), "to", string(to),
 		"pid", u.pid, "reason", reason)

@@ -81,7 +81,9 @@ func (a *Agent) onExit(u *unit, gen uint64, pid int) {
 	if status >= 0 {
 		why += " with status " + strconv.Itoa(status)
 	}
-	a.afterExitLocked(u, status, why+" (pid "+strconv.Itoa(pid)+")")
+	why += " (pid " + strconv.Itoa(pid) + ")"
+	a.setStateLocked(u, model.ProcExited, why)
+	a.afterExitLocked(u, status, why)
 }
 
 // afterExitLocked decides what follows the end of u's process: nothing
