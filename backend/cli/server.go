@@ -69,7 +69,7 @@ func runServer(ctx context.Context, args []string, io Stdio) error {
 		log.Warn("no [[server.apps]] configured: every GSE/JOB API request will be refused (1306403)")
 	}
 
-	b, closeBackend, err := buildServerBackend(ctx, cfg, log)
+	b, closeBackend, err := buildServerBackend(ctx, cfg, *demo, log)
 	if err != nil {
 		return fmt.Errorf("server backend: %w", err)
 	}
@@ -91,9 +91,11 @@ func runServer(ctx context.Context, args []string, io Stdio) error {
 
 // buildServerBackend builds the Backend the server serves. The fleet
 // source is [server] fleet: "simulated" (the embedded engine over a
-// simulated fleet, cfg.Simulator). This is the one place to swap in an
-// engine driving real agents.
-func buildServerBackend(ctx context.Context, cfg config.Config, log *slog.Logger) (backend.Backend, func() error, error) {
+// simulated fleet, cfg.Simulator; demo has already been applied to cfg).
+// This is the one place to swap in an engine driving real agents
+// ("nats" is reserved for it).
+func buildServerBackend(ctx context.Context, cfg config.Config, demo bool, log *slog.Logger) (backend.Backend, func() error, error) {
+	_ = demo // the NATS fleet source will need it (demo agents); the simulated one reads cfg.Simulator.Demo
 	switch cfg.Server.Fleet {
 	case "", "simulated":
 		e, _, closer, err := openEmbedded(ctx, cfg, log)
@@ -102,7 +104,7 @@ func buildServerBackend(ctx context.Context, cfg config.Config, log *slog.Logger
 		}
 		return e, closer, nil
 	}
-	return nil, nil, fmt.Errorf("server.fleet %q is not supported", cfg.Server.Fleet)
+	return nil, nil, fmt.Errorf("server.fleet %q is not supported by this build (want simulated)", cfg.Server.Fleet)
 }
 
 // applyDemo turns cfg into the demo: the documents' hosts and processes in

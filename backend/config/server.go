@@ -40,7 +40,9 @@ import (
 type ServerConfig struct {
 	// Listen is the address to serve on.
 	Listen string `toml:"listen"`
-	// Fleet is where the server's fleet comes from: "simulated".
+	// Fleet is where the server's fleet comes from: "simulated" (an
+	// in-process simulated fleet, [simulator]); "nats" (agents over NATS,
+	// [nats]) is reserved for the NATS part.
 	Fleet string `toml:"fleet"`
 	// MaxBodyBytes refuses larger request bodies (1306406).
 	MaxBodyBytes int64 `toml:"max_body_bytes"`
@@ -133,9 +135,9 @@ func (c ServerConfig) validate() error {
 		}
 	}
 	switch c.Fleet {
-	case "", "simulated":
+	case "", "simulated", "nats":
 	default:
-		add("server.fleet: %q is not one of simulated", c.Fleet)
+		add("server.fleet: %q is not one of simulated, nats", c.Fleet)
 	}
 	if c.MaxBodyBytes < 1024 {
 		add("server.max_body_bytes: %d must be >= 1024", c.MaxBodyBytes)
