@@ -123,6 +123,9 @@ func (c NATSConfig) ClientURLs() string {
 	return "nats://" + DefaultNATSListen
 }
 
+// Validate checks the section (every bad field is named).
+func (c NATSConfig) Validate() error { return c.validate() }
+
 func (c NATSConfig) validate() error {
 	var errs []error
 	bad := func(field, format string, a ...any) {
@@ -145,6 +148,9 @@ func (c NATSConfig) validate() error {
 		}
 		if c.Cluster.Name == "" {
 			bad("cluster.name", "required when cluster.listen is set")
+		}
+		if len(c.Cluster.Routes) == 0 {
+			bad("cluster.routes", "required when cluster.listen is set (JetStream needs them: list every node's route URL, this one's included)")
 		}
 	}
 	for i, r := range c.Cluster.Routes {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -130,13 +131,21 @@ func StartEmbedded(cfg config.NATSConfig, opts EmbeddedOptions, log *slog.Logger
 	if err != nil {
 		return nil, e.cleanup(fmt.Errorf("embedded nats: %w", err))
 	}
-	ns.SetLoggerV2(slogAdapter{log.With("component", "nats-server")}, false, false, false)
+	fatal := &fatalLog{}
+	ns.SetLoggerV2(slogAdapter{log.With("component", "nats-server"), fatal}, false, false, false)
 	e.ns = ns
 	ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
+	for deadline := time.Now().Add(10 * time.Second); !ns.ReadyForConnections(50 * time.Millisecond); {
+		msg := fatal.get()
+		if msg == "" && time.Now().Before(deadline) {
+			continue
+		}
 		ns.Shutdown()
 		ns.WaitForShutdown()
-		return nil, e.cleanup(fmt.Errorf("embedded nats: not ready to accept connections on %s after 10s", listen))
+		if msg == "" {
+			msg = "not ready to accept connections after 10s"
+		}
+		return nil, e.cleanup(fmt.Errorf("embedded nats on %s: %s", listen, msg))
 	}
 	log.Info("nats: embedded server ready", "url", e.ClientURL(), "store_dir", so.StoreDir, "server_name", so.ServerName, "demo", opts.Demo, "tls", cfg.TLS.Cert != "")
 	return e, nil
@@ -234,11 +243,31 @@ func randomSecret() string {
 
 // slogAdapter routes nats-server logs to slog (notices at debug level: the
 // server is chatty at start).
-type slogAdapter struct{ l *slog.Logger }
+// Fatal messages are kept: the embedded server does not exit on them, so
+// StartEmbedded reports them instead of waiting in vain.
+type slogAdapter struct {
+	l     *slog.Logger
+	fatal *fatalLog
+}
+
+type fatalLog struct {
+	mu  sync.Mutex
+	msg string
+}
+
+func (f *fatalLog) get() string { f.mu.Lock(); defer f.mu.Unlock(); return f.msg }
 
 func (a slogAdapter) Noticef(f string, v ...any) { a.l.Debug(fmt.Sprintf(f, v...)) }
 func (a slogAdapter) Warnf(f string, v ...any)   { a.l.Warn(fmt.Sprintf(f, v...)) }
-func (a slogAdapter) Fatalf(f string, v ...any)  { a.l.Error(fmt.Sprintf(f, v...)) }
-func (a slogAdapter) Errorf(f string, v ...any)  { a.l.Error(fmt.Sprintf(f, v...)) }
-func (a slogAdapter) Debugf(f string, v ...any)  { a.l.Debug(fmt.Sprintf(f, v...)) }
-func (a slogAdapter) Tracef(f string, v ...any)  { a.l.Debug(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Fatalf(f string, v ...any) {
+	msg := fmt.Sprintf(f, v...)
+	a.l.Error(msg)
+	a.fatal.mu.Lock()
+	if a.fatal.msg == "" {
+		a.fatal.msg = msg
+	}
+	a.fatal.mu.Unlock()
+}
+func (a slogAdapter) Errorf(f string, v ...any) { a.l.Error(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Debugf(f string, v ...any) { a.l.Debug(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Tracef(f string, v ...any) { a.l.Debug(fmt.Sprintf(f, v...)) }

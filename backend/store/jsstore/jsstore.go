@@ -35,6 +35,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"gseproc/model"
@@ -112,9 +113,13 @@ func New(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, err
 	}
 	for _, b := range buckets {
 		name := opts.Prefix + "_" + b.name
-		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: name, History: 1, Storage: storage, Replicas: opts.Replicas,
-			Description: "gseproc " + b.name,
+		var kv jetstream.KeyValue
+		err := retry(ctx, func(ctx context.Context) (err error) {
+			kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+				Bucket: name, History: 1, Storage: storage, Replicas: opts.Replicas,
+				Description: "gseproc " + b.name,
+			})
+			return err
 		})
 		if err != nil {
 			return nil, fmt.Errorf("jsstore: bucket %s: %w", name, err)
@@ -122,16 +127,70 @@ func New(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, err
 		*b.kv = kv
 	}
 	name := opts.Prefix + "_events"
-	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: name, Subjects: []string{s.eventsSubject}, MaxMsgs: int64(opts.MaxEvents),
-		Discard: jetstream.DiscardOld, Storage: storage, Replicas: opts.Replicas,
-		Description: "gseproc host events",
+	var st jetstream.Stream
+	err := retry(ctx, func(ctx context.Context) (err error) {
+		st, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name: name, Subjects: []string{s.eventsSubject}, MaxMsgs: int64(opts.MaxEvents),
+			Discard: jetstream.DiscardOld, Storage: storage, Replicas: opts.Replicas,
+			Description: "gseproc host events",
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("jsstore: stream %s: %w", name, err)
 	}
 	s.events = st
 	return s, nil
+}
+
+// retry runs f until it succeeds, fails for good, or ctx ends: a cluster
+// that just started has no JetStream leader yet and leaves requests
+// unanswered (or answers 503) for a few seconds.
+func retry(ctx context.Context, f func(context.Context) error) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := f(actx)
+		cancel()
+		var apiErr *jetstream.APIError
+		transient := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
+			errors.Is(err, jetstream.ErrNoStreamResponse) || (errors.As(err, &apiErr) && apiErr.Code == 503)
+		if err == nil || !transient || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// transient reports a failure worth retrying: no stream leader at the
+// moment (a node died and its replicas are electing one).
+func transient(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		(errors.As(err, &apiErr) && apiErr.Code == 503)
+}
+
+// failoverWait bounds how long an operation waits out a leader election.
+const failoverWait = 15 * time.Second
+
+// do runs f, retrying while it fails transiently, for up to failoverWait
+// or until ctx ends.
+func do[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	deadline := time.Now().Add(failoverWait)
+	for {
+		v, err := f()
+		if err == nil || !transient(err) || time.Now().After(deadline) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // Close marks the store closed; later calls fail. It is safe to call twice.
@@ -186,11 +245,11 @@ func (s *Store) PutProcess(ctx context.Context, def model.ProcessDef) error {
 	}
 	k := enc(key)
 	if want == 0 {
-		_, err = s.procs.Put(ctx, k, data)
+		_, err = do(ctx, func() (uint64, error) { return s.procs.Put(ctx, k, data) })
 	} else {
-		_, err = s.procs.Update(ctx, k, data, want)
+		_, err = do(ctx, func() (uint64, error) { return s.procs.Update(ctx, k, data, want) })
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			if _, gerr := s.procs.Get(ctx, k); errors.Is(gerr, jetstream.ErrKeyNotFound) {
+			if _, gerr := do(ctx, func() (jetstream.KeyValueEntry, error) { return s.procs.Get(ctx, k) }); errors.Is(gerr, jetstream.ErrKeyNotFound) {
 				_, err = s.procs.Create(ctx, k, data) // nothing stored: as the memory store, accept
 			} else {
 				return fmt.Errorf("put process %s: revision %d is not the stored one: %w", key, want, model.ErrConflict)
@@ -211,7 +270,7 @@ func (s *Store) DeleteProcess(ctx context.Context, key string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	e, err := s.procs.Get(ctx, enc(key))
+	e, err := do(ctx, func() (jetstream.KeyValueEntry, error) { return s.procs.Get(ctx, enc(key)) })
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("delete process %s: %w", key, model.ErrNotFound)
 	}
@@ -268,7 +327,7 @@ func (s *Store) PutProcStatus(ctx context.Context, host model.Host, st model.Pro
 	if err != nil {
 		return fmt.Errorf("put status on %s: %w", host, err)
 	}
-	if _, err := s.status.Put(ctx, enc(host.AgentID())+"."+enc(st.ProcKey), data); err != nil {
+	if _, err := do(ctx, func() (uint64, error) { return s.status.Put(ctx, enc(host.AgentID())+"."+enc(st.ProcKey), data) }); err != nil {
 		return fmt.Errorf("put status of %s on %s: %w", st.ProcKey, host, err)
 	}
 	return nil
@@ -305,7 +364,7 @@ func (s *Store) NextSeq(ctx context.Context) (uint64, error) {
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	rev, err := s.seq.Put(ctx, "seq", nil)
+	rev, err := do(ctx, func() (uint64, error) { return s.seq.Put(ctx, "seq", nil) })
 	if err != nil {
 		return 0, fmt.Errorf("next task seq: %w", err)
 	}
@@ -332,7 +391,7 @@ func (s *Store) PutTask(ctx context.Context, t model.Task, targets []model.Targe
 		if err != nil {
 			return fmt.Errorf("put task %s: %w", t.ID, err)
 		}
-		if _, err := s.targets.Put(ctx, tk+"."+strconv.Itoa(c), data); err != nil {
+		if _, err := do(ctx, func() (uint64, error) { return s.targets.Put(ctx, tk+"."+strconv.Itoa(c), data) }); err != nil {
 			return fmt.Errorf("put task %s: targets: %w", t.ID, err)
 		}
 	}
@@ -340,7 +399,7 @@ func (s *Store) PutTask(ctx context.Context, t model.Task, targets []model.Targe
 	if err != nil {
 		return fmt.Errorf("put task %s: %w", t.ID, err)
 	}
-	if _, err := s.tasks.Create(ctx, tk, data); err != nil {
+	if _, err := do(ctx, func() (uint64, error) { return s.tasks.Create(ctx, tk, data) }); err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return fmt.Errorf("put task %s: exists: %w", t.ID, model.ErrConflict)
 		}
@@ -376,7 +435,7 @@ func (s *Store) UpdateTask(ctx context.Context, t model.Task) error {
 		return err
 	}
 	tk := enc(t.ID)
-	e, err := s.tasks.Get(ctx, tk)
+	e, err := do(ctx, func() (jetstream.KeyValueEntry, error) { return s.tasks.Get(ctx, tk) })
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("update task %s: %w", t.ID, model.ErrNotFound)
 	}
@@ -388,11 +447,11 @@ func (s *Store) UpdateTask(ctx context.Context, t model.Task) error {
 		return fmt.Errorf("update task %s: %w", t.ID, err)
 	}
 	// Last writer wins, but never resurrect a task deleted meanwhile.
-	if _, err := s.tasks.Update(ctx, tk, data, e.Revision()); errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+	if _, err := do(ctx, func() (uint64, error) { return s.tasks.Update(ctx, tk, data, e.Revision()) }); errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		if _, err := s.tasks.Get(ctx, tk); err != nil {
 			return fmt.Errorf("update task %s: %w", t.ID, model.ErrNotFound)
 		}
-		_, err = s.tasks.Put(ctx, tk, data)
+		_, err = do(ctx, func() (uint64, error) { return s.tasks.Put(ctx, tk, data) })
 		if err != nil {
 			return fmt.Errorf("update task %s: %w", t.ID, err)
 		}
@@ -419,7 +478,7 @@ func (s *Store) Task(ctx context.Context, id string) (model.Task, []model.Target
 }
 
 func (s *Store) task(ctx context.Context, id string) (model.Task, error) {
-	e, err := s.tasks.Get(ctx, enc(id))
+	e, err := do(ctx, func() (jetstream.KeyValueEntry, error) { return s.tasks.Get(ctx, enc(id)) })
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return model.Task{}, fmt.Errorf("task %s: %w", id, model.ErrNotFound)
 	}
@@ -597,7 +656,7 @@ func (s *Store) PutResult(ctx context.Context, r model.Result) error {
 	if err != nil {
 		return fmt.Errorf("put result of task %s: %w", r.TaskID, err)
 	}
-	if _, err := s.results.Put(ctx, enc(r.TaskID)+"."+strconv.Itoa(i), data); err != nil {
+	if _, err := do(ctx, func() (uint64, error) { return s.results.Put(ctx, enc(r.TaskID)+"."+strconv.Itoa(i), data) }); err != nil {
 		return fmt.Errorf("put result of task %s for %s %s: %w", r.TaskID, r.Host, r.ProcKey, err)
 	}
 	return nil
@@ -652,7 +711,7 @@ func (s *Store) AppendEvent(ctx context.Context, e model.Event) error {
 	if err != nil {
 		return fmt.Errorf("append event: %w", err)
 	}
-	if _, err := s.js.Publish(ctx, s.eventsSubject, data); err != nil {
+	if _, err := do(ctx, func() (*jetstream.PubAck, error) { return s.js.Publish(ctx, s.eventsSubject, data) }); err != nil {
 		return fmt.Errorf("append event: %w", err)
 	}
 	return nil
@@ -663,7 +722,7 @@ func (s *Store) Events(ctx context.Context, limit int) ([]model.Event, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	info, err := s.events.Info(ctx)
+	info, err := do(ctx, func() (*jetstream.StreamInfo, error) { return s.events.Info(ctx) })
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
@@ -675,8 +734,10 @@ func (s *Store) Events(ctx context.Context, limit int) ([]model.Event, error) {
 		n = uint64(limit)
 	}
 	start := info.State.LastSeq - n + 1
-	cons, err := s.js.OrderedConsumer(ctx, s.events.CachedInfo().Config.Name, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start,
+	cons, err := do(ctx, func() (jetstream.Consumer, error) {
+		return s.js.OrderedConsumer(ctx, s.events.CachedInfo().Config.Name, jetstream.OrderedConsumerConfig{
+			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start,
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
@@ -711,6 +772,13 @@ func (s *Store) Events(ctx context.Context, limit int) ([]model.Event, error) {
 // each calls fn with the current value of every key of kv matching filter,
 // read with one ordered consumer.
 func (s *Store) each(ctx context.Context, kv jetstream.KeyValue, filter string, fn func(jetstream.KeyValueEntry) error) error {
+	_, err := do(ctx, func() (struct{}, error) { return struct{}{}, s.eachOnce(ctx, kv, filter, fn) })
+	return err
+}
+
+// eachOnce is one attempt of each; fn sees no entry twice within it (a
+// retry after a transient failure only happens before the first entry).
+func (s *Store) eachOnce(ctx context.Context, kv jetstream.KeyValue, filter string, fn func(jetstream.KeyValueEntry) error) error {
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
 	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())

@@ -1,0 +1,195 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"gseproc/backend"
+	"gseproc/backend/config"
+	"gseproc/backend/engine"
+	"gseproc/backend/simulator"
+	"gseproc/backend/transport"
+	"gseproc/model"
+)
+
+// natsCluster starts n embedded NATS servers with JetStream clustered on
+// 127.0.0.1 (random ports); each accepts the gseproc servers' user
+// (role server) and the simulator's agent user.
+func natsCluster(t *testing.T, n int) []*transport.Embedded {
+	t.Helper()
+	// JetStream clustering needs every route up front: reserve the ports.
+	var ports []int
+	var routes []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		ports = append(ports, p)
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+	}
+	var nodes []*transport.Embedded
+	for i := range n {
+		c := config.Default().NATS
+		c.Listen = "127.0.0.1:-1"
+		c.StoreDir = t.TempDir()
+		c.ServerName = fmt.Sprintf("n%d", i+1)
+		c.Cluster = config.NATSClusterConfig{Name: "gseproc-test", Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes}
+		c.Users = []config.NATSUser{{User: "server", Password: "spw", Role: config.NATSRoleServer}, {User: "sim", Password: "simpw"}}
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		e, err := transport.StartEmbedded(c, transport.EmbeddedOptions{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.Shutdown)
+		nodes = append(nodes, e)
+	}
+	return nodes
+}
+
+// TestNATSClusterFailover: a 3-node NATS cluster, JetStream state with 3
+// replicas, two gseproc servers (engines) on different nodes and a
+// simulated fleet serving over NATS. Server A runs a task; B sees it. A's
+// node and A die mid-task; B, restarted, resumes the task from the store
+// and completes it without redoing what A had finished.
+func TestNATSClusterFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 3-node NATS cluster")
+	}
+	nodes := natsCluster(t, 3)
+	ctx := context.Background()
+
+	// The simulated fleet serves over NATS from node 3.
+	simCfg := config.SimulatorConfig{Hosts: 150, Seed: 11, Clouds: 1, Namespaces: []string{"web"},
+		LatencyMedian: config.Duration(60 * time.Millisecond), LatencyP99: config.Duration(120 * time.Millisecond)}
+	fleet := simulator.New(simCfg)
+	defer fleet.Close()
+	snc, err := transport.ConnectNow(transport.ClientOptions{URLs: nodes[2].ClientURL(), User: "sim", Password: "simpw"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snc.Close()
+	sctx, stopSim := context.WithCancel(ctx)
+	simDone := make(chan error, 1)
+	go func() {
+		simDone <- transport.ServeFleet(sctx, snc, fleet, transport.ServeOptions{HeartbeatInterval: 200 * time.Millisecond})
+	}()
+	defer func() { stopSim(); <-simDone }()
+
+	serverCfg := func(node int) config.Config {
+		c := config.Default()
+		c.NATS.URLs = []string{nodes[node].ClientURL()}
+		c.NATS.User, c.NATS.Password = "server", "spw"
+		c.NATS.Replicas = 3
+		c.Engine.Concurrency = 8
+		return c
+	}
+	openServer := func(node int) (*engine.Engine, func() error) {
+		t.Helper()
+		nb, err := startNATSBackend(ctx, serverCfg(node), false, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := engine.New(serverCfg(node).Engine, nb.Dispatcher, nb.Inventory, nb.Store)
+		if err := e.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var once sync.Once
+		return e, func() error {
+			once.Do(func() { _ = e.Close(); _ = nb.Close() })
+			return nil
+		}
+	}
+	a, closeA := openServer(0)
+	defer closeA()
+	b, closeB := openServer(1)
+	defer closeB()
+
+	// A's registry is B's.
+	def := fleet.Definitions()[0]
+	if err := a.SaveProcess(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	if ps, err := b.Processes(ctx, backend.ProcQuery{}); err != nil || len(ps) != 1 {
+		t.Fatalf("B's registry: %v %v", ps, err)
+	}
+	waitFor(t, "fleet online at B", 10*time.Second, func() bool {
+		hs, _ := b.Hosts(ctx, backend.HostQuery{Hosts: def.Hosts[:1]})
+		return len(hs) == 1 && hs[0].State == model.AgentOnline
+	})
+
+	task, err := a.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: def.Process.Meta.Namespace, Name: def.Process.Meta.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := task.Targets
+	if total < 40 {
+		t.Fatalf("task has %d targets; want enough to kill mid-task", total)
+	}
+	// B follows A's task through the shared store.
+	waitFor(t, "some results at B", 20*time.Second, func() bool {
+		v, err := b.Task(ctx, task.ID)
+		return err == nil && countFinal(v.Results) >= 10
+	})
+	// A's node dies, and A with it.
+	nodes[0].Shutdown()
+	closeA()
+	before, err := b.Task(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := countFinal(before.Results)
+	if done >= total {
+		t.Fatalf("task finished before the kill (%d/%d); make it slower", done, total)
+	}
+	// B restarts (a server picks up unfinished tasks at start) and completes it.
+	closeB()
+	b2, closeB2 := openServer(1)
+	defer closeB2()
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	ch, err := b2.Watch(wctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []model.Result
+	for r := range ch {
+		all = append(all, r)
+	}
+	if wctx.Err() != nil {
+		t.Fatalf("task not completed after failover: %d/%d results", len(all), total)
+	}
+	v, _ := b2.Task(ctx, task.ID)
+	if (v.Task.Status != model.TaskDone && v.Task.Status != model.TaskFailed) || countFinal(v.Results) != total {
+		t.Fatalf("after failover: %s with %d/%d final", v.Task.Status, countFinal(v.Results), total)
+	}
+	// What A finished is kept as A recorded it.
+	byHost := map[model.Host]model.Result{}
+	for _, r := range v.Results {
+		byHost[r.Host] = r
+	}
+	for _, r := range before.Results {
+		if r.State.Final() && !byHost[r.Host].Finished.Equal(r.Finished) {
+			t.Fatalf("%s: result finished by A was redone: %v -> %v", r.Host, r.Finished, byHost[r.Host].Finished)
+		}
+	}
+	t.Logf("%d targets: %d finished by A before its node died, the rest by B", total, done)
+}
+
+func countFinal(rs []model.Result) int {
+	n := 0
+	for _, r := range rs {
+		if r.State.Final() {
+			n++
+		}
+	}
+	return n
+}
