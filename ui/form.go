@@ -233,7 +233,7 @@ func (p *formPage) build() {
 		in("kill_cmd", "spec.control.kill_cmd", "empty = SIGKILL the process group", &v.KillCmd, func(c *formVals, s string) { c.KillCmd = s }),
 	).Title("Commands")
 	policy := huh.NewGroup(
-		huh.NewSelect[model.AutoType]().Title("Type").Options(
+		huh.NewSelect[model.AutoType]().Title("Type").Inline(true).Options(
 			huh.NewOption("resident: keep it running", model.AutoResident),
 			huh.NewOption("periodic: run every cycle_time", model.AutoPeriodic),
 			huh.NewOption("one-shot: run once", model.AutoOneShot),
@@ -279,7 +279,7 @@ func (p *formPage) SetSize(w, h int) {
 func (p *formPage) Help() keyHelp {
 	next := binding{}
 	next.SetKeys("tab", "enter")
-	next.SetHelp("tab/enter", "next field")
+	next.SetHelp("tab/enter", "next field (enter on the last one reviews)")
 	prev := binding{}
 	prev.SetKeys("shift+tab")
 	prev.SetHelp("shift+tab", "previous")

@@ -332,6 +332,15 @@ func (p *hostsPage) consumesBack() bool { return p.filter.Value() != "" }
 func (p *watchPage) consumesBack() bool { return false }
 
 func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
+	// Keys typed quickly (or held down) can arrive as one message with
+	// several runes; outside text inputs each one is a key of its own.
+	if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste && (m.dialog != nil || !m.top().Capturing()) {
+		var cmds []tea.Cmd
+		for _, r := range msg.Runes {
+			cmds = append(cmds, m.key(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}, Alt: msg.Alt}))
+		}
+		return tea.Batch(cmds...)
+	}
 	k := m.s.keys
 	m.flash = ""
 	if msg.Type == tea.KeyCtrlC {

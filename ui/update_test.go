@@ -654,3 +654,14 @@ func TestFormTypingShowsInlineError(t *testing.T) {
 		t.Fatal("q quit from a text field")
 	}
 }
+
+// Keys typed fast arrive as one message with several runes: each counts.
+func TestKeyBurstSplit(t *testing.T) {
+	e, _ := simBackend(t, quietSim(20, "web", "db", "gse"))
+	d := newDriver(t, e, Options{}, 100, 30)
+	d.until("namespaces", func() bool { return d.m.stack[0].(*nsPage).loaded })
+	d.send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("jj")})
+	if c := d.m.stack[0].(*nsPage).list.cursor; c != 2 {
+		t.Fatalf("cursor %d after a burst of two j", c)
+	}
+}

@@ -413,7 +413,7 @@ func (p *watchPage) View() string {
 	if p.streaming && !taskFinal(p.task.Status) {
 		status = taskGlyph(model.TaskRunning)
 	}
-	line := fmt.Sprintf("%s %s · %d/%d done · %s · %s", t.Title.Render(p.task.Op.String()),
+	line := fmt.Sprintf("%s %s · %d/%d finished · %s · %s", t.Title.Render(p.task.Op.String()),
 		status.style(t).Render(status.text()), c.Final(), total, fmtDuration(p.elapsed()), t.Muted.Render(p.task.ID))
 	b.WriteString(line + "\n")
 	counts := []string{t.OK.Render(fmt.Sprintf("✓ %d ok", c.Success+c.Skipped)), t.Error.Render(fmt.Sprintf("✗ %d failed", c.Failed))}
