@@ -1,0 +1,88 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestAgentSection(t *testing.T) {
+	tests := []struct {
+		name    string
+		toml    string
+		wantErr string // substring; "" = valid
+		check   func(AgentConfig) bool
+	}{
+		{"defaults", "", "", func(c AgentConfig) bool { return reflect.DeepEqual(c, defaultAgent()) }},
+		{"values", `[agent]
+cloud_id = 2
+ip = "10.0.0.7"
+supplier_id = 1
+data_dir = "/srv/agent"
+sample_interval = "500ms"
+breach_count = 5
+backoff_base = "2s"
+backoff_max = "30s"
+stable_after = "10s"
+min_start_wait = "0s"
+output_limit = 1024
+event_buffer = 10
+[agent.labels]
+rack = "r1"
+`, "", func(c AgentConfig) bool {
+			return c.CloudID == 2 && c.IP == "10.0.0.7" && c.SupplierID == 1 && c.DataDir == "/srv/agent" &&
+				c.SampleInterval.D() == 500*time.Millisecond && c.BreachCount == 5 && c.BackoffBase.D() == 2*time.Second &&
+				c.BackoffMax.D() == 30*time.Second && c.StableAfter.D() == 10*time.Second && c.MinStartWait == 0 &&
+				c.OutputLimit == 1024 && c.EventBuffer == 10 && c.Labels["rack"] == "r1"
+		}},
+		{"no ip is fine in a file (a server's config)", "[agent]\ncloud_id = 1\n", "", func(c AgentConfig) bool { return c.IP == "" }},
+		{"ip", "[agent]\nip = \"10.0.0\"\n", "agent.ip", nil},
+		{"cloud", "[agent]\ncloud_id = -1\n", "agent.cloud_id", nil},
+		{"supplier", "[agent]\nsupplier_id = -1\n", "agent.supplier_id", nil},
+		{"label key", "[agent.labels]\n\"a=b\" = \"x\"\n", "agent.labels", nil},
+		{"sample", "[agent]\nsample_interval = \"0s\"\n", "agent.sample_interval", nil},
+		{"breaches", "[agent]\nbreach_count = 0\n", "agent.breach_count", nil},
+		{"backoff order", "[agent]\nbackoff_base = \"10s\"\nbackoff_max = \"1s\"\n", "agent.backoff_max", nil},
+		{"stable", "[agent]\nstable_after = \"-1s\"\n", "agent.stable_after", nil},
+		{"output", "[agent]\noutput_limit = 10\n", "agent.output_limit", nil},
+		{"events", "[agent]\nevent_buffer = 0\n", "agent.event_buffer", nil},
+		{"poll", "[agent]\npoll_interval = \"soon\"\n", "not a duration", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "c.toml")
+			if err := os.WriteFile(p, []byte(tc.toml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := Load(p)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want it to name %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.check(cfg.Agent) {
+				t.Fatalf("agent %+v", cfg.Agent)
+			}
+		})
+	}
+}
+
+func TestAgentValidateForRunning(t *testing.T) {
+	c := DefaultAgent()
+	c.DataDir = " "
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "agent.ip: required") || !strings.Contains(err.Error(), "agent.data_dir: required") {
+		t.Fatalf("err %v", err)
+	}
+	c.IP, c.DataDir = "127.0.0.1", "/tmp/x"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
