@@ -152,7 +152,7 @@ func (s *Server) gseOperate(ctx context.Context, c *call) (any, *apiError) {
 }
 
 // checkProcRequest validates one meta+spec element and returns its definition.
-func (s *Server) checkProcRequest(v *model.Validator, c *call, r model.ProcRequest, prefix string) (model.ProcessDef, model.OpType, []model.Host, *apiError) {
+func (s *Server) checkProcRequest(v *model.Validator, c *call, r model.ProcRequest, prefix string, needOp bool) (model.ProcessDef, model.OpType, []model.Host, *apiError) {
 	dot := prefix
 	if dot != "" {
 		dot += "."
@@ -160,26 +160,23 @@ func (s *Server) checkProcRequest(v *model.Validator, c *call, r model.ProcReque
 	if aerr := checkMeta(v, c, r.Meta, dot, true); aerr != nil {
 		return model.ProcessDef{}, 0, nil, aerr
 	}
-	op := checkOp(v, dot+"op_type", r.OpType)
+	var op model.OpType
+	if needOp {
+		op = checkOp(v, dot+"op_type", r.OpType)
+	}
 	hosts := r.Targets(v, dot)
 	if r.Spec == nil {
 		v.Add(dot+"spec", "required: this call carries the definition (use operate_proc for a registered process)")
 		return model.ProcessDef{}, op, hosts, nil
 	}
 	p := r.ToProcess()
-	before := len(v.Errors())
-	p.ValidateInto(v, prefix, policyNames(r))
-	// meta errors were reported by checkMeta already.
-	errs := v.Errors()
-	kept := errs[:before]
-	for _, e := range errs[before:] {
-		if !strings.HasPrefix(e.Field, dot+"meta.namespace") && !strings.HasPrefix(e.Field, dot+"meta.name") {
-			kept = append(kept, e)
+	// meta.namespace and meta.name were checked by checkMeta already.
+	pv := &model.Validator{}
+	p.ValidateInto(pv, prefix, policyNames(r))
+	for _, e := range pv.Errors() {
+		if e.Field != dot+"meta.namespace" && e.Field != dot+"meta.name" {
+			v.Add(e.Field, e.Reason)
 		}
-	}
-	*v = model.Validator{}
-	for _, e := range kept {
-		v.Add(e.Field, e.Reason)
 	}
 	return model.ProcessDef{Process: p, Hosts: unionHosts(nil, hosts)}, op, hosts, nil
 }
@@ -191,7 +188,7 @@ func (s *Server) gseOperateV2(ctx context.Context, c *call) (any, *apiError) {
 		return nil, validationError(CodeArgument, err)
 	}
 	v := &model.Validator{}
-	def, op, hosts, aerr := s.checkProcRequest(v, c, req.ProcRequest, "")
+	def, op, hosts, aerr := s.checkProcRequest(v, c, req.ProcRequest, "", true)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -224,7 +221,7 @@ func (s *Server) gseOperateMulti(ctx context.Context, c *call) (any, *apiError) 
 	var op0 model.OpType
 	for i, r := range req.ProcOperateReq {
 		prefix := fmt.Sprintf("proc_operate_req[%d]", i)
-		def, op, hosts, aerr := s.checkProcRequest(v, c, r, prefix)
+		def, op, hosts, aerr := s.checkProcRequest(v, c, r, prefix, true)
 		if aerr != nil {
 			return nil, aerr
 		}
@@ -372,10 +369,7 @@ func (s *Server) gseProcInfo(kind infoKind) handlerFunc {
 			return nil, validationError(CodeArgument, err)
 		}
 		v := &model.Validator{}
-		if req.OpType == nil {
-			req.OpType = new(int) // not part of this form
-		}
-		def, _, hosts, aerr := s.checkProcRequest(v, c, req.ProcRequest, "")
+		def, _, hosts, aerr := s.checkProcRequest(v, c, req.ProcRequest, "", false)
 		if aerr != nil {
 			return nil, aerr
 		}
