@@ -1,0 +1,73 @@
+package jsstore
+
+import (
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"gseproc/backend/config"
+	"gseproc/backend/transport"
+	"gseproc/model"
+)
+
+// TestClusterReplicas: on a 3-node cluster with 3 replicas, a store on
+// each of two nodes shares the data, and when one node dies the others
+// keep every write and go on (NextSeq still never repeats).
+func TestClusterReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 3-node NATS cluster")
+	}
+	var routes []string
+	var ports []int
+	for range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		ln.Close()
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[len(ports)-1]))
+	}
+	var nodes []*transport.Embedded
+	for i := range 3 {
+		c := natsCfg(t, t.TempDir())
+		c.ServerName = fmt.Sprintf("s%d", i)
+		c.Cluster = config.NATSClusterConfig{Name: "js", Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes}
+		nodes = append(nodes, startNATS(t, c))
+	}
+	a := open(t, nodes[0], Options{Replicas: 3})
+	b := open(t, nodes[1], Options{Replicas: 3})
+	ctx := tctx(t)
+
+	seq1, err := a.NextSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := model.FormatTaskID(time.Now(), seq1)
+	tg := targets(5)
+	if err := a.PutTask(ctx, model.Task{ID: id, Status: model.TaskRunning}, tg); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range tg[:3] {
+		if err := a.PutResult(ctx, model.Result{TaskID: id, Host: x.Host, ProcKey: x.ProcKey, State: model.StateSuccess}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodes[0].Shutdown()
+
+	if rs, err := b.Results(ctx, id); err != nil || len(rs) != 3 {
+		t.Fatalf("results after a node died: %d, %v", len(rs), err)
+	}
+	for _, x := range tg[3:] {
+		if err := b.PutResult(ctx, model.Result{TaskID: id, Host: x.Host, ProcKey: x.ProcKey, State: model.StateFailed}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rs, _ := b.Results(ctx, id); len(rs) != 5 {
+		t.Fatalf("%d results, want 5", len(rs))
+	}
+	if seq2, err := b.NextSeq(ctx); err != nil || seq2 <= seq1 {
+		t.Fatalf("NextSeq after failover = %d (%v), want > %d", seq2, err, seq1)
+	}
+}
