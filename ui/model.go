@@ -76,6 +76,7 @@ type Model struct {
 	help     help.Model
 	opts     Options
 	cancel   context.CancelFunc
+	guard    *guarded
 }
 
 type recentEventsMsg struct{ events []model.Event }
@@ -116,8 +117,9 @@ func New(ctx context.Context, o Options) (*Model, error) {
 		o.Operator = os.Getenv("USER")
 	}
 	ctx, cancel := context.WithCancel(ctx)
+	g := guard(o.Backend)
 	s := &shared{
-		ctx: ctx, be: o.Backend, theme: th, keys: keys, cfg: o.Config, readOnly: o.ReadOnly || o.Config.ReadOnly,
+		ctx: ctx, be: g, theme: th, keys: keys, cfg: o.Config, readOnly: o.ReadOnly || o.Config.ReadOnly,
 		operator: o.Operator, now: o.Now, guard: o.Guard, batchMax: o.BatchMax, batchWin: o.BatchWindow, static: o.Static,
 		width: 80, height: 24,
 	}
@@ -126,7 +128,7 @@ func New(ctx context.Context, o Options) (*Model, error) {
 	h.Styles.ShortKey, h.Styles.ShortDesc, h.Styles.ShortSeparator = th.HelpKey, th.HelpDesc, th.HelpSep
 	h.Styles.FullKey, h.Styles.FullDesc, h.Styles.FullSeparator = th.HelpKey, th.HelpDesc, th.HelpSep
 	h.Styles.Ellipsis = th.HelpSep
-	m := &Model{s: s, help: h, opts: o, cancel: cancel, flash: o.Notice}
+	m := &Model{s: s, help: h, opts: o, cancel: cancel, guard: g, flash: o.Notice}
 	m.stack = []page{newNSPage(s)}
 	if o.Namespace != "" {
 		m.stack = append(m.stack, newLabelsPage(s, backend.NamespaceSummary{Name: o.Namespace}))
@@ -146,12 +148,14 @@ func New(ctx context.Context, o Options) (*Model, error) {
 	return m, nil
 }
 
-// Close cancels every subscription (the program has ended).
+// Close cancels every subscription and waits for the backend calls in
+// flight; later calls fail. The backend can be closed once it returns.
 func (m *Model) Close() {
 	for _, p := range m.stack {
 		p.Close()
 	}
 	m.cancel()
+	m.guard.close()
 }
 
 // Init loads every page of the initial stack and subscribes to host events.

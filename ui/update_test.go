@@ -665,3 +665,16 @@ func TestKeyBurstSplit(t *testing.T) {
 		t.Fatalf("cursor %d after a burst of two j", c)
 	}
 }
+
+func TestClosedConsoleMakesNoCalls(t *testing.T) {
+	e, _ := simBackend(t, quietSim(10))
+	m, err := New(context.Background(), Options{Backend: e, Config: config.Default().Console, Theme: monoTheme(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	if _, err := m.s.be.Namespaces(context.Background()); err == nil {
+		t.Fatal("a call after Close reached the backend")
+	}
+	m.Close() // twice is fine
+}

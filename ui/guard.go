@@ -1,0 +1,146 @@
+package ui
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"gseproc/backend"
+	"gseproc/model"
+)
+
+// errClosed is returned by calls made after the console closed.
+var errClosed = errors.New("console closed")
+
+// guarded wraps the backend so that once the console closes no new call
+// starts and Close waits for the calls in flight: bubbletea may still run
+// commands after its program returned, and the caller closes the backend
+// right after the console.
+type guarded struct {
+	be     backend.Backend
+	mu     sync.RWMutex
+	closed bool
+}
+
+func guard(be backend.Backend) *guarded { return &guarded{be: be} }
+
+// enter admits one call; the caller must call mu.RUnlock when it returns.
+func (g *guarded) enter() error {
+	g.mu.RLock()
+	if g.closed {
+		g.mu.RUnlock()
+		return errClosed
+	}
+	return nil
+}
+
+// close refuses new calls and waits for those in flight.
+func (g *guarded) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+}
+
+func (g *guarded) Info(ctx context.Context) (backend.Info, error) {
+	if err := g.enter(); err != nil {
+		return backend.Info{}, err
+	}
+	defer g.mu.RUnlock()
+	return g.be.Info(ctx)
+}
+
+func (g *guarded) Namespaces(ctx context.Context) ([]backend.NamespaceSummary, error) {
+	if err := g.enter(); err != nil {
+		return nil, err
+	}
+	defer g.mu.RUnlock()
+	return g.be.Namespaces(ctx)
+}
+
+func (g *guarded) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.HostView, error) {
+	if err := g.enter(); err != nil {
+		return nil, err
+	}
+	defer g.mu.RUnlock()
+	return g.be.Hosts(ctx, q)
+}
+
+func (g *guarded) Processes(ctx context.Context, q backend.ProcQuery) ([]model.ProcessDef, error) {
+	if err := g.enter(); err != nil {
+		return nil, err
+	}
+	defer g.mu.RUnlock()
+	return g.be.Processes(ctx, q)
+}
+
+func (g *guarded) SaveProcess(ctx context.Context, def model.ProcessDef) error {
+	if err := g.enter(); err != nil {
+		return err
+	}
+	defer g.mu.RUnlock()
+	return g.be.SaveProcess(ctx, def)
+}
+
+func (g *guarded) DeleteProcess(ctx context.Context, key string) error {
+	if err := g.enter(); err != nil {
+		return err
+	}
+	defer g.mu.RUnlock()
+	return g.be.DeleteProcess(ctx, key)
+}
+
+func (g *guarded) Operate(ctx context.Context, req backend.OperateRequest) (model.Task, error) {
+	if err := g.enter(); err != nil {
+		return model.Task{}, err
+	}
+	defer g.mu.RUnlock()
+	return g.be.Operate(ctx, req)
+}
+
+func (g *guarded) Task(ctx context.Context, id string) (backend.TaskView, error) {
+	if err := g.enter(); err != nil {
+		return backend.TaskView{}, err
+	}
+	defer g.mu.RUnlock()
+	return g.be.Task(ctx, id)
+}
+
+func (g *guarded) Tasks(ctx context.Context, limit int) ([]model.Task, error) {
+	if err := g.enter(); err != nil {
+		return nil, err
+	}
+	defer g.mu.RUnlock()
+	return g.be.Tasks(ctx, limit)
+}
+
+func (g *guarded) Watch(ctx context.Context, id string, after int64) (<-chan model.Result, error) {
+	if err := g.enter(); err != nil {
+		return nil, err
+	}
+	defer g.mu.RUnlock()
+	return g.be.Watch(ctx, id, after)
+}
+
+func (g *guarded) Cancel(ctx context.Context, id string) error {
+	if err := g.enter(); err != nil {
+		return err
+	}
+	defer g.mu.RUnlock()
+	return g.be.Cancel(ctx, id)
+}
+
+func (g *guarded) Events(ctx context.Context) (<-chan model.Event, error) {
+	if err := g.enter(); err != nil {
+		return nil, err
+	}
+	defer g.mu.RUnlock()
+	return g.be.Events(ctx)
+}
+
+func (g *guarded) RecentEvents(ctx context.Context, n int) ([]model.Event, error) {
+	if err := g.enter(); err != nil {
+		return nil, err
+	}
+	defer g.mu.RUnlock()
+	return g.be.RecentEvents(ctx, n)
+}
