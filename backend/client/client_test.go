@@ -433,3 +433,43 @@ func TestCancelThroughServer(t *testing.T) {
 		t.Fatalf("cancel unknown: %v", err)
 	}
 }
+
+// TestSentinelsThroughServer: conflict and read-only reach the client as
+// the model's sentinel errors.
+func TestSentinelsThroughServer(t *testing.T) {
+	c, _, _ := serve(t, 20)
+	ctx := context.Background()
+	defs, err := c.Processes(ctx, backend.ProcQuery{Namespace: "gse", Name: "proc-test"})
+	if err != nil || len(defs) != 1 || defs[0].Rev == 0 {
+		t.Fatalf("processes: %v %v", defs, err)
+	}
+	d := defs[0]
+	if err := c.SaveProcess(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SaveProcess(ctx, d); !errors.Is(err, model.ErrConflict) {
+		t.Fatalf("save with a stale rev: %v, want ErrConflict", err)
+	}
+
+	sc := config.Default().Simulator
+	sc.Hosts, sc.Seed, sc.Demo = 10, 1, true
+	fleet := simulator.New(sc)
+	eng := engine.New(config.Default().Engine, fleet, fleet, store.NewMemory(), engine.WithReadOnly(true))
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default().Server
+	cfg.NativeAuth = false
+	srv := server.New(eng, cfg, nil)
+	hs := httptest.NewServer(srv.Handler())
+	ro := client.New(hs.URL)
+	t.Cleanup(func() { _ = ro.Close(); hs.Close(); _ = srv.Close(); _ = eng.Close(); _ = fleet.Close() })
+	info, err := ro.Info(ctx)
+	if err != nil || !info.ReadOnly {
+		t.Fatalf("info of a read-only server: %+v %v", info, err)
+	}
+	_, err = ro.Operate(ctx, backend.OperateRequest{Op: model.OpStop, Selector: backend.Selector{Namespace: "gse"}})
+	if !errors.Is(err, model.ErrReadOnly) {
+		t.Fatalf("stop on a read-only server: %v, want ErrReadOnly", err)
+	}
+}
