@@ -290,6 +290,11 @@ func TestLifecycleOps(t *testing.T) {
 	wantCode(t, do(t, a, model.OpReload, p), model.CodeNotRunning, "reload stopped")
 	wantCode(t, do(t, a, model.OpKill, p), model.CodeNotRunning, "kill stopped")
 
+	expired := a.Handle(context.Background(), model.AgentRequest{Op: model.OpStart, Process: p, Deadline: time.Now().Add(-time.Second)})
+	if expired.Code != model.CodeTimeout || expired.Status == nil || livePid(p.Spec.Identity.PidPath) != 0 {
+		t.Fatalf("past deadline: %+v", expired)
+	}
+
 	r = do(t, a, model.OpType(5), p)
 	wantCode(t, r, model.CodeIllegalOp, "op 5")
 	if r.Status.ProcKey != "test:svc" {

@@ -207,11 +207,16 @@ func (c *child) output(limit int) string {
 	return strings.TrimSpace(s)
 }
 
-// close releases the output file (the child keeps running if alive).
+// close releases the output file and the pidfd (the child keeps running
+// if alive; poll then falls back to /proc).
 func (c *child) close() {
 	if c.out != nil {
 		c.out.Close()
 		c.out = nil
+	}
+	if c.pidfd >= 0 {
+		unix.Close(c.pidfd)
+		c.pidfd = -1
 	}
 }
 

@@ -63,6 +63,8 @@ func (a *Agent) Handle(ctx context.Context, req model.AgentRequest) model.AgentR
 		rep := a.reply(e, ok())
 		rep.Status.Version = a.version(ctx, e, p)
 		return rep
+	case ctx.Err() != nil:
+		r = fail(model.CodeTimeout, "%s: the deadline passed before %s started", model.CodeText(model.CodeTimeout), req.Op)
 	default:
 		select {
 		case e.op <- struct{}{}:
