@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -284,8 +285,50 @@ func TestEventsStream(t *testing.T) {
 // 1000-host simulated fleet (about 800 (host, process) targets)
 // through the server, every result streamed back to the client.
 func BenchmarkOperateWatch1000(b *testing.B) {
+	benchOperateWatch(b, 1000, backend.Selector{Namespace: "web"})
+}
+
+// BenchmarkOperateWatch10000: one status op on gse:bkunifylogbeat across a
+// 10,000-host fleet (8432 targets), every result streamed back through the server.
+func BenchmarkOperateWatch10000(b *testing.B) {
+	benchOperateWatch(b, 10000, backend.Selector{Namespace: "gse", Name: "bkunifylogbeat"})
+}
+
+// BenchmarkGetProcOperateResult10000: the GSE result query of a finished
+// task over a 10,000-host fleet (one JSON map of 8432 entries).
+func BenchmarkGetProcOperateResult10000(b *testing.B) {
+	c, hs := benchServer(b, 10000)
+	ctx := context.Background()
+	task, err := c.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "gse", Name: "bkunifylogbeat"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ch, _ := c.Watch(ctx, task.ID, 0)
+	for range ch {
+	}
+	body := []byte(`{"bk_app_code":"esb_test","bk_app_secret":"xxx","bk_username":"u","task_id":"` + task.ID + `"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := hs.Client().Post(hs.URL+"/api/c/compapi/v2/gse/get_proc_operate_result_v2/", "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var env struct {
+			Code int
+			Data map[string]json.RawMessage
+		}
+		err = json.NewDecoder(resp.Body).Decode(&env)
+		resp.Body.Close()
+		if err != nil || env.Code != 0 || len(env.Data) != task.Targets {
+			b.Fatalf("code %d, %d entries of %d (%v)", env.Code, len(env.Data), task.Targets, err)
+		}
+	}
+	b.ReportMetric(float64(task.Targets), "entries/op")
+}
+
+func benchServer(b *testing.B, hosts int) (*client.Client, *httptest.Server) {
 	sc := config.Default().Simulator
-	sc.Hosts, sc.Seed = 1000, 9
+	sc.Hosts, sc.Seed = hosts, 9
 	sc.LatencyMedian, sc.LatencyP99 = 0, 0
 	sc.FailureRate, sc.OfflineRate, sc.UnreachableRate, sc.CrashRate = 0, 0, 0, 0
 	fleet := simulator.New(sc)
@@ -299,11 +342,18 @@ func BenchmarkOperateWatch1000(b *testing.B) {
 	}
 	cfg := config.Default().Server
 	cfg.NativeAuth = false
+	cfg.Rate = 0
+	cfg.Apps = []config.AppConfig{{Code: "esb_test", SecretSHA256: config.HashSecret("", "xxx"), Namespaces: []string{"*"}}}
 	srv := server.New(eng, cfg, nil)
 	hs := httptest.NewServer(srv.Handler())
 	c := client.New(hs.URL)
-	defer func() { _ = c.Close(); hs.Close(); _ = srv.Close(); _ = eng.Close(); _ = fleet.Close() }()
-	sel := backend.Selector{Namespace: "web"}
+	b.Cleanup(func() { _ = c.Close(); hs.Close(); _ = srv.Close(); _ = eng.Close(); _ = fleet.Close() })
+	return c, hs
+}
+
+func benchOperateWatch(b *testing.B, hosts int, sel backend.Selector) {
+	c, _ := benchServer(b, hosts)
+	ctx := context.Background()
 	targets := 0
 	for b.Loop() {
 		task, err := c.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: sel})
