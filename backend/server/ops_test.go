@@ -331,3 +331,66 @@ func TestStreamOutlivesReadTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentClients: several clients operate and poll at once (run
+// with -race); every task's results come back under its own keys.
+func TestConcurrentClients(t *testing.T) {
+	e := newEnv(t, testConfig())
+	seed := readFile(t, "testdata/seed004_gse_operate_proc.request.json")
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for w := range 8 {
+		wg.Go(func() {
+			c := e.hs.Client()
+			for range 5 {
+				resp, err := c.Post(e.hs.URL+"/api/c/compapi/v2/gse/operate_proc/", "application/json", strings.NewReader(string(seed)))
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				var r struct {
+					Code int
+					Data struct {
+						TaskID string `json:"task_id"`
+					}
+				}
+				_ = json.NewDecoder(resp.Body).Decode(&r)
+				resp.Body.Close()
+				if r.Code != 0 {
+					errs <- "operate code " + strconv.Itoa(r.Code)
+					return
+				}
+				body := `{"bk_app_code":"esb_test","bk_app_secret":"xxx","bk_username":"w` + strconv.Itoa(w) + `","task_id":"` + r.Data.TaskID + `"}`
+				for j := 0; ; j++ {
+					resp, err := c.Post(e.hs.URL+"/api/c/compapi/v2/gse/get_proc_operate_result/", "application/json", strings.NewReader(body))
+					if err != nil {
+						errs <- err.Error()
+						return
+					}
+					var q struct {
+						Code int
+						Data map[string]struct {
+							ErrorCode int `json:"error_code"`
+						}
+					}
+					_ = json.NewDecoder(resp.Body).Decode(&q)
+					resp.Body.Close()
+					en, ok := q.Data["1:2:10.0.0.1:gse:proc-test"]
+					if q.Code == 0 && ok && en.ErrorCode != model.CodeRunning {
+						break
+					}
+					if j > 1000 {
+						errs <- "task " + r.Data.TaskID + " never final"
+						return
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
