@@ -160,9 +160,13 @@ func New(cfg config.AgentConfig, log *slog.Logger) (*Agent, error) {
 			}
 			u := e.units[i]
 			u.pid, u.tick, u.held, u.done, u.restarts = ir.PID, ir.StartTick, ir.Held, ir.Done, ir.Restarts
-			u.state = ir.State
-			if u.state == "" {
-				u.state = model.ProcUnknown
+			// Unknown until Run re-adopts it (an op before that settles it).
+			u.state = model.ProcUnknown
+			if u.held != "" || u.done {
+				u.state = ir.State
+				if u.state == "" || u.state.Up() {
+					u.state = model.ProcStopped
+				}
 			}
 		}
 	}
@@ -226,11 +230,8 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // adoptLocked re-attaches u to its process after an agent restart.
 func (a *Agent) adoptLocked(u *unit) {
-	if u.held != "" || u.done {
-		if u.state.Up() || u.state == model.ProcUnknown {
-			a.setStateLocked(u, model.ProcStopped, "not restarted: "+u.held)
-		}
-		return
+	if u.state != model.ProcUnknown {
+		return // held or done on record, or an op settled it before Run
 	}
 	recorded := u.tick
 	for _, pid := range []int{pidFromFile(u.pidPath), u.pid} {

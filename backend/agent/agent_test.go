@@ -855,6 +855,13 @@ func TestAgentRestartReadoptsProcesses(t *testing.T) {
 		wantCode(t, r, model.CodeSuccess, "start "+p.Meta.Name)
 		pids[p.Meta.Name] = r.Status.PID
 	}
+	// A process given up (start_retries 0) stays given up across the restart.
+	fatal, _ := setup(t, "fatal", nil)
+	fatal.Spec.Policy.StartRetries = 0
+	r := do(t, a1, model.OpStart, fatal)
+	wantCode(t, r, model.CodeSuccess, "start fatal")
+	_ = syscall.Kill(r.Status.PID, syscall.SIGKILL)
+	eventually(t, 5*time.Second, "fatal", func() bool { return do(t, a1, model.OpStatus, fatal).Status.State == model.ProcFatal })
 	cancel1()
 	if err := <-done1; err != nil {
 		t.Fatal(err)
@@ -878,13 +885,17 @@ func TestAgentRestartReadoptsProcesses(t *testing.T) {
 
 	a2 := newAgent(t, dataDir)
 	eventually(t, 5*time.Second, "all three running under the new agent", func() bool {
-		for _, st := range a2.Statuses() {
-			if st.State != model.ProcRunning || !st.Hosted {
+		sts := a2.Statuses()
+		for _, st := range sts {
+			if st.ProcKey != "test:fatal" && (st.State != model.ProcRunning || !st.Hosted) {
 				return false
 			}
 		}
-		return len(a2.Statuses()) == 3
+		return len(sts) == 4
 	})
+	if st := do(t, a2, model.OpStatus, fatal).Status; st.State != model.ProcFatal || !st.Hosted || st.PID != -1 {
+		t.Fatalf("given-up process after agent restart: %+v", *st)
+	}
 	if st := do(t, a2, model.OpStatus, keep).Status; st.PID != pids["keep"] {
 		t.Fatalf("keep: pid %d, want the original %d re-adopted", st.PID, pids["keep"])
 	}
