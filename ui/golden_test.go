@@ -64,7 +64,7 @@ func TestGolden(t *testing.T) {
 				checkFrame(t, v, sz.w, sz.h)
 				golden(t, goldenName(screen, sz.w, sz.h), v)
 			}
-			d.until("namespaces", func() bool { return d.m.stack[0].(*nsPage).loaded })
+			d.until("namespaces and info", func() bool { return d.m.stack[0].(*nsPage).loaded && d.m.info.Mode != "" })
 			d.settle(20 * time.Millisecond)
 			snap("namespaces")
 
@@ -155,7 +155,7 @@ func TestGoldenForm(t *testing.T) {
 	e, _ := simBackend(t, quietSim(10))
 	d := newDriver(t, e, Options{Namespace: "web"}, 100, 40)
 	lp := topAs[*labelsPage](t, d)
-	d.until("labels", func() bool { return lp.loaded })
+	d.until("labels and info", func() bool { return lp.loaded && d.m.info.Mode != "" })
 	d.keys("G", "e")
 	f := topAs[*formPage](t, d)
 	golden(t, "form_edit_100x40", d.view())
