@@ -215,6 +215,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		cmds = append(cmds, m.handle(next))
 	}
 	m.s.pending = m.s.pending[:0]
+	m.s.topID = m.top().ID()
 	return m, tea.Batch(cmds...)
 }
 

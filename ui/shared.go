@@ -32,6 +32,7 @@ type shared struct {
 	static   bool          // no live clocks (golden files)
 
 	width, height int
+	topID         int // the page on top (only it runs a clock)
 	nextID        int
 	pending       []tea.Msg     // posted by pages, handled by the root in the same Update
 	events        []model.Event // newest last, capped

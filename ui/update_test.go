@@ -678,3 +678,33 @@ func TestClosedConsoleMakesNoCalls(t *testing.T) {
 	}
 	m.Close() // twice is fine
 }
+
+// The elapsed-time clock ticks only while the task runs and its page is on
+// top: nothing ticks when nothing moves.
+func TestWatchTicksOnlyWhenVisibleAndRunning(t *testing.T) {
+	s := benchShared(t, 100, 30)
+	s.static = false
+	task, rs := fixedTask()
+	w := newWatchPage(s, task)
+	w.Update(watchInitMsg{id: w.id, view: backend.TaskView{Task: task, Results: rs}})
+	s.topID = w.id
+	if w.tick() == nil {
+		t.Fatal("a running task on top does not tick")
+	}
+	if w.Update(watchTickMsg{w.id}) == nil {
+		t.Fatal("the tick was not re-armed")
+	}
+	s.topID = w.id + 1 // another page opened on top
+	if w.Update(watchTickMsg{w.id}) != nil {
+		t.Fatal("ticks while hidden")
+	}
+	s.topID = w.id
+	if w.Resume() == nil {
+		t.Fatal("Resume did not restart the clock")
+	}
+	w.ticking = false
+	w.Update(watchTaskMsg{id: w.id, task: model.Task{ID: task.ID, Status: model.TaskDone, Created: task.Created}})
+	if w.Update(watchTickMsg{w.id}) != nil || w.tick() != nil {
+		t.Fatal("ticks after the task finished")
+	}
+}

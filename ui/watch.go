@@ -124,7 +124,7 @@ func (p *watchPage) Title() string {
 }
 func (p *watchPage) Capturing() bool { return false }
 func (p *watchPage) Close()          { p.cancel() }
-func (p *watchPage) Resume() tea.Cmd { return nil }
+func (p *watchPage) Resume() tea.Cmd { return p.tick() }
 
 // Init loads what the task has so far, then subscribes from the last final
 // result it saw (Watch replays anything newer, so nothing is missed).
@@ -296,8 +296,10 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 		}
 		p.task = msg.task
 	case watchTickMsg:
+		// The elapsed-time clock runs only while the task runs and its page
+		// is on top; Resume starts it again.
 		p.ticking = false
-		if p.ctx.Err() == nil {
+		if p.ctx.Err() == nil && p.s.topID == p.id {
 			return p.tick()
 		}
 	case tea.KeyMsg:
