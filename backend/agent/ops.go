@@ -467,8 +467,21 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 	poll := a.cfg.PollInterval.D()
 	var cmdEnd time.Time
 	var lastErr string
-	for {
-		exited := c.poll(poll)
+	nap := 2 * time.Millisecond
+	for first := true; ; first = false {
+		var exited bool
+		if c.exited && !first {
+			// The command is done; only the pid file is awaited now: look
+			// again soon (a daemon writes it right after), then every poll.
+			nap = min(nap*2, poll)
+			select {
+			case <-time.After(nap):
+			case <-ctx.Done():
+			}
+			exited = true
+		} else {
+			exited = c.poll(poll)
+		}
 		now := time.Now()
 		if exited && cmdEnd.IsZero() {
 			cmdEnd = now
