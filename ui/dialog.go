@@ -8,6 +8,7 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 
 	"gseproc/backend"
 	"gseproc/model"
@@ -82,7 +83,7 @@ func (d *dialog) update(s *shared, msg tea.KeyMsg) (done bool, cmd tea.Cmd) {
 
 func (d *dialog) view(s *shared, w, h int) string {
 	t := s.theme
-	width := min(max(w-8, 30), 72)
+	width := min(max(w-12, 30), 68)
 	var b strings.Builder
 	title := t.DialogTitle.Render(d.title)
 	if d.danger {
@@ -104,7 +105,43 @@ func (d *dialog) view(s *shared, w, h int) string {
 		}
 	}
 	box := t.Dialog.Width(width).Render(b.String())
-	return lipgloss.Place(w, h, lipgloss.Center, lipgloss.Center, box)
+	return box
+}
+
+// overlay draws box centred over bg (both w x h cells at most) with a
+// one-cell blank margin, keeping the rest of the background visible.
+func overlay(bg, box string, w, h int) string {
+	bgLines := strings.Split(fit(bg, w, h), "\n")
+	boxLines := strings.Split(box, "\n")
+	bw := lipgloss.Width(box)
+	// The margin is part of the box: a blank line above and below, a blank
+	// cell left and right.
+	blank := strings.Repeat(" ", bw)
+	framed := append([]string{blank}, boxLines...)
+	framed = append(framed, blank)
+	bw += 2
+	x := max((w-bw)/2, 0)
+	y := max((h-len(framed))/2, 0)
+	for i, bl := range framed {
+		r := y + i
+		if r >= len(bgLines) {
+			break
+		}
+		line := bgLines[r]
+		left := ansi.Truncate(line, x, "")
+		if lw := ansi.StringWidth(left); lw < x {
+			left += strings.Repeat(" ", x-lw)
+		}
+		if strings.Contains(left, "\x1b[") {
+			left += "\x1b[0m" // the box starts unstyled
+		}
+		right := ""
+		if ansi.StringWidth(line) > x+bw {
+			right = ansi.TruncateLeft(line, x+bw, "")
+		}
+		bgLines[r] = left + " " + bl + " " + right
+	}
+	return strings.Join(bgLines, "\n")
 }
 
 // confirmOp builds the confirmation of an operation over a target: a y/N

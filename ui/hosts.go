@@ -432,7 +432,7 @@ func (p *hostsPage) View() string {
 	case !p.loaded:
 		b.WriteString(t.Muted.Render("loading hosts…"))
 	default:
-		info := fmt.Sprintf("%s", plural(len(p.rows), "host"))
+		info := plural(len(p.rows), "host")
 		if len(p.shown) != len(p.rows) {
 			info += fmt.Sprintf(" · %d shown", len(p.shown))
 		}

@@ -431,7 +431,7 @@ func (m *Model) View() string {
 	var body string
 	switch {
 	case m.dialog != nil:
-		body = m.dialog.view(m.s, bw, bh)
+		body = overlay(m.top().View(), m.dialog.view(m.s, bw, bh), bw, bh)
 	case m.showHelp:
 		body = m.fullHelp()
 	default:

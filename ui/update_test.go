@@ -708,3 +708,35 @@ func TestWatchTicksOnlyWhenVisibleAndRunning(t *testing.T) {
 		t.Fatal("ticks after the task finished")
 	}
 }
+
+func TestDrainBatches(t *testing.T) {
+	ch := make(chan int, 10)
+	for i := range 7 {
+		ch <- i
+	}
+	got, closed := drain(ch, 5, time.Millisecond)
+	if len(got) != 5 || closed {
+		t.Fatalf("first batch %v closed=%v, want 5 items", got, closed)
+	}
+	got, closed = drain(ch, 5, time.Millisecond)
+	if len(got) != 2 || closed {
+		t.Fatalf("second batch %v closed=%v, want the 2 left after the window", got, closed)
+	}
+	ch <- 9
+	close(ch)
+	got, closed = drain(ch, 5, time.Second)
+	if len(got) != 1 || !closed {
+		t.Fatalf("last batch %v closed=%v", got, closed)
+	}
+	// It blocks for the first item: nothing ticks while nothing moves.
+	ch2 := make(chan int)
+	done := make(chan struct{})
+	go func() { drain(ch2, 5, 0); close(done) }()
+	select {
+	case <-done:
+		t.Fatal("drain returned with nothing to read")
+	case <-time.After(30 * time.Millisecond):
+	}
+	close(ch2)
+	<-done
+}
