@@ -173,6 +173,7 @@ type formPage struct {
 	base  model.ProcessDef
 	isNew bool
 	vals  *formVals
+	orig  *formVals
 	form  *huh.Form
 	w, h  int
 }
@@ -192,6 +193,8 @@ func newFormPage(s *shared, d model.ProcessDef, isNew bool) *formPage {
 
 func newFormPageVals(s *shared, base model.ProcessDef, isNew bool, v *formVals) *formPage {
 	p := &formPage{s: s, id: s.newID(), base: base, isNew: isNew, vals: v}
+	orig := valsFrom(base)
+	p.orig = &orig
 	p.build()
 	return p
 }
@@ -260,6 +263,9 @@ func (p *formPage) build() {
 }
 
 func (p *formPage) ID() int { return p.id }
+
+// changed reports whether any field differs from the definition opened.
+func (p *formPage) changed() bool { return *p.vals != *p.orig }
 func (p *formPage) Title() string {
 	if p.isNew {
 		return "new process"

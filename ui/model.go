@@ -379,9 +379,14 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		if keyIs(msg, k.Quit) && !printable(msg) {
 			return m.quit()
 		}
-		if _, ok := top.(*formPage); ok && keyIs(msg, k.Back) {
-			m.flash = "discarded the form"
-			return m.pop()
+		if f, ok := top.(*formPage); ok && keyIs(msg, k.Back) {
+			if !f.changed() {
+				return m.pop()
+			}
+			discard := func() tea.Msg { return popMsg{} }
+			m.dialog = newDialog(m.s, "Discard changes?", []string{"The form has unsaved changes to " + f.Title() + "."}, "", "", false, discard)
+			m.dialog.opened = m.s.now()
+			return nil
 		}
 		return top.Update(msg)
 	}

@@ -740,3 +740,25 @@ func TestDrainBatches(t *testing.T) {
 	close(ch2)
 	<-done
 }
+
+func TestFormDiscardAsks(t *testing.T) {
+	e, _ := simBackend(t, quietSim(10))
+	d := newDriver(t, e, Options{Guard: time.Nanosecond}, 100, 40)
+	d.until("namespaces", func() bool { return d.m.stack[0].(*nsPage).loaded })
+	d.keys("n")
+	f := topAs[*formPage](t, d)
+	d.keys("esc") // unchanged: closes at once
+	topAs[*nsPage](t, d)
+	d.keys("n")
+	f = topAs[*formPage](t, d)
+	d.typeText("x")
+	d.keys("esc")
+	if d.m.dialog == nil {
+		t.Fatal("esc on a changed form did not ask")
+	}
+	d.keys("enter") // default No: the form stays
+	topAs[*formPage](t, d)
+	d.keys("esc", "y")
+	d.until("discarded", func() bool { _, ok := d.m.top().(*nsPage); return ok })
+	_ = f
+}
