@@ -9,6 +9,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/huh"
+	"github.com/charmbracelet/x/ansi"
 
 	"gseproc/model"
 )
@@ -71,7 +72,7 @@ func (v formVals) toDef(base model.ProcessDef) (model.ProcessDef, model.Validati
 	for _, l := range splitList(v.Labels) {
 		k, val, err := model.ParseLabel(l)
 		if err != nil {
-			errs.Add("meta.labels", fmt.Sprintf("want key=value, got %q", l))
+			errs.Add("process.meta.labels", fmt.Sprintf("want key=value, got %q", l))
 			continue
 		}
 		if p.Meta.Labels == nil {
@@ -117,13 +118,13 @@ func (v formVals) toDef(base model.ProcessDef) (model.ProcessDef, model.Validati
 		}
 		return f
 	}
-	pol.CycleTime = atoi("spec.monitor_policy.cycle_time", v.CycleTime)
-	pol.InstanceNum = atoi("spec.monitor_policy.instance_num", v.InstanceNum)
-	pol.StartCheckSecs = atoi("spec.monitor_policy.start_check_secs", v.CheckBegin)
-	pol.StartCheckEndSecs = atoi("spec.monitor_policy.start_check_end_secs", v.CheckEnd)
-	pol.OpTimeout = atoi("spec.monitor_policy.op_timeout", v.OpTimeout)
-	p.Spec.Resource.CPU = atof("spec.resource.cpu", v.CPU)
-	p.Spec.Resource.Mem = atof("spec.resource.mem", v.Mem)
+	pol.CycleTime = atoi("process.spec.monitor_policy.cycle_time", v.CycleTime)
+	pol.InstanceNum = atoi("process.spec.monitor_policy.instance_num", v.InstanceNum)
+	pol.StartCheckSecs = atoi("process.spec.monitor_policy.start_check_secs", v.CheckBegin)
+	pol.StartCheckEndSecs = atoi("process.spec.monitor_policy.start_check_end_secs", v.CheckEnd)
+	pol.OpTimeout = atoi("process.spec.monitor_policy.op_timeout", v.OpTimeout)
+	p.Spec.Resource.CPU = atof("process.spec.resource.cpu", v.CPU)
+	p.Spec.Resource.Mem = atof("process.spec.resource.mem", v.Mem)
 	return d, errs.Errors()
 }
 
@@ -132,22 +133,31 @@ func splitList(s string) []string {
 	return f
 }
 
-// validateDef runs the API's own validation (model.Process.Validate, the
-// same rules and messages) plus the form's parse errors.
+// validateDef runs the API's own validation (model.Process.ValidateInto,
+// the same rules, field names and messages as the engine's SaveProcess)
+// plus the form's parse errors.
 func validateDef(v formVals, base model.ProcessDef) (model.ProcessDef, model.ValidationError) {
 	d, errs := v.toDef(base)
-	if err := d.Process.Validate(""); err != nil {
-		var ve model.ValidationError
-		if errors.As(err, &ve) {
-			errs = append(errs, ve...)
-		}
+	// As the engine's SaveProcess checks a definition: the process under
+	// "process", at least one host, each host.
+	var val model.Validator
+	d.Process.ValidateInto(&val, "process", nil)
+	if len(d.Hosts) == 0 && !hasField(errs, "hosts") {
+		val.Add("hosts", "required: at least one host")
 	}
 	for i, h := range d.Hosts {
-		var hv model.Validator
-		h.Validate(&hv, fmt.Sprintf("hosts[%d]", i))
-		errs = append(errs, hv.Errors()...)
+		h.Validate(&val, fmt.Sprintf("hosts[%d]", i))
 	}
-	return d, errs
+	return d, append(errs, val.Errors()...)
+}
+
+func hasField(errs model.ValidationError, prefix string) bool {
+	for _, e := range errs {
+		if e.Field == prefix || strings.HasPrefix(e.Field, prefix+"[") {
+			return true
+		}
+	}
+	return false
 }
 
 // fieldErr returns the error of one field (matching the field path or a
@@ -217,23 +227,23 @@ func (p *formPage) build() {
 		keyNote = "changing it saves a new definition"
 	}
 	identity := huh.NewGroup(
-		in("Namespace", "meta.namespace", keyNote, &v.Namespace, func(c *formVals, s string) { c.Namespace = s }),
-		in("Name", "meta.name", "the process's name in its namespace", &v.Name, func(c *formVals, s string) { c.Name = s }),
-		in("Labels", "meta.labels", "key=value, comma separated", &v.Labels, func(c *formVals, s string) { c.Labels = s }),
+		in("Namespace", "process.meta.namespace", keyNote, &v.Namespace, func(c *formVals, s string) { c.Namespace = s }),
+		in("Name", "process.meta.name", "the process's name in its namespace", &v.Name, func(c *formVals, s string) { c.Name = s }),
+		in("Labels", "process.meta.labels", "key=value, comma separated", &v.Labels, func(c *formVals, s string) { c.Labels = s }),
 		in("Hosts", "hosts", "cloud:ip, comma separated, e.g. 0:10.0.0.1", &v.Hosts, func(c *formVals, s string) { c.Hosts = s }),
-		in("Process file name (proc_name)", "spec.identity.proc_name", "", &v.ProcName, func(c *formVals, s string) { c.ProcName = s }),
-		in("Setup path", "spec.identity.setup_path", "absolute directory", &v.SetupPath, func(c *formVals, s string) { c.SetupPath = s }),
-		in("Pid file", "spec.identity.pid_path", "absolute path", &v.PidPath, func(c *formVals, s string) { c.PidPath = s }),
-		in("Account", "spec.identity.user", "empty = root", &v.User, func(c *formVals, s string) { c.User = s }),
-		in("Config path", "spec.identity.config_path", "optional", &v.ConfigPath, func(c *formVals, s string) { c.ConfigPath = s }),
-		in("Log path", "spec.identity.log_path", "optional", &v.LogPath, func(c *formVals, s string) { c.LogPath = s }),
+		in("Process file name (proc_name)", "process.spec.identity.proc_name", "", &v.ProcName, func(c *formVals, s string) { c.ProcName = s }),
+		in("Setup path", "process.spec.identity.setup_path", "absolute directory", &v.SetupPath, func(c *formVals, s string) { c.SetupPath = s }),
+		in("Pid file", "process.spec.identity.pid_path", "absolute path", &v.PidPath, func(c *formVals, s string) { c.PidPath = s }),
+		in("Account", "process.spec.identity.user", "empty = root", &v.User, func(c *formVals, s string) { c.User = s }),
+		in("Config path", "process.spec.identity.config_path", "optional", &v.ConfigPath, func(c *formVals, s string) { c.ConfigPath = s }),
+		in("Log path", "process.spec.identity.log_path", "optional", &v.LogPath, func(c *formVals, s string) { c.LogPath = s }),
 	).Title("Identity")
 	commands := huh.NewGroup(
-		in("start_cmd", "spec.control.start_cmd", "run with sh -c in the setup path", &v.StartCmd, func(c *formVals, s string) { c.StartCmd = s }),
-		in("stop_cmd", "spec.control.stop_cmd", "", &v.StopCmd, func(c *formVals, s string) { c.StopCmd = s }),
-		in("restart_cmd", "spec.control.restart_cmd", "empty = stop then start", &v.RestartCmd, func(c *formVals, s string) { c.RestartCmd = s }),
-		in("reload_cmd", "spec.control.reload_cmd", "", &v.ReloadCmd, func(c *formVals, s string) { c.ReloadCmd = s }),
-		in("kill_cmd", "spec.control.kill_cmd", "empty = SIGKILL the process group", &v.KillCmd, func(c *formVals, s string) { c.KillCmd = s }),
+		in("start_cmd", "process.spec.control.start_cmd", "run with sh -c in the setup path", &v.StartCmd, func(c *formVals, s string) { c.StartCmd = s }),
+		in("stop_cmd", "process.spec.control.stop_cmd", "", &v.StopCmd, func(c *formVals, s string) { c.StopCmd = s }),
+		in("restart_cmd", "process.spec.control.restart_cmd", "empty = stop then start", &v.RestartCmd, func(c *formVals, s string) { c.RestartCmd = s }),
+		in("reload_cmd", "process.spec.control.reload_cmd", "", &v.ReloadCmd, func(c *formVals, s string) { c.ReloadCmd = s }),
+		in("kill_cmd", "process.spec.control.kill_cmd", "empty = SIGKILL the process group", &v.KillCmd, func(c *formVals, s string) { c.KillCmd = s }),
 	).Title("Commands")
 	policy := huh.NewGroup(
 		huh.NewSelect[model.AutoType]().Title("Type").Inline(true).Options(
@@ -241,13 +251,13 @@ func (p *formPage) build() {
 			huh.NewOption("periodic: run every cycle_time", model.AutoPeriodic),
 			huh.NewOption("one-shot: run once", model.AutoOneShot),
 		).Value(&v.AutoType),
-		in("cycle_time (s)", "spec.monitor_policy.cycle_time", "required for periodic", &v.CycleTime, func(c *formVals, s string) { c.CycleTime = s }),
-		in("instance_num", "spec.monitor_policy.instance_num", fmt.Sprintf("0-%d, empty = 1", model.MaxInstanceNum), &v.InstanceNum, func(c *formVals, s string) { c.InstanceNum = s }),
-		in("Start check from (s)", "spec.monitor_policy.start_check_secs", fmt.Sprintf("empty = %d", model.DefaultStartCheckSecs), &v.CheckBegin, func(c *formVals, s string) { c.CheckBegin = s }),
-		in("Start check until (s)", "spec.monitor_policy.start_check_end_secs", "end of the start check window", &v.CheckEnd, func(c *formVals, s string) { c.CheckEnd = s }),
-		in("op_timeout (s)", "spec.monitor_policy.op_timeout", fmt.Sprintf("empty = %d, at most %d", model.DefaultOpTimeout, model.MaxOpTimeout), &v.OpTimeout, func(c *formVals, s string) { c.OpTimeout = s }),
-		in("CPU limit (%)", "spec.resource.cpu", "0-100 of the machine, empty = none", &v.CPU, func(c *formVals, s string) { c.CPU = s }),
-		in("Memory limit (%)", "spec.resource.mem", "0-100 of the machine, empty = none", &v.Mem, func(c *formVals, s string) { c.Mem = s }),
+		in("cycle_time (s)", "process.spec.monitor_policy.cycle_time", "required for periodic", &v.CycleTime, func(c *formVals, s string) { c.CycleTime = s }),
+		in("instance_num", "process.spec.monitor_policy.instance_num", fmt.Sprintf("0-%d, empty = 1", model.MaxInstanceNum), &v.InstanceNum, func(c *formVals, s string) { c.InstanceNum = s }),
+		in("Start check from (s)", "process.spec.monitor_policy.start_check_secs", fmt.Sprintf("empty = %d", model.DefaultStartCheckSecs), &v.CheckBegin, func(c *formVals, s string) { c.CheckBegin = s }),
+		in("Start check until (s)", "process.spec.monitor_policy.start_check_end_secs", "end of the start check window", &v.CheckEnd, func(c *formVals, s string) { c.CheckEnd = s }),
+		in("op_timeout (s)", "process.spec.monitor_policy.op_timeout", fmt.Sprintf("empty = %d, at most %d", model.DefaultOpTimeout, model.MaxOpTimeout), &v.OpTimeout, func(c *formVals, s string) { c.OpTimeout = s }),
+		in("CPU limit (%)", "process.spec.resource.cpu", "0-100 of the machine, empty = none", &v.CPU, func(c *formVals, s string) { c.CPU = s }),
+		in("Memory limit (%)", "process.spec.resource.mem", "0-100 of the machine, empty = none", &v.Mem, func(c *formVals, s string) { c.Mem = s }),
 	).Title("Hosting policy and limits")
 	th := huh.ThemeBase()
 	switch p.s.theme.Name {
@@ -321,6 +331,7 @@ type reviewPage struct {
 	def    model.ProcessDef
 	errs   model.ValidationError
 	diff   []diffLine
+	lines  []string // the diff as rendered lines
 	saving bool
 	list   vlist
 	w, h   int
@@ -346,7 +357,8 @@ func newReviewPage(s *shared, base model.ProcessDef, isNew bool, v formVals) *re
 		old = flatten(base)
 	}
 	p.diff = diffDefs(old, flatten(p.def))
-	p.list.setLen(len(p.diff))
+	p.w = s.width
+	p.layoutLines()
 	return p
 }
 
@@ -359,22 +371,22 @@ func flatten(d model.ProcessDef) map[string]string {
 		hosts[i] = h.AgentID()
 	}
 	m := map[string]string{
-		"meta.namespace": p.Meta.Namespace, "meta.name": p.Meta.Name,
-		"meta.labels": strings.Join(model.SortedLabels(p.Meta.Labels), ","), "hosts": strings.Join(hosts, ","),
-		"spec.identity.proc_name": id.ProcName, "spec.identity.setup_path": id.SetupPath,
-		"spec.identity.pid_path": id.PidPath, "spec.identity.user": id.User,
-		"spec.identity.config_path": id.ConfigPath, "spec.identity.log_path": id.LogPath,
-		"spec.control.start_cmd": c.StartCmd, "spec.control.stop_cmd": c.StopCmd,
-		"spec.control.restart_cmd": c.RestartCmd, "spec.control.reload_cmd": c.ReloadCmd,
-		"spec.control.kill_cmd":                    c.KillCmd,
-		"spec.monitor_policy.auto_type":            fmt.Sprintf("%d (%s)", int(pol.AutoType), pol.AutoType),
-		"spec.monitor_policy.cycle_time":           strconv.Itoa(pol.CycleTime),
-		"spec.monitor_policy.instance_num":         strconv.Itoa(pol.InstanceNum),
-		"spec.monitor_policy.start_check_secs":     strconv.Itoa(pol.StartCheckSecs),
-		"spec.monitor_policy.start_check_end_secs": strconv.Itoa(pol.StartCheckEndSecs),
-		"spec.monitor_policy.op_timeout":           strconv.Itoa(pol.OpTimeout),
-		"spec.resource.cpu":                        strconv.FormatFloat(p.Spec.Resource.CPU, 'f', -1, 64),
-		"spec.resource.mem":                        strconv.FormatFloat(p.Spec.Resource.Mem, 'f', -1, 64),
+		"process.meta.namespace": p.Meta.Namespace, "process.meta.name": p.Meta.Name,
+		"process.meta.labels": strings.Join(model.SortedLabels(p.Meta.Labels), ","), "hosts": strings.Join(hosts, ","),
+		"process.spec.identity.proc_name": id.ProcName, "process.spec.identity.setup_path": id.SetupPath,
+		"process.spec.identity.pid_path": id.PidPath, "process.spec.identity.user": id.User,
+		"process.spec.identity.config_path": id.ConfigPath, "process.spec.identity.log_path": id.LogPath,
+		"process.spec.control.start_cmd": c.StartCmd, "process.spec.control.stop_cmd": c.StopCmd,
+		"process.spec.control.restart_cmd": c.RestartCmd, "process.spec.control.reload_cmd": c.ReloadCmd,
+		"process.spec.control.kill_cmd":                    c.KillCmd,
+		"process.spec.monitor_policy.auto_type":            fmt.Sprintf("%d (%s)", int(pol.AutoType), pol.AutoType),
+		"process.spec.monitor_policy.cycle_time":           strconv.Itoa(pol.CycleTime),
+		"process.spec.monitor_policy.instance_num":         strconv.Itoa(pol.InstanceNum),
+		"process.spec.monitor_policy.start_check_secs":     strconv.Itoa(pol.StartCheckSecs),
+		"process.spec.monitor_policy.start_check_end_secs": strconv.Itoa(pol.StartCheckEndSecs),
+		"process.spec.monitor_policy.op_timeout":           strconv.Itoa(pol.OpTimeout),
+		"process.spec.resource.cpu":                        strconv.FormatFloat(p.Spec.Resource.CPU, 'f', -1, 64),
+		"process.spec.resource.mem":                        strconv.FormatFloat(p.Spec.Resource.Mem, 'f', -1, 64),
 	}
 	return m
 }
@@ -408,7 +420,41 @@ func (p *reviewPage) Init() tea.Cmd   { return nil }
 func (p *reviewPage) Resume() tea.Cmd { return nil }
 func (p *reviewPage) SetSize(w, h int) {
 	p.w, p.h = w, h
+	p.layoutLines()
 	p.list.setHeight(h - 4 - min(len(p.errs), 6))
+}
+
+// layoutLines renders the diff as lines: the field, then its old value
+// (-) and new value (+), wrapped to the width.
+func (p *reviewPage) layoutLines() {
+	t := p.s.theme
+	w := max(p.w-4, 20)
+	wrap := func(mark, v string, st func(...string) string) []string {
+		var out []string
+		for _, l := range strings.Split(ansi.Hardwrap(v, w, true), "\n") {
+			out = append(out, "  "+st(mark+" "+l))
+			mark = " "
+		}
+		return out
+	}
+	plain := func(s ...string) string { return strings.Join(s, "") }
+	var lines []string
+	for _, d := range p.diff {
+		switch {
+		case p.isNew || d.old == "":
+			lines = append(lines, t.OK.Render("+ ")+d.field)
+			lines = append(lines, wrap("+", d.new, plain)...)
+		case d.new == "":
+			lines = append(lines, t.Error.Render("- ")+d.field)
+			lines = append(lines, wrap("-", d.old, t.Muted.Render)...)
+		default:
+			lines = append(lines, t.Warn.Render("~ ")+d.field)
+			lines = append(lines, wrap("-", d.old, t.Muted.Render)...)
+			lines = append(lines, wrap("+", d.new, plain)...)
+		}
+	}
+	p.lines = lines
+	p.list.setLen(len(lines))
 }
 
 func (p *reviewPage) Help() keyHelp {
@@ -485,21 +531,8 @@ func (p *reviewPage) View() string {
 		b.WriteString(t.Muted.Render(fmt.Sprintf("%s · y saves, e edits again, esc discards", plural(len(p.diff), "change"))) + "\n")
 	}
 	s, e := p.list.window()
-	fw := 0
-	for _, d := range p.diff {
-		fw = max(fw, len(d.field))
-	}
 	for i := s; i < e; i++ {
-		d := p.diff[i]
-		var line string
-		if p.isNew || d.old == "" {
-			line = t.OK.Render("+ ") + cell(d.field, fw, false) + "  " + d.new
-		} else if d.new == "" {
-			line = t.Error.Render("- ") + cell(d.field, fw, false) + "  " + t.Muted.Render(d.old)
-		} else {
-			line = t.Warn.Render("~ ") + cell(d.field, fw, false) + "  " + t.Muted.Render(d.old) + " → " + d.new
-		}
-		b.WriteString(line + "\n")
+		b.WriteString(p.lines[i] + "\n")
 	}
 	if p.saving {
 		b.WriteString(t.Pending.Render("saving…"))

@@ -580,15 +580,17 @@ func TestFormValidationDiffSave(t *testing.T) {
 	v.CPU = "150"
 	v.Hosts = "0:10.0.0.1,nonsense"
 	_, errs := validateDef(v, base)
-	for _, field := range []string{"spec.identity.setup_path", "spec.resource.cpu", "hosts[1]"} {
+	for _, field := range []string{"process.spec.identity.setup_path", "process.spec.resource.cpu", "hosts[1]"} {
 		if fieldErr(errs, field) == nil {
 			t.Fatalf("no error for %s in %v", field, errs)
 		}
 	}
-	want := base.Process.Clone()
-	want.Spec.Identity.SetupPath = "relative/dir"
-	if err := want.Validate(""); err == nil || !strings.Contains(err.Error(), fieldErr(errs, "spec.identity.setup_path").Error()) {
-		t.Fatalf("form message %q is not the API's %v", fieldErr(errs, "spec.identity.setup_path"), err)
+	// The engine refuses the same definition with the same message.
+	bad, _ := v.toDef(base)
+	bad.Hosts = bad.Hosts[:1]
+	err := e.SaveProcess(context.Background(), bad)
+	if err == nil || !strings.Contains(err.Error(), fieldErr(errs, "process.spec.identity.setup_path").Error()) {
+		t.Fatalf("form message %q is not the engine's %v", fieldErr(errs, "process.spec.identity.setup_path"), err)
 	}
 	// Review: change the stop command and a label, see the diff, save.
 	f.vals.StopCmd = "./stop.sh --graceful"
@@ -602,7 +604,7 @@ func TestFormValidationDiffSave(t *testing.T) {
 	for _, l := range rv.diff {
 		fields = append(fields, l.field)
 	}
-	if !slices.Equal(fields, []string{"meta.labels", "spec.control.stop_cmd"}) {
+	if !slices.Equal(fields, []string{"process.meta.labels", "process.spec.control.stop_cmd"}) {
 		t.Fatalf("diff fields %v", fields)
 	}
 	if !strings.Contains(d.view(), "./stop.sh --graceful") {
@@ -618,12 +620,12 @@ func TestFormValidationDiffSave(t *testing.T) {
 		t.Fatalf("saved %+v", defs[0].Process)
 	}
 	// A review with errors refuses to save and e goes back to the form.
-	bad := *f.vals
-	bad.OpTimeout = "soon"
-	d.send(pushMsg{newReviewPage(d.m.s, f.base, false, bad)})
+	wrong := *f.vals
+	wrong.OpTimeout = "soon"
+	d.send(pushMsg{newReviewPage(d.m.s, f.base, false, wrong)})
 	rv = topAs[*reviewPage](t, d)
 	d.keys("y")
-	if !strings.Contains(d.m.flash, "fix the errors") || !strings.Contains(d.view(), `spec.monitor_policy.op_timeout: "soon" is not a whole number`) {
+	if !strings.Contains(d.m.flash, "fix the errors") || !strings.Contains(d.view(), `process.spec.monitor_policy.op_timeout: "soon" is not a whole number`) {
 		t.Fatalf("flash %q view:\n%s", d.m.flash, d.view())
 	}
 	d.keys("e")
