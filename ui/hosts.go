@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/bubbles/textinput"
+	"github.com/charmbracelet/bubbles/viewport"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 	"github.com/sahilm/fuzzy"
 
 	"gseproc/backend"
@@ -96,7 +99,7 @@ func (p *hostsPage) Help() keyHelp {
 	k := p.s.keys
 	return keyHelp{
 		short: []binding{k.Select, k.SelectAll, k.Op, k.Filter},
-		full:  [][]binding{k.nav(), {k.Select, k.SelectAll, k.ClearSel, k.Filter}, {k.Op, k.Edit, k.Reload}},
+		full:  [][]binding{k.nav(), {k.Select, k.SelectAll, k.ClearSel, k.Filter}, {k.Op, k.Open, k.Edit, k.Reload}},
 	}
 }
 
@@ -383,6 +386,10 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 				return p.s.post(flashMsg{"no process on this row to edit"})
 			}
 			return p.editProc(r.v.Procs[0].Key)
+		case keyIs(msg, k.Open):
+			if r, ok := p.cursorRow(); ok {
+				return p.s.post(pushMsg{newHostPage(p.s, r.v)})
+			}
 		case keyIs(msg, k.Reload):
 			return p.load()
 		}
@@ -481,4 +488,102 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// hostPage shows one host: its agent and every matching process's last
+// known status.
+type hostPage struct {
+	s    *shared
+	id   int
+	v    backend.HostView
+	vp   viewport.Model
+	w, h int
+}
+
+func newHostPage(s *shared, v backend.HostView) *hostPage {
+	p := &hostPage{s: s, id: s.newID(), v: v, vp: viewport.New(80, 20)}
+	return p
+}
+
+func (p *hostPage) ID() int         { return p.id }
+func (p *hostPage) Title() string   { return p.v.Host.AgentID() }
+func (p *hostPage) Capturing() bool { return false }
+func (p *hostPage) Close()          {}
+func (p *hostPage) Init() tea.Cmd   { return nil }
+func (p *hostPage) Resume() tea.Cmd { return nil }
+
+func (p *hostPage) SetSize(w, h int) {
+	p.w, p.h = w, h
+	p.vp.Width, p.vp.Height = w, h
+	p.vp.SetContent(ansi.Wrap(p.content(), max(w-1, 20), " ,"))
+}
+
+func (p *hostPage) Help() keyHelp {
+	k := p.s.keys
+	return keyHelp{short: []binding{k.Up, k.Down}, full: [][]binding{k.nav()}}
+}
+
+func (p *hostPage) Update(msg tea.Msg) tea.Cmd {
+	if km, ok := msg.(tea.KeyMsg); ok {
+		k := p.s.keys
+		switch {
+		case keyIs(km, k.Up):
+			p.vp.ScrollUp(1)
+		case keyIs(km, k.Down):
+			p.vp.ScrollDown(1)
+		case keyIs(km, k.PageUp):
+			p.vp.PageUp()
+		case keyIs(km, k.PageDown):
+			p.vp.PageDown()
+		}
+	}
+	return nil
+}
+
+func (p *hostPage) View() string { return p.vp.View() }
+
+func (p *hostPage) content() string {
+	t := p.s.theme
+	v := p.v
+	kv := func(k, val string) string { return t.Muted.Render(fmt.Sprintf("%-10s", k)) + " " + val + "\n" }
+	var b strings.Builder
+	ag := agentGlyph(v.State)
+	b.WriteString(kv("host", v.Host.AgentID()))
+	b.WriteString(kv("agent", ag.style(t).Render(ag.text())))
+	if v.Version != "" {
+		b.WriteString(kv("version", v.Version))
+	}
+	if v.LastSeen > 0 {
+		b.WriteString(kv("last seen", time.Unix(v.LastSeen, 0).UTC().Format("2006-01-02 15:04:05Z")))
+	}
+	b.WriteString(kv("labels", strings.Join(model.SortedLabels(v.Labels), " ")))
+	for _, pv := range v.Procs {
+		st := pv.Status
+		g := procGlyph(st.State)
+		b.WriteString("\n" + t.Title.Render(pv.Key) + "\n")
+		b.WriteString(kv("state", g.style(t).Render(g.text())))
+		hosted := "no"
+		if st.Hosted {
+			hosted = "yes"
+		}
+		b.WriteString(kv("hosted", hosted))
+		if st.PID > 0 {
+			b.WriteString(kv("pid", fmt.Sprint(st.PID)))
+		}
+		if !st.StartTime.IsZero() {
+			b.WriteString(kv("started", st.StartTime.UTC().Format("2006-01-02 15:04:05Z")))
+		}
+		b.WriteString(kv("cpu / mem", fmt.Sprintf("%.1f%% / %.1f%%", st.CPU, st.Mem)))
+		if st.Restarts > 0 {
+			b.WriteString(kv("restarts", fmt.Sprint(st.Restarts)))
+		}
+		if st.Message != "" {
+			b.WriteString(kv("message", st.Message))
+		}
+		b.WriteString(kv("labels", strings.Join(model.SortedLabels(pv.Labels), " ")))
+	}
+	if len(v.Procs) == 0 {
+		b.WriteString("\n" + t.Muted.Render("No process of this selection is deployed here."))
+	}
+	return b.String()
 }

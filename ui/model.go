@@ -81,6 +81,9 @@ type Model struct {
 
 type recentEventsMsg struct{ events []model.Event }
 
+// quitMsg quits after the quit confirmation.
+type quitMsg struct{}
+
 type eventsSubMsg struct {
 	ch  <-chan model.Event
 	err error
@@ -254,6 +257,8 @@ func (m *Model) handle(msg tea.Msg) tea.Cmd {
 		return m.push(msg.p)
 	case popMsg:
 		return m.pop()
+	case quitMsg:
+		return m.quit()
 	case replaceMsg:
 		m.top().Close()
 		m.stack = m.stack[:len(m.stack)-1]
@@ -392,6 +397,14 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 	}
 	switch {
 	case keyIs(msg, k.Quit):
+		// Quitting the embedded engine ends its running tasks: ask first.
+		if m.info.Mode == "embedded" && m.info.Running > 0 {
+			quit := func() tea.Msg { return quitMsg{} }
+			m.dialog = newDialog(m.s, "Quit?", []string{fmt.Sprintf("%s still running in the embedded engine; quitting stops them.",
+				plural(m.info.Running, "task"))}, "", "", true, quit)
+			m.dialog.opened = m.s.now()
+			return nil
+		}
 		return m.quit()
 	case keyIs(msg, k.Help):
 		m.showHelp = true

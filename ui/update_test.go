@@ -764,3 +764,28 @@ func TestFormDiscardAsks(t *testing.T) {
 	d.until("discarded", func() bool { _, ok := d.m.top().(*nsPage); return ok })
 	_ = f
 }
+
+func TestHostPageAndQuitWhileRunning(t *testing.T) {
+	e, _ := simBackend(t, quietSim(20))
+	d := newDriver(t, e, Options{Guard: time.Nanosecond}, 100, 30)
+	hp := openHosts(t, d, "app=nginx")
+	row := hp.rows[hp.shown[0]]
+	d.keys("enter")
+	topAs[*hostPage](t, d)
+	if v := d.view(); !strings.Contains(v, row.id) || !strings.Contains(v, "web:nginx") {
+		t.Fatalf("host page:\n%s", v)
+	}
+	d.keys("esc")
+	// With a task running in the embedded engine, q asks (default No).
+	d.send(infoMsg{backend.Info{Mode: "embedded", Running: 2}})
+	d.keys("q")
+	if d.m.dialog == nil || d.quit {
+		t.Fatal("q quit with tasks running")
+	}
+	d.keys("enter")
+	if d.m.dialog != nil || d.quit {
+		t.Fatal("default answer is not No")
+	}
+	d.keys("q", "y")
+	d.until("quit", func() bool { return d.quit })
+}
