@@ -22,17 +22,18 @@ import (
 // labels), space selects, a selects all shown; the selection is kept by
 // host id, so it survives filtering and refreshes.
 type hostsPage struct {
-	s      *shared
-	id     int
-	q      backend.HostQuery
-	rows   []hostRow
-	shown  []int // indexes into rows after the filter
-	sel    map[string]bool
-	list   vlist
-	filter textinput.Model
-	typing bool
-	loaded bool
-	w, h   int
+	s       *shared
+	id      int
+	q       backend.HostQuery
+	rows    []hostRow
+	shown   []int // indexes into rows after the filter
+	sel     map[string]bool
+	list    vlist
+	filter  textinput.Model
+	typing  bool
+	loaded  bool
+	loading bool // a reload is in flight (events trigger at most one)
+	w, h    int
 }
 
 type hostRow struct {
@@ -81,7 +82,26 @@ func (p *hostsPage) Title() string {
 	return strings.Join(parts, ",")
 }
 
+// onEvents reloads the table when a host event concerns a shown host (one
+// reload at a time; nothing happens while nothing happens).
+func (p *hostsPage) onEvents(evs []model.Event) tea.Cmd {
+	if p.loading {
+		return nil
+	}
+	ids := make(map[string]bool, len(evs))
+	for _, e := range evs {
+		ids[e.Host.AgentID()] = true
+	}
+	for i := range p.rows {
+		if ids[p.rows[i].id] {
+			return p.load()
+		}
+	}
+	return nil
+}
+
 func (p *hostsPage) load() tea.Cmd {
+	p.loading = true
 	ctx, be, id, q := p.s.ctx, p.s.be, p.id, p.q
 	return func() tea.Msg {
 		hosts, err := be.Hosts(ctx, q)
@@ -308,7 +328,7 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 	k := p.s.keys
 	switch msg := msg.(type) {
 	case hostsLoadedMsg:
-		p.loaded = true
+		p.loaded, p.loading = true, false
 		if msg.err != nil {
 			return errCmd("list hosts", msg.err)
 		}

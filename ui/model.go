@@ -301,10 +301,14 @@ func (m *Model) handle(msg tea.Msg) tea.Cmd {
 		return m.s.drainEvents(msg.ch)
 	case eventsMsg:
 		m.addEvents(msg.events)
-		if msg.closed {
-			return nil
+		var refresh tea.Cmd
+		if ea, ok := m.top().(interface{ onEvents([]model.Event) tea.Cmd }); ok {
+			refresh = ea.onEvents(msg.events)
 		}
-		return m.s.drainEvents(msg.ch)
+		if msg.closed {
+			return refresh
+		}
+		return tea.Batch(refresh, m.s.drainEvents(msg.ch))
 	}
 	// Anything else (cursor blinks, form internals) belongs to the top page.
 	return m.top().Update(msg)

@@ -789,3 +789,20 @@ func TestHostPageAndQuitWhileRunning(t *testing.T) {
 	d.keys("q", "y")
 	d.until("quit", func() bool { return d.quit })
 }
+
+func TestHostsReloadOnEvent(t *testing.T) {
+	e, _ := simBackend(t, quietSim(20))
+	d := newDriver(t, e, Options{}, 100, 30)
+	hp := openHosts(t, d, "app=nginx")
+	other := model.Event{Time: time.Now(), Host: model.Host{IP: "192.0.2.1"}, Kind: model.EventAgentOnline}
+	d.send(eventsMsg{events: []model.Event{other}, closed: true})
+	if hp.loading {
+		t.Fatal("an event of another host reloaded the table")
+	}
+	mine := model.Event{Time: time.Now(), Host: hp.rows[0].v.Host, ProcKey: "web:nginx", Kind: model.EventRestartSuccess}
+	d.send(eventsMsg{events: []model.Event{mine}, closed: true})
+	if !hp.loading {
+		t.Fatal("an event of a shown host did not reload the table")
+	}
+	d.until("reloaded", func() bool { return !hp.loading })
+}
