@@ -71,6 +71,9 @@ func TestGolden(t *testing.T) {
 			hp := openHosts(t, d, "app=nginx")
 			d.m.lastErr = ""
 			snap("labels_hosts")
+			d.keys("?")
+			snap("help_hosts")
+			d.keys("?")
 			d.keys("space", "space", "j", "space")
 			d.keys("/")
 			d.typeText("10.0.0.1 nginx")

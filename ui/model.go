@@ -592,6 +592,22 @@ func (m *Model) fullHelp() string {
 	groups = append(groups, []binding{k.Tasks, k.Events, k.Help, k.Back, k.Quit})
 	full := m.help
 	full.ShowAll = true
-	return t.Title.Render("Keys of "+m.top().Title()) + "\n\n" + full.FullHelpView(groups) +
+	full.Width = 0
+	// Columns of keys side by side while they fit, then another row.
+	var rows []string
+	var row [][]binding
+	for _, g := range groups {
+		try := append(append([][]binding{}, row...), g)
+		if len(row) > 0 && lipgloss.Width(full.FullHelpView(try)) > m.s.width {
+			rows = append(rows, full.FullHelpView(row))
+			row = [][]binding{g}
+			continue
+		}
+		row = try
+	}
+	if len(row) > 0 {
+		rows = append(rows, full.FullHelpView(row))
+	}
+	return t.Title.Render("Keys of "+m.top().Title()) + "\n\n" + strings.Join(rows, "\n\n") +
 		"\n\n" + t.Muted.Render("Keys can be changed in the [console.keys] section of the config, by action name.\nPress ? or esc to close.")
 }
