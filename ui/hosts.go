@@ -117,9 +117,11 @@ func (p *hostsPage) SetSize(w, h int) {
 
 func (p *hostsPage) Help() keyHelp {
 	k := p.s.keys
+	open := k.Open
+	open.SetHelp(k.Open.Help().Key, "host details")
 	return keyHelp{
 		short: []binding{k.Select, k.SelectAll, k.Op, k.Filter},
-		full:  [][]binding{k.nav(), {k.Select, k.SelectAll, k.ClearSel, k.Filter}, {k.Op, k.Open, k.Edit, k.Reload}},
+		full:  [][]binding{k.nav(), {k.Select, k.SelectAll, k.ClearSel, k.Filter}, {k.Op, open, k.Edit, k.Reload}},
 	}
 }
 
