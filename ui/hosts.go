@@ -33,6 +33,8 @@ type hostsPage struct {
 	typing  bool
 	loaded  bool
 	loading bool // a reload is in flight (events trigger at most one)
+	queued  bool // a reload is scheduled (events reload at most every reloadGap)
+	loadAt  time.Time
 	w, h    int
 }
 
@@ -85,7 +87,7 @@ func (p *hostsPage) Title() string {
 // onEvents reloads the table when a host event concerns a shown host (one
 // reload at a time; nothing happens while nothing happens).
 func (p *hostsPage) onEvents(evs []model.Event) tea.Cmd {
-	if p.loading {
+	if p.loading || p.queued {
 		return nil
 	}
 	ids := make(map[string]bool, len(evs))
@@ -94,14 +96,27 @@ func (p *hostsPage) onEvents(evs []model.Event) tea.Cmd {
 	}
 	for i := range p.rows {
 		if ids[p.rows[i].id] {
+			if wait := reloadGap - p.s.now().Sub(p.loadAt); wait > 0 {
+				p.queued = true
+				id := p.id
+				return tea.Tick(wait, func(time.Time) tea.Msg { return hostsReloadMsg{id} })
+			}
 			return p.load()
 		}
 	}
 	return nil
 }
 
+// reloadGap is the shortest time between two event-driven reloads.
+const reloadGap = 2 * time.Second
+
+type hostsReloadMsg struct{ id int }
+
+func (m hostsReloadMsg) pageID() int { return m.id }
+
 func (p *hostsPage) load() tea.Cmd {
 	p.loading = true
+	p.loadAt = p.s.now()
 	ctx, be, id, q := p.s.ctx, p.s.be, p.id, p.q
 	return func() tea.Msg {
 		hosts, err := be.Hosts(ctx, q)
@@ -329,6 +344,9 @@ func (p *hostsPage) targetHosts() []model.Host {
 func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 	k := p.s.keys
 	switch msg := msg.(type) {
+	case hostsReloadMsg:
+		p.queued = false
+		return p.load()
 	case hostsLoadedMsg:
 		p.loaded, p.loading = true, false
 		if msg.err != nil {

@@ -801,8 +801,16 @@ func TestHostsReloadOnEvent(t *testing.T) {
 	}
 	mine := model.Event{Time: time.Now(), Host: hp.rows[0].v.Host, ProcKey: "web:nginx", Kind: model.EventRestartSuccess}
 	d.send(eventsMsg{events: []model.Event{mine}, closed: true})
-	if !hp.loading {
+	if !hp.loading && !hp.queued {
 		t.Fatal("an event of a shown host did not reload the table")
 	}
-	d.until("reloaded", func() bool { return !hp.loading })
+	// Right after a load, the reload waits (at most one every reloadGap).
+	d.until("reloaded", func() bool { return !hp.loading && !hp.queued })
+	hp.loadAt = time.Now().Add(-time.Hour)
+	d.send(eventsMsg{events: []model.Event{mine}, closed: true})
+	if !hp.loading {
+		t.Fatal("an event long after the last load did not reload at once")
+	}
+	d.send(eventsMsg{events: []model.Event{mine}, closed: true}) // one at a time
+	d.until("reloaded again", func() bool { return !hp.loading && !hp.queued })
 }
