@@ -112,6 +112,7 @@ func newWatchPage(s *shared, t model.Task) *watchPage {
 	bar := progress.New(progress.WithSolidFill(s.theme.ProgressFull), progress.WithColorProfile(s.theme.Profile),
 		progress.WithFillCharacters('█', '░'))
 	bar.EmptyColor = s.theme.ProgressEmpty
+	bar.ShowPercentage = false // drawn by the page, rounded down: 100% only when all are done
 	return &watchPage{s: s, id: s.newID(), task: t, index: map[tkey]int{}, ctx: ctx, cancel: cancel, bar: bar}
 }
 
@@ -181,7 +182,7 @@ func (p *watchPage) refreshTask() tea.Cmd {
 
 func (p *watchPage) SetSize(w, h int) {
 	p.w, p.h = w, h
-	p.bar.Width = max(w-2, 10)
+	p.bar.Width = max(w-7, 10)
 	p.list.setHeight(h - 5)
 }
 
@@ -436,7 +437,7 @@ func (p *watchPage) View() string {
 	if total > 0 {
 		pct = float64(c.Final()) / float64(total)
 	}
-	b.WriteString(p.bar.ViewAs(pct) + "\n")
+	b.WriteString(p.bar.ViewAs(pct) + fmt.Sprintf(" %3d%%", c.Final()*100/max(total, 1)) + "\n")
 	filter := "all results"
 	if p.failedOnly {
 		filter = "failed only (f shows all)"
