@@ -814,3 +814,43 @@ func TestHostsReloadOnEvent(t *testing.T) {
 	d.send(eventsMsg{events: []model.Event{mine}, closed: true}) // one at a time
 	d.until("reloaded again", func() bool { return !hp.loading && !hp.queued })
 }
+
+// The scrolling screens move with the navigation keys.
+func TestScrollingScreens(t *testing.T) {
+	s := benchShared(t, 80, 12)
+	_, rs := fixedTask()
+	r := rs[1]
+	r.Content = `{"value":[` + strings.Repeat(`{"a":1},`, 30) + `{"a":1}]}`
+	rp := newResultPage(s, r)
+	rp.SetSize(80, 10)
+	rp.Update(keyMsg("j"))
+	rp.Update(keyMsg("j"))
+	if rp.vp.YOffset != 2 {
+		t.Fatalf("result page offset %d after jj", rp.vp.YOffset)
+	}
+	rp.Update(keyMsg("k"))
+	if rp.vp.YOffset != 1 {
+		t.Fatalf("result page offset %d after k", rp.vp.YOffset)
+	}
+	rp.Update(keyMsg("G"))
+	if !rp.vp.AtBottom() {
+		t.Fatal("G did not reach the bottom")
+	}
+	if !strings.Contains(prettyJSON(r.Content), "\n  \"value\": [") {
+		t.Fatalf("content not indented: %s", prettyJSON(r.Content))
+	}
+
+	for i := range 30 {
+		s.events = append(s.events, model.Event{Time: time.Unix(int64(i), 0), Host: model.Host{IP: "10.0.0.1"}, Kind: model.EventAgentOnline})
+	}
+	ep := newEventsPage(s)
+	ep.SetSize(80, 10)
+	ep.Update(keyMsg("j"))
+	ep.Update(keyMsg("G"))
+	if ep.list.cursor != 29 || ep.list.offset == 0 {
+		t.Fatalf("events cursor %d offset %d", ep.list.cursor, ep.list.offset)
+	}
+	if v := ep.View(); !strings.Contains(v, "30 events") || len(strings.Split(v, "\n")) > 10 {
+		t.Fatalf("events view:\n%s", v)
+	}
+}
