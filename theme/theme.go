@@ -57,24 +57,30 @@ type palette struct {
 	fg, muted, accent, accent2, ok, warn, err, pending, danger, info, barBg, barFg, selBg, cursorBg string
 }
 
-var (
-	darkPalette = palette{
+func darkPalette() palette {
+	return palette{
 		fg: "#D0D0D0", muted: "#7A7A7A", accent: "#7AA2F7", accent2: "#BB9AF7", ok: "#9ECE6A",
 		warn: "#E0AF68", err: "#F7768E", pending: "#7DCFFF", danger: "#FF5F5F", info: "#2AC3DE",
 		barBg: "#24283B", barFg: "#C0CAF5", selBg: "#2E3C64", cursorBg: "#3B4261",
 	}
-	lightPalette = palette{
+}
+
+func lightPalette() palette {
+	return palette{
 		fg: "#1F2328", muted: "#6E7781", accent: "#0550AE", accent2: "#8250DF", ok: "#1A7F37",
 		warn: "#9A6700", err: "#CF222E", pending: "#0969DA", danger: "#A40E26", info: "#1B7C83",
 		barBg: "#D0D7DE", barFg: "#1F2328", selBg: "#DDF4FF", cursorBg: "#B6E3FF",
 	}
-	// The 16-colour palette names ANSI colours 0-15 only, so it follows
-	// whatever palette the terminal is set to.
-	ansiPalette = palette{
+}
+
+// ansiPalette names ANSI colours 0-15 only, so it follows whatever palette
+// the terminal is set to.
+func ansiPalette() palette {
+	return palette{
 		fg: "", muted: "8", accent: "4", accent2: "5", ok: "2", warn: "3", err: "1", pending: "6",
 		danger: "9", info: "6", barBg: "0", barFg: "7", selBg: "", cursorBg: "",
 	}
-)
+}
 
 // New builds the named theme on renderer r (lipgloss.DefaultRenderer() when
 // nil). noColor forces mono, for NO_COLOR and --no-color.
@@ -87,11 +93,11 @@ func New(name string, r *lipgloss.Renderer, noColor bool) (*Theme, error) {
 	}
 	switch name {
 	case "dark":
-		return colored(name, r, darkPalette), nil
+		return colored(name, r, darkPalette()), nil
 	case "light":
-		return colored(name, r, lightPalette), nil
+		return colored(name, r, lightPalette()), nil
 	case "ansi16":
-		t := colored(name, r, ansiPalette)
+		t := colored(name, r, ansiPalette())
 		// Without background colours of its own, the cursor is reversed.
 		t.Cursor = r.NewStyle().Reverse(true)
 		t.Selected = r.NewStyle().Bold(true).Foreground(lipgloss.Color("3"))

@@ -453,10 +453,12 @@ func (p *hostsPage) editProc(procKey string) tea.Cmd {
 	}
 }
 
-var hostCols = []column{
-	{title: "CLOUD", width: 5, right: true}, {title: "IP", width: 15, flex: true}, {title: "AGENT", width: 10},
-	{title: "PROCESS", width: 12, flex: true}, {title: "STATE", width: 10}, {title: "PID", width: 7, right: true},
-	{title: "HOSTED", width: 6}, {title: "LABELS", width: 8, flex: true},
+func hostCols() []column {
+	return []column{
+		{title: "CLOUD", width: 5, right: true}, {title: "IP", width: 15, flex: true}, {title: "AGENT", width: 10},
+		{title: "PROCESS", width: 12, flex: true}, {title: "STATE", width: 10}, {title: "PID", width: 7, right: true},
+		{title: "HOSTED", width: 6}, {title: "LABELS", width: 8, flex: true},
+	}
 }
 
 func (p *hostsPage) View() string {
@@ -498,8 +500,8 @@ func (p *hostsPage) View() string {
 		info += t.Muted.Render(" · " + p.list.scrollInfo())
 		b.WriteString(info)
 	}
-	wd := layout(hostCols, p.w)
-	b.WriteString("\n" + header(t, hostCols, wd))
+	wd := layout(hostCols(), p.w)
+	b.WriteString("\n" + header(t, hostCols(), wd))
 	if p.loaded && len(p.shown) == 0 {
 		if len(p.rows) == 0 {
 			b.WriteString("\n" + t.Muted.Render("  No host matches this selection."))

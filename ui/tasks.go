@@ -81,10 +81,12 @@ func (p *tasksPage) Update(msg tea.Msg) tea.Cmd {
 	return nil
 }
 
-var taskCols = []column{
-	{title: "CREATED", width: 8}, {title: "OP", width: 10}, {title: "STATUS", width: 11},
-	{title: "DONE", width: 11, right: true}, {title: "BAD", width: 5, right: true},
-	{title: "NAMESPACES", width: 10, flex: true}, {title: "TASK", width: 16, flex: true},
+func taskCols() []column {
+	return []column{
+		{title: "CREATED", width: 8}, {title: "OP", width: 10}, {title: "STATUS", width: 11},
+		{title: "DONE", width: 11, right: true}, {title: "BAD", width: 5, right: true},
+		{title: "NAMESPACES", width: 10, flex: true}, {title: "TASK", width: 16, flex: true},
+	}
 }
 
 // tail keeps the end of s (a task id's unique part) within w cells.
@@ -103,8 +105,8 @@ func (p *tasksPage) View() string {
 	}
 	var b strings.Builder
 	b.WriteString(t.Muted.Render(fmt.Sprintf("%s, newest first · enter reopens one", plural(len(p.tasks), "task"))) + "\n")
-	wd := layout(taskCols, p.w)
-	b.WriteString(header(t, taskCols, wd))
+	wd := layout(taskCols(), p.w)
+	b.WriteString(header(t, taskCols(), wd))
 	if len(p.tasks) == 0 {
 		b.WriteString("\n" + t.Muted.Render("  No task yet: browse to some hosts and press o."))
 	}
@@ -155,9 +157,11 @@ func (p *eventsPage) Update(msg tea.Msg) tea.Cmd {
 	return nil
 }
 
-var eventCols = []column{
-	{title: "TIME", width: 8}, {title: "HOST", width: 16}, {title: "PROC", width: 14, flex: true},
-	{title: "EVENT", width: 16}, {title: "DETAIL", width: 20, flex: true},
+func eventCols() []column {
+	return []column{
+		{title: "TIME", width: 8}, {title: "HOST", width: 16}, {title: "PROC", width: 14, flex: true},
+		{title: "EVENT", width: 16}, {title: "DETAIL", width: 20, flex: true},
+	}
 }
 
 func (p *eventsPage) View() string {
@@ -166,8 +170,8 @@ func (p *eventsPage) View() string {
 	p.list.setLen(len(evs))
 	var b strings.Builder
 	b.WriteString(t.Muted.Render(fmt.Sprintf("%s seen since the console started, newest first", plural(len(evs), "event"))) + "\n")
-	wd := layout(eventCols, p.w)
-	b.WriteString(header(t, eventCols, wd))
+	wd := layout(eventCols(), p.w)
+	b.WriteString(header(t, eventCols(), wd))
 	s, e := p.list.window()
 	for i := s; i < e; i++ {
 		ev := evs[len(evs)-1-i]

@@ -402,9 +402,11 @@ func (p *watchPage) elapsed() time.Duration {
 	return end.Sub(p.task.Created)
 }
 
-var watchCols = []column{
-	{title: "HOST", width: 16, flex: true}, {title: "PROC", width: 10, flex: true}, {title: "STATE", width: 13},
-	{title: "CODE", width: 6, right: true}, {title: "MESSAGE", width: 16, flex: true}, {title: "TIME", width: 7, right: true},
+func watchCols() []column {
+	return []column{
+		{title: "HOST", width: 16, flex: true}, {title: "PROC", width: 10, flex: true}, {title: "STATE", width: 13},
+		{title: "CODE", width: 6, right: true}, {title: "MESSAGE", width: 16, flex: true}, {title: "TIME", width: 7, right: true},
+	}
 }
 
 func (p *watchPage) View() string {
@@ -443,8 +445,8 @@ func (p *watchPage) View() string {
 		filter = "failed only (f shows all)"
 	}
 	b.WriteString(t.Muted.Render(fmt.Sprintf("%s · failures first · %s · enter: full result", filter, p.list.scrollInfo())) + "\n")
-	wd := layout(watchCols, p.w)
-	b.WriteString(header(t, watchCols, wd))
+	wd := layout(watchCols(), p.w)
+	b.WriteString(header(t, watchCols(), wd))
 	if !p.loaded {
 		b.WriteString("\n" + t.Muted.Render("  loading…"))
 	} else if len(p.shown) == 0 {
