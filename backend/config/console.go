@@ -9,7 +9,19 @@ import (
 )
 
 // ConsoleConfig is the [console] section: how the terminal console looks
-// and which safety nets it puts in front of operations.
+// and which safety nets it puts in front of operations. For example:
+//
+//	[console]
+//	theme = "dark"                  # dark, light, ansi16 (terminal palette), mono
+//	read_only = false               # true: only status runs, no editing
+//	protected_namespaces = ["db"]   # stop/kill/unregister here: type the namespace
+//	confirm_threshold = 10          # ... over this many hosts: type the host count
+//	mouse = false                   # true: mouse wheel scrolls (terminal copy is lost)
+//	recent_tasks = 50               # tasks on the recent-tasks screen (t)
+//
+//	[console.keys]                  # override keys by action name (ConsoleActions)
+//	quit = ["q", "ctrl+c"]
+//	op = ["o", "ctrl+o"]
 type ConsoleConfig struct {
 	// Theme is one of dark, light, ansi16 (the terminal's own 16 colours)
 	// or mono (no colour at all). NO_COLOR and --no-color force mono.
