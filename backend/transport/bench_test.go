@@ -1,0 +1,95 @@
+package transport
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gseproc/backend/config"
+	"gseproc/backend/simulator"
+	"gseproc/model"
+)
+
+// BenchmarkDispatch is one op round trip server -> agent -> server over
+// an embedded NATS server on 127.0.0.1 (TCP for the agent, in-process for
+// the server).
+func BenchmarkDispatch(b *testing.B) {
+	e := startServer(b, testNATS(b), true)
+	runAgent(b, e.ClientURL(), ClientOptions{}, echoAgent(h1), ServeOptions{HeartbeatInterval: time.Second})
+	d := newDispatcher(b, serverConn(b, e), DispatcherOptions{})
+	eventually(b, "online", 5*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
+	ctx := context.Background()
+	req := model.AgentRequest{TaskID: "GSETASK:20260101000000:1", Op: model.OpStatus,
+		Process: model.Process{Meta: model.Meta{Namespace: "web", Name: "nginx"}}}
+	b.Run("sequential", func(b *testing.B) {
+		for range b.N {
+			c, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if _, err := d.Dispatch(c, h1, req); err != nil {
+				b.Fatal(err)
+			}
+			cancel()
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.SetParallelism(16)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				c, cancel := context.WithTimeout(ctx, 5*time.Second)
+				if _, err := d.Dispatch(c, h1, req); err != nil {
+					b.Error(err)
+				}
+				cancel()
+			}
+		})
+	})
+}
+
+// BenchmarkFleet10k: 10,000 simulated hosts served by one `gseproc sim`
+// connection answer one op each, all sent at once (2048 in flight, the
+// engine's default concurrency). One iteration is the whole fan-out.
+func BenchmarkFleet10k(b *testing.B) {
+	const n = 10000
+	e := startServer(b, testNATS(b), true)
+	f := simulator.New(config.SimulatorConfig{Hosts: n, Seed: 1, Clouds: 1, Namespaces: []string{"web"}})
+	defer f.Close()
+	nc, err := Connect(ClientOptions{URLs: e.ClientURL()}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeFleet(ctx, nc, f, ServeOptions{HeartbeatInterval: 5 * time.Second}) }()
+	defer func() { cancel(); <-done }()
+	d := newDispatcher(b, serverConn(b, e), DispatcherOptions{})
+	hosts, _ := f.Hosts(ctx)
+	eventually(b, "fleet online", 20*time.Second, func() bool {
+		hs, _ := d.Hosts(ctx)
+		return len(hs) > n*9/10
+	})
+	p := f.Definitions()[0].Process
+	b.ResetTimer()
+	var failed atomic.Int64
+	for range b.N {
+		sem := make(chan struct{}, 2048)
+		var wg sync.WaitGroup
+		for _, hi := range hosts {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				c, cancel := context.WithTimeout(ctx, 2*time.Second)
+				defer cancel()
+				if _, err := d.Dispatch(c, hi.Host, model.AgentRequest{Op: model.OpStatus, Process: p}); err != nil {
+					failed.Add(1) // offline/unreachable hosts of the profile
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/10k-hosts")
+	b.ReportMetric(float64(failed.Load())/float64(b.N), "unanswered/op")
+}
