@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -97,8 +98,7 @@ func ConnectNow(o ClientOptions, log *slog.Logger) (*nats.Conn, error) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for !nc.IsConnected() {
-		if err := nc.LastError(); errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
-			(err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization")) {
+		if err := nc.LastError(); permanent(err) {
 			nc.Close()
 			return nil, fmt.Errorf("connect to nats %s: %w", o.URLs, err)
 		}
@@ -123,4 +123,23 @@ func backoff(base, max time.Duration) nats.ReconnectDelayHandler {
 		d = min(d, max)
 		return d/2 + rand.N(d/2+1)
 	}
+}
+
+// permanent reports a connect failure that retrying will not cure:
+// credentials refused, a certificate not trusted.
+func permanent(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) {
+		return true
+	}
+	var uae x509.UnknownAuthorityError
+	var hne x509.HostnameError
+	var cie x509.CertificateInvalidError
+	if errors.As(err, &uae) || errors.As(err, &hne) || errors.As(err, &cie) {
+		return true
+	}
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "authorization") || strings.Contains(msg, "tls error")
 }

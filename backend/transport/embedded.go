@@ -2,6 +2,7 @@ package transport
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -178,8 +180,8 @@ func (e *Embedded) Server() *server.Server { return e.ns }
 // ClientURL is the address agents connect to, e.g. nats://127.0.0.1:4222.
 func (e *Embedded) ClientURL() string {
 	u := e.ns.ClientURL()
-	if e.tlsOpts.Cert != "" {
-		u = "tls" + u[len("nats"):]
+	if rest, ok := strings.CutPrefix(u, "nats://"); ok && e.tlsOpts.Cert != "" {
+		u = "tls://" + rest
 	}
 	return u
 }
@@ -197,8 +199,17 @@ func (e *Embedded) ClusterURL() string {
 // Connect opens the server's own connection to the embedded server, in
 // process (no TCP, no TLS) with its internal full-permission credentials.
 func (e *Embedded) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
-	o := append([]nats.Option{nats.Name(name), nats.InProcessServer(e.ns), nats.UserInfo(e.user, e.pass),
-		nats.MaxReconnects(-1)}, opts...)
+	o := []nats.Option{nats.Name(name), nats.InProcessServer(e.ns), nats.UserInfo(e.user, e.pass), nats.MaxReconnects(-1)}
+	if e.tlsOpts.Cert != "" {
+		// The server still speaks TLS on the in-process pipe; there is no
+		// network to verify the peer on. Under tls.verify the connection
+		// presents the server's own certificate (it must allow client auth).
+		o = append(o, nats.Secure(&tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}))
+		if e.tlsOpts.Verify {
+			o = append(o, nats.ClientCert(e.tlsOpts.Cert, e.tlsOpts.Key))
+		}
+	}
+	o = append(o, opts...)
 	nc, err := nats.Connect(e.ns.ClientURL(), o...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to embedded nats: %w", err)

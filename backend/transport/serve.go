@@ -95,7 +95,21 @@ func ServeAgent(ctx context.Context, nc *nats.Conn, a AgentHandler, opts ServeOp
 		}
 		s.publishJSON(HeartbeatSubject(h.Info.Host), h)
 	}
-	err = s.run(ctx, a.SubscribeEvents, hb, nil)
+	// The agent's events go out on its own subject: an event naming no host
+	// is its own, one naming another host is dropped.
+	events := func(ctx context.Context, fn func(model.Event)) {
+		a.SubscribeEvents(ctx, func(e model.Event) {
+			if e.Host.IP == "" {
+				e.Host = id.Host
+			}
+			if !sameHost(e.Host, id.Host) {
+				log.Warn("agent: event names another host; dropped", "event_host", e.Host.String(), "kind", string(e.Kind))
+				return
+			}
+			fn(e)
+		})
+	}
+	err = s.run(ctx, events, hb, nil)
 	_ = opSub.Unsubscribe()
 	cancel()
 	wg.Wait()
