@@ -214,3 +214,71 @@ func TestNATSEngineRealAgent(t *testing.T) {
 		t.Fatalf("unknown host: %+v", rs)
 	}
 }
+
+// TestSimOverNATS: `gseproc sim --nats URL --hosts N` serves a simulated
+// fleet to a NATS-backed server.
+func TestSimOverNATS(t *testing.T) {
+	cfg := natsTestConfig(t.TempDir())
+	nb, err := startNATSBackend(context.Background(), cfg, true, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nb.Close()
+	cfgFile := filepath.Join(t.TempDir(), "sim.toml")
+	if err := os.WriteFile(cfgFile, []byte("[nats]\nheartbeat_interval = \"100ms\"\noffline_after = \"1s\"\n[simulator]\noffline_rate = 0.0\nunreachable_rate = 0.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := runCmd(t, "sim", "--config", cfgFile, "--nats", nb.ClientURL, "--hosts", "50", "--seed", "4")
+	online := func() int {
+		hs, _ := nb.Inventory.Hosts(context.Background())
+		n := 0
+		for _, h := range hs {
+			if h.State == model.AgentOnline {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, "50 simulated hosts online", 10*time.Second, func() bool { return online() == 50 })
+	if !strings.Contains(out.String(), "50 simulated hosts (seed 4)") {
+		t.Errorf("banner %q", out.String())
+	}
+	hs, _ := nb.Inventory.Hosts(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rep, err := nb.Dispatcher.Dispatch(ctx, hs[0].Host, model.AgentRequest{Op: model.OpStatus,
+		Process: model.Process{Meta: model.Meta{Namespace: "web", Name: "x"}}})
+	if err != nil || rep.Status == nil {
+		t.Fatalf("op over NATS to a simulated host: %+v %v", rep, err)
+	}
+}
+
+func TestAgentFlagErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"agent", "--config", "/nonexistent/gseproc.toml", "--ip", "10.0.0.1"}, "/nonexistent/gseproc.toml"},
+		{[]string{"agent", "--ip", "nope", "--data-dir", "DIR"}, "agent.ip"},
+		{[]string{"agent", "--data-dir", "DIR"}, "agent.ip: required"},
+		{[]string{"agent", "--ip", "10.0.0.1", "--data-dir", "DIR", "--label", "novalue"}, "--label"},
+		{[]string{"agent", "--ip", "10.0.0.1", "--data-dir", "DIR", "--nats", "::bad"}, "nats.urls[0]"},
+		{[]string{"sim", "--hosts", "0", "--nats", "nats://127.0.0.1:1"}, "simulator.hosts"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			dir := t.TempDir()
+			t.Setenv(config.EnvVar, "")
+			t.Setenv("XDG_CONFIG_HOME", dir)
+			args := make([]string, len(tt.args))
+			for i, a := range tt.args {
+				args[i] = strings.ReplaceAll(a, "DIR", dir)
+			}
+			var out, errb syncBuf
+			code := Main(context.Background(), args, Stdio{In: strings.NewReader(""), Out: &out, Err: &errb})
+			if code != 2 || !strings.Contains(errb.String(), tt.want) {
+				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, errb.String(), tt.want)
+			}
+		})
+	}
+}
