@@ -25,6 +25,7 @@
 package jsstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -173,16 +174,29 @@ func transient(err error) bool {
 		(errors.As(err, &apiErr) && apiErr.Code == 503)
 }
 
-// failoverWait bounds how long an operation waits out a leader election.
-const failoverWait = 15 * time.Second
+// failoverWait bounds how long an operation waits out a leader election;
+// attemptTimeout is how long one request may go unanswered before it is
+// tried again (a request to a node that just died is never answered).
+const (
+	failoverWait   = 15 * time.Second
+	attemptTimeout = 3 * time.Second
+)
 
-// do runs f, retrying while it fails transiently, for up to failoverWait
-// or until ctx ends.
-func do[T any](ctx context.Context, f func() (T, error)) (T, error) {
+// errStalled is a listing that stopped delivering: tried again.
+var errStalled = errors.New("listing stalled")
+
+// do runs f, each attempt within attemptTimeout, retrying while it fails
+// transiently or goes unanswered, for up to failoverWait or until ctx
+// ends. f must be safe to repeat (every write here is: a Put writes the
+// same value again, a Create that finds its own value is success).
+func do[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	deadline := time.Now().Add(failoverWait)
 	for {
-		v, err := f()
-		if err == nil || !transient(err) || time.Now().After(deadline) {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		v, err := f(actx)
+		cancel()
+		unanswered := ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errStalled))
+		if err == nil || !(transient(err) || unanswered) || time.Now().After(deadline) {
 			return v, err
 		}
 		select {
@@ -245,11 +259,11 @@ func (s *Store) PutProcess(ctx context.Context, def model.ProcessDef) error {
 	}
 	k := enc(key)
 	if want == 0 {
-		_, err = do(ctx, func() (uint64, error) { return s.procs.Put(ctx, k, data) })
+		_, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.procs.Put(ctx, k, data) })
 	} else {
-		_, err = do(ctx, func() (uint64, error) { return s.procs.Update(ctx, k, data, want) })
+		_, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.procs.Update(ctx, k, data, want) })
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			if _, gerr := do(ctx, func() (jetstream.KeyValueEntry, error) { return s.procs.Get(ctx, k) }); errors.Is(gerr, jetstream.ErrKeyNotFound) {
+			if _, gerr := do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.procs.Get(ctx, k) }); errors.Is(gerr, jetstream.ErrKeyNotFound) {
 				_, err = s.procs.Create(ctx, k, data) // nothing stored: as the memory store, accept
 			} else {
 				return fmt.Errorf("put process %s: revision %d is not the stored one: %w", key, want, model.ErrConflict)
@@ -270,7 +284,7 @@ func (s *Store) DeleteProcess(ctx context.Context, key string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	e, err := do(ctx, func() (jetstream.KeyValueEntry, error) { return s.procs.Get(ctx, enc(key)) })
+	e, err := do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.procs.Get(ctx, enc(key)) })
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("delete process %s: %w", key, model.ErrNotFound)
 	}
@@ -327,7 +341,9 @@ func (s *Store) PutProcStatus(ctx context.Context, host model.Host, st model.Pro
 	if err != nil {
 		return fmt.Errorf("put status on %s: %w", host, err)
 	}
-	if _, err := do(ctx, func() (uint64, error) { return s.status.Put(ctx, enc(host.AgentID())+"."+enc(st.ProcKey), data) }); err != nil {
+	if _, err := do(ctx, func(ctx context.Context) (uint64, error) {
+		return s.status.Put(ctx, enc(host.AgentID())+"."+enc(st.ProcKey), data)
+	}); err != nil {
 		return fmt.Errorf("put status of %s on %s: %w", st.ProcKey, host, err)
 	}
 	return nil
@@ -364,7 +380,7 @@ func (s *Store) NextSeq(ctx context.Context) (uint64, error) {
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	rev, err := do(ctx, func() (uint64, error) { return s.seq.Put(ctx, "seq", nil) })
+	rev, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.seq.Put(ctx, "seq", nil) })
 	if err != nil {
 		return 0, fmt.Errorf("next task seq: %w", err)
 	}
@@ -391,7 +407,7 @@ func (s *Store) PutTask(ctx context.Context, t model.Task, targets []model.Targe
 		if err != nil {
 			return fmt.Errorf("put task %s: %w", t.ID, err)
 		}
-		if _, err := do(ctx, func() (uint64, error) { return s.targets.Put(ctx, tk+"."+strconv.Itoa(c), data) }); err != nil {
+		if _, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.targets.Put(ctx, tk+"."+strconv.Itoa(c), data) }); err != nil {
 			return fmt.Errorf("put task %s: targets: %w", t.ID, err)
 		}
 	}
@@ -399,7 +415,14 @@ func (s *Store) PutTask(ctx context.Context, t model.Task, targets []model.Targe
 	if err != nil {
 		return fmt.Errorf("put task %s: %w", t.ID, err)
 	}
-	if _, err := do(ctx, func() (uint64, error) { return s.tasks.Create(ctx, tk, data) }); err != nil {
+	_, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.tasks.Create(ctx, tk, data) })
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		// An earlier attempt may have been applied without its answer arriving.
+		if e, gerr := do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.tasks.Get(ctx, tk) }); gerr == nil && bytes.Equal(e.Value(), data) {
+			err = nil
+		}
+	}
+	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return fmt.Errorf("put task %s: exists: %w", t.ID, model.ErrConflict)
 		}
@@ -435,7 +458,7 @@ func (s *Store) UpdateTask(ctx context.Context, t model.Task) error {
 		return err
 	}
 	tk := enc(t.ID)
-	e, err := do(ctx, func() (jetstream.KeyValueEntry, error) { return s.tasks.Get(ctx, tk) })
+	e, err := do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.tasks.Get(ctx, tk) })
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("update task %s: %w", t.ID, model.ErrNotFound)
 	}
@@ -447,11 +470,11 @@ func (s *Store) UpdateTask(ctx context.Context, t model.Task) error {
 		return fmt.Errorf("update task %s: %w", t.ID, err)
 	}
 	// Last writer wins, but never resurrect a task deleted meanwhile.
-	if _, err := do(ctx, func() (uint64, error) { return s.tasks.Update(ctx, tk, data, e.Revision()) }); errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+	if _, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.tasks.Update(ctx, tk, data, e.Revision()) }); errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		if _, err := s.tasks.Get(ctx, tk); err != nil {
 			return fmt.Errorf("update task %s: %w", t.ID, model.ErrNotFound)
 		}
-		_, err = do(ctx, func() (uint64, error) { return s.tasks.Put(ctx, tk, data) })
+		_, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.tasks.Put(ctx, tk, data) })
 		if err != nil {
 			return fmt.Errorf("update task %s: %w", t.ID, err)
 		}
@@ -478,7 +501,7 @@ func (s *Store) Task(ctx context.Context, id string) (model.Task, []model.Target
 }
 
 func (s *Store) task(ctx context.Context, id string) (model.Task, error) {
-	e, err := do(ctx, func() (jetstream.KeyValueEntry, error) { return s.tasks.Get(ctx, enc(id)) })
+	e, err := do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.tasks.Get(ctx, enc(id)) })
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return model.Task{}, fmt.Errorf("task %s: %w", id, model.ErrNotFound)
 	}
@@ -656,7 +679,9 @@ func (s *Store) PutResult(ctx context.Context, r model.Result) error {
 	if err != nil {
 		return fmt.Errorf("put result of task %s: %w", r.TaskID, err)
 	}
-	if _, err := do(ctx, func() (uint64, error) { return s.results.Put(ctx, enc(r.TaskID)+"."+strconv.Itoa(i), data) }); err != nil {
+	if _, err := do(ctx, func(ctx context.Context) (uint64, error) {
+		return s.results.Put(ctx, enc(r.TaskID)+"."+strconv.Itoa(i), data)
+	}); err != nil {
 		return fmt.Errorf("put result of task %s for %s %s: %w", r.TaskID, r.Host, r.ProcKey, err)
 	}
 	return nil
@@ -711,7 +736,7 @@ func (s *Store) AppendEvent(ctx context.Context, e model.Event) error {
 	if err != nil {
 		return fmt.Errorf("append event: %w", err)
 	}
-	if _, err := do(ctx, func() (*jetstream.PubAck, error) { return s.js.Publish(ctx, s.eventsSubject, data) }); err != nil {
+	if _, err := do(ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return s.js.Publish(ctx, s.eventsSubject, data) }); err != nil {
 		return fmt.Errorf("append event: %w", err)
 	}
 	return nil
@@ -722,7 +747,7 @@ func (s *Store) Events(ctx context.Context, limit int) ([]model.Event, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	info, err := do(ctx, func() (*jetstream.StreamInfo, error) { return s.events.Info(ctx) })
+	info, err := do(ctx, func(ctx context.Context) (*jetstream.StreamInfo, error) { return s.events.Info(ctx) })
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
@@ -734,7 +759,7 @@ func (s *Store) Events(ctx context.Context, limit int) ([]model.Event, error) {
 		n = uint64(limit)
 	}
 	start := info.State.LastSeq - n + 1
-	cons, err := do(ctx, func() (jetstream.Consumer, error) {
+	cons, err := do(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
 		return s.js.OrderedConsumer(ctx, s.events.CachedInfo().Config.Name, jetstream.OrderedConsumerConfig{
 			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start,
 		})
@@ -772,34 +797,46 @@ func (s *Store) Events(ctx context.Context, limit int) ([]model.Event, error) {
 // each calls fn with the current value of every key of kv matching filter,
 // read with one ordered consumer.
 func (s *Store) each(ctx context.Context, kv jetstream.KeyValue, filter string, fn func(jetstream.KeyValueEntry) error) error {
-	_, err := do(ctx, func() (struct{}, error) { return struct{}{}, s.eachOnce(ctx, kv, filter, fn) })
-	return err
+	entries, err := do(ctx, func(context.Context) ([]jetstream.KeyValueEntry, error) { return s.list(ctx, kv, filter) })
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// eachOnce is one attempt of each; fn sees no entry twice within it (a
-// retry after a transient failure only happens before the first entry).
-func (s *Store) eachOnce(ctx context.Context, kv jetstream.KeyValue, filter string, fn func(jetstream.KeyValueEntry) error) error {
+// list reads the current entries of kv matching filter; it fails with
+// errStalled when nothing arrives for attemptTimeout.
+func (s *Store) list(ctx context.Context, kv jetstream.KeyValue, filter string) ([]jetstream.KeyValueEntry, error) {
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
 	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() { _ = w.Stop() }()
+	var out []jetstream.KeyValueEntry
+	stall := time.NewTimer(attemptTimeout)
+	defer stall.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
+		case <-stall.C:
+			return nil, errStalled
 		case e, ok := <-w.Updates():
 			if !ok {
-				return errors.New("watch closed")
+				return nil, errors.New("watch closed")
 			}
 			if e == nil { // the initial values are all delivered
-				return nil
+				return out, nil
 			}
-			if err := fn(e); err != nil {
-				return err
-			}
+			out = append(out, e)
+			stall.Reset(attemptTimeout)
 		}
 	}
 }
