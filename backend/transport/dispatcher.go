@@ -54,7 +54,8 @@ type Dispatcher struct {
 
 type hostEntry struct {
 	info     model.HostInfo
-	lastSeen time.Time // zero: never heard from
+	lastSeen time.Time     // zero: never heard from
+	grace    time.Duration // silence after which the host is offline
 	online   bool
 	statuses []model.ProcStatus
 }
@@ -262,6 +263,9 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 	}
 	e.info = hb.Info
 	e.statuses = hb.Statuses
+	// An agent that reports less often than the server expects gets three
+	// of its own intervals.
+	e.grace = max(d.opts.OfflineAfter, 3*hb.Interval)
 	if hb.Leaving {
 		e.lastSeen = now
 		if e.online {
@@ -327,7 +331,7 @@ func (d *Dispatcher) sweep() {
 			var ev []model.Event
 			d.mu.Lock()
 			for _, e := range d.hosts {
-				if e.online && now.Sub(e.lastSeen) > d.opts.OfflineAfter {
+				if e.online && now.Sub(e.lastSeen) > e.grace {
 					e.online = false
 					ev = append(ev, model.Event{Time: now, Host: e.info.Host, Kind: model.EventAgentOffline,
 						Message: fmt.Sprintf("no heartbeat for %s", now.Sub(e.lastSeen).Round(time.Second))})
