@@ -172,13 +172,14 @@ func TestNATSClusterFailover(t *testing.T) {
 		t.Fatalf("after failover: %s with %d/%d final", v.Task.Status, countFinal(v.Results), total)
 	}
 	// What A finished is kept as A recorded it.
-	byHost := map[model.Host]model.Result{}
+	byTarget := map[model.Target]model.Result{}
 	for _, r := range v.Results {
-		byHost[r.Host] = r
+		byTarget[model.Target{Host: r.Host, ProcKey: r.ProcKey}] = r
 	}
 	for _, r := range before.Results {
-		if r.State.Final() && !byHost[r.Host].Finished.Equal(r.Finished) {
-			t.Fatalf("%s: result finished by A was redone: %v -> %v", r.Host, r.Finished, byHost[r.Host].Finished)
+		a := byTarget[model.Target{Host: r.Host, ProcKey: r.ProcKey}]
+		if r.State.Final() && (!a.Finished.Equal(r.Finished) || a.Seq != r.Seq) {
+			t.Fatalf("%s %s: result finished by A was redone: %+v -> %+v", r.Host, r.ProcKey, r, a)
 		}
 	}
 	t.Logf("%d targets: %d finished by A before its node died, the rest by B", total, done)

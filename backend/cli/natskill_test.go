@@ -1,0 +1,187 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"gseproc/backend"
+	"gseproc/backend/config"
+	"gseproc/backend/store/jsstore"
+	"gseproc/backend/transport"
+	"gseproc/model"
+)
+
+// helperEnv names the store dir of the server process TestKill9MidTask
+// runs (and kills).
+const helperEnv = "GSEPROC_NATS_KILL_HELPER"
+
+// killCfg is the config of the killed server and of its successor: NATS
+// embedded on listen with JetStream in dir, a slow simulated fleet in
+// process, and a server-role user the test connects with.
+func killCfg(dir, listen string) config.Config {
+	cfg := config.Default()
+	cfg.NATS.Listen = listen
+	cfg.NATS.StoreDir = dir
+	cfg.NATS.Users = []config.NATSUser{{User: "peer", Password: "peerpw", Role: config.NATSRoleServer}}
+	cfg.Engine.Concurrency = 4
+	cfg.Simulator = config.SimulatorConfig{Hosts: 120, Seed: 5, Clouds: 1, Namespaces: []string{"web"},
+		LatencyMedian: config.Duration(50 * time.Millisecond), LatencyP99: config.Duration(100 * time.Millisecond)}
+	return cfg
+}
+
+// TestKillHelperServer is the server process of TestKill9MidTask: it
+// starts a task and waits to be killed.
+func TestKillHelperServer(t *testing.T) {
+	dir := os.Getenv(helperEnv)
+	if dir == "" {
+		t.Skip("the server process of TestKill9MidTask")
+	}
+	ctx := context.Background()
+	e, _, _, err := openNATSEngine(ctx, killCfg(dir, os.Getenv(helperEnv+"_LISTEN")), false, true, nil)
+	if err != nil {
+		fmt.Println("ERROR", err)
+		return
+	}
+	task, err := e.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "web"}})
+	if err != nil {
+		fmt.Println("ERROR", err)
+		return
+	}
+	fmt.Printf("TASK %s %d\n", task.ID, task.Targets)
+	time.Sleep(2 * time.Minute) // until SIGKILL
+}
+
+// TestKill9MidTask: a server process is SIGKILLed in the middle of a task;
+// the next server on the same JetStream store dir finds the results that
+// were final, leaves them as they were, and completes the rest.
+func TestKill9MidTask(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a server process")
+	}
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := ln.Addr().String()
+	ln.Close()
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKillHelperServer$", "-test.v")
+	cmd.Env = append(os.Environ(), helperEnv+"="+dir, helperEnv+"_LISTEN="+listen)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	defer func() {
+		if !killed {
+			_ = cmd.Process.Kill()
+		}
+		_ = cmd.Wait()
+	}()
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	var taskID string
+	var total int
+	for taskID == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("server process exited before starting the task")
+			}
+			if strings.HasPrefix(l, "ERROR") {
+				t.Fatal(l)
+			}
+			fmt.Sscanf(l, "TASK %s %d", &taskID, &total)
+		case <-time.After(30 * time.Second):
+			t.Fatal("no task from the server process")
+		}
+	}
+	go func() {
+		for range lines { // drain
+		}
+	}()
+
+	// Watch its results through its NATS, as another server would.
+	nc, err := transport.ConnectNow(transport.ClientOptions{URLs: "nats://" + listen, User: "peer", Password: "peerpw"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	st, err := jsstore.New(ctx, js, jsstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before []model.Result
+	waitFor(t, "some final results", 30*time.Second, func() bool {
+		rs, err := st.Results(ctx, taskID)
+		before = rs
+		return err == nil && countFinal(rs) >= 10
+	})
+	if err := cmd.Process.Kill(); err != nil { // SIGKILL
+		t.Fatal(err)
+	}
+	killed = true
+	_ = cmd.Wait()
+	nc.Close()
+	// Only results the killed server had stored count as "before".
+	done := countFinal(before)
+	if done >= total {
+		t.Fatalf("task finished before the kill (%d/%d); make it slower", done, total)
+	}
+
+	// The next server on the same store dir resumes the task.
+	e, _, closer, err := openNATSEngine(ctx, killCfg(dir, "127.0.0.1:-1"), false, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer()
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	ch, err := e.Watch(wctx, taskID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range ch {
+	}
+	if wctx.Err() != nil {
+		t.Fatal("resumed task did not complete")
+	}
+	v, err := e.Task(ctx, taskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if countFinal(v.Results) != total || (v.Task.Status != model.TaskDone && v.Task.Status != model.TaskFailed) {
+		t.Fatalf("after restart: %s, %d/%d final", v.Task.Status, countFinal(v.Results), total)
+	}
+	after := map[model.Target]model.Result{}
+	for _, r := range v.Results {
+		after[model.Target{Host: r.Host, ProcKey: r.ProcKey}] = r
+	}
+	for _, r := range before {
+		a := after[model.Target{Host: r.Host, ProcKey: r.ProcKey}]
+		if r.State.Final() && (!a.Finished.Equal(r.Finished) || a.Seq != r.Seq) {
+			t.Fatalf("%s %s: result final before the kill changed: %+v -> %+v", r.Host, r.ProcKey, r, a)
+		}
+	}
+	t.Logf("%d targets: %d final before kill -9, the rest completed after restart", total, done)
+}
