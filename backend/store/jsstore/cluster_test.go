@@ -1,6 +1,7 @@
 package jsstore
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"testing"
@@ -38,7 +39,10 @@ func TestClusterReplicas(t *testing.T) {
 	}
 	a := open(t, nodes[0], Options{Replicas: 3})
 	b := open(t, nodes[1], Options{Replicas: 3})
-	ctx := tctx(t)
+	// A leader election after a node dies may take a raft election timeout
+	// or two (seconds; more on a loaded machine).
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
 
 	seq1, err := a.NextSeq(ctx)
 	if err != nil {

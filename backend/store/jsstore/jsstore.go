@@ -178,7 +178,7 @@ func transient(err error) bool {
 // attemptTimeout is how long one request may go unanswered before it is
 // tried again (a request to a node that just died is never answered).
 const (
-	failoverWait   = 15 * time.Second
+	failoverWait   = 30 * time.Second
 	attemptTimeout = 3 * time.Second
 )
 
