@@ -191,7 +191,11 @@ func (e *Engine) Seed(ctx context.Context, defs []model.ProcessDef) error {
 // durable store resumes them on the next Start.
 func (e *Engine) Close() error {
 	e.once.Do(func() {
+		// Cancel under mu: every goroutine added after a ctx check under mu
+		// (launch, track, Events) is then either refused or counted before Wait.
+		e.mu.Lock()
 		e.cancel()
+		e.mu.Unlock()
 		e.wg.Wait()
 	})
 	return nil

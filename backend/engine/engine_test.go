@@ -664,3 +664,27 @@ func TestEvents(t *testing.T) {
 	for range ch { // closes when ctx ends
 	}
 }
+
+// Watch and Events racing with Close must either be refused or be waited
+// for (run with -race: an Add after Close's Wait began is a data race).
+func TestWatchConcurrentWithClose(t *testing.T) {
+	for i := 0; i < 20; i++ {
+		f := newFake(4)
+		e, _ := start(t, f, testCfg())
+		task, _ := operate(t, e, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns"}})
+		var wg sync.WaitGroup
+		for j := 0; j < 8; j++ {
+			wg.Go(func() {
+				if ch, err := e.Watch(context.Background(), task.ID, 0); err == nil {
+					for range ch {
+					}
+				}
+			})
+		}
+		wg.Go(func() { _ = e.Close() })
+		wg.Wait()
+		if _, err := e.Watch(context.Background(), task.ID, 0); err == nil {
+			t.Fatal("Watch after Close: want an error")
+		}
+	}
+}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -36,13 +37,15 @@ func (e *Engine) Watch(ctx context.Context, id string, after int64) (<-chan mode
 			}
 		}
 		sort.Slice(finals, func(i, j int) bool { return finals[i].Seq < finals[j].Seq })
-		e.wg.Go(func() {
+		if !e.track(func() {
 			defer close(out)
 			e.send(ctx, out, finals)
-		})
+		}) {
+			return nil, errors.New("watch: engine is closed")
+		}
 		return out, nil
 	}
-	e.wg.Go(func() {
+	started := e.track(func() {
 		defer close(out)
 		r.mu.Lock()
 		cursor := sort.Search(len(r.log), func(i int) bool { return r.log[i].Seq > after })
@@ -71,7 +74,28 @@ func (e *Engine) Watch(ctx context.Context, id string, after int64) (<-chan mode
 			}
 		}
 	})
+	if !started {
+		return nil, errors.New("watch: engine is closed")
+	}
 	return out, nil
+}
+
+// track runs fn on a goroutine that Close waits for, unless Close has begun
+// (then it reports false and fn does not run). Adding to the WaitGroup under
+// e.mu after checking e.ctx keeps Add from racing with Close's Wait.
+func (e *Engine) track(fn func()) bool {
+	e.mu.Lock()
+	if e.ctx.Err() != nil {
+		e.mu.Unlock()
+		return false
+	}
+	e.wg.Add(1)
+	e.mu.Unlock()
+	go func() {
+		defer e.wg.Done()
+		fn()
+	}()
+	return true
 }
 
 // send delivers results in order; it reports false when ctx or the engine ended.
