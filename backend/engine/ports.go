@@ -59,3 +59,13 @@ type Store interface {
 
 	Close() error
 }
+
+// StatusSource is optional: a Dispatcher or Inventory that knows the
+// current state of a host's processes without being asked (the agents'
+// heartbeats, the simulator's model) implements it, so hosts show real
+// states before any operation. The engine keeps the newer of this and the
+// last status an operation reported.
+type StatusSource interface {
+	// Statuses returns what is known now of host's processes (nil: nothing).
+	Statuses(host model.Host) []model.ProcStatus
+}

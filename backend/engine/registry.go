@@ -124,6 +124,7 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 			onHost[h] = append(onHost[h], i)
 		}
 	}
+	src := e.statusSource()
 	var out []backend.HostView
 	e.mu.RLock()
 	defer e.mu.RUnlock()
@@ -137,10 +138,21 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 			continue
 		}
 		v := backend.HostView{HostInfo: hi}
+		var live map[string]model.ProcStatus
+		if src != nil && len(idx) > 0 {
+			sts := src.Statuses(hi.Host)
+			live = make(map[string]model.ProcStatus, len(sts))
+			for _, st := range sts {
+				live[st.ProcKey] = st
+			}
+		}
 		for _, i := range idx {
 			d := defs[i]
 			key := d.Process.Key()
 			st, ok := e.statuses[h][key]
+			if l, lok := live[key]; lok && (!ok || l.ReportTime >= st.ReportTime) {
+				st, ok = l, true
+			}
 			if !ok {
 				st = model.ProcStatus{ProcKey: key, ProcName: d.Process.Spec.Identity.ProcName, State: model.ProcUnknown, PID: -1}
 			}
@@ -218,4 +230,15 @@ func resolve(defs []model.ProcessDef, sel backend.Selector) ([]model.Target, map
 		}
 	}
 	return targets, procs
+}
+
+// statusSource is the dispatcher or inventory that reports statuses, if any.
+func (e *Engine) statusSource() StatusSource {
+	if s, ok := e.d.(StatusSource); ok {
+		return s
+	}
+	if s, ok := e.inv.(StatusSource); ok {
+		return s
+	}
+	return nil
 }

@@ -203,3 +203,55 @@ func TestSimulatorEventsUpdateLastKnown(t *testing.T) {
 		}
 	}
 }
+
+// Hosts shows the processes' real states before any operation, from the
+// fleet's own reports (engine.StatusSource); a host that cannot report
+// keeps "unknown".
+func TestHostsShowReportedStatesBeforeAnyOp(t *testing.T) {
+	sc := quietFleet(80)
+	e, fleet := simEngine(t, sc)
+	ctx := context.Background()
+	off := model.Host{}
+	views, err := e.Hosts(ctx, backend.HostQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range views {
+		if len(v.Procs) > 0 {
+			off = v.Host
+			break
+		}
+	}
+	fleet.SetOffline(off, true)
+	views, err = e.Hosts(ctx, backend.HostQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	known, running := 0, 0
+	for _, v := range views {
+		snap, _ := fleet.Host(v.Host)
+		for _, p := range v.Procs {
+			if v.Host == off || snap.Kind != "normal" {
+				if p.Status.State != model.ProcUnknown {
+					t.Fatalf("host %s cannot report: %s is %s, want unknown", v.Host, p.Key, p.Status.State)
+				}
+				continue
+			}
+			want, ok := snap.Proc(p.Key)
+			if !ok {
+				t.Fatalf("%s: fleet does not know %s", v.Host, p.Key)
+			}
+			if p.Status.State != want.State || p.Status.PID != want.PID || p.Status.Hosted != want.Hosted {
+				t.Fatalf("%s %s: engine shows %s pid %d hosted %v, fleet has %s pid %d hosted %v", v.Host, p.Key,
+					p.Status.State, p.Status.PID, p.Status.Hosted, want.State, want.PID, want.Hosted)
+			}
+			known++
+			if p.Status.State == model.ProcRunning {
+				running++
+			}
+		}
+	}
+	if known == 0 || running == 0 {
+		t.Fatalf("known %d, running %d: want states reported before any op", known, running)
+	}
+}

@@ -560,3 +560,14 @@ func (f *Fleet) Config() config.SimulatorConfig {
 	c.Namespaces = slices.Clone(c.Namespaces)
 	return c
 }
+
+// Statuses reports the current state of a host's processes, as an agent's
+// heartbeat would (engine.StatusSource). Hosts whose agent is offline or
+// unreachable report nothing: the engine keeps their last known state.
+func (f *Fleet) Statuses(h model.Host) []model.ProcStatus {
+	snap, ok := f.Host(h)
+	if !ok || snap.Offline || snap.Kind != "normal" {
+		return nil
+	}
+	return snap.Procs
+}
