@@ -14,7 +14,9 @@ type SimulatorConfig struct {
 	Hosts int `toml:"hosts"`
 	// Seed makes a run repeatable: the same seed gives the same hosts,
 	// definitions, latencies and failures (given the same call order per
-	// host). 0 means "pick one from the clock".
+	// host). The default, 1, gives every command the same fleet, so the
+	// hosts `gseproc hosts` lists are the ones `gseproc op` reaches; 0 means
+	// "pick one from the clock".
 	Seed int64 `toml:"seed"`
 	// Clouds is the number of cloud areas (bk_cloud_id 0..clouds-1).
 	Clouds int `toml:"clouds"`
@@ -48,6 +50,7 @@ const MaxSimHosts = 1_000_000
 func defaultSimulator() SimulatorConfig {
 	return SimulatorConfig{
 		Hosts:           300,
+		Seed:            1,
 		Clouds:          3,
 		Namespaces:      []string{"web", "db", "cache", "batch", "gse"},
 		LatencyMedian:   Duration(40 * time.Millisecond),
