@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -196,21 +197,40 @@ func (e *Embedded) ClusterURL() string {
 	return "nats-route://" + net.JoinHostPort(a.IP.String(), fmt.Sprint(a.Port))
 }
 
-// Connect opens the server's own connection to the embedded server, in
-// process (no TCP, no TLS) with its internal full-permission credentials.
+// Connect opens the server's own connection to the embedded server with
+// its internal full-permission credentials, over loopback TCP to the
+// server's own listener. (Not in process: nats-server's in-process pipe is
+// unbuffered, and under load a request could then block past its
+// deadline.) The connection never follows the cluster's other nodes: the
+// internal credentials are this node's only.
 func (e *Embedded) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
-	o := []nats.Option{nats.Name(name), nats.InProcessServer(e.ns), nats.UserInfo(e.user, e.pass), nats.MaxReconnects(-1)}
+	addr, ok := e.ns.Addr().(*net.TCPAddr)
+	if !ok {
+		return nil, fmt.Errorf("connect to embedded nats: no TCP listener")
+	}
+	ip := addr.IP
+	if ip.IsUnspecified() {
+		if ip.To4() != nil {
+			ip = net.IPv4(127, 0, 0, 1)
+		} else {
+			ip = net.IPv6loopback
+		}
+	}
+	u := "nats://" + net.JoinHostPort(ip.String(), strconv.Itoa(addr.Port))
+	o := []nats.Option{nats.Name(name), nats.UserInfo(e.user, e.pass), nats.MaxReconnects(-1),
+		nats.IgnoreDiscoveredServers(), nats.ReconnectWait(100 * time.Millisecond)}
 	if e.tlsOpts.Cert != "" {
-		// The server still speaks TLS on the in-process pipe; there is no
-		// network to verify the peer on. Under tls.verify the connection
-		// presents the server's own certificate (it must allow client auth).
+		// The peer is this process's own listening socket, which no one
+		// else can hold; its certificate need not name the loopback
+		// address. Under tls.verify the connection presents the server's
+		// own certificate (it must allow client auth).
 		o = append(o, nats.Secure(&tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}))
 		if e.tlsOpts.Verify {
 			o = append(o, nats.ClientCert(e.tlsOpts.Cert, e.tlsOpts.Key))
 		}
 	}
 	o = append(o, opts...)
-	nc, err := nats.Connect(e.ns.ClientURL(), o...)
+	nc, err := nats.Connect(u, o...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to embedded nats: %w", err)
 	}

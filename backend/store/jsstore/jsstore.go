@@ -178,7 +178,7 @@ func transient(err error) bool {
 // attemptTimeout is how long one request may go unanswered before it is
 // tried again (a request to a node that just died is never answered).
 const (
-	failoverWait   = 30 * time.Second
+	failoverWait   = 60 * time.Second
 	attemptTimeout = 3 * time.Second
 )
 
@@ -811,18 +811,60 @@ func (s *Store) each(ctx context.Context, kv jetstream.KeyValue, filter string, 
 
 // list reads the current entries of kv matching filter; it fails with
 // errStalled when nothing arrives for attemptTimeout.
+//
+// The watcher's "initial values done" marker (and a delivery's pending
+// count) can come early when keys are rewritten during the listing: a
+// snapshot message deleted before its delivery is replaced by a newer one
+// the watcher delivers later. So the listing goes on until it has seen
+// the stream's last message matching filter, as of after the reading:
+// every message then current is at or before it, and the watcher
+// delivers in sequence order, so every current key has been seen.
 func (s *Store) list(ctx context.Context, kv jetstream.KeyValue, filter string) ([]jetstream.KeyValueEntry, error) {
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
-	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+	st, err := s.js.Stream(ctx, "KV_"+kv.Bucket())
+	if err != nil {
+		return nil, err
+	}
+	w, err := kv.Watch(ctx, filter)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = w.Stop() }()
-	var out []jetstream.KeyValueEntry
+	latest := map[string]jetstream.KeyValueEntry{}
+	var high uint64 // the highest revision seen
+	// lastSeq is the sequence of the last message matching filter now (0: none).
+	lastSeq := func() (uint64, error) {
+		m, err := st.GetLastMsgForSubject(ctx, "$KV."+kv.Bucket()+"."+filter)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		return m.Sequence, nil
+	}
+	var want uint64 // keep reading until high >= want
+	settled := false
 	stall := time.NewTimer(attemptTimeout)
 	defer stall.Stop()
 	for {
+		if settled && high >= want {
+			last, err := lastSeq()
+			if err != nil {
+				return nil, err
+			}
+			if high >= last {
+				out := make([]jetstream.KeyValueEntry, 0, len(latest))
+				for _, e := range latest {
+					if e.Operation() == jetstream.KeyValuePut {
+						out = append(out, e)
+					}
+				}
+				return out, nil
+			}
+			want = last
+		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -832,11 +874,18 @@ func (s *Store) list(ctx context.Context, kv jetstream.KeyValue, filter string) 
 			if !ok {
 				return nil, errors.New("watch closed")
 			}
-			if e == nil { // the initial values are all delivered
-				return out, nil
-			}
-			out = append(out, e)
 			stall.Reset(attemptTimeout)
+			if e == nil {
+				settled = true
+				continue
+			}
+			if old, ok := latest[e.Key()]; !ok || e.Revision() > old.Revision() {
+				latest[e.Key()] = e
+			}
+			high = max(high, e.Revision())
+			if e.Delta() == 0 {
+				settled = true
+			}
 		}
 	}
 }
