@@ -174,6 +174,14 @@ func (d *Dispatcher) Hosts(ctx context.Context) ([]model.HostInfo, error) {
 	return out, nil
 }
 
+// Online reports whether host's agent is heartbeating.
+func (d *Dispatcher) Online(host model.Host) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e := d.hosts[hostKey(host)]
+	return e != nil && e.online
+}
+
 // Statuses returns the process statuses of host's last heartbeat.
 func (d *Dispatcher) Statuses(host model.Host) []model.ProcStatus {
 	d.mu.Lock()

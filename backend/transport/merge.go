@@ -22,10 +22,19 @@ type Owner interface {
 	Owns(host model.Host) bool
 }
 
-// Merged routes each host to the first Router that owns it: a host the
-// primary lists (or Owns) goes to the primary, every other host to the
-// secondary. Under --demo the primary is the simulated fleet and the
-// secondary the NATS Dispatcher, so real agents join beside it.
+// Onliner is implemented by a Router that knows which of its hosts have a
+// live agent (the NATS Dispatcher).
+type Onliner interface {
+	Online(host model.Host) bool
+}
+
+// Merged routes each host between a primary and a secondary Router: a host
+// whose agent is online at the secondary (when it is an Onliner) goes
+// there; else a host the primary lists (or Owns) goes to the primary; every
+// other host to the secondary. Under --demo the primary is the simulated
+// fleet and the secondary the NATS Dispatcher, so real agents join beside
+// it, and a real agent that takes a simulated host's identity (e.g.
+// 0:127.0.0.1) is the one operated.
 type Merged struct {
 	primary, secondary Router
 
@@ -43,6 +52,9 @@ func Merge(primary, secondary Router) *Merged {
 }
 
 func (m *Merged) owns(ctx context.Context, h model.Host) (bool, error) {
+	if o, ok := m.secondary.(Onliner); ok && o.Online(h) {
+		return false, nil
+	}
 	if o, ok := m.primary.(Owner); ok {
 		return o.Owns(h), nil
 	}
@@ -75,7 +87,8 @@ func (m *Merged) Dispatch(ctx context.Context, host model.Host, req model.AgentR
 }
 
 // Hosts lists the primary's hosts, then the secondary's that the primary
-// does not have.
+// does not have; a host both have is listed once, as the side Dispatch
+// routes it to says.
 func (m *Merged) Hosts(ctx context.Context) ([]model.HostInfo, error) {
 	a, err := m.primary.Hosts(ctx)
 	if err != nil {
@@ -85,14 +98,18 @@ func (m *Merged) Hosts(ctx context.Context) ([]model.HostInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	seen := make(map[model.Host]bool, len(a))
-	for _, hi := range a {
-		seen[hostKey(hi.Host)] = true
+	index := make(map[model.Host]int, len(a))
+	for i, hi := range a {
+		index[hostKey(hi.Host)] = i
 	}
 	out := append(make([]model.HostInfo, 0, len(a)+len(b)), a...)
 	for _, hi := range b {
-		if !seen[hostKey(hi.Host)] {
+		i, dup := index[hostKey(hi.Host)]
+		switch {
+		case !dup:
 			out = append(out, hi)
+		case hi.State == model.AgentOnline:
+			out[i] = hi // a live real agent wins
 		}
 	}
 	return out, nil

@@ -25,6 +25,7 @@ var (
 	_ engine.Dispatcher  = (*Merged)(nil)
 	_ engine.Inventory   = (*Merged)(nil)
 	_ Fleet              = (*simulator.Fleet)(nil)
+	_ Onliner            = (*Dispatcher)(nil)
 )
 
 // testNATS is the [nats] section of a test server: 127.0.0.1, a free port,
@@ -459,10 +460,13 @@ func TestServeFleet(t *testing.T) {
 }
 
 type fakeRouter struct {
-	name  string
-	hosts []model.Host
-	calls atomic.Int32
+	name   string
+	hosts  []model.Host
+	online map[model.Host]bool // nil: not an Onliner's answer
+	calls  atomic.Int32
 }
+
+func (r *fakeRouter) Online(h model.Host) bool { return r.online[h] }
 
 func (r *fakeRouter) Dispatch(_ context.Context, h model.Host, _ model.AgentRequest) (model.AgentReply, error) {
 	r.calls.Add(1)
@@ -472,20 +476,26 @@ func (r *fakeRouter) Dispatch(_ context.Context, h model.Host, _ model.AgentRequ
 func (r *fakeRouter) Hosts(context.Context) ([]model.HostInfo, error) {
 	var out []model.HostInfo
 	for _, h := range r.hosts {
-		out = append(out, model.HostInfo{Host: h, State: model.AgentOnline, Labels: map[string]string{"from": r.name}})
+		st := model.AgentOnline
+		if r.online != nil && !r.online[h] {
+			st = model.AgentOffline
+		}
+		out = append(out, model.HostInfo{Host: h, State: st, Labels: map[string]string{"from": r.name}})
 	}
 	return out, nil
 }
 
 func TestMerge(t *testing.T) {
-	a, b, c := model.Host{IP: "10.0.0.1"}, model.Host{IP: "10.0.0.2"}, model.Host{IP: "127.0.0.1"}
-	sim := &fakeRouter{name: "sim", hosts: []model.Host{a, b}}
-	real := &fakeRouter{name: "nats", hosts: []model.Host{b, c}}
+	a, b, c, d := model.Host{IP: "10.0.0.1"}, model.Host{IP: "10.0.0.2"}, model.Host{IP: "127.0.0.1"}, model.Host{IP: "10.0.0.4"}
+	sim := &fakeRouter{name: "sim", hosts: []model.Host{a, b, d}}
+	// b's real agent went offline: the simulated b is operated; d's real
+	// agent is online: it wins over the simulated d.
+	real := &fakeRouter{name: "nats", hosts: []model.Host{b, c, d}, online: map[model.Host]bool{c: true, d: true}}
 	m := Merge(sim, real)
 	tests := []struct {
 		host model.Host
 		want string
-	}{{a, "sim"}, {b, "sim"}, {c, "nats"}, {model.Host{IP: "10.1.1.1"}, "nats"}}
+	}{{a, "sim"}, {b, "sim"}, {c, "nats"}, {d, "nats"}, {model.Host{IP: "10.1.1.1"}, "nats"}}
 	for _, tt := range tests {
 		rep, err := m.Dispatch(context.Background(), tt.host, model.AgentRequest{})
 		if err != nil || rep.Message != tt.want {
@@ -493,7 +503,7 @@ func TestMerge(t *testing.T) {
 		}
 	}
 	hs, _ := m.Hosts(context.Background())
-	if len(hs) != 3 || hs[1].Labels["from"] != "sim" || hs[2].Host != c {
+	if len(hs) != 4 || hs[1].Labels["from"] != "sim" || hs[2].Labels["from"] != "nats" || hs[2].Host != d || hs[3].Host != c {
 		t.Fatalf("merged hosts %+v", hs)
 	}
 }
