@@ -72,7 +72,9 @@ func ServeFleet(ctx context.Context, nc *nats.Conn, f Fleet, opts ServeOptions) 
 	close(fs.done)
 	wg.Wait()
 	hb(false, 0, 0, true)
-	_ = nc.FlushTimeout(2 * time.Second)
+	if nc.IsConnected() {
+		_ = nc.FlushTimeout(2 * time.Second)
+	}
 	return err
 }
 

@@ -114,7 +114,9 @@ func ServeAgent(ctx context.Context, nc *nats.Conn, a AgentHandler, opts ServeOp
 	cancel()
 	wg.Wait()
 	hb(false, 0, 0, true)
-	_ = nc.FlushTimeout(time.Second)
+	if nc.IsConnected() {
+		_ = nc.FlushTimeout(time.Second)
+	}
 	return err
 }
 
