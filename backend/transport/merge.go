@@ -126,3 +126,23 @@ func (m *Merged) SubscribeEvents(ctx context.Context, fn func(model.Event)) {
 		}
 	}
 }
+
+// Statuses reports host's process statuses from the side Dispatch routes
+// it to (engine.StatusSource), when that side reports any.
+func (m *Merged) Statuses(host model.Host) []model.ProcStatus {
+	type source interface {
+		Statuses(host model.Host) []model.ProcStatus
+	}
+	own, err := m.owns(context.Background(), host)
+	if err != nil {
+		return nil
+	}
+	r := m.secondary
+	if own {
+		r = m.primary
+	}
+	if s, ok := r.(source); ok {
+		return s.Statuses(host)
+	}
+	return nil
+}

@@ -473,6 +473,10 @@ func (r *fakeRouter) Dispatch(_ context.Context, h model.Host, _ model.AgentRequ
 	return model.AgentReply{Message: r.name}, nil
 }
 
+func (r *fakeRouter) Statuses(h model.Host) []model.ProcStatus {
+	return []model.ProcStatus{{ProcKey: "ns:p", Message: r.name}}
+}
+
 func (r *fakeRouter) Hosts(context.Context) ([]model.HostInfo, error) {
 	var out []model.HostInfo
 	for _, h := range r.hosts {
@@ -500,6 +504,9 @@ func TestMerge(t *testing.T) {
 		rep, err := m.Dispatch(context.Background(), tt.host, model.AgentRequest{})
 		if err != nil || rep.Message != tt.want {
 			t.Errorf("%s routed to %q (%v), want %q", tt.host, rep.Message, err, tt.want)
+		}
+		if sts := m.Statuses(tt.host); len(sts) != 1 || sts[0].Message != tt.want {
+			t.Errorf("%s statuses from %+v, want %q", tt.host, sts, tt.want)
 		}
 	}
 	hs, _ := m.Hosts(context.Background())
