@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 
 	"gseproc/backend"
 	"gseproc/backend/config"
@@ -24,9 +26,10 @@ const (
 // runServer serves the HTTP API: `gseproc server --config FILE`,
 // `--listen ADDR` overrides the address, `--demo` needs no file.
 func runServer(ctx context.Context, args []string, io Stdio) error {
-	fs := newFlags("server", "server [--config FILE] [--listen ADDR] [--demo] [--hash-secret SECRET]", io)
+	fs := newFlags("server", "server [--config FILE] [--listen ADDR] [--nats-listen ADDR] [--demo] [--hash-secret SECRET]", io)
 	cfgPath := fs.String("config", "", "config `FILE` ([server] listen, apps, fleet; default: $GSEPROC_CONFIG, then $XDG_CONFIG_HOME/gseproc/config.toml, then /etc/gseproc/config.toml)")
 	listen := fs.String("listen", "", "serve on `ADDR` (host:port), overriding [server] listen (default "+config.DefaultListen+")")
+	natsListen := fs.String("nats-listen", "", "the embedded NATS server listens for agents on `ADDR` (host:port; port -1 picks a free one), overriding [nats] listen (default "+config.DefaultNATSListen+")")
 	demo := fs.Bool("demo", false, "serve a simulated fleet holding every host and process the API documents' examples name, with the demo app esb_test / xxx on biz 1 (no config file needed)")
 	hash := fs.String("hash-secret", "", "print the [[server.apps]] salt and secret_sha256 lines for `SECRET` and exit")
 	pos, err := parseArgs(fs, args)
@@ -57,6 +60,9 @@ func runServer(ctx context.Context, args []string, io Stdio) error {
 	if *listen != "" {
 		cfg.Server.Listen = *listen
 	}
+	if *natsListen != "" {
+		cfg.NATS.Listen = *natsListen
+	}
 	if err := cfg.Validate(); err != nil {
 		return &ExitError{Code: 2, Err: err}
 	}
@@ -69,11 +75,14 @@ func runServer(ctx context.Context, args []string, io Stdio) error {
 		log.Warn("no [[server.apps]] configured: every GSE/JOB API request will be refused (1306403)")
 	}
 
-	b, closeBackend, err := buildServerBackend(ctx, cfg, *demo, log)
+	b, agentsURL, closeBackend, err := buildServerBackend(ctx, cfg, *demo, log)
 	if err != nil {
 		return fmt.Errorf("server backend: %w", err)
 	}
 	defer closeBackend()
+	if agentsURL != "" {
+		fmt.Fprintf(io.Out, "agents connect to %s\n", agentsURL)
+	}
 
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
@@ -89,29 +98,59 @@ func runServer(ctx context.Context, args []string, io Stdio) error {
 	return nil
 }
 
-// buildServerBackend builds the Backend the server serves. The fleet
-// source is [server] fleet: "simulated" (the embedded engine over a
-// simulated fleet, cfg.Simulator; demo has already been applied to cfg).
-// This is the one place to swap in an engine driving real agents
-// ("nats" is reserved for it).
-func buildServerBackend(ctx context.Context, cfg config.Config, demo bool, log *slog.Logger) (backend.Backend, func() error, error) {
-	_ = demo // the NATS fleet source will need it (demo agents); the simulated one reads cfg.Simulator.Demo
+// buildServerBackend builds the Backend the server serves, as [server]
+// fleet says: "nats" (real agents over NATS, state in JetStream), "mixed"
+// (the same plus the simulated fleet of [simulator]; --demo) or
+// "simulated" (in-process fleet, in-memory state, no NATS). It returns
+// where agents connect ("" without NATS) and a closer.
+func buildServerBackend(ctx context.Context, cfg config.Config, demo bool, log *slog.Logger) (backend.Backend, string, func() error, error) {
 	switch cfg.Server.Fleet {
-	case "", "simulated":
+	case "simulated":
 		e, _, closer, err := openEmbedded(ctx, cfg, log)
 		if err != nil {
-			return nil, nil, err
+			return nil, "", nil, err
 		}
-		return e, closer, nil
+		return e, "", closer, nil
+	case "", "nats", "mixed":
+		if !demo && !cfg.NATS.External() && cfg.NATS.StoreDir == "" {
+			dir, err := defaultStoreDir()
+			if err != nil {
+				return nil, "", nil, err
+			}
+			cfg.NATS.StoreDir = dir
+			log.Info("nats: JetStream state kept in the default directory ([nats] store_dir sets another)", "store_dir", dir)
+		}
+		e, nb, closer, err := openNATSEngine(ctx, cfg, demo, cfg.Server.Fleet == "mixed", log)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return e, nb.ClientURL, closer, nil
 	}
-	return nil, nil, fmt.Errorf("server.fleet %q is not supported by this build (want simulated)", cfg.Server.Fleet)
+	return nil, "", nil, fmt.Errorf("server.fleet %q is not one of nats, mixed, simulated", cfg.Server.Fleet)
+}
+
+// defaultStoreDir is where a server keeps its JetStream state when
+// [nats] store_dir is empty: $XDG_STATE_HOME/gseproc/jetstream, or
+// ~/.local/state/gseproc/jetstream.
+func defaultStoreDir() (string, error) {
+	base := os.Getenv("XDG_STATE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("nats.store_dir: empty and no home directory for the default: %w", err)
+		}
+		base = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(base, "gseproc", "jetstream"), nil
 }
 
 // applyDemo turns cfg into the demo: the documents' hosts and processes in
 // the simulated fleet, and the demo app.
 func applyDemo(cfg *config.Config) {
 	cfg.Simulator.Demo = true
-	cfg.Server.Fleet = "simulated"
+	if cfg.Server.Fleet != "simulated" {
+		cfg.Server.Fleet = "mixed"
+	}
 	salt := randomHex(8)
 	app := config.AppConfig{Code: demoAppCode, Salt: salt, SecretSHA256: config.HashSecret(salt, demoSecret),
 		Biz: []int{1}, BizSet: []int{1}, Namespaces: []string{"*"}}

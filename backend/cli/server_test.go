@@ -106,7 +106,7 @@ func postJSON(t *testing.T, url string, body []byte) envelopeReply {
 // TestServerDemo: `gseproc server --demo` serves the documents' examples
 // as written, and `gseproc op --server URL` operates through it.
 func TestServerDemo(t *testing.T) {
-	base, stderr, stop := startServer(t, "--demo", "--listen", "127.0.0.1:0")
+	base, stderr, stop := startServer(t, "--demo", "--listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:-1")
 	if !strings.Contains(stderr.String(), "demo credentials in use") {
 		t.Errorf("no demo-credentials warning in the log:\n%s", stderr.String())
 	}
@@ -270,7 +270,7 @@ func TestServerFlags(t *testing.T) {
 	if code, _, errOut := run(t, "server", "extra"); code != 2 || !strings.Contains(errOut, "extra") {
 		t.Errorf("positional argument: exit %d %s", code, errOut)
 	}
-	if code, _, errOut := run(t, "server", "--demo", "--listen", "256.0.0.1:99999"); code == 0 {
+	if code, _, errOut := run(t, "server", "--demo", "--listen", "256.0.0.1:99999", "--nats-listen", "127.0.0.1:-1"); code == 0 {
 		t.Errorf("bad listen address: exit 0 %s", errOut)
 	}
 }

@@ -15,7 +15,7 @@ import (
 //
 //	[server]
 //	listen = "127.0.0.1:8080"
-//	fleet = "simulated"
+//	fleet = "nats"         # nats (real agents), mixed (+ simulated fleet), simulated
 //	max_body_bytes = 1048576
 //	max_hosts = 10000
 //	rate = 50.0      # requests per second per app
@@ -40,9 +40,14 @@ import (
 type ServerConfig struct {
 	// Listen is the address to serve on.
 	Listen string `toml:"listen"`
-	// Fleet is where the server's fleet comes from: "simulated" (an
-	// in-process simulated fleet, [simulator]); "nats" (agents over NATS,
-	// [nats]) is reserved for the NATS part.
+	// Fleet is where the server's hosts come from:
+	//   "nats" (default): real agents over NATS ([nats]: an embedded NATS
+	//     server with JetStream, or an external cluster); tasks, results and
+	//     the registry live in JetStream and survive a server restart;
+	//   "mixed": as "nats", with the simulated fleet of [simulator] beside
+	//     the real agents (what --demo runs);
+	//   "simulated": an in-process simulated fleet and in-memory state, no
+	//     NATS at all.
 	Fleet string `toml:"fleet"`
 	// MaxBodyBytes refuses larger request bodies (1306406).
 	MaxBodyBytes int64 `toml:"max_body_bytes"`
@@ -112,7 +117,7 @@ const DefaultListen = "127.0.0.1:8080"
 func defaultServer() ServerConfig {
 	return ServerConfig{
 		Listen:          DefaultListen,
-		Fleet:           "simulated",
+		Fleet:           "nats",
 		MaxBodyBytes:    4 << 20,
 		MaxHosts:        10000,
 		Rate:            100,
@@ -135,9 +140,9 @@ func (c ServerConfig) validate() error {
 		}
 	}
 	switch c.Fleet {
-	case "", "simulated", "nats":
+	case "", "nats", "mixed", "simulated":
 	default:
-		add("server.fleet: %q is not one of simulated, nats", c.Fleet)
+		add("server.fleet: %q is not one of nats, mixed, simulated", c.Fleet)
 	}
 	if c.MaxBodyBytes < 1024 {
 		add("server.max_body_bytes: %d must be >= 1024", c.MaxBodyBytes)
