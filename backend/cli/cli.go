@@ -32,6 +32,8 @@ var commands = []command{
 	{"op", "send one operation (start, stop, status, register, unregister, restart, reload, kill)", runOp},
 	{"hosts", "list the fleet's hosts with their agent state", runHosts},
 	{"procs", "list the process definitions", runProcs},
+	{"apply", "create or replace process definitions from a JSON file", runApply},
+	{"delete", "delete process definitions by namespace:name", runDelete},
 	{"server", "serve the HTTP API (and the agents' NATS endpoint)", runServer},
 	{"agent", "run the host agent on this machine", runAgent},
 	{"sim", "run a simulated fleet as agents over NATS", runSim},
