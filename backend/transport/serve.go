@@ -138,11 +138,22 @@ type session struct {
 	opts ServeOptions
 	log  *slog.Logger
 
-	mu      sync.Mutex
-	buf     []model.Event
-	dropped int
-	notify  chan struct{}
-	hello   chan struct{}
+	mu  sync.Mutex
+	buf []pending
+	// late counts events published after the server had been unreachable
+	// and dropped those lost to the bounded buffer, both not reported yet:
+	// the next heartbeat says so, whichever path (reconnect, hello, tick)
+	// happens to send it first.
+	late, dropped int
+	notify        chan struct{}
+	hello         chan struct{}
+}
+
+// pending is a buffered event; late when the server was unreachable at
+// some point while it waited.
+type pending struct {
+	e    model.Event
+	late bool
 }
 
 func newSession(nc *nats.Conn, opts ServeOptions, log *slog.Logger) *session {
@@ -151,12 +162,13 @@ func newSession(nc *nats.Conn, opts ServeOptions, log *slog.Logger) *session {
 
 // push keeps e for publishing; it never blocks.
 func (s *session) push(e model.Event) {
+	late := !s.nc.IsConnected()
 	s.mu.Lock()
 	if len(s.buf) >= s.opts.EventBuffer {
 		s.buf = s.buf[1:]
 		s.dropped++
 	}
-	s.buf = append(s.buf, e)
+	s.buf = append(s.buf, pending{e: e, late: late})
 	s.mu.Unlock()
 	select {
 	case s.notify <- struct{}{}:
@@ -165,38 +177,54 @@ func (s *session) push(e model.Event) {
 }
 
 // flush publishes the buffered events in order; it stops at the first
-// failure and keeps the rest. It returns how many it published.
-func (s *session) flush() int {
-	n := 0
+// failure and keeps the rest, marked late. Events that waited out an
+// unreachable server are counted as late once published.
+func (s *session) flush() {
 	for {
 		s.mu.Lock()
-		if len(s.buf) == 0 || !s.nc.IsConnected() {
+		if len(s.buf) == 0 {
 			s.mu.Unlock()
-			return n
+			return
 		}
-		e := s.buf[0]
+		if !s.nc.IsConnected() {
+			for i := range s.buf {
+				s.buf[i].late = true
+			}
+			s.mu.Unlock()
+			return
+		}
+		p := s.buf[0]
 		s.mu.Unlock()
-		data, err := json.Marshal(e)
+		data, err := json.Marshal(p.e)
 		if err == nil {
-			err = s.nc.Publish(EventSubject(e.Host), data)
+			err = s.nc.Publish(EventSubject(p.e.Host), data)
 		}
 		if err != nil && !errors.Is(err, nats.ErrInvalidMsg) {
 			s.log.Warn("agent: publish event", "err", err)
-			return n
+			s.mu.Lock()
+			for i := range s.buf {
+				s.buf[i].late = true
+			}
+			s.mu.Unlock()
+			return
 		}
 		s.mu.Lock()
 		s.buf = s.buf[1:]
+		if p.late {
+			s.late++
+		}
 		s.mu.Unlock()
-		n++
 	}
 }
 
-func (s *session) takeDropped() int {
+// takeCounts returns and resets the late and dropped counts not reported
+// yet.
+func (s *session) takeCounts() (late, dropped int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := s.dropped
-	s.dropped = 0
-	return d
+	late, dropped = s.late, s.dropped
+	s.late, s.dropped = 0, 0
+	return late, dropped
 }
 
 func (s *session) publishJSON(subj string, v any) {
@@ -238,10 +266,19 @@ func (s *session) run(ctx context.Context, subscribe func(context.Context, func(
 	wg.Add(1)
 	go func() { defer wg.Done(); subscribe(evCtx, s.push) }()
 
-	down := !s.nc.IsConnected()
-	if !down {
-		hb(true, 0, 0, false)
+	// Every heartbeat follows a flush and carries the counts not reported
+	// yet: which of the reconnect status, a hello, the ticker or an event
+	// notices a reconnect first is up to the scheduler, and the server
+	// reports the counts only with the first heartbeat it sees.
+	beat := func(full bool) {
+		if !s.nc.IsConnected() {
+			return
+		}
+		s.flush()
+		late, dropped := s.takeCounts()
+		hb(full || late > 0 || dropped > 0, late, dropped, false)
 	}
+	beat(true)
 	t := time.NewTicker(s.opts.HeartbeatInterval)
 	defer t.Stop()
 	for {
@@ -250,28 +287,18 @@ func (s *session) run(ctx context.Context, subscribe func(context.Context, func(
 			s.flush()
 			return nil
 		case st := <-status:
-			if st != nats.CONNECTED {
-				down = true
-				continue
+			if st == nats.CONNECTED {
+				beat(true)
 			}
-			late := 0
-			if down {
-				late = s.flush()
-			}
-			down = false
-			hb(true, late, s.takeDropped(), false)
 		case <-s.hello:
-			hb(true, 0, 0, false)
+			beat(true)
 		case <-s.notify:
 			s.flush()
 		case <-t.C:
 			if tick != nil {
 				tick()
 			}
-			if s.nc.IsConnected() {
-				s.flush()
-				hb(false, 0, 0, false)
-			}
+			beat(false)
 		}
 	}
 }
