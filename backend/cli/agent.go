@@ -21,34 +21,23 @@ import (
 func runAgent(ctx context.Context, args []string, io Stdio) error {
 	fs := newFlags("agent", "agent [--config FILE] [--nats URL] [--cloud N] [--ip ADDR] [--data-dir DIR] [--user U --password P | --nkey-seed FILE] [--label k=v]...", io)
 	cfgPath := fs.String("config", "", "config `FILE` ([agent] identity and tuning, [nats] connection)")
-	natsURL := fs.String("nats", "", "NATS `URL`s to connect to, comma-separated (default [nats] urls, else nats://"+config.DefaultNATSListen+")")
+	var nf natsClientFlags
+	nf.register(fs)
 	cloud := fs.Int("cloud", 0, "bk_cloud_id `N` of this host (overrides [agent] cloud_id)")
 	ip := fs.String("ip", "", "this host's `ADDR` in its cloud area (overrides [agent] ip)")
 	dataDir := fs.String("data-dir", "", "`DIR` of the hosting registry (overrides [agent] data_dir; default "+config.DefaultAgentDataDir+")")
-	user := fs.String("user", "", "NATS `user` (overrides [nats] user)")
-	password := fs.String("password", "", "NATS `password` (overrides [nats] password)")
-	seed := fs.String("nkey-seed", "", "NATS nkey seed `FILE` (overrides [nats] nkey_seed_file)")
 	var labels multiFlag
 	fs.Var(&labels, "label", "host label `key=value` (repeatable; added to [agent] labels)")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &ExitError{Code: 2}
-	}
-	if len(pos) > 0 {
-		return usageError("agent", "unexpected argument %q", pos[0])
+	if err := parseList("agent", fs, args); err != nil {
+		return err
 	}
 	cfg, err := loadConfig(*cfgPath, io)
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
 	}
+	nf.apply(fs, &cfg.NATS)
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["nats"] {
-		cfg.NATS.URLs = strings.Split(*natsURL, ",")
-	}
 	if set["cloud"] {
 		cfg.Agent.CloudID = *cloud
 	}
@@ -57,15 +46,6 @@ func runAgent(ctx context.Context, args []string, io Stdio) error {
 	}
 	if set["data-dir"] {
 		cfg.Agent.DataDir = *dataDir
-	}
-	if set["user"] {
-		cfg.NATS.User = *user
-	}
-	if set["password"] {
-		cfg.NATS.Password = *password
-	}
-	if set["nkey-seed"] {
-		cfg.NATS.NKeySeedFile = *seed
 	}
 	for _, l := range labels {
 		k, v, ok := strings.Cut(l, "=")

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -32,15 +30,8 @@ func runServer(ctx context.Context, args []string, io Stdio) error {
 	natsListen := fs.String("nats-listen", "", "the embedded NATS server listens for agents on `ADDR` (host:port; port -1 picks a free one), overriding [nats] listen (default "+config.DefaultNATSListen+")")
 	demo := fs.Bool("demo", false, "serve a simulated fleet holding every host and process the API documents' examples name, with the demo app esb_test / xxx on biz 1 (no config file needed)")
 	hash := fs.String("hash-secret", "", "print the [[server.apps]] salt and secret_sha256 lines for `SECRET` and exit")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &ExitError{Code: 2}
-	}
-	if len(pos) > 0 {
-		return usageError("server", "unexpected argument %q", pos[0])
+	if err := parseList("server", fs, args); err != nil {
+		return err
 	}
 	if *hash != "" {
 		salt := randomHex(8)
@@ -50,6 +41,7 @@ func runServer(ctx context.Context, args []string, io Stdio) error {
 
 	cfg := config.Default()
 	if !*demo || *cfgPath != "" {
+		var err error
 		if cfg, err = loadConfig(*cfgPath, io); err != nil {
 			return &ExitError{Code: 2, Err: err}
 		}

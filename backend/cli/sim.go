@@ -2,13 +2,10 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"strings"
 	"sync"
 
-	"gseproc/backend/config"
 	"gseproc/backend/simulator"
 	"gseproc/backend/transport"
 )
@@ -20,45 +17,25 @@ import (
 func runSim(ctx context.Context, args []string, io Stdio) error {
 	fs := newFlags("sim", "sim [--config FILE] [--nats URL] [--hosts N] [--seed S] [--user U --password P | --nkey-seed FILE]", io)
 	cfgPath := fs.String("config", "", "config `FILE` ([simulator] fleet, [nats] connection)")
-	natsURL := fs.String("nats", "", "NATS `URL`s to connect to, comma-separated (default [nats] urls, else nats://"+config.DefaultNATSListen+")")
+	var nf natsClientFlags
+	nf.register(fs)
 	hosts := fs.Int("hosts", 0, "number of simulated `N` hosts (overrides [simulator] hosts)")
 	seed := fs.Int64("seed", 0, "seed `S` of the fleet (same seed, same hosts; overrides [simulator] seed)")
-	user := fs.String("user", "", "NATS `user` (overrides [nats] user)")
-	password := fs.String("password", "", "NATS `password` (overrides [nats] password)")
-	nkey := fs.String("nkey-seed", "", "NATS nkey seed `FILE` (overrides [nats] nkey_seed_file)")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &ExitError{Code: 2}
-	}
-	if len(pos) > 0 {
-		return usageError("sim", "unexpected argument %q", pos[0])
+	if err := parseList("sim", fs, args); err != nil {
+		return err
 	}
 	cfg, err := loadConfig(*cfgPath, io)
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
 	}
+	nf.apply(fs, &cfg.NATS)
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["nats"] {
-		cfg.NATS.URLs = strings.Split(*natsURL, ",")
-	}
 	if set["hosts"] {
 		cfg.Simulator.Hosts = *hosts
 	}
 	if set["seed"] {
 		cfg.Simulator.Seed = *seed
-	}
-	if set["user"] {
-		cfg.NATS.User = *user
-	}
-	if set["password"] {
-		cfg.NATS.Password = *password
-	}
-	if set["nkey-seed"] {
-		cfg.NATS.NKeySeedFile = *nkey
 	}
 	if err := cfg.Validate(); err != nil {
 		return &ExitError{Code: 2, Err: err}
