@@ -181,20 +181,30 @@ func (s *Server) checkProcRequest(v *model.Validator, c *call, r model.ProcReque
 	return model.ProcessDef{Process: p, Hosts: unionHosts(nil, hosts)}, op, hosts, nil
 }
 
-// gseOperateV2 serves operate_proc_v2: meta + spec + hosts in one call.
-func (s *Server) gseOperateV2(ctx context.Context, c *call) (any, *apiError) {
+// singleProcRequest decodes and checks a meta request for one process
+// (operate_proc_v2, register/update_proc_info): every bad field named.
+func (s *Server) singleProcRequest(c *call, needOp bool) (model.ProcessDef, model.OpType, []model.Host, *apiError) {
 	var req metaRequest
 	if err := decodeInto(c.body, c.obj, &req); err != nil {
-		return nil, validationError(CodeArgument, err)
+		return model.ProcessDef{}, 0, nil, validationError(CodeArgument, err)
 	}
 	v := &model.Validator{}
-	def, op, hosts, aerr := s.checkProcRequest(v, c, req.ProcRequest, "", true)
+	def, op, hosts, aerr := s.checkProcRequest(v, c, req.ProcRequest, "", needOp)
 	if aerr != nil {
-		return nil, aerr
+		return model.ProcessDef{}, 0, nil, aerr
 	}
 	s.checkHosts(v, "hosts", len(hosts))
 	if err := v.Err(); err != nil {
-		return nil, validationError(CodeArgument, err)
+		return model.ProcessDef{}, 0, nil, validationError(CodeArgument, err)
+	}
+	return def, op, hosts, nil
+}
+
+// gseOperateV2 serves operate_proc_v2: meta + spec + hosts in one call.
+func (s *Server) gseOperateV2(ctx context.Context, c *call) (any, *apiError) {
+	def, op, hosts, aerr := s.singleProcRequest(c, true)
+	if aerr != nil {
+		return nil, aerr
 	}
 	t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op, Items: []model.ProcessDef{def},
 		Source: "api:gse.operate_proc_v2", Operator: c.operator})
@@ -364,18 +374,9 @@ func (s *Server) saveDef(ctx context.Context, ns, name string, change func(def *
 func (s *Server) gseProcInfo(kind infoKind) handlerFunc {
 	name := map[infoKind]string{infoRegister: "register_proc_info", infoUpdate: "update_proc_info"}[kind]
 	return func(ctx context.Context, c *call) (any, *apiError) {
-		var req metaRequest
-		if err := decodeInto(c.body, c.obj, &req); err != nil {
-			return nil, validationError(CodeArgument, err)
-		}
-		v := &model.Validator{}
-		def, _, hosts, aerr := s.checkProcRequest(v, c, req.ProcRequest, "", false)
+		def, _, hosts, aerr := s.singleProcRequest(c, false)
 		if aerr != nil {
 			return nil, aerr
-		}
-		s.checkHosts(v, "hosts", len(hosts))
-		if err := v.Err(); err != nil {
-			return nil, validationError(CodeArgument, err)
 		}
 		ns, pname := def.Process.Meta.Namespace, def.Process.Meta.Name
 		out := map[string]entry{}
