@@ -7,10 +7,8 @@ import (
 	"time"
 
 	"github.com/charmbracelet/bubbles/textinput"
-	"github.com/charmbracelet/bubbles/viewport"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
-	"github.com/charmbracelet/x/ansi"
 	"github.com/sahilm/fuzzy"
 
 	"gseproc/backend"
@@ -535,54 +533,17 @@ func orDash(s string) string {
 // hostPage shows one host: its agent and every matching process's last
 // known status.
 type hostPage struct {
-	s    *shared
-	id   int
-	v    backend.HostView
-	vp   viewport.Model
-	w, h int
+	textView
+	v backend.HostView
 }
 
 func newHostPage(s *shared, v backend.HostView) *hostPage {
-	p := &hostPage{s: s, id: s.newID(), v: v, vp: viewport.New(80, 20)}
+	p := &hostPage{v: v}
+	p.textView = newTextView(s, p.content)
 	return p
 }
 
-func (p *hostPage) ID() int         { return p.id }
-func (p *hostPage) Title() string   { return p.v.Host.AgentID() }
-func (p *hostPage) Capturing() bool { return false }
-func (p *hostPage) Close()          {}
-func (p *hostPage) Init() tea.Cmd   { return nil }
-func (p *hostPage) Resume() tea.Cmd { return nil }
-
-func (p *hostPage) SetSize(w, h int) {
-	p.w, p.h = w, h
-	p.vp.Width, p.vp.Height = w, h
-	p.vp.SetContent(ansi.Wrap(p.content(), max(w-1, 20), " ,"))
-}
-
-func (p *hostPage) Help() keyHelp {
-	k := p.s.keys
-	return keyHelp{short: []binding{k.Up, k.Down}, full: [][]binding{k.nav()}}
-}
-
-func (p *hostPage) Update(msg tea.Msg) tea.Cmd {
-	if km, ok := msg.(tea.KeyMsg); ok {
-		k := p.s.keys
-		switch {
-		case keyIs(km, k.Up):
-			p.vp.ScrollUp(1)
-		case keyIs(km, k.Down):
-			p.vp.ScrollDown(1)
-		case keyIs(km, k.PageUp):
-			p.vp.PageUp()
-		case keyIs(km, k.PageDown):
-			p.vp.PageDown()
-		}
-	}
-	return nil
-}
-
-func (p *hostPage) View() string { return p.vp.View() }
+func (p *hostPage) Title() string { return p.v.Host.AgentID() }
 
 func (p *hostPage) content() string {
 	t := p.s.theme

@@ -11,10 +11,8 @@ import (
 	"time"
 
 	"github.com/charmbracelet/bubbles/progress"
-	"github.com/charmbracelet/bubbles/viewport"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
-	"github.com/charmbracelet/x/ansi"
 
 	"gseproc/backend"
 	"gseproc/model"
@@ -483,36 +481,18 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // ---- one host's full result ---------------------------------------------
 
 type resultPage struct {
-	s    *shared
-	id   int
-	r    model.Result
-	vp   viewport.Model
-	w, h int
+	textView
+	r model.Result
 }
 
 func newResultPage(s *shared, r model.Result) *resultPage {
-	p := &resultPage{s: s, id: s.newID(), r: r, vp: viewport.New(80, 20)}
+	p := &resultPage{r: r}
+	p.textView = newTextView(s, p.content)
 	p.vp.SetContent(p.content())
 	return p
 }
 
-func (p *resultPage) ID() int         { return p.id }
-func (p *resultPage) Title() string   { return p.r.Host.AgentID() }
-func (p *resultPage) Capturing() bool { return false }
-func (p *resultPage) Close()          {}
-func (p *resultPage) Init() tea.Cmd   { return nil }
-func (p *resultPage) Resume() tea.Cmd { return nil }
-
-func (p *resultPage) SetSize(w, h int) {
-	p.w, p.h = w, h
-	p.vp.Width, p.vp.Height = w, h
-	p.vp.SetContent(ansi.Wrap(p.content(), max(w-1, 20), " ,"))
-}
-
-func (p *resultPage) Help() keyHelp {
-	k := p.s.keys
-	return keyHelp{short: []binding{k.Up, k.Down}, full: [][]binding{k.nav()}}
-}
+func (p *resultPage) Title() string { return p.r.Host.AgentID() }
 
 func (p *resultPage) content() string {
 	t := p.s.theme
@@ -554,26 +534,3 @@ func prettyJSON(s string) string {
 	}
 	return buf.String()
 }
-
-func (p *resultPage) Update(msg tea.Msg) tea.Cmd {
-	k := p.s.keys
-	if km, ok := msg.(tea.KeyMsg); ok {
-		switch {
-		case keyIs(km, k.Up):
-			p.vp.ScrollUp(1)
-		case keyIs(km, k.Down):
-			p.vp.ScrollDown(1)
-		case keyIs(km, k.PageUp):
-			p.vp.PageUp()
-		case keyIs(km, k.PageDown):
-			p.vp.PageDown()
-		case keyIs(km, k.Top):
-			p.vp.GotoTop()
-		case keyIs(km, k.Bottom):
-			p.vp.GotoBottom()
-		}
-	}
-	return nil
-}
-
-func (p *resultPage) View() string { return p.vp.View() }
