@@ -106,22 +106,39 @@ func (s *Server) started(c *call, t model.Task, hosts []model.Host) (any, *apiEr
 	return map[string]string{"task_id": t.ID}, nil
 }
 
-// gseOperate serves GSE operate_proc (v1, seed 004): meta + hosts + op_type
-// on a process registered earlier; the commands come from its spec.
-func (s *Server) gseOperate(ctx context.Context, c *call) (any, *apiError) {
+// metaHostsRequest decodes and checks a meta + hosts request (operate_proc,
+// unregister_proc_info, get_proc_status): meta (its name required when
+// needName), the hosts or agent_id_list, and what extra checks; every bad
+// field is named in one error.
+func (s *Server) metaHostsRequest(c *call, needName bool, extra func(*model.Validator, metaRequest)) (metaRequest, []model.Host, *apiError) {
 	var req metaRequest
 	if err := decodeInto(c.body, c.obj, &req); err != nil {
-		return nil, validationError(CodeArgument, err)
+		return req, nil, validationError(CodeArgument, err)
 	}
 	v := &model.Validator{}
-	if aerr := checkMeta(v, c, req.Meta, "", true); aerr != nil {
-		return nil, aerr
+	if aerr := checkMeta(v, c, req.Meta, "", needName); aerr != nil {
+		return req, nil, aerr
 	}
-	op := checkOp(v, "op_type", req.OpType)
+	if extra != nil {
+		extra(v, req)
+	}
 	hosts := req.Targets(v, "")
 	s.checkHosts(v, "hosts", len(hosts))
 	if err := v.Err(); err != nil {
-		return nil, validationError(CodeArgument, err)
+		return req, nil, validationError(CodeArgument, err)
+	}
+	return req, hosts, nil
+}
+
+// gseOperate serves GSE operate_proc (v1, seed 004): meta + hosts + op_type
+// on a process registered earlier; the commands come from its spec.
+func (s *Server) gseOperate(ctx context.Context, c *call) (any, *apiError) {
+	var op model.OpType
+	req, hosts, aerr := s.metaHostsRequest(c, true, func(v *model.Validator, req metaRequest) {
+		op = checkOp(v, "op_type", req.OpType)
+	})
+	if aerr != nil {
+		return nil, aerr
 	}
 	def, ok, err := s.registered(ctx, req.Meta.Namespace, req.Meta.Name)
 	if err != nil {
@@ -135,6 +152,7 @@ func (s *Server) gseOperate(ctx context.Context, c *call) (any, *apiError) {
 	for _, h := range def.Hosts {
 		deployed[bare(h).AgentID()] = true
 	}
+	v := &model.Validator{}
 	for i, h := range hosts {
 		if !deployed[bare(h).AgentID()] {
 			v.Addf(fmt.Sprintf("hosts[%d]", i), "process %s is not registered on host %s: register it there first with register_proc_info", def.Process.Key(), bare(h).AgentID())
@@ -416,18 +434,9 @@ func (s *Server) gseProcInfo(kind infoKind) handlerFunc {
 // definition (which is deleted with its last host). Entries: the agent's
 // code, 115 if it did not answer in time.
 func (s *Server) gseUnregister(ctx context.Context, c *call) (any, *apiError) {
-	var req metaRequest
-	if err := decodeInto(c.body, c.obj, &req); err != nil {
-		return nil, validationError(CodeArgument, err)
-	}
-	v := &model.Validator{}
-	if aerr := checkMeta(v, c, req.Meta, "", true); aerr != nil {
+	req, hosts, aerr := s.metaHostsRequest(c, true, nil)
+	if aerr != nil {
 		return nil, aerr
-	}
-	hosts := req.Targets(v, "")
-	s.checkHosts(v, "hosts", len(hosts))
-	if err := v.Err(); err != nil {
-		return nil, validationError(CodeArgument, err)
 	}
 	ns, name := req.Meta.Namespace, req.Meta.Name
 	def, ok, err := s.registered(ctx, ns, name)
@@ -575,18 +584,9 @@ func toProcInfo(h model.Host, pv backend.ProcView) procInfo {
 // hosts; a host without the process has no entry (unregistered).
 func (s *Server) gseStatus(v1 bool) handlerFunc {
 	return func(ctx context.Context, c *call) (any, *apiError) {
-		var req metaRequest
-		if err := decodeInto(c.body, c.obj, &req); err != nil {
-			return nil, validationError(CodeArgument, err)
-		}
-		v := &model.Validator{}
-		if aerr := checkMeta(v, c, req.Meta, "", false); aerr != nil {
+		req, hosts, aerr := s.metaHostsRequest(c, false, nil)
+		if aerr != nil {
 			return nil, aerr
-		}
-		hosts := req.Targets(v, "")
-		s.checkHosts(v, "hosts", len(hosts))
-		if err := v.Err(); err != nil {
-			return nil, validationError(CodeArgument, err)
 		}
 		views, err := s.b.Hosts(ctx, backend.HostQuery{Namespace: req.Meta.Namespace, Name: req.Meta.Name, Hosts: bareAll(hosts)})
 		if err != nil {
