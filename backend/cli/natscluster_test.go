@@ -57,9 +57,11 @@ func natsCluster(t *testing.T, n int) []*transport.Embedded {
 
 // TestNATSClusterFailover: a 3-node NATS cluster, JetStream state with 3
 // replicas, two gseproc servers (engines) on different nodes and a
-// simulated fleet serving over NATS. Server A runs a task; B sees it. A's
-// node and A die mid-task; B, restarted, resumes the task from the store
-// and completes it without redoing what A had finished.
+// simulated fleet serving over NATS. Server A runs a task; B, watching it
+// live, sees A's results as they are stored. A's node and A die mid-task
+// (A lets go of nothing); B, still running, takes the task over once A's
+// lease expires and completes it without redoing what A had finished, and
+// B's watcher sees every result exactly once, in Seq order.
 func TestNATSClusterFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 3-node NATS cluster")
@@ -84,15 +86,21 @@ func TestNATSClusterFailover(t *testing.T) {
 	}()
 	defer func() { stopSim(); <-simDone }()
 
+	const leaseTTL = 2 * time.Second
 	serverCfg := func(node int) config.Config {
 		c := config.Default()
 		c.NATS.URLs = []string{nodes[node].ClientURL()}
 		c.NATS.User, c.NATS.Password = "server", "spw"
 		c.NATS.Replicas = 3
-		c.Engine.Concurrency = 8
+		c.Engine.Concurrency = 4
+		c.Engine.LeaseTTL = config.Duration(leaseTTL)
 		return c
 	}
-	openServer := func(node int) (*engine.Engine, func() error) {
+	type server struct {
+		e  *engine.Engine
+		nb *natsBackend
+	}
+	openServer := func(node int) server {
 		t.Helper()
 		nb, err := startNATSBackend(ctx, serverCfg(node), false, nil, nil)
 		if err != nil {
@@ -102,16 +110,13 @@ func TestNATSClusterFailover(t *testing.T) {
 		if err := e.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		var once sync.Once
-		return e, func() error {
-			once.Do(func() { _ = e.Close(); _ = nb.Close() })
-			return nil
-		}
+		s := server{e, nb}
+		t.Cleanup(func() { _ = s.e.Close(); _ = s.nb.Close() })
+		return s
 	}
-	a, closeA := openServer(0)
-	defer closeA()
-	b, closeB := openServer(1)
-	defer closeB()
+	srvA := openServer(0)
+	srvB := openServer(1)
+	a, b := srvA.e, srvB.e
 
 	// A's registry is B's.
 	def := fleet.Definitions()[0]
@@ -134,14 +139,43 @@ func TestNATSClusterFailover(t *testing.T) {
 	if total < 40 {
 		t.Fatalf("task has %d targets; want enough to kill mid-task", total)
 	}
-	// B follows A's task through the shared store.
-	waitFor(t, "some results at B", 20*time.Second, func() bool {
-		v, err := b.Task(ctx, task.ID)
-		return err == nil && countFinal(v.Results) >= 10
+	// B follows A's task live, through the shared store.
+	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	ch, err := b.Watch(wctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		r  model.Result
+		at time.Time
+	}
+	var mu sync.Mutex
+	var seen []got
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		for r := range ch {
+			mu.Lock()
+			seen = append(seen, got{r, time.Now()})
+			mu.Unlock()
+		}
+	}()
+	waitFor(t, "some results live at B", 20*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) >= 10
 	})
-	// A's node dies, and A with it.
+	if v, err := b.Task(ctx, task.ID); err != nil || v.Task.Counts.Final() < 10 || v.Task.Status != model.TaskRunning {
+		t.Fatalf("B's view of A's task: %+v %v", v.Task, err)
+	}
+
+	// A's node dies, and A with it, as in a crash: its store and
+	// connection go first, so it lets go of nothing.
+	killed := time.Now()
 	nodes[0].Shutdown()
-	closeA()
+	_ = srvA.nb.Close()
+	_ = a.Close()
 	before, err := b.Task(ctx, task.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -150,24 +184,19 @@ func TestNATSClusterFailover(t *testing.T) {
 	if done >= total {
 		t.Fatalf("task finished before the kill (%d/%d); make it slower", done, total)
 	}
-	// B restarts (a server picks up unfinished tasks at start) and completes it.
-	closeB()
-	b2, closeB2 := openServer(1)
-	defer closeB2()
-	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	ch, err := b2.Watch(wctx, task.ID, 0)
+
+	// B, never restarted, takes the task over and completes it.
+	select {
+	case <-watchDone:
+	case <-wctx.Done():
+	}
+	if wctx.Err() != nil {
+		t.Fatalf("task not completed after failover: %d/%d results", len(seen), total)
+	}
+	v, err := b.Task(ctx, task.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var all []model.Result
-	for r := range ch {
-		all = append(all, r)
-	}
-	if wctx.Err() != nil {
-		t.Fatalf("task not completed after failover: %d/%d results", len(all), total)
-	}
-	v, _ := b2.Task(ctx, task.ID)
 	if (v.Task.Status != model.TaskDone && v.Task.Status != model.TaskFailed) || countFinal(v.Results) != total {
 		t.Fatalf("after failover: %s with %d/%d final", v.Task.Status, countFinal(v.Results), total)
 	}
@@ -182,7 +211,27 @@ func TestNATSClusterFailover(t *testing.T) {
 			t.Fatalf("%s %s: result finished by A was redone: %+v -> %+v", r.Host, r.ProcKey, r, a)
 		}
 	}
-	t.Logf("%d targets: %d finished by A before its node died, the rest by B", total, done)
+	// B's watcher saw every target once, the stored result, in Seq order.
+	if len(seen) != total {
+		t.Fatalf("watcher on B got %d results for %d targets", len(seen), total)
+	}
+	var firstByB time.Duration
+	for i, g := range seen {
+		tg := model.Target{Host: g.r.Host, ProcKey: g.r.ProcKey}
+		want, ok := byTarget[tg]
+		if !ok || want.Seq != g.r.Seq || !want.Finished.Equal(g.r.Finished) {
+			t.Fatalf("watcher on B: %s %s seq %d is not the stored result %+v", g.r.Host, g.r.ProcKey, g.r.Seq, want)
+		}
+		delete(byTarget, tg)
+		if i > 0 && g.r.Seq <= seen[i-1].r.Seq {
+			t.Fatalf("watcher on B: seq %d after %d", g.r.Seq, seen[i-1].r.Seq)
+		}
+		if firstByB == 0 && g.r.Started.After(killed) {
+			firstByB = g.at.Sub(killed)
+		}
+	}
+	t.Logf("%d targets: %d finished by A before its node died, the rest by B (first result of B %s after the kill, lease TTL %s)",
+		total, done, firstByB.Round(time.Millisecond), leaseTTL)
 }
 
 func countFinal(rs []model.Result) int {

@@ -33,6 +33,9 @@ func killCfg(dir, listen string) config.Config {
 	cfg.NATS.StoreDir = dir
 	cfg.NATS.Users = []config.NATSUser{{User: "peer", Password: "peerpw", Role: config.NATSRoleServer}}
 	cfg.Engine.Concurrency = 4
+	// The killed server's lease on its task expires this long after its
+	// last renewal; its successor takes the task over then.
+	cfg.Engine.LeaseTTL = config.Duration(time.Second)
 	cfg.Simulator = config.SimulatorConfig{Hosts: 120, Seed: 5, Clouds: 1, Namespaces: []string{"web"},
 		LatencyMedian: config.Duration(50 * time.Millisecond), LatencyP99: config.Duration(100 * time.Millisecond)}
 	return cfg

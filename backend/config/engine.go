@@ -23,11 +23,18 @@ type EngineConfig struct {
 	// ReadOnly refuses every change: operations other than status, and
 	// saving or deleting definitions.
 	ReadOnly bool `toml:"read_only"`
+	// LeaseTTL is how long a server's hold on a running task lasts without
+	// renewal, on a store shared by several servers (JetStream): the
+	// holder renews every third of it, and another server takes over the
+	// task's unfinished targets once it has seen the lease unrenewed for
+	// LeaseTTL. Shorter: faster takeover after a crash; longer: more
+	// tolerant of a stalled server.
+	LeaseTTL Duration `toml:"lease_ttl"`
 }
 
 func defaultEngine() EngineConfig {
 	return EngineConfig{Concurrency: 2048, MaxTargets: 100000, DeadlineSlack: Duration(2 * time.Second),
-		KeepTasks: 1000, KeepEvents: 10000}
+		KeepTasks: 1000, KeepEvents: 10000, LeaseTTL: Duration(10 * time.Second)}
 }
 
 func (c EngineConfig) validate() error {
@@ -46,6 +53,9 @@ func (c EngineConfig) validate() error {
 	}
 	if c.KeepEvents < 1 {
 		errs = append(errs, fmt.Errorf("engine.keep_events: %d must be >= 1", c.KeepEvents))
+	}
+	if c.LeaseTTL.D() < 300*time.Millisecond || c.LeaseTTL.D() > time.Hour {
+		errs = append(errs, fmt.Errorf("engine.lease_ttl: %s is out of range [300ms,1h]", c.LeaseTTL.D()))
 	}
 	return errors.Join(errs...)
 }

@@ -2,10 +2,13 @@ package engine
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"reflect"
 	"sync"
 	"time"
@@ -28,6 +31,11 @@ type Engine struct {
 	now      func() time.Time
 	readOnly bool
 	version  string
+
+	// Leases, when st is a Leaser (a store shared by several engines).
+	owner    string
+	leaser   Leaser
+	leaseTTL time.Duration
 
 	ctx    context.Context // ends on Close; every goroutine watches it
 	cancel context.CancelFunc
@@ -68,6 +76,17 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
+// WithOwner sets the id this engine holds task leases under (default:
+// host name, pid and a random suffix). It must be unique among the
+// engines sharing a store.
+func WithOwner(id string) Option {
+	return func(e *Engine) {
+		if id != "" {
+			e.owner = id
+		}
+	}
+}
+
 // WithVersion sets the version Info reports.
 func WithVersion(v string) Option { return func(e *Engine) { e.version = v } }
 
@@ -91,6 +110,12 @@ func New(cfg config.EngineConfig, d Dispatcher, inv Inventory, st Store, opts ..
 		subs:     make(map[int]chan model.Event),
 		eventsIn: make(chan model.Event, eventQueue),
 	}
+	e.leaseTTL = cfg.LeaseTTL.D()
+	if e.leaseTTL <= 0 {
+		e.leaseTTL = 10 * time.Second
+	}
+	e.leaser, _ = st.(Leaser)
+	e.owner = ownerID()
 	for _, o := range opts {
 		o(e)
 	}
@@ -135,8 +160,22 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.resume(ctx); err != nil {
 		return fmt.Errorf("engine start: %w", err)
 	}
+	if e.leaser != nil {
+		e.track(e.leaseLoop)
+	}
 	return nil
 }
+
+// ownerID is a lease owner id unique to this engine: host, pid, random.
+func ownerID() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+}
+
+// Owner is the id this engine holds task leases under.
+func (e *Engine) Owner() string { return e.owner }
 
 // eventSources returns the distinct EventSources among d and inv.
 func (e *Engine) eventSources() []EventSource {
@@ -197,6 +236,7 @@ func (e *Engine) Close() error {
 		e.cancel()
 		e.mu.Unlock()
 		e.wg.Wait()
+		e.releaseLeases()
 	})
 	return nil
 }

@@ -5,6 +5,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"gseproc/model"
 )
@@ -68,4 +69,54 @@ type Store interface {
 type StatusSource interface {
 	// Statuses returns what is known now of host's processes (nil: nothing).
 	Statuses(host model.Host) []model.ProcStatus
+}
+
+// ResultWatcher is optional: a Store shared by several engines (JetStream)
+// implements it so that an engine can follow, live, a task another engine
+// is running. Without it, Watch of a task that is not running here
+// returns what the store holds and closes.
+type ResultWatcher interface {
+	// WatchResults sends every result stored for taskID: those stored
+	// already, then each one as it is stored, in no particular order (the
+	// engine orders them by Seq). The channel closes once the task is
+	// complete in the store and every result stored before that was sent,
+	// when the task is deleted, or when ctx ends; the caller drains it after
+	// cancelling ctx. model.ErrNotFound when the task is unknown.
+	WatchResults(ctx context.Context, taskID string) (<-chan model.Result, error)
+}
+
+// Lease is a task's lease as a Leaser holds it.
+type Lease struct {
+	TaskID string
+	// Owner is the engine that runs the task; empty when its engine let it
+	// go (a graceful Close): any engine may take it at once.
+	Owner string
+	// TTL is how long the lease lasts unrenewed, as its owner declared it.
+	TTL time.Duration
+	// Rev changes with every write of the lease (acquire, renew, take).
+	Rev uint64
+}
+
+// Leaser is optional: a Store shared by several engines implements it so
+// that exactly one engine runs each unfinished task, and another takes it
+// over when that engine dies. Expiry is judged by the observer's own clock
+// (a lease whose Rev has not changed for its TTL since the observer first
+// saw it has expired), so engines' clocks need not agree. Without it (the
+// memory store, one engine), leases are not used.
+type Leaser interface {
+	// AcquireLease creates taskID's lease for owner: false when the task
+	// already has one (of another owner).
+	AcquireLease(ctx context.Context, taskID, owner string, ttl time.Duration) (bool, error)
+	// RenewLease writes owner's lease again: model.ErrConflict when the
+	// lease is gone or belongs to another owner (it was taken over).
+	RenewLease(ctx context.Context, taskID, owner string, ttl time.Duration) error
+	// TakeLease replaces the lease at revision rev by owner's: false when
+	// it changed meanwhile (renewed, or another engine took it first).
+	TakeLease(ctx context.Context, taskID, owner string, ttl time.Duration, rev uint64) (bool, error)
+	// ReleaseLease lets owner's lease go: deleted when the task is complete
+	// (done), else left ownerless for another engine to take at once.
+	// Nothing happens when the lease is not owner's.
+	ReleaseLease(ctx context.Context, taskID, owner string, done bool) error
+	// Leases lists every lease.
+	Leases(ctx context.Context) ([]Lease, error)
 }

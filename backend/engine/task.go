@@ -29,6 +29,11 @@ type run struct {
 	notify    chan struct{}
 	done      bool
 	cancelled bool
+	lost      bool // its lease was taken over by another engine
+
+	ctx    context.Context // ends on engine Close or when the run is lost
+	cancel context.CancelFunc
+	puts   sync.WaitGroup // results being stored
 
 	next atomic.Int64 // next target index a worker claims
 }
@@ -75,6 +80,17 @@ func (e *Engine) Operate(ctx context.Context, req backend.OperateRequest) (model
 		return model.Task{}, fmt.Errorf("operate: next task id: %w", err)
 	}
 	now := e.now()
+	id := model.FormatTaskID(now, seq)
+	if e.leaser != nil {
+		// The lease comes first: a task in the store always has one.
+		ok, err := e.leaser.AcquireLease(ctx, id, e.owner, e.leaseTTL)
+		if err != nil {
+			return model.Task{}, fmt.Errorf("operate: %w", err)
+		}
+		if !ok {
+			return model.Task{}, fmt.Errorf("operate: task %s already has a lease: %w", id, model.ErrConflict)
+		}
+	}
 	nsSet := map[string]bool{}
 	for k := range procs {
 		nsSet[procs[k].Meta.Namespace] = true
@@ -85,7 +101,7 @@ func (e *Engine) Operate(ctx context.Context, req backend.OperateRequest) (model
 	}
 	sort.Strings(namespaces)
 	t := model.Task{
-		ID: model.FormatTaskID(now, seq), Op: req.Op, Targets: len(targets), Namespace: namespaces,
+		ID: id, Op: req.Op, Targets: len(targets), Namespace: namespaces,
 		Source: req.Source, Operator: req.Operator, Status: model.TaskPending, Created: now,
 		Counts: model.Counts{Pending: len(targets)},
 	}
@@ -246,6 +262,7 @@ func (e *Engine) launch(r *run) error {
 		e.mu.Unlock()
 		return errors.New("engine is closed")
 	}
+	r.ctx, r.cancel = context.WithCancel(e.ctx)
 	e.runs[r.task.ID] = r
 	e.wg.Add(1)
 	e.mu.Unlock()
@@ -258,6 +275,7 @@ func (e *Engine) launch(r *run) error {
 // the concurrency, not by the number of targets.
 func (e *Engine) execute(r *run) {
 	defer e.wg.Done()
+	defer r.cancel()
 	r.mu.Lock()
 	pending := r.task.Counts.Pending
 	r.mu.Unlock()
@@ -265,7 +283,7 @@ func (e *Engine) execute(r *run) {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			for e.ctx.Err() == nil {
+			for r.ctx.Err() == nil {
 				i := int(r.next.Add(1) - 1)
 				if i >= len(r.targets) {
 					return
@@ -275,8 +293,8 @@ func (e *Engine) execute(r *run) {
 		})
 	}
 	wg.Wait()
-	if e.ctx.Err() != nil {
-		return // closing: unfinished targets stay unfinished in the store
+	if r.ctx.Err() != nil {
+		return // closing or lost: unfinished targets stay unfinished in the store
 	}
 	r.mu.Lock()
 	complete := r.completeLocked(e.now())
@@ -315,7 +333,7 @@ func (e *Engine) dispatchOne(r *run, i int) {
 	}
 
 	budget := time.Duration(p.Deadline(op))*time.Second + e.cfg.DeadlineSlack.D()
-	dctx, cancel := context.WithTimeout(e.ctx, budget)
+	dctx, cancel := context.WithTimeout(r.ctx, budget)
 	reply, err := e.d.Dispatch(dctx, res.Host, model.AgentRequest{TaskID: r.task.ID, Op: op, Process: p, Deadline: now.Add(budget)})
 	deadlinePassed := errors.Is(dctx.Err(), context.DeadlineExceeded)
 	cancel()
@@ -359,8 +377,8 @@ func (e *Engine) dispatchOne(r *run, i int) {
 	case deadlinePassed || errors.Is(err, context.DeadlineExceeded):
 		res.State, res.Code = model.StateTimeout, model.CodeTimeout
 		res.Message = fmt.Sprintf("no reply within %s", budget)
-	case e.ctx.Err() != nil:
-		return // engine closing: leave the target unfinished
+	case r.ctx.Err() != nil:
+		return // engine closing or run lost: leave the target unfinished
 	default:
 		res.State, res.Code = model.StateFailed, model.CodeCommandFailed
 		res.Message = fmt.Sprintf("dispatch: %v", err)
@@ -414,9 +432,16 @@ func (r *run) completeLocked(now time.Time) bool {
 
 func (e *Engine) finishResult(r *run, i int, res model.Result) {
 	r.mu.Lock()
+	if r.lost {
+		r.mu.Unlock()
+		return // another engine owns the task now and dispatches it again
+	}
 	res, complete := r.finishLocked(i, res, e.now())
+	r.puts.Add(1)
 	r.mu.Unlock()
-	if err := e.st.PutResult(e.ctx, res); err != nil {
+	err := e.st.PutResult(e.ctx, res)
+	r.puts.Done()
+	if err != nil {
 		e.log.Warn("store result", "task", res.TaskID, "host", res.Host.String(), "err", err)
 	}
 	if complete {
@@ -424,16 +449,26 @@ func (e *Engine) finishResult(r *run, i int, res model.Result) {
 	}
 }
 
-// finishTask stores the completed task and forgets the run.
+// finishTask stores the completed task, once every result is stored (so
+// an engine that sees the task complete in the store finds all its
+// results), releases its lease and forgets the run.
 func (e *Engine) finishTask(r *run) {
+	r.puts.Wait()
 	r.mu.Lock()
 	t := r.task
 	r.mu.Unlock()
 	if err := e.st.UpdateTask(e.ctx, t); err != nil {
 		e.log.Warn("store task", "task", t.ID, "err", err)
 	}
+	if e.leaser != nil {
+		if err := e.leaser.ReleaseLease(e.ctx, t.ID, e.owner, true); err != nil {
+			e.log.Warn("release lease", "task", t.ID, "err", err)
+		}
+	}
 	e.mu.Lock()
-	delete(e.runs, t.ID)
+	if e.runs[t.ID] == r {
+		delete(e.runs, t.ID)
+	}
 	e.mu.Unlock()
 	c := t.Counts
 	e.log.Info("task finished", "task", t.ID, "op", t.Op.String(), "status", string(t.Status),
@@ -457,6 +492,10 @@ func (e *Engine) Cancel(ctx context.Context, id string) error {
 	var finals []model.Result
 	complete := false
 	r.mu.Lock()
+	if r.lost {
+		r.mu.Unlock()
+		return fmt.Errorf("cancel %s: another server took the task over: %w", id, model.ErrConflict)
+	}
 	r.cancelled = true
 	for i, res := range r.results {
 		if res.State != model.StatePending {
@@ -469,12 +508,14 @@ func (e *Engine) Cancel(ctx context.Context, id string) error {
 		complete = complete || c
 		finals = append(finals, res)
 	}
+	r.puts.Add(1)
 	r.mu.Unlock()
 	for _, res := range finals {
 		if err := e.st.PutResult(e.ctx, res); err != nil {
 			e.log.Warn("store result", "task", res.TaskID, "err", err)
 		}
 	}
+	r.puts.Done()
 	e.log.Info("task cancelled", "task", id, "cancelled_targets", len(finals))
 	if complete {
 		e.finishTask(r)
@@ -512,6 +553,16 @@ func (e *Engine) Task(ctx context.Context, id string) (backend.TaskView, error) 
 		}
 		out[i] = res
 	}
+	if !taskFinal(t.Status) {
+		// Run by another engine (or by none until one takes it over).
+		t.Counts = model.Counts{}
+		for _, res := range out {
+			t.Counts.Add(res.State, 1)
+		}
+		if t.Counts.Final() > 0 {
+			t.Status = model.TaskRunning
+		}
+	}
 	return backend.TaskView{Task: t, Results: out}, nil
 }
 
@@ -529,55 +580,96 @@ func (e *Engine) Tasks(ctx context.Context, limit int) ([]model.Task, error) {
 			r.mu.Lock()
 			ts[i] = r.task
 			r.mu.Unlock()
+			continue
+		}
+		if e.leaser != nil && !taskFinal(ts[i].Status) {
+			// Run by another engine: its counts are in its stored results.
+			rs, err := e.st.Results(ctx, ts[i].ID)
+			if err != nil {
+				continue // deleted meanwhile: keep what was listed
+			}
+			c := model.Counts{}
+			for _, res := range rs {
+				if res.State.Final() {
+					c.Add(res.State, 1)
+				}
+			}
+			c.Pending = ts[i].Targets - c.Final()
+			ts[i].Counts = c
+			if c.Final() > 0 {
+				ts[i].Status = model.TaskRunning
+			}
 		}
 	}
 	return ts, nil
 }
 
-// resume restarts the tasks the store says are unfinished.
+// resume restarts the tasks the store says are unfinished. With a Leaser,
+// only those whose lease it gets: a task another engine holds is taken
+// over by the lease loop once that lease expires.
 func (e *Engine) resume(ctx context.Context) error {
 	ts, err := e.st.Tasks(ctx, 0)
 	if err != nil {
 		return fmt.Errorf("resume: list tasks: %w", err)
 	}
-	var defs map[string]model.Process
 	for _, t := range ts {
-		if t.Status == model.TaskDone || t.Status == model.TaskFailed || t.Status == model.TaskCanceled {
+		if taskFinal(t.Status) {
 			continue
 		}
-		if defs == nil {
-			all, err := e.st.Processes(ctx)
+		if e.leaser != nil {
+			ok, err := e.leaser.AcquireLease(ctx, t.ID, e.owner, e.leaseTTL)
 			if err != nil {
-				return fmt.Errorf("resume: load registry: %w", err)
+				return fmt.Errorf("resume %s: %w", t.ID, err)
 			}
-			defs = make(map[string]model.Process, len(all))
-			for _, d := range all {
-				defs[d.Process.Key()] = d.Process
-			}
-		}
-		t, targets, err := e.st.Task(ctx, t.ID)
-		if err != nil {
-			return fmt.Errorf("resume %s: %w", t.ID, err)
-		}
-		prior, err := e.st.Results(ctx, t.ID)
-		if err != nil {
-			return fmt.Errorf("resume %s: results: %w", t.ID, err)
-		}
-		procs := map[string]model.Process{}
-		for _, tg := range targets {
-			if p, ok := defs[tg.ProcKey]; ok {
-				procs[tg.ProcKey] = p
+			if !ok {
+				continue
 			}
 		}
-		r := newRun(t, targets, procs, prior)
-		if r.task.Counts.Final() < len(targets) {
-			r.task.Status = model.TaskRunning
-		}
-		e.log.Info("task resumed", "task", t.ID, "op", t.Op.String(), "targets", len(targets),
-			"final", r.task.Counts.Final(), "to_dispatch", r.task.Counts.Pending)
-		if err := e.launch(r); err != nil {
+		if err := e.resumeTask(ctx, t.ID, "task resumed"); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func taskFinal(s model.TaskStatus) bool {
+	return s == model.TaskDone || s == model.TaskFailed || s == model.TaskCanceled
+}
+
+// resumeTask loads an unfinished task with the results already stored and
+// runs it: its non-final targets are dispatched again, final ones kept,
+// Seq goes on from the highest stored.
+func (e *Engine) resumeTask(ctx context.Context, id, why string) error {
+	t, targets, err := e.st.Task(ctx, id)
+	if err != nil {
+		return fmt.Errorf("resume %s: %w", id, err)
+	}
+	if taskFinal(t.Status) {
+		return nil
+	}
+	all, err := e.st.Processes(ctx)
+	if err != nil {
+		return fmt.Errorf("resume %s: load registry: %w", id, err)
+	}
+	defs := make(map[string]model.Process, len(all))
+	for _, d := range all {
+		defs[d.Process.Key()] = d.Process
+	}
+	prior, err := e.st.Results(ctx, id)
+	if err != nil {
+		return fmt.Errorf("resume %s: results: %w", id, err)
+	}
+	procs := map[string]model.Process{}
+	for _, tg := range targets {
+		if p, ok := defs[tg.ProcKey]; ok {
+			procs[tg.ProcKey] = p
+		}
+	}
+	r := newRun(t, targets, procs, prior)
+	if r.task.Counts.Final() < len(targets) {
+		r.task.Status = model.TaskRunning
+	}
+	e.log.Info(why, "task", t.ID, "op", t.Op.String(), "targets", len(targets),
+		"final", r.task.Counts.Final(), "to_dispatch", r.task.Counts.Pending, "owner", e.owner)
+	return e.launch(r)
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
+	"time"
 
 	"gseproc/model"
 )
@@ -22,10 +24,39 @@ func (e *Engine) Watch(ctx context.Context, id string, after int64) (<-chan mode
 	e.mu.RUnlock()
 	out := make(chan model.Result, watchBuffer)
 	if r == nil {
-		// Finished (or unknown): everything is in the store.
-		if _, _, err := e.st.Task(ctx, id); err != nil {
+		t, _, err := e.st.Task(ctx, id)
+		if err != nil {
 			return nil, fmt.Errorf("watch: %w", err)
 		}
+		if rw, ok := e.st.(ResultWatcher); ok && !taskFinal(t.Status) {
+			// Another engine runs it: follow its results as they are stored.
+			wctx, cancel := context.WithCancel(ctx)
+			stop := context.AfterFunc(e.ctx, cancel)
+			src, err := rw.WatchResults(wctx, id)
+			if err != nil {
+				stop()
+				cancel()
+				return nil, fmt.Errorf("watch %s: %w", id, err)
+			}
+			if !e.track(func() {
+				defer close(out)
+				defer func() {
+					stop()
+					cancel()
+					for range src { // the store's goroutine ends
+					}
+				}()
+				e.follow(wctx, src, after, nil, out)
+			}) {
+				stop()
+				cancel()
+				for range src {
+				}
+				return nil, errors.New("watch: engine is closed")
+			}
+			return out, nil
+		}
+		// Finished (or no way to follow it): everything is in the store.
 		stored, err := e.st.Results(ctx, id)
 		if err != nil {
 			return nil, fmt.Errorf("watch %s: results: %w", id, err)
@@ -53,7 +84,7 @@ func (e *Engine) Watch(ctx context.Context, id string, after int64) (<-chan mode
 		for {
 			r.mu.Lock()
 			batch := r.log[cursor:len(r.log):len(r.log)]
-			done, wake := r.done, r.notify
+			done, lost, wake := r.done, r.lost, r.notify
 			r.mu.Unlock()
 			if len(batch) > 0 {
 				if !e.send(ctx, out, batch) {
@@ -63,6 +94,10 @@ func (e *Engine) Watch(ctx context.Context, id string, after int64) (<-chan mode
 				continue
 			}
 			if done {
+				return
+			}
+			if lost {
+				e.followLost(ctx, id, after, r, out)
 				return
 			}
 			select {
@@ -78,6 +113,126 @@ func (e *Engine) Watch(ctx context.Context, id string, after int64) (<-chan mode
 		return nil, errors.New("watch: engine is closed")
 	}
 	return out, nil
+}
+
+// followLost goes on with a watch of run r, which another engine took
+// over: from the store, skipping the targets already sent.
+func (e *Engine) followLost(ctx context.Context, id string, after int64, r *run, out chan<- model.Result) {
+	rw, ok := e.st.(ResultWatcher)
+	if !ok {
+		return
+	}
+	sent := map[model.Target]bool{}
+	r.mu.Lock()
+	for _, res := range r.log {
+		if res.Seq > after {
+			sent[model.Target{Host: normHost(res.Host), ProcKey: res.ProcKey}] = true
+		}
+	}
+	r.mu.Unlock()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(e.ctx, cancel)
+	defer stop()
+	src, err := rw.WatchResults(wctx, id)
+	if err != nil {
+		e.log.Warn("watch after takeover", "task", id, "err", err)
+		return
+	}
+	defer func() {
+		cancel()
+		for range src {
+		}
+	}()
+	e.follow(wctx, src, after, sent, out)
+}
+
+// gapGrace is how long follow holds results back waiting for a missing
+// Seq: results are stored concurrently, so a later Seq may land first. A
+// Seq that never lands (its engine died before storing it; the target is
+// dispatched again under a new Seq) is skipped after it.
+const gapGrace = 2 * time.Second
+
+// follow sends the final results src delivers with Seq > after, each
+// target once (sent: targets already sent), in Seq order: a result whose
+// predecessor has not arrived is held until it does, or for gapGrace.
+func (e *Engine) follow(ctx context.Context, src <-chan model.Result, after int64, sent map[model.Target]bool, out chan<- model.Result) {
+	if sent == nil {
+		sent = map[model.Target]bool{}
+	}
+	expect := after + 1
+	held := map[int64]model.Result{}
+	gap := time.NewTimer(time.Hour)
+	gap.Stop()
+	defer gap.Stop()
+	var gapFor int64 = -1 // the expect value the gap timer runs for
+	flush := func() bool {
+		for {
+			res, ok := held[expect]
+			if !ok {
+				break
+			}
+			delete(held, expect)
+			if !e.send(ctx, out, []model.Result{res}) {
+				return false
+			}
+			expect++
+		}
+		if len(held) > 0 && gapFor != expect {
+			gap.Reset(gapGrace)
+			gapFor = expect
+		}
+		return true
+	}
+	for {
+		select {
+		case res, ok := <-src:
+			if !ok {
+				// Complete: whatever is held goes out in Seq order.
+				rest := make([]model.Result, 0, len(held))
+				for _, r := range held {
+					rest = append(rest, r)
+				}
+				sort.Slice(rest, func(i, j int) bool { return rest[i].Seq < rest[j].Seq })
+				e.send(ctx, out, rest)
+				return
+			}
+			if !res.State.Final() || res.Seq <= after {
+				continue
+			}
+			tg := model.Target{Host: normHost(res.Host), ProcKey: res.ProcKey}
+			if sent[tg] {
+				continue
+			}
+			sent[tg] = true
+			if res.Seq < expect { // its gap was given up on: late, but once
+				if !e.send(ctx, out, []model.Result{res}) {
+					return
+				}
+				continue
+			}
+			held[res.Seq] = res
+			if !flush() {
+				return
+			}
+		case <-gap.C:
+			gapFor = -1
+			if len(held) == 0 {
+				continue
+			}
+			expect = math.MaxInt64
+			for s := range held {
+				expect = min(expect, s)
+			}
+			if !flush() {
+				return
+			}
+		case <-ctx.Done():
+			return
+		case <-e.ctx.Done():
+			return
+		}
+	}
 }
 
 // track runs fn on a goroutine that Close waits for, unless Close has begun

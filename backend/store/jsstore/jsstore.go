@@ -10,6 +10,7 @@
 //	KV  gseproc_tasks     <enc(task id)>            -> model.Task
 //	KV  gseproc_targets   <enc(task id)>.<chunk>    -> []model.Target (2000 a chunk)
 //	KV  gseproc_results   <enc(task id)>.<index>    -> model.Result of the index-th target
+//	KV  gseproc_leases    <enc(task id)>            -> {owner, ttl_ms, at} of an unfinished task
 //	ST  gseproc_events    gseproc.store.events      model.Event, at most MaxEvents kept
 //
 // enc keeps [A-Za-z0-9_-] and writes any other byte as =XX (hex), so keys
@@ -22,6 +23,18 @@
 // index, so Results lists them in target order, and a result for a target
 // that is not the task's is refused. Listing reads a whole bucket (or one
 // task's keys) with one ordered consumer (a KV watch), not a Get per key.
+//
+// Leases (engine.Leaser): an engine running a task holds its lease key and
+// rewrites it every third of its TTL; every write changes the revision.
+// Acquire is a Create, take-over an Update at the revision the taker saw
+// unchanged for the TTL, renewal an Update at the revision just read: each
+// is a compare-and-set, so exactly one engine wins. The store judges no
+// expiry itself (no clocks compared across machines): the engine does.
+//
+// WatchResults (engine.ResultWatcher) is a KV watch of one task's result
+// keys (stored ones, then live) and of its task key: once the task is
+// stored complete, it reads on to the results stream's last message for
+// the task, then closes.
 package jsstore
 
 import (
@@ -65,9 +78,9 @@ type Store struct {
 	js   jetstream.JetStream
 	opts Options
 
-	procs, status, seq, tasks, targets, results jetstream.KeyValue
-	events                                      jetstream.Stream
-	eventsSubject                               string
+	procs, status, seq, tasks, targets, results, leases jetstream.KeyValue
+	events                                              jetstream.Stream
+	eventsSubject                                       string
 
 	mu     sync.Mutex
 	index  map[string]*taskIndex // task id -> target index (a small cache)
@@ -111,6 +124,7 @@ func New(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, err
 	}{
 		{"procs", &s.procs}, {"status", &s.status}, {"seq", &s.seq},
 		{"tasks", &s.tasks}, {"targets", &s.targets}, {"results", &s.results},
+		{"leases", &s.leases},
 	}
 	for _, b := range buckets {
 		name := opts.Prefix + "_" + b.name

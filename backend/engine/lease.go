@@ -1,0 +1,196 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"gseproc/model"
+)
+
+// Leases (when the store is a Leaser): the engine running a task holds its
+// lease. One loop per engine, every third of the lease TTL, renews the
+// leases of all its runs, then looks at every lease: one whose revision it
+// has seen unchanged for the lease's TTL (by its own clock), or that its
+// owner let go, it takes with a compare-and-set at that revision, so
+// exactly one engine wins, and resumes the task as Start does.
+//
+// An engine that finds, renewing, that its lease was taken abandons the
+// run: it dispatches no more targets and stores no more results.
+
+// leaseSeen is when a lease revision was first seen by this engine.
+type leaseSeen struct {
+	rev uint64
+	at  time.Time
+}
+
+func (e *Engine) leaseLoop() {
+	every := e.leaseTTL / 3
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	seen := map[string]leaseSeen{}
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		e.renewLeases(every)
+		e.scanLeases(seen, every)
+	}
+}
+
+// renewLeases renews the lease of every run; a lease found taken makes its
+// run abandoned. Each renewal is bounded by limit, so one stuck call does
+// not let the others expire.
+func (e *Engine) renewLeases(limit time.Duration) {
+	e.mu.RLock()
+	runs := make([]*run, 0, len(e.runs))
+	for _, r := range e.runs {
+		runs = append(runs, r)
+	}
+	e.mu.RUnlock()
+	for _, r := range runs {
+		ctx, cancel := context.WithTimeout(e.ctx, limit)
+		err := e.leaser.RenewLease(ctx, r.task.ID, e.owner, e.leaseTTL)
+		cancel()
+		switch {
+		case err == nil:
+		case errors.Is(err, model.ErrConflict):
+			e.abandon(r, err)
+		case e.ctx.Err() != nil:
+			return
+		default:
+			e.log.Warn("renew lease", "task", r.task.ID, "err", err)
+		}
+	}
+}
+
+// scanLeases takes over the tasks whose lease expired.
+func (e *Engine) scanLeases(seen map[string]leaseSeen, limit time.Duration) {
+	ctx, cancel := context.WithTimeout(e.ctx, limit)
+	ls, err := e.leaser.Leases(ctx)
+	cancel()
+	if err != nil {
+		if e.ctx.Err() == nil {
+			e.log.Warn("list leases", "err", err)
+		}
+		return
+	}
+	now := time.Now()
+	present := make(map[string]bool, len(ls))
+	for _, l := range ls {
+		present[l.TaskID] = true
+		if l.Owner == e.owner {
+			delete(seen, l.TaskID)
+			continue
+		}
+		e.mu.RLock()
+		_, mine := e.runs[l.TaskID]
+		e.mu.RUnlock()
+		if mine {
+			continue // taken from us: the renewal finds out
+		}
+		s, ok := seen[l.TaskID]
+		if l.Owner != "" && (!ok || s.rev != l.Rev) {
+			seen[l.TaskID] = leaseSeen{rev: l.Rev, at: now}
+			continue
+		}
+		ttl := l.TTL
+		if ttl <= 0 {
+			ttl = e.leaseTTL
+		}
+		if l.Owner != "" && now.Sub(s.at) < ttl {
+			continue
+		}
+		delete(seen, l.TaskID)
+		e.takeOver(l, now.Sub(s.at))
+	}
+	for id := range seen {
+		if !present[id] {
+			delete(seen, id)
+		}
+	}
+}
+
+// takeOver takes l at its revision and resumes its task.
+func (e *Engine) takeOver(l Lease, unrenewed time.Duration) {
+	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
+	defer cancel()
+	ok, err := e.leaser.TakeLease(ctx, l.TaskID, e.owner, e.leaseTTL, l.Rev)
+	if err != nil || !ok {
+		if err != nil && e.ctx.Err() == nil {
+			e.log.Warn("take lease", "task", l.TaskID, "err", err)
+		}
+		return
+	}
+	t, _, err := e.st.Task(ctx, l.TaskID)
+	if errors.Is(err, model.ErrNotFound) || (err == nil && taskFinal(t.Status)) {
+		// Complete (its owner died before letting the lease go) or gone.
+		if err := e.leaser.ReleaseLease(ctx, l.TaskID, e.owner, true); err != nil {
+			e.log.Warn("release lease", "task", l.TaskID, "err", err)
+		}
+		return
+	}
+	if err == nil {
+		err = e.resumeTask(ctx, l.TaskID, "task taken over")
+	}
+	if err != nil {
+		if e.ctx.Err() == nil {
+			e.log.Warn("take over", "task", l.TaskID, "err", err)
+		}
+		// Let it go for another engine (or this one, next scan).
+		if rerr := e.leaser.ReleaseLease(context.WithoutCancel(ctx), l.TaskID, e.owner, false); rerr != nil {
+			e.log.Warn("release lease", "task", l.TaskID, "err", rerr)
+		}
+		return
+	}
+	e.log.Info("lease taken over", "task", l.TaskID, "from", l.Owner, "unrenewed", unrenewed.Round(time.Millisecond))
+}
+
+// abandon stops a run whose lease another engine holds now: no more
+// dispatches, no more stored results; its watchers go on from the store.
+func (e *Engine) abandon(r *run, why error) {
+	r.mu.Lock()
+	if r.done || r.lost {
+		r.mu.Unlock()
+		return
+	}
+	r.lost = true
+	close(r.notify)
+	r.notify = make(chan struct{})
+	id := r.task.ID
+	r.mu.Unlock()
+	r.cancel()
+	e.mu.Lock()
+	if e.runs[id] == r {
+		delete(e.runs, id)
+	}
+	e.mu.Unlock()
+	e.log.Warn("task abandoned: its lease was taken over", "task", id, "err", why)
+}
+
+// releaseLeases lets the leases of the runs left unfinished by Close go,
+// so that another engine takes their tasks over at once.
+func (e *Engine) releaseLeases() {
+	if e.leaser == nil {
+		return
+	}
+	e.mu.RLock()
+	ids := make([]string, 0, len(e.runs))
+	for id, r := range e.runs {
+		r.mu.Lock()
+		if !r.done && !r.lost {
+			ids = append(ids, id)
+		}
+		r.mu.Unlock()
+	}
+	e.mu.RUnlock()
+	for _, id := range ids {
+		ctx, cancel := context.WithTimeout(context.Background(), e.leaseTTL/3)
+		if err := e.leaser.ReleaseLease(ctx, id, e.owner, false); err != nil {
+			e.log.Warn("release lease", "task", id, "err", err)
+		}
+		cancel()
+	}
+}

@@ -1,0 +1,304 @@
+package jsstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"gseproc/backend/engine"
+	"gseproc/model"
+)
+
+var (
+	_ engine.Leaser        = (*Store)(nil)
+	_ engine.ResultWatcher = (*Store)(nil)
+)
+
+// leaseRec is a lease as stored. At (the writer's clock, informational)
+// makes every write's value unique, so a write whose answer was lost is
+// recognised by reading the key back.
+type leaseRec struct {
+	Task  string `json:"task"`
+	Owner string `json:"owner"`
+	TTLms int64  `json:"ttl_ms"`
+	At    int64  `json:"at_ns"`
+}
+
+func leaseData(task, owner string, ttl time.Duration) []byte {
+	data, _ := json.Marshal(leaseRec{Task: task, Owner: owner, TTLms: ttl.Milliseconds(), At: time.Now().UnixNano()})
+	return data
+}
+
+func (s *Store) getLease(ctx context.Context, k string) (jetstream.KeyValueEntry, leaseRec, error) {
+	e, err := do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.leases.Get(ctx, k) })
+	if err != nil {
+		return nil, leaseRec{}, err
+	}
+	var rec leaseRec
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return nil, leaseRec{}, fmt.Errorf("decode lease %s: %w", k, err)
+	}
+	return e, rec, nil
+}
+
+// AcquireLease creates taskID's lease for owner; false when it has one.
+func (s *Store) AcquireLease(ctx context.Context, taskID, owner string, ttl time.Duration) (bool, error) {
+	if err := s.check(); err != nil {
+		return false, err
+	}
+	k := enc(taskID)
+	data := leaseData(taskID, owner, ttl)
+	_, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.leases.Create(ctx, k, data) })
+	if err == nil {
+		return true, nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return false, fmt.Errorf("acquire lease of %s: %w", taskID, err)
+	}
+	// An earlier attempt may have been applied without its answer arriving.
+	e, rec, gerr := s.getLease(ctx, k)
+	if gerr != nil {
+		if errors.Is(gerr, jetstream.ErrKeyNotFound) {
+			return false, nil // released meanwhile: let the caller look again
+		}
+		return false, fmt.Errorf("acquire lease of %s: %w", taskID, gerr)
+	}
+	return bytes.Equal(e.Value(), data) || rec.Owner == owner, nil
+}
+
+// RenewLease rewrites owner's lease (model.ErrConflict when it is not
+// owner's any more).
+func (s *Store) RenewLease(ctx context.Context, taskID, owner string, ttl time.Duration) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	k := enc(taskID)
+	e, rec, err := s.getLease(ctx, k)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("renew lease of %s: gone: %w", taskID, model.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("renew lease of %s: %w", taskID, err)
+	}
+	if rec.Owner != owner {
+		return fmt.Errorf("renew lease of %s: held by %q: %w", taskID, rec.Owner, model.ErrConflict)
+	}
+	data := leaseData(taskID, owner, ttl)
+	_, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.leases.Update(ctx, k, data, e.Revision()) })
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		if e2, _, gerr := s.getLease(ctx, k); gerr == nil && bytes.Equal(e2.Value(), data) {
+			return nil
+		}
+		return fmt.Errorf("renew lease of %s: changed meanwhile: %w", taskID, model.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("renew lease of %s: %w", taskID, err)
+	}
+	return nil
+}
+
+// TakeLease replaces the lease at revision rev by owner's; false when it
+// changed meanwhile.
+func (s *Store) TakeLease(ctx context.Context, taskID, owner string, ttl time.Duration, rev uint64) (bool, error) {
+	if err := s.check(); err != nil {
+		return false, err
+	}
+	k := enc(taskID)
+	data := leaseData(taskID, owner, ttl)
+	_, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.leases.Update(ctx, k, data, rev) })
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		e, _, gerr := s.getLease(ctx, k)
+		return gerr == nil && bytes.Equal(e.Value(), data), nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("take lease of %s: %w", taskID, err)
+	}
+	return true, nil
+}
+
+// ReleaseLease deletes owner's lease (done) or leaves it ownerless.
+func (s *Store) ReleaseLease(ctx context.Context, taskID, owner string, done bool) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	k := enc(taskID)
+	e, rec, err := s.getLease(ctx, k)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("release lease of %s: %w", taskID, err)
+	}
+	if rec.Owner != owner {
+		return nil
+	}
+	if done {
+		err = s.leases.Purge(ctx, k, jetstream.LastRevision(e.Revision()))
+	} else {
+		_, err = s.leases.Update(ctx, k, leaseData(taskID, "", time.Duration(rec.TTLms)*time.Millisecond), e.Revision())
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return fmt.Errorf("release lease of %s: %w", taskID, err)
+	}
+	return nil
+}
+
+// Leases lists every lease.
+func (s *Store) Leases(ctx context.Context) ([]engine.Lease, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	var out []engine.Lease
+	err := s.each(ctx, s.leases, ">", func(e jetstream.KeyValueEntry) error {
+		var rec leaseRec
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			return fmt.Errorf("decode %s: %w", e.Key(), err)
+		}
+		out = append(out, engine.Lease{TaskID: rec.Task, Owner: rec.Owner, TTL: time.Duration(rec.TTLms) * time.Millisecond, Rev: e.Revision()})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list leases: %w", err)
+	}
+	return out, nil
+}
+
+func taskFinal(st model.TaskStatus) bool {
+	return st == model.TaskDone || st == model.TaskFailed || st == model.TaskCanceled
+}
+
+// WatchResults sends taskID's stored results, then each one stored later;
+// it closes once the task is stored complete and every result stored
+// before that was sent, when the task is deleted, or when ctx ends.
+func (s *Store) WatchResults(ctx context.Context, taskID string) (<-chan model.Result, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if _, err := s.task(ctx, taskID); err != nil {
+		return nil, fmt.Errorf("watch results of %w", err)
+	}
+	tk := enc(taskID)
+	filter := tk + ".*"
+	st, err := do(ctx, func(ctx context.Context) (jetstream.Stream, error) { return s.js.Stream(ctx, "KV_"+s.results.Bucket()) })
+	if err != nil {
+		return nil, fmt.Errorf("watch results of %s: %w", taskID, err)
+	}
+	rw, err := do(ctx, func(context.Context) (jetstream.KeyWatcher, error) { return s.results.Watch(ctx, filter) })
+	if err != nil {
+		return nil, fmt.Errorf("watch results of %s: %w", taskID, err)
+	}
+	tw, err := do(ctx, func(context.Context) (jetstream.KeyWatcher, error) { return s.tasks.Watch(ctx, tk) })
+	if err != nil {
+		_ = rw.Stop()
+		return nil, fmt.Errorf("watch task %s: %w", taskID, err)
+	}
+	out := make(chan model.Result, 256)
+	go func() {
+		defer close(out)
+		defer func() { _ = rw.Stop(); _ = tw.Stop() }()
+		var high uint64 // highest result revision seen
+		final := false
+		var want uint64 // once final: read results up to this revision
+		lastSeq := func() (uint64, error) {
+			return do(ctx, func(ctx context.Context) (uint64, error) {
+				m, err := st.GetLastMsgForSubject(ctx, "$KV."+s.results.Bucket()+"."+filter)
+				if errors.Is(err, jetstream.ErrMsgNotFound) {
+					return 0, nil
+				}
+				if err != nil {
+					return 0, err
+				}
+				return m.Sequence, nil
+			})
+		}
+		setFinal := func() bool {
+			final = true
+			var err error
+			want, err = lastSeq()
+			return err == nil
+		}
+		// A watch whose consumer was on a node that died delivers nothing
+		// until the client notices (many seconds): after attemptTimeout of
+		// silence, the store is asked directly, and a stalled watch is
+		// replaced by one resuming after the last revision seen.
+		silence := time.NewTimer(attemptTimeout)
+		defer silence.Stop()
+		tasks := tw.Updates()
+		for {
+			if final && high >= want {
+				last, err := lastSeq()
+				if err != nil || high >= last {
+					return
+				}
+				want = last
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-silence.C:
+				if !final {
+					t, err := s.task(ctx, taskID)
+					if errors.Is(err, model.ErrNotFound) {
+						return
+					}
+					if err == nil && taskFinal(t.Status) && !setFinal() {
+						return
+					}
+				}
+				if last, err := lastSeq(); err == nil && last > high {
+					nw, err := s.results.Watch(ctx, filter, jetstream.ResumeFromRevision(high+1))
+					if err == nil {
+						_ = rw.Stop()
+						rw = nw
+					}
+				}
+				silence.Reset(attemptTimeout)
+			case e, ok := <-rw.Updates():
+				if !ok {
+					return
+				}
+				silence.Reset(attemptTimeout)
+				if e == nil {
+					continue
+				}
+				high = max(high, e.Revision())
+				if e.Operation() != jetstream.KeyValuePut {
+					continue
+				}
+				var r model.Result
+				if err := json.Unmarshal(e.Value(), &r); err != nil {
+					continue // not a result: skipped, as listings fail on it
+				}
+				select {
+				case out <- r:
+				case <-ctx.Done():
+					return
+				}
+			case e, ok := <-tasks:
+				if !ok {
+					return
+				}
+				silence.Reset(attemptTimeout)
+				if e == nil {
+					continue
+				}
+				if e.Operation() != jetstream.KeyValuePut {
+					return // deleted
+				}
+				var t model.Task
+				if err := json.Unmarshal(e.Value(), &t); err == nil && taskFinal(t.Status) && !final {
+					tasks = nil // nothing more to learn from it
+					if !setFinal() {
+						return
+					}
+				}
+			}
+		}
+	}()
+	return out, nil
+}
