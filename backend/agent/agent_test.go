@@ -675,11 +675,13 @@ while :; do :; done
 `})
 	p.Spec.Control.StartCmd = "./spin.sh >/dev/null 2>&1 &"
 	wantCode(t, do(t, a, model.OpStart, p), model.CodeSuccess, "start")
-	// One core of a.m.ncpu busy: about 100/ncpu percent of the machine.
+	// One core of a.m.ncpu busy: about 100/ncpu percent of the machine, less
+	// when other processes compete for the cores (the test suite runs on
+	// loaded machines), never more.
 	want := 100 / float64(a.m.ncpu)
-	eventually(t, 5*time.Second, "cpu sampled near one core", func() bool {
+	eventually(t, 10*time.Second, "cpu sampled near one core", func() bool {
 		st := do(t, a, model.OpStatus, p).Status
-		return st.CPU > want*0.3 && st.CPU <= want*1.3
+		return st.CPU > want*0.15 && st.CPU <= want*1.3
 	})
 	wantCode(t, do(t, a, model.OpKill, p), model.CodeSuccess, "kill")
 }
@@ -719,13 +721,9 @@ rm -f running
 	long.Spec.Control.StartCmd = "./job.sh 1.5"
 	long.Spec.Policy.AutoType, long.Spec.Policy.CycleTime = model.AutoPeriodic, 1
 
-	t0 := time.Now()
 	wantCode(t, do(t, a, model.OpStart, short), model.CodeSuccess, "start short")
 	wantCode(t, do(t, a, model.OpStart, long), model.CodeSuccess, "start long")
 	wantCode(t, do(t, a, model.OpStart, short), model.CodeAlreadyRunning, "start scheduled")
-	time.Sleep(3500*time.Millisecond - time.Since(t0))
-	wantCode(t, do(t, a, model.OpStop, short), model.CodeSuccess, "stop short")
-	wantCode(t, do(t, a, model.OpStop, long), model.CodeSuccess, "stop long")
 
 	runs := func(dir string) []float64 {
 		b, _ := os.ReadFile(filepath.Join(dir, "runs.log"))
@@ -737,25 +735,36 @@ rm -f running
 		sort.Float64s(out)
 		return out
 	}
+	// Wait for runs rather than a fixed time: a loaded machine may start
+	// the shells late, and the schedule must still hold.
+	eventually(t, 15*time.Second, "4 short and 2 long runs", func() bool { return len(runs(sdir)) >= 4 && len(runs(ldir)) >= 2 })
+	wantCode(t, do(t, a, model.OpStop, short), model.CodeSuccess, "stop short")
+	wantCode(t, do(t, a, model.OpStop, long), model.CodeSuccess, "stop long")
+
+	// Cycle 1 s: runs about a second apart (wide bounds: a run's shell may
+	// start late under load, but neither every tick twice nor every other).
 	s := runs(sdir)
-	if len(s) != 4 {
-		t.Fatalf("short job: %d runs in 3.5 s at cycle 1 s, want 4: %v", len(s), s)
-	}
 	for i := 1; i < len(s); i++ {
-		if gap := s[i] - s[i-1]; gap < 0.8 || gap > 1.3 {
-			t.Fatalf("short job runs %.3f s apart: %v", gap, s)
+		if gap := s[i] - s[i-1]; gap < 0.6 || gap > 1.9 {
+			t.Fatalf("short job runs %.3f s apart at cycle 1 s: %v", gap, s)
 		}
 	}
+	// A 1.5 s run skips the ticks while it is alive: its runs are at least
+	// its length apart, and never overlap.
 	l := runs(ldir)
-	if len(l) != 2 {
-		t.Fatalf("long job (1.5 s, cycle 1 s): %d runs in 3.5 s, want 2 (ticks skipped while alive): %v", len(l), l)
+	for i := 1; i < len(l); i++ {
+		if gap := l[i] - l[i-1]; gap < 1.45 {
+			t.Fatalf("long job (1.5 s, cycle 1 s) runs %.3f s apart: ticks not skipped while alive: %v", gap, l)
+		}
 	}
 	if b, err := os.ReadFile(filepath.Join(ldir, "overlaps.log")); err == nil {
 		t.Fatalf("runs overlapped: %s", b)
 	}
+	// Stopped: no further run, though more than a cycle passes.
+	n := len(runs(sdir))
 	time.Sleep(1200 * time.Millisecond)
-	if n := len(runs(sdir)); n != 4 {
-		t.Fatalf("ran after stop: %d runs", n)
+	if got := len(runs(sdir)); got != n {
+		t.Fatalf("ran after stop: %d runs, %d at stop", got, n)
 	}
 }
 
