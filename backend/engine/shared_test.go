@@ -1,0 +1,314 @@
+package engine_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"gseproc/backend"
+	"gseproc/backend/config"
+	"gseproc/backend/engine"
+	"gseproc/backend/store/jsstore"
+	"gseproc/backend/transport"
+	"gseproc/model"
+)
+
+// sharedNATS starts one embedded NATS server with JetStream (127.0.0.1).
+func sharedNATS(t *testing.T) *transport.Embedded {
+	t.Helper()
+	c := config.Default().NATS
+	c.Listen = "127.0.0.1:-1"
+	c.StoreDir = t.TempDir()
+	emb, err := transport.StartEmbedded(c, transport.EmbeddedOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emb.Shutdown)
+	return emb
+}
+
+// sharedStore opens a JetStream store of its own on emb, as each server
+// of a cluster does.
+func sharedStore(t *testing.T, emb *transport.Embedded) *jsstore.Store {
+	t.Helper()
+	nc, err := emb.Connect("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := jsstore.New(ctx, js, jsstore.Options{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// slowAgents answers every host after delay and counts the dispatches
+// per host.
+func slowAgents(n int, delay time.Duration) (*fakeAgents, func() map[model.Host]int) {
+	f := newFake(n)
+	var mu sync.Mutex
+	calls := map[model.Host]int{}
+	f.reply = func(ctx context.Context, h model.Host, req model.AgentRequest) (model.AgentReply, error) {
+		mu.Lock()
+		calls[h]++
+		mu.Unlock()
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return model.AgentReply{}, ctx.Err()
+		}
+		return model.AgentReply{Code: model.CodeSuccess, Status: &model.ProcStatus{State: model.ProcRunning, PID: 7}}, nil
+	}
+	return f, func() map[model.Host]int {
+		mu.Lock()
+		defer mu.Unlock()
+		out := make(map[model.Host]int, len(calls))
+		for h, c := range calls {
+			out[h] = c
+		}
+		return out
+	}
+}
+
+// watched collects a watch channel in the background.
+type watched struct {
+	mu   sync.Mutex
+	got  []model.Result
+	done chan struct{}
+}
+
+func watchAll(ch <-chan model.Result) *watched {
+	w := &watched{done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for r := range ch {
+			w.mu.Lock()
+			w.got = append(w.got, r)
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+func (w *watched) len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.got)
+}
+
+func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true after %s", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSharedStoreTakeover: two engines on one JetStream store. A runs a
+// task; B follows it live. A stops mid-task (crashing: its store goes
+// first and it lets nothing go; or closing gracefully: it lets its lease
+// go). B, running all along, takes the task over, dispatches only what A
+// had not finished, and B's watcher sees every target's stored result
+// once, in Seq order.
+func TestSharedStoreTakeover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a NATS server")
+	}
+	for _, tc := range []struct {
+		name  string
+		crash bool
+	}{{"crash", true}, {"graceful", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			emb := sharedNATS(t)
+			cfg := testCfg()
+			cfg.Concurrency = 4
+			cfg.LeaseTTL = config.Duration(time.Second)
+			const hosts = 60
+			fa, callsA := slowAgents(hosts, 40*time.Millisecond)
+			fb, callsB := slowAgents(hosts, 40*time.Millisecond)
+			stA, stB := sharedStore(t, emb), sharedStore(t, emb)
+			ctx := context.Background()
+			a := engine.New(cfg, fa, fa, stA, engine.WithOwner("A"))
+			b := engine.New(cfg, fb, fb, stB, engine.WithOwner("B"))
+			for _, e := range []*engine.Engine{a, b} {
+				if err := e.Start(ctx); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = e.Close() })
+			}
+			var all []model.Host
+			for _, h := range fa.hosts {
+				all = append(all, h.Host)
+			}
+			if err := a.Seed(ctx, []model.ProcessDef{{Process: proc("ns", "app", nil), Hosts: all}}); err != nil {
+				t.Fatal(err)
+			}
+			task, err := a.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ch, err := b.Watch(ctx, task.ID, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := watchAll(ch)
+			waitUntil(t, "results of A live at B", 20*time.Second, func() bool { return w.len() >= 10 })
+			if ts, err := b.Tasks(ctx, 1); err != nil || len(ts) != 1 || ts[0].Counts.Final() < 10 || ts[0].Status != model.TaskRunning {
+				t.Fatalf("B lists A's task as %+v (%v)", ts, err)
+			}
+
+			if tc.crash {
+				_ = stA.Close()
+				_ = a.Close()
+			} else {
+				_ = a.Close()
+				_ = stA.Close()
+			}
+			before, err := b.Task(ctx, task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			finalByA := map[model.Host]model.Result{}
+			for _, r := range before.Results {
+				if r.State.Final() {
+					finalByA[r.Host] = r
+				}
+			}
+			if len(finalByA) == hosts {
+				t.Fatal("A finished the task before it stopped; make it slower")
+			}
+
+			select {
+			case <-w.done:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("B's watcher did not end: %d/%d results", w.len(), hosts)
+			}
+			v, err := b.Task(ctx, task.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Task.Status != model.TaskDone || countFinal(v.Results) != hosts {
+				t.Fatalf("after takeover: %s, %d/%d final", v.Task.Status, countFinal(v.Results), hosts)
+			}
+			stored := map[model.Host]model.Result{}
+			for _, r := range v.Results {
+				stored[r.Host] = r
+			}
+			for h, r := range finalByA {
+				if s := stored[h]; s.Seq != r.Seq || !s.Finished.Equal(r.Finished) {
+					t.Errorf("%s: A's result was redone: %+v -> %+v", h, r, s)
+				}
+			}
+			for h := range callsB() {
+				if _, ok := finalByA[h]; ok {
+					t.Errorf("%s: finished by A, dispatched again by B", h)
+				}
+			}
+			if n := len(callsA()) + len(callsB()); n < hosts {
+				t.Errorf("%d hosts dispatched in all, want %d", n, hosts)
+			}
+			if len(w.got) != hosts {
+				t.Fatalf("B's watcher got %d results for %d targets", len(w.got), hosts)
+			}
+			seen := map[model.Host]bool{}
+			for i, r := range w.got {
+				if seen[r.Host] {
+					t.Fatalf("B's watcher got %s twice", r.Host)
+				}
+				seen[r.Host] = true
+				if s := stored[r.Host]; s.Seq != r.Seq {
+					t.Fatalf("B's watcher got %s seq %d, stored seq %d", r.Host, r.Seq, s.Seq)
+				}
+				if i > 0 && r.Seq <= w.got[i-1].Seq {
+					t.Fatalf("B's watcher: seq %d after %d", r.Seq, w.got[i-1].Seq)
+				}
+			}
+			t.Logf("%d targets: %d by A, %d by B", hosts, len(finalByA), len(callsB()))
+		})
+	}
+}
+
+// TestSharedStoreNoTakeoverWhileRunning: a task that lasts many lease TTLs
+// on a healthy engine is never taken over by the other: each host is
+// dispatched once, by A only, and B's live watcher sees every result.
+func TestSharedStoreNoTakeoverWhileRunning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a NATS server")
+	}
+	emb := sharedNATS(t)
+	cfg := testCfg()
+	cfg.Concurrency = 2
+	cfg.LeaseTTL = config.Duration(600 * time.Millisecond)
+	const hosts = 40
+	fa, callsA := slowAgents(hosts, 80*time.Millisecond) // ~1.6 s: several TTLs
+	fb, callsB := slowAgents(hosts, 80*time.Millisecond)
+	ctx := context.Background()
+	a := engine.New(cfg, fa, fa, sharedStore(t, emb), engine.WithOwner("A"))
+	b := engine.New(cfg, fb, fb, sharedStore(t, emb), engine.WithOwner("B"))
+	for _, e := range []*engine.Engine{a, b} {
+		if err := e.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.Close() })
+	}
+	var all []model.Host
+	for _, h := range fa.hosts {
+		all = append(all, h.Host)
+	}
+	if err := a.Seed(ctx, []model.ProcessDef{{Process: proc("ns", "app", nil), Hosts: all}}); err != nil {
+		t.Fatal(err)
+	}
+	task, err := a.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := b.Watch(ctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := watchAll(ch)
+	select {
+	case <-w.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("B's watcher did not end: %d/%d", w.len(), hosts)
+	}
+	if len(w.got) != hosts {
+		t.Fatalf("B's watcher got %d results for %d targets", len(w.got), hosts)
+	}
+	if n := len(callsB()); n != 0 {
+		t.Fatalf("B dispatched %d hosts of a task A was running", n)
+	}
+	for h, n := range callsA() {
+		if n != 1 {
+			t.Fatalf("%s dispatched %d times", h, n)
+		}
+	}
+	v, err := b.Task(ctx, task.ID)
+	if err != nil || v.Task.Status != model.TaskDone {
+		t.Fatalf("task at B: %+v %v", v.Task, err)
+	}
+}
+
+func countFinal(rs []model.Result) int {
+	n := 0
+	for _, r := range rs {
+		if r.State.Final() {
+			n++
+		}
+	}
+	return n
+}
