@@ -176,8 +176,20 @@ func TestDispatchRoundTrip(t *testing.T) {
 	e := startServer(t, testNATS(t), true)
 	// The agent is up before the server side: the hello makes it report at
 	// once although its heartbeat interval is long.
+	// Its first heartbeat follows its hello subscription: once it is seen,
+	// the server has the subscription (a fixed sleep could be too short).
+	watch := serverConn(t, e)
+	first, err := watch.SubscribeSync(HeartbeatSubject(h1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	runAgent(t, e.ClientURL(), ClientOptions{Name: "agent"}, echoAgent(h1), ServeOptions{HeartbeatInterval: time.Minute})
-	time.Sleep(100 * time.Millisecond)
+	if _, err := first.NextMsg(10 * time.Second); err != nil {
+		t.Fatalf("first heartbeat: %v", err)
+	}
 	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{Labels: map[string]string{"bk_biz_id": "1", "role": "x"}})
 	eventually(t, "agent online", 5*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
 
@@ -255,7 +267,9 @@ func TestOnlineOffline(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := startServer(t, testNATS(t), true)
-			d := newDispatcher(t, serverConn(t, e), DispatcherOptions{OfflineAfter: 400 * time.Millisecond,
+			// Heartbeats every 50 ms; offline after 1 s without one, so a
+			// loaded machine's scheduling delays do not look like a loss.
+			d := newDispatcher(t, serverConn(t, e), DispatcherOptions{OfflineAfter: time.Second,
 				StaticHosts: []model.HostInfo{{Host: model.Host{IP: "10.0.0.99"}}}})
 			var mu sync.Mutex
 			var evs []model.Event
@@ -276,8 +290,8 @@ func TestOnlineOffline(t *testing.T) {
 			}
 			nc, stop := runAgent(t, e.ClientURL(), ClientOptions{}, echoAgent(h1), ServeOptions{HeartbeatInterval: 50 * time.Millisecond})
 			eventually(t, "online", 5*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
-			// Stays online across many heartbeats.
-			time.Sleep(600 * time.Millisecond)
+			// Stays online across many heartbeats, for longer than OfflineAfter.
+			time.Sleep(1500 * time.Millisecond)
 			if s := hostState(d, h1); s != model.AgentOnline {
 				t.Fatalf("state %q while heartbeating", s)
 			}
