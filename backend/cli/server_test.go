@@ -124,7 +124,8 @@ func TestServerDemo(t *testing.T) {
 	}
 	_ = json.Unmarshal(r.Data, &d)
 	key := "1:2:10.0.0.1:gse:proc-test"
-	for i := 0; ; i++ {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
 		q, _ := json.Marshal(map[string]string{"bk_app_code": "esb_test", "bk_app_secret": "xxx", "bk_token": "xxx", "task_id": d.TaskID})
 		r = postJSON(t, base+"/api/c/compapi/v2/gse/get_proc_operate_result/", q)
 		if r.Code == 0 {
@@ -141,8 +142,8 @@ func TestServerDemo(t *testing.T) {
 		} else if r.Code != 1000115 {
 			t.Fatalf("get_proc_operate_result: %d %s", r.Code, r.Message)
 		}
-		if i > 500 {
-			t.Fatalf("no final result for %s", key)
+		if time.Now().After(deadline) {
+			t.Fatalf("no final result for %s within 30 s", key)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -362,14 +362,15 @@ func TestGSE2Paths(t *testing.T) {
 		t.Fatalf("operate_proc_v2: %s", r.Message)
 	}
 	id := decode[map[string]string](t, r.Data)["task_id"]
-	for i := 0; ; i++ {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
 		r = e.post("/api/v2/proc/get_proc_operate_result_v2", withAuth(map[string]any{"task_id": id}))
 		m := decode[map[string]gseEntry](t, r.Data)
 		if r.Code == 0 && len(m) == 2 && *m["0:10.0.0.1:gse:proc-test"].ErrorCode == 0 && *m["0:127.0.0.1:gse:proc-test"].ErrorCode == 0 {
 			break
 		}
-		if i > 500 {
-			t.Fatalf("no final v2 results: %s", r.raw)
+		if time.Now().After(deadline) {
+			t.Fatalf("no final v2 results within 15 s: %s", r.raw)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -361,7 +361,8 @@ func TestConcurrentClients(t *testing.T) {
 					return
 				}
 				body := `{"bk_app_code":"esb_test","bk_app_secret":"xxx","bk_username":"w` + strconv.Itoa(w) + `","task_id":"` + r.Data.TaskID + `"}`
-				for j := 0; ; j++ {
+				deadline := time.Now().Add(30 * time.Second)
+				for {
 					resp, err := c.Post(e.hs.URL+"/api/c/compapi/v2/gse/get_proc_operate_result/", "application/json", strings.NewReader(body))
 					if err != nil {
 						errs <- err.Error()
@@ -379,8 +380,8 @@ func TestConcurrentClients(t *testing.T) {
 					if q.Code == 0 && ok && en.ErrorCode != model.CodeRunning {
 						break
 					}
-					if j > 1000 {
-						errs <- "task " + r.Data.TaskID + " never final"
+					if time.Now().After(deadline) {
+						errs <- "task " + r.Data.TaskID + " not final within 30 s"
 						return
 					}
 					time.Sleep(5 * time.Millisecond)
