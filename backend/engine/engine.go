@@ -44,6 +44,7 @@ type Engine struct {
 
 	mu       sync.RWMutex
 	runs     map[string]*run                            // unfinished tasks
+	claims   map[string]bool                            // leases acquired for tasks being created
 	statuses map[model.Host]map[string]model.ProcStatus // last known, mirrors the store
 	subs     map[int]chan model.Event
 	nextSub  int
@@ -106,6 +107,7 @@ func New(cfg config.EngineConfig, d Dispatcher, inv Inventory, st Store, opts ..
 		log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 		now:      time.Now,
 		runs:     make(map[string]*run),
+		claims:   make(map[string]bool),
 		statuses: make(map[model.Host]map[string]model.ProcStatus),
 		subs:     make(map[int]chan model.Event),
 		eventsIn: make(chan model.Event, eventQueue),

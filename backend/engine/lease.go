@@ -45,23 +45,30 @@ func (e *Engine) leaseLoop() {
 // not let the others expire.
 func (e *Engine) renewLeases(limit time.Duration) {
 	e.mu.RLock()
-	runs := make([]*run, 0, len(e.runs))
-	for _, r := range e.runs {
-		runs = append(runs, r)
+	runs := make(map[string]*run, len(e.runs)+len(e.claims))
+	for id, r := range e.runs {
+		runs[id] = r
+	}
+	for id := range e.claims {
+		if runs[id] == nil {
+			runs[id] = nil // being created: renewed, nothing to abandon yet
+		}
 	}
 	e.mu.RUnlock()
-	for _, r := range runs {
+	for id, r := range runs {
 		ctx, cancel := context.WithTimeout(e.ctx, limit)
-		err := e.leaser.RenewLease(ctx, r.task.ID, e.owner, e.leaseTTL)
+		err := e.leaser.RenewLease(ctx, id, e.owner, e.leaseTTL)
 		cancel()
 		switch {
 		case err == nil:
 		case errors.Is(err, model.ErrConflict):
-			e.abandon(r, err)
+			if r != nil {
+				e.abandon(r, err)
+			}
 		case e.ctx.Err() != nil:
 			return
 		default:
-			e.log.Warn("renew lease", "task", r.task.ID, "err", err)
+			e.log.Warn("renew lease", "task", id, "err", err)
 		}
 	}
 }
@@ -87,6 +94,7 @@ func (e *Engine) scanLeases(seen map[string]leaseSeen, limit time.Duration) {
 		}
 		e.mu.RLock()
 		_, mine := e.runs[l.TaskID]
+		mine = mine || e.claims[l.TaskID]
 		e.mu.RUnlock()
 		if mine {
 			continue // taken from us: the renewal finds out

@@ -108,7 +108,8 @@ type Leaser interface {
 	// already has one (of another owner).
 	AcquireLease(ctx context.Context, taskID, owner string, ttl time.Duration) (bool, error)
 	// RenewLease writes owner's lease again: model.ErrConflict when the
-	// lease is gone or belongs to another owner (it was taken over).
+	// lease belongs to another owner (it was taken over). A lease that is
+	// gone is acquired again.
 	RenewLease(ctx context.Context, taskID, owner string, ttl time.Duration) error
 	// TakeLease replaces the lease at revision rev by owner's: false when
 	// it changed meanwhile (renewed, or another engine took it first).

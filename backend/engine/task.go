@@ -82,7 +82,16 @@ func (e *Engine) Operate(ctx context.Context, req backend.OperateRequest) (model
 	now := e.now()
 	id := model.FormatTaskID(now, seq)
 	if e.leaser != nil {
-		// The lease comes first: a task in the store always has one.
+		// The lease comes first: a task in the store always has one. It is
+		// renewed from now on, even while the task is being stored.
+		e.mu.Lock()
+		e.claims[id] = true
+		e.mu.Unlock()
+		defer func() {
+			e.mu.Lock()
+			delete(e.claims, id)
+			e.mu.Unlock()
+		}()
 		ok, err := e.leaser.AcquireLease(ctx, id, e.owner, e.leaseTTL)
 		if err != nil {
 			return model.Task{}, fmt.Errorf("operate: %w", err)
@@ -106,6 +115,11 @@ func (e *Engine) Operate(ctx context.Context, req backend.OperateRequest) (model
 		Counts: model.Counts{Pending: len(targets)},
 	}
 	if err := e.st.PutTask(ctx, t, targets); err != nil {
+		if e.leaser != nil {
+			if rerr := e.leaser.ReleaseLease(context.WithoutCancel(ctx), id, e.owner, true); rerr != nil {
+				e.log.Warn("release lease", "task", id, "err", rerr)
+			}
+		}
 		return model.Task{}, fmt.Errorf("operate: store task: %w", err)
 	}
 	r := newRun(t, targets, procs, nil)
@@ -457,11 +471,14 @@ func (e *Engine) finishTask(r *run) {
 	r.mu.Lock()
 	t := r.task
 	r.mu.Unlock()
-	if err := e.st.UpdateTask(e.ctx, t); err != nil {
+	err := e.st.UpdateTask(e.ctx, t)
+	if err != nil {
 		e.log.Warn("store task", "task", t.ID, "err", err)
 	}
 	if e.leaser != nil {
-		if err := e.leaser.ReleaseLease(e.ctx, t.ID, e.owner, true); err != nil {
+		// Stored complete: the lease goes. Not stored: it is let go, so
+		// that an engine (this one too) takes the task over and stores it.
+		if err := e.leaser.ReleaseLease(context.WithoutCancel(e.ctx), t.ID, e.owner, err == nil); err != nil {
 			e.log.Warn("release lease", "task", t.ID, "err", err)
 		}
 	}

@@ -72,7 +72,7 @@ func (s *Store) AcquireLease(ctx context.Context, taskID, owner string, ttl time
 }
 
 // RenewLease rewrites owner's lease (model.ErrConflict when it is not
-// owner's any more).
+// owner's any more); a deleted lease is acquired again.
 func (s *Store) RenewLease(ctx context.Context, taskID, owner string, ttl time.Duration) error {
 	if err := s.check(); err != nil {
 		return err
@@ -80,7 +80,16 @@ func (s *Store) RenewLease(ctx context.Context, taskID, owner string, ttl time.D
 	k := enc(taskID)
 	e, rec, err := s.getLease(ctx, k)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("renew lease of %s: gone: %w", taskID, model.ErrConflict)
+		// Deleted (by an engine that found no such task yet): free, so
+		// the owner takes it again, unless another engine was quicker.
+		ok, err := s.AcquireLease(ctx, taskID, owner, ttl)
+		if err != nil {
+			return fmt.Errorf("renew lease of %s: %w", taskID, err)
+		}
+		if !ok {
+			return fmt.Errorf("renew lease of %s: taken: %w", taskID, model.ErrConflict)
+		}
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("renew lease of %s: %w", taskID, err)
