@@ -88,19 +88,19 @@ func (e *Engine) scanLeases(seen map[string]leaseSeen, limit time.Duration) {
 	present := make(map[string]bool, len(ls))
 	for _, l := range ls {
 		present[l.TaskID] = true
-		if l.Owner == e.owner {
-			delete(seen, l.TaskID)
-			continue
-		}
 		e.mu.RLock()
 		_, mine := e.runs[l.TaskID]
 		mine = mine || e.claims[l.TaskID]
 		e.mu.RUnlock()
 		if mine {
-			continue // taken from us: the renewal finds out
+			delete(seen, l.TaskID)
+			continue // ours, or taken from us: the renewal finds out
 		}
+		// A lease in our name that we do not run (a restart under the same
+		// owner id, a release that failed) is as good as let go.
+		free := l.Owner == "" || l.Owner == e.owner
 		s, ok := seen[l.TaskID]
-		if l.Owner != "" && (!ok || s.rev != l.Rev) {
+		if !free && (!ok || s.rev != l.Rev) {
 			seen[l.TaskID] = leaseSeen{rev: l.Rev, at: now}
 			continue
 		}
@@ -108,11 +108,29 @@ func (e *Engine) scanLeases(seen map[string]leaseSeen, limit time.Duration) {
 		if ttl <= 0 {
 			ttl = e.leaseTTL
 		}
-		if l.Owner != "" && now.Sub(s.at) < ttl {
+		if !free && now.Sub(s.at) < ttl {
 			continue
 		}
 		delete(seen, l.TaskID)
-		e.takeOver(l, now.Sub(s.at))
+		// On its own goroutine, so that the renewals go on meanwhile (the
+		// claim makes them renew this lease too once it is ours).
+		e.mu.Lock()
+		e.claims[l.TaskID] = true
+		e.mu.Unlock()
+		unrenewed := now.Sub(s.at)
+		if !e.track(func() {
+			defer func() {
+				e.mu.Lock()
+				delete(e.claims, l.TaskID)
+				e.mu.Unlock()
+			}()
+			e.takeOver(l, unrenewed)
+		}) {
+			e.mu.Lock()
+			delete(e.claims, l.TaskID)
+			e.mu.Unlock()
+			return
+		}
 	}
 	for id := range seen {
 		if !present[id] {

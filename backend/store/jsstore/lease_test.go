@@ -169,3 +169,66 @@ func TestWatchResults(t *testing.T) {
 		t.Fatal("not closed after the task completed")
 	}
 }
+
+// BenchmarkWatchResults: a result stored by one store reaches another
+// store's WatchResults (put and delivery, one at a time: the latency).
+func BenchmarkWatchResults(b *testing.B) {
+	emb := startNATS(b, natsCfg(b, b.TempDir()))
+	w, r := open(b, emb, Options{Memory: true}), open(b, emb, Options{Memory: true})
+	ctx := tctx(b)
+	tgs := targets(b.N)
+	task := model.Task{ID: "GSETASK:20260101000000:1", Op: model.OpStatus, Targets: len(tgs), Status: model.TaskRunning}
+	if err := w.PutTask(ctx, task, tgs); err != nil {
+		b.Fatal(err)
+	}
+	ch, err := r.WatchResults(ctx, task.ID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		res := model.Result{TaskID: task.ID, Host: tgs[i].Host, ProcKey: tgs[i].ProcKey, State: model.StateSuccess, Seq: int64(i + 1)}
+		if err := w.PutResult(ctx, res); err != nil {
+			b.Fatal(err)
+		}
+		if got := <-ch; got.Seq != res.Seq {
+			b.Fatalf("got seq %d, want %d", got.Seq, res.Seq)
+		}
+	}
+}
+
+// BenchmarkPutResultMemory is the same store writes without a watcher,
+// to compare with BenchmarkWatchResults.
+func BenchmarkPutResultMemory(b *testing.B) {
+	emb := startNATS(b, natsCfg(b, b.TempDir()))
+	w := open(b, emb, Options{Memory: true})
+	ctx := tctx(b)
+	tgs := targets(b.N)
+	task := model.Task{ID: "GSETASK:20260101000000:1", Op: model.OpStatus, Targets: len(tgs), Status: model.TaskRunning}
+	if err := w.PutTask(ctx, task, tgs); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		res := model.Result{TaskID: task.ID, Host: tgs[i].Host, ProcKey: tgs[i].ProcKey, State: model.StateSuccess, Seq: int64(i + 1)}
+		if err := w.PutResult(ctx, res); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRenewLease: one lease renewal (a read and a compare-and-set).
+func BenchmarkRenewLease(b *testing.B) {
+	emb := startNATS(b, natsCfg(b, b.TempDir()))
+	s := open(b, emb, Options{Memory: true})
+	ctx := tctx(b)
+	if ok, err := s.AcquireLease(ctx, "t", "A", time.Second); !ok || err != nil {
+		b.Fatal(ok, err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if err := s.RenewLease(ctx, "t", "A", time.Second); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
