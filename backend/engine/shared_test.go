@@ -312,3 +312,56 @@ func countFinal(rs []model.Result) int {
 	}
 	return n
 }
+
+// TestSharedStoreRestartSameOwner: an engine that stops mid-task without
+// letting its lease go and starts again under the same owner id resumes
+// the task in Start, without waiting for the lease to expire.
+func TestSharedStoreRestartSameOwner(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a NATS server")
+	}
+	emb := sharedNATS(t)
+	cfg := testCfg()
+	cfg.Concurrency = 2
+	cfg.LeaseTTL = config.Duration(time.Hour) // expiry never helps here
+	const hosts = 30
+	f, _ := slowAgents(hosts, 40*time.Millisecond)
+	ctx := context.Background()
+	st1 := sharedStore(t, emb)
+	e1 := engine.New(cfg, f, f, st1, engine.WithOwner("S"))
+	if err := e1.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var all []model.Host
+	for _, h := range f.hosts {
+		all = append(all, h.Host)
+	}
+	if err := e1.Seed(ctx, []model.ProcessDef{{Process: proc("ns", "app", nil), Hosts: all}}); err != nil {
+		t.Fatal(err)
+	}
+	task, err := e1.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "some results", 20*time.Second, func() bool {
+		v, err := e1.Task(ctx, task.ID)
+		return err == nil && v.Task.Counts.Final() >= 3
+	})
+	_ = st1.Close() // crash: nothing let go
+	_ = e1.Close()
+
+	e2 := engine.New(cfg, f, f, sharedStore(t, emb), engine.WithOwner("S"))
+	if err := e2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e2.Close() })
+	ch, err := e2.Watch(ctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := collect(t, ch)
+	v, err := e2.Task(ctx, task.ID)
+	if err != nil || v.Task.Status != model.TaskDone || countFinal(v.Results) != hosts || len(got) != hosts {
+		t.Fatalf("after restart: %+v, %d watched (%v)", v.Task, len(got), err)
+	}
+}
