@@ -117,7 +117,10 @@ func (e *Engine) scanLeases(seen map[string]leaseSeen, limit time.Duration) {
 		e.mu.Lock()
 		e.claims[l.TaskID] = true
 		e.mu.Unlock()
-		unrenewed := now.Sub(s.at)
+		var unrenewed time.Duration
+		if !free {
+			unrenewed = now.Sub(s.at)
+		}
 		if !e.track(func() {
 			defer func() {
 				e.mu.Lock()
