@@ -68,6 +68,26 @@ func newAgent(t testing.TB, dataDir string, tune ...func(*config.AgentConfig)) *
 		cancel()
 		<-done
 		a.Close()
+		// Hosted processes outlive their agent by design. Kill what it
+		// still knew once it can no longer restart anything: a kill while
+		// it supervised (the per-process cleanups run first) is repaired
+		// by a restart, which would leak a process past the test.
+		a.mu.Lock()
+		var pids []int
+		var ps []model.Process
+		for _, e := range a.procs {
+			ps = append(ps, e.p)
+			for _, u := range e.units {
+				pids = append(pids, u.pid)
+			}
+		}
+		a.mu.Unlock()
+		for _, p := range ps {
+			killByPidFiles(p)
+		}
+		for _, pid := range pids {
+			killPid(pid)
+		}
 	})
 	return a
 }
@@ -110,13 +130,19 @@ func setup(t testing.TB, name string, files map[string]string) (model.Process, s
 // killByPidFiles kills what the test left running.
 func killByPidFiles(p model.Process) {
 	for i := 1; i <= max(p.Spec.Policy.InstanceNum, 1); i++ {
-		if pid := pidFromFile(pidPathOf(p, i)); pid > 1 && pid != os.Getpid() {
-			if pgid, err := syscall.Getpgid(pid); err == nil && pgid > 1 && pgid != syscall.Getpgrp() {
-				_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			}
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
+		killPid(pidFromFile(pidPathOf(p, i)))
 	}
+}
+
+// killPid SIGKILLs pid and its process group (unless it is the test's).
+func killPid(pid int) {
+	if pid <= 1 || pid == os.Getpid() {
+		return
+	}
+	if pgid, err := syscall.Getpgid(pid); err == nil && pgid > 1 && pgid != syscall.Getpgrp() {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
 }
 
 func do(t testing.TB, a *Agent, op model.OpType, p model.Process) model.AgentReply {
