@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -65,6 +66,24 @@ func runCmd(t *testing.T, args ...string) (*syncBuf, context.CancelFunc) {
 	}
 	t.Cleanup(stop)
 	return out, stop
+}
+
+// killAtEnd SIGKILLs, when the test ends, the processes the pid files name
+// then (whatever a failing test leaves running). Call it before starting
+// the agents: cleanups run last-registered first, so the kill comes after
+// the agents have stopped and cannot be undone by a restart.
+func killAtEnd(t *testing.T, pidFiles ...string) {
+	t.Cleanup(func() {
+		for _, f := range pidFiles {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
 }
 
 func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
@@ -133,6 +152,7 @@ func TestNATSEngineRealAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	me := model.Host{IP: "127.0.0.1", CloudID: 5}
+	killAtEnd(t, filepath.Join(work, "daemon.pid")) // before the agent: it runs after the agent stopped
 	out, _ := runCmd(t, "agent", "--config", cfgFile, "--nats", nb.ClientURL, "--cloud", "5", "--ip", "127.0.0.1",
 		"--data-dir", filepath.Join(work, "agent"), "--label", "role=test")
 	waitFor(t, "real agent online", 10*time.Second, func() bool { return hostOnline(e, me) })
@@ -152,17 +172,6 @@ func TestNATSEngineRealAgent(t *testing.T) {
 			Policy:   model.Policy{AutoType: model.AutoResident, OpTimeout: 10, StartCheckEndSecs: 1, InstanceNum: 1},
 		},
 	}
-	defer func() { // whatever the test leaves running
-		if b, err := os.ReadFile(p.Spec.Identity.PidPath); err == nil {
-			var pid int
-			for _, c := range strings.TrimSpace(string(b)) {
-				pid = pid*10 + int(c-'0')
-			}
-			if pid > 1 {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-	}()
 	sim := model.Host{IP: "10.0.0.1", CloudID: 0} // a demo host of the simulated fleet
 	item := model.ProcessDef{Process: p, Hosts: []model.Host{me, sim}}
 

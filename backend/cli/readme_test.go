@@ -39,6 +39,11 @@ func TestReadmeWalkthrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	ips := []string{"127.0.0.12", "127.0.0.13"}
+	pids := filepath.Join(work, "pids")
+	// Whatever the test leaves running; registered before the agents start
+	// so that it runs after they stopped (a kill while an agent hosts the
+	// ticker would be repaired by a restart).
+	killAtEnd(t, filepath.Join(pids, ips[0], "ticker.pid"), filepath.Join(pids, ips[1], "ticker.pid"))
 	for i, ip := range ips {
 		runCmd(t, "agent", "--config", agentCfg, "--nats", natsURL, "--ip", ip, "--data-dir", filepath.Join(work, "agent"+strconv.Itoa(i)))
 	}
@@ -67,21 +72,11 @@ func TestReadmeWalkthrough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pids := filepath.Join(work, "pids")
 	defs := strings.NewReplacer("/tmp/gseproc-demo", pids, `"127.0.0.2"`, `"`+ips[0]+`"`, `"127.0.0.3"`, `"`+ips[1]+`"`).Replace(string(raw))
 	defsFile := filepath.Join(work, "demo-procs.json")
 	if err := os.WriteFile(defsFile, []byte(defs), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { // whatever the test leaves running
-		for _, ip := range ips {
-			if b, err := os.ReadFile(filepath.Join(pids, ip, "ticker.pid")); err == nil {
-				if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pid > 1 {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-		}
-	})
 
 	if code, out, errOut := run(t, "apply", defsFile, "--server", base); code != 0 || strings.Count(out, "saved demo:") != 2 {
 		t.Fatalf("apply: exit %d\n%s%s", code, out, errOut)
