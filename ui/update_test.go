@@ -464,8 +464,11 @@ func TestWatchFailuresRetryResult(t *testing.T) {
 
 func TestWatchCancelClosesSubscription(t *testing.T) {
 	sc := quietSim(40)
-	sc.LatencyMedian = config.Duration(500 * time.Millisecond)
-	sc.LatencyP99 = config.Duration(time.Second)
+	// Slow agents and one op at a time: the task lasts far longer than the
+	// keys to cancel it take even on a loaded machine (cancel ends the
+	// ops in flight, so the test does not wait them out).
+	sc.LatencyMedian = config.Duration(2 * time.Second)
+	sc.LatencyP99 = config.Duration(4 * time.Second)
 	ec := config.Default().Engine
 	ec.Concurrency = 1 // most hosts wait their turn, so cancel has something to cancel
 	e, _ := simBackendEngine(t, sc, ec)
