@@ -58,7 +58,7 @@ func waitText(t *testing.T, tm *teatest.TestModel, texts ...string) {
 			}
 		}
 		return true
-	}, teatest.WithDuration(15*time.Second), teatest.WithCheckInterval(20*time.Millisecond))
+	}, teatest.WithDuration(30*time.Second), teatest.WithCheckInterval(20*time.Millisecond))
 }
 
 func press(tm *teatest.TestModel, keys ...string) {
@@ -111,7 +111,7 @@ func TestEndToEnd(t *testing.T) {
 	press(tm, "y")
 	teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
 		return bytes.Contains(b, []byte("restart ✓ done ·")) || bytes.Contains(b, []byte("restart ✗ failed ·"))
-	}, teatest.WithDuration(15*time.Second), teatest.WithCheckInterval(20*time.Millisecond))
+	}, teatest.WithDuration(30*time.Second), teatest.WithCheckInterval(20*time.Millisecond))
 	press(tm, "q")
 	fm := tm.FinalModel(t, teatest.WithFinalTimeout(10*time.Second)).(*Model)
 

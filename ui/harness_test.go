@@ -200,10 +200,12 @@ func (d *driver) typeText(s string) {
 	}
 }
 
-// until applies messages until cond holds, failing after timeout.
+// until applies messages until cond holds, failing after a generous 30 s
+// (a loaded machine running the race detector is slow; a passing test
+// never waits that long).
 func (d *driver) until(what string, cond func() bool) {
 	d.t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(30 * time.Second)
 	for !cond() {
 		select {
 		case msg := <-d.msgs:
