@@ -91,11 +91,11 @@ func TestAgentKill9KeepsAndReadopts(t *testing.T) {
 	}
 	cmd.Wait()
 	for name, pid := range pids {
-		eventually(t, 2*time.Second, name+" outlives the agent", func() bool { _, live := alive(pid); return live })
+		eventually(t, 10*time.Second, name+" outlives the agent", func() bool { _, live := alive(pid); return live })
 	}
 
 	a := newAgent(t, dataDir)
-	eventually(t, 5*time.Second, "re-adopted", func() bool {
+	eventually(t, 15*time.Second, "re-adopted", func() bool {
 		sts := a.Statuses()
 		for _, st := range sts {
 			if st.State != model.ProcRunning || st.PID != pids[strings.TrimPrefix(st.ProcKey, "crash:")] {
@@ -107,7 +107,7 @@ func TestAgentKill9KeepsAndReadopts(t *testing.T) {
 	// Supervised again: the former child dies and comes back.
 	_ = syscall.Kill(pids["fg"], syscall.SIGKILL)
 	fg := crashProcs(dir)[1]
-	eventually(t, 5*time.Second, "fg restarted by the new agent", func() bool {
+	eventually(t, 15*time.Second, "fg restarted by the new agent", func() bool {
 		np := livePid(fg.Spec.Identity.PidPath)
 		return np != 0 && np != pids["fg"]
 	})
