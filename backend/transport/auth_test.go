@@ -50,7 +50,7 @@ func TestNKeyAuth(t *testing.T) {
 		t.Fatal("missing seed file accepted")
 	}
 	runAgent(t, e.ClientURL(), ClientOptions{NKeySeedFile: seedFile}, echoAgent(h1), ServeOptions{HeartbeatInterval: 50 * time.Millisecond})
-	eventually(t, "online", 5*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
+	eventually(t, "online", 15*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
 }
 
 // writeTLS writes a CA and a server certificate for 127.0.0.1 signed by it.
@@ -99,7 +99,7 @@ func TestTLS(t *testing.T) {
 		t.Fatal("connected without trusting the CA")
 	}
 	runAgent(t, e.ClientURL(), ClientOptions{TLS: config.NATSTLSConfig{CA: ca}}, echoAgent(h1), ServeOptions{HeartbeatInterval: 50 * time.Millisecond})
-	eventually(t, "online over TLS", 5*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
+	eventually(t, "online over TLS", 15*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := d.Dispatch(ctx, h1, model.AgentRequest{Op: model.OpStatus}); err != nil {
@@ -123,11 +123,11 @@ func TestEventsForwarded(t *testing.T) {
 			mu.Unlock()
 		}
 	})
-	eventually(t, "online", 5*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
+	eventually(t, "online", 15*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
 	a.emit(model.Event{Time: time.Now(), Host: h1, ProcKey: "web:nginx", Kind: model.EventLimitExceeded, Message: "mem 93.1% > 80%", Value: 93.1})
 	// An event naming another host than the agent's subject is dropped.
 	a.emit(model.Event{Host: model.Host{IP: "10.6.6.6"}, ProcKey: "x:y", Kind: model.EventLimitExceeded})
-	eventually(t, "event", 5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= 1 })
+	eventually(t, "event", 15*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= 1 })
 	time.Sleep(200 * time.Millisecond)
 	mu.Lock()
 	defer mu.Unlock()

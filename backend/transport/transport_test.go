@@ -191,7 +191,7 @@ func TestDispatchRoundTrip(t *testing.T) {
 		t.Fatalf("first heartbeat: %v", err)
 	}
 	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{Labels: map[string]string{"bk_biz_id": "1", "role": "x"}})
-	eventually(t, "agent online", 5*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
+	eventually(t, "agent online", 15*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -225,7 +225,7 @@ func TestDispatchErrors(t *testing.T) {
 	}}
 	runAgent(t, e.ClientURL(), ClientOptions{}, mute, ServeOptions{HeartbeatInterval: 50 * time.Millisecond})
 	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{})
-	eventually(t, "agent online", 5*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
+	eventually(t, "agent online", 15*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
 
 	tests := []struct {
 		name    string
@@ -289,7 +289,7 @@ func TestOnlineOffline(t *testing.T) {
 				t.Fatalf("static host state %q, want unknown", s)
 			}
 			nc, stop := runAgent(t, e.ClientURL(), ClientOptions{}, echoAgent(h1), ServeOptions{HeartbeatInterval: 50 * time.Millisecond})
-			eventually(t, "online", 5*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
+			eventually(t, "online", 15*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
 			// Stays online across many heartbeats, for longer than OfflineAfter.
 			time.Sleep(1500 * time.Millisecond)
 			if s := hostState(d, h1); s != model.AgentOnline {
@@ -300,8 +300,8 @@ func TestOnlineOffline(t *testing.T) {
 			} else {
 				nc.Close()
 			}
-			eventually(t, "offline", 5*time.Second, func() bool { return hostState(d, h1) == model.AgentOffline })
-			eventually(t, "events", 5*time.Second, func() bool { return len(kinds()) == 2 })
+			eventually(t, "offline", 15*time.Second, func() bool { return hostState(d, h1) == model.AgentOffline })
+			eventually(t, "events", 15*time.Second, func() bool { return len(kinds()) == 2 })
 			if k := kinds(); k[0] != model.EventAgentOnline || k[1] != model.EventAgentOffline {
 				t.Fatalf("events %v", k)
 			}
@@ -337,7 +337,7 @@ func TestAuth(t *testing.T) {
 	})
 	t.Run("bound to its host", func(t *testing.T) {
 		runAgent(t, e.ClientURL(), ClientOptions{User: "a1", Password: "secret"}, echoAgent(h1), ServeOptions{HeartbeatInterval: 50 * time.Millisecond})
-		eventually(t, "online", 5*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
+		eventually(t, "online", 15*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if _, err := d.Dispatch(ctx, h1, model.AgentRequest{Op: model.OpStatus}); err != nil {
@@ -357,7 +357,7 @@ func TestAuth(t *testing.T) {
 	t.Run("unbound credential serves any host", func(t *testing.T) {
 		h := model.Host{IP: "10.0.0.3", CloudID: 1}
 		runAgent(t, e.ClientURL(), ClientOptions{User: "sim", Password: "simpw"}, echoAgent(h), ServeOptions{HeartbeatInterval: 50 * time.Millisecond})
-		eventually(t, "online", 5*time.Second, func() bool { return hostState(d, h) == model.AgentOnline })
+		eventually(t, "online", 15*time.Second, func() bool { return hostState(d, h) == model.AgentOnline })
 	})
 }
 
@@ -467,11 +467,11 @@ func TestReconnect(t *testing.T) {
 	a := echoAgent(h1)
 	nc, _ := runAgent(t, rl.url(), ClientOptions{MaxReconnectDelay: 200 * time.Millisecond}, a, ServeOptions{HeartbeatInterval: 50 * time.Millisecond, EventBuffer: 3})
 	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{})
-	eventually(t, "online", 5*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
+	eventually(t, "online", 15*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
 
 	rl.point("")
 	e.Shutdown()
-	eventually(t, "agent sees the server gone", 5*time.Second, func() bool { return !nc.IsConnected() })
+	eventually(t, "agent sees the server gone", 15*time.Second, func() bool { return !nc.IsConnected() })
 	for i := range 5 { // 2 of them overflow the buffer of 3
 		a.emit(model.Event{Host: h1, ProcKey: "ns:p", Kind: model.EventRestartSuccess, Message: fmt.Sprint("restart ", i)})
 	}
@@ -548,7 +548,7 @@ func TestServeFleet(t *testing.T) {
 		}
 		return n
 	}
-	eventually(t, "fleet online", 5*time.Second, func() bool { return countOnline() == len(online) })
+	eventually(t, "fleet online", 15*time.Second, func() bool { return countOnline() == len(online) })
 
 	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer dcancel()
