@@ -155,7 +155,7 @@ func TestNATSEngineRealAgent(t *testing.T) {
 	killAtEnd(t, filepath.Join(work, "daemon.pid")) // before the agent: it runs after the agent stopped
 	out, _ := runCmd(t, "agent", "--config", cfgFile, "--nats", nb.ClientURL, "--cloud", "5", "--ip", "127.0.0.1",
 		"--data-dir", filepath.Join(work, "agent"), "--label", "role=test")
-	waitFor(t, "real agent online", 10*time.Second, func() bool { return hostOnline(e, me) })
+	waitFor(t, "real agent online", 30*time.Second, func() bool { return hostOnline(e, me) })
 	if !strings.Contains(out.String(), "5:127.0.0.1") {
 		t.Errorf("agent banner %q does not name its identity", out.String())
 	}
@@ -207,7 +207,7 @@ func TestNATSEngineRealAgent(t *testing.T) {
 	if len(tasks2) != len(tasks) || tasks2[0].ID != tasks[0].ID {
 		t.Fatalf("tasks after restart: %d, want %d", len(tasks2), len(tasks))
 	}
-	waitFor(t, "agent back online", 10*time.Second, func() bool { return hostOnline(e2, me) })
+	waitFor(t, "agent back online", 30*time.Second, func() bool { return hostOnline(e2, me) })
 	rs = operate(t, e2, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "biz_1", Name: "daemon", Hosts: []model.Host{me}}})
 	if len(rs) != 1 || rs[0].Code != 0 || !strings.Contains(rs[0].Content, `"isAuto":true`) {
 		t.Fatalf("status after restarts: %+v", rs)
@@ -248,7 +248,7 @@ func TestSimOverNATS(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, "50 simulated hosts online", 10*time.Second, func() bool { return online() == 50 })
+	waitFor(t, "50 simulated hosts online", 30*time.Second, func() bool { return online() == 50 })
 	if !strings.Contains(out.String(), "50 simulated hosts (seed 4)") {
 		t.Errorf("banner %q", out.String())
 	}

@@ -124,7 +124,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 	if code != 0 || len(jsonResults(t, out)) != 2 {
 		t.Fatalf("op stop: exit %d\n%s%s", code, out, errOut)
 	}
-	waitFor(t, "ticker gone after stop", 10*time.Second, func() bool { return syscall.Kill(old, 0) != nil && syscall.Kill(readPID(), 0) != nil })
+	waitFor(t, "ticker gone after stop", 30*time.Second, func() bool { return syscall.Kill(old, 0) != nil && syscall.Kill(readPID(), 0) != nil })
 
 	// Bad definitions are refused naming the fields; delete removes one.
 	bad := filepath.Join(work, "bad.json")
