@@ -154,13 +154,35 @@ func TestConcurrentUse(t *testing.T) {
 			for i := range 200 {
 				id := fmt.Sprintf("t%d-%d", g, i)
 				tg := []model.Target{{Host: host(g), ProcKey: "ns:a"}}
-				_ = m.PutTask(ctx, model.Task{ID: id, Status: model.TaskRunning}, tg)
-				_ = m.PutResult(ctx, model.Result{TaskID: id, Host: host(g), ProcKey: "ns:a", State: model.StateSuccess})
-				_ = m.UpdateTask(ctx, model.Task{ID: id, Status: model.TaskDone})
-				_ = m.PutProcStatus(ctx, host(g), model.ProcStatus{ProcKey: "ns:a", State: model.ProcRunning})
-				_ = m.AppendEvent(ctx, model.Event{})
-				_, _ = m.Tasks(ctx, 5)
-				_, _ = m.ProcStatuses(ctx)
+				// A running task is never evicted, so each call on it succeeds.
+				if err := m.PutTask(ctx, model.Task{ID: id, Status: model.TaskRunning}, tg); err != nil {
+					t.Errorf("put %s: %v", id, err)
+					return
+				}
+				if err := m.PutResult(ctx, model.Result{TaskID: id, Host: host(g), ProcKey: "ns:a", State: model.StateSuccess}); err != nil {
+					t.Errorf("result of %s: %v", id, err)
+					return
+				}
+				if err := m.UpdateTask(ctx, model.Task{ID: id, Status: model.TaskDone}); err != nil {
+					t.Errorf("update %s: %v", id, err)
+					return
+				}
+				if err := m.PutProcStatus(ctx, host(g), model.ProcStatus{ProcKey: "ns:a", State: model.ProcRunning}); err != nil {
+					t.Errorf("status: %v", err)
+					return
+				}
+				if err := m.AppendEvent(ctx, model.Event{}); err != nil {
+					t.Errorf("event: %v", err)
+					return
+				}
+				if ts, err := m.Tasks(ctx, 5); err != nil || len(ts) == 0 || len(ts) > 5 {
+					t.Errorf("tasks: %d, %v", len(ts), err)
+					return
+				}
+				if _, err := m.ProcStatuses(ctx); err != nil {
+					t.Errorf("statuses: %v", err)
+					return
+				}
 			}
 		})
 	}
