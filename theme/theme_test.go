@@ -69,6 +69,7 @@ func TestANSI16UsesThePalette(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	colours := 0 // a theme that rendered no colour at all would pass vacuously
 	for name, s := range styles(th) {
 		for _, ps := range params(s.Render("x")) {
 			for i := 0; i < len(ps); i++ {
@@ -76,12 +77,16 @@ func TestANSI16UsesThePalette(t *testing.T) {
 				case p == 38 || p == 48:
 					t.Fatalf("%s uses an extended colour: %v", name, ps)
 				case p >= 30 && p <= 37, p >= 90 && p <= 97, p >= 40 && p <= 47, p >= 100 && p <= 107:
+					colours++
 				case p <= 9 || p == 39 || p == 49 || (p >= 21 && p <= 29):
 				default:
 					t.Fatalf("%s: unexpected SGR %d in %v", name, p, ps)
 				}
 			}
 		}
+	}
+	if colours == 0 {
+		t.Fatal("ansi16 rendered no colour at all")
 	}
 	if th.Profile != termenv.ANSI {
 		t.Fatalf("progress profile %v", th.Profile)
