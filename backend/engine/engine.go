@@ -153,10 +153,9 @@ func (e *Engine) Start(ctx context.Context) error {
 
 	e.wg.Add(1)
 	go e.eventLoop()
+	// Subscribed before Start returns, so no event emitted afterwards is lost.
 	for _, src := range e.eventSources() {
-		e.wg.Go(func() {
-			src.SubscribeEvents(e.ctx, e.onEvent)
-		})
+		src.SubscribeEvents(e.ctx, e.onEvent)
 	}
 
 	if err := e.resume(ctx); err != nil {

@@ -65,7 +65,6 @@ func (f *fakeAgents) SubscribeEvents(ctx context.Context, fn func(model.Event)) 
 	f.mu.Lock()
 	f.events = append(f.events, fn)
 	f.mu.Unlock()
-	<-ctx.Done()
 }
 
 func (f *fakeAgents) emit(ev model.Event) int {

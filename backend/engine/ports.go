@@ -28,7 +28,9 @@ type Inventory interface {
 // agents on/offline) and unsolicited process status reports. Optional: a
 // Dispatcher or Inventory that also implements it is subscribed by the engine.
 type EventSource interface {
-	// SubscribeEvents calls fn for every event until ctx ends. fn must not block.
+	// SubscribeEvents registers fn for every event from now until ctx ends
+	// and returns at once: an event emitted after it returns reaches fn.
+	// fn must not block.
 	SubscribeEvents(ctx context.Context, fn func(model.Event))
 }
 
