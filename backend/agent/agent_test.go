@@ -88,6 +88,11 @@ func newAgent(t testing.TB, dataDir string, tune ...func(*config.AgentConfig)) *
 		for _, pid := range pids {
 			killPid(pid)
 		}
+		// A restart cut short by Close may have launched a daemon that
+		// had not written its pid file yet: it runs in the setup path.
+		for _, p := range ps {
+			killIn(p.Spec.Identity.SetupPath)
+		}
 	})
 	return a
 }
@@ -131,6 +136,29 @@ func setup(t testing.TB, name string, files map[string]string) (model.Process, s
 func killByPidFiles(p model.Process) {
 	for i := 1; i <= max(p.Spec.Policy.InstanceNum, 1); i++ {
 		killPid(pidFromFile(pidPathOf(p, i)))
+	}
+}
+
+// killIn SIGKILLs every process whose working directory is dir or below
+// it (also once dir has been removed).
+func killIn(dir string) {
+	if dir == "" || dir == "/" {
+		return
+	}
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		cwd, err := os.Readlink(filepath.Join("/proc", ent.Name(), "cwd"))
+		if err != nil {
+			continue
+		}
+		cwd = strings.TrimSuffix(cwd, " (deleted)")
+		if cwd == dir || strings.HasPrefix(cwd, dir+"/") {
+			killPid(pid)
+		}
 	}
 }
 
