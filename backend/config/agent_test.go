@@ -1,8 +1,6 @@
 package config
 
 import (
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -10,12 +8,7 @@ import (
 )
 
 func TestAgentSection(t *testing.T) {
-	tests := []struct {
-		name    string
-		toml    string
-		wantErr string // substring; "" = valid
-		check   func(AgentConfig) bool
-	}{
+	tests := []sectionCase[AgentConfig]{
 		{"defaults", "", "", func(c AgentConfig) bool { return reflect.DeepEqual(c, defaultAgent()) }},
 		{"values", `[agent]
 cloud_id = 2
@@ -51,27 +44,7 @@ rack = "r1"
 		{"events", "[agent]\nevent_buffer = 0\n", "agent.event_buffer", nil},
 		{"poll", "[agent]\npoll_interval = \"soon\"\n", "not a duration", nil},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "c.toml")
-			if err := os.WriteFile(p, []byte(tc.toml), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := Load(p)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err %v, want it to name %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !tc.check(cfg.Agent) {
-				t.Fatalf("agent %+v", cfg.Agent)
-			}
-		})
-	}
+	testSection(t, tests, func(c Config) AgentConfig { return c.Agent })
 }
 
 func TestAgentValidateForRunning(t *testing.T) {

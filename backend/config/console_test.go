@@ -1,8 +1,6 @@
 package config
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -53,11 +51,7 @@ quit = []
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "c.toml")
-			if err := os.WriteFile(path, []byte(tt.toml), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := Load(path)
+			cfg, err := loadTOML(t, tt.toml)
 			if len(tt.wantErr) > 0 {
 				if err == nil {
 					t.Fatal("no error")
@@ -78,11 +72,7 @@ quit = []
 }
 
 func TestConsoleUnknownKeyWarns(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "c.toml")
-	if err := os.WriteFile(path, []byte("[console]\ncolour = \"red\"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := Load(path)
+	cfg, err := loadTOML(t, "[console]\ncolour = \"red\"\n")
 	if err != nil {
 		t.Fatal(err)
 	}

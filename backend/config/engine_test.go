@@ -1,20 +1,12 @@
 package config
 
 import (
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
 
 func TestEngineSection(t *testing.T) {
-	tests := []struct {
-		name    string
-		toml    string
-		wantErr string // substring; "" = valid
-		check   func(EngineConfig) bool
-	}{
+	tests := []sectionCase[EngineConfig]{
 		{"defaults", "", "", func(c EngineConfig) bool { return c == defaultEngine() }},
 		{"values", "[engine]\nconcurrency = 16\nmax_targets = 50\ndeadline_slack = \"500ms\"\nkeep_tasks = 3\nkeep_events = 9\nread_only = true\n", "",
 			func(c EngineConfig) bool {
@@ -27,25 +19,5 @@ func TestEngineSection(t *testing.T) {
 		{"slack syntax", "[engine]\ndeadline_slack = \"soon\"\n", "not a duration", nil},
 		{"keep", "[engine]\nkeep_tasks = 0\nkeep_events = 0\n", "engine.keep_events", nil},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "c.toml")
-			if err := os.WriteFile(p, []byte(tc.toml), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := Load(p)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err %v, want it to name %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !tc.check(cfg.Engine) {
-				t.Fatalf("engine %+v", cfg.Engine)
-			}
-		})
-	}
+	testSection(t, tests, func(c Config) EngineConfig { return c.Engine })
 }

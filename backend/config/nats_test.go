@@ -1,8 +1,6 @@
 package config
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -58,7 +56,6 @@ func TestNATSValidate(t *testing.T) {
 }
 
 func TestNATSLoad(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "c.toml")
 	body := `[nats]
 listen = "127.0.0.1:4333"
 store_dir = "/var/lib/gseproc/nats"
@@ -78,10 +75,7 @@ name = "prod"
 listen = "10.0.0.9:6222"
 routes = ["nats-route://10.0.0.9:6222", "nats-route://10.0.0.10:6222"]
 `
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := Load(p)
+	cfg, err := loadTOML(t, body)
 	if err != nil {
 		t.Fatal(err)
 	}
