@@ -36,15 +36,7 @@ func serveEngine(t *testing.T, hosts int, opts ...server.Option) (*client.Client
 	sc.Hosts, sc.Seed, sc.Demo = hosts, 3, true
 	sc.LatencyMedian, sc.LatencyP99 = config.Duration(2*time.Millisecond), config.Duration(20*time.Millisecond)
 	sc.FailureRate, sc.OfflineRate, sc.UnreachableRate, sc.CrashRate = 0, 0, 0, 0
-	fleet := simulator.New(sc)
-	eng := engine.New(config.Default().Engine, fleet, fleet, store.NewMemory())
-	ctx := context.Background()
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Seed(ctx, fleet.Definitions()); err != nil {
-		t.Fatal(err)
-	}
+	eng, fleet := startEngine(t, sc)
 	cfg := config.Default().Server
 	cfg.Apps = []config.AppConfig{{Code: "console", Salt: "pepper", SecretSHA256: config.HashSecret("pepper", "s3cret"),
 		Biz: []int{1}, Namespaces: []string{"*"}}}
@@ -57,10 +49,25 @@ func serveEngine(t *testing.T, hosts int, opts ...server.Option) (*client.Client
 		hs.CloseClientConnections()
 		hs.Close()
 		_ = srv.Close()
-		_ = eng.Close()
-		_ = fleet.Close()
 	})
 	return c, fleet, hs, eng
+}
+
+// startEngine starts the real engine on a simulated fleet seeded with its
+// definitions; both close when the test ends, after what later cleanups close.
+func startEngine(tb testing.TB, sc config.SimulatorConfig) (*engine.Engine, *simulator.Fleet) {
+	tb.Helper()
+	fleet := simulator.New(sc)
+	eng := engine.New(config.Default().Engine, fleet, fleet, store.NewMemory())
+	tb.Cleanup(func() { _ = eng.Close(); _ = fleet.Close() })
+	ctx := context.Background()
+	if err := eng.Start(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	if err := eng.Seed(ctx, fleet.Definitions()); err != nil {
+		tb.Fatal(err)
+	}
+	return eng, fleet
 }
 
 // collect reads a watch channel until it closes (bounded).
@@ -331,15 +338,7 @@ func benchServer(b *testing.B, hosts int) (*client.Client, *httptest.Server) {
 	sc.Hosts, sc.Seed = hosts, 9
 	sc.LatencyMedian, sc.LatencyP99 = 0, 0
 	sc.FailureRate, sc.OfflineRate, sc.UnreachableRate, sc.CrashRate = 0, 0, 0, 0
-	fleet := simulator.New(sc)
-	eng := engine.New(config.Default().Engine, fleet, fleet, store.NewMemory())
-	ctx := context.Background()
-	if err := eng.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if err := eng.Seed(ctx, fleet.Definitions()); err != nil {
-		b.Fatal(err)
-	}
+	eng, _ := startEngine(b, sc)
 	cfg := config.Default().Server
 	cfg.NativeAuth = false
 	cfg.Rate = 0
@@ -347,7 +346,7 @@ func benchServer(b *testing.B, hosts int) (*client.Client, *httptest.Server) {
 	srv := server.New(eng, cfg, nil)
 	hs := httptest.NewServer(srv.Handler())
 	c := client.New(hs.URL)
-	b.Cleanup(func() { _ = c.Close(); hs.Close(); _ = srv.Close(); _ = eng.Close(); _ = fleet.Close() })
+	b.Cleanup(func() { _ = c.Close(); hs.Close(); _ = srv.Close() })
 	return c, hs
 }
 
