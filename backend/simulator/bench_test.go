@@ -79,3 +79,18 @@ func BenchmarkDispatchParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkStatuses is one host's heartbeat, as the engine asks it for
+// every host of a hosts query.
+func BenchmarkStatuses(b *testing.B) {
+	f := New(quiet(10_000))
+	d := f.Definitions()[0]
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if len(f.Statuses(d.Hosts[i%len(d.Hosts)])) == 0 {
+			b.Fatal("no status")
+		}
+		i++
+	}
+}

@@ -498,28 +498,27 @@ func (f *Fleet) Host(h model.Host) (HostSnapshot, bool) {
 	now := f.now()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	snap := HostSnapshot{Host: sh.host, Labels: f.hostLabels(sh), Kind: [...]string{"normal", "offline", "unreachable"}[sh.kind], Offline: sh.offline}
+	return HostSnapshot{Host: sh.host, Labels: f.hostLabels(sh), Kind: [...]string{"normal", "offline", "unreachable"}[sh.kind],
+		Offline: sh.offline, Procs: f.procStatuses(i, sh, now)}, true
+}
+
+// procStatuses is the status of every process host i knows (its
+// deployments, and those operations created), sorted by key. sh.mu must be held.
+func (f *Fleet) procStatuses(i int32, sh *simHost, now time.Time) []model.ProcStatus {
+	var out []model.ProcStatus
 	seen := map[string]bool{}
 	for _, p := range sh.procs {
 		seen[p.key] = true
-		snap.Procs = append(snap.Procs, f.status(sh, p, now))
+		out = append(out, f.status(sh, p, now))
 	}
 	for d := range f.defs {
-		if k := f.defs[d].proc.Key(); !seen[k] && f.deployed(int32(d), i) {
+		if !seen[f.defs[d].key] && f.deployed(int32(d), i) {
 			p := f.initial(i, int32(d))
-			snap.Procs = append(snap.Procs, f.status(sh, &p, now))
+			out = append(out, f.status(sh, &p, now))
 		}
 	}
-	slices.SortFunc(snap.Procs, func(a, b model.ProcStatus) int {
-		if a.ProcKey < b.ProcKey {
-			return -1
-		}
-		if a.ProcKey > b.ProcKey {
-			return 1
-		}
-		return 0
-	})
-	return snap, true
+	slices.SortFunc(out, func(a, b model.ProcStatus) int { return strings.Compare(a.ProcKey, b.ProcKey) })
+	return out
 }
 
 // SetOffline takes a host away (its agent stops answering: Dispatch blocks
@@ -565,9 +564,16 @@ func (f *Fleet) Config() config.SimulatorConfig {
 // heartbeat would (engine.StatusSource). Hosts whose agent is offline or
 // unreachable report nothing: the engine keeps their last known state.
 func (f *Fleet) Statuses(h model.Host) []model.ProcStatus {
-	snap, ok := f.Host(h)
-	if !ok || snap.Offline || snap.Kind != "normal" {
+	i, ok := f.lookup(h)
+	if !ok {
 		return nil
 	}
-	return snap.Procs
+	sh := &f.hosts[i]
+	now := f.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.offline || sh.kind != kindNormal {
+		return nil
+	}
+	return f.procStatuses(i, sh, now)
 }
