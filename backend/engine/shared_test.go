@@ -107,6 +107,36 @@ func (w *watched) len() int {
 	return len(w.got)
 }
 
+// startAll starts every engine and closes it when the test ends.
+func startAll(t *testing.T, es ...*engine.Engine) {
+	t.Helper()
+	for _, e := range es {
+		if err := e.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.Close() })
+	}
+}
+
+// operateOnAll registers ns:app on every host of f through e and starts a
+// status task on it.
+func operateOnAll(t *testing.T, e *engine.Engine, f *fakeAgents) model.Task {
+	t.Helper()
+	ctx := context.Background()
+	var all []model.Host
+	for _, h := range f.hosts {
+		all = append(all, h.Host)
+	}
+	if err := e.Seed(ctx, []model.ProcessDef{{Process: proc("ns", "app", nil), Hosts: all}}); err != nil {
+		t.Fatal(err)
+	}
+	task, err := e.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
 func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -144,23 +174,8 @@ func TestSharedStoreTakeover(t *testing.T) {
 			ctx := context.Background()
 			a := engine.New(cfg, fa, fa, stA, engine.WithOwner("A"))
 			b := engine.New(cfg, fb, fb, stB, engine.WithOwner("B"))
-			for _, e := range []*engine.Engine{a, b} {
-				if err := e.Start(ctx); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = e.Close() })
-			}
-			var all []model.Host
-			for _, h := range fa.hosts {
-				all = append(all, h.Host)
-			}
-			if err := a.Seed(ctx, []model.ProcessDef{{Process: proc("ns", "app", nil), Hosts: all}}); err != nil {
-				t.Fatal(err)
-			}
-			task, err := a.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns"}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			startAll(t, a, b)
+			task := operateOnAll(t, a, fa)
 			ch, err := b.Watch(ctx, task.ID, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -259,23 +274,8 @@ func TestSharedStoreNoTakeoverWhileRunning(t *testing.T) {
 	ctx := context.Background()
 	a := engine.New(cfg, fa, fa, sharedStore(t, emb), engine.WithOwner("A"))
 	b := engine.New(cfg, fb, fb, sharedStore(t, emb), engine.WithOwner("B"))
-	for _, e := range []*engine.Engine{a, b} {
-		if err := e.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = e.Close() })
-	}
-	var all []model.Host
-	for _, h := range fa.hosts {
-		all = append(all, h.Host)
-	}
-	if err := a.Seed(ctx, []model.ProcessDef{{Process: proc("ns", "app", nil), Hosts: all}}); err != nil {
-		t.Fatal(err)
-	}
-	task, err := a.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	startAll(t, a, b)
+	task := operateOnAll(t, a, fa)
 	ch, err := b.Watch(ctx, task.ID, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -332,17 +332,7 @@ func TestSharedStoreRestartSameOwner(t *testing.T) {
 	if err := e1.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var all []model.Host
-	for _, h := range f.hosts {
-		all = append(all, h.Host)
-	}
-	if err := e1.Seed(ctx, []model.ProcessDef{{Process: proc("ns", "app", nil), Hosts: all}}); err != nil {
-		t.Fatal(err)
-	}
-	task, err := e1.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	task := operateOnAll(t, e1, f)
 	waitUntil(t, "some results", 20*time.Second, func() bool {
 		v, err := e1.Task(ctx, task.ID)
 		return err == nil && v.Task.Counts.Final() >= 3
@@ -351,10 +341,7 @@ func TestSharedStoreRestartSameOwner(t *testing.T) {
 	_ = e1.Close()
 
 	e2 := engine.New(cfg, f, f, sharedStore(t, emb), engine.WithOwner("S"))
-	if err := e2.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e2.Close() })
+	startAll(t, e2)
 	ch, err := e2.Watch(ctx, task.ID, 0)
 	if err != nil {
 		t.Fatal(err)
