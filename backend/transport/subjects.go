@@ -27,8 +27,15 @@ const (
 
 // HostToken is the host's two subject tokens "<cloud>.<ip-token>".
 func HostToken(h model.Host) string {
-	ip := strings.NewReplacer(".", "_", ":", "-").Replace(h.IP)
-	return strconv.Itoa(h.CloudID) + "." + ip
+	return strconv.Itoa(h.CloudID) + "." + strings.Map(func(r rune) rune {
+		switch r {
+		case '.':
+			return '_'
+		case ':':
+			return '-'
+		}
+		return r
+	}, h.IP)
 }
 
 // OpSubject is the subject a host's agent serves operations on.
@@ -46,7 +53,15 @@ func hostFromSubject(subj string) (model.Host, error) {
 	if len(toks) != 5 || toks[0] != "gseproc" || toks[1] != "agent" {
 		return model.Host{}, fmt.Errorf("subject %q: want gseproc.agent.<cloud>.<ip>.<kind>", subj)
 	}
-	ip := strings.NewReplacer("_", ".", "-", ":").Replace(toks[3])
+	ip := strings.Map(func(r rune) rune {
+		switch r {
+		case '_':
+			return '.'
+		case '-':
+			return ':'
+		}
+		return r
+	}, toks[3])
 	return model.ParseAgentID(toks[2] + ":" + ip)
 }
 
