@@ -204,8 +204,7 @@ func (f *Fleet) apply(h *simHost, p *procState, req model.AgentRequest, fail boo
 		return ok
 	case model.OpStop:
 		if !p.running {
-			return model.AgentReply{Code: model.CodeNotRunning,
-				Message: fmt.Sprintf("no need to stop the process(%s) that is not running", name)}
+			return notRunning("stop", name)
 		}
 		if fail {
 			return commandFailed(f.failOutput(p, model.OpStop, aux))
@@ -242,8 +241,7 @@ func (f *Fleet) apply(h *simHost, p *procState, req model.AgentRequest, fail boo
 		return ok
 	case model.OpReload:
 		if !p.running {
-			return model.AgentReply{Code: model.CodeNotRunning,
-				Message: fmt.Sprintf("no need to reload the process(%s) that is not running", name)}
+			return notRunning("reload", name)
 		}
 		if fail {
 			return commandFailed(f.failOutput(p, model.OpReload, aux))
@@ -251,8 +249,7 @@ func (f *Fleet) apply(h *simHost, p *procState, req model.AgentRequest, fail boo
 		return ok
 	case model.OpKill:
 		if !p.running {
-			return model.AgentReply{Code: model.CodeNotRunning,
-				Message: fmt.Sprintf("no need to kill the process(%s) that is not running", name)}
+			return notRunning("kill", name)
 		}
 		if fail {
 			return commandFailed(f.failOutput(p, model.OpKill, aux))
@@ -262,6 +259,12 @@ func (f *Fleet) apply(h *simHost, p *procState, req model.AgentRequest, fail boo
 		return ok
 	}
 	return model.AgentReply{Code: model.CodeIllegalOp, Message: fmt.Sprintf("%s: op_type %d", model.CodeText(model.CodeIllegalOp), int(req.Op))}
+}
+
+// notRunning is the 829 reply to an op that needs the process running.
+func notRunning(op, name string) model.AgentReply {
+	return model.AgentReply{Code: model.CodeNotRunning,
+		Message: fmt.Sprintf("no need to %s the process(%s) that is not running", op, name)}
 }
 
 // commandFailed is a 65535 reply: GSE puts the screen output in the message.
