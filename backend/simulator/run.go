@@ -129,7 +129,7 @@ func (f *Fleet) Run(ctx context.Context) {
 				if r < pairs {
 					i, d := int32(r/uint64(len(f.defs))), int32(r%uint64(len(f.defs)))
 					if f.deployed(d, i) {
-						f.crash(i, d, f.defs[d].proc.Key(), fail)
+						f.crash(i, d, f.defs[d].key, fail)
 					}
 					continue
 				}
