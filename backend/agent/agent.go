@@ -85,6 +85,19 @@ type entry struct {
 	stopPeriodic context.CancelFunc
 }
 
+// acquire takes e's op slot, waiting until ctx ends; false when it ended
+// first. release gives the slot back.
+func (e *entry) acquire(ctx context.Context) bool {
+	select {
+	case e.op <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (e *entry) release() { <-e.op }
+
 // unit is one instance of a process.
 type unit struct {
 	e          *entry

@@ -66,13 +66,11 @@ func (a *Agent) Handle(ctx context.Context, req model.AgentRequest) model.AgentR
 	case ctx.Err() != nil:
 		r = fail(model.CodeTimeout, "%s: the deadline passed before %s started", model.CodeText(model.CodeTimeout), req.Op)
 	default:
-		select {
-		case e.op <- struct{}{}:
-		case <-ctx.Done():
+		if !e.acquire(ctx) {
 			return a.reply(e, fail(model.CodeTimeout, "%s: another operation on %s is still in progress", model.CodeText(model.CodeTimeout), e.key))
 		}
 		r = a.do(ctx, e, req.Op)
-		<-e.op
+		e.release()
 	}
 	return a.reply(e, r)
 }

@@ -153,12 +153,10 @@ func (a *Agent) restartAfter(u *unit, gen uint64, delay time.Duration) {
 		}
 	}
 	e := u.e
-	select {
-	case e.op <- struct{}{}:
-	case <-a.ctx.Done():
+	if !e.acquire(a.ctx) {
 		return
 	}
-	defer func() { <-e.op }()
+	defer e.release()
 	a.mu.Lock()
 	if u.gen != gen || !e.hosted || u.held != "" || a.closed {
 		a.mu.Unlock()
@@ -234,7 +232,7 @@ func (a *Agent) periodicTick(ctx context.Context, e *entry) {
 		a.log.Info("periodic tick skipped: an operation is in progress", "proc", e.key)
 		return
 	}
-	defer func() { <-e.op }()
+	defer e.release()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if ctx.Err() != nil || !e.hosted || a.closed {
@@ -350,12 +348,10 @@ func (a *Agent) sample() {
 func (a *Agent) enforce(u *unit, gen uint64, msg string) {
 	defer a.wg.Done()
 	e := u.e
-	select {
-	case e.op <- struct{}{}:
-	case <-a.ctx.Done():
+	if !e.acquire(a.ctx) {
 		return
 	}
-	defer func() { <-e.op }()
+	defer e.release()
 	a.mu.Lock()
 	if u.gen != gen || a.closed {
 		a.mu.Unlock()
