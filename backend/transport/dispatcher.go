@@ -204,29 +204,25 @@ func (d *Dispatcher) labels(agent map[string]string) map[string]string {
 // SubscribeEvents calls fn for every event until ctx ends; it returns at
 // once. fn must not block.
 func (d *Dispatcher) SubscribeEvents(ctx context.Context, fn func(model.Event)) {
-	d.mu.Lock()
-	id := d.nextSub
-	d.nextSub++
-	d.subs[id] = fn
-	d.mu.Unlock()
-	context.AfterFunc(ctx, func() {
-		d.mu.Lock()
-		delete(d.subs, id)
-		d.mu.Unlock()
-	})
+	subscribe(ctx, d, d.subs, fn)
 }
 
 // SubscribeStatuses calls fn with each heartbeat's process statuses until
 // ctx ends; it returns at once. fn must not block.
 func (d *Dispatcher) SubscribeStatuses(ctx context.Context, fn func(model.Host, []model.ProcStatus)) {
+	subscribe(ctx, d, d.statusSubs, fn)
+}
+
+// subscribe keeps fn in subs (one of d's callback maps) until ctx ends.
+func subscribe[F any](ctx context.Context, d *Dispatcher, subs map[int]F, fn F) {
 	d.mu.Lock()
 	id := d.nextSub
 	d.nextSub++
-	d.statusSubs[id] = fn
+	subs[id] = fn
 	d.mu.Unlock()
 	context.AfterFunc(ctx, func() {
 		d.mu.Lock()
-		delete(d.statusSubs, id)
+		delete(subs, id)
 		d.mu.Unlock()
 	})
 }
@@ -274,30 +270,27 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 	// An agent that reports less often than the server expects gets three
 	// of its own intervals.
 	e.grace = max(d.opts.OfflineAfter, 3*hb.Interval)
-	if hb.Leaving {
-		e.lastSeen = now
-		if e.online {
-			e.online = false
-			ev = append(ev, model.Event{Time: now, Host: hb.Info.Host, Kind: model.EventAgentOffline, Message: "agent stopped"})
+	e.lastSeen = now
+	switch {
+	case hb.Leaving && e.online:
+		e.online = false
+		ev = append(ev, model.Event{Time: now, Host: hb.Info.Host, Kind: model.EventAgentOffline, Message: "agent stopped"})
+	case !hb.Leaving && !e.online:
+		e.online = true
+		msg := "agent online"
+		if hb.Reconnected > 0 || hb.Dropped > 0 {
+			msg = fmt.Sprintf("agent back online; %d events reported late, %d dropped while the server was unreachable", hb.Reconnected, hb.Dropped)
 		}
-	} else {
-		e.lastSeen = now
-		if !e.online {
-			e.online = true
-			msg := "agent online"
-			if hb.Reconnected > 0 || hb.Dropped > 0 {
-				msg = fmt.Sprintf("agent back online; %d events reported late, %d dropped while the server was unreachable", hb.Reconnected, hb.Dropped)
-			}
-			ev = append(ev, model.Event{Time: now, Host: hb.Info.Host, Kind: model.EventAgentOnline, Message: msg})
-		}
+		ev = append(ev, model.Event{Time: now, Host: hb.Info.Host, Kind: model.EventAgentOnline, Message: msg})
 	}
-	sfns := slices.Collect(maps.Values(d.statusSubs))
+	var sfns []func(model.Host, []model.ProcStatus)
+	if len(hb.Statuses) > 0 {
+		sfns = slices.Collect(maps.Values(d.statusSubs))
+	}
 	d.mu.Unlock()
 	d.emit(ev...)
-	if len(hb.Statuses) > 0 {
-		for _, fn := range sfns {
-			fn(hb.Info.Host, hb.Statuses)
-		}
+	for _, fn := range sfns {
+		fn(hb.Info.Host, hb.Statuses)
 	}
 }
 
