@@ -230,10 +230,6 @@ func (d *driver) settle(quiet time.Duration) {
 
 func (d *driver) view() string { return d.m.View() }
 
-func (d *driver) topIs(want string) func() bool {
-	return func() bool { return d.m.top().Title() == want }
-}
-
 // golden compares got with testdata/name.golden (rewritten with -update).
 func golden(t *testing.T, name, got string) {
 	t.Helper()

@@ -103,14 +103,11 @@ func (k *KeyMap) nav() []key.Binding {
 	return []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom}
 }
 
-// keyHelp implements help.KeyMap from explicit lists.
+// keyHelp is a page's own bindings: the short help line and the full help's groups.
 type keyHelp struct {
 	short []binding
 	full  [][]binding
 }
-
-func (h keyHelp) ShortHelp() []key.Binding  { return h.short }
-func (h keyHelp) FullHelp() [][]key.Binding { return h.full }
 
 // printable reports whether a key would type text into an input.
 func printable(msg tea.KeyMsg) bool {
