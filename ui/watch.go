@@ -488,7 +488,6 @@ type resultPage struct {
 func newResultPage(s *shared, r model.Result) *resultPage {
 	p := &resultPage{r: r}
 	p.textView = newTextView(s, p.content)
-	p.vp.SetContent(p.content())
 	return p
 }
 
