@@ -40,11 +40,10 @@ type Dispatcher struct {
 	opts DispatcherOptions
 	log  *slog.Logger
 
-	mu         sync.Mutex
-	hosts      map[model.Host]*hostEntry
-	subs       map[int]func(model.Event)
-	statusSubs map[int]func(model.Host, []model.ProcStatus)
-	nextSub    int
+	mu      sync.Mutex
+	hosts   map[model.Host]*hostEntry
+	subs    map[int]func(model.Event)
+	nextSub int
 
 	natsSubs []*nats.Subscription
 	stop     chan struct{}
@@ -71,11 +70,10 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 	}
 	d := &Dispatcher{
 		nc: nc, opts: opts, log: opts.Logger,
-		hosts:      map[model.Host]*hostEntry{},
-		subs:       map[int]func(model.Event){},
-		statusSubs: map[int]func(model.Host, []model.ProcStatus){},
-		stop:       make(chan struct{}),
-		done:       make(chan struct{}),
+		hosts: map[model.Host]*hostEntry{},
+		subs:  map[int]func(model.Event){},
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
 	}
 	for _, hi := range opts.StaticHosts {
 		hi.State = model.AgentUnknown
@@ -204,25 +202,14 @@ func (d *Dispatcher) labels(agent map[string]string) map[string]string {
 // SubscribeEvents calls fn for every event until ctx ends; it returns at
 // once. fn must not block.
 func (d *Dispatcher) SubscribeEvents(ctx context.Context, fn func(model.Event)) {
-	subscribe(ctx, d, d.subs, fn)
-}
-
-// SubscribeStatuses calls fn with each heartbeat's process statuses until
-// ctx ends; it returns at once. fn must not block.
-func (d *Dispatcher) SubscribeStatuses(ctx context.Context, fn func(model.Host, []model.ProcStatus)) {
-	subscribe(ctx, d, d.statusSubs, fn)
-}
-
-// subscribe keeps fn in subs (one of d's callback maps) until ctx ends.
-func subscribe[F any](ctx context.Context, d *Dispatcher, subs map[int]F, fn F) {
 	d.mu.Lock()
 	id := d.nextSub
 	d.nextSub++
-	subs[id] = fn
+	d.subs[id] = fn
 	d.mu.Unlock()
 	context.AfterFunc(ctx, func() {
 		d.mu.Lock()
-		delete(subs, id)
+		delete(d.subs, id)
 		d.mu.Unlock()
 	})
 }
@@ -283,15 +270,8 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 		}
 		ev = append(ev, model.Event{Time: now, Host: hb.Info.Host, Kind: model.EventAgentOnline, Message: msg})
 	}
-	var sfns []func(model.Host, []model.ProcStatus)
-	if len(hb.Statuses) > 0 {
-		sfns = slices.Collect(maps.Values(d.statusSubs))
-	}
 	d.mu.Unlock()
 	d.emit(ev...)
-	for _, fn := range sfns {
-		fn(hb.Info.Host, hb.Statuses)
-	}
 }
 
 func (d *Dispatcher) onEvent(m *nats.Msg) {
