@@ -82,10 +82,11 @@ type Store struct {
 	events                                              jetstream.Stream
 	eventsSubject                                       string
 
-	mu     sync.Mutex
-	index  map[string]*taskIndex // task id -> target index (a small cache)
-	puts   int                   // PutTask calls, for eviction
-	closed bool
+	mu        sync.Mutex
+	index     map[string]*taskIndex       // task id -> target index (a small cache)
+	kvStreams map[string]jetstream.Stream // bucket -> its stream, looked up once
+	puts      int                         // PutTask calls, for eviction
+	closed    bool
 }
 
 type taskIndex struct {
@@ -117,7 +118,7 @@ func New(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, err
 	if opts.Memory {
 		storage = jetstream.MemoryStorage
 	}
-	s := &Store{js: js, opts: opts, index: map[string]*taskIndex{}, eventsSubject: opts.Prefix + ".store.events"}
+	s := &Store{js: js, opts: opts, index: map[string]*taskIndex{}, kvStreams: map[string]jetstream.Stream{}, eventsSubject: opts.Prefix + ".store.events"}
 	buckets := []struct {
 		name string
 		kv   *jetstream.KeyValue
@@ -656,7 +657,7 @@ func (s *Store) deleteTask(ctx context.Context, id string) error {
 		return fmt.Errorf("delete task %s: %w", id, err)
 	}
 	for _, kv := range []jetstream.KeyValue{s.targets, s.results} {
-		st, err := s.js.Stream(ctx, "KV_"+kv.Bucket())
+		st, err := s.kvStream(ctx, kv)
 		if err != nil {
 			return fmt.Errorf("delete task %s: %w", id, err)
 		}
@@ -836,10 +837,6 @@ func (s *Store) each(ctx context.Context, kv jetstream.KeyValue, filter string, 
 func (s *Store) list(ctx context.Context, kv jetstream.KeyValue, filter string) ([]jetstream.KeyValueEntry, error) {
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
-	st, err := s.js.Stream(ctx, "KV_"+kv.Bucket())
-	if err != nil {
-		return nil, err
-	}
 	w, err := kv.Watch(ctx, filter)
 	if err != nil {
 		return nil, err
@@ -847,24 +844,13 @@ func (s *Store) list(ctx context.Context, kv jetstream.KeyValue, filter string) 
 	defer func() { _ = w.Stop() }()
 	latest := map[string]jetstream.KeyValueEntry{}
 	var high uint64 // the highest revision seen
-	// lastSeq is the sequence of the last message matching filter now (0: none).
-	lastSeq := func() (uint64, error) {
-		m, err := st.GetLastMsgForSubject(ctx, "$KV."+kv.Bucket()+"."+filter)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return 0, nil
-		}
-		if err != nil {
-			return 0, err
-		}
-		return m.Sequence, nil
-	}
 	var want uint64 // keep reading until high >= want
 	settled := false
 	stall := time.NewTimer(attemptTimeout)
 	defer stall.Stop()
 	for {
 		if settled && high >= want {
-			last, err := lastSeq()
+			last, err := s.lastSeq(ctx, kv, filter)
 			if err != nil {
 				return nil, err
 			}
@@ -902,4 +888,41 @@ func (s *Store) list(ctx context.Context, kv jetstream.KeyValue, filter string) 
 			}
 		}
 	}
+}
+
+// kvStream returns the stream behind kv. It is looked up once per bucket:
+// the handle only names the stream, so a listing or a watch does not pay
+// a stream info request each time.
+func (s *Store) kvStream(ctx context.Context, kv jetstream.KeyValue) (jetstream.Stream, error) {
+	s.mu.Lock()
+	st := s.kvStreams[kv.Bucket()]
+	s.mu.Unlock()
+	if st != nil {
+		return st, nil
+	}
+	st, err := s.js.Stream(ctx, "KV_"+kv.Bucket())
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.kvStreams[kv.Bucket()] = st
+	s.mu.Unlock()
+	return st, nil
+}
+
+// lastSeq is the stream sequence of the last message of kv's keys
+// matching filter now (0: none).
+func (s *Store) lastSeq(ctx context.Context, kv jetstream.KeyValue, filter string) (uint64, error) {
+	st, err := s.kvStream(ctx, kv)
+	if err != nil {
+		return 0, err
+	}
+	m, err := st.GetLastMsgForSubject(ctx, "$KV."+kv.Bucket()+"."+filter)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return m.Sequence, nil
 }

@@ -193,10 +193,6 @@ func (s *Store) WatchResults(ctx context.Context, taskID string) (<-chan model.R
 	}
 	tk := enc(taskID)
 	filter := tk + ".*"
-	st, err := do(ctx, func(ctx context.Context) (jetstream.Stream, error) { return s.js.Stream(ctx, "KV_"+s.results.Bucket()) })
-	if err != nil {
-		return nil, fmt.Errorf("watch results of %s: %w", taskID, err)
-	}
 	rw, err := do(ctx, func(context.Context) (jetstream.KeyWatcher, error) { return s.results.Watch(ctx, filter) })
 	if err != nil {
 		return nil, fmt.Errorf("watch results of %s: %w", taskID, err)
@@ -214,16 +210,7 @@ func (s *Store) WatchResults(ctx context.Context, taskID string) (<-chan model.R
 		final := false
 		var want uint64 // once final: read results up to this revision
 		lastSeq := func() (uint64, error) {
-			return do(ctx, func(ctx context.Context) (uint64, error) {
-				m, err := st.GetLastMsgForSubject(ctx, "$KV."+s.results.Bucket()+"."+filter)
-				if errors.Is(err, jetstream.ErrMsgNotFound) {
-					return 0, nil
-				}
-				if err != nil {
-					return 0, err
-				}
-				return m.Sequence, nil
-			})
+			return do(ctx, func(ctx context.Context) (uint64, error) { return s.lastSeq(ctx, s.results, filter) })
 		}
 		setFinal := func() bool {
 			final = true
