@@ -172,11 +172,7 @@ func newHostRow(v backend.HostView) hostRow {
 	default:
 		r.hosted = fmt.Sprintf("%d/%d", hosted, len(v.Procs))
 	}
-	labels := map[string]string{}
-	for k, val := range v.Labels {
-		labels[k] = val
-	}
-	r.labels = strings.Join(model.SortedLabels(labels), " ")
+	r.labels = strings.Join(model.SortedLabels(v.Labels), " ")
 	r.text = strings.Join([]string{r.id, r.procs, string(v.State), string(r.state), r.labels}, " ")
 	return r
 }
