@@ -640,7 +640,7 @@ func (s *Store) evict(ctx context.Context) error {
 	excess := len(all) - s.opts.KeepTasks
 	for i := len(all) - 1; i >= 0 && excess > 0; i-- {
 		t := all[i]
-		if t.Status != model.TaskDone && t.Status != model.TaskFailed && t.Status != model.TaskCanceled {
+		if !taskFinal(t.Status) {
 			continue
 		}
 		if err := s.deleteTask(ctx, t.ID); err != nil {
