@@ -527,6 +527,56 @@ func TestResumeFromStore(t *testing.T) {
 	}
 }
 
+// countingStore counts the registry listings.
+type countingStore struct {
+	*store.Memory
+	listings atomic.Int64
+}
+
+func (c *countingStore) Processes(ctx context.Context) ([]model.ProcessDef, error) {
+	c.listings.Add(1)
+	return c.Memory.Processes(ctx)
+}
+
+// TestResumeReadsRegistryOnce: Start resumes several unfinished tasks with
+// one read of the registry, not one per task.
+func TestResumeReadsRegistryOnce(t *testing.T) {
+	ctx := context.Background()
+	st := &countingStore{Memory: store.NewMemory()}
+	p := proc("ns", "app", nil)
+	h := hostN(0)
+	if err := st.PutProcess(ctx, model.ProcessDef{Process: p, Hosts: []model.Host{h}}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 3 {
+		id := model.FormatTaskID(time.Now(), uint64(i+1))
+		if err := st.PutTask(ctx, model.Task{ID: id, Op: model.OpStatus, Targets: 1, Status: model.TaskRunning, Created: time.Now()},
+			[]model.Target{{Host: h, ProcKey: p.Key()}}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	f := newFake(1)
+	e := engine.New(testCfg(), f, f, st)
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if n := st.listings.Load(); n != 1 {
+		t.Fatalf("Start listed the registry %d times for %d tasks, want 1", n, len(ids))
+	}
+	for _, id := range ids {
+		ch, err := e.Watch(ctx, id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := collect(t, ch); len(res) != 1 || res[0].State != model.StateSuccess {
+			t.Fatalf("task %s resumed with %+v", id, res)
+		}
+	}
+}
+
 func TestCloseLeavesTargetsUnfinished(t *testing.T) {
 	f := newFake(4)
 	f.reply = func(ctx context.Context, _ model.Host, _ model.AgentRequest) (model.AgentReply, error) {

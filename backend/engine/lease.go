@@ -161,8 +161,12 @@ func (e *Engine) takeOver(l Lease, unrenewed time.Duration) {
 		}
 		return
 	}
+	var defs map[string]model.Process
 	if err == nil {
-		err = e.resumeTask(ctx, l.TaskID, "task taken over")
+		defs, err = e.registry(ctx)
+	}
+	if err == nil {
+		err = e.resumeTask(ctx, l.TaskID, "task taken over", defs)
 	}
 	if err != nil {
 		if e.ctx.Err() == nil {

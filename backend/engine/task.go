@@ -629,6 +629,7 @@ func (e *Engine) resume(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("resume: list tasks: %w", err)
 	}
+	var defs map[string]model.Process // read once, for the first task resumed
 	for _, t := range ts {
 		if taskFinal(t.Status) {
 			continue
@@ -642,7 +643,12 @@ func (e *Engine) resume(ctx context.Context) error {
 				continue
 			}
 		}
-		if err := e.resumeTask(ctx, t.ID, "task resumed"); err != nil {
+		if defs == nil {
+			if defs, err = e.registry(ctx); err != nil {
+				return fmt.Errorf("resume %s: %w", t.ID, err)
+			}
+		}
+		if err := e.resumeTask(ctx, t.ID, "task resumed", defs); err != nil {
 			return err
 		}
 	}
@@ -653,24 +659,29 @@ func taskFinal(s model.TaskStatus) bool {
 	return s == model.TaskDone || s == model.TaskFailed || s == model.TaskCanceled
 }
 
+// registry returns the registered processes by key.
+func (e *Engine) registry(ctx context.Context) (map[string]model.Process, error) {
+	all, err := e.st.Processes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load registry: %w", err)
+	}
+	defs := make(map[string]model.Process, len(all))
+	for _, d := range all {
+		defs[d.Process.Key()] = d.Process
+	}
+	return defs, nil
+}
+
 // resumeTask loads an unfinished task with the results already stored and
 // runs it: its non-final targets are dispatched again, final ones kept,
-// Seq goes on from the highest stored.
-func (e *Engine) resumeTask(ctx context.Context, id, why string) error {
+// Seq goes on from the highest stored. defs is the registry by key.
+func (e *Engine) resumeTask(ctx context.Context, id, why string, defs map[string]model.Process) error {
 	t, targets, err := e.st.Task(ctx, id)
 	if err != nil {
 		return fmt.Errorf("resume %s: %w", id, err)
 	}
 	if taskFinal(t.Status) {
 		return nil
-	}
-	all, err := e.st.Processes(ctx)
-	if err != nil {
-		return fmt.Errorf("resume %s: load registry: %w", id, err)
-	}
-	defs := make(map[string]model.Process, len(all))
-	for _, d := range all {
-		defs[d.Process.Key()] = d.Process
 	}
 	prior, err := e.st.Results(ctx, id)
 	if err != nil {
