@@ -30,28 +30,16 @@ func (e *Engine) Watch(ctx context.Context, id string, after int64) (<-chan mode
 		}
 		if rw, ok := e.st.(ResultWatcher); ok && !taskFinal(t.Status) {
 			// Another engine runs it: follow its results as they are stored.
-			wctx, cancel := context.WithCancel(ctx)
-			stop := context.AfterFunc(e.ctx, cancel)
-			src, err := rw.WatchResults(wctx, id)
+			wctx, src, end, err := e.watchStored(ctx, rw, id)
 			if err != nil {
-				stop()
-				cancel()
 				return nil, fmt.Errorf("watch %s: %w", id, err)
 			}
 			if !e.track(func() {
 				defer close(out)
-				defer func() {
-					stop()
-					cancel()
-					for range src { // the store's goroutine ends
-					}
-				}()
+				defer end()
 				e.follow(wctx, src, after, nil, out)
 			}) {
-				stop()
-				cancel()
-				for range src {
-				}
+				end()
 				return nil, errors.New("watch: engine is closed")
 			}
 			return out, nil
@@ -130,21 +118,33 @@ func (e *Engine) followLost(ctx context.Context, id string, after int64, r *run,
 		}
 	}
 	r.mu.Unlock()
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(e.ctx, cancel)
-	defer stop()
-	src, err := rw.WatchResults(wctx, id)
+	wctx, src, end, err := e.watchStored(ctx, rw, id)
 	if err != nil {
 		e.log.Warn("watch after takeover", "task", id, "err", err)
 		return
 	}
-	defer func() {
+	defer end()
+	e.follow(wctx, src, after, sent, out)
+}
+
+// watchStored opens rw's watch of task id's stored results, under a
+// context that ends with ctx or the engine. end stops the watch and
+// drains src, so the store's goroutine ends: call it once done.
+func (e *Engine) watchStored(ctx context.Context, rw ResultWatcher, id string) (wctx context.Context, src <-chan model.Result, end func(), err error) {
+	wctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(e.ctx, cancel)
+	src, err = rw.WatchResults(wctx, id)
+	if err != nil {
+		stop()
+		cancel()
+		return nil, nil, nil, err
+	}
+	return wctx, src, func() {
+		stop()
 		cancel()
 		for range src {
 		}
-	}()
-	e.follow(wctx, src, after, sent, out)
+	}, nil
 }
 
 // gapGrace is how long follow holds results back waiting for a missing
