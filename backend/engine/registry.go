@@ -126,8 +126,6 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 	}
 	src := e.statusSource()
 	var out []backend.HostView
-	e.mu.RLock()
-	defer e.mu.RUnlock()
 	for _, hi := range inv {
 		h := normHost(hi.Host)
 		if only != nil && !only[h] {
@@ -140,12 +138,14 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 		v := backend.HostView{HostInfo: hi}
 		var live map[string]model.ProcStatus
 		if src != nil && len(idx) > 0 {
+			// Asked outside e.mu: the source has locks of its own.
 			sts := src.Statuses(hi.Host)
 			live = make(map[string]model.ProcStatus, len(sts))
 			for _, st := range sts {
 				live[st.ProcKey] = st
 			}
 		}
+		e.mu.RLock()
 		for _, i := range idx {
 			d := defs[i]
 			key := d.Process.Key()
@@ -158,6 +158,7 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 			}
 			v.Procs = append(v.Procs, backend.ProcView{Key: key, Labels: d.Process.Meta.Labels, Status: st, Updated: st.ReportTime})
 		}
+		e.mu.RUnlock()
 		out = append(out, v)
 		if q.Limit > 0 && len(out) >= q.Limit {
 			break
