@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -255,7 +256,7 @@ func TestStatusContentAndLastKnown(t *testing.T) {
 	e, _ := start(t, f, testCfg())
 	_, res := operate(t, e, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns", Name: "app"}})
 	for _, r := range res {
-		if r.State != model.StateSuccess || !contains(r.Content, `"procname":"app"`) || !contains(r.Content, `"pid":42`) {
+		if r.State != model.StateSuccess || !strings.Contains(r.Content, `"procname":"app"`) || !strings.Contains(r.Content, `"pid":42`) {
 			t.Fatalf("status content %s", r.Content)
 		}
 	}
@@ -266,19 +267,6 @@ func TestStatusContentAndLastKnown(t *testing.T) {
 	if len(hv) != 2 || len(hv[0].Procs) != 1 || hv[0].Procs[0].Status.State != model.ProcRunning || hv[0].Procs[0].Status.PID != 42 {
 		t.Fatalf("hosts %+v", hv)
 	}
-}
-
-func contains(s, sub string) bool {
-	return len(sub) == 0 || (len(s) >= len(sub) && indexOf(s, sub) >= 0)
-}
-
-func indexOf(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
-	}
-	return -1
 }
 
 func TestFanOutBound(t *testing.T) {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,7 +64,7 @@ func TestSimulatorStartStopStatus(t *testing.T) {
 			if r.Code != s.wantCode || r.State != model.StateSuccess {
 				t.Fatalf("%s on %s: code %d state %s (%s), want %d", s.op, r.Host, r.Code, r.State, r.Message, s.wantCode)
 			}
-			if s.op == model.OpStatus && !contains(r.Content, `"stat":"running"`) {
+			if s.op == model.OpStatus && !strings.Contains(r.Content, `"stat":"running"`) {
 				t.Fatalf("status content %s", r.Content)
 			}
 		}
