@@ -196,12 +196,20 @@ func TestSimulatorEventsUpdateLastKnown(t *testing.T) {
 		t.Fatal("events not stored")
 	}
 	hv, _ := e.Hosts(ctx, backend.HostQuery{Hosts: []model.Host{ev.Host}})
+	found := false
 	for _, h := range hv {
 		for _, p := range h.Procs {
-			if p.Key == ev.ProcKey && (p.Status.Restarts == 0 || p.Status.State != model.ProcRunning) {
+			if p.Key != ev.ProcKey {
+				continue
+			}
+			found = true
+			if p.Status.Restarts == 0 || p.Status.State != model.ProcRunning {
 				t.Fatalf("%s on %s: restart event not reflected: %+v", p.Key, h.Host, p.Status)
 			}
 		}
+	}
+	if !found {
+		t.Fatalf("Hosts does not list %s on %s, the process of the restart event", ev.ProcKey, ev.Host)
 	}
 }
 
