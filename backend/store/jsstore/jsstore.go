@@ -496,6 +496,12 @@ func (s *Store) UpdateTask(ctx context.Context, t model.Task) error {
 	} else if err != nil {
 		return fmt.Errorf("update task %s: %w", t.ID, err)
 	}
+	if taskFinal(t.Status) {
+		// Its results are stored: the cache keeps the running tasks' indexes.
+		s.mu.Lock()
+		delete(s.index, t.ID)
+		s.mu.Unlock()
+	}
 	return nil
 }
 

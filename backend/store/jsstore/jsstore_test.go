@@ -462,3 +462,45 @@ func BenchmarkPutResult(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/10k-results")
 	})
 }
+
+// TestIndexCacheHoldsRunningTasks: a task's target index is cached from
+// PutTask until the task is stored complete, so the cache's room goes to
+// running tasks; a result put later still finds its target.
+func TestIndexCacheHoldsRunningTasks(t *testing.T) {
+	s := open(t, startNATS(t, natsCfg(t, t.TempDir())), Options{Memory: true})
+	ctx := tctx(t)
+	tgs := targets(3)
+	task := model.Task{ID: "GSETASK:20260101000000:1", Op: model.OpStatus, Targets: len(tgs), Status: model.TaskRunning}
+	if err := s.PutTask(ctx, task, tgs); err != nil {
+		t.Fatal(err)
+	}
+	cached := func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.index[task.ID] != nil
+	}
+	if !cached() {
+		t.Fatal("index of a new task not cached")
+	}
+	task.Status = model.TaskRunning
+	if err := s.UpdateTask(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	if !cached() {
+		t.Fatal("index dropped while the task runs")
+	}
+	task.Status = model.TaskDone
+	if err := s.UpdateTask(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	if cached() {
+		t.Fatal("index of a complete task still cached")
+	}
+	r := model.Result{TaskID: task.ID, Host: tgs[2].Host, ProcKey: tgs[2].ProcKey, State: model.StateSuccess, Seq: 1}
+	if err := s.PutResult(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if rs, err := s.Results(ctx, task.ID); err != nil || len(rs) != 1 || rs[0].Host != tgs[2].Host {
+		t.Fatalf("results %+v (%v)", rs, err)
+	}
+}
