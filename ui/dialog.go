@@ -32,7 +32,7 @@ type dialog struct {
 	ignored int // keys dropped by the guard (tests read it)
 }
 
-func newDialog(s *shared, title string, body []string, require, why string, danger bool, onYes tea.Cmd) *dialog {
+func newDialog(title string, body []string, require, why string, danger bool, onYes tea.Cmd) *dialog {
 	d := &dialog{title: title, body: body, danger: danger, require: require, why: why, onYes: onYes}
 	if require != "" {
 		d.input = textinput.New()
@@ -170,7 +170,7 @@ func confirmOp(s *shared, op model.OpType, tg target, onYes tea.Cmd) *dialog {
 			why = fmt.Sprintf("This is a %s on more than %s.", op, plural(s.cfg.ConfirmThreshold, "host"))
 		}
 	}
-	return newDialog(s, "Confirm "+op.String(), body, require, why, op.Destructive(), onYes)
+	return newDialog("Confirm "+op.String(), body, require, why, op.Destructive(), onYes)
 }
 
 // target is what an operation acts on: a selector and what is known of it.

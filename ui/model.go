@@ -393,9 +393,7 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 				return m.pop()
 			}
 			discard := func() tea.Msg { return popMsg{} }
-			m.dialog = newDialog(m.s, "Discard changes?", []string{"The form has unsaved changes to " + f.Title() + "."}, "", "", false, discard)
-			m.dialog.opened = m.s.now()
-			return nil
+			return m.handle(confirmMsg{newDialog("Discard changes?", []string{"The form has unsaved changes to " + f.Title() + "."}, "", "", false, discard)})
 		}
 		return top.Update(msg)
 	}
@@ -404,10 +402,8 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		// Quitting the embedded engine ends its running tasks: ask first.
 		if m.info.Mode == "embedded" && m.info.Running > 0 {
 			quit := func() tea.Msg { return quitMsg{} }
-			m.dialog = newDialog(m.s, "Quit?", []string{fmt.Sprintf("%s still running in the embedded engine; quitting stops them.",
-				plural(m.info.Running, "task"))}, "", "", true, quit)
-			m.dialog.opened = m.s.now()
-			return nil
+			return m.handle(confirmMsg{newDialog("Quit?", []string{fmt.Sprintf("%s still running in the embedded engine; quitting stops them.",
+				plural(m.info.Running, "task"))}, "", "", true, quit)})
 		}
 		return m.quit()
 	case keyIs(msg, k.Help):

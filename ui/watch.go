@@ -328,7 +328,7 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 				}
 				return flashMsg{"cancelled " + tid}
 			}
-			d := newDialog(p.s, "Cancel task", []string{p.task.ID, "Hosts not done yet become cancelled."}, "", "", true, cancel)
+			d := newDialog("Cancel task", []string{p.task.ID, "Hosts not done yet become cancelled."}, "", "", true, cancel)
 			return p.s.post(confirmMsg{d})
 		}
 	}
