@@ -211,39 +211,42 @@ func newFormPageVals(s *shared, base model.ProcessDef, isNew bool, v *formVals) 
 
 func (p *formPage) build() {
 	v := p.vals
-	check := func(field string, set func(*formVals, string)) func(string) error {
+	// A field is checked with the whole definition as it would be with s
+	// typed in (ptr points into p.vals).
+	check := func(field string, ptr *string) func(string) error {
 		return func(s string) error {
-			c := *p.vals
-			set(&c, s)
-			_, errs := validateDef(c, p.base)
+			old := *ptr
+			*ptr = s
+			_, errs := validateDef(*p.vals, p.base)
+			*ptr = old
 			return fieldErr(errs, field)
 		}
 	}
-	in := func(title, field, desc string, ptr *string, set func(*formVals, string)) *huh.Input {
-		return huh.NewInput().Title(title).Description(desc).Value(ptr).Validate(check(field, set))
+	in := func(title, field, desc string, ptr *string) *huh.Input {
+		return huh.NewInput().Title(title).Description(desc).Value(ptr).Validate(check(field, ptr))
 	}
 	keyNote := "namespace:name identifies the definition"
 	if !p.isNew {
 		keyNote = "changing it saves a new definition"
 	}
 	identity := huh.NewGroup(
-		in("Namespace", "process.meta.namespace", keyNote, &v.Namespace, func(c *formVals, s string) { c.Namespace = s }),
-		in("Name", "process.meta.name", "the process's name in its namespace", &v.Name, func(c *formVals, s string) { c.Name = s }),
-		in("Labels", "process.meta.labels", "key=value, comma separated", &v.Labels, func(c *formVals, s string) { c.Labels = s }),
-		in("Hosts", "hosts", "cloud:ip, comma separated, e.g. 0:10.0.0.1", &v.Hosts, func(c *formVals, s string) { c.Hosts = s }),
-		in("Process file name (proc_name)", "process.spec.identity.proc_name", "", &v.ProcName, func(c *formVals, s string) { c.ProcName = s }),
-		in("Setup path", "process.spec.identity.setup_path", "absolute directory", &v.SetupPath, func(c *formVals, s string) { c.SetupPath = s }),
-		in("Pid file", "process.spec.identity.pid_path", "absolute path", &v.PidPath, func(c *formVals, s string) { c.PidPath = s }),
-		in("Account", "process.spec.identity.user", "empty = root", &v.User, func(c *formVals, s string) { c.User = s }),
-		in("Config path", "process.spec.identity.config_path", "optional", &v.ConfigPath, func(c *formVals, s string) { c.ConfigPath = s }),
-		in("Log path", "process.spec.identity.log_path", "optional", &v.LogPath, func(c *formVals, s string) { c.LogPath = s }),
+		in("Namespace", "process.meta.namespace", keyNote, &v.Namespace),
+		in("Name", "process.meta.name", "the process's name in its namespace", &v.Name),
+		in("Labels", "process.meta.labels", "key=value, comma separated", &v.Labels),
+		in("Hosts", "hosts", "cloud:ip, comma separated, e.g. 0:10.0.0.1", &v.Hosts),
+		in("Process file name (proc_name)", "process.spec.identity.proc_name", "", &v.ProcName),
+		in("Setup path", "process.spec.identity.setup_path", "absolute directory", &v.SetupPath),
+		in("Pid file", "process.spec.identity.pid_path", "absolute path", &v.PidPath),
+		in("Account", "process.spec.identity.user", "empty = root", &v.User),
+		in("Config path", "process.spec.identity.config_path", "optional", &v.ConfigPath),
+		in("Log path", "process.spec.identity.log_path", "optional", &v.LogPath),
 	).Title("Identity")
 	commands := huh.NewGroup(
-		in("start_cmd", "process.spec.control.start_cmd", "run with sh -c in the setup path", &v.StartCmd, func(c *formVals, s string) { c.StartCmd = s }),
-		in("stop_cmd", "process.spec.control.stop_cmd", "", &v.StopCmd, func(c *formVals, s string) { c.StopCmd = s }),
-		in("restart_cmd", "process.spec.control.restart_cmd", "empty = stop then start", &v.RestartCmd, func(c *formVals, s string) { c.RestartCmd = s }),
-		in("reload_cmd", "process.spec.control.reload_cmd", "", &v.ReloadCmd, func(c *formVals, s string) { c.ReloadCmd = s }),
-		in("kill_cmd", "process.spec.control.kill_cmd", "empty = SIGKILL the process group", &v.KillCmd, func(c *formVals, s string) { c.KillCmd = s }),
+		in("start_cmd", "process.spec.control.start_cmd", "run with sh -c in the setup path", &v.StartCmd),
+		in("stop_cmd", "process.spec.control.stop_cmd", "", &v.StopCmd),
+		in("restart_cmd", "process.spec.control.restart_cmd", "empty = stop then start", &v.RestartCmd),
+		in("reload_cmd", "process.spec.control.reload_cmd", "", &v.ReloadCmd),
+		in("kill_cmd", "process.spec.control.kill_cmd", "empty = SIGKILL the process group", &v.KillCmd),
 	).Title("Commands")
 	policy := huh.NewGroup(
 		huh.NewSelect[model.AutoType]().Title("Type").Inline(true).Options(
@@ -251,13 +254,13 @@ func (p *formPage) build() {
 			huh.NewOption("periodic: run every cycle_time", model.AutoPeriodic),
 			huh.NewOption("one-shot: run once", model.AutoOneShot),
 		).Value(&v.AutoType),
-		in("cycle_time (s)", "process.spec.monitor_policy.cycle_time", "required for periodic", &v.CycleTime, func(c *formVals, s string) { c.CycleTime = s }),
-		in("instance_num", "process.spec.monitor_policy.instance_num", fmt.Sprintf("0-%d, empty = 1", model.MaxInstanceNum), &v.InstanceNum, func(c *formVals, s string) { c.InstanceNum = s }),
-		in("Start check from (s)", "process.spec.monitor_policy.start_check_secs", fmt.Sprintf("empty = %d", model.DefaultStartCheckSecs), &v.CheckBegin, func(c *formVals, s string) { c.CheckBegin = s }),
-		in("Start check until (s)", "process.spec.monitor_policy.start_check_end_secs", "end of the start check window", &v.CheckEnd, func(c *formVals, s string) { c.CheckEnd = s }),
-		in("op_timeout (s)", "process.spec.monitor_policy.op_timeout", fmt.Sprintf("empty = %d, at most %d", model.DefaultOpTimeout, model.MaxOpTimeout), &v.OpTimeout, func(c *formVals, s string) { c.OpTimeout = s }),
-		in("CPU limit (%)", "process.spec.resource.cpu", "0-100 of the machine, empty = none", &v.CPU, func(c *formVals, s string) { c.CPU = s }),
-		in("Memory limit (%)", "process.spec.resource.mem", "0-100 of the machine, empty = none", &v.Mem, func(c *formVals, s string) { c.Mem = s }),
+		in("cycle_time (s)", "process.spec.monitor_policy.cycle_time", "required for periodic", &v.CycleTime),
+		in("instance_num", "process.spec.monitor_policy.instance_num", fmt.Sprintf("0-%d, empty = 1", model.MaxInstanceNum), &v.InstanceNum),
+		in("Start check from (s)", "process.spec.monitor_policy.start_check_secs", fmt.Sprintf("empty = %d", model.DefaultStartCheckSecs), &v.CheckBegin),
+		in("Start check until (s)", "process.spec.monitor_policy.start_check_end_secs", "end of the start check window", &v.CheckEnd),
+		in("op_timeout (s)", "process.spec.monitor_policy.op_timeout", fmt.Sprintf("empty = %d, at most %d", model.DefaultOpTimeout, model.MaxOpTimeout), &v.OpTimeout),
+		in("CPU limit (%)", "process.spec.resource.cpu", "0-100 of the machine, empty = none", &v.CPU),
+		in("Memory limit (%)", "process.spec.resource.mem", "0-100 of the machine, empty = none", &v.Mem),
 	).Title("Hosting policy and limits")
 	th := huh.ThemeBase()
 	switch p.s.theme.Name {
