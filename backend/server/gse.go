@@ -286,9 +286,7 @@ func (s *Server) gseOperateMulti(ctx context.Context, c *call) (any, *apiError) 
 	return s.started(c, t, all)
 }
 
-func sameProcess(a, b model.Process) bool {
-	return fmt.Sprint(a.Spec) == fmt.Sprint(b.Spec)
-}
+func sameProcess(a, b model.Process) bool { return a.Spec == b.Spec }
 
 // taskForQuery loads a task for a result query and checks the app may see it.
 func (s *Server) taskForQuery(ctx context.Context, c *call, id string) (backend.TaskView, *apiError) {

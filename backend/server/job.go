@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -183,10 +184,10 @@ func resultEntry(r model.Result) entry {
 // dispatched reports whether any host of the task has been contacted (or
 // the task is over): until then the result queries answer 1000115.
 func dispatched(tv backend.TaskView) bool {
-	switch tv.Task.Status {
-	case model.TaskPending:
+	if tv.Task.Status == model.TaskPending {
 		return false
-	case model.TaskDone, model.TaskFailed, model.TaskCanceled:
+	}
+	if taskOver(tv.Task) {
 		return true
 	}
 	if len(tv.Results) == 0 {
@@ -241,7 +242,7 @@ func (s *Server) jobResult(ctx context.Context, c *call) (any, *apiError) {
 		return nil, validationError(CodeIllegalParam, err)
 	}
 	tv, err := s.b.Task(ctx, req.TaskID)
-	if err != nil || !contains(taskNamespaces(tv), scope.Namespace()) {
+	if err != nil || !slices.Contains(taskNamespaces(tv), scope.Namespace()) {
 		if err == nil || isNotFound(err) {
 			return nil, &apiError{status: http.StatusBadRequest, code: CodeIllegalParam,
 				msg: fmt.Sprintf("bk_gse_taskid: no task %s in %s %s", req.TaskID, scope.Type, scope.ID)}
@@ -275,7 +276,7 @@ func (s *Server) jobResult(ctx context.Context, c *call) (any, *apiError) {
 func taskNamespaces(tv backend.TaskView) []string {
 	out := append([]string(nil), tv.Task.Namespace...)
 	for _, r := range tv.Results {
-		if ns, _, ok := model.SplitKey(r.ProcKey); ok && !contains(out, ns) {
+		if ns, _, ok := model.SplitKey(r.ProcKey); ok && !slices.Contains(out, ns) {
 			out = append(out, ns)
 		}
 	}
@@ -283,12 +284,3 @@ func taskNamespaces(tv backend.TaskView) []string {
 }
 
 func isNotFound(err error) bool { return errors.Is(err, model.ErrNotFound) }
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
