@@ -335,9 +335,11 @@ func (s *Server) gseResult(v1 bool) handlerFunc {
 		out := make(map[string]entry, len(tv.Results))
 		for _, r := range tv.Results {
 			ns, name, _ := model.SplitKey(r.ProcKey)
-			key := strconv.Itoa(r.Host.CloudID) + ":" + r.Host.IP + ":" + ns + ":" + name
+			key := r.Host.AgentID() + ":" + ns + ":" + name
 			if v1 {
-				key = strconv.Itoa(r.Host.CloudID) + ":" + strconv.Itoa(s.supplier(tv.Task.ID, r.Host)) + ":" + r.Host.IP + ":" + ns + ":" + name
+				h := r.Host
+				h.SupplierID = s.supplier(tv.Task.ID, h)
+				key = v1Key(h, ns, name)
 			}
 			out[key] = resultEntry(r)
 		}

@@ -267,7 +267,7 @@ func (s *Server) jobResult(ctx context.Context, c *call) (any, *apiError) {
 		} else {
 			content, _ = json.Marshal(e.Content)
 		}
-		out[valueKey(r)+":"+strconv.Itoa(r.Host.CloudID)+":"+r.Host.IP] = jobEntry{Content: content, Code: e.Code, Message: e.Message}
+		out[valueKey(r)+":"+r.Host.AgentID()] = jobEntry{Content: content, Code: e.Code, Message: e.Message}
 	}
 	return map[string]any{"status": status, "result": out}, nil
 }
