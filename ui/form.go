@@ -360,9 +360,7 @@ func newReviewPage(s *shared, base model.ProcessDef, isNew bool, v formVals) *re
 		old = flatten(base)
 	}
 	p.diff = diffDefs(old, flatten(p.def))
-	p.w = s.width
-	p.layoutLines()
-	return p
+	return p // SetSize lays the diff out
 }
 
 // flatten lists a definition's fields by their API names.
