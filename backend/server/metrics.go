@@ -1,9 +1,12 @@
 package server
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -77,9 +80,16 @@ func (m *metrics) outcome(state string, d time.Duration) {
 	m.mu.Unlock()
 }
 
-func label(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
-	return r.Replace(s)
+// labelEscaper escapes a label value as the exposition format requires.
+var labelEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
+
+func label(s string) string { return labelEscaper.Replace(s) }
+
+// sortedPairs returns the keys of a two-label counter in order.
+func sortedPairs(m map[[2]string]uint64) [][2]string {
+	return slices.SortedFunc(maps.Keys(m), func(a, b [2]string) int {
+		return cmp.Or(strings.Compare(a[0], b[0]), strings.Compare(a[1], b[1]))
+	})
 }
 
 func fmtFloat(f float64) string {
@@ -112,45 +122,25 @@ func (m *metrics) write(w io.Writer) {
 
 	fmt.Fprintln(w, "# HELP gseproc_http_requests_total API requests by endpoint and envelope code.")
 	fmt.Fprintln(w, "# TYPE gseproc_http_requests_total counter")
-	keys := make([][2]string, 0, len(m.requests))
-	for k := range m.requests {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+" "+keys[i][1] < keys[j][0]+" "+keys[j][1] })
-	for _, k := range keys {
+	for _, k := range sortedPairs(m.requests) {
 		fmt.Fprintf(w, "gseproc_http_requests_total{endpoint=\"%s\",code=\"%s\"} %d\n", label(k[0]), k[1], m.requests[k])
 	}
 
 	fmt.Fprintln(w, "# HELP gseproc_http_request_duration_seconds API request latency by endpoint.")
 	fmt.Fprintln(w, "# TYPE gseproc_http_request_duration_seconds histogram")
-	eps := make([]string, 0, len(m.latency))
-	for k := range m.latency {
-		eps = append(eps, k)
-	}
-	sort.Strings(eps)
-	for _, e := range eps {
+	for _, e := range slices.Sorted(maps.Keys(m.latency)) {
 		writeHistogram(w, "gseproc_http_request_duration_seconds", `endpoint="`+label(e)+`"`, m.latency[e])
 	}
 
 	fmt.Fprintln(w, "# HELP gseproc_tasks_created_total Tasks created through this server by op and source.")
 	fmt.Fprintln(w, "# TYPE gseproc_tasks_created_total counter")
-	tk := make([][2]string, 0, len(m.tasks))
-	for k := range m.tasks {
-		tk = append(tk, k)
-	}
-	sort.Slice(tk, func(i, j int) bool { return tk[i][0]+" "+tk[i][1] < tk[j][0]+" "+tk[j][1] })
-	for _, k := range tk {
+	for _, k := range sortedPairs(m.tasks) {
 		fmt.Fprintf(w, "gseproc_tasks_created_total{op=\"%s\",source=\"%s\"} %d\n", label(k[0]), label(k[1]), m.tasks[k])
 	}
 
 	fmt.Fprintln(w, "# HELP gseproc_host_results_total Final per-host results of tasks created through this server, by state.")
 	fmt.Fprintln(w, "# TYPE gseproc_host_results_total counter")
-	st := make([]string, 0, len(m.outcomes))
-	for k := range m.outcomes {
-		st = append(st, k)
-	}
-	sort.Strings(st)
-	for _, s := range st {
+	for _, s := range slices.Sorted(maps.Keys(m.outcomes)) {
 		fmt.Fprintf(w, "gseproc_host_results_total{state=\"%s\"} %d\n", label(s), m.outcomes[s])
 	}
 
