@@ -579,14 +579,9 @@ func (a *Agent) stopUnit(ctx context.Context, u *unit, p model.Process, why stri
 		a.mu.Unlock()
 		return ok()
 	}
-	a.mu.Lock()
-	a.unwatchLocked(u)
-	u.pid, u.tick = pid, st.StartTick
-	a.setStateLocked(u, model.ProcStopping, why)
-	a.mu.Unlock()
+	a.stopping(u, pid, st.StartTick, why)
 
 	timeout := opTimeout(ctx, p)
-	wait := max(time.Duration(p.Spec.Policy.StopCheckSecs)*time.Second, a.cfg.MinStopWait.D())
 	var out string
 	if cmd, has := p.Command(model.OpStop); has {
 		status, o, err := run(ctx, p, cmd, a.env(p, u), timeout, a.cfg.OutputLimit)
@@ -606,16 +601,7 @@ func (a *Agent) stopUnit(ctx context.Context, u *unit, p model.Process, why stri
 			_ = signalGroup(pid, syscall.SIGKILL, a.m)
 		}
 	}
-	if !a.waitDead(ctx, u, pid, st.StartTick, wait) {
-		a.restore(u, pid, st.StartTick, "stop post-check: still running")
-		return result{code: model.CodePostCheckFailed, out: out,
-			msg: fmt.Sprintf("stop process(%s) failed: pid %d still running %s after stop (post-check)", p.Spec.Identity.ProcName, pid, wait)}
-	}
-	a.mu.Lock()
-	u.pid, u.tick = -1, 0
-	a.setStateLocked(u, model.ProcStopped, why)
-	a.mu.Unlock()
-	return result{code: model.CodeSuccess, out: out}
+	return a.stopped(ctx, u, p, pid, st.StartTick, out, "stop", why)
 }
 
 // killUnit runs kill_cmd, or SIGKILL to the process group.
@@ -624,11 +610,7 @@ func (a *Agent) killUnit(ctx context.Context, u *unit, p model.Process) result {
 	if !live {
 		return ok()
 	}
-	a.mu.Lock()
-	a.unwatchLocked(u)
-	u.pid, u.tick = pid, st.StartTick
-	a.setStateLocked(u, model.ProcStopping, "kill requested")
-	a.mu.Unlock()
+	a.stopping(u, pid, st.StartTick, "kill requested")
 	var out string
 	if cmd, has := p.Command(model.OpKill); has {
 		status, o, err := run(ctx, p, cmd, a.env(p, u), opTimeout(ctx, p), a.cfg.OutputLimit)
@@ -641,16 +623,37 @@ func (a *Agent) killUnit(ctx context.Context, u *unit, p model.Process) result {
 		a.restore(u, pid, st.StartTick, "SIGKILL failed")
 		return fail(model.CodeCommandFailed, "kill: SIGKILL to pid %d: %v", pid, err)
 	}
+	return a.stopped(ctx, u, p, pid, st.StartTick, out, "kill", "killed")
+}
+
+// stopping marks u STOPPING at pid, no longer watched, as a stop or kill
+// begins.
+func (a *Agent) stopping(u *unit, pid int, tick uint64, why string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.unwatchLocked(u)
+	u.pid, u.tick = pid, tick
+	a.setStateLocked(u, model.ProcStopping, why)
+}
+
+// stopped is the post-check of a stop or kill (what): once pid is gone
+// within the stop wait, u ends STOPPED for why; else u is RUNNING again and
+// the result is a post-check failure. out is the command's output.
+func (a *Agent) stopped(ctx context.Context, u *unit, p model.Process, pid int, tick uint64, out, what, why string) result {
 	wait := max(time.Duration(p.Spec.Policy.StopCheckSecs)*time.Second, a.cfg.MinStopWait.D())
-	if !a.waitDead(ctx, u, pid, st.StartTick, wait) {
-		a.restore(u, pid, st.StartTick, "kill post-check: still running")
+	if !a.waitDead(ctx, u, pid, tick, wait) {
+		a.restore(u, pid, tick, what+" post-check: still running")
+		how := ""
+		if what == "kill" {
+			how = " by kill"
+		}
 		return result{code: model.CodePostCheckFailed, out: out,
-			msg: fmt.Sprintf("stop process(%s) by kill failed: pid %d still running %s after kill (post-check)", p.Spec.Identity.ProcName, pid, wait)}
+			msg: fmt.Sprintf("stop process(%s)%s failed: pid %d still running %s after %s (post-check)", p.Spec.Identity.ProcName, how, pid, wait, what)}
 	}
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	u.pid, u.tick = -1, 0
-	a.setStateLocked(u, model.ProcStopped, "killed")
-	a.mu.Unlock()
+	a.setStateLocked(u, model.ProcStopped, why)
 	return result{code: model.CodeSuccess, out: out}
 }
 
