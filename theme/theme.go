@@ -24,14 +24,12 @@ type Theme struct {
 	Header     lipgloss.Style // table headers
 	Cursor     lipgloss.Style // the row under the cursor
 	Selected   lipgloss.Style // selected (marked) rows
-	Match      lipgloss.Style // fuzzy-matched characters
 
 	OK      lipgloss.Style // success, online, running
 	Warn    lipgloss.Style // degraded, timeout, cancelled
 	Error   lipgloss.Style // failed, offline, fatal
 	Pending lipgloss.Style // pending, running task items, starting
 	Danger  lipgloss.Style // destructive choices
-	Info    lipgloss.Style // events, neutral highlights
 
 	StatusBar lipgloss.Style // the status bar background
 	StatusKey lipgloss.Style // status bar labels (mode, read-only)
@@ -41,7 +39,6 @@ type Theme struct {
 
 	Dialog      lipgloss.Style // the confirmation box
 	DialogTitle lipgloss.Style
-	Input       lipgloss.Style // text inputs (filter, typed confirmation)
 
 	// ProgressFull and ProgressEmpty colour the progress bar ("" = none).
 	ProgressFull  string
@@ -54,13 +51,13 @@ type Theme struct {
 func Names() []string { return []string{"dark", "light", "ansi16", "mono"} }
 
 type palette struct {
-	fg, muted, accent, accent2, ok, warn, err, pending, danger, info, barBg, barFg, selBg, cursorBg string
+	fg, muted, accent, accent2, ok, warn, err, pending, danger, barBg, barFg, selBg, cursorBg string
 }
 
 func darkPalette() palette {
 	return palette{
 		fg: "#D0D0D0", muted: "#7A7A7A", accent: "#7AA2F7", accent2: "#BB9AF7", ok: "#9ECE6A",
-		warn: "#E0AF68", err: "#F7768E", pending: "#7DCFFF", danger: "#FF5F5F", info: "#2AC3DE",
+		warn: "#E0AF68", err: "#F7768E", pending: "#7DCFFF", danger: "#FF5F5F",
 		barBg: "#24283B", barFg: "#C0CAF5", selBg: "#2E3C64", cursorBg: "#3B4261",
 	}
 }
@@ -68,7 +65,7 @@ func darkPalette() palette {
 func lightPalette() palette {
 	return palette{
 		fg: "#1F2328", muted: "#6E7781", accent: "#0550AE", accent2: "#8250DF", ok: "#1A7F37",
-		warn: "#9A6700", err: "#CF222E", pending: "#0969DA", danger: "#A40E26", info: "#1B7C83",
+		warn: "#9A6700", err: "#CF222E", pending: "#0969DA", danger: "#A40E26",
 		barBg: "#D0D7DE", barFg: "#1F2328", selBg: "#DDF4FF", cursorBg: "#B6E3FF",
 	}
 }
@@ -78,7 +75,7 @@ func lightPalette() palette {
 func ansiPalette() palette {
 	return palette{
 		fg: "", muted: "8", accent: "4", accent2: "5", ok: "2", warn: "3", err: "1", pending: "6",
-		danger: "9", info: "6", barBg: "0", barFg: "7", selBg: "", cursorBg: "",
+		danger: "9", barBg: "0", barFg: "7", selBg: "", cursorBg: "",
 	}
 }
 
@@ -128,13 +125,11 @@ func colored(name string, r *lipgloss.Renderer, p palette) *Theme {
 		Header:        s().Bold(true).Foreground(c(p.muted)).Underline(true),
 		Cursor:        s().Background(c(p.cursorBg)).Bold(true),
 		Selected:      s().Background(c(p.selBg)).Foreground(c(p.warn)),
-		Match:         s().Underline(true).Foreground(c(p.accent)),
 		OK:            s().Foreground(c(p.ok)),
 		Warn:          s().Foreground(c(p.warn)),
 		Error:         s().Foreground(c(p.err)).Bold(true),
 		Pending:       s().Foreground(c(p.pending)),
 		Danger:        s().Foreground(c(p.danger)).Bold(true),
-		Info:          s().Foreground(c(p.info)),
 		StatusBar:     s().Background(c(p.barBg)).Foreground(c(p.barFg)),
 		StatusKey:     s().Background(c(p.barBg)).Foreground(c(p.accent)).Bold(true),
 		HelpKey:       s().Foreground(c(p.accent)),
@@ -142,7 +137,6 @@ func colored(name string, r *lipgloss.Renderer, p palette) *Theme {
 		HelpSep:       s().Foreground(c(p.muted)),
 		Dialog:        s().Border(lipgloss.RoundedBorder()).BorderForeground(c(p.danger)).Padding(0, 1),
 		DialogTitle:   s().Bold(true).Foreground(c(p.danger)),
-		Input:         s().Foreground(c(p.fg)),
 		ProgressFull:  p.ok,
 		ProgressEmpty: p.muted,
 		Profile:       r.ColorProfile(),
@@ -161,13 +155,11 @@ func mono(r *lipgloss.Renderer) *Theme {
 		Header:      s().Bold(true).Underline(true),
 		Cursor:      s().Reverse(true),
 		Selected:    s().Bold(true),
-		Match:       s().Underline(true),
 		OK:          s(),
 		Warn:        s().Bold(true),
 		Error:       s().Bold(true),
 		Pending:     s(),
 		Danger:      s().Bold(true).Underline(true),
-		Info:        s(),
 		StatusBar:   s().Reverse(true),
 		StatusKey:   s().Reverse(true).Bold(true),
 		HelpKey:     s().Bold(true),
@@ -175,7 +167,6 @@ func mono(r *lipgloss.Renderer) *Theme {
 		HelpSep:     s().Faint(true),
 		Dialog:      s().Border(lipgloss.NormalBorder()).Padding(0, 1),
 		DialogTitle: s().Bold(true),
-		Input:       s(),
 		Profile:     termenv.Ascii,
 	}
 }
