@@ -117,14 +117,8 @@ func (c *Client) Watch(ctx context.Context, id string, after int64) (<-chan mode
 		return nil, err
 	}
 	out := make(chan model.Result, 64)
-	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(c.ctx, cancel)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	c.goStream(ctx, func(ctx context.Context) {
 		defer close(out)
-		defer cancel()
-		defer stop()
 		fails := 0
 		for {
 			ended := false
@@ -157,31 +151,62 @@ func (c *Client) Watch(ctx context.Context, id string, after int64) (<-chan mode
 				return
 			}
 			c.log.Debug("task stream dropped; resuming", "task", id, "last_seq", last, "err", err)
-			for {
-				fails++
-				if fails > c.maxFail {
-					c.log.Error("task stream: giving up after repeated failures", "task", id, "last_seq", last, "failures", fails-1)
-					return
-				}
-				if !sleep(ctx, c.delay(fails)) {
-					return
-				}
-				resp, err = c.openStream(ctx, path, strconv.FormatInt(last, 10))
-				if err == nil {
-					break
-				}
-				if ctx.Err() != nil {
-					return
-				}
-				if permanent(err) {
-					c.log.Warn("task stream: cannot resume", "task", id, "err", err)
-					return
-				}
-				c.log.Debug("task stream: reconnect failed", "task", id, "err", err)
+			if resp = c.reopen(ctx, path, strconv.FormatInt(last, 10), &fails, false, "task", id); resp == nil {
+				return
 			}
 		}
-	}()
+	})
 	return out, nil
+}
+
+// goStream runs fn in a goroutine the client owns (Close waits for it);
+// fn's ctx also ends when the client is closed.
+func (c *Client) goStream(ctx context.Context, fn func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.ctx, cancel)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer cancel()
+		defer stop()
+		fn(ctx)
+	}()
+}
+
+// reopen reconnects to the stream at path after it dropped, backing off
+// between attempts; *fails counts the attempts since the stream last
+// delivered. A task stream (persistent false) reconnects at once the first
+// time and gives up (nil, logged) after c.maxFail attempts in a row or on
+// an error reconnecting cannot help; the event stream (persistent) waits
+// before its first attempt and only stops when ctx ends. reopen returns nil
+// when ctx ends. logArgs name the stream in the log.
+func (c *Client) reopen(ctx context.Context, path, lastID string, fails *int, persistent bool, logArgs ...any) *http.Response {
+	what, skip := "task stream", 0
+	if persistent {
+		what, skip = "event stream", 1
+	}
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		*fails++
+		if !persistent && *fails > c.maxFail {
+			c.log.Error(what+": giving up after repeated failures", append(logArgs, "path", path, "last_id", lastID, "failures", *fails-1)...)
+			return nil
+		}
+		if !sleep(ctx, c.delay(*fails+skip)) {
+			return nil
+		}
+		resp, err := c.openStream(ctx, path, lastID)
+		if err == nil {
+			return resp
+		}
+		if !persistent && ctx.Err() == nil && permanent(err) {
+			c.log.Warn(what+": cannot resume", append(logArgs, "err", err)...)
+			return nil
+		}
+		c.log.Debug(what+": reconnect failed", append(logArgs, "err", err)...)
+	}
 }
 
 // delay is the backoff before the n-th consecutive reconnect (n >= 1);
@@ -221,14 +246,8 @@ func (c *Client) Events(ctx context.Context) (<-chan model.Event, error) {
 		return nil, err
 	}
 	out := make(chan model.Event, 256)
-	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(c.ctx, cancel)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	c.goStream(ctx, func(ctx context.Context) {
 		defer close(out)
-		defer cancel()
-		defer stop()
 		fails := 0
 		for {
 			_ = readEvents(resp.Body, func(ev sseEvent) bool {
@@ -248,21 +267,10 @@ func (c *Client) Events(ctx context.Context) (<-chan model.Event, error) {
 				}
 			})
 			resp.Body.Close()
-			for {
-				if ctx.Err() != nil {
-					return
-				}
-				fails++
-				if !sleep(ctx, c.delay(fails+1)) {
-					return
-				}
-				resp, err = c.openStream(ctx, path, "")
-				if err == nil {
-					break
-				}
-				c.log.Debug("event stream: reconnect failed", "err", err)
+			if resp = c.reopen(ctx, path, "", &fails, true); resp == nil {
+				return
 			}
 		}
-	}()
+	})
 	return out, nil
 }
