@@ -817,12 +817,19 @@ func TestConcurrentUse(t *testing.T) {
 				c, cc := context.WithTimeout(ctx, time.Second)
 				r, err := f.Dispatch(c, h, model.AgentRequest{Op: op, Process: d.Process})
 				cc()
-				if err == nil && r.Status == nil {
+				switch {
+				case err != nil: // the fleet has no offline host and no latency
+					t.Errorf("dispatch %s to %s: %v", op, h, err)
+				case r.Status == nil:
 					t.Error("reply without status")
 				}
 				if i%50 == 0 {
-					f.Host(h)
-					_, _ = f.Hosts(ctx)
+					if _, ok := f.Host(h); !ok {
+						t.Errorf("host %s unknown", h)
+					}
+					if hs, err := f.Hosts(ctx); err != nil || len(hs) != f.Len() {
+						t.Errorf("hosts: %d of %d, %v", len(hs), f.Len(), err)
+					}
 				}
 			}
 		}()
