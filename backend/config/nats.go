@@ -138,12 +138,12 @@ func (c NATSConfig) validate() error {
 		}
 	}
 	if c.Listen != "" {
-		if _, _, err := splitHostPort(c.Listen); err != nil {
+		if _, _, err := SplitListen(c.Listen); err != nil {
 			bad("listen", "%v", err)
 		}
 	}
 	if c.Cluster.Listen != "" {
-		if _, _, err := splitHostPort(c.Cluster.Listen); err != nil {
+		if _, _, err := SplitListen(c.Cluster.Listen); err != nil {
 			bad("cluster.listen", "%v", err)
 		}
 		if c.Cluster.Name == "" {
@@ -225,8 +225,8 @@ func (c NATSConfig) validate() error {
 	return errors.Join(errs...)
 }
 
-// splitHostPort parses "host:port" where port may be -1 (pick a free one).
-func splitHostPort(s string) (string, int, error) {
+// SplitListen parses a listen address "host:port" (port -1 = any free port).
+func SplitListen(s string) (string, int, error) {
 	h, p, err := net.SplitHostPort(s)
 	if err != nil {
 		return "", 0, fmt.Errorf("%q is not host:port: %v", s, err)
@@ -237,6 +237,3 @@ func splitHostPort(s string) (string, int, error) {
 	}
 	return h, n, nil
 }
-
-// SplitListen parses a listen address "host:port" (port -1 = any free port).
-func SplitListen(s string) (string, int, error) { return splitHostPort(s) }
