@@ -85,13 +85,17 @@ func (l latency) draw(s *uint64) time.Duration {
 	if l.zero {
 		return 0
 	}
-	// Box-Muller; 1-u1 is in (0,1].
-	n := math.Sqrt(-2*math.Log(1-u1)) * math.Cos(2*math.Pi*u2)
-	d := time.Duration(math.Exp(l.mu + l.sigma*n))
+	d := time.Duration(math.Exp(l.mu + l.sigma*stdNormal(u1, u2)))
 	if d > l.max {
 		d = l.max
 	}
 	return d
+}
+
+// stdNormal turns two uniforms in [0,1) into a standard normal value
+// (Box-Muller; 1-u1 is in (0,1]).
+func stdNormal(u1, u2 float64) float64 {
+	return math.Sqrt(-2*math.Log(1-u1)) * math.Cos(2*math.Pi*u2)
 }
 
 // poisson draws a Poisson(lambda) count from s (normal approximation for
@@ -101,8 +105,7 @@ func poisson(s *uint64, lambda float64) int {
 		return 0
 	}
 	if lambda > 50 {
-		u1, u2 := unit(splitmix64(s)), unit(splitmix64(s))
-		n := math.Sqrt(-2*math.Log(1-u1)) * math.Cos(2*math.Pi*u2)
+		n := stdNormal(unit(splitmix64(s)), unit(splitmix64(s)))
 		k := int(math.Round(lambda + math.Sqrt(lambda)*n))
 		return max(k, 0)
 	}
