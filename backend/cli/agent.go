@@ -3,14 +3,13 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"strings"
 	"sync"
 
 	"gseproc/backend/agent"
 	"gseproc/backend/config"
 	"gseproc/backend/transport"
+	"gseproc/model"
 )
 
 // runAgent runs the host agent: `gseproc agent --config FILE`, with flags
@@ -31,13 +30,10 @@ func runAgent(ctx context.Context, args []string, io Stdio) error {
 	if err := parseList("agent", fs, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*cfgPath, io)
+	cfg, set, err := nf.load(fs, *cfgPath, io)
 	if err != nil {
-		return &ExitError{Code: 2, Err: err}
+		return err
 	}
-	nf.apply(fs, &cfg.NATS)
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if set["cloud"] {
 		cfg.Agent.CloudID = *cloud
 	}
@@ -48,8 +44,8 @@ func runAgent(ctx context.Context, args []string, io Stdio) error {
 		cfg.Agent.DataDir = *dataDir
 	}
 	for _, l := range labels {
-		k, v, ok := strings.Cut(l, "=")
-		if !ok || strings.TrimSpace(k) == "" {
+		k, v, err := model.ParseLabel(l)
+		if err != nil {
 			return usageError("agent", "--label %q: want key=value", l)
 		}
 		if cfg.Agent.Labels == nil {

@@ -21,18 +21,28 @@ func (n *natsClientFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&n.seed, "nkey-seed", "", "NATS nkey seed `FILE` (overrides [nats] nkey_seed_file)")
 }
 
-// apply writes the flags that were set on the command line into cfg.
-func (n *natsClientFlags) apply(fs *flag.FlagSet, cfg *config.NATSConfig) {
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "nats":
-			cfg.URLs = strings.Split(n.urls, ",")
-		case "user":
-			cfg.User = n.user
-		case "password":
-			cfg.Password = n.password
-		case "nkey-seed":
-			cfg.NKeySeedFile = n.seed
-		}
-	})
+// load loads the config at path (see loadConfig) and writes into its
+// [nats] section the flags that were set on the command line. It returns
+// the config and the names of every flag set, for the command's own
+// overrides.
+func (n *natsClientFlags) load(fs *flag.FlagSet, path string, io Stdio) (config.Config, map[string]bool, error) {
+	cfg, err := loadConfig(path, io)
+	if err != nil {
+		return cfg, nil, &ExitError{Code: 2, Err: err}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["nats"] {
+		cfg.NATS.URLs = strings.Split(n.urls, ",")
+	}
+	if set["user"] {
+		cfg.NATS.User = n.user
+	}
+	if set["password"] {
+		cfg.NATS.Password = n.password
+	}
+	if set["nkey-seed"] {
+		cfg.NATS.NKeySeedFile = n.seed
+	}
+	return cfg, set, nil
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"sync"
 
@@ -24,13 +23,10 @@ func runSim(ctx context.Context, args []string, io Stdio) error {
 	if err := parseList("sim", fs, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*cfgPath, io)
+	cfg, set, err := nf.load(fs, *cfgPath, io)
 	if err != nil {
-		return &ExitError{Code: 2, Err: err}
+		return err
 	}
-	nf.apply(fs, &cfg.NATS)
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if set["hosts"] {
 		cfg.Simulator.Hosts = *hosts
 	}
