@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -77,7 +78,7 @@ func openBackend(ctx context.Context, cfg config.Config, serverURL string, log *
 		}
 		return b, closer, nil
 	}
-	e, _, closer, err := openEmbedded(ctx, cfg, log)
+	e, closer, err := openEmbedded(ctx, cfg, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -89,51 +90,56 @@ func openBackend(ctx context.Context, cfg config.Config, serverURL string, log *
 // fleet's definitions and runs the fleet's crash simulation. The returned
 // func stops the simulation, closes the engine, the fleet and the store,
 // and waits for all of them; it is safe to call more than once.
-func openEmbedded(ctx context.Context, cfg config.Config, log *slog.Logger) (*engine.Engine, *simulator.Fleet, func() error, error) {
+func openEmbedded(ctx context.Context, cfg config.Config, log *slog.Logger) (*engine.Engine, func() error, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	fleet, err := simulator.NewChecked(cfg.Simulator)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	st := store.NewMemory(store.WithKeepTasks(cfg.Engine.KeepTasks), store.WithKeepEvents(cfg.Engine.KeepEvents))
 	e := engine.New(cfg.Engine, fleet, fleet, st,
 		engine.WithLogger(log), engine.WithReadOnly(cfg.Engine.ReadOnly), engine.WithVersion(Version))
-	if err := e.Start(ctx); err != nil {
-		_ = e.Close()
-		_ = fleet.Close()
-		return nil, nil, nil, err
+	closer, err := startEngine(ctx, e, fleet, fleet.Close, st.Close)
+	if err != nil {
+		return nil, nil, err
 	}
-	if err := e.Seed(ctx, fleet.Definitions()); err != nil {
-		_ = e.Close()
-		_ = fleet.Close()
-		return nil, nil, nil, err
-	}
+	return e, closer, nil
+}
+
+// startEngine starts e and, when fleet is not nil, seeds e's registry with
+// the fleet's definitions and runs its crash simulation. The returned func
+// stops the simulation, waits for it, then closes e and calls each of
+// closers in order, returning their errors joined; it is safe to call more
+// than once. When startEngine fails, it has done the same.
+func startEngine(ctx context.Context, e *engine.Engine, fleet *simulator.Fleet, closers ...func() error) (func() error, error) {
 	runCtx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { fleet.Run(runCtx) })
 	var once sync.Once
 	var closeErr error
 	closer := func() error {
 		once.Do(func() {
 			stop()
 			wg.Wait()
-			errE := e.Close()
-			errF := fleet.Close()
-			errS := st.Close()
-			closeErr = firstErr(errE, errF, errS)
+			errs := []error{e.Close()}
+			for _, c := range closers {
+				errs = append(errs, c())
+			}
+			closeErr = errors.Join(errs...)
 		})
 		return closeErr
 	}
-	return e, fleet, closer, nil
-}
-
-func firstErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
+	if err := e.Start(ctx); err != nil {
+		_ = closer()
+		return nil, err
 	}
-	return nil
+	if fleet != nil {
+		if err := e.Seed(ctx, fleet.Definitions()); err != nil {
+			_ = closer()
+			return nil, err
+		}
+		wg.Go(func() { fleet.Run(runCtx) })
+	}
+	return closer, nil
 }

@@ -173,40 +173,13 @@ func openNATSEngine(ctx context.Context, cfg config.Config, demo, withFleet bool
 	}
 	e := engine.New(cfg.Engine, nb.Dispatcher, nb.Inventory, nb.Store,
 		engine.WithLogger(log), engine.WithReadOnly(cfg.Engine.ReadOnly), engine.WithVersion(Version))
-	fail := func(err error) (*engine.Engine, *natsBackend, func() error, error) {
-		_ = e.Close()
-		if fleet != nil {
-			_ = fleet.Close()
-		}
-		_ = nb.Close()
-		return nil, nil, nil, err
-	}
-	if err := e.Start(ctx); err != nil {
-		return fail(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
+	closers := []func() error{nb.Close}
 	if fleet != nil {
-		if err := e.Seed(ctx, fleet.Definitions()); err != nil {
-			stop()
-			return fail(err)
-		}
-		wg.Go(func() { fleet.Run(runCtx) })
+		closers = []func() error{fleet.Close, nb.Close}
 	}
-	var once sync.Once
-	var closeErr error
-	closer := func() error {
-		once.Do(func() {
-			stop()
-			wg.Wait()
-			errs := []error{e.Close()}
-			if fleet != nil {
-				errs = append(errs, fleet.Close())
-			}
-			errs = append(errs, nb.Close())
-			closeErr = errors.Join(errs...)
-		})
-		return closeErr
+	closer, err := startEngine(ctx, e, fleet, closers...)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	return e, nb, closer, nil
 }

@@ -98,7 +98,7 @@ func runServer(ctx context.Context, args []string, io Stdio) error {
 func buildServerBackend(ctx context.Context, cfg config.Config, demo bool, log *slog.Logger) (backend.Backend, string, func() error, error) {
 	switch cfg.Server.Fleet {
 	case "simulated":
-		e, _, closer, err := openEmbedded(ctx, cfg, log)
+		e, closer, err := openEmbedded(ctx, cfg, log)
 		if err != nil {
 			return nil, "", nil, err
 		}
