@@ -79,11 +79,10 @@ func (s *Server) jobOperate(form model.InfoForm, name string) handlerFunc {
 			}
 		}
 		model.ValidateInfos(v, form, scope, req.ProcessInfos, s.cfg.MaxHosts)
-		checkDuplicates(v, form, scope, req.ProcessInfos)
+		items, all := mergeItems(v, req.ProcessInfos, form, scope)
 		if err := v.Err(); err != nil {
 			return nil, validationError(CodeIllegalParam, err)
 		}
-		items, all := mergeItems(req.ProcessInfos, form, scope)
 		t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op, Items: items, Source: "api:" + name, Operator: c.operator})
 		if err != nil {
 			return nil, backendError(CodeIllegalParam, name, err)
@@ -95,46 +94,31 @@ func (s *Server) jobOperate(form model.InfoForm, name string) handlerFunc {
 }
 
 // mergeItems turns process_infos into definitions with their hosts; entries
-// naming the same process (same value_key in the scope) are merged.
-func mergeItems(infos []model.ProcessInfo, form model.InfoForm, scope model.Scope) ([]model.ProcessDef, []model.Host) {
+// naming the same process (same value_key in the scope) merge when their
+// fields are the same and are refused in v when they differ.
+func mergeItems(v *model.Validator, infos []model.ProcessInfo, form model.InfoForm, scope model.Scope) ([]model.ProcessDef, []model.Host) {
 	var items []model.ProcessDef
 	var all []model.Host
-	index := map[string]int{}
-	for _, pi := range infos {
+	index := map[string]int{} // process key -> its item
+	first := map[string]int{} // process key -> its first entry
+	for i, pi := range infos {
 		p := pi.ToProcess(form, scope)
 		hosts := make([]model.Host, 0, len(pi.IPList))
 		for _, h := range pi.IPList {
 			all = append(all, h)
 			hosts = append(hosts, bare(h))
 		}
-		if i, ok := index[p.Key()]; ok {
-			items[i].Hosts = unionHosts(items[i].Hosts, hosts)
+		if j, ok := index[p.Key()]; ok {
+			if p.Meta.Name != "" && !sameProcess(items[j].Process, p) {
+				v.Addf(fmt.Sprintf("process_infos[%d]", i), "same process (value_key %q) as process_infos[%d] with different fields: give it its own value_key", p.Meta.Name, first[p.Key()])
+			}
+			items[j].Hosts = unionHosts(items[j].Hosts, hosts)
 			continue
 		}
-		index[p.Key()] = len(items)
+		index[p.Key()], first[p.Key()] = len(items), i
 		items = append(items, model.ProcessDef{Process: p, Hosts: unionHosts(nil, hosts)})
 	}
 	return items, all
-}
-
-// checkDuplicates refuses two entries naming the same process (same
-// value_key in the scope) with different fields; identical ones merge.
-func checkDuplicates(v *model.Validator, form model.InfoForm, scope model.Scope, infos []model.ProcessInfo) {
-	first := map[string]int{}
-	for i, pi := range infos {
-		p := pi.ToProcess(form, scope)
-		if p.Meta.Name == "" {
-			continue
-		}
-		j, ok := first[p.Key()]
-		if !ok {
-			first[p.Key()] = i
-			continue
-		}
-		if !sameProcess(infos[j].ToProcess(form, scope), p) {
-			v.Addf(fmt.Sprintf("process_infos[%d]", i), "same process (value_key %q) as process_infos[%d] with different fields: give it its own value_key", p.Meta.Name, j)
-		}
-	}
 }
 
 // bare drops the supplier id: the engine addresses hosts by cloud and IP.
