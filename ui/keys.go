@@ -89,15 +89,6 @@ func NewKeyMap(overrides map[string][]string) (*KeyMap, error) {
 	return k, nil
 }
 
-// Binding returns the binding of an action name.
-func (k *KeyMap) Binding(action string) (key.Binding, bool) {
-	b, ok := k.byName[action]
-	if !ok {
-		return key.Binding{}, false
-	}
-	return *b, true
-}
-
 // nav are the movement bindings shared by every list.
 func (k *KeyMap) nav() []key.Binding {
 	return []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom}
