@@ -74,7 +74,6 @@ type Model struct {
 	lastErr  string
 	flash    string
 	help     help.Model
-	opts     Options
 	cancel   context.CancelFunc
 	guard    *guarded
 }
@@ -131,7 +130,7 @@ func New(ctx context.Context, o Options) (*Model, error) {
 	h.Styles.ShortKey, h.Styles.ShortDesc, h.Styles.ShortSeparator = th.HelpKey, th.HelpDesc, th.HelpSep
 	h.Styles.FullKey, h.Styles.FullDesc, h.Styles.FullSeparator = th.HelpKey, th.HelpDesc, th.HelpSep
 	h.Styles.Ellipsis = th.HelpSep
-	m := &Model{s: s, help: h, opts: o, cancel: cancel, guard: g, flash: o.Notice}
+	m := &Model{s: s, help: h, cancel: cancel, guard: g, flash: o.Notice}
 	m.stack = []page{newNSPage(s)}
 	if o.Namespace != "" {
 		m.stack = append(m.stack, newLabelsPage(s, backend.NamespaceSummary{Name: o.Namespace}))

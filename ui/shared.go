@@ -23,7 +23,6 @@ type shared struct {
 	keys     *KeyMap
 	cfg      config.ConsoleConfig
 	readOnly bool
-	mode     string
 	operator string
 	now      func() time.Time
 	guard    time.Duration // how long a fresh dialog ignores keys
