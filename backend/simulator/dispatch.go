@@ -80,7 +80,6 @@ func (f *Fleet) Dispatch(ctx context.Context, host model.Host, req model.AgentRe
 	}
 	defer h.mu.Unlock()
 	now := f.now()
-	h.lastSeen = now.Unix()
 	// A status query changes nothing, so it does not make the host keep
 	// state for a process it had not touched yet.
 	p := f.proc(i, h, req.Process, req.Op != model.OpStatus)

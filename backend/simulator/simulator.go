@@ -61,12 +61,11 @@ type simHost struct {
 	rack  uint16
 	memGB uint16
 
-	mu       sync.Mutex
-	offline  bool // SetOffline(true)
-	rng      uint64
-	nextPID  int32
-	procs    []*procState
-	lastSeen int64
+	mu      sync.Mutex
+	offline bool // SetOffline(true)
+	rng     uint64
+	nextPID int32
+	procs   []*procState
 }
 
 // procState is one process on one host.
