@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 
@@ -45,10 +44,7 @@ Flags:
 	}
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &ExitError{Code: 2}
+		return err
 	}
 	if len(pos) != 1 {
 		return usageError("apply", "want exactly one FILE, got %d arguments", len(pos))
@@ -151,10 +147,7 @@ func runDelete(ctx context.Context, args []string, io Stdio) error {
 	cf.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &ExitError{Code: 2}
+		return err
 	}
 	if len(pos) == 0 {
 		return usageError("delete", "want at least one NAMESPACE:NAME")

@@ -29,11 +29,16 @@ func usageError(cmd, format string, args ...any) error {
 
 // parseArgs parses flags wherever they are among the arguments (Go's flag
 // package stops at the first positional one) and returns the positionals.
+// A bad flag (already reported by fs) is exit code 2; --help is
+// flag.ErrHelp.
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, &ExitError{Code: 2}
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -170,10 +175,7 @@ func runOp(ctx context.Context, args []string, io Stdio) error {
 	fs.Usage = opUsage(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &ExitError{Code: 2}
+		return err
 	}
 	switch {
 	case len(pos) == 0:
@@ -395,10 +397,7 @@ func listUsage(fs *flag.FlagSet, synopsis, what string) func() {
 func parseList(cmd string, fs *flag.FlagSet, args []string) error {
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &ExitError{Code: 2}
+		return err
 	}
 	if len(pos) > 0 {
 		return usageError(cmd, "unexpected argument %q", pos[0])
