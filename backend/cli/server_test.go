@@ -10,39 +10,20 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"gseproc/backend/config"
 )
 
-// lockedBuffer is a Writer safe for the server goroutine and the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 var listenRe = regexp.MustCompile(`listening on (http://\S+)`)
 
 // startServer runs `gseproc server args...` through Main and returns its
 // URL and a stop function that cancels it and returns its exit code.
-func startServer(t *testing.T, args ...string) (string, *lockedBuffer, func() int) {
+func startServer(t *testing.T, args ...string) (string, *syncBuf, func() int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out, errb := &lockedBuffer{}, &lockedBuffer{}
+	out, errb := &syncBuf{}, &syncBuf{}
 	done := make(chan int, 1)
 	go func() {
 		done <- Main(ctx, append([]string{"server"}, args...), Stdio{In: strings.NewReader(""), Out: out, Err: errb})
@@ -124,8 +105,7 @@ func TestServerDemo(t *testing.T) {
 	}
 	_ = json.Unmarshal(r.Data, &d)
 	key := "1:2:10.0.0.1:gse:proc-test"
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitFor(t, "a final result for "+key, 30*time.Second, func() bool {
 		q, _ := json.Marshal(map[string]string{"bk_app_code": "esb_test", "bk_app_secret": "xxx", "bk_token": "xxx", "task_id": d.TaskID})
 		r = postJSON(t, base+"/api/c/compapi/v2/gse/get_proc_operate_result/", q)
 		if r.Code == 0 {
@@ -137,16 +117,13 @@ func TestServerDemo(t *testing.T) {
 				if e.ErrorCode != 0 && e.ErrorCode != 828 {
 					t.Fatalf("start of proc-test: error_code %d", e.ErrorCode)
 				}
-				break
+				return true
 			}
 		} else if r.Code != 1000115 {
 			t.Fatalf("get_proc_operate_result: %d %s", r.Code, r.Message)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no final result for %s within 30 s", key)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
 	// Seed 002 verbatim (bk_app_code esb_test / xxx, biz 1).
 	seed, _ = os.ReadFile("../server/testdata/seed002_operate_proc.request.json")
 	if r := postJSON(t, base+"/api/c/compapi/v2/job/operate_proc/", seed); !r.Result {
