@@ -69,9 +69,11 @@ func TestNATSClusterFailover(t *testing.T) {
 	nodes := natsCluster(t, 3)
 	ctx := context.Background()
 
-	// The simulated fleet serves over NATS from node 3.
+	// The simulated fleet serves over NATS from node 3. Its latency keeps
+	// the task running for seconds at concurrency 4 (about 133 targets),
+	// so the kill below lands mid-task even on a loaded machine.
 	simCfg := config.SimulatorConfig{Hosts: 150, Seed: 11, Clouds: 1, Namespaces: []string{"web"},
-		LatencyMedian: config.Duration(60 * time.Millisecond), LatencyP99: config.Duration(120 * time.Millisecond)}
+		LatencyMedian: config.Duration(150 * time.Millisecond), LatencyP99: config.Duration(300 * time.Millisecond)}
 	fleet := simulator.New(simCfg)
 	defer fleet.Close()
 	snc, err := transport.ConnectNow(transport.ClientOptions{URLs: nodes[2].ClientURL(), User: "sim", Password: "simpw"}, nil)
