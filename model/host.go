@@ -21,6 +21,11 @@ func (h Host) AgentID() string { return strconv.Itoa(h.CloudID) + ":" + h.IP }
 
 func (h Host) String() string { return h.AgentID() }
 
+// Bare is the host without its supplier id: the agent's identity, which
+// AgentID spells and map keys and comparisons use (a request may carry a
+// bk_supplier_id, an agent's own report does not).
+func (h Host) Bare() Host { return Host{IP: h.IP, CloudID: h.CloudID} }
+
 // ParseAgentID parses "cloud:ip" (the IP may be v6, so only the first colon splits).
 func ParseAgentID(s string) (Host, error) {
 	c, ip, ok := strings.Cut(strings.TrimSpace(s), ":")

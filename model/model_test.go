@@ -143,6 +143,7 @@ func TestHosts(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Host{IP: "10.0.0.1", CloudID: 1}, h)
 	assert.Equal(t, "1:10.0.0.1", h.AgentID())
+	assert.Equal(t, h, Host{IP: "10.0.0.1", CloudID: 1, SupplierID: 2}.Bare())
 	h6, err := ParseAgentID("0:fe80::1")
 	require.NoError(t, err)
 	assert.Equal(t, "fe80::1", h6.IP)
@@ -191,6 +192,9 @@ func TestCodesAndStates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, StateForCode(tt.op, tt.code), "%s %d", tt.op, tt.code)
+	}
+	for st, final := range map[TaskStatus]bool{TaskPending: false, TaskRunning: false, TaskDone: true, TaskFailed: true, TaskCanceled: true} {
+		assert.Equal(t, final, st.Final(), st)
 	}
 	var c Counts
 	c.Add(StateSuccess, 3)

@@ -107,6 +107,11 @@ const (
 	TaskCanceled TaskStatus = "cancelled"
 )
 
+// Final reports whether the task is over: done, failed or cancelled.
+func (s TaskStatus) Final() bool {
+	return s == TaskDone || s == TaskFailed || s == TaskCanceled
+}
+
 // Task is one operation over N hosts x M processes.
 type Task struct {
 	ID        string     `json:"task_id"`

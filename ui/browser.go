@@ -236,7 +236,7 @@ func uniqueHosts(defs []model.ProcessDef) int {
 	seen := map[model.Host]bool{}
 	for _, d := range defs {
 		for _, h := range d.Hosts {
-			seen[model.Host{IP: h.IP, CloudID: h.CloudID}] = true
+			seen[h.Bare()] = true
 		}
 	}
 	return len(seen)

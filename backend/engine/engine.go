@@ -273,7 +273,7 @@ func (e *Engine) refuseReadOnly(what string) error {
 
 // recordStatus updates the last known status of a process on a host.
 func (e *Engine) recordStatus(ctx context.Context, h model.Host, st model.ProcStatus) {
-	h = normHost(h)
+	h = h.Bare()
 	e.mu.Lock()
 	m := e.statuses[h]
 	if m == nil {
@@ -291,6 +291,6 @@ func (e *Engine) recordStatus(ctx context.Context, h model.Host, st model.ProcSt
 func (e *Engine) status(h model.Host, key string) (model.ProcStatus, bool) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	st, ok := e.statuses[normHost(h)][key]
+	st, ok := e.statuses[h.Bare()][key]
 	return st, ok
 }

@@ -154,7 +154,7 @@ func (e *Engine) takeOver(l Lease, unrenewed time.Duration) {
 		return
 	}
 	t, _, err := e.st.Task(ctx, l.TaskID)
-	if errors.Is(err, model.ErrNotFound) || (err == nil && taskFinal(t.Status)) {
+	if errors.Is(err, model.ErrNotFound) || (err == nil && t.Status.Final()) {
 		// Complete (its owner died before letting the lease go) or gone.
 		if err := e.leaser.ReleaseLease(ctx, l.TaskID, e.owner, true); err != nil {
 			e.log.Warn("release lease", "task", l.TaskID, "err", err)

@@ -23,13 +23,10 @@ func hostSet(hs []model.Host) map[model.Host]bool {
 	}
 	s := make(map[model.Host]bool, len(hs))
 	for _, h := range hs {
-		s[normHost(h)] = true
+		s[h.Bare()] = true
 	}
 	return s
 }
-
-// normHost drops the supplier id: hosts are identified by cloud and ip.
-func normHost(h model.Host) model.Host { return model.Host{IP: h.IP, CloudID: h.CloudID} }
 
 // Namespaces summarises the registry by namespace.
 func (e *Engine) Namespaces(ctx context.Context) ([]backend.NamespaceSummary, error) {
@@ -52,7 +49,7 @@ func (e *Engine) Namespaces(ctx context.Context) ([]backend.NamespaceSummary, er
 		}
 		a.procs++
 		for _, h := range d.Hosts {
-			a.hosts[normHost(h)] = true
+			a.hosts[h.Bare()] = true
 		}
 		for k, v := range d.Process.Meta.Labels {
 			if a.labels[k] == nil {
@@ -92,7 +89,7 @@ func (e *Engine) Processes(ctx context.Context, q backend.ProcQuery) ([]model.Pr
 		if !matchDef(d, q.Namespace, q.Name, q.Labels) {
 			continue
 		}
-		if q.Host != nil && !slices.ContainsFunc(d.Hosts, func(h model.Host) bool { return normHost(h) == normHost(*q.Host) }) {
+		if q.Host != nil && !slices.ContainsFunc(d.Hosts, func(h model.Host) bool { return h.Bare() == q.Host.Bare() }) {
 			continue
 		}
 		out = append(out, d)
@@ -120,14 +117,14 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 			continue
 		}
 		for _, h := range d.Hosts {
-			h = normHost(h)
+			h = h.Bare()
 			onHost[h] = append(onHost[h], i)
 		}
 	}
 	src := e.statusSource()
 	var out []backend.HostView
 	for _, hi := range inv {
-		h := normHost(hi.Host)
+		h := hi.Host.Bare()
 		if only != nil && !only[h] {
 			continue
 		}
@@ -217,7 +214,7 @@ func resolve(defs []model.ProcessDef, sel backend.Selector) ([]model.Target, map
 		}
 		key := d.Process.Key()
 		for _, h := range d.Hosts {
-			nh := normHost(h)
+			nh := h.Bare()
 			if only != nil && !only[nh] {
 				continue
 			}

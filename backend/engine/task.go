@@ -192,7 +192,7 @@ func itemTargets(items []model.ProcessDef) ([]model.Target, map[string]model.Pro
 		key := it.Process.Key()
 		procs[key] = it.Process
 		for _, h := range it.Hosts {
-			if t := (model.Target{Host: normHost(h), ProcKey: key}); !seen[t] {
+			if t := (model.Target{Host: h.Bare(), ProcKey: key}); !seen[t] {
 				seen[t] = true
 				targets = append(targets, model.Target{Host: h, ProcKey: key})
 			}
@@ -219,11 +219,11 @@ func (e *Engine) saveItems(ctx context.Context, items []model.ProcessDef) error 
 		if old, ok := byKey[key]; ok {
 			def.Hosts = slices.Clip(old.Hosts)
 			for _, h := range old.Hosts {
-				hosts[normHost(h)] = true
+				hosts[h.Bare()] = true
 			}
 		}
 		for _, h := range it.Hosts {
-			if nh := normHost(h); !hosts[nh] {
+			if nh := h.Bare(); !hosts[nh] {
 				hosts[nh] = true
 				def.Hosts = append(def.Hosts, h)
 			}
@@ -243,7 +243,7 @@ func newRun(t model.Task, targets []model.Target, procs map[string]model.Process
 	index := make(map[model.Target]int, len(prior))
 	if len(prior) > 0 {
 		for i, tg := range targets {
-			index[model.Target{Host: normHost(tg.Host), ProcKey: tg.ProcKey}] = i
+			index[model.Target{Host: tg.Host.Bare(), ProcKey: tg.ProcKey}] = i
 		}
 	}
 	for i, tg := range targets {
@@ -251,7 +251,7 @@ func newRun(t model.Task, targets []model.Target, procs map[string]model.Process
 		r.results[i] = model.Result{TaskID: t.ID, Host: tg.Host, ProcKey: tg.ProcKey, ValueKey: p.Spec.Identity.ValueKey, Op: t.Op, State: model.StatePending}
 	}
 	for _, res := range prior {
-		i, ok := index[model.Target{Host: normHost(res.Host), ProcKey: res.ProcKey}]
+		i, ok := index[model.Target{Host: res.Host.Bare(), ProcKey: res.ProcKey}]
 		if !ok || !res.State.Final() {
 			continue
 		}
@@ -560,17 +560,17 @@ func (e *Engine) Task(ctx context.Context, id string) (backend.TaskView, error) 
 	}
 	byTarget := make(map[model.Target]model.Result, len(stored))
 	for _, res := range stored {
-		byTarget[model.Target{Host: normHost(res.Host), ProcKey: res.ProcKey}] = res
+		byTarget[model.Target{Host: res.Host.Bare(), ProcKey: res.ProcKey}] = res
 	}
 	out := make([]model.Result, len(targets))
 	for i, tg := range targets {
-		res, ok := byTarget[model.Target{Host: normHost(tg.Host), ProcKey: tg.ProcKey}]
+		res, ok := byTarget[model.Target{Host: tg.Host.Bare(), ProcKey: tg.ProcKey}]
 		if !ok {
 			res = model.Result{TaskID: id, Host: tg.Host, ProcKey: tg.ProcKey, Op: t.Op, State: model.StatePending}
 		}
 		out[i] = res
 	}
-	if !taskFinal(t.Status) {
+	if !t.Status.Final() {
 		// Run by another engine (or by none until one takes it over).
 		t.Counts = model.Counts{}
 		for _, res := range out {
@@ -599,7 +599,7 @@ func (e *Engine) Tasks(ctx context.Context, limit int) ([]model.Task, error) {
 			r.mu.Unlock()
 			continue
 		}
-		if e.leaser != nil && !taskFinal(ts[i].Status) {
+		if e.leaser != nil && !ts[i].Status.Final() {
 			// Run by another engine: its counts are in its stored results.
 			rs, err := e.st.Results(ctx, ts[i].ID)
 			if err != nil {
@@ -631,7 +631,7 @@ func (e *Engine) resume(ctx context.Context) error {
 	}
 	var defs map[string]model.Process // read once, for the first task resumed
 	for _, t := range ts {
-		if taskFinal(t.Status) {
+		if t.Status.Final() {
 			continue
 		}
 		if e.leaser != nil {
@@ -655,10 +655,6 @@ func (e *Engine) resume(ctx context.Context) error {
 	return nil
 }
 
-func taskFinal(s model.TaskStatus) bool {
-	return s == model.TaskDone || s == model.TaskFailed || s == model.TaskCanceled
-}
-
 // registry returns the registered processes by key.
 func (e *Engine) registry(ctx context.Context) (map[string]model.Process, error) {
 	all, err := e.st.Processes(ctx)
@@ -680,7 +676,7 @@ func (e *Engine) resumeTask(ctx context.Context, id, why string, defs map[string
 	if err != nil {
 		return fmt.Errorf("resume %s: %w", id, err)
 	}
-	if taskFinal(t.Status) {
+	if t.Status.Final() {
 		return nil
 	}
 	prior, err := e.st.Results(ctx, id)

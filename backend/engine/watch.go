@@ -28,7 +28,7 @@ func (e *Engine) Watch(ctx context.Context, id string, after int64) (<-chan mode
 		if err != nil {
 			return nil, fmt.Errorf("watch: %w", err)
 		}
-		if rw, ok := e.st.(ResultWatcher); ok && !taskFinal(t.Status) {
+		if rw, ok := e.st.(ResultWatcher); ok && !t.Status.Final() {
 			// Another engine runs it: follow its results as they are stored.
 			wctx, src, end, err := e.watchStored(ctx, rw, id)
 			if err != nil {
@@ -114,7 +114,7 @@ func (e *Engine) followLost(ctx context.Context, id string, after int64, r *run,
 	r.mu.Lock()
 	for _, res := range r.log {
 		if res.Seq > after {
-			sent[model.Target{Host: normHost(res.Host), ProcKey: res.ProcKey}] = true
+			sent[model.Target{Host: res.Host.Bare(), ProcKey: res.ProcKey}] = true
 		}
 	}
 	r.mu.Unlock()
@@ -200,7 +200,7 @@ func (e *Engine) follow(ctx context.Context, src <-chan model.Result, after int6
 			if !res.State.Final() || res.Seq <= after {
 				continue
 			}
-			tg := model.Target{Host: normHost(res.Host), ProcKey: res.ProcKey}
+			tg := model.Target{Host: res.Host.Bare(), ProcKey: res.ProcKey}
 			if sent[tg] {
 				continue
 			}

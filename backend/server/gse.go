@@ -81,7 +81,7 @@ func policyNames(r model.ProcRequest) model.FieldNames {
 func bareAll(hosts []model.Host) []model.Host {
 	out := make([]model.Host, len(hosts))
 	for i, h := range hosts {
-		out[i] = bare(h)
+		out[i] = h.Bare()
 	}
 	return out
 }
@@ -150,12 +150,12 @@ func (s *Server) gseOperate(ctx context.Context, c *call) (any, *apiError) {
 	}
 	deployed := map[string]bool{}
 	for _, h := range def.Hosts {
-		deployed[bare(h).AgentID()] = true
+		deployed[h.Bare().AgentID()] = true
 	}
 	v := &model.Validator{}
 	for i, h := range hosts {
-		if !deployed[bare(h).AgentID()] {
-			v.Addf(fmt.Sprintf("hosts[%d]", i), "process %s is not registered on host %s: register it there first with register_proc_info", def.Process.Key(), bare(h).AgentID())
+		if !deployed[h.Bare().AgentID()] {
+			v.Addf(fmt.Sprintf("hosts[%d]", i), "process %s is not registered on host %s: register it there first with register_proc_info", def.Process.Key(), h.Bare().AgentID())
 		}
 	}
 	if err := v.Err(); err != nil {
@@ -453,7 +453,7 @@ func (s *Server) gseUnregister(ctx context.Context, c *call) (any, *apiError) {
 	var targets []model.Host
 	for _, h := range hosts {
 		if deployed[h.AgentID()] {
-			targets = append(targets, bare(h))
+			targets = append(targets, h.Bare())
 			continue
 		}
 		out[v1Key(h, ns, name)] = entry{Code: 0, Message: "success: not registered on this host"}
@@ -558,7 +558,7 @@ const (
 func toProcInfo(h model.Host, pv backend.ProcView) procInfo {
 	ns, name, _ := model.SplitKey(pv.Key)
 	st := pv.Status
-	pi := procInfo{Meta: model.Meta{Namespace: ns, Name: name, Labels: pv.Labels}, Host: h, AgentID: bare(h).AgentID(),
+	pi := procInfo{Meta: model.Meta{Namespace: ns, Name: name, Labels: pv.Labels}, Host: h, AgentID: h.Bare().AgentID(),
 		Flag: procStopped, Status: procStopped, IsAuto: st.Hosted, Message: st.Message, PID: st.PID, Version: st.Version,
 		RegisterTime: st.RegisterTime, LastStartTime: st.LastStartTime, ReportTime: st.ReportTime,
 		CPUUsage: st.CPU, MemUsage: st.Mem}
@@ -672,7 +672,7 @@ func (s *Server) gseSync(ctx context.Context, c *call) (any, *apiError) {
 	for _, hv := range views {
 		for _, pv := range hv.Procs {
 			if matchProc(pv.Key, req.Meta) {
-				infos = append(infos, toProcInfo(bare(hv.Host), pv))
+				infos = append(infos, toProcInfo(hv.Host.Bare(), pv))
 			}
 		}
 	}

@@ -106,7 +106,7 @@ func mergeItems(v *model.Validator, infos []model.ProcessInfo, form model.InfoFo
 		hosts := make([]model.Host, 0, len(pi.IPList))
 		for _, h := range pi.IPList {
 			all = append(all, h)
-			hosts = append(hosts, bare(h))
+			hosts = append(hosts, h.Bare())
 		}
 		if j, ok := index[p.Key()]; ok {
 			if p.Meta.Name != "" && !sameProcess(items[j].Process, p) {
@@ -121,14 +121,11 @@ func mergeItems(v *model.Validator, infos []model.ProcessInfo, form model.InfoFo
 	return items, all
 }
 
-// bare drops the supplier id: the engine addresses hosts by cloud and IP.
-func bare(h model.Host) model.Host { return model.Host{IP: h.IP, CloudID: h.CloudID} }
-
 func unionHosts(a, b []model.Host) []model.Host {
 	seen := make(map[string]bool, len(a)+len(b))
 	out := make([]model.Host, 0, len(a)+len(b))
 	for _, h := range append(append([]model.Host(nil), a...), b...) {
-		h = bare(h)
+		h = h.Bare()
 		if !seen[h.AgentID()] {
 			seen[h.AgentID()] = true
 			out = append(out, h)
@@ -171,7 +168,7 @@ func dispatched(tv backend.TaskView) bool {
 	if tv.Task.Status == model.TaskPending {
 		return false
 	}
-	if taskOver(tv.Task) {
+	if tv.Task.Status.Final() {
 		return true
 	}
 	if len(tv.Results) == 0 {
@@ -181,14 +178,6 @@ func dispatched(tv backend.TaskView) bool {
 		if r.State != model.StatePending {
 			return true
 		}
-	}
-	return false
-}
-
-func taskOver(t model.Task) bool {
-	switch t.Status {
-	case model.TaskDone, model.TaskFailed, model.TaskCanceled:
-		return true
 	}
 	return false
 }
@@ -237,7 +226,7 @@ func (s *Server) jobResult(ctx context.Context, c *call) (any, *apiError) {
 	switch {
 	case !dispatched(tv):
 		status = model.CodeTaskNotDispatched
-	case !taskOver(tv.Task):
+	case !tv.Task.Status.Final():
 		status = model.CodeRunning
 	}
 	out := make(map[string]jobEntry, len(tv.Results))

@@ -208,10 +208,6 @@ func (m *Memory) PutTask(_ context.Context, t model.Task, targets []model.Target
 	return nil
 }
 
-func finished(s model.TaskStatus) bool {
-	return s == model.TaskDone || s == model.TaskFailed || s == model.TaskCanceled
-}
-
 // evictLocked drops the oldest finished tasks while more than keepTasks
 // tasks or keepResults results are kept. The newest task always stays.
 func (m *Memory) evictLocked() {
@@ -224,7 +220,7 @@ func (m *Memory) evictLocked() {
 	last := len(m.order) - 1
 	for i, id := range m.order {
 		rec := m.tasks[id]
-		if i < last && over() && finished(rec.task.Status) {
+		if i < last && over() && rec.task.Status.Final() {
 			delete(m.tasks, id)
 			m.nResults -= rec.n
 			count--

@@ -77,7 +77,7 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 	}
 	for _, hi := range opts.StaticHosts {
 		hi.State = model.AgentUnknown
-		d.hosts[hostKey(hi.Host)] = &hostEntry{info: hi}
+		d.hosts[hi.Host.Bare()] = &hostEntry{info: hi}
 	}
 	for subj, cb := range map[string]nats.MsgHandler{AllHeartbeats: d.onHeartbeat, AllEvents: d.onEvent} {
 		s, err := nc.Subscribe(subj, cb)
@@ -176,7 +176,7 @@ func (d *Dispatcher) Hosts(ctx context.Context) ([]model.HostInfo, error) {
 func (d *Dispatcher) Online(host model.Host) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	e := d.hosts[hostKey(host)]
+	e := d.hosts[host.Bare()]
 	return e != nil && e.online
 }
 
@@ -184,7 +184,7 @@ func (d *Dispatcher) Online(host model.Host) bool {
 func (d *Dispatcher) Statuses(host model.Host) []model.ProcStatus {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if e := d.hosts[hostKey(host)]; e != nil {
+	if e := d.hosts[host.Bare()]; e != nil {
 		return slices.Clone(e.statuses)
 	}
 	return nil
@@ -246,7 +246,7 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 	now := time.Now()
 	var ev []model.Event
 	d.mu.Lock()
-	k := hostKey(hb.Info.Host)
+	k := hb.Info.Host.Bare()
 	e := d.hosts[k]
 	if e == nil {
 		e = &hostEntry{}

@@ -67,6 +67,3 @@ func hostFromSubject(subj string) (model.Host, error) {
 
 // sameHost compares identities (cloud and IP; the supplier id is not part of it).
 func sameHost(a, b model.Host) bool { return a.CloudID == b.CloudID && a.IP == b.IP }
-
-// hostKey is the map key of a host: its identity without the supplier id.
-func hostKey(h model.Host) model.Host { return model.Host{IP: h.IP, CloudID: h.CloudID} }

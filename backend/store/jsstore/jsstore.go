@@ -496,7 +496,7 @@ func (s *Store) UpdateTask(ctx context.Context, t model.Task) error {
 	} else if err != nil {
 		return fmt.Errorf("update task %s: %w", t.ID, err)
 	}
-	if taskFinal(t.Status) {
+	if t.Status.Final() {
 		// Its results are stored: the cache keeps the running tasks' indexes.
 		s.mu.Lock()
 		delete(s.index, t.ID)
@@ -646,7 +646,7 @@ func (s *Store) evict(ctx context.Context) error {
 	excess := len(all) - s.opts.KeepTasks
 	for i := len(all) - 1; i >= 0 && excess > 0; i-- {
 		t := all[i]
-		if !taskFinal(t.Status) {
+		if !t.Status.Final() {
 			continue
 		}
 		if err := s.deleteTask(ctx, t.ID); err != nil {

@@ -177,10 +177,6 @@ func (s *Store) Leases(ctx context.Context) ([]engine.Lease, error) {
 	return out, nil
 }
 
-func taskFinal(st model.TaskStatus) bool {
-	return st == model.TaskDone || st == model.TaskFailed || st == model.TaskCanceled
-}
-
 // WatchResults sends taskID's stored results, then each one stored later;
 // it closes once the task is stored complete and every result stored
 // before that was sent, when the task is deleted, or when ctx ends.
@@ -242,7 +238,7 @@ func (s *Store) WatchResults(ctx context.Context, taskID string) (<-chan model.R
 					if errors.Is(err, model.ErrNotFound) {
 						return
 					}
-					if err == nil && taskFinal(t.Status) && !setFinal() {
+					if err == nil && t.Status.Final() && !setFinal() {
 						return
 					}
 				}
@@ -287,7 +283,7 @@ func (s *Store) WatchResults(ctx context.Context, taskID string) (<-chan model.R
 					return // deleted
 				}
 				var t model.Task
-				if err := json.Unmarshal(e.Value(), &t); err == nil && taskFinal(t.Status) && !final {
+				if err := json.Unmarshal(e.Value(), &t); err == nil && t.Status.Final() && !final {
 					tasks = nil // nothing more to learn from it
 					if !setFinal() {
 						return
