@@ -379,3 +379,15 @@ func TestLabels(t *testing.T) {
 	assert.False(t, MatchLabels(map[string]string{"a": "1"}, map[string]string{"a": "2"}))
 	assert.Equal(t, []string{"a=1", "b=2"}, SortedLabels(map[string]string{"b": "2", "a": "1"}))
 }
+
+func TestMetaValidate(t *testing.T) {
+	v := &Validator{}
+	Meta{Namespace: "a:b"}.ValidateInto(v, "proc_operate_req[1]", false)
+	assert.Equal(t, []string{"proc_operate_req[1].meta.namespace"}, v.Errors().Fields())
+	v = &Validator{}
+	Meta{Namespace: "gse"}.ValidateInto(v, "", true)
+	assert.Equal(t, []string{"meta.name"}, v.Errors().Fields())
+	v = &Validator{}
+	Meta{Namespace: "gse", Labels: map[string]string{"a=b": "x"}}.ValidateInto(v, "", false)
+	assert.NoError(t, v.Err(), "labels are checked with the definition, not here")
+}

@@ -249,14 +249,31 @@ func (f FieldNames) name(prefix, internal string) string {
 
 // ValidateInto adds the definition's errors to v.
 func (p Process) ValidateInto(v *Validator, prefix string, names FieldNames) {
+	p.Meta.checkIdentity(v, names.name(prefix, "meta.namespace"), names.name(prefix, "meta.name"), true)
+	p.ValidateSpecInto(v, prefix, names)
+}
+
+// ValidateInto checks the namespace and, when nameRequired, the name
+// (prefix as for Process.ValidateInto); labels are checked with the
+// definition. The meta-only requests (operate_proc, get_proc_status) use it.
+func (m Meta) ValidateInto(v *Validator, prefix string, nameRequired bool) {
+	m.checkIdentity(v, FieldNames(nil).name(prefix, "meta.namespace"), FieldNames(nil).name(prefix, "meta.name"), nameRequired)
+}
+
+func (m Meta) checkIdentity(v *Validator, nsField, nameField string, nameRequired bool) {
+	v.CheckName(nsField, m.Namespace, true, 128)
+	if strings.Contains(m.Namespace, ":") {
+		v.Add(nsField, "must not contain ':'")
+	}
+	v.CheckName(nameField, m.Name, nameRequired, 512)
+}
+
+// ValidateSpecInto checks everything but the namespace and name: labels,
+// identity, commands, limits and policy.
+func (p Process) ValidateSpecInto(v *Validator, prefix string, names FieldNames) {
 	f := func(internal string) string { return names.name(prefix, internal) }
 	m, id, pol := p.Meta, p.Spec.Identity, p.Spec.Policy
 
-	v.CheckName(f("meta.namespace"), m.Namespace, true, 128)
-	if strings.Contains(m.Namespace, ":") {
-		v.Add(f("meta.namespace"), "must not contain ':'")
-	}
-	v.CheckName(f("meta.name"), m.Name, true, 512)
 	for k, val := range m.Labels {
 		field := f("meta.labels") + "[" + k + "]"
 		v.CheckName(field, k, true, 128)

@@ -34,11 +34,7 @@ const MaxSyncPage = 1000
 // checkMeta validates meta.namespace (and meta.name) and refuses a
 // namespace the app may not touch.
 func checkMeta(v *model.Validator, c *call, m model.Meta, prefix string, nameRequired bool) *apiError {
-	v.CheckName(prefix+"meta.namespace", m.Namespace, true, 128)
-	if strings.Contains(m.Namespace, ":") {
-		v.Add(prefix+"meta.namespace", "must not contain ':'")
-	}
-	v.CheckName(prefix+"meta.name", m.Name, nameRequired, 512)
+	m.ValidateInto(v, strings.TrimSuffix(prefix, "."), nameRequired)
 	if m.Namespace != "" && !c.app.allowNamespace(m.Namespace) {
 		return namespaceDenied(c.app, prefix+"meta.namespace", m.Namespace)
 	}
@@ -188,14 +184,7 @@ func (s *Server) checkProcRequest(v *model.Validator, c *call, r model.ProcReque
 		return model.ProcessDef{}, op, hosts, nil
 	}
 	p := r.ToProcess()
-	// meta.namespace and meta.name were checked by checkMeta already.
-	pv := &model.Validator{}
-	p.ValidateInto(pv, prefix, policyNames(r))
-	for _, e := range pv.Errors() {
-		if e.Field != dot+"meta.namespace" && e.Field != dot+"meta.name" {
-			v.Add(e.Field, e.Reason)
-		}
-	}
+	p.ValidateSpecInto(v, prefix, policyNames(r)) // meta.namespace and meta.name: checkMeta above
 	return model.ProcessDef{Process: p, Hosts: unionHosts(nil, hosts)}, op, hosts, nil
 }
 
