@@ -82,6 +82,9 @@ func (p *nsPage) Update(msg tea.Msg) tea.Cmd {
 		if p.list.navigate(k, msg) {
 			return nil
 		}
+		if !p.loaded && !keyIs(msg, k.Reload) {
+			return p.s.notReady("namespaces")
+		}
 		switch {
 		case keyIs(msg, k.Open):
 			if ns, ok := p.selected(); ok {
@@ -266,6 +269,9 @@ func (p *labelsPage) Update(msg tea.Msg) tea.Cmd {
 	case tea.KeyMsg:
 		if p.list.navigate(k, msg) {
 			return nil
+		}
+		if !p.loaded && !keyIs(msg, k.Reload) {
+			return p.s.notReady("processes")
 		}
 		if p.list.cursor >= len(p.items) {
 			if keyIs(msg, k.New) {

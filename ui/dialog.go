@@ -145,15 +145,16 @@ func overlay(bg, box string, w, h int) string {
 }
 
 // confirmOp builds the confirmation of an operation over a target: a y/N
-// question, or for stop/kill/unregister over confirm_threshold hosts or in
-// a protected namespace, the namespace or host count to type.
+// question, or for any op that changes something over confirm_threshold
+// hosts or in a protected namespace, the namespace or host count to type
+// (a restart of 50,000 hosts is as dangerous as a stop).
 func confirmOp(s *shared, op model.OpType, tg target, onYes tea.Cmd) *dialog {
 	body := []string{
 		fmt.Sprintf("%s %s", s.theme.Title.Render(op.String()), s.theme.Muted.Render("— "+op.Describe())),
 		"on " + tg.summary(),
 	}
 	require, why := "", ""
-	if op.Destructive() {
+	if op.Mutating() {
 		protected := ""
 		for _, ns := range tg.namespaces() {
 			if s.cfg.Protected(ns) {
@@ -175,11 +176,15 @@ func confirmOp(s *shared, op model.OpType, tg target, onYes tea.Cmd) *dialog {
 
 // target is what an operation acts on: a selector and what is known of it.
 type target struct {
-	sel   backend.Selector
-	hosts int      // hosts shown as targeted (selected, or all matching)
-	procs []string // process names, when known
-	nsAll []string // namespaces, when more than the selector's
+	sel    backend.Selector
+	hosts  int      // hosts shown as targeted (selected, or all matching)
+	procs  []string // process names, when known
+	nsAll  []string // namespaces, when more than the selector's
+	cursor bool     // nothing was selected: the target is the host under the cursor
 }
+
+// namedHosts is how many hosts a summary names one by one.
+const namedHosts = 3
 
 func (tg target) hostCount() int { return tg.hosts }
 
@@ -194,7 +199,21 @@ func (tg target) namespaces() []string {
 }
 
 func (tg target) summary() string {
-	parts := []string{plural(tg.hosts, "host")}
+	hs := plural(tg.hosts, "host")
+	if n := len(tg.sel.Hosts); n > 0 && n <= namedHosts && n == tg.hosts {
+		ids := make([]string, n)
+		for i, h := range tg.sel.Hosts {
+			ids[i] = h.AgentID()
+		}
+		hs = "host " + strings.Join(ids, ", ")
+		if n > 1 {
+			hs = "hosts " + strings.Join(ids, ", ")
+		}
+	}
+	if tg.cursor {
+		hs += " (under the cursor: nothing is selected)"
+	}
+	parts := []string{hs}
 	if ns := tg.namespaces(); len(ns) > 0 {
 		parts = append(parts, "namespace "+strings.Join(ns, ", "))
 	}

@@ -80,7 +80,9 @@ func TestEndToEnd(t *testing.T) {
 	// The dialog guard runs on a clock the test moves, so a loaded machine
 	// that takes long between two keys cannot let a typed-ahead key through.
 	clk := &clock{t: time.Now()}
-	m, err := New(context.Background(), Options{Backend: e, Config: config.Default().Console, Theme: monoTheme(t),
+	cfg := config.Default().Console
+	cfg.ConfirmThreshold = 1000 // the y/N question (typed counts are tested through the model)
+	m, err := New(context.Background(), Options{Backend: e, Config: cfg, Theme: monoTheme(t),
 		Guard: 100 * time.Millisecond, Now: clk.Now, Operator: "e2e"})
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +102,7 @@ func TestEndToEnd(t *testing.T) {
 	press(tm, "a")
 	waitText(t, tm, "selected")
 	press(tm, "o")
-	waitText(t, tm, "Target:", "restart")
+	waitText(t, tm, "Target:", "restart_cmd (or stop then start)") // loaded: the picker takes keys
 	// Keys typed ahead with enter must not answer the dialog: y arrives
 	// within the guard and is dropped, so the dialog stays up.
 	press(tm, "enter", "y")

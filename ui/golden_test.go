@@ -96,6 +96,7 @@ func TestGolden(t *testing.T) {
 			clk.Add(time.Second)
 			d.typeText("1")
 			snap("confirm_typed")
+			d.m.s.cfg.ConfirmThreshold = 1000 // restart below the threshold: y/N
 			d.keys("esc", "k", "k", "enter")
 			d.until("dialog", func() bool { return d.m.dialog != nil })
 			clk.Add(time.Second)

@@ -374,6 +374,9 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 		if p.list.navigate(k, msg) {
 			return nil
 		}
+		if !p.loaded && !keyIs(msg, k.Reload) {
+			return p.s.notReady("hosts")
+		}
 		switch {
 		case keyIs(msg, k.Filter):
 			p.typing = true
@@ -412,7 +415,8 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 			if len(hosts) == 0 {
 				return p.s.post(flashMsg{"no host to operate on"})
 			}
-			tg := target{sel: backend.Selector{Namespace: p.q.Namespace, Name: p.q.Name, Labels: p.procLabels(), Hosts: hosts}, hosts: len(hosts)}
+			tg := target{sel: backend.Selector{Namespace: p.q.Namespace, Name: p.q.Name, Labels: p.procLabels(), Hosts: hosts},
+				hosts: len(hosts), cursor: len(p.sel) == 0}
 			return p.s.post(pushMsg{newOpPage(p.s, tg)})
 		case keyIs(msg, k.Edit):
 			r, ok := p.cursorRow()

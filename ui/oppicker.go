@@ -22,6 +22,7 @@ type opPage struct {
 	disabled map[model.OpType]string
 	list     vlist
 	loaded   bool
+	err      error // the processes could not be listed
 	w, h     int
 }
 
@@ -77,7 +78,18 @@ func (p *opPage) setDisabled(defs []model.ProcessDef) {
 			p.disabled[op] = "read-only mode"
 		}
 	}
-	if !p.loaded {
+	if !p.loaded || p.err != nil {
+		// Nothing runs before the target is known: an op chosen now would
+		// act on processes the operator has not seen.
+		why := "checking the selected processes…"
+		if p.err != nil {
+			why = "could not list the selected processes (R retries)"
+		}
+		for _, op := range p.ops {
+			if _, ok := p.disabled[op]; !ok {
+				p.disabled[op] = why
+			}
+		}
 		return
 	}
 	if len(defs) == 0 {
@@ -111,8 +123,11 @@ func (p *opPage) Update(msg tea.Msg) tea.Cmd {
 	case opProcsMsg:
 		p.loaded = true
 		if msg.err != nil {
+			p.err = msg.err
+			p.setDisabled(nil)
 			return errCmd("list processes", msg.err)
 		}
+		p.err = nil
 		names := map[string]bool{}
 		nss := map[string]bool{}
 		for _, d := range msg.defs {
@@ -131,8 +146,13 @@ func (p *opPage) Update(msg tea.Msg) tea.Cmd {
 		if p.list.navigate(k, msg) {
 			return nil
 		}
-		if keyIs(msg, k.Open) {
+		switch {
+		case keyIs(msg, k.Open):
 			return p.choose(p.ops[p.list.cursor])
+		case keyIs(msg, k.Reload):
+			p.loaded, p.err = false, nil
+			p.setDisabled(nil)
+			return p.Init()
 		}
 	}
 	return nil

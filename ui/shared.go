@@ -112,6 +112,13 @@ func (s *shared) post(m tea.Msg) tea.Cmd {
 	return nil
 }
 
+// notReady answers an action key on a page that has not loaded yet: the key
+// does nothing (keys typed ahead never act on a list the operator has not
+// seen), and the status bar says why.
+func (s *shared) notReady(what string) tea.Cmd {
+	return s.post(flashMsg{"still loading " + what + ": key ignored"})
+}
+
 // refreshInfo fetches the backend's Info for the status bar.
 func (s *shared) refreshInfo() tea.Cmd {
 	ctx, be := s.ctx, s.be

@@ -69,6 +69,9 @@ func (p *tasksPage) Update(msg tea.Msg) tea.Cmd {
 		if p.list.navigate(k, msg) {
 			return nil
 		}
+		if !p.loaded && !keyIs(msg, k.Reload) {
+			return p.s.notReady("tasks")
+		}
 		switch {
 		case keyIs(msg, k.Open):
 			if p.list.cursor < len(p.tasks) {

@@ -295,7 +295,7 @@ func TestConfirmGuardDefaultNoAndTyping(t *testing.T) {
 	e, _ := simBackend(t, quietSim(60))
 	clk := newClock()
 	cfg := config.Default().Console
-	cfg.ConfirmThreshold = 3
+	cfg.ConfirmThreshold = 1000 // below it: y/N
 	cfg.ProtectedNamespaces = []string{"web"}
 	d := newDriver(t, e, Options{Now: clk.Now, Guard: time.Second, Config: cfg}, 100, 30)
 	hp := openHosts(t, d, "app=nginx")
@@ -343,6 +343,7 @@ func TestConfirmGuardDefaultNoAndTyping(t *testing.T) {
 
 	// Not protected, over the threshold: type the host count.
 	d.m.s.cfg.ProtectedNamespaces = nil
+	d.m.s.cfg.ConfirmThreshold = 3
 	d.keys("enter")
 	d.until("dialog", func() bool { return d.m.dialog != nil })
 	want := d.m.dialog.require
@@ -360,7 +361,9 @@ func TestWatchFailuresRetryResult(t *testing.T) {
 	sc := quietSim(60)
 	sc.FailureRate = 0.4
 	e, _ := simBackend(t, sc)
-	d := newDriver(t, e, Options{Guard: time.Nanosecond}, 100, 30)
+	cfg := config.Default().Console
+	cfg.ConfirmThreshold = 1000 // y/N
+	d := newDriver(t, e, Options{Guard: time.Nanosecond, Config: cfg}, 100, 30)
 	openHosts(t, d, "app=nginx")
 	d.keys("a", "o")
 	p := topAs[*opPage](t, d)

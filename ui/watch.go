@@ -306,6 +306,9 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 			p.follow = p.list.cursor > 0
 			return nil
 		}
+		if !p.loaded {
+			return p.s.notReady("the task")
+		}
 		switch {
 		case keyIs(msg, k.Open):
 			if p.list.cursor < len(p.shown) {

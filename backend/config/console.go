@@ -32,11 +32,11 @@ type ConsoleConfig struct {
 	// ReadOnly disables every op that changes something (status still runs)
 	// and the process editor.
 	ReadOnly bool `toml:"read_only"`
-	// ProtectedNamespaces: stop, kill and unregister in these namespaces
-	// always require typing the namespace to confirm.
+	// ProtectedNamespaces: every op that changes something (all but
+	// status) in these namespaces requires typing the namespace to confirm.
 	ProtectedNamespaces []string `toml:"protected_namespaces"`
-	// ConfirmThreshold: stop, kill and unregister over more hosts than this
-	// require typing the host count to confirm. 0 means always.
+	// ConfirmThreshold: every op that changes something over more hosts
+	// than this requires typing the host count to confirm. 0 means always.
 	ConfirmThreshold int `toml:"confirm_threshold"`
 	// Mouse turns mouse support on (off by default so the terminal's own
 	// selection and copy keep working).
