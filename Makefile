@@ -6,7 +6,7 @@ PKGS    := ./...
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X gseproc/backend/cli.Version=$(VERSION)
 
-.PHONY: run build test bench lint clean
+.PHONY: run build test bench bench-fleet bench-operate lint clean
 
 run: build
 	./$(BIN) $(ARGS)
@@ -19,6 +19,19 @@ test:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 20m $(PKGS)
+
+# Opt-in measurements (not part of test): the real server (JetStream
+# store) and a simulated fleet in its own process, on 127.0.0.1.
+# FLEET_ARGS adds flags, e.g. FLEET_ARGS="--profile /tmp/prof".
+bench-fleet: build
+	./$(BIN) bench fleet --hosts 10000 --runs 3 $(FLEET_ARGS)
+	./$(BIN) bench fleet --hosts 100000 --runs 3 $(FLEET_ARGS)
+
+# 50 clients calling operate_proc for 10 s (at most 40000 calls), then
+# the same with an app rate limit of 500/s: only 1306429 refusals expected.
+bench-operate: build
+	./$(BIN) bench operate --clients 50 --requests 40000 --duration 10s $(FLEET_ARGS)
+	./$(BIN) bench operate --clients 50 --requests 20000 --duration 5s --rate 500 --burst 100 $(FLEET_ARGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

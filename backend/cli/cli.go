@@ -37,6 +37,7 @@ var commands = []command{
 	{"server", "serve the HTTP API (and the agents' NATS endpoint)", runServer},
 	{"agent", "run the host agent on this machine", runAgent},
 	{"sim", "run a simulated fleet as agents over NATS", runSim},
+	{"bench", "measure a server and a simulated fleet: fan-out (fleet) or request rate (operate)", runBench},
 	{"version", "print the version", runVersion},
 }
 

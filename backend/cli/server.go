@@ -7,8 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"runtime"
+	"time"
 
 	"gseproc/backend"
 	"gseproc/backend/config"
@@ -29,6 +33,7 @@ func runServer(ctx context.Context, args []string, io Stdio) error {
 	listen := fs.String("listen", "", "serve on `ADDR` (host:port), overriding [server] listen (default "+config.DefaultListen+")")
 	natsListen := fs.String("nats-listen", "", "the embedded NATS server listens for agents on `ADDR` (host:port; port -1 picks a free one), overriding [nats] listen (default "+config.DefaultNATSListen+")")
 	demo := fs.Bool("demo", false, "serve a simulated fleet holding every host and process the API documents' examples name, with the demo app esb_test / xxx on biz 1 (no config file needed)")
+	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof, with mutex and block profiling on) at `ADDR`, a loopback host:port")
 	hash := fs.String("hash-secret", "", "print the [[server.apps]] salt and secret_sha256 lines for `SECRET` and exit")
 	if err := parseList("server", fs, args); err != nil {
 		return err
@@ -74,6 +79,14 @@ func runServer(ctx context.Context, args []string, io Stdio) error {
 	defer closeBackend()
 	if agentsURL != "" {
 		fmt.Fprintf(io.Out, "agents connect to %s\n", agentsURL)
+	}
+
+	if *pprofAddr != "" {
+		stop, err := servePprof(*pprofAddr, io)
+		if err != nil {
+			return &ExitError{Code: 2, Err: err}
+		}
+		defer stop()
 	}
 
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
@@ -155,6 +168,40 @@ func applyDemo(cfg *config.Config) {
 	cfg.Server.Apps = apps
 	cfg.Server.AnonymousApp = demoAppCode
 	cfg.Server.NativeAuth = false
+}
+
+// servePprof serves the Go profiles on addr (loopback only) with mutex
+// and block profiling turned on; stop ends it.
+func servePprof(addr string, io Stdio) (stop func(), err error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return nil, fmt.Errorf("--pprof %q: profiles are served on a loopback address only", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof: %w", err)
+	}
+	runtime.SetMutexProfileFraction(10)
+	runtime.SetBlockProfileRate(int(100 * time.Microsecond))
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = hs.Serve(ln)
+	}()
+	fmt.Fprintf(io.Out, "pprof on http://%s\n", ln.Addr())
+	return func() {
+		_ = hs.Close()
+		<-done
+	}, nil
 }
 
 func randomHex(n int) string {

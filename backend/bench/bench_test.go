@@ -1,0 +1,64 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+)
+
+func TestReadUsage(t *testing.T) {
+	u, err := readUsage(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.RSS <= 0 || u.PeakRSS < u.RSS {
+		t.Fatalf("usage %+v: want RSS > 0 and peak >= RSS", u)
+	}
+	if _, err := readUsage(-1); err == nil {
+		t.Fatal("usage of pid -1: want an error")
+	}
+}
+
+func TestChildLinesAndCounts(t *testing.T) {
+	c, err := startChild("sh", []string{"dropped"}, "sh", "-c", "echo 'ready at 127.0.0.1:1'; echo 'x dropped'; echo 'y dropped'; sleep 30")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got, err := c.waitLine(ctx, "ready at ")
+	if err != nil || got != "127.0.0.1:1" {
+		t.Fatalf("waitLine = %q, %v", got, err)
+	}
+	if _, err := c.waitLine(ctx, "y dropped"); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.count("dropped"); n != 2 {
+		t.Fatalf("count = %d, want 2", n)
+	}
+	c.stop()
+	if _, err := c.waitLine(ctx, "never printed"); err == nil {
+		t.Fatal("waitLine after exit: want an error")
+	}
+}
+
+func TestPercentilesAndSummary(t *testing.T) {
+	var d []time.Duration
+	for i := 100; i >= 1; i-- {
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	if p := pct(d, 50); p != 51*time.Millisecond {
+		t.Fatalf("p50 = %s", p)
+	}
+	if p := pct(d, 99); p != 100*time.Millisecond {
+		t.Fatalf("p99 = %s", p)
+	}
+	if pct(nil, 50) != 0 {
+		t.Fatal("p50 of nothing: want 0")
+	}
+	if n := lastTargetsField("GSETASK:1: status done, 8426 target(s): 8426 success in 1.2s"); n != "8426" {
+		t.Fatalf("targets = %q", n)
+	}
+}

@@ -1,0 +1,504 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"gseproc/backend/client"
+	"gseproc/backend/config"
+	"gseproc/backend/simulator"
+	"gseproc/model"
+)
+
+// Bench credentials: the app the harness configures and calls as, and the
+// NATS user the simulator (and the harness's own probe) connect as.
+const (
+	appCode   = "gseproc-bench"
+	appSecret = "bench-secret"
+	appSalt   = "0123456789abcdef"
+	natsUser  = "gseproc-bench"
+	natsPass  = "bench-nats-password"
+)
+
+// Setup describes the server and fleet a benchmark starts.
+type Setup struct {
+	// Bin is the gseproc binary to run (default: this executable).
+	Bin string
+	// Hosts is the simulated fleet size.
+	Hosts int
+	// Seed of the fleet.
+	Seed int64
+	// LatencyMedian and LatencyP99 of the simulated agents' replies.
+	LatencyMedian, LatencyP99 time.Duration
+	// Rate and Burst are the bench app's request limit (0: none).
+	Rate  float64
+	Burst int
+	// ProfileDir, when set, receives the server's CPU, heap, mutex, block
+	// and goroutine profiles of the measured part.
+	ProfileDir string
+	// ProfileSeconds is the CPU profile's length (default 20).
+	ProfileSeconds int
+	// Out receives progress and the figures.
+	Out io.Writer
+}
+
+func (s *Setup) defaults() error {
+	if s.Bin == "" {
+		bin, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("bench: find the gseproc binary: %w", err)
+		}
+		s.Bin = bin
+	}
+	if s.Hosts <= 0 {
+		s.Hosts = 10000
+	}
+	if s.Seed == 0 {
+		s.Seed = 1
+	}
+	if s.LatencyMedian <= 0 {
+		s.LatencyMedian = 5 * time.Millisecond
+	}
+	if s.LatencyP99 <= 0 {
+		s.LatencyP99 = 50 * time.Millisecond
+	}
+	if s.ProfileSeconds <= 0 {
+		s.ProfileSeconds = 20
+	}
+	if s.Out == nil {
+		s.Out = io.Discard
+	}
+	return nil
+}
+
+// simConfig is the fleet both the sim process and the harness build
+// (same seed, same hosts and definitions). No host fails, is offline or
+// unreachable: a bench measures the system, not the simulated failures
+// (an offline host holds a task until its own deadline).
+func (s *Setup) simConfig() config.SimulatorConfig {
+	c := config.Default().Simulator
+	c.Hosts, c.Seed = s.Hosts, s.Seed
+	c.LatencyMedian, c.LatencyP99 = config.Duration(s.LatencyMedian), config.Duration(s.LatencyP99)
+	c.FailureRate, c.OfflineRate, c.UnreachableRate, c.CrashRate = 0, 0, 0, 0
+	return c
+}
+
+// configText is the config file of the server, the sim and the op client.
+func (s *Setup) configText(dir string) string {
+	sc := s.simConfig()
+	return fmt.Sprintf(`[log]
+level = "warn"
+
+[simulator]
+hosts = %d
+seed = %d
+latency_median = %q
+latency_p99 = %q
+failure_rate = 0.0
+offline_rate = 0.0
+unreachable_rate = 0.0
+crash_rate = 0.0
+
+[server]
+listen = "127.0.0.1:0"
+fleet = "nats"
+max_body_bytes = 67108864
+rate = %g
+burst = %d
+native_auth = false
+
+[[server.apps]]
+bk_app_code = %q
+salt = %q
+secret_sha256 = %q
+biz = [1]
+namespaces = ["*"]
+
+[server.client]
+bk_app_code = %q
+bk_app_secret = %q
+bk_username = "bench"
+
+[nats]
+listen = "127.0.0.1:-1"
+store_dir = %q
+
+[[nats.users]]
+user = %q
+password = %q
+role = "server"
+`, sc.Hosts, sc.Seed, sc.LatencyMedian.D().String(), sc.LatencyP99.D().String(),
+		s.Rate, s.Burst, appCode, appSalt, config.HashSecret(appSalt, appSecret),
+		appCode, appSecret, filepath.Join(dir, "jetstream"), natsUser, natsPass)
+}
+
+// env is a running server and fleet.
+type env struct {
+	setup   Setup
+	dir     string
+	cfg     string // config file
+	server  *child
+	sim     *child
+	url     string // HTTP API
+	natsURL string
+	pprof   string // server's pprof address, "" when not profiling
+	client  *client.Client
+	defs    []model.ProcessDef
+}
+
+// start starts the server and the sim, seeds the registry with the
+// fleet's definitions and waits for every host to be online.
+func start(ctx context.Context, s Setup) (_ *env, err error) {
+	if err := s.defaults(); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "gseproc-bench-*")
+	if err != nil {
+		return nil, fmt.Errorf("bench: work dir: %w", err)
+	}
+	e := &env{setup: s, dir: dir, cfg: filepath.Join(dir, "config.toml")}
+	defer func() {
+		if err != nil {
+			e.stop()
+		}
+	}()
+	if err := os.WriteFile(e.cfg, []byte(s.configText(dir)), 0o600); err != nil {
+		return nil, fmt.Errorf("bench: write config: %w", err)
+	}
+	args := []string{"server", "--config", e.cfg}
+	if s.ProfileDir != "" {
+		args = append(args, "--pprof", "127.0.0.1:0")
+	}
+	if e.server, err = startChild("server", []string{dropWarning}, s.Bin, args...); err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if e.natsURL, err = e.server.waitLine(wctx, "agents connect to "); err != nil {
+		return nil, err
+	}
+	if e.url, err = e.server.waitLine(wctx, "gseproc server listening on "); err != nil {
+		return nil, err
+	}
+	if s.ProfileDir != "" {
+		if e.pprof, err = e.server.waitLine(wctx, "pprof on "); err != nil {
+			return nil, err
+		}
+	}
+	e.client = client.New(e.url, client.WithCredentials(appCode, appSecret, "bench"),
+		client.WithHTTPClient(&http.Client{Timeout: 5 * time.Minute}))
+
+	// The registry: the fleet's definitions, as an operator applies them.
+	t0 := time.Now()
+	fleet, err := simulator.NewChecked(s.simConfig())
+	if err != nil {
+		return nil, fmt.Errorf("bench: fleet: %w", err)
+	}
+	e.defs = fleet.Definitions()
+	fleet.Close()
+	for _, d := range e.defs {
+		d.Rev = 0
+		if err := e.client.SaveProcess(ctx, d); err != nil {
+			return nil, fmt.Errorf("bench: register %s: %w", d.Process.Key(), err)
+		}
+	}
+	fmt.Fprintf(s.Out, "registry: %d definitions over %d hosts applied in %s\n", len(e.defs), s.Hosts, time.Since(t0).Round(time.Millisecond))
+
+	t0 = time.Now()
+	if e.sim, err = startChild("sim", nil, s.Bin, "sim", "--config", e.cfg, "--nats", e.natsURL, "--user", natsUser, "--password", natsPass); err != nil {
+		return nil, err
+	}
+	if _, err := e.sim.waitLine(wctx, "gseproc sim:"); err != nil {
+		return nil, err
+	}
+	octx, ocancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer ocancel()
+	for {
+		info, err := e.client.Info(octx)
+		if err == nil && info.Online >= s.Hosts {
+			break
+		}
+		select {
+		case <-octx.Done():
+			return nil, fmt.Errorf("bench: waiting for %d hosts online (last: %+v, %v): %w", s.Hosts, info, err, octx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	fmt.Fprintf(s.Out, "fleet: %d simulated hosts online in %s (sim in its own process)\n", s.Hosts, time.Since(t0).Round(time.Millisecond))
+	return e, nil
+}
+
+// stop stops the sim and the server and removes the work dir.
+func (e *env) stop() {
+	if e.client != nil {
+		_ = e.client.Close()
+	}
+	if e.sim != nil {
+		e.sim.stop()
+	}
+	if e.server != nil {
+		e.server.stop()
+	}
+	_ = os.RemoveAll(e.dir)
+}
+
+// dropped counts the server's "event dropped" warnings so far.
+func (e *env) dropped() int { return e.server.count(dropWarning) }
+
+// dropWarning is what the server logs for each event it could not queue.
+const dropWarning = "event dropped"
+
+// consumers is the number of JetStream consumers on the server now.
+func (e *env) consumers(ctx context.Context) (int, error) {
+	nc, err := nats.Connect(e.natsURL, nats.UserInfo(natsUser, natsPass), nats.Name("gseproc-bench probe"))
+	if err != nil {
+		return 0, fmt.Errorf("bench: probe nats: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, err
+	}
+	ai, err := js.AccountInfo(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("bench: account info: %w", err)
+	}
+	return ai.Consumers, nil
+}
+
+// profiler takes the server's profiles while the measured part runs.
+type profiler struct {
+	e    *env
+	dir  string
+	wg   sync.WaitGroup
+	errs []error
+	mu   sync.Mutex
+}
+
+// startProfile begins a CPU profile of ProfileSeconds (nil when not profiling).
+func (e *env) startProfile() *profiler {
+	if e.pprof == "" {
+		return nil
+	}
+	p := &profiler{e: e, dir: e.setup.ProfileDir}
+	p.wg.Go(func() {
+		p.fetch("cpu.pprof", fmt.Sprintf("profile?seconds=%d", e.setup.ProfileSeconds))
+	})
+	return p
+}
+
+func (p *profiler) fetch(file, path string) {
+	err := func() error {
+		hc := &http.Client{Timeout: time.Duration(p.e.setup.ProfileSeconds+60) * time.Second}
+		resp, err := hc.Get(p.e.pprof + "/debug/pprof/" + path)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", path, resp.Status)
+		}
+		if err := os.MkdirAll(p.dir, 0o755); err != nil {
+			return err
+		}
+		f, err := os.Create(filepath.Join(p.dir, file))
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(f, resp.Body); err != nil {
+			_ = f.Close()
+			return err
+		}
+		return f.Close()
+	}()
+	if err != nil {
+		p.mu.Lock()
+		p.errs = append(p.errs, fmt.Errorf("profile %s: %w", file, err))
+		p.mu.Unlock()
+	}
+}
+
+// finish waits for the CPU profile and takes the others.
+func (p *profiler) finish() error {
+	if p == nil {
+		return nil
+	}
+	p.wg.Wait()
+	for _, x := range []struct{ file, path string }{
+		{"heap.pprof", "heap"}, {"mutex.pprof", "mutex"}, {"block.pprof", "block"}, {"goroutine.pprof", "goroutine"},
+	} {
+		p.fetch(x.file, x.path)
+	}
+	fmt.Fprintf(p.e.setup.Out, "profiles in %s (go tool pprof -top %s)\n", p.dir, filepath.Join(p.dir, "cpu.pprof"))
+	return errors.Join(p.errs...)
+}
+
+// FleetOptions are `gseproc bench fleet`'s.
+type FleetOptions struct {
+	Setup
+	// Runs of the op (default 3).
+	Runs int
+	// Namespace and Name select the targets (default gse / bkmonitorbeat,
+	// deployed on about 84% of the hosts).
+	Namespace, Name string
+	// Op is the operation (default status).
+	Op model.OpType
+}
+
+// FleetRun is one op's figures.
+type FleetRun struct {
+	Targets            int
+	Wall               time.Duration // op client started to exited
+	HostP50, HostP99   time.Duration // per-host dispatch to reply (the agents' side)
+	DoneP50, DoneP99   time.Duration // op started to each result printed by the client
+	ServerCPU          time.Duration
+	ServerRSS, PeakRSS int64
+	NotOK              int
+}
+
+// Fleet runs the op Runs times over the fleet with the real op client and
+// prints each run's figures.
+func Fleet(ctx context.Context, o FleetOptions) ([]FleetRun, error) {
+	if o.Runs <= 0 {
+		o.Runs = 3
+	}
+	if o.Namespace == "" && o.Name == "" {
+		o.Namespace, o.Name = "gse", "bkmonitorbeat"
+	}
+	if o.Op == 0 {
+		o.Op = model.OpStatus
+	}
+	e, err := start(ctx, o.Setup)
+	if err != nil {
+		return nil, err
+	}
+	defer e.stop()
+	out := e.setup.Out
+	if u, err := readUsage(e.server.cmd.Process.Pid); err == nil {
+		fmt.Fprintf(out, "server after start-up: RSS %s (peak %s), CPU %s; event drops: %d\n",
+			mb(u.RSS), mb(u.PeakRSS), u.CPU.Round(time.Millisecond), e.dropped())
+	}
+	prof := e.startProfile()
+	var runs []FleetRun
+	for i := range o.Runs {
+		r, err := e.runOp(ctx, o)
+		if err != nil {
+			return runs, fmt.Errorf("run %d: %w", i+1, err)
+		}
+		runs = append(runs, r)
+	}
+	if err := prof.finish(); err != nil {
+		fmt.Fprintf(out, "warning: %v\n", err)
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "hosts\ttargets\twall\thost p50\thost p99\tdone p50\tdone p99\tserver CPU\tserver RSS\tpeak RSS\tnot OK\t\n")
+	for _, r := range runs {
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", o.Hosts, r.Targets, ms(r.Wall), ms(r.HostP50), ms(r.HostP99),
+			ms(r.DoneP50), ms(r.DoneP99), ms(r.ServerCPU), mb(r.ServerRSS), mb(r.PeakRSS), r.NotOK)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(out, "event drops while %d agents came online and ran: %d\n", o.Hosts, e.dropped())
+	return runs, nil
+}
+
+// runOp runs `gseproc op` once and measures it.
+func (e *env) runOp(ctx context.Context, o FleetOptions) (FleetRun, error) {
+	var r FleetRun
+	pid := e.server.cmd.Process.Pid
+	u0, err := readUsage(pid)
+	if err != nil {
+		return r, err
+	}
+	cmd := exec.CommandContext(ctx, e.setup.Bin, "op", o.Op.String(), "--server", e.url, "--config", e.cfg,
+		"--ns", o.Namespace, "--name", o.Name, "--json")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stdout = nil
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return r, err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return r, fmt.Errorf("start op: %w", err)
+	}
+	var host, done []time.Duration
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		at := time.Since(start)
+		var line struct {
+			State      model.ResultState `json:"state"`
+			DurationMS int64             `json:"duration_ms"`
+			Started    time.Time         `json:"started"`
+			Finished   time.Time         `json:"finished"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			continue
+		}
+		host = append(host, line.Finished.Sub(line.Started))
+		done = append(done, at)
+		if line.State != model.StateSuccess {
+			r.NotOK++
+		}
+	}
+	werr := cmd.Wait()
+	r.Wall = time.Since(start)
+	var ee *exec.ExitError
+	if werr != nil && !errors.As(werr, &ee) {
+		return r, fmt.Errorf("op: %w", werr)
+	}
+	if _, err := fmt.Sscanf(lastTargetsField(stderr.String()), "%d", &r.Targets); err != nil {
+		return r, fmt.Errorf("op printed no summary: %s", stderr.String())
+	}
+	u1, err := readUsage(pid)
+	if err != nil {
+		return r, err
+	}
+	r.ServerCPU, r.ServerRSS, r.PeakRSS = u1.CPU-u0.CPU, u1.RSS, u1.PeakRSS
+	r.HostP50, r.HostP99 = pct(host, 50), pct(host, 99)
+	r.DoneP50, r.DoneP99 = pct(done, 50), pct(done, 99)
+	if len(host) != r.Targets {
+		return r, fmt.Errorf("op printed %d results for %d targets", len(host), r.Targets)
+	}
+	return r, nil
+}
+
+// lastTargetsField finds "N target(s)" in op's summary line.
+func lastTargetsField(s string) string {
+	i := strings.LastIndex(s, " target(s)")
+	if i < 0 {
+		return ""
+	}
+	j := strings.LastIndexByte(s[:i], ' ')
+	return s[j+1 : i]
+}
+
+// pct is the p-th percentile (0..100) of d, sorting d.
+func pct(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	return d[min(len(d)-1, int(float64(len(d))*p/100))]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }

@@ -1,0 +1,243 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gseproc/model"
+)
+
+// LoadOptions are `gseproc bench operate`'s: Clients concurrent callers of
+// GSE operate_proc (status of one registered process on one host each),
+// until Requests calls were made or Duration passed, whichever is first.
+type LoadOptions struct {
+	Setup
+	Clients  int           // default 50
+	Requests int           // default 40000
+	Duration time.Duration // default 10s
+	// Namespace and Name: the registered process each call operates
+	// (default gse / bkmonitorbeat); hosts are taken from its definition
+	// in turn.
+	Namespace, Name string
+}
+
+// LoadResult are the figures of one load run.
+type LoadResult struct {
+	Calls, OK          int
+	Elapsed            time.Duration
+	P50, P99, Max      time.Duration
+	Errors             map[string]int // by kind
+	ServerRSS, PeakRSS int64
+	ServerCPU          time.Duration
+	MaxConsumers       int
+}
+
+// Operate starts the server and fleet and runs the load.
+func Operate(ctx context.Context, o LoadOptions) (LoadResult, error) {
+	if o.Clients <= 0 {
+		o.Clients = 50
+	}
+	if o.Requests <= 0 {
+		o.Requests = 40000
+	}
+	if o.Duration <= 0 {
+		o.Duration = 10 * time.Second
+	}
+	if o.Namespace == "" && o.Name == "" {
+		o.Namespace, o.Name = "gse", "bkmonitorbeat"
+	}
+	e, err := start(ctx, o.Setup)
+	if err != nil {
+		return LoadResult{}, err
+	}
+	defer e.stop()
+	var hosts []model.Host
+	for _, d := range e.defs {
+		if d.Process.Meta.Namespace == o.Namespace && d.Process.Meta.Name == o.Name {
+			hosts = d.Hosts
+		}
+	}
+	if len(hosts) == 0 {
+		return LoadResult{}, fmt.Errorf("bench: %s:%s is not deployed on any host of the fleet", o.Namespace, o.Name)
+	}
+	prof := e.startProfile()
+	res, err := e.load(ctx, o, hosts)
+	if perr := prof.finish(); perr != nil {
+		fmt.Fprintf(e.setup.Out, "warning: %v\n", perr)
+	}
+	if err != nil {
+		return res, err
+	}
+	res.print(e.setup.Out, o)
+	return res, nil
+}
+
+func (r LoadResult) print(w io.Writer, o LoadOptions) {
+	limit := "no app rate limit"
+	if o.Rate > 0 {
+		limit = fmt.Sprintf("app rate limit %g/s burst %d", o.Rate, o.Burst)
+	}
+	fmt.Fprintf(w, "operate_proc load: %d clients, %s, bounded by %d calls and %s\n", o.Clients, limit, o.Requests, o.Duration)
+	rate := float64(r.Calls) / r.Elapsed.Seconds()
+	okRate := float64(r.OK) / r.Elapsed.Seconds()
+	fmt.Fprintf(w, "calls %d in %s: %.0f calls/s, %.0f accepted/s; latency p50 %s p99 %s max %s\n",
+		r.Calls, r.Elapsed.Round(time.Millisecond), rate, okRate, ms(r.P50), ms(r.P99), ms(r.Max))
+	fmt.Fprintf(w, "server: RSS %s (peak %s), CPU %s; JetStream consumers at most %d\n",
+		mb(r.ServerRSS), mb(r.PeakRSS), r.ServerCPU.Round(time.Millisecond), r.MaxConsumers)
+	if len(r.Errors) == 0 {
+		fmt.Fprintln(w, "errors: none")
+		return
+	}
+	fmt.Fprintln(w, "errors by kind:")
+	for _, k := range slices.Sorted(maps.Keys(r.Errors)) {
+		fmt.Fprintf(w, "  %7d  %s\n", r.Errors[k], k)
+	}
+}
+
+// load runs the callers and samples the server meanwhile.
+func (e *env) load(ctx context.Context, o LoadOptions, hosts []model.Host) (LoadResult, error) {
+	var res LoadResult
+	pid := e.server.cmd.Process.Pid
+	u0, err := readUsage(pid)
+	if err != nil {
+		return res, err
+	}
+	hc := &http.Client{
+		Timeout: 5 * time.Second,
+		Transport: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+			MaxIdleConns:        o.Clients,
+			MaxIdleConnsPerHost: o.Clients,
+		},
+	}
+	defer hc.CloseIdleConnections()
+	endpoint := e.url + "/api/c/compapi/v2/gse/operate_proc/"
+
+	lctx, cancel := context.WithTimeout(ctx, o.Duration)
+	defer cancel()
+	var next atomic.Int64
+	type sample struct {
+		d    time.Duration
+		kind string // "" = accepted
+	}
+	samples := make([][]sample, o.Clients)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for c := range o.Clients {
+		wg.Go(func() {
+			for lctx.Err() == nil {
+				i := next.Add(1) - 1
+				if i >= int64(o.Requests) {
+					return
+				}
+				h := hosts[int(i)%len(hosts)]
+				body, _ := json.Marshal(map[string]any{
+					"bk_app_code": appCode, "bk_app_secret": appSecret, "bk_username": "bench",
+					"meta": map[string]string{"namespace": o.Namespace, "name": o.Name}, "op_type": int(model.OpStatus),
+					"hosts": []model.Host{h},
+				})
+				t0 := time.Now()
+				kind := call(lctx, hc, endpoint, body)
+				if kind == "cut" {
+					return // the time bound ended this call: not counted
+				}
+				samples[c] = append(samples[c], sample{time.Since(t0), kind})
+			}
+		})
+	}
+	// Sample the server's consumers and RSS while the load runs.
+	var peakRSS int64
+	sampler := make(chan struct{})
+	var swg sync.WaitGroup
+	swg.Go(func() {
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if n, err := e.consumers(ctx); err == nil {
+				res.MaxConsumers = max(res.MaxConsumers, n)
+			}
+			if u, err := readUsage(pid); err == nil {
+				peakRSS = max(peakRSS, u.RSS)
+			}
+			select {
+			case <-sampler:
+				return
+			case <-t.C:
+			}
+		}
+	})
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	close(sampler)
+	swg.Wait()
+
+	res.Errors = map[string]int{}
+	var all []time.Duration
+	for _, l := range samples {
+		for _, s := range l {
+			res.Calls++
+			all = append(all, s.d)
+			if s.kind == "" {
+				res.OK++
+			} else {
+				res.Errors[s.kind]++
+			}
+		}
+	}
+	res.P50, res.P99, res.Max = pct(all, 50), pct(all, 99), pct(all, 100)
+	u1, err := readUsage(pid)
+	if err != nil {
+		return res, err
+	}
+	res.ServerRSS, res.PeakRSS, res.ServerCPU = u1.RSS, max(peakRSS, u1.RSS), u1.CPU-u0.CPU
+	return res, nil
+}
+
+// call makes one API call; it returns "" when accepted, "cut" when ctx
+// ended it, else the kind of failure.
+func call(ctx context.Context, hc *http.Client, url string, body []byte) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return "request: " + err.Error()
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return "cut"
+		case errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "Client.Timeout"):
+			return "client timeout (5s)"
+		}
+		return "http: " + err.Error()
+	}
+	defer resp.Body.Close()
+	var env struct {
+		Result  bool   `json:"result"`
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
+		if ctx.Err() != nil {
+			return "cut"
+		}
+		return fmt.Sprintf("HTTP %d, body not an envelope", resp.StatusCode)
+	}
+	if env.Result {
+		return ""
+	}
+	msg, _, _ := strings.Cut(env.Message, ":")
+	return fmt.Sprintf("code %d: %s", env.Code, msg)
+}

@@ -1,0 +1,185 @@
+// Package bench measures gseproc as an operator runs it: the real server
+// (JetStream store) and a simulated fleet (`gseproc sim --nats`), each in
+// its own process, driven by the real op client or by a bounded load of
+// API calls. `gseproc bench fleet` and `gseproc bench operate` print the
+// figures; `make bench-fleet` and `make bench-operate` run them. Every
+// process it starts listens on 127.0.0.1 only and is stopped before it
+// returns; every load is bounded in count and in time.
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// child is a process started by the harness. Its output lines are kept
+// (bounded) and can be waited for.
+type child struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+
+	mu     sync.Mutex
+	lines  []string
+	seen   chan struct{}  // closed and replaced on every new line
+	counts map[string]int // lines containing each watched text
+}
+
+// maxLines bounds the output kept per child.
+const maxLines = 2000
+
+// startChild runs bin args with its output captured; stop ends it.
+// Lines containing one of watch are counted (count), all of them.
+func startChild(name string, watch []string, bin string, args ...string) (*child, error) {
+	c := &child{name: name, cmd: exec.Command(bin, args...), done: make(chan struct{}), seen: make(chan struct{}), counts: map[string]int{}}
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	pr, pw := io.Pipe()
+	c.cmd.Stdout, c.cmd.Stderr = pw, pw
+	if err := c.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			c.mu.Lock()
+			for _, w := range watch {
+				if strings.Contains(sc.Text(), w) {
+					c.counts[w]++
+				}
+			}
+			if len(c.lines) < maxLines {
+				c.lines = append(c.lines, sc.Text())
+			}
+			close(c.seen)
+			c.seen = make(chan struct{})
+			c.mu.Unlock()
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	go func() {
+		c.err = c.cmd.Wait()
+		_ = pw.Close()
+		close(c.done)
+	}()
+	return c, nil
+}
+
+// waitLine waits for a line starting with prefix and returns the rest.
+func (c *child) waitLine(ctx context.Context, prefix string) (string, error) {
+	for i := 0; ; {
+		c.mu.Lock()
+		for ; i < len(c.lines); i++ {
+			if rest, ok := strings.CutPrefix(c.lines[i], prefix); ok {
+				c.mu.Unlock()
+				return strings.TrimSpace(rest), nil
+			}
+		}
+		seen := c.seen
+		c.mu.Unlock()
+		select {
+		case <-seen:
+		case <-c.done:
+			return "", fmt.Errorf("%s exited (%v) before printing %q:\n%s", c.name, c.err, prefix, c.output())
+		case <-ctx.Done():
+			return "", fmt.Errorf("%s: no %q line: %w\n%s", c.name, prefix, ctx.Err(), c.output())
+		}
+	}
+}
+
+// count is the number of lines so far containing watched text w.
+func (c *child) count(w string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[w]
+}
+
+// output is the last lines the child printed.
+func (c *child) output() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.Join(c.lines[max(0, len(c.lines)-20):], "\n")
+}
+
+// stop ends the child: SIGTERM to its group, SIGKILL after a grace.
+func (c *child) stop() {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+		<-c.done
+	}
+}
+
+// usage is a process's resource use as /proc reports it.
+type usage struct {
+	RSS, PeakRSS int64         // bytes
+	CPU          time.Duration // user + system
+}
+
+// readUsage reads pid's resident set (now and peak) and CPU time.
+func readUsage(pid int) (usage, error) {
+	var u usage
+	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return u, fmt.Errorf("read usage of %d: %w", pid, err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) < 1 {
+			continue
+		}
+		n, _ := strconv.ParseInt(f[0], 10, 64)
+		switch k {
+		case "VmRSS":
+			u.RSS = n << 10
+		case "VmHWM":
+			u.PeakRSS = n << 10
+		}
+	}
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return u, fmt.Errorf("read usage of %d: %w", pid, err)
+	}
+	// Fields after the command name (which may hold spaces) in parentheses.
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 {
+		return u, errors.New("read usage: /proc stat without a command name")
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 13 {
+		return u, errors.New("read usage: short /proc stat")
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	u.CPU = time.Duration(utime+stime) * time.Second / clockTicks
+	return u, nil
+}
+
+// clockTicks is USER_HZ, 100 on every Linux this runs on.
+const clockTicks = 100
+
+// mb formats bytes as MB.
+func mb(n int64) string { return fmt.Sprintf("%.0f MB", float64(n)/(1<<20)) }
