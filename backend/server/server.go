@@ -360,16 +360,32 @@ func (s *Server) supplier(taskID string, h model.Host) int {
 	return s.suppliers[taskID][h.AgentID()]
 }
 
+// Path roots of the GSE/JOB family (README lists every path served).
+const (
+	// JOB process APIs: the ESB component systems job (v2) and jobv3 (the
+	// root the API gateway and the node manager use), and /v3/job/.
+	rootJobV2    = "/api/c/compapi/v2/job/"
+	rootJobV3    = "/api/c/compapi/v2/jobv3/"
+	rootJobV3Alt = "/api/c/compapi/v3/job/"
+	// GSE 1.x through ESB.
+	rootGSE = "/api/c/compapi/v2/gse/"
+	// GSE 2.0: the bare gateway path, the API gateway's bk-gse stage
+	// (the service-config platform hard-codes it) and the ESB root the
+	// node manager falls back to when its gateway variable is unset.
+	rootGSE2        = "/api/v2/"
+	rootGSE2Gateway = "/api/bk-gse/prod/api/v2/"
+	rootGSE2ESB     = "/api/c/compapi/v2/gse/api/v2/"
+)
+
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
-	for _, v := range []string{"v2", "v3"} {
-		base := "/api/c/compapi/" + v + "/job/"
+	for _, base := range []string{rootJobV2, rootJobV3, rootJobV3Alt} {
 		s.gateway(base+"operate_proc", "job.operate_proc", s.jobOperate(model.FormOperateProc, "operate_proc"))
 		s.gateway(base+"operate_process", "job.operate_process", s.jobOperate(model.FormOperateProcess, "operate_process"))
 		s.gateway(base+"manage_proc", "job.manage_proc", s.jobOperate(model.FormManageProc, "manage_proc"))
 		s.gateway(base+"get_proc_result", "job.get_proc_result", s.jobResult)
 	}
-	gse := "/api/c/compapi/v2/gse/"
+	gse := rootGSE
 	s.gateway(gse+"operate_proc", "gse.operate_proc", s.gseOperate)
 	s.gateway(gse+"operate_proc_v2", "gse.operate_proc_v2", s.gseOperateV2)
 	s.gateway(gse+"operate_proc_multi", "gse.operate_proc_multi", s.gseOperateMulti)
@@ -382,16 +398,16 @@ func (s *Server) routes() {
 	s.gateway(gse+"get_proc_status_v2", "gse.get_proc_status_v2", s.gseStatus(false))
 	s.gateway(gse+"sync_proc_status", "gse.sync_proc_status", s.gseSync)
 
-	// GSE 2.0 gateway spellings (bk-gse /api/v2/proc/...): hosts may be
-	// agent_id_list ("cloud:ip"), so the v2 key cloud:ip:namespace:name is
-	// also the agent_id:namespace:name key.
-	v2 := "/api/v2/proc/"
-	s.gateway(v2+"operate_proc_v2", "gse2.operate_proc_v2", s.gseOperateV2)
-	s.gateway(v2+"operate_proc_multi", "gse2.operate_proc_multi", s.gseOperateMulti)
-	s.gateway(v2+"get_proc_operate_result_v2", "gse2.get_proc_operate_result_v2", s.gseResult(false))
-	s.gateway(v2+"get_proc_status_v2", "gse2.get_proc_status_v2", s.gseStatus(false))
-	s.gateway(v2+"sync_proc_status", "gse2.sync_proc_status", s.gseSync)
-	s.gateway(v2+"update_proc_info", "gse2.update_proc_info", s.gseProcInfo(infoUpdate))
+	// GSE 2.0 spellings (bk-gse /api/v2/proc/...) under each of its roots.
+	for _, root := range []string{rootGSE2, rootGSE2Gateway, rootGSE2ESB} {
+		v2 := root + "proc/"
+		s.gateway(v2+"operate_proc_v2", "gse2.operate_proc_v2", s.gseOperateV2)
+		s.gateway(v2+"operate_proc_multi", "gse2.operate_proc_multi", s.gseOperateMulti)
+		s.gateway(v2+"get_proc_operate_result_v2", "gse2.get_proc_operate_result_v2", s.gseResult(false))
+		s.gateway(v2+"get_proc_status_v2", "gse2.get_proc_status_v2", s.gseStatus(false))
+		s.gateway(v2+"sync_proc_status", "gse2.sync_proc_status", s.gseSync)
+		s.gateway(v2+"update_proc_info", "gse2.update_proc_info", s.gseProcInfo(infoUpdate))
+	}
 
 	s.nativeRoutes()
 

@@ -1,0 +1,85 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestEveryRootServed: each JOB root and each GSE 2.0 root answers, with
+// and without the trailing slash; get_proc_result also by GET (query string
+// and JSON body), as clients call it.
+func TestEveryRootServed(t *testing.T) {
+	e := newEnv(t, testConfig())
+	for _, root := range []string{rootJobV2, rootJobV3, rootJobV3Alt} {
+		for _, slash := range []string{"/", ""} {
+			t.Run(root+"*"+slash, func(t *testing.T) {
+				e.t = t
+				r := e.post(root+"operate_proc"+slash, readFile(t, "testdata/seed002_operate_proc.request.json"))
+				if !r.Result {
+					t.Fatalf("operate_proc: %d %s", r.Code, r.Message)
+				}
+				id := decode[map[string]string](t, r.Data)["bk_gse_taskid"]
+				e.pollJob(root+"get_proc_result"+slash, map[string]any{"bk_biz_id": 1}, id)
+				q := url.Values{"bk_app_code": {"esb_test"}, "bk_app_secret": {"xxx"}, "bk_username": {"admin"},
+					"bk_biz_id": {"1"}, "bk_gse_taskid": {id}}
+				g := e.do(http.MethodGet, root+"get_proc_result"+slash+"?"+q.Encode(), nil, nil)
+				if !g.Result || !strings.Contains(string(g.Data), "/usr/local/xxx/gseagent:0:10.0.0.1") {
+					t.Fatalf("GET with a query string: %d %s %s", g.Code, g.Message, g.Data)
+				}
+				body, _ := json.Marshal(withAuth(map[string]any{"bk_scope_type": "biz", "bk_scope_id": "1", "bk_gse_taskid": id}))
+				g = e.do(http.MethodGet, root+"get_proc_result"+slash, body, nil)
+				if !g.Result || !strings.Contains(string(g.Data), "/usr/local/xxx/gseagent:0:10.0.0.1") {
+					t.Fatalf("GET with a JSON body: %d %s %s", g.Code, g.Message, g.Data)
+				}
+				for _, name := range []string{"operate_process", "manage_proc"} {
+					if r := e.post(root+name+slash, withAuth(map[string]any{"bk_biz_id": 1})); r.Code != CodeIllegalParam {
+						t.Fatalf("%s not served: %d %s", name, r.Code, r.Message)
+					}
+				}
+			})
+		}
+	}
+	v2 := withAuth(map[string]any{
+		"meta":          map[string]any{"namespace": "gse", "name": "proc-test"},
+		"op_type":       2,
+		"agent_id_list": []string{"1:10.0.0.1"},
+		"spec": map[string]any{
+			"identity": map[string]any{"proc_name": "proc-test", "setup_path": "/data/gsetest", "pid_path": "/data/gsetest/proc-test.pid", "user": "root"},
+			"control":  map[string]any{"start_cmd": "./start.sh"},
+		},
+	})
+	for _, root := range []string{rootGSE2, rootGSE2Gateway, rootGSE2ESB} {
+		for _, slash := range []string{"/", ""} {
+			t.Run(root+"proc/*"+slash, func(t *testing.T) {
+				e.t = t
+				r := e.post(root+"proc/operate_proc_v2"+slash, v2)
+				if !r.Result {
+					t.Fatalf("operate_proc_v2: %d %s", r.Code, r.Message)
+				}
+				id := decode[map[string]string](t, r.Data)["task_id"]
+				for i := 0; ; i++ {
+					r = e.post(root+"proc/get_proc_operate_result_v2"+slash, withAuth(map[string]any{"task_id": id}))
+					if r.Code == 0 && !strings.Contains(string(r.Data), `"error_code":115`) {
+						break
+					}
+					if r.Code != 0 && r.Code != CodeTaskNotDispatched || i > 1500 {
+						t.Fatalf("get_proc_operate_result_v2: %d %s %s", r.Code, r.Message, r.Data)
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				if _, ok := decode[map[string]gseEntry](t, r.Data)["1:10.0.0.1:gse:proc-test"]; !ok {
+					t.Fatalf("result %s lacks 1:10.0.0.1:gse:proc-test", r.Data)
+				}
+				for _, name := range []string{"get_proc_status_v2", "sync_proc_status", "operate_proc_multi", "update_proc_info"} {
+					if r := e.post(root+"proc/"+name+slash, withAuth(map[string]any{})); r.Code != CodeArgument {
+						t.Fatalf("%s not served: %d %s", name, r.Code, r.Message)
+					}
+				}
+			})
+		}
+	}
+}
