@@ -27,9 +27,9 @@ type Process struct {
 
 // Meta names a process and carries its labels.
 type Meta struct {
-	Namespace string            `json:"namespace"`
-	Name      string            `json:"name"`
-	Labels    map[string]string `json:"labels,omitempty"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Labels    Labels `json:"labels,omitempty"`
 }
 
 // Spec is what the agent needs to run and host the process.

@@ -125,6 +125,7 @@ var (
 	checkerType     = reflect.TypeFor[jsonChecker]()
 	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 	rawMessageType  = reflect.TypeFor[json.RawMessage]()
+	labelsType      = reflect.TypeFor[model.Labels]()
 )
 
 func join(path, name string) string {
@@ -142,6 +143,10 @@ func typeCheck(v *model.Validator, val any, t reflect.Type, path string) {
 		return // null leaves the zero value, as encoding/json does
 	}
 	if t == rawMessageType {
+		return
+	}
+	if t == labelsType {
+		checkLabels(v, val, path)
 		return
 	}
 	if reflect.PointerTo(t).Implements(checkerType) {
@@ -221,6 +226,25 @@ func typeCheck(v *model.Validator, val any, t reflect.Type, path string) {
 		}
 		if _, err := strconv.ParseFloat(string(n), t.Bits()); err != nil {
 			v.Addf(path, "want a number, got %s", n)
+		}
+	}
+}
+
+// checkLabels names every label whose value model.LabelText refuses.
+func checkLabels(v *model.Validator, val any, path string) {
+	obj, ok := val.(map[string]any)
+	if !ok {
+		v.Addf(path, "want an object of labels, got %s", jsonKind(val))
+		return
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if _, ok := model.LabelText(obj[k]); !ok {
+			v.Addf(path+"["+k+"]", "want a string, number or boolean, got %s", jsonKind(obj[k]))
 		}
 	}
 }

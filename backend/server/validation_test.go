@@ -142,8 +142,12 @@ func TestValidation(t *testing.T) {
 			m["hosts"] = []any{map[string]any{"ip": "x", "bk_cloud_id": 1, "bk_supplier_id": -2}}
 		}), CodeArgument, []string{"hosts[0].ip", "hosts[0].bk_supplier_id"}},
 		{"meta: labels of the wrong type", gseOp, seed004(func(m map[string]any) {
-			m["meta"].(map[string]any)["labels"] = map[string]any{"proc_name": 7}
-		}), CodeArgument, []string{"meta.labels[proc_name]: want a string, got number 7"}},
+			m["meta"].(map[string]any)["labels"] = map[string]any{"proc_name": map[string]any{"x": 1}, "ok": 7, "n": nil, "l": []any{"a"}}
+		}), CodeArgument, []string{"meta.labels[proc_name]: want a string, number or boolean, got an object",
+			"meta.labels[n]: want a string, number or boolean, got null", "meta.labels[l]: want a string, number or boolean, got an array"}},
+		{"meta: labels not an object", gseOp, seed004(func(m map[string]any) {
+			m["meta"].(map[string]any)["labels"] = []any{"a"}
+		}), CodeArgument, []string{"meta.labels: want an object of labels, got an array"}},
 		{"meta: not registered", gseOp, seed004(func(m map[string]any) { m["meta"].(map[string]any)["name"] = "ghost" }), CodeArgument,
 			[]string{"gse:ghost is not registered"}},
 		{"meta: host without the process", gseOp, seed004(func(m map[string]any) {
