@@ -90,7 +90,9 @@ type AppConfig struct {
 	// Namespaces the meta form and the native API may touch; "*" = all.
 	// A scope's namespace ("biz_1") is allowed when its scope is.
 	Namespaces []string `toml:"namespaces"`
-	// Users, when not empty, is the set of bk_username values accepted.
+	// Users, when not empty, is the set of bk_username values accepted;
+	// empty accepts any user, and app-only calls (the X-Bkapi-Authorization
+	// header with no user), which act as "app:<code>".
 	Users []string `toml:"users"`
 	// Rate and Burst override the server's per-app limit when > 0.
 	Rate  float64 `toml:"rate"`

@@ -24,6 +24,10 @@ type credentials struct {
 	AppSecret string `json:"bk_app_secret"`
 	Username  string `json:"bk_username"`
 	Token     string `json:"bk_token"`
+	// header: the app identified itself in the X-Bkapi-Authorization
+	// header, as the API gateway does between gateways (where the app alone,
+	// with no user, is accepted).
+	header bool
 }
 
 // app is one configured gateway app.
@@ -114,6 +118,7 @@ func readCredentials(r *http.Request, obj map[string]any) (credentials, *apiErro
 			return c, &apiError{status: http.StatusUnauthorized, code: CodeAppDenied,
 				msg: AuthHeader + " header: not a JSON object of bk_app_code, bk_app_secret, bk_username, bk_token: " + err.Error()}
 		}
+		c.header = c.AppCode != ""
 	}
 	fill := func(dst *string, key string) {
 		if *dst == "" && obj != nil {
@@ -160,7 +165,16 @@ func (s *Server) authenticate(c credentials) (*app, string, *apiError) {
 	}
 	op := c.Username
 	if op == "" && c.Token == "" {
-		return denied(http.StatusUnauthorized, CodeOperatorRequired, "bk_username or bk_token: one is required: the user on whose behalf app %q calls", c.AppCode)
+		// App-only: a gateway calling for itself, with no user. Accepted
+		// through the header for an app that does not name its users; it
+		// acts, and tasks record it, as "app:<code>".
+		if !c.header {
+			return denied(http.StatusUnauthorized, CodeOperatorRequired, "bk_username or bk_token: one is required: the user on whose behalf app %q calls (an app calling for itself sends its code and secret in the %s header)", c.AppCode, AuthHeader)
+		}
+		if len(a.users) > 0 {
+			return denied(http.StatusForbidden, CodeUserDenied, "bk_username: app %q accepts only named users (%d configured); an app-only call is not enough", c.AppCode, len(a.users))
+		}
+		return a, "app:" + c.AppCode, nil
 	}
 	if len(a.users) > 0 {
 		if op == "" {

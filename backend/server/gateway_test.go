@@ -69,6 +69,19 @@ func TestGatewayRefusals(t *testing.T) {
 		}, code: CodeAppDenied, want: []string{"meta.namespace", "narrow", `"gse"`}},
 		{name: "bad auth header", path: jobPath, edit: func(m map[string]any) {}, header: "{not json",
 			code: CodeAppDenied, want: []string{AuthHeader}},
+		{name: "app-only in the header, app with named users", path: jobPath, edit: func(m map[string]any) {
+			for _, k := range []string{"bk_app_code", "bk_app_secret", "bk_token"} {
+				delete(m, k)
+			}
+			m["bk_biz_id"] = 2
+		}, header: `{"bk_app_code":"narrow","bk_app_secret":"pw"}`,
+			code: CodeUserDenied, want: []string{"bk_username", "narrow", "app-only"}},
+		{name: "app-only in the header, wrong secret", path: jobPath, edit: func(m map[string]any) {
+			for _, k := range []string{"bk_app_code", "bk_app_secret", "bk_token"} {
+				delete(m, k)
+			}
+		}, header: `{"bk_app_code":"esb_test","bk_app_secret":"nope"}`,
+			code: CodeAppDenied, want: []string{"wrong secret"}},
 		{name: "header with a wrong secret", path: jobPath, edit: func(m map[string]any) {
 			delete(m, "bk_app_code")
 			delete(m, "bk_app_secret")
@@ -125,6 +138,11 @@ func TestGatewayRefusals(t *testing.T) {
 			delete(m, "bk_app_secret")
 			delete(m, "bk_token")
 		}, `{"bk_app_code":"esb_test","bk_app_secret":"xxx","bk_username":"admin"}`},
+		{"app-only in the header (gateway to gateway)", jobPath, func(m map[string]any) {
+			for _, k := range []string{"bk_app_code", "bk_app_secret", "bk_token"} {
+				delete(m, k)
+			}
+		}, `{"bk_app_code":"esb_test","bk_app_secret":"xxx"}`},
 		{"anonymous request (anonymous_app)", gsePath, func(m map[string]any) {}, ""},
 		{"biz_set allowed", jobPath, func(m map[string]any) {
 			delete(m, "bk_biz_id")
@@ -222,5 +240,29 @@ func TestNativeAuth(t *testing.T) {
 	e2 := newEnv(t, open)
 	if r := e2.do(http.MethodGet, "/api/v1/info", nil, nil); !r.Result {
 		t.Fatalf("open native API refused: %s", r.Message)
+	}
+}
+
+// TestAppOnly: an app calling for itself through the header, with no user,
+// is served and its tasks name the app as the operator; the same app in
+// the body without a user is still refused 1306401.
+func TestAppOnly(t *testing.T) {
+	e := newEnv(t, testConfig())
+	m := seedMap(t, "seed002_operate_proc")
+	for _, k := range []string{"bk_app_code", "bk_app_secret", "bk_token"} {
+		delete(m, k)
+	}
+	b, _ := json.Marshal(m)
+	r := e.do(http.MethodPost, "/api/c/compapi/v2/jobv3/operate_proc/", b, map[string]string{AuthHeader: `{"bk_app_code":"esb_test","bk_app_secret":"xxx"}`})
+	if !r.Result {
+		t.Fatalf("app-only call refused: %d %s", r.Code, r.Message)
+	}
+	tv, err := e.eng.Task(context.Background(), decode[map[string]string](t, r.Data)["bk_gse_taskid"])
+	if err != nil || tv.Task.Operator != "app:esb_test" {
+		t.Fatalf("task operator %q (%v), want app:esb_test", tv.Task.Operator, err)
+	}
+	m["bk_app_code"], m["bk_app_secret"] = "esb_test", "xxx"
+	if r := e.post("/api/c/compapi/v2/jobv3/operate_proc/", m); r.Code != CodeOperatorRequired || !strings.Contains(r.Message, AuthHeader) {
+		t.Fatalf("app in the body without a user: %d %s, want 1306401 pointing at the header", r.Code, r.Message)
 	}
 }
