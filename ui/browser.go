@@ -19,8 +19,8 @@ type nsPage struct {
 	items   []backend.NamespaceSummary
 	list    vlist
 	loaded  bool
+	err     error // the last load failed
 	w, h    int
-	errText string
 }
 
 type nsLoadedMsg struct {
@@ -71,10 +71,13 @@ func (p *nsPage) Update(msg tea.Msg) tea.Cmd {
 	case nsLoadedMsg:
 		p.loaded = true
 		if msg.err != nil {
-			p.errText = msg.err.Error()
+			p.err = msg.err
 			return errCmd("list namespaces", msg.err)
 		}
-		p.errText = ""
+		if p.err != nil {
+			p.err = nil
+			p.s.resolved("list namespaces")
+		}
 		p.items = msg.items
 		sort.Slice(p.items, func(i, j int) bool { return p.items[i].Name < p.items[j].Name })
 		p.list.setLen(len(p.items))
@@ -105,18 +108,21 @@ func (p *nsPage) View() string {
 	if !p.loaded {
 		return t.Muted.Render("loading namespaces…")
 	}
+	if p.err != nil && len(p.items) == 0 {
+		return loadFailed(p.s, "the namespaces", p.err, p.w)
+	}
 	if len(p.items) == 0 {
-		msg := "No namespaces yet: no process is registered."
-		if p.errText != "" {
-			msg = "Could not list namespaces: " + p.errText
-		}
-		return t.Muted.Render(msg + "\nPress n to define a process, R to refresh.")
+		return t.Muted.Render("No namespaces yet: no process is registered.\nPress n to define a process, R to refresh.")
 	}
 	cols := []column{{title: "NAMESPACE", width: 16, flex: true}, {title: "PROCS", width: 6, right: true},
 		{title: "HOSTS", width: 7, right: true}, {title: "LABELS", width: 20, flex: true}}
 	wd := layout(cols, p.w)
 	var b strings.Builder
-	b.WriteString(t.Muted.Render(fmt.Sprintf("%s · enter to browse", plural(len(p.items), "namespace"))) + "\n")
+	if p.err != nil {
+		b.WriteString(staleLine(p.s, p.err) + "\n")
+	} else {
+		b.WriteString(t.Muted.Render(fmt.Sprintf("%s · enter to browse", plural(len(p.items), "namespace"))) + "\n")
+	}
 	b.WriteString(header(t, cols, wd))
 	s, e := p.list.window()
 	for i := s; i < e; i++ {
@@ -159,6 +165,7 @@ type labelsPage struct {
 	items  []lblItem
 	list   vlist
 	loaded bool
+	err    error // the last load failed
 	w, h   int
 }
 
@@ -262,7 +269,12 @@ func (p *labelsPage) Update(msg tea.Msg) tea.Cmd {
 	case procsLoadedMsg:
 		p.loaded = true
 		if msg.err != nil {
+			p.err = msg.err
 			return errCmd("list processes", msg.err)
+		}
+		if p.err != nil {
+			p.err = nil
+			p.s.resolved("list processes")
 		}
 		p.defs = msg.defs
 		p.build()
@@ -306,11 +318,18 @@ func (p *labelsPage) View() string {
 	if !p.loaded {
 		return t.Muted.Render("loading processes…")
 	}
+	if p.err != nil && len(p.items) == 0 {
+		return loadFailed(p.s, "the processes of "+p.ns.Name, p.err, p.w)
+	}
 	cols := []column{{title: "SELECT BY", width: 10}, {title: "SELECTOR", width: 24, flex: true},
 		{title: "PROCS", width: 5, right: true}, {title: "HOSTS", width: 6, right: true}, {title: "DETAIL", width: 16, flex: true}}
 	wd := layout(cols, p.w)
 	var b strings.Builder
-	b.WriteString(t.Muted.Render("Choose hosts by label or process · enter hosts · o operate on all of them") + "\n")
+	if p.err != nil {
+		b.WriteString(staleLine(p.s, p.err) + "\n")
+	} else {
+		b.WriteString(t.Muted.Render("Choose hosts by label or process · enter hosts · o operate on all of them") + "\n")
+	}
 	b.WriteString(header(t, cols, wd))
 	s, e := p.list.window()
 	for i := s; i < e; i++ {

@@ -2,7 +2,9 @@ package ui
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,5 +125,104 @@ func TestTypedConfirmationForEveryChange(t *testing.T) {
 			t.Fatalf("%s over %d hosts (threshold 2) asks only y/N", o, op.tg.hosts)
 		}
 		d.keys("esc")
+	}
+}
+
+// downBackend fails every call while down is set, like a server that went away.
+type downBackend struct {
+	backend.Backend
+	down atomic.Bool
+}
+
+var errServerGone = errors.New(`Get "http://127.0.0.1:8080/api/v1/hosts?namespace=web&labels=app%3Dnginx": dial tcp 127.0.0.1:8080: connect: connection refused (after 3 attempts over 1.2s)`)
+
+func (b *downBackend) Info(ctx context.Context) (backend.Info, error) {
+	if b.down.Load() {
+		return backend.Info{}, errServerGone
+	}
+	return b.Backend.Info(ctx)
+}
+
+func (b *downBackend) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.HostView, error) {
+	if b.down.Load() {
+		return nil, errServerGone
+	}
+	return b.Backend.Hosts(ctx, q)
+}
+
+// Defect 1 and 2: with the server gone, a hosts list says it could not
+// load (not "no host matches"), the status bar stops showing old counts,
+// the error is readable whole at 80 columns and in the message log, R
+// retries, and everything clears when the server is back.
+func TestFailedLoadIsHonestAndRetries(t *testing.T) {
+	e, _ := simBackend(t, quietSim(30))
+	b := &downBackend{Backend: e}
+	d := newDriver(t, b, Options{Guard: time.Nanosecond}, 80, 24)
+	d.until("info", func() bool { return d.m.info.Hosts > 0 })
+	d.until("namespaces", func() bool { return d.m.stack[0].(*nsPage).loaded })
+	b.down.Store(true)
+	d.keys("enter") // web: its processes load (they work), then a label's hosts fail
+	lp := topAs[*labelsPage](t, d)
+	d.until("labels", func() bool { return lp.loaded })
+	d.keys("j", "enter")
+	hp := topAs[*hostsPage](t, d)
+	d.until("hosts failed", func() bool { return hp.loaded && d.m.banner != nil })
+	d.send(infoTickMsg{})
+	d.until("info failed", func() bool { return d.m.infoErr != nil })
+	v := d.view()
+	checkFrame(t, v, 80, 24)
+	if strings.Contains(v, "No host matches") || !strings.Contains(v, "Could not load the hosts") {
+		t.Fatalf("a failed load looks like an empty selection:\n%s", v)
+	}
+	if strings.Contains(v, "hosts online") || !strings.Contains(v, "not answering") {
+		t.Fatalf("status bar keeps old counts:\n%s", v)
+	}
+	// The whole error can be read on screen: its end is there.
+	flat := strings.Join(strings.Fields(v), " ")
+	if !strings.Contains(flat, "connection refused") || !strings.Contains(flat, "R retries") {
+		t.Fatalf("error not shown whole, or no retry offered:\n%s", v)
+	}
+	// esc dismisses the banner; the message log keeps every message whole.
+	d.keys("esc")
+	if d.m.banner != nil {
+		t.Fatal("esc did not dismiss the error")
+	}
+	topAs[*hostsPage](t, d)
+	d.keys("L")
+	mp := topAs[*messagesPage](t, d)
+	if len(d.m.s.log) == 0 {
+		t.Fatal("message log empty")
+	}
+	d.keys("enter")
+	topAs[*messagePage](t, d)
+	if !strings.Contains(strings.Join(strings.Fields(d.view()), " "), "(after 3 attempts over 1.2s)") {
+		t.Fatalf("message not shown whole:\n%s", d.view())
+	}
+	_ = mp
+	d.keys("esc", "esc")
+	topAs[*hostsPage](t, d)
+	// The server is back: R reloads, the status bar counts come back.
+	b.down.Store(false)
+	d.keys("R")
+	d.until("hosts", func() bool { return hp.err == nil && len(hp.rows) > 0 })
+	d.send(infoTickMsg{})
+	d.until("info", func() bool { return d.m.infoErr == nil })
+	v = d.view()
+	if strings.Contains(v, "Could not load") || strings.Contains(v, "not answering") || !strings.Contains(v, "hosts online") {
+		t.Fatalf("stale failure after the server came back:\n%s", v)
+	}
+}
+
+// Defect 2: a config warning longer than the screen can be read whole.
+func TestWarningsInMessageLog(t *testing.T) {
+	e, _ := simBackend(t, quietSim(10))
+	long := `config /etc/gseproc/config.toml: unknown key "console.colour_scheme_for_the_dark_terminal_theme" ignored`
+	d := newDriver(t, e, Options{Warnings: []string{long}}, 80, 24)
+	if !strings.Contains(d.view(), "1 warning at start") {
+		t.Fatalf("no warning notice:\n%s", d.view())
+	}
+	d.keys("L", "enter")
+	if !strings.Contains(strings.Join(strings.Fields(d.view()), " "), "colour_scheme_for_the_dark_terminal_theme\" ignored") {
+		t.Fatalf("warning not readable whole:\n%s", d.view())
 	}
 }

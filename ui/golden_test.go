@@ -69,7 +69,7 @@ func TestGolden(t *testing.T) {
 			snap("namespaces")
 
 			hp := openHosts(t, d, "app=nginx")
-			d.m.lastErr = ""
+			d.m.setBanner(nil)
 			snap("labels_hosts")
 			d.keys("?")
 			snap("help_hosts")

@@ -30,7 +30,8 @@ type hostsPage struct {
 	filter  textinput.Model
 	typing  bool
 	loaded  bool
-	loading bool // a reload is in flight (events trigger at most one)
+	err     error // the last load failed
+	loading bool  // a reload is in flight (events trigger at most one)
 	queued  bool // a reload is scheduled (events reload at most every reloadGap)
 	loadAt  time.Time
 	w, h    int
@@ -344,7 +345,12 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 	case hostsLoadedMsg:
 		p.loaded, p.loading = true, false
 		if msg.err != nil {
+			p.err = msg.err
 			return errCmd("list hosts", msg.err)
+		}
+		if p.err != nil {
+			p.err = nil
+			p.s.resolved("list hosts")
 		}
 		p.rows = make([]hostRow, len(msg.hosts))
 		for i, h := range msg.hosts {
@@ -478,6 +484,10 @@ func (p *hostsPage) View() string {
 		b.WriteString(p.filter.View())
 	case !p.loaded:
 		b.WriteString(t.Muted.Render("loading hosts…"))
+	case p.err != nil && len(p.rows) == 0:
+		return loadFailed(p.s, "the hosts", p.err, p.w)
+	case p.err != nil:
+		b.WriteString(staleLine(p.s, p.err))
 	default:
 		info := plural(len(p.rows), "host")
 		if len(p.shown) != len(p.rows) {

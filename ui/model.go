@@ -57,8 +57,14 @@ type Options struct {
 	Guard time.Duration
 	// Static turns live clocks off (the elapsed-time tick), for golden files.
 	Static bool
-	// Notice is shown in the status bar at start (e.g. config warnings).
-	Notice string
+	// Notice is shown in the status bar at start; Warnings (e.g. the
+	// config's unknown keys) go to the message log, the status bar says
+	// how many there are.
+	Notice   string
+	Warnings []string
+	// InfoEvery is how often the status bar asks the backend for its
+	// counts (default 5s; none when Static).
+	InfoEvery time.Duration
 	// BatchMax and BatchWindow bound one batch of live results (default 2000, 15ms).
 	BatchMax    int
 	BatchWindow time.Duration
@@ -71,12 +77,19 @@ type Model struct {
 	dialog   *dialog
 	showHelp bool
 	info     backend.Info
-	lastErr  string
+	infoErr  error     // the last Info call failed: the counts are not shown
+	infoAt   time.Time // when Info last answered
+	banner   *logEntry // the latest error, shown whole until dismissed
 	flash    string
 	help     help.Model
 	cancel   context.CancelFunc
 	guard    *guarded
+
+	infoEvery time.Duration
 }
+
+// infoTickMsg asks the backend for its counts again.
+type infoTickMsg struct{}
 
 type recentEventsMsg struct{ events []model.Event }
 
@@ -118,6 +131,9 @@ func New(ctx context.Context, o Options) (*Model, error) {
 	if o.Operator == "" {
 		o.Operator = os.Getenv("USER")
 	}
+	if o.InfoEvery <= 0 {
+		o.InfoEvery = 5 * time.Second
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	g := guard(o.Backend)
 	s := &shared{
@@ -130,7 +146,16 @@ func New(ctx context.Context, o Options) (*Model, error) {
 	h.Styles.ShortKey, h.Styles.ShortDesc, h.Styles.ShortSeparator = th.HelpKey, th.HelpDesc, th.HelpSep
 	h.Styles.FullKey, h.Styles.FullDesc, h.Styles.FullSeparator = th.HelpKey, th.HelpDesc, th.HelpSep
 	h.Styles.Ellipsis = th.HelpSep
-	m := &Model{s: s, help: h, cancel: cancel, guard: g, flash: o.Notice}
+	m := &Model{s: s, help: h, cancel: cancel, guard: g, flash: o.Notice, infoEvery: o.InfoEvery}
+	if o.Notice != "" {
+		s.addLog(levelNotice, "", o.Notice)
+	}
+	for _, w := range o.Warnings {
+		s.addLog(levelWarning, "", w)
+	}
+	if n := len(o.Warnings); n > 0 && m.flash == "" {
+		m.flash = fmt.Sprintf("%s at start: %s shows %s", plural(n, "warning"), keys.Messages.Help().Key, map[bool]string{true: "it", false: "them"}[n == 1])
+	}
 	m.stack = []page{newNSPage(s)}
 	if o.Namespace != "" {
 		m.stack = append(m.stack, newLabelsPage(s, backend.NamespaceSummary{Name: o.Namespace}))
@@ -162,7 +187,7 @@ func (m *Model) Close() {
 
 // Init loads every page of the initial stack and subscribes to host events.
 func (m *Model) Init() tea.Cmd {
-	cmds := []tea.Cmd{m.s.refreshInfo(), m.subscribeEvents()}
+	cmds := []tea.Cmd{m.s.refreshInfo(), m.subscribeEvents(), m.infoTick()}
 	for _, p := range m.stack {
 		cmds = append(cmds, p.Init())
 	}
@@ -185,9 +210,41 @@ func (m *Model) subscribeEvents() tea.Cmd {
 		})
 }
 
+// infoTick schedules the next Info call (the status bar's counts and
+// whether the backend answers at all).
+func (m *Model) infoTick() tea.Cmd {
+	if m.s.static {
+		return nil
+	}
+	return tea.Tick(m.infoEvery, func(time.Time) tea.Msg { return infoTickMsg{} })
+}
+
 func (m *Model) top() page { return m.stack[len(m.stack)-1] }
 
-func (m *Model) bodySize() (int, int) { return m.s.width, max(m.s.height-4, 1) }
+func (m *Model) bodySize() (int, int) {
+	return m.s.width, max(m.s.height-4-len(m.bannerLines()), 1)
+}
+
+func (m *Model) bannerLines() []string {
+	if m.banner == nil || m.tooSmall() {
+		return nil
+	}
+	return banner(m.s.theme, *m.banner, m.s.keys, m.s.width)
+}
+
+// setBanner shows e (nil: none) and gives the pages the height left.
+func (m *Model) setBanner(e *logEntry) {
+	m.banner = e
+	m.resize()
+}
+
+func (m *Model) resize() {
+	w, h := m.bodySize()
+	for _, p := range m.stack {
+		p.SetSize(w, h)
+	}
+	m.help.Width = m.s.width
+}
 
 func (m *Model) tooSmall() bool { return m.s.width < MinWidth || m.s.height < MinHeight }
 
@@ -225,11 +282,7 @@ func (m *Model) handle(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.s.width, m.s.height = msg.Width, msg.Height
-		w, h := m.bodySize()
-		for _, p := range m.stack {
-			p.SetSize(w, h)
-		}
-		m.help.Width = msg.Width
+		m.resize()
 		return nil
 	case tea.KeyMsg:
 		return m.key(msg)
@@ -275,26 +328,53 @@ func (m *Model) handle(msg tea.Msg) tea.Cmd {
 		}
 		return tea.Batch(m.push(w), m.s.refreshInfo())
 	case errMsg:
-		m.lastErr = msg.Error()
+		text := msg.err.Error()
 		if isReadOnly(msg.err) {
-			m.lastErr = msg.what + ": refused, the backend is read-only"
+			text = "refused, the backend is read-only"
+		}
+		e := m.s.addLog(levelError, msg.what, text)
+		m.setBanner(&e)
+		return nil
+	case resolvedMsg:
+		if m.banner != nil && m.banner.what == msg.what {
+			m.setBanner(nil)
 		}
 		return nil
+	case infoTickMsg:
+		return tea.Batch(m.s.refreshInfo(), m.infoTick())
 	case infoMsg:
 		m.info = msg.info
+		m.infoAt = m.s.now()
 		if msg.info.ReadOnly {
 			m.s.readOnly = true
 		}
+		if m.infoErr != nil {
+			m.infoErr = nil
+			m.s.addLog(levelNotice, "", "the backend answers again")
+			if m.banner != nil && m.banner.what == whatBackend {
+				m.setBanner(nil)
+			}
+		}
+		return nil
+	case infoFailedMsg:
+		// Reported once when the backend stops answering, not every tick.
+		if m.infoErr == nil {
+			e := m.s.addLog(levelError, whatBackend, msg.err.Error())
+			m.setBanner(&e)
+		}
+		m.infoErr = msg.err
 		return nil
 	case flashMsg:
 		m.flash = msg.text
+		m.s.addLog(levelNotice, "", msg.text)
 		return nil
 	case recentEventsMsg:
 		m.addEvents(msg.events)
 		return nil
 	case eventsSubMsg:
 		if msg.err != nil {
-			m.lastErr = "host events: " + msg.err.Error()
+			e := m.s.addLog(levelError, "subscribe to host events", msg.err.Error())
+			m.setBanner(&e)
 			return nil
 		}
 		return m.s.drainEvents(msg.ch)
@@ -337,6 +417,9 @@ func containsEvent(evs []model.Event, e model.Event) bool {
 	}
 	return false
 }
+
+// whatBackend is the banner's what when the backend stops answering.
+const whatBackend = "reach the backend"
 
 // backConsumer is a page that uses esc itself before it means "back".
 type backConsumer interface{ consumesBack() bool }
@@ -409,10 +492,19 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		m.showHelp = true
 		return nil
 	case keyIs(msg, k.Back):
+		if m.banner != nil {
+			m.setBanner(nil) // the error was read: esc dismisses it first
+			return nil
+		}
 		if bc, ok := top.(backConsumer); ok && bc.consumesBack() {
 			return top.Update(msg)
 		}
 		return m.pop()
+	case keyIs(msg, k.Messages):
+		if _, ok := top.(*messagesPage); !ok {
+			return m.push(newMessagesPage(m.s))
+		}
+		return nil
 	case keyIs(msg, k.Tasks):
 		if _, ok := top.(*tasksPage); !ok {
 			return m.push(newTasksPage(m.s))
@@ -454,13 +546,9 @@ func (m *Model) View() string {
 	default:
 		body = m.top().View()
 	}
-	return strings.Join([]string{
-		fit(m.breadcrumb(), w, 1),
-		fit(body, bw, bh),
-		fit(m.ticker(), w, 1),
-		m.statusBar(),
-		fit(m.shortHelp(), w, 1),
-	}, "\n")
+	parts := []string{fit(m.breadcrumb(), w, 1), fit(body, bw, bh), fit(m.ticker(), w, 1)}
+	parts = append(parts, m.bannerLines()...)
+	return strings.Join(append(parts, m.statusBar(), fit(m.shortHelp(), w, 1)), "\n")
 }
 
 // breadcrumb is "gseproc › namespaces › web › …"; when it does not fit,
@@ -529,15 +617,17 @@ func (m *Model) statusBar() string {
 	if m.s.readOnly {
 		segs = append(segs, t.StatusKey.Render(" read-only "))
 	}
-	segs = append(segs, t.StatusBar.Render(fmt.Sprintf(" %s running ", plural(m.info.Running, "task"))))
-	if m.info.Hosts > 0 {
-		segs = append(segs, t.StatusBar.Render(fmt.Sprintf(" %d/%d hosts online ", m.info.Online, m.info.Hosts)))
+	if m.infoErr != nil {
+		// Counts from before the backend stopped answering would be wrong.
+		segs = append(segs, t.StatusBar.Render(" ")+t.Error.Render("✗ not answering")+t.StatusBar.Render(" "))
+	} else {
+		segs = append(segs, t.StatusBar.Render(fmt.Sprintf(" %s running ", plural(m.info.Running, "task"))))
+		if m.info.Hosts > 0 {
+			segs = append(segs, t.StatusBar.Render(fmt.Sprintf(" %d/%d hosts online ", m.info.Online, m.info.Hosts)))
+		}
 	}
-	switch {
-	case m.flash != "":
+	if m.flash != "" {
 		segs = append(segs, t.StatusBar.Render(" "+m.flash+" "))
-	case m.lastErr != "":
-		segs = append(segs, t.StatusBar.Render(" ")+t.Error.Render("error: "+oneLine(m.lastErr)))
 	}
 	line := strings.Join(segs, t.StatusBar.Render("│"))
 	if lw := ansi.StringWidth(line); lw < w {
@@ -584,7 +674,7 @@ func (m *Model) fullHelp() string {
 	t := m.s.theme
 	k := m.s.keys
 	groups := append([][]binding{}, m.top().Help().full...)
-	groups = append(groups, []binding{k.Tasks, k.Events, k.Help, k.Back, k.Quit})
+	groups = append(groups, []binding{k.Tasks, k.Events, k.Messages, k.Help, k.Back, k.Quit})
 	full := m.help
 	full.ShowAll = true
 	full.Width = 0

@@ -175,8 +175,12 @@ func (p *opPage) View() string {
 	t := p.s.theme
 	var b strings.Builder
 	head := t.Title.Render("Target: ") + p.tg.summary()
-	if !p.loaded {
+	switch {
+	case !p.loaded:
 		head += t.Muted.Render("  (loading processes…)")
+	case p.err != nil:
+		head += "\n" + t.Error.Render("✗ could not list the selected processes: "+oneLine(p.err.Error())) +
+			t.Muted.Render(" · "+p.s.keys.Reload.Help().Key+" retries")
 	}
 	b.WriteString(ansi.Wrap(head, max(p.w, 20), " ,") + "\n\n")
 	nameW := 12

@@ -36,6 +36,7 @@ type shared struct {
 	pending       []tea.Msg     // posted by pages, handled by the root in the same Update
 	events        []model.Event // newest last, capped
 	lastEventSeen time.Time
+	log           []logEntry // every error, warning and notice shown, oldest first
 }
 
 const maxEvents = 500
@@ -73,8 +74,13 @@ type (
 		what string
 		err  error
 	}
-	// infoMsg refreshes the status bar.
-	infoMsg struct{ info backend.Info }
+	// infoMsg refreshes the status bar; infoFailedMsg says the backend
+	// could not be asked.
+	infoMsg       struct{ info backend.Info }
+	infoFailedMsg struct{ err error }
+	// resolvedMsg says what failed before has now worked: its error
+	// banner goes (the message log keeps it).
+	resolvedMsg struct{ what string }
 	// pushMsg opens a page on top of the stack.
 	pushMsg struct{ p page }
 	// popMsg closes the top page.
@@ -119,13 +125,16 @@ func (s *shared) notReady(what string) tea.Cmd {
 	return s.post(flashMsg{"still loading " + what + ": key ignored"})
 }
 
+// resolved tells the root that what failed before (an errMsg's what) worked.
+func (s *shared) resolved(what string) { s.post(resolvedMsg{what}) }
+
 // refreshInfo fetches the backend's Info for the status bar.
 func (s *shared) refreshInfo() tea.Cmd {
 	ctx, be := s.ctx, s.be
 	return func() tea.Msg {
 		info, err := be.Info(ctx)
 		if err != nil {
-			return errMsg{"info", err}
+			return infoFailedMsg{err}
 		}
 		return infoMsg{info}
 	}

@@ -18,6 +18,7 @@ type tasksPage struct {
 	tasks  []model.Task
 	list   vlist
 	loaded bool
+	err    error // the last load failed
 	w, h   int
 }
 
@@ -61,7 +62,12 @@ func (p *tasksPage) Update(msg tea.Msg) tea.Cmd {
 	case tasksLoadedMsg:
 		p.loaded = true
 		if msg.err != nil {
+			p.err = msg.err
 			return errCmd("list tasks", msg.err)
+		}
+		if p.err != nil {
+			p.err = nil
+			p.s.resolved("list tasks")
 		}
 		p.tasks = msg.tasks
 		p.list.setLen(len(p.tasks))
@@ -106,8 +112,15 @@ func (p *tasksPage) View() string {
 	if !p.loaded {
 		return t.Muted.Render("loading tasks…")
 	}
+	if p.err != nil && len(p.tasks) == 0 {
+		return loadFailed(p.s, "the recent tasks", p.err, p.w)
+	}
 	var b strings.Builder
-	b.WriteString(t.Muted.Render(fmt.Sprintf("%s, newest first · enter reopens one", plural(len(p.tasks), "task"))) + "\n")
+	if p.err != nil {
+		b.WriteString(staleLine(p.s, p.err) + "\n")
+	} else {
+		b.WriteString(t.Muted.Render(fmt.Sprintf("%s, newest first · enter reopens one", plural(len(p.tasks), "task"))) + "\n")
+	}
 	wd := layout(taskCols(), p.w)
 	b.WriteString(header(t, taskCols(), wd))
 	if len(p.tasks) == 0 {

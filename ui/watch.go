@@ -36,7 +36,8 @@ type watchPage struct {
 	ctx        context.Context
 	cancel     context.CancelFunc
 	loaded     bool
-	streaming  bool // the Watch channel is open
+	err        error // the task could not be loaded
+	streaming  bool  // the Watch channel is open
 	ticking    bool
 	bar        progress.Model
 	w, h       int
@@ -188,7 +189,7 @@ func (p *watchPage) Help() keyHelp {
 	k := p.s.keys
 	return keyHelp{
 		short: []binding{k.Open, k.FailedOnly, k.Retry, k.CancelTask},
-		full:  [][]binding{k.nav(), {k.Open, k.FailedOnly, k.Retry, k.CancelTask}, {k.Tasks}},
+		full:  [][]binding{k.nav(), {k.Open, k.FailedOnly, k.Retry, k.CancelTask}, {k.Reload, k.Tasks}},
 	}
 }
 
@@ -272,7 +273,12 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 	case watchInitMsg:
 		p.loaded = true
 		if msg.err != nil {
+			p.err = msg.err
 			return errCmd("watch "+p.task.ID, msg.err)
+		}
+		if p.err != nil {
+			p.err = nil
+			p.s.resolved("watch " + p.task.ID)
 		}
 		p.task = msg.view.Task
 		p.apply(msg.view.Results)
@@ -308,6 +314,10 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 		}
 		if !p.loaded {
 			return p.s.notReady("the task")
+		}
+		if p.err != nil && keyIs(msg, k.Reload) && !p.streaming {
+			p.loaded = false
+			return p.Init()
 		}
 		switch {
 		case keyIs(msg, k.Open):
@@ -446,6 +456,9 @@ func (p *watchPage) View() string {
 		filter = "failed only (f shows all)"
 	}
 	b.WriteString(t.Muted.Render(fmt.Sprintf("%s · failures first · %s · enter: full result", filter, p.list.scrollInfo())) + "\n")
+	if p.err != nil && len(p.rows) == 0 {
+		return b.String() + "\n" + loadFailed(p.s, "task "+p.task.ID, p.err, p.w)
+	}
 	wd := layout(watchCols(), p.w)
 	b.WriteString(header(t, watchCols(), wd))
 	if !p.loaded {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
@@ -129,7 +128,7 @@ func runConsole(ctx context.Context, args []string, sio Stdio) error {
 	}
 	m, err := ui.New(ctx, ui.Options{
 		Backend: be, Config: cfg.Console, Theme: th, ReadOnly: f.readOnly,
-		Namespace: f.ns, Labels: labels, Op: op, Notice: strings.Join(cfg.Warnings, "; "),
+		Namespace: f.ns, Labels: labels, Op: op, Warnings: cfg.Warnings,
 	})
 	if err != nil {
 		return err

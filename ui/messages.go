@@ -1,0 +1,208 @@
+package ui
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+
+	"gseproc/theme"
+)
+
+// The message log keeps every error, warning and notice the console showed,
+// with its time, so that nothing cut at the terminal's width is lost: the
+// status bar and the error banner show the latest, L lists them all and
+// enter opens one whole.
+
+type logLevel int
+
+const (
+	levelNotice logLevel = iota
+	levelWarning
+	levelError
+)
+
+func (l logLevel) glyph() glyph {
+	switch l {
+	case levelError:
+		return glyph{"✗", "error", styleErr}
+	case levelWarning:
+		return glyph{"▲", "warning", styleWarn}
+	}
+	return glyph{"•", "notice", styleMuted}
+}
+
+type logEntry struct {
+	at    time.Time
+	level logLevel
+	what  string // what was being done ("list hosts"), "" for notices
+	text  string // the whole message
+}
+
+// full is the entry's message with what was being done.
+func (e logEntry) full() string {
+	if e.what == "" {
+		return e.text
+	}
+	return e.what + ": " + e.text
+}
+
+const maxLog = 1000
+
+// addLog records one message (oldest dropped past maxLog) and returns it.
+func (s *shared) addLog(level logLevel, what, text string) logEntry {
+	e := logEntry{at: s.now(), level: level, what: what, text: text}
+	s.log = append(s.log, e)
+	if n := len(s.log); n > maxLog {
+		s.log = append([]logEntry(nil), s.log[n-maxLog:]...)
+	}
+	return e
+}
+
+// bannerLines is the most lines the error banner takes; longer errors end
+// with a pointer to the message log.
+const bannerLines = 4
+
+// banner renders the latest error in full (wrapped to w) for the screen's
+// foot, with how to dismiss it.
+func banner(t *theme.Theme, e logEntry, k *KeyMap, w int) []string {
+	text := "✗ " + e.at.Local().Format("15:04:05") + " " + e.full()
+	lines := strings.Split(ansi.Wrap(oneLine(text), w, " ,/"), "\n")
+	hint := fmt.Sprintf("%s dismisses · %s lists every message", k.Back.Help().Key, k.Messages.Help().Key)
+	if len(lines) > bannerLines-1 {
+		lines = lines[:bannerLines-1]
+		hint = "(cut) " + hint
+	}
+	out := make([]string, 0, len(lines)+1)
+	for _, l := range lines {
+		out = append(out, t.Error.Render(l))
+	}
+	return append(out, t.Muted.Render(ansi.Truncate(hint, w, "…")))
+}
+
+// ---- the message log page ------------------------------------------------
+
+type messagesPage struct {
+	s    *shared
+	id   int
+	list vlist
+	w, h int
+}
+
+func newMessagesPage(s *shared) *messagesPage { return &messagesPage{s: s, id: s.newID()} }
+
+func (p *messagesPage) ID() int          { return p.id }
+func (p *messagesPage) Title() string    { return "messages" }
+func (p *messagesPage) Capturing() bool  { return false }
+func (p *messagesPage) Close()           {}
+func (p *messagesPage) Init() tea.Cmd    { return nil }
+func (p *messagesPage) Resume() tea.Cmd  { return nil }
+func (p *messagesPage) SetSize(w, h int) { p.w, p.h = w, h; p.list.setHeight(h - 2) }
+
+func (p *messagesPage) Help() keyHelp {
+	k := p.s.keys
+	open := k.Open
+	open.SetHelp(k.Open.Help().Key, "read whole")
+	return keyHelp{short: []binding{open}, full: [][]binding{k.nav(), {open}}}
+}
+
+// entry returns the i-th entry shown (newest first).
+func (p *messagesPage) entry(i int) logEntry { return p.s.log[len(p.s.log)-1-i] }
+
+func (p *messagesPage) Update(msg tea.Msg) tea.Cmd {
+	p.list.setLen(len(p.s.log))
+	km, ok := msg.(tea.KeyMsg)
+	if !ok {
+		return nil
+	}
+	k := p.s.keys
+	if p.list.navigate(k, km) {
+		return nil
+	}
+	if keyIs(km, k.Open) && p.list.cursor < len(p.s.log) {
+		e := p.entry(p.list.cursor)
+		return p.s.post(pushMsg{newMessagePage(p.s, e)})
+	}
+	return nil
+}
+
+func messageCols() []column {
+	return []column{{title: "TIME", width: 8}, {title: "LEVEL", width: 9}, {title: "MESSAGE", width: 20, flex: true}}
+}
+
+func (p *messagesPage) View() string {
+	t := p.s.theme
+	p.list.setLen(len(p.s.log))
+	var b strings.Builder
+	b.WriteString(t.Muted.Render(fmt.Sprintf("%s since the console started, newest first · enter reads one whole",
+		plural(len(p.s.log), "message"))) + "\n")
+	wd := layout(messageCols(), p.w)
+	b.WriteString(header(t, messageCols(), wd))
+	if len(p.s.log) == 0 {
+		b.WriteString("\n" + t.Muted.Render("  No message yet."))
+	}
+	s, e := p.list.window()
+	for i := s; i < e; i++ {
+		en := p.entry(i)
+		g := en.level.glyph()
+		cells := []string{cell(en.at.Local().Format("15:04:05"), wd[0], false), cell(g.text(), wd[1], false),
+			cell(oneLine(en.full()), wd[2], false)}
+		st := g.style(t)
+		b.WriteString("\n" + renderRow(t, i == p.list.cursor, false, cells, []*lipgloss.Style{nil, &st}))
+	}
+	return b.String()
+}
+
+// messagePage shows one message whole.
+type messagePage struct {
+	textView
+	e logEntry
+}
+
+func newMessagePage(s *shared, e logEntry) *messagePage {
+	p := &messagePage{e: e}
+	p.textView = newTextView(s, p.content)
+	return p
+}
+
+func (p *messagePage) Title() string { return p.e.level.glyph().word }
+
+func (p *messagePage) content() string {
+	t := p.s.theme
+	g := p.e.level.glyph()
+	var b strings.Builder
+	b.WriteString(g.style(t).Render(g.text()) + " " + t.Muted.Render(p.e.at.Local().Format("2006-01-02 15:04:05")) + "\n")
+	if p.e.what != "" {
+		b.WriteString(t.Muted.Render("while: ") + p.e.what + "\n")
+	}
+	b.WriteString("\n" + p.e.text)
+	return b.String()
+}
+
+// loadFailed is the body of a page whose load failed: what failed, the
+// error whole, and how to retry.
+func loadFailed(s *shared, what string, err error, w int) string {
+	t := s.theme
+	msg := ansi.Wrap(err.Error(), max(w-4, 20), " ,/")
+	return t.Error.Render("✗ Could not load "+what+".") + "\n\n" +
+		indent(msg, "  ") + "\n\n" +
+		t.Muted.Render(fmt.Sprintf("%s retries · %s lists every message", s.keys.Reload.Help().Key, s.keys.Messages.Help().Key))
+}
+
+// staleLine heads a list whose last refresh failed: the rows are the ones
+// loaded before.
+func staleLine(s *shared, err error) string {
+	return s.theme.Error.Render("✗ refresh failed, showing what was loaded before: "+oneLine(err.Error())) +
+		s.theme.Muted.Render(" · "+s.keys.Reload.Help().Key+" retries")
+}
+
+func indent(s, pre string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = pre + l
+	}
+	return strings.Join(lines, "\n")
+}
