@@ -14,13 +14,13 @@ import (
 // ---- namespaces ----------------------------------------------------------
 
 type nsPage struct {
-	s       *shared
-	id      int
-	items   []backend.NamespaceSummary
-	list    vlist
-	loaded  bool
-	err     error // the last load failed
-	w, h    int
+	s      *shared
+	id     int
+	items  []backend.NamespaceSummary
+	list   vlist
+	loaded bool
+	err    error // the last load failed
+	w, h   int
 }
 
 type nsLoadedMsg struct {

@@ -32,7 +32,7 @@ type hostsPage struct {
 	loaded  bool
 	err     error // the last load failed
 	loading bool  // a reload is in flight (events trigger at most one)
-	queued  bool // a reload is scheduled (events reload at most every reloadGap)
+	queued  bool  // a reload is scheduled (events reload at most every reloadGap)
 	loadAt  time.Time
 	w, h    int
 }
