@@ -45,6 +45,11 @@ type Backend interface {
 	// agents going on/offline) as they happen; RecentEvents lists the last n.
 	Events(ctx context.Context) (<-chan model.Event, error)
 	RecentEvents(ctx context.Context, n int) ([]model.Event, error)
+
+	// Audit lists the audit trail's entries matching q, newest first: every
+	// change and operation with who asked for it (the actor of the call's
+	// context, see WithActor), its scope, targets, task and outcome.
+	Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEntry, error)
 }
 
 // Info describes a backend.

@@ -144,3 +144,11 @@ func (g *guarded) RecentEvents(ctx context.Context, n int) ([]model.Event, error
 	defer g.mu.RUnlock()
 	return g.be.RecentEvents(ctx, n)
 }
+
+func (g *guarded) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEntry, error) {
+	if err := g.enter(); err != nil {
+		return nil, err
+	}
+	defer g.mu.RUnlock()
+	return g.be.Audit(ctx, q)
+}

@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"gseproc/backend"
+	"gseproc/model"
 )
 
 // Stdio are the streams a command uses.
@@ -34,6 +37,7 @@ var commands = []command{
 	{"procs", "list the process definitions", runProcs},
 	{"apply", "create or replace process definitions from a JSON file", runApply},
 	{"delete", "delete process definitions by namespace:name", runDelete},
+	{"audit", "list the audit trail: who changed or operated what, and the outcome", runAudit},
 	{"server", "serve the HTTP API (and the agents' NATS endpoint)", runServer},
 	{"agent", "run the host agent on this machine", runAgent},
 	{"sim", "run a simulated fleet as agents over NATS", runSim},
@@ -75,6 +79,12 @@ func Main(ctx context.Context, args []string, io Stdio) int {
 			cmd, args = a, args[1:]
 		}
 	}
+	// Every change a command makes is recorded under this operator.
+	via := "cli"
+	if cmd == "console" {
+		via = "console"
+	}
+	ctx = backend.WithActor(ctx, model.Actor{Operator: operator(), Via: via})
 	for _, c := range commands {
 		if c.name != cmd {
 			continue

@@ -160,6 +160,10 @@ func (c *Client) newRequest(ctx context.Context, method, path string, q url.Valu
 	if c.auth != "" {
 		req.Header.Set("X-Bkapi-Authorization", c.auth)
 	}
+	if a := backend.ActorFrom(ctx); a.Operator != "" || a.Via != "" {
+		req.Header.Set(backend.OperatorHeader, a.Operator)
+		req.Header.Set(backend.ViaHeader, a.Via)
+	}
 	return req, nil
 }
 
@@ -301,6 +305,39 @@ func (c *Client) Tasks(ctx context.Context, limit int) ([]model.Task, error) {
 // Cancel stops a running task.
 func (c *Client) Cancel(ctx context.Context, id string) error {
 	return c.call(ctx, http.MethodPost, taskPath(id)+"/cancel", nil, nil, nil)
+}
+
+// Audit lists the audit trail's entries matching q, newest first.
+func (c *Client) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEntry, error) {
+	v := url.Values{}
+	set := func(k, val string) {
+		if val != "" {
+			v.Set(k, val)
+		}
+	}
+	if !q.Since.IsZero() {
+		v.Set("since", q.Since.Format(time.RFC3339Nano))
+	}
+	if !q.Until.IsZero() {
+		v.Set("until", q.Until.Format(time.RFC3339Nano))
+	}
+	if q.Before != 0 {
+		v.Set("before", strconv.FormatUint(q.Before, 10))
+	}
+	if q.Limit != 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	set("app", q.App)
+	set("user", q.User)
+	set("operator", q.Operator)
+	set("namespace", q.Namespace)
+	set("action", q.Action)
+	set("op", q.Op)
+	set("task_id", q.TaskID)
+	set("result", q.Result)
+	out := []model.AuditEntry{}
+	err := c.call(ctx, http.MethodGet, "/api/v1/audit", v, nil, &out)
+	return out, err
 }
 
 // RecentEvents lists the last n host events.

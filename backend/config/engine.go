@@ -20,6 +20,9 @@ type EngineConfig struct {
 	KeepTasks int `toml:"keep_tasks"`
 	// KeepEvents is how many host events are kept for RecentEvents.
 	KeepEvents int `toml:"keep_events"`
+	// KeepAudit is how many audit entries are kept (in memory, or in the
+	// JetStream audit stream); the oldest go first.
+	KeepAudit int `toml:"keep_audit"`
 	// ReadOnly refuses every change: operations other than status, and
 	// saving or deleting definitions.
 	ReadOnly bool `toml:"read_only"`
@@ -34,7 +37,7 @@ type EngineConfig struct {
 
 func defaultEngine() EngineConfig {
 	return EngineConfig{Concurrency: 2048, MaxTargets: 100000, DeadlineSlack: Duration(2 * time.Second),
-		KeepTasks: 1000, KeepEvents: 10000, LeaseTTL: Duration(10 * time.Second)}
+		KeepTasks: 1000, KeepEvents: 10000, KeepAudit: 1_000_000, LeaseTTL: Duration(10 * time.Second)}
 }
 
 func (c EngineConfig) validate() error {
@@ -53,6 +56,9 @@ func (c EngineConfig) validate() error {
 	}
 	if c.KeepEvents < 1 {
 		errs = append(errs, fmt.Errorf("engine.keep_events: %d must be >= 1", c.KeepEvents))
+	}
+	if c.KeepAudit < 1 {
+		errs = append(errs, fmt.Errorf("engine.keep_audit: %d must be >= 1", c.KeepAudit))
 	}
 	if c.LeaseTTL.D() < 300*time.Millisecond || c.LeaseTTL.D() > time.Hour {
 		errs = append(errs, fmt.Errorf("engine.lease_ttl: %s is out of range [300ms,1h]", c.LeaseTTL.D()))

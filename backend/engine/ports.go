@@ -60,6 +60,12 @@ type Store interface {
 	AppendEvent(ctx context.Context, e model.Event) error
 	Events(ctx context.Context, limit int) ([]model.Event, error)
 
+	// The audit trail: AppendAudit stores an entry and returns the
+	// sequence number it got (increasing, never reused); Audit lists the
+	// entries matching q, newest first (at most q.Want()).
+	AppendAudit(ctx context.Context, e model.AuditEntry) (uint64, error)
+	Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEntry, error)
+
 	Close() error
 }
 

@@ -175,8 +175,23 @@ func validateDef(v *model.Validator, prefix string, d model.ProcessDef) {
 	}
 }
 
-// SaveProcess validates and creates or replaces a definition.
+// SaveProcess validates and creates or replaces a definition; the change
+// (or its refusal) is recorded in the audit trail.
 func (e *Engine) SaveProcess(ctx context.Context, def model.ProcessDef) error {
+	err := e.saveProcess(ctx, def)
+	en := model.AuditEntry{Actor: actor(ctx, "", ""), Action: model.AuditSaveProcess,
+		Namespaces: []string{def.Process.Meta.Namespace}, Targets: []string{def.Process.Key()}, TargetCount: len(def.Hosts)}
+	en.Result, en.Summary = outcome(err)
+	if err == nil {
+		en.Summary = fmt.Sprintf("saved, on %d hosts", len(def.Hosts))
+	}
+	if rerr := e.record(ctx, en); rerr != nil && err == nil {
+		return fmt.Errorf("save process %s: saved, but %w", def.Process.Key(), rerr)
+	}
+	return err
+}
+
+func (e *Engine) saveProcess(ctx context.Context, def model.ProcessDef) error {
 	if err := e.refuseReadOnly("save process " + def.Process.Key()); err != nil {
 		return err
 	}
@@ -192,12 +207,20 @@ func (e *Engine) SaveProcess(ctx context.Context, def model.ProcessDef) error {
 	return nil
 }
 
-// DeleteProcess removes a definition by key "namespace:name".
+// DeleteProcess removes a definition by key "namespace:name"; the change
+// (or its refusal) is recorded in the audit trail.
 func (e *Engine) DeleteProcess(ctx context.Context, key string) error {
-	if err := e.refuseReadOnly("delete process " + key); err != nil {
-		return err
+	err := e.refuseReadOnly("delete process " + key)
+	if err == nil {
+		err = e.st.DeleteProcess(ctx, key)
 	}
-	return e.st.DeleteProcess(ctx, key)
+	ns, _, _ := model.SplitKey(key)
+	en := model.AuditEntry{Actor: actor(ctx, "", ""), Action: model.AuditDeleteProcess, Namespaces: []string{ns}, Targets: []string{key}}
+	en.Result, en.Summary = outcome(err)
+	if rerr := e.record(ctx, en); rerr != nil && err == nil {
+		return fmt.Errorf("delete process %s: deleted, but %w", key, rerr)
+	}
+	return err
 }
 
 // resolve turns a selector into (host, process) targets and the processes

@@ -39,8 +39,17 @@ type run struct {
 }
 
 // Operate validates the request, saves inline definitions, resolves the
-// targets, creates the task and starts its fan-out. It returns at once.
+// targets, records the operation in the audit trail, creates the task and
+// starts its fan-out. It returns at once. A refusal is recorded too.
 func (e *Engine) Operate(ctx context.Context, req backend.OperateRequest) (model.Task, error) {
+	t, err := e.operate(ctx, req)
+	if err != nil {
+		e.recordRefusal(ctx, req, err)
+	}
+	return t, err
+}
+
+func (e *Engine) operate(ctx context.Context, req backend.OperateRequest) (model.Task, error) {
 	if req.Op.Mutating() {
 		if err := e.refuseReadOnly("operate " + req.Op.String()); err != nil {
 			return model.Task{}, err
@@ -114,7 +123,14 @@ func (e *Engine) Operate(ctx context.Context, req backend.OperateRequest) (model
 		Source: req.Source, Operator: req.Operator, Status: model.TaskPending, Created: now,
 		Counts: model.Counts{Pending: len(targets)},
 	}
-	if err := e.st.PutTask(ctx, t, targets); err != nil {
+	en := operateEntry(ctx, req)
+	en.Namespaces, en.TargetCount, en.TaskID = namespaces, len(targets), id
+	en.Result, en.Summary = model.AuditOK, fmt.Sprintf("task created over %d (host, process) targets", len(targets))
+	err = e.record(ctx, en)
+	if err == nil {
+		err = e.st.PutTask(ctx, t, targets)
+	}
+	if err != nil {
 		if e.leaser != nil {
 			if rerr := e.leaser.ReleaseLease(context.WithoutCancel(ctx), id, e.owner, true); rerr != nil {
 				e.log.Warn("release lease", "task", id, "err", rerr)
@@ -491,27 +507,50 @@ func (e *Engine) finishTask(r *run) {
 	e.log.Info("task finished", "task", t.ID, "op", t.Op.String(), "status", string(t.Status),
 		"targets", t.Targets, "success", c.Success, "failed", c.Failed, "timeout", c.Timeout,
 		"unreachable", c.Unreachable, "cancelled", c.Cancelled, "duration", t.Finished.Sub(t.Created))
+	e.recordFinished(t)
 }
 
 // Cancel stops a task: pending targets become cancelled, running ones finish.
-// Cancelling a finished task does nothing.
+// Cancelling a finished task does nothing. Each call is recorded in the
+// audit trail.
 func (e *Engine) Cancel(ctx context.Context, id string) error {
+	t, n, err := e.cancelTask(ctx, id)
+	en := model.AuditEntry{Actor: actor(ctx, "", ""), Action: model.AuditCancel, Namespaces: t.Namespace,
+		Targets: []string{id}, TargetCount: t.Targets, TaskID: id}
+	if t.ID != "" {
+		en.Op = t.Op.String()
+	}
+	en.Result, en.Summary = outcome(err)
+	if err == nil {
+		en.Summary = fmt.Sprintf("%d pending targets cancelled", n)
+	}
+	if rerr := e.record(ctx, en); rerr != nil && err == nil {
+		return fmt.Errorf("cancel %s: cancelled, but %w", id, rerr)
+	}
+	return err
+}
+
+// cancelTask cancels a task's pending targets; it returns the task (as far
+// as known) and how many targets it cancelled.
+func (e *Engine) cancelTask(ctx context.Context, id string) (model.Task, int, error) {
 	e.mu.RLock()
 	r := e.runs[id]
 	e.mu.RUnlock()
 	if r == nil {
-		if _, _, err := e.st.Task(ctx, id); err != nil {
-			return fmt.Errorf("cancel: %w", err)
+		t, _, err := e.st.Task(ctx, id)
+		if err != nil {
+			return t, 0, fmt.Errorf("cancel: %w", err)
 		}
-		return nil
+		return t, 0, nil
 	}
 	now := e.now()
 	var finals []model.Result
 	complete := false
 	r.mu.Lock()
+	task := r.task
 	if r.lost {
 		r.mu.Unlock()
-		return fmt.Errorf("cancel %s: another server took the task over: %w", id, model.ErrConflict)
+		return task, 0, fmt.Errorf("cancel %s: another server took the task over: %w", id, model.ErrConflict)
 	}
 	r.cancelled = true
 	for i, res := range r.results {
@@ -537,7 +576,7 @@ func (e *Engine) Cancel(ctx context.Context, id string) error {
 	if complete {
 		e.finishTask(r)
 	}
-	return nil
+	return task, len(finals), nil
 }
 
 // Task returns a task with every sub-result so far (pending ones included).

@@ -34,6 +34,7 @@ func (s *Server) nativeRoutes() {
 	s.handle("GET /api/v1/tasks/{id}/stream", "v1.task_stream", kindNative, s.v1TaskStream)
 	s.handle("GET /api/v1/events", "v1.events", kindNative, s.v1Events)
 	s.handle("GET /api/v1/events/recent", "v1.recent_events", kindNative, s.v1RecentEvents)
+	s.handle("GET /api/v1/audit", "v1.audit", kindNative, s.v1Audit)
 }
 
 func (s *Server) v1Info(ctx context.Context, c *call) (any, *apiError) {
@@ -494,3 +495,75 @@ func (s *Server) v1Events(ctx context.Context, c *call) (any, *apiError) {
 		}
 	}
 }
+
+// v1Audit lists the audit trail, newest first, as far as the app may see
+// it: an entry is shown when every namespace it touched is the app's (an
+// entry that names no namespace only to an app granted every namespace).
+func (s *Server) v1Audit(ctx context.Context, c *call) (any, *apiError) {
+	p := c.r.URL.Query()
+	v := &model.Validator{}
+	q := model.AuditQuery{App: p.Get("app"), User: p.Get("user"), Operator: p.Get("operator"),
+		Namespace: p.Get("namespace"), Action: p.Get("action"), Op: p.Get("op"), TaskID: p.Get("task_id"),
+		Result: p.Get("result"), Limit: queryInt(v, p.Get("limit"), "limit", 0, 0, model.MaxAuditLimit)}
+	for _, t := range []struct {
+		field string
+		dst   *time.Time
+	}{{"since", &q.Since}, {"until", &q.Until}} {
+		if val := p.Get(t.field); val != "" {
+			tm, err := time.Parse(time.RFC3339Nano, val)
+			if err != nil {
+				v.Addf(t.field, "%q is not an RFC 3339 time (2006-01-02T15:04:05Z)", val)
+			}
+			*t.dst = tm
+		}
+	}
+	if b := p.Get("before"); b != "" {
+		n, err := strconv.ParseUint(b, 10, 64)
+		if err != nil {
+			v.Addf("before", "%q is not an entry sequence number", b)
+		}
+		q.Before = n
+	}
+	q.ValidateInto(v)
+	if err := v.Err(); err != nil {
+		return nil, validationError(CodeArgument, err)
+	}
+	if q.Namespace != "" && !c.app.allowNamespace(q.Namespace) {
+		return nil, namespaceDenied(c.app, "namespace", q.Namespace)
+	}
+	visible := func(e model.AuditEntry) bool {
+		if c.app == nil || c.app.allNS {
+			return true
+		}
+		for _, ns := range e.Namespaces {
+			if !c.app.allowNamespace(ns) {
+				return false
+			}
+		}
+		return len(e.Namespaces) > 0
+	}
+	want := q.Want()
+	out := []model.AuditEntry{}
+	// Entries the app may not see are skipped: page back until enough
+	// are found or the trail ends (bounded, so one query cannot scan a
+	// huge trail for an app that sees little of it).
+	for range auditPages {
+		es, err := s.b.Audit(ctx, q)
+		if err != nil {
+			return nil, backendError(CodeGSE, "audit", err)
+		}
+		for _, e := range es {
+			if visible(e) && len(out) < want {
+				out = append(out, e)
+			}
+		}
+		if len(out) >= want || len(es) < q.Want() {
+			break
+		}
+		q.Before = es[len(es)-1].Seq
+	}
+	return out, nil
+}
+
+// auditPages bounds the backend queries one audit request makes.
+const auditPages = 20

@@ -259,7 +259,44 @@ func (s *Server) run(c *call, kind int, h handlerFunc) (data any, aerr *apiError
 			c.operator = creds.Username
 		}
 	}
-	return h(c.r.Context(), c)
+	ctx, aerr := c.actorContext(kind)
+	if aerr != nil {
+		return nil, aerr
+	}
+	return h(ctx, c)
+}
+
+// actorContext is the request's context carrying its actor, which the
+// engine records in the audit trail: the authenticated app and user, the
+// operator and channel the caller names in its headers (native API), and
+// the endpoint.
+func (c *call) actorContext(kind int) (context.Context, *apiError) {
+	ctx := c.r.Context()
+	if kind == kindOpen {
+		return ctx, nil
+	}
+	a := model.Actor{User: c.operator, Via: "api:" + c.endpoint}
+	if c.app != nil {
+		a.App = c.app.code
+	}
+	if kind == kindNative {
+		op, via := c.r.Header.Get(backend.OperatorHeader), c.r.Header.Get(backend.ViaHeader)
+		v := &model.Validator{}
+		if err := model.CheckActorField(op); err != nil {
+			v.Add(backend.OperatorHeader, err.Error())
+		}
+		if err := model.CheckActorField(via); err != nil {
+			v.Add(backend.ViaHeader, err.Error())
+		}
+		if err := v.Err(); err != nil {
+			return ctx, validationError(CodeArgument, err)
+		}
+		a.Operator = op
+		if via != "" {
+			a.Via = via + "/" + a.Via
+		}
+	}
+	return backend.WithActor(ctx, a), nil
 }
 
 // decode reads the body (or query) of a native request into dst.

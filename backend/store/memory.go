@@ -76,7 +76,9 @@ type Memory struct {
 
 	nResults int // results stored over all tasks
 
-	keepTasks, keepResults, keepEvents int
+	audit auditLog
+
+	keepTasks, keepResults, keepEvents, keepAudit int
 }
 
 type taskRec struct {
@@ -99,6 +101,7 @@ func NewMemory(opts ...Option) *Memory {
 		keepTasks:   DefaultKeepTasks,
 		keepResults: DefaultKeepResults,
 		keepEvents:  DefaultKeepEvents,
+		keepAudit:   DefaultKeepAudit,
 	}
 	m.seq.Store(uint64(time.Now().UnixMicro()))
 	for _, o := range opts {

@@ -228,3 +228,37 @@ func TestResultBudget(t *testing.T) {
 		t.Fatalf("kept %s, want [d]", got)
 	}
 }
+
+// TestAuditRing: the memory trail keeps the newest entries up to its
+// bound, newest first, with increasing sequence numbers and filters.
+func TestAuditRing(t *testing.T) {
+	m := NewMemory(WithKeepAudit(5))
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i := range 8 {
+		ns := []string{"web"}
+		if i%2 == 1 {
+			ns = []string{"db"}
+		}
+		seq, err := m.AppendAudit(ctx, model.AuditEntry{Time: t0.Add(time.Duration(i) * time.Second), Namespaces: ns, Action: model.AuditOperate})
+		if err != nil || seq != uint64(i+1) {
+			t.Fatalf("append %d: seq %d, %v", i, seq, err)
+		}
+	}
+	all, _ := m.Audit(ctx, model.AuditQuery{})
+	if len(all) != 5 || all[0].Seq != 8 || all[4].Seq != 4 {
+		t.Fatalf("ring: %+v", all)
+	}
+	db, _ := m.Audit(ctx, model.AuditQuery{Namespace: "db", Limit: 2})
+	if len(db) != 2 || db[0].Seq != 8 || db[1].Seq != 6 {
+		t.Fatalf("db, limit 2: %+v", db)
+	}
+	since, _ := m.Audit(ctx, model.AuditQuery{Since: t0.Add(6 * time.Second)})
+	if len(since) != 2 || since[1].Seq != 7 {
+		t.Fatalf("since: %+v", since)
+	}
+	before, _ := m.Audit(ctx, model.AuditQuery{Before: 6})
+	if len(before) != 2 || before[0].Seq != 5 {
+		t.Fatalf("before 6: %+v", before)
+	}
+}

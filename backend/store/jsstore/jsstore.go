@@ -12,6 +12,7 @@
 //	KV  gseproc_results   <enc(task id)>.<index>    -> model.Result of the index-th target
 //	KV  gseproc_leases    <enc(task id)>            -> {owner, ttl_ms, at} of an unfinished task
 //	ST  gseproc_events    gseproc.store.events      model.Event, at most MaxEvents kept
+//	ST  gseproc_audit     gseproc.store.audit       model.AuditEntry (Seq = stream sequence), at most KeepAudit kept
 //
 // enc keeps [A-Za-z0-9_-] and writes any other byte as =XX (hex), so keys
 // are valid and readable: "GSETASK:20260101000000:7" -> "GSETASK=3A20260101000000=3A7".
@@ -67,6 +68,8 @@ type Options struct {
 	// are deleted with their targets and results (default 1000; checked
 	// every 32 new tasks).
 	KeepTasks int
+	// KeepAudit bounds the audit stream (default 1,000,000).
+	KeepAudit int
 	// Memory keeps everything in memory on the NATS servers (tests);
 	// the default is file storage.
 	Memory bool
@@ -79,8 +82,8 @@ type Store struct {
 	opts Options
 
 	procs, status, seq, tasks, targets, results, leases jetstream.KeyValue
-	events                                              jetstream.Stream
-	eventsSubject                                       string
+	events, audit                                       jetstream.Stream
+	eventsSubject, auditSubject                         string
 
 	mu        sync.Mutex
 	index     map[string]*taskIndex       // task id -> target index (a small cache)
@@ -113,6 +116,9 @@ func New(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, err
 	}
 	if opts.KeepTasks <= 0 {
 		opts.KeepTasks = 1000
+	}
+	if opts.KeepAudit <= 0 {
+		opts.KeepAudit = 1_000_000
 	}
 	storage := jetstream.FileStorage
 	if opts.Memory {
@@ -156,6 +162,9 @@ func New(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, err
 		return nil, fmt.Errorf("jsstore: stream %s: %w", name, err)
 	}
 	s.events = st
+	if err := s.openAudit(ctx, storage); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

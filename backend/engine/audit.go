@@ -1,0 +1,147 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"gseproc/backend"
+	"gseproc/model"
+)
+
+// The audit trail is recorded here, in the engine, and nowhere else: every
+// path that changes something (the API's forms and native calls, the CLI,
+// the console, the SSH console; locally or through a server) ends in
+// Operate, SaveProcess, DeleteProcess or Cancel, so none can skip it. The
+// actor is the one the call's context carries (backend.WithActor), with
+// the request's Operator and Source filling what it lacks.
+//
+// An operation is recorded before its task is stored: one that cannot be
+// recorded is not run. A change to the registry or a cancel is recorded
+// once done, with its outcome; refusals are recorded too (best effort).
+
+// actor is who makes a call: ctx's actor, completed by the request.
+func actor(ctx context.Context, operator, source string) model.Actor {
+	a := backend.ActorFrom(ctx)
+	if a.Operator == "" {
+		a.Operator = operator
+	}
+	if a.Via == "" {
+		a.Via = source
+	}
+	if a.Via == "" {
+		a.Via = "engine"
+	}
+	return a
+}
+
+// outcome maps an error to an audit result and summary.
+func outcome(err error) (string, string) {
+	var ve model.ValidationError
+	switch {
+	case err == nil:
+		return model.AuditOK, ""
+	case errors.As(err, &ve), errors.Is(err, model.ErrReadOnly), errors.Is(err, model.ErrNotFound), errors.Is(err, model.ErrConflict):
+		return model.AuditRefused, err.Error()
+	}
+	return model.AuditError, err.Error()
+}
+
+// record appends e to the trail, stamped with the engine's clock.
+func (e *Engine) record(ctx context.Context, en model.AuditEntry) error {
+	en.Time = e.now()
+	sort.Strings(en.Namespaces)
+	en.Namespaces = slices.Compact(en.Namespaces)
+	en.Targets = model.CapTargets(en.Targets)
+	if _, err := e.st.AppendAudit(context.WithoutCancel(ctx), en); err != nil {
+		e.log.Error("audit trail: entry not stored", "action", en.Action, "actor", en.Actor.String(), "task", en.TaskID, "err", err)
+		return fmt.Errorf("record audit entry: %w", err)
+	}
+	return nil
+}
+
+// recordRefusal records an operation that was refused or failed before
+// its task existed.
+func (e *Engine) recordRefusal(ctx context.Context, req backend.OperateRequest, err error) {
+	en := operateEntry(ctx, req)
+	en.Result, en.Summary = outcome(err)
+	_ = e.record(ctx, en)
+}
+
+// operateEntry is the entry of an operation, from its request alone.
+func operateEntry(ctx context.Context, req backend.OperateRequest) model.AuditEntry {
+	en := model.AuditEntry{Actor: actor(ctx, req.Operator, req.Source), Action: model.AuditOperate, Op: req.Op.String()}
+	if len(req.Items) > 0 {
+		for _, it := range req.Items {
+			en.Namespaces = append(en.Namespaces, it.Process.Meta.Namespace)
+			en.Targets = append(en.Targets, it.Process.Key())
+		}
+		return en
+	}
+	if req.Selector.Namespace != "" {
+		en.Namespaces = []string{req.Selector.Namespace}
+	}
+	en.Targets = []string{selectorText(req.Selector)}
+	return en
+}
+
+// selectorText says what a selector picks, in one line.
+func selectorText(s backend.Selector) string {
+	out := ""
+	add := func(k, v string) {
+		if out != "" {
+			out += " "
+		}
+		out += k + "=" + v
+	}
+	if s.Namespace != "" {
+		add("namespace", s.Namespace)
+	}
+	if s.Name != "" {
+		add("name", s.Name)
+	}
+	for _, l := range model.SortedLabels(s.Labels) {
+		add("label", l)
+	}
+	for _, h := range s.Hosts {
+		add("host", h.AgentID())
+	}
+	if out == "" {
+		return "(everything)"
+	}
+	return out
+}
+
+// countsText is a task's outcome in one line.
+func countsText(t model.Task) string {
+	c := t.Counts
+	return fmt.Sprintf("%s: %d targets, %d success, %d failed, %d timeout, %d unreachable, %d cancelled",
+		t.Status, t.Targets, c.Success, c.Failed, c.Timeout, c.Unreachable, c.Cancelled)
+}
+
+// recordFinished records a task's end.
+func (e *Engine) recordFinished(t model.Task) {
+	en := model.AuditEntry{Actor: model.Actor{Operator: t.Operator, Via: t.Source}, Action: model.AuditTaskFinished,
+		Op: t.Op.String(), Namespaces: t.Namespace, TargetCount: t.Targets, TaskID: t.ID,
+		Result: model.AuditOK, Summary: countsText(t)}
+	if t.Status == model.TaskFailed {
+		en.Result = model.AuditError
+	}
+	_ = e.record(e.ctx, en)
+}
+
+// Audit lists the audit trail's entries matching q, newest first.
+func (e *Engine) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEntry, error) {
+	v := &model.Validator{}
+	q.ValidateInto(v)
+	if err := v.Err(); err != nil {
+		return nil, err
+	}
+	out, err := e.st.Audit(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	return out, nil
+}
