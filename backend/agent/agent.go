@@ -36,7 +36,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -476,21 +475,4 @@ func (a *Agent) emitLocked(u *unit, kind model.EventKind, msg string, value floa
 			break
 		}
 	}
-}
-
-// backoff is the delay before restart attempt k (0-based).
-func (a *Agent) backoff(k int, interval int) time.Duration {
-	if k <= 0 {
-		return 0
-	}
-	base := a.cfg.BackoffBase.D()
-	if interval > 0 {
-		base = time.Duration(interval) * time.Second
-	}
-	d := base
-	for i := 1; i < k && d < a.cfg.BackoffMax.D(); i++ {
-		d *= 2
-	}
-	d = min(d, a.cfg.BackoffMax.D())
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,7 @@ import (
 
 	"gseproc/backend/config"
 	"gseproc/model"
+	"gseproc/model/opsem"
 )
 
 // tlog sends slog output to t.Log.
@@ -665,21 +667,30 @@ func TestRestartFailuresAreReportedThenGivenUp(t *testing.T) {
 
 func TestBackoffGrowsWithJitterAndCap(t *testing.T) {
 	a := &Agent{cfg: testConfig(t.TempDir())}
+	// backoff(k, interval) is the delay the restart policy gives restart
+	// attempt k (0-based) of a hosted process that did not stay up.
+	backoff := func(k, interval int) time.Duration {
+		var p model.Process
+		p.Spec.Policy.StartRetries, p.Spec.Policy.StartInterval = k+1, interval
+		next, _ := a.policy(p).OnExit(opsem.Tracker{Attempts: k},
+			opsem.Exit{Status: 1, Hosted: true, Type: model.AutoResident, Now: time.Now()}, rand.Float64())
+		return next.Delay
+	}
 	a.cfg.BackoffBase = config.Duration(100 * time.Millisecond)
 	a.cfg.BackoffMax = config.Duration(time.Second)
-	if d := a.backoff(0, 0); d != 0 {
+	if d := backoff(0, 0); d != 0 {
 		t.Fatalf("first restart waits %s", d)
 	}
 	for k, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 3: 400 * time.Millisecond, 10: time.Second} {
 		for i := 0; i < 20; i++ {
-			d := a.backoff(k, 0)
+			d := backoff(k, 0)
 			if d < want*8/10 || d > want*12/10 {
 				t.Fatalf("backoff(%d) = %s, want %s +-20%%", k, d, want)
 			}
 		}
 	}
 	a.cfg.BackoffMax = config.Duration(time.Minute)
-	if d := a.backoff(1, 3); d < 2400*time.Millisecond || d > 3600*time.Millisecond {
+	if d := backoff(1, 3); d < 2400*time.Millisecond || d > 3600*time.Millisecond {
 		t.Fatalf("start_interval 3: %s", d)
 	}
 }

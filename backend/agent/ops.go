@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"gseproc/model"
+	"gseproc/model/opsem"
 )
 
 // result is the outcome of one step of an op.
@@ -103,82 +104,54 @@ func (a *Agent) reply(e *entry, r result) model.AgentReply {
 	return model.AgentReply{Code: r.code, Message: msg, Output: r.out, Status: &st}
 }
 
-// do runs op on every instance of e; e.op is held.
+// beforeLocked is e as the op core (model/opsem) sees it.
+func (a *Agent) beforeLocked(e *entry) opsem.Before {
+	b := opsem.Before{State: e.units[0].state, Instances: len(e.units), Hosted: e.hosted, Type: e.p.Spec.Policy.AutoType}
+	held := false
+	for _, u := range e.units {
+		if _, _, live := a.probeLocked(u); live {
+			b.Live++
+		}
+		b.Pending = b.Pending || u.state == model.ProcBackoff
+		held = held || u.held != ""
+	}
+	b.Scheduled = e.stopPeriodic != nil && !held
+	return b
+}
+
+// do carries out op on every instance of e as model/opsem decides; e.op
+// is held.
 func (a *Agent) do(ctx context.Context, e *entry, op model.OpType) result {
 	a.mu.Lock()
 	p := e.p
 	units := append([]*unit(nil), e.units...)
 	e.lastOp = op
+	b := a.beforeLocked(e)
 	a.mu.Unlock()
-	a.log.Info("op", "proc", e.key, "op", op.String())
+	d := opsem.Decide(op, b, opsem.CommandsOf(p), p.Spec.Identity.ProcName)
+	a.log.Info("op", "proc", e.key, "op", op.String(), "action", d.Action.String(), "code", d.Code)
 
-	switch op {
-	case model.OpRegister:
-		return a.register(e)
-	case model.OpUnregister:
+	var r result
+	switch d.Action {
+	case opsem.Answer:
+		if d.Code == model.CodeAlreadyRunning {
+			return fail(d.Code, "%s (%s)", d.Message, a.runningText(units))
+		}
+		return result{code: d.Code, msg: d.Message}
+	case opsem.Host:
+		return a.register(e, d)
+	case opsem.Unhost, opsem.CancelRestart:
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		if e.hosted {
-			a.unhostLocked(e, "unregistered")
-		}
+		a.unhostLocked(e, op.String())
 		return ok()
-	}
-
-	running := 0
-	for _, u := range units {
-		if _, _, live := a.probe(u); live {
-			running++
-		}
-	}
-	periodic := p.Spec.Policy.AutoType == model.AutoPeriodic
-	if periodic {
-		a.mu.Lock()
-		held := false
-		for _, u := range units {
-			held = held || u.held != ""
-		}
-		if e.stopPeriodic != nil && !held {
-			running = len(units) // a scheduled job counts as running
-		}
-		a.mu.Unlock()
-	}
-
-	switch op {
-	case model.OpStart:
-		if running == len(units) {
-			return fail(model.CodeAlreadyRunning, "%s: %s", model.CodeText(model.CodeAlreadyRunning), a.runningText(units))
-		}
-		r := a.startAll(ctx, p, units, model.OpStart)
-		if r.code == model.CodeSuccess {
-			a.mu.Lock()
-			a.hostLocked(e, "started")
-			if periodic {
-				a.startPeriodicLocked(e, true)
-			}
-			a.persistLocked()
-			a.mu.Unlock()
-		}
-		return r
-
-	case model.OpStop, model.OpKill:
-		if running == 0 {
-			a.mu.Lock()
-			if e.hosted { // nothing to stop, but the operator wants it down: stop hosting
-				a.unhostLocked(e, op.String()+" of a process not running")
-			}
-			a.mu.Unlock()
-			return fail(model.CodeNotRunning, "no need to %s the process(%s) that is not running", op, p.Spec.Identity.ProcName)
-		}
-		a.mu.Lock()
-		if periodic && e.stopPeriodic != nil {
-			e.stopPeriodic()
-			e.stopPeriodic = nil
-		}
-		a.mu.Unlock()
-		var r result
+	case opsem.Start:
+		r = a.startAll(ctx, p, units, model.OpStart)
+	case opsem.Stop, opsem.Kill:
+		a.stopSchedule(e, d)
 		for _, u := range units {
 			var ur result
-			if op == model.OpStop {
+			if d.Action == opsem.Stop {
 				ur = a.stopUnit(ctx, u, p, "stop requested")
 			} else {
 				ur = a.killUnit(ctx, u, p)
@@ -190,75 +163,100 @@ func (a *Agent) do(ctx context.Context, e *entry, op model.OpType) result {
 				r.out = ur.out
 			}
 		}
-		if r.code == model.CodeSuccess {
-			a.mu.Lock()
-			a.unhostLocked(e, op.String())
-			a.mu.Unlock()
-		}
-		return r
-
-	case model.OpRestart:
-		if periodic {
-			a.mu.Lock()
-			if e.stopPeriodic != nil {
-				e.stopPeriodic()
-				e.stopPeriodic = nil
-			}
-			a.mu.Unlock()
-		}
-		var r result
-		if _, has := p.Command(model.OpRestart); has {
+	case opsem.RestartCmd, opsem.StopStart:
+		a.stopSchedule(e, d)
+		if d.Action == opsem.RestartCmd {
 			r = a.startAll(ctx, p, units, model.OpRestart)
-		} else {
-			for _, u := range units {
-				if _, _, live := a.probe(u); !live {
-					continue
-				}
-				if sr := a.stopUnit(ctx, u, p, "restart: stop"); sr.code != model.CodeSuccess {
-					return sr
-				}
-			}
-			r = a.startAll(ctx, p, units, model.OpStart)
-		}
-		if periodic && r.code == model.CodeSuccess {
-			a.mu.Lock()
-			if e.hosted {
-				a.startPeriodicLocked(e, true)
-			}
-			a.mu.Unlock()
-		}
-		a.mu.Lock()
-		a.persistLocked()
-		a.mu.Unlock()
-		return r
-
-	case model.OpReload:
-		if running == 0 {
-			return fail(model.CodeNotRunning, "no need to reload the process(%s) that is not running", p.Spec.Identity.ProcName)
-		}
-		timeout := opTimeout(ctx, p)
-		if cmd, has := p.Command(model.OpReload); has {
-			var r result
-			for _, u := range units {
-				status, out, err := run(ctx, p, cmd, a.env(p, u), timeout, a.cfg.OutputLimit)
-				if ur := cmdResult("reload_cmd", status, out, err); ur.code != model.CodeSuccess {
-					return ur
-				} else if out != "" {
-					r.out = out
-				}
-			}
-			return r
+			break
 		}
 		for _, u := range units {
-			if pid, _, live := a.probe(u); live {
-				if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
-					return fail(model.CodeCommandFailed, "reload: SIGHUP to pid %d: %v", pid, err)
+			if _, _, live := a.probe(u); !live {
+				continue
+			}
+			if r = a.stopUnit(ctx, u, p, "restart: stop"); r.code != model.CodeSuccess {
+				break
+			}
+		}
+		if r.code == model.CodeSuccess {
+			r = a.startAll(ctx, p, units, model.OpStart)
+		}
+	case opsem.Reload:
+		r = a.reload(ctx, p, units)
+	}
+	a.settle(e, units, d, r.code)
+	return r
+}
+
+// stopSchedule ends a periodic job's schedule before its runs are
+// stopped or restarted (a restart starts it again on success).
+func (a *Agent) stopSchedule(e *entry, d opsem.Decision) {
+	if d.Schedule == opsem.Keep && d.Action != opsem.RestartCmd && d.Action != opsem.StopStart {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if e.stopPeriodic != nil {
+		e.stopPeriodic()
+		e.stopPeriodic = nil
+	}
+}
+
+// settle applies what the op core says follows d's action ending with
+// code: hosting, the schedule, the state of instances a failed start left
+// down.
+func (a *Agent) settle(e *entry, units []*unit, d opsem.Decision, code int) {
+	res := d.Settle(code)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if code != model.CodeSuccess {
+		if res.State != "" {
+			for _, u := range units {
+				if u.state == model.ProcExited {
+					a.setStateLocked(u, res.State, u.msg)
 				}
 			}
 		}
-		return ok()
+		a.persistLocked()
+		return
 	}
-	return fail(model.CodeIllegalOp, "%s: %s", model.CodeText(model.CodeIllegalOp), op)
+	switch res.Hosting {
+	case opsem.On:
+		a.hostLocked(e, d.Op.String())
+	case opsem.Off:
+		a.unhostLocked(e, d.Op.String())
+	}
+	if d.Schedule == opsem.On && e.hosted {
+		a.startPeriodicLocked(e, true)
+	}
+	a.persistLocked()
+}
+
+// reload runs reload_cmd, or sends SIGHUP, for every live instance.
+func (a *Agent) reload(ctx context.Context, p model.Process, units []*unit) result {
+	timeout := opTimeout(ctx, p)
+	if cmd, has := p.Command(model.OpReload); has {
+		var r result
+		for _, u := range units {
+			if _, _, live := a.probe(u); !live {
+				continue
+			}
+			status, out, err := run(ctx, p, cmd, a.env(p, u), timeout, a.cfg.OutputLimit)
+			if ur := cmdResult("reload_cmd", status, out, err); ur.code != model.CodeSuccess {
+				return ur
+			} else if out != "" {
+				r.out = out
+			}
+		}
+		return r
+	}
+	for _, u := range units {
+		if pid, _, live := a.probe(u); live {
+			if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+				return fail(model.CodeCommandFailed, "reload: SIGHUP to pid %d: %v", pid, err)
+			}
+		}
+	}
+	return ok()
 }
 
 func (a *Agent) runningText(units []*unit) string {
@@ -274,16 +272,14 @@ func (a *Agent) runningText(units []*unit) string {
 	return "pid " + strings.Join(pids, ",")
 }
 
-// register hosts e without running anything; a hosted process that is not
-// running is then brought up by the supervisor.
-func (a *Agent) register(e *entry) result {
+// register hosts e without running anything (d is the op core's Host
+// decision); a resident process that is not running is then brought up by
+// the restart policy.
+func (a *Agent) register(e *entry, d opsem.Decision) result {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if e.hosted {
-		return fail(model.CodeAlreadyRegistered, "%s", model.CodeText(model.CodeAlreadyRegistered))
-	}
 	a.hostLocked(e, "registered")
-	if e.p.Spec.Policy.AutoType == model.AutoPeriodic {
+	if d.Schedule == opsem.On {
 		a.startPeriodicLocked(e, true)
 	} else {
 		for _, u := range e.units {
@@ -296,7 +292,7 @@ func (a *Agent) register(e *entry) result {
 				}
 				continue
 			}
-			if e.p.Spec.Policy.AutoType == model.AutoResident {
+			if d.Supervise {
 				a.afterExitLocked(u, -1, "registered while not running")
 			}
 		}

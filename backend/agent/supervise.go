@@ -3,11 +3,13 @@ package agent
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"syscall"
 	"time"
 
 	"gseproc/model"
+	"gseproc/model/opsem"
 )
 
 // watchLocked starts a watcher for u's current pid: when that process
@@ -86,58 +88,52 @@ func (a *Agent) onExit(u *unit, gen uint64, pid int) {
 	a.afterExitLocked(u, status, why)
 }
 
-// afterExitLocked decides what follows the end of u's process: nothing
-// (not hosted, held, a periodic run, a clean one-shot) or a restart under
-// the retry rules.
+// afterExitLocked tells the restart policy (model/opsem) that u's process
+// ended with status (-1 when unknown) and carries out its answer: nothing
+// (not hosted, held, a periodic run), a one-shot done, a restart after
+// the backoff, or give-up.
 func (a *Agent) afterExitLocked(u *unit, status int, why string) {
-	e := u.e
-	pol := e.p.Spec.Policy
-	if !e.hosted || u.held != "" || a.closed {
-		a.setStateLocked(u, model.ProcExited, why)
-		return
-	}
-	switch pol.AutoType {
-	case model.AutoPeriodic:
-		a.setStateLocked(u, model.ProcExited, why+"; next run on schedule")
-		if status > 0 {
-			a.log.Warn("periodic run failed", "proc", e.key, "status", status)
-		}
-		return
-	case model.AutoOneShot:
-		if status <= 0 { // 0, or unknown for a process that is not our child
-			u.done = true
-			a.setStateLocked(u, model.ProcExited, why+"; one-shot done")
-			a.persistLocked()
-			return
-		}
-	}
-	if !u.upSince.IsZero() && time.Since(u.upSince) >= a.cfg.StableAfter.D() {
-		u.attempts = 0 // it had been up long enough: a fresh failure
-	}
-	a.scheduleRestartLocked(u, why)
+	a.decideRestartLocked(u, opsem.Exit{Status: status}, why)
 }
 
-// scheduleRestartLocked restarts u after its backoff, or gives it up
-// (FATAL, event) when start_retries are used up.
-func (a *Agent) scheduleRestartLocked(u *unit, why string) {
-	pol := u.e.p.Spec.Policy
-	if u.attempts >= pol.StartRetries {
-		u.held = fmt.Sprintf("given up after %d restarts that did not stay up: %s", u.attempts, why)
-		a.setStateLocked(u, model.ProcFatal, u.held)
+func (a *Agent) policy(p model.Process) opsem.Policy {
+	return opsem.PolicyOf(p, a.cfg.BackoffBase.D(), a.cfg.BackoffMax.D(), a.cfg.StableAfter.D())
+}
+
+func (a *Agent) decideRestartLocked(u *unit, ex opsem.Exit, why string) {
+	e := u.e
+	pol := a.policy(e.p)
+	ex.Hosted, ex.Held, ex.Type, ex.Now = e.hosted && !a.closed, u.held != "", e.p.Spec.Policy.AutoType, time.Now()
+	next, t := pol.OnExit(opsem.Tracker{Attempts: u.attempts, UpSince: u.upSince}, ex, rand.Float64())
+	u.attempts, u.upSince = t.Attempts, t.UpSince
+	switch next.Verdict {
+	case opsem.Leave:
+		msg := why
+		if next.Reason != "" {
+			msg += "; " + next.Reason
+		}
+		a.setStateLocked(u, next.State, msg)
+		if ex.Type == model.AutoPeriodic && ex.Status > 0 {
+			a.log.Warn("periodic run failed", "proc", e.key, "status", ex.Status)
+		}
+	case opsem.Done:
+		u.done = true
+		a.setStateLocked(u, next.State, why+"; "+next.Reason)
+		a.persistLocked()
+	case opsem.GiveUp:
+		u.held = next.Reason + ": " + why
+		a.setStateLocked(u, next.State, u.held)
 		a.emitLocked(u, model.EventGiveUp,
 			fmt.Sprintf("%s not running, restart given up after %d attempts (start_retries %d); a manual start brings it back",
-				u.e.p.Spec.Identity.ProcName, u.attempts, pol.StartRetries), float64(u.attempts))
+				e.p.Spec.Identity.ProcName, next.Attempt, pol.Retries), float64(next.Attempt))
 		a.persistLocked()
-		return
+	case opsem.Restart:
+		u.gen++
+		a.setStateLocked(u, next.State, why+"; "+next.Reason)
+		a.persistLocked()
+		a.wg.Add(1)
+		go a.restartAfter(u, u.gen, next.Delay)
 	}
-	delay := a.backoff(u.attempts, pol.StartInterval)
-	u.attempts++
-	u.gen++
-	gen := u.gen
-	a.setStateLocked(u, model.ProcBackoff, fmt.Sprintf("%s; restart %d/%d in %s", why, u.attempts, pol.StartRetries, delay.Round(time.Millisecond)))
-	a.persistLocked()
-	a.wg.Add(1)
-	go a.restartAfter(u, gen, delay)
 }
 
 // restartAfter is one restart attempt of a hosted process.
@@ -187,8 +183,7 @@ func (a *Agent) restartAfter(u *unit, gen uint64, delay time.Duration) {
 	}
 	a.emitLocked(u, model.EventRestartFailed, fmt.Sprintf("check %s not running, and restart it failed: %s", name, r.msg), float64(u.attempts))
 	if e.hosted && u.held == "" {
-		u.upSince = time.Time{}
-		a.scheduleRestartLocked(u, "restart failed: "+r.msg)
+		a.decideRestartLocked(u, opsem.Exit{Status: -1, StartFailed: true}, "restart failed: "+r.msg)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gseproc/model"
+	"gseproc/model/opsem"
 )
 
 // Dispatch answers one operation as the host's agent would (engine.Dispatcher).
@@ -18,21 +19,12 @@ import (
 //     the op to the process's state and replies with the code and the
 //     process's status after the op (AgentReply.Status is always set).
 //
-// Codes per op (state changes only on code 0):
-//
-//	start (0)      828 running already; 836 (fails to come up) or 65535 at the
-//	               failure rate; else running, new pid, hosted.
-//	stop (1)       829 not running; 65535 at the failure rate; else stopped, not hosted.
-//	status (2)     0, nothing changes.
-//	register (3)   850 hosted already; else hosted.
-//	unregister (4) 829 not hosted (clients count it as success, like GSE's
-//	               "not running" answer); else not hosted, still running.
-//	restart (7)    836 or 65535 at the failure rate; else running with a new
-//	               pid; hosting unchanged (as gsekit models it).
-//	reload (8)     829 not running; 65535 at the failure rate; else success.
-//	kill (9)       829 not running; 65535 at the failure rate; else stopped,
-//	               not hosted.
-//	other          832.
+// What each op does, its codes and the state after are decided by
+// model/opsem, the same package the real agent follows (its package doc
+// has the table); the simulator only carries the decision out on its
+// simulated processes. A command-running op fails at the profile's
+// failure rate (836 or 65535 for a start or restart, 65535 for the others)
+// or as FailNext scripted it. Processes are simulated as resident ones.
 //
 // A process the host has not seen before (e.g. sent inline by the API) is
 // created as stopped and not hosted. Hosts named by the API documents'
@@ -78,15 +70,18 @@ func (f *Fleet) Dispatch(ctx context.Context, host model.Host, req model.AgentRe
 		<-ctx.Done()
 		return model.AgentReply{}, ctx.Err()
 	}
-	defer h.mu.Unlock()
 	now := f.now()
 	// A status query changes nothing, so it does not make the host keep
 	// state for a process it had not touched yet.
 	p := f.proc(i, h, req.Process, req.Op != model.OpStatus)
 	fail := !h.demo && failDraw < f.cfg.FailureRate
-	r := f.apply(h, p, req, fail, aux, now)
+	r, evs := f.apply(h, p, req, fail, aux, now)
 	st := f.status(h, p, now)
 	r.Status = &st
+	h.mu.Unlock()
+	for _, e := range evs {
+		f.emit(e)
+	}
 	return r, nil
 }
 
@@ -154,6 +149,7 @@ func (p *procState) startAt(h *simHost, now time.Time) {
 	p.pid = h.newPID()
 	p.started = now.UnixNano()
 	p.exitStatus = 0
+	p.phase = phaseStopped
 }
 
 func (p *procState) stop(exit int32) {
@@ -174,90 +170,118 @@ func (p *procState) unhost() {
 	p.registered = 0
 }
 
-// apply runs op against p and returns the reply without Status. h.mu must be held.
-func (f *Fleet) apply(h *simHost, p *procState, req model.AgentRequest, fail bool, aux uint64, now time.Time) model.AgentReply {
+// before is p as the op core sees it.
+func (p *procState) before() opsem.Before {
+	b := opsem.Before{State: model.ProcStopped, Instances: 1, Hosted: p.hosted, Pending: p.phase == phaseBackoff && !p.running,
+		Type: model.AutoResident}
+	switch {
+	case p.running:
+		b.State, b.Live = model.ProcRunning, 1
+	case p.phase == phaseBackoff:
+		b.State = model.ProcBackoff
+	case p.phase == phaseFatal:
+		b.State = model.ProcFatal
+	}
+	return b
+}
+
+// outcome is how the command of op ends: 0, or the failure drawn (fail, aux)
+// or scripted by FailNext.
+func (p *procState) outcome(op model.OpType, fail bool, aux uint64) int {
+	if p.failNext != 0 {
+		code := int(p.failNext)
+		p.failNext = 0
+		return code
+	}
+	if !fail {
+		return model.CodeSuccess
+	}
+	if (op == model.OpStart || op == model.OpRestart) && aux&1 == 0 {
+		return model.CodePostCheckFailed
+	}
+	return model.CodeCommandFailed
+}
+
+// apply runs op against p as model/opsem decides and returns the reply
+// without Status, and the events the op caused. h.mu must be held.
+func (f *Fleet) apply(h *simHost, p *procState, req model.AgentRequest, fail bool, aux uint64, now time.Time) (model.AgentReply, []model.Event) {
 	name := req.Process.Spec.Identity.ProcName
 	if name == "" {
 		name = p.procName
 	}
-	ok := model.AgentReply{Code: model.CodeSuccess, Message: "success"}
-	switch req.Op {
-	case model.OpStart:
-		if p.running {
-			return model.AgentReply{Code: model.CodeAlreadyRunning,
-				Message: fmt.Sprintf("no need to start the process(%s) that is running", name)}
-		}
-		if _, has := req.Process.Command(model.OpStart); !has {
-			return commandFailed("sh: start_cmd is empty")
-		}
-		if fail {
-			if aux&1 == 0 {
-				return model.AgentReply{Code: model.CodePostCheckFailed,
-					Message: fmt.Sprintf("start process(%s) failed: post-check found it not running", name),
-					Output:  f.failOutput(p, model.OpStart, aux)}
-			}
-			return commandFailed(f.failOutput(p, model.OpStart, aux))
-		}
-		p.startAt(h, now)
-		p.host(now)
-		return ok
-	case model.OpStop:
-		if !p.running {
-			return notRunning("stop", name)
-		}
-		if fail {
-			return commandFailed(f.failOutput(p, model.OpStop, aux))
-		}
-		p.stop(0)
-		p.unhost()
-		return ok
-	case model.OpStatus:
-		return ok
-	case model.OpRegister:
-		if p.hosted {
-			return model.AgentReply{Code: model.CodeAlreadyRegistered, Message: model.CodeText(model.CodeAlreadyRegistered)}
-		}
-		p.host(now)
-		return ok
-	case model.OpUnregister:
-		if !p.hosted {
-			return model.AgentReply{Code: model.CodeNotRunning,
-				Message: fmt.Sprintf("no need to unregister the process(%s) that is not hosted", name)}
-		}
-		p.unhost()
-		return ok
-	case model.OpRestart:
-		if fail {
-			if aux&1 == 0 {
-				p.stop(1)
-				return model.AgentReply{Code: model.CodePostCheckFailed,
-					Message: fmt.Sprintf("restart process(%s) failed: post-check found it not running", name),
-					Output:  f.failOutput(p, model.OpStart, aux)}
-			}
-			return commandFailed(f.failOutput(p, model.OpRestart, aux))
-		}
-		p.startAt(h, now)
-		return ok
-	case model.OpReload:
-		if !p.running {
-			return notRunning("reload", name)
-		}
-		if fail {
-			return commandFailed(f.failOutput(p, model.OpReload, aux))
-		}
-		return ok
-	case model.OpKill:
-		if !p.running {
-			return notRunning("kill", name)
-		}
-		if fail {
-			return commandFailed(f.failOutput(p, model.OpKill, aux))
-		}
-		p.stop(137)
-		p.unhost()
-		return ok
+	if n := req.Process.Spec.Policy.StartRetries; n > 0 && req.Op.Mutating() {
+		p.retries = int32(n) // the latest definition wins, as on the agent
 	}
-	return model.AgentReply{Code: model.CodeIllegalOp, Message: fmt.Sprintf("%s: op_type %d", model.CodeText(model.CodeIllegalOp), int(req.Op))}
+	d := opsem.Decide(req.Op, p.before(), opsem.CommandsOf(req.Process), name)
+	if d.Action == opsem.Answer {
+		switch d.Code {
+		case model.CodeSuccess:
+			return model.AgentReply{Code: model.CodeSuccess, Message: "success"}, nil
+		case model.CodeCommandFailed: // nothing to run
+			return commandFailed("sh: " + d.Message), nil
+		}
+		return model.AgentReply{Code: d.Code, Message: d.Message}, nil
+	}
+	code := model.CodeSuccess
+	if d.Action.Runs() {
+		code = p.outcome(req.Op, fail, aux)
+	}
+	r := d.Settle(code)
+	if r.Code != model.CodeSuccess {
+		if r.State == model.ProcStopped && p.running {
+			p.stop(1)
+		}
+		if r.State == model.ProcStopped {
+			p.phase = phaseStopped
+		}
+		return f.failure(p, req.Op, d.Action, r.Code, name, aux), nil
+	}
+	if d.ResetRetries {
+		p.attempts, p.held = 0, false
+	}
+	switch d.Action {
+	case opsem.Start, opsem.RestartCmd, opsem.StopStart:
+		p.startAt(h, now)
+	case opsem.Stop:
+		p.stop(0)
+	case opsem.Kill:
+		p.stop(137)
+	}
+	if r.State == model.ProcStopped {
+		p.phase, p.held = phaseStopped, false
+	}
+	switch r.Hosting {
+	case opsem.On:
+		p.host(now)
+	case opsem.Off:
+		p.unhost()
+	}
+	var evs []model.Event
+	if d.Supervise && !p.running {
+		evs = f.exited(h, p, -1, "not running", false, fail, now)
+	}
+	return model.AgentReply{Code: model.CodeSuccess, Message: "success"}, evs
+}
+
+// failure is the reply to op whose command ended with code.
+func (f *Fleet) failure(p *procState, op model.OpType, act opsem.Action, code int, name string, aux uint64) model.AgentReply {
+	cmdOp := op
+	if act == opsem.StopStart {
+		cmdOp = model.OpStart
+	}
+	out := f.failOutput(p, cmdOp, aux)
+	switch code {
+	case model.CodePostCheckFailed:
+		if op == model.OpStop || op == model.OpKill {
+			return model.AgentReply{Code: code, Output: out,
+				Message: fmt.Sprintf("stop process(%s) failed: post-check found it still running", name)}
+		}
+		return model.AgentReply{Code: code, Output: f.failOutput(p, model.OpStart, aux),
+			Message: fmt.Sprintf("%s process(%s) failed: post-check found it not running", op, name)}
+	case model.CodeCommandFailed:
+		return commandFailed(out)
+	}
+	return model.AgentReply{Code: code, Message: model.CodeText(code), Output: out}
 }
 
 // notRunning is the 829 reply to an op that needs the process running.
@@ -337,6 +361,12 @@ func (f *Fleet) status(h *simHost, p *procState, now time.Time) model.ProcStatus
 		st.Version = t.versionText
 	}
 	if !p.running {
+		switch p.phase {
+		case phaseBackoff:
+			st.State = model.ProcBackoff
+		case phaseFatal:
+			st.State = model.ProcFatal
+		}
 		return st
 	}
 	st.State = model.ProcRunning

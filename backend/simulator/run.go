@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"gseproc/backend/config"
 	"gseproc/model"
+	"gseproc/model/opsem"
 )
 
 // EventBuffer is how many events a subscriber may lag behind before new
@@ -90,15 +92,18 @@ func (f *Fleet) Close() error {
 }
 
 // Run simulates the agents' hosting until ctx ends: every hosted process
-// crashes at the configured rate (crash_rate per process per minute) and is
-// brought back up with a new pid and one more restart, emitting
-// EventRestartSuccess; at the failure rate the relaunch fails
-// (EventRestartFailed) and the process stays down until a later round
-// brings it up; after start_retries failures in a row the agent gives up
-// (EventGiveUp) and stops hosting it. A hosted process found not running is
-// brought up the same way. One crash in ten of a process with a mem limit
-// is the agent stopping it over that limit (EventLimitExceeded first). Offline and unreachable hosts are left alone. Run starts no
-// goroutines and returns when ctx ends.
+// crashes at the configured rate (crash_rate per process per minute) and
+// the restart policy of model/opsem (the agent's) decides what follows:
+// an immediate relaunch after a run that had been up, emitting
+// EventRestartSuccess, or EventRestartFailed at the failure rate, after
+// which the process waits in BACKOFF until a later round relaunches it;
+// after start_retries failed relaunches it is given up (EventGiveUp,
+// FATAL, still hosted) until an operator's start. The policy's delays are
+// not waited for: a later round stands for them. One crash in ten of a
+// process with a mem limit is the agent stopping it over that limit
+// (EventLimitExceeded): it is held down, as the agent holds it, until an
+// operator's start. Offline and unreachable hosts are left alone. Run
+// starts no goroutines and returns when ctx ends.
 func (f *Fleet) Run(ctx context.Context) {
 	if f.cfg.CrashRate <= 0 {
 		<-ctx.Done()
@@ -143,8 +148,8 @@ func (f *Fleet) Run(ctx context.Context) {
 }
 
 // crash makes process key on host i exit abnormally (if hosted and
-// running) and relaunches it, or brings up a hosted process that is down.
-// d is the deployment's definition, -1 for a process created by an op.
+// running), or relaunches a hosted process waiting in BACKOFF. d is the
+// deployment's definition, -1 for a process created by an op.
 func (f *Fleet) crash(i, d int32, key string, fail bool) {
 	h := &f.hosts[i]
 	h.mu.Lock()
@@ -152,13 +157,7 @@ func (f *Fleet) crash(i, d int32, key string, fail bool) {
 		h.mu.Unlock()
 		return
 	}
-	var p *procState
-	for _, ps := range h.procs {
-		if ps.key == key {
-			p = ps
-			break
-		}
-	}
+	p := h.find(key)
 	if p == nil {
 		if d < 0 {
 			h.mu.Unlock()
@@ -172,53 +171,162 @@ func (f *Fleet) crash(i, d int32, key string, fail bool) {
 		p = &init
 		h.procs = append(h.procs, p)
 	}
-	if !p.hosted {
-		h.mu.Unlock()
-		return
-	}
-	now := f.now()
-	evs := make([]model.Event, 0, 3)
-	what := "not running"
-	if p.running {
-		what = "exited abnormally"
-		// Now and then the agent itself killed it for breaking its limit.
-		if d >= 0 && f.defs[d].proc.Spec.Resource.Mem > 0 && p.restarts%10 == 9 {
-			lim := f.defs[d].proc.Spec.Resource.Mem
-			evs = append(evs, model.Event{Time: now, Host: h.host, ProcKey: key, Kind: model.EventLimitExceeded, Value: round2(lim * 1.12),
-				Message: fmt.Sprintf("process %s mem usage %.1f%% exceeds its limit %.0f%%, stopped", p.procName, lim*1.12, lim)})
-			what = "was stopped over its mem limit"
-		}
-		p.stop(139) // died abnormally
-	}
-	p.restarts++
 	fail = fail && !h.demo
-	ev := model.Event{Time: now, Host: h.host, ProcKey: key}
-	if fail {
-		p.exitStatus = 1
-		p.failStreak++
-		ev.Kind = model.EventRestartFailed
-		ev.Message = fmt.Sprintf("check %s %s, and restart it failed", p.procName, what)
-		evs = append(evs, ev)
-		retries := int32(model.DefaultStartRetries)
-		if d >= 0 && f.defs[d].proc.Spec.Policy.StartRetries > 0 {
-			retries = int32(f.defs[d].proc.Spec.Policy.StartRetries)
-		}
-		if p.failStreak >= retries {
-			// Given up: the agent stops hosting it (gse: process_cancel_restart).
-			p.unhost()
-			p.failStreak = 0
-			evs = append(evs, model.Event{Time: now, Host: h.host, ProcKey: key, Kind: model.EventGiveUp,
-				Message: fmt.Sprintf("%s failed to restart %d times in a row, no longer hosted", p.procName, retries)})
-		}
-	} else {
-		p.startAt(h, now)
-		p.failStreak = 0
-		ev.Kind = model.EventRestartSuccess
-		ev.Message = fmt.Sprintf("check %s %s, and restart it success", p.procName, what)
-		evs = append(evs, ev)
+	now := f.now()
+	var evs []model.Event
+	switch {
+	case !p.hosted || p.held:
+	case p.running && d >= 0 && f.defs[d].proc.Spec.Resource.Mem > 0 && p.restarts%10 == 9:
+		// Now and then the agent itself stops it for breaking its limit,
+		// and holds it down.
+		lim := f.defs[d].proc.Spec.Resource.Mem
+		p.stop(137)
+		p.held = true
+		evs = append(evs, model.Event{Time: now, Host: h.host, ProcKey: key, Kind: model.EventLimitExceeded, Value: round2(lim * 1.12),
+			Message: fmt.Sprintf("process %s mem usage %.1f%% exceeds its limit %.0f%%, stopped, not restarted until a manual start", p.procName, lim*1.12, lim)})
+	case p.running:
+		p.stop(139) // died abnormally
+		evs = f.exited(h, p, 139, "exited abnormally", true, fail, now)
+	case p.phase == phaseBackoff:
+		evs = f.attempt(h, p, "not running", fail, now)
 	}
 	h.mu.Unlock()
 	for _, e := range evs {
 		f.emit(e)
 	}
+}
+
+// find is the host's state for process key, nil when it has none. h.mu
+// must be held.
+func (h *simHost) find(key string) *procState {
+	for _, ps := range h.procs {
+		if ps.key == key {
+			return ps
+		}
+	}
+	return nil
+}
+
+// policy is p's restart policy, with the agent's defaults.
+func (f *Fleet) policy(p *procState) opsem.Policy {
+	def := model.Process{Spec: model.Spec{Policy: model.Policy{StartRetries: model.DefaultStartRetries, StartInterval: model.DefaultStartInterval}}}
+	if p.def >= 0 {
+		def = f.defs[p.def].proc.WithDefaults()
+	}
+	if p.retries > 0 {
+		def.Spec.Policy.StartRetries = int(p.retries)
+	}
+	a := config.DefaultAgent()
+	return opsem.PolicyOf(def, a.BackoffBase.D(), a.BackoffMax.D(), a.StableAfter.D())
+}
+
+func (p *procState) tracker() opsem.Tracker {
+	t := opsem.Tracker{Attempts: int(p.attempts)}
+	if p.started != 0 {
+		t.UpSince = time.Unix(0, p.started)
+	}
+	return t
+}
+
+// exited tells the restart policy that hosted p ended (status, -1 when
+// unknown) and carries out its answer. stable says the run counts as one
+// that stayed up, whatever the clock says: Run's random crashes stand for
+// independent failures of healthy processes (crash loops come from
+// relaunches failing at the failure rate), however fast a test runs them.
+// h.mu must be held.
+func (f *Fleet) exited(h *simHost, p *procState, status int, what string, stable, fail bool, now time.Time) []model.Event {
+	pol := f.policy(p)
+	t := p.tracker()
+	if stable {
+		t.UpSince = now.Add(-pol.StableAfter)
+	}
+	next, t := pol.OnExit(t, opsem.Exit{Status: status, Hosted: p.hosted, Held: p.held,
+		Type: model.AutoResident, Now: now}, unit(splitmix64(&h.rng)))
+	p.attempts = int32(t.Attempts)
+	return f.follow(h, p, next, what, fail, now)
+}
+
+// attempt is one relaunch of hosted p by the restart policy; it fails
+// when fail is set. h.mu must be held.
+func (f *Fleet) attempt(h *simHost, p *procState, what string, fail bool, now time.Time) []model.Event {
+	ev := model.Event{Time: now, Host: h.host, ProcKey: p.key}
+	if !fail {
+		p.startAt(h, now)
+		p.restarts++
+		ev.Kind = model.EventRestartSuccess
+		ev.Message = fmt.Sprintf("check %s %s, and restart it success", p.procName, what)
+		return []model.Event{ev}
+	}
+	p.exitStatus = 1
+	ev.Kind = model.EventRestartFailed
+	ev.Message = fmt.Sprintf("check %s %s, and restart it failed", p.procName, what)
+	next, t := f.policy(p).OnExit(p.tracker(), opsem.Exit{Status: -1, StartFailed: true, Hosted: p.hosted, Held: p.held,
+		Type: model.AutoResident, Now: now}, unit(splitmix64(&h.rng)))
+	p.attempts = int32(t.Attempts)
+	return append([]model.Event{ev}, f.follow(h, p, next, what, false, now)...)
+}
+
+// follow carries out the restart policy's answer for p. The policy's
+// delays are simulated: an immediate restart happens now, a later one when
+// Run next picks the process. h.mu must be held.
+func (f *Fleet) follow(h *simHost, p *procState, next opsem.Next, what string, fail bool, now time.Time) []model.Event {
+	switch next.Verdict {
+	case opsem.Restart:
+		p.phase = phaseBackoff
+		if next.Delay == 0 {
+			return f.attempt(h, p, what, fail, now)
+		}
+	case opsem.GiveUp:
+		p.phase, p.held = phaseFatal, true
+		return []model.Event{{Time: now, Host: h.host, ProcKey: p.key, Kind: model.EventGiveUp, Value: float64(next.Attempt),
+			Message: fmt.Sprintf("%s not running, restart given up after %d attempts (start_retries %d); a manual start brings it back",
+				p.procName, next.Attempt, f.policy(p).Retries)}}
+	}
+	return nil
+}
+
+// Crash makes a hosted process on h exit abnormally now, as a kill -9
+// would, for rehearsals and tests: the simulated agent applies the restart
+// policy at once, and the relaunch fails when restartFails is set. It
+// reports whether h knew a hosted, running process with key.
+func (f *Fleet) Crash(h model.Host, key string, restartFails bool) bool {
+	i, ok := f.lookup(h)
+	if !ok {
+		return false
+	}
+	sh := &f.hosts[i]
+	sh.mu.Lock()
+	p := sh.find(key)
+	if p == nil || !p.running || !p.hosted {
+		sh.mu.Unlock()
+		return false
+	}
+	now := f.now()
+	p.stop(137)
+	evs := f.exited(sh, p, 137, "exited abnormally", false, restartFails, now)
+	sh.mu.Unlock()
+	for _, e := range evs {
+		f.emit(e)
+	}
+	return true
+}
+
+// FailNext scripts the next command-running op on process key of h: it
+// ends with code (model.CodeCommandFailed or model.CodePostCheckFailed)
+// instead of succeeding, for rehearsals and tests. It reports whether h
+// knows the process.
+func (f *Fleet) FailNext(h model.Host, key string, code int) bool {
+	i, ok := f.lookup(h)
+	if !ok {
+		return false
+	}
+	sh := &f.hosts[i]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	p := sh.find(key)
+	if p == nil {
+		return false
+	}
+	p.failNext = int32(code)
+	return true
 }

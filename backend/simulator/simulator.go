@@ -81,8 +81,19 @@ type procState struct {
 	cpu, mem   float32
 	restarts   int32
 	exitStatus int32
-	failStreak int32 // relaunches that failed in a row (Run)
+	attempts   int32 // restarts that did not stay up (the restart policy's count)
+	phase      uint8 // what a process that is not running is doing: phaseStopped, phaseBackoff, phaseFatal
+	held       bool  // stopped over a limit or given up: not restarted until an operator's start
+	failNext   int32 // FailNext: the code the next command answers, 0 for none
+	retries    int32 // start_retries of the definition the last op carried, 0 for the deployment's
 }
+
+// Phases of a process that is not running.
+const (
+	phaseStopped uint8 = iota
+	phaseBackoff       // a restart is pending: Run brings it up
+	phaseFatal         // given up after start_retries
+)
 
 // procRef names a process on a host that is not one of the fleet's
 // deployments (created lazily by an operation), so Run can crash it too.

@@ -66,9 +66,12 @@ func TestOpsOnOneHost(t *testing.T) {
 		{model.OpKill, want{code: 829}},
 		{model.OpReload, want{code: 829}},
 		{model.OpUnregister, want{code: 829}},
-		{model.OpRegister, want{code: 0, hosted: true}},
-		{model.OpRegister, want{code: 850, hosted: true}},
-		{model.OpUnregister, want{code: 0}},
+		// A hosted process found not running is brought up by the
+		// restart policy, as on the agent (model/opsem).
+		{model.OpRegister, want{code: 0, running: true, hosted: true, newPID: true}},
+		{model.OpRegister, want{code: 850, running: true, hosted: true, samePID: true}},
+		{model.OpUnregister, want{code: 0, running: true, samePID: true}},
+		{model.OpStop, want{code: 0}},
 		{model.OpStart, want{code: 0, running: true, hosted: true, newPID: true}},
 		{model.OpStart, want{code: 828, running: true, hosted: true, samePID: true}},
 		{model.OpStatus, want{code: 0, running: true, hosted: true, samePID: true}},
@@ -510,8 +513,10 @@ func TestRunRestartFailedThenGiveUp(t *testing.T) {
 	snap, _ := f.Host(gaveUp.Host)
 	st, ok := snap.Proc(gaveUp.ProcKey)
 	require.True(t, ok)
-	assert.False(t, st.Hosted, "no longer hosted")
-	assert.Equal(t, model.ProcStopped, st.State)
+	// Given up as the agent gives up (model/opsem): FATAL, still hosted,
+	// until an operator's start.
+	assert.True(t, st.Hosted, "still hosted")
+	assert.Equal(t, model.ProcFatal, st.State)
 	assert.Equal(t, -1, st.PID)
 }
 
