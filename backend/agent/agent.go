@@ -9,7 +9,10 @@
 // is started again within milliseconds; /proc is polled only on kernels
 // without pidfd_open.
 //
-// Choices the GSE documents leave open:
+// What each op does in each state, and the restart policy, are decided by
+// model/opsem (the simulator follows the same package); the agent carries
+// the decisions out with real processes. Choices the GSE documents leave
+// open:
 //   - The first restart after a process that had been up is immediate; each
 //     further consecutive failure waits start_interval (or backoff_base)
 //     doubled per failure, +-20% jitter, capped at backoff_max. A process up
