@@ -106,7 +106,8 @@ func startNATSBackend(ctx context.Context, cfg config.Config, demo bool, fleet t
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	st, err := jsstore.New(sctx, js, jsstore.Options{Replicas: nc.Replicas, MaxEvents: nc.MaxEvents, KeepTasks: cfg.Engine.KeepTasks, KeepAudit: cfg.Engine.KeepAudit})
+	st, err := jsstore.New(sctx, js, jsstore.Options{Replicas: nc.Replicas, MaxEvents: nc.MaxEvents, KeepAudit: cfg.Engine.KeepAudit,
+		MaxAge: cfg.Engine.ResultMaxAge.D(), MaxBytes: cfg.Engine.ResultMaxBytes})
 	if err != nil {
 		return nil, err
 	}

@@ -15,9 +15,18 @@ type EngineConfig struct {
 	// DeadlineSlack is added to each host's own deadline (op_timeout plus
 	// the start-check window) for transport latency.
 	DeadlineSlack Duration `toml:"deadline_slack"`
-	// KeepTasks is how many finished tasks are kept (the oldest go first;
-	// unfinished tasks are always kept).
+	// KeepTasks is how many finished tasks the in-memory store keeps (the
+	// console's embedded engine, server fleet "simulated"): the oldest go
+	// first; unfinished tasks are always kept. The durable store keeps
+	// tasks by ResultMaxAge and ResultMaxBytes instead.
 	KeepTasks int `toml:"keep_tasks"`
+	// ResultMaxAge is how long the durable store (JetStream) keeps a
+	// finished task with its targets and results, from its end: its id
+	// stays readable that long (unless ResultMaxBytes is reached first).
+	ResultMaxAge Duration `toml:"result_max_age"`
+	// ResultMaxBytes caps what the durable store's tasks, targets and
+	// results take: beyond it the oldest finished tasks go first.
+	ResultMaxBytes int64 `toml:"result_max_bytes"`
 	// KeepEvents is how many host events are kept for RecentEvents.
 	KeepEvents int `toml:"keep_events"`
 	// KeepAudit is how many audit entries are kept (in memory, or in the
@@ -37,7 +46,8 @@ type EngineConfig struct {
 
 func defaultEngine() EngineConfig {
 	return EngineConfig{Concurrency: 2048, MaxTargets: 100000, DeadlineSlack: Duration(2 * time.Second),
-		KeepTasks: 1000, KeepEvents: 10000, KeepAudit: 1_000_000, LeaseTTL: Duration(10 * time.Second)}
+		KeepTasks: 1000, KeepEvents: 10000, KeepAudit: 1_000_000, LeaseTTL: Duration(10 * time.Second),
+		ResultMaxAge: Duration(7 * 24 * time.Hour), ResultMaxBytes: 1 << 30}
 }
 
 func (c EngineConfig) validate() error {
@@ -53,6 +63,12 @@ func (c EngineConfig) validate() error {
 	}
 	if c.KeepTasks < 1 {
 		errs = append(errs, fmt.Errorf("engine.keep_tasks: %d must be >= 1", c.KeepTasks))
+	}
+	if c.ResultMaxAge.D() < time.Minute {
+		errs = append(errs, fmt.Errorf("engine.result_max_age: %s must be >= 1m", c.ResultMaxAge.D()))
+	}
+	if c.ResultMaxBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("engine.result_max_bytes: %d must be >= 1048576 (1 MiB)", c.ResultMaxBytes))
 	}
 	if c.KeepEvents < 1 {
 		errs = append(errs, fmt.Errorf("engine.keep_events: %d must be >= 1", c.KeepEvents))

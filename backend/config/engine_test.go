@@ -18,6 +18,10 @@ func TestEngineSection(t *testing.T) {
 		{"slack", "[engine]\ndeadline_slack = \"-1s\"\n", "engine.deadline_slack", nil},
 		{"slack syntax", "[engine]\ndeadline_slack = \"soon\"\n", "not a duration", nil},
 		{"keep", "[engine]\nkeep_tasks = 0\nkeep_events = 0\n", "engine.keep_events", nil},
+		{"retention", "[engine]\nresult_max_age = \"72h\"\nresult_max_bytes = 2147483648\n", "",
+			func(c EngineConfig) bool { return c.ResultMaxAge.D() == 72*time.Hour && c.ResultMaxBytes == 2<<30 }},
+		{"retention age", "[engine]\nresult_max_age = \"10s\"\n", "engine.result_max_age", nil},
+		{"retention bytes", "[engine]\nresult_max_bytes = 1000\n", "engine.result_max_bytes", nil},
 	}
 	testSection(t, tests, func(c Config) EngineConfig { return c.Engine })
 }

@@ -51,6 +51,8 @@ type Engine struct {
 	started  bool
 
 	eventsIn chan model.Event
+
+	hosts model.HostIndex // where hosts sit in the definitions' lists
 }
 
 // Option configures an Engine.

@@ -225,29 +225,46 @@ func (e *Engine) DeleteProcess(ctx context.Context, key string) error {
 
 // resolve turns a selector into (host, process) targets and the processes
 // they name. Hosts keep the order of each definition's host list;
-// definitions are in key order.
-func resolve(defs []model.ProcessDef, sel backend.Selector) ([]model.Target, map[string]model.Process) {
+// definitions are in key order. When the selector names a few hosts, each
+// definition's list is searched through idx instead of walked.
+func resolve(defs []model.ProcessDef, sel backend.Selector, idx *model.HostIndex) ([]model.Target, map[string]model.Process) {
 	only := hostSet(sel.Hosts)
 	var targets []model.Target
 	procs := map[string]model.Process{}
 	seen := map[model.Target]bool{}
+	add := func(d model.ProcessDef, h model.Host) {
+		key := d.Process.Key()
+		if t := (model.Target{Host: h.Bare(), ProcKey: key}); seen[t] {
+			return
+		} else {
+			seen[t] = true
+		}
+		targets = append(targets, model.Target{Host: h, ProcKey: key})
+		procs[key] = d.Process
+	}
 	for _, d := range defs {
 		if !matchDef(d, sel.Namespace, sel.Name, sel.Labels) {
 			continue
 		}
-		key := d.Process.Key()
+		if only != nil && len(only)*8 < len(d.Hosts) {
+			pos := idx.Positions(d)
+			at := make([]int, 0, len(only))
+			for h := range only {
+				if i, ok := pos[h]; ok {
+					at = append(at, i)
+				}
+			}
+			slices.Sort(at)
+			for _, i := range at {
+				add(d, d.Hosts[i])
+			}
+			continue
+		}
 		for _, h := range d.Hosts {
-			nh := h.Bare()
-			if only != nil && !only[nh] {
+			if only != nil && !only[h.Bare()] {
 				continue
 			}
-			if t := (model.Target{Host: nh, ProcKey: key}); seen[t] {
-				continue
-			} else {
-				seen[t] = true
-			}
-			targets = append(targets, model.Target{Host: h, ProcKey: key})
-			procs[key] = d.Process
+			add(d, h)
 		}
 	}
 	return targets, procs

@@ -68,7 +68,7 @@ func (e *Engine) operate(ctx context.Context, req backend.OperateRequest) (model
 		if err != nil {
 			return model.Task{}, fmt.Errorf("operate: load registry: %w", err)
 		}
-		targets, procs = resolve(defs, req.Selector)
+		targets, procs = resolve(defs, req.Selector, &e.hosts)
 	}
 	if len(targets) == 0 {
 		return model.Task{}, model.ValidationError{{Field: "selector", Reason: "matches no (host, process) target: " + describeSelector(req.Selector)}}

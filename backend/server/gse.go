@@ -144,13 +144,10 @@ func (s *Server) gseOperate(ctx context.Context, c *call) (any, *apiError) {
 		return nil, &apiError{status: http.StatusBadRequest, code: CodeArgument,
 			msg: fmt.Sprintf("meta: process %s:%s is not registered: register it first with register_proc_info (or send its spec with operate_proc_v2)", req.Meta.Namespace, req.Meta.Name)}
 	}
-	deployed := map[string]bool{}
-	for _, h := range def.Hosts {
-		deployed[h.Bare().AgentID()] = true
-	}
+	deployed := s.hosts.Positions(def)
 	v := &model.Validator{}
 	for i, h := range hosts {
-		if !deployed[h.Bare().AgentID()] {
+		if _, ok := deployed[h.Bare()]; !ok {
 			v.Addf(fmt.Sprintf("hosts[%d]", i), "process %s is not registered on host %s: register it there first with register_proc_info", def.Process.Key(), h.Bare().AgentID())
 		}
 	}

@@ -44,6 +44,8 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	hosts model.HostIndex // where hosts sit in registered definitions
+
 	supMu     sync.Mutex
 	suppliers map[string]map[string]int // task id -> agent id -> bk_supplier_id
 	supOrder  []string

@@ -24,6 +24,8 @@
 // index, so Results lists them in target order, and a result for a target
 // that is not the task's is refused. Listing reads a whole bucket (or one
 // task's keys) with one ordered consumer (a KV watch), not a Get per key.
+// The registry is never listed per call: one KV watch for the store's life
+// keeps an in-memory index of it (registry.go).
 //
 // Leases (engine.Leaser): an engine running a task holds its lease key and
 // rewrites it every third of its TTL; every write changes the revision.
@@ -64,10 +66,15 @@ type Options struct {
 	Replicas int
 	// MaxEvents bounds the event stream (default 10000).
 	MaxEvents int
-	// KeepTasks bounds the tasks kept: beyond it the oldest finished tasks
-	// are deleted with their targets and results (default 1000; checked
-	// every 32 new tasks).
-	KeepTasks int
+	// MaxAge is how long a finished task stays readable, with its targets
+	// and results, counted from its end (default 7 days).
+	MaxAge time.Duration
+	// MaxBytes caps the task, target and result buckets together: beyond
+	// it the oldest finished tasks go first, whatever their age (default
+	// 1 GiB).
+	MaxBytes int64
+	// SweepEvery is how often retention is applied (default 1 minute).
+	SweepEvery time.Duration
 	// KeepAudit bounds the audit stream (default 1,000,000).
 	KeepAudit int
 	// Memory keeps everything in memory on the NATS servers (tests);
@@ -85,10 +92,14 @@ type Store struct {
 	events, audit                                       jetstream.Stream
 	eventsSubject, auditSubject                         string
 
+	reg    *registry          // the procs bucket, indexed by a watch
+	ctx    context.Context    // ends at Close: stops the registry watch
+	cancel context.CancelFunc // of ctx
+	wg     sync.WaitGroup     // the registry watch
+
 	mu        sync.Mutex
 	index     map[string]*taskIndex       // task id -> target index (a small cache)
 	kvStreams map[string]jetstream.Stream // bucket -> its stream, looked up once
-	puts      int                         // PutTask calls, for eviction
 	closed    bool
 }
 
@@ -99,8 +110,13 @@ type taskIndex struct {
 const (
 	chunkSize   = 2000
 	indexCache  = 64
-	evictEvery  = 32
 	listTimeout = 30 * time.Second
+)
+
+// Retention defaults (Options.MaxAge, MaxBytes).
+const (
+	DefaultMaxAge   = 7 * 24 * time.Hour
+	DefaultMaxBytes = 1 << 30
 )
 
 // New creates (or opens) the buckets and the event stream.
@@ -114,8 +130,14 @@ func New(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, err
 	if opts.MaxEvents <= 0 {
 		opts.MaxEvents = 10000
 	}
-	if opts.KeepTasks <= 0 {
-		opts.KeepTasks = 1000
+	if opts.MaxAge <= 0 {
+		opts.MaxAge = DefaultMaxAge
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultMaxBytes
+	}
+	if opts.SweepEvery <= 0 {
+		opts.SweepEvery = time.Minute
 	}
 	if opts.KeepAudit <= 0 {
 		opts.KeepAudit = 1_000_000
@@ -165,6 +187,10 @@ func New(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, err
 	if err := s.openAudit(ctx, storage); err != nil {
 		return nil, err
 	}
+	s.reg = newRegistry()
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.wg.Go(func() { s.follow(s.ctx) })
+	s.wg.Go(func() { s.sweepLoop(s.ctx) })
 	return s, nil
 }
 
@@ -231,11 +257,14 @@ func do[T any](ctx context.Context, f func(context.Context) (T, error)) (T, erro
 	}
 }
 
-// Close marks the store closed; later calls fail. It is safe to call twice.
+// Close marks the store closed and stops the registry watch; later calls
+// fail. It is safe to call twice.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
 	return nil
 }
 
@@ -324,25 +353,17 @@ func (s *Store) DeleteProcess(ctx context.Context, key string) error {
 	return nil
 }
 
-// Processes returns every definition sorted by key.
+// Processes returns every definition sorted by key, from the registry
+// index (see registry); their hosts and labels are shared with it and
+// must not be modified.
 func (s *Store) Processes(ctx context.Context) ([]model.ProcessDef, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	var out []model.ProcessDef
-	err := s.each(ctx, s.procs, ">", func(e jetstream.KeyValueEntry) error {
-		var d model.ProcessDef
-		if err := json.Unmarshal(e.Value(), &d); err != nil {
-			return fmt.Errorf("decode %s: %w", e.Key(), err)
-		}
-		d.Rev = e.Revision()
-		out = append(out, d)
-		return nil
-	})
+	out, err := s.snapshot(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list processes: %w", err)
 	}
-	slices.SortFunc(out, func(a, b model.ProcessDef) int { return strings.Compare(a.Process.Key(), b.Process.Key()) })
 	return out, nil
 }
 
@@ -454,14 +475,7 @@ func (s *Store) PutTask(ctx context.Context, t model.Task, targets []model.Targe
 	}
 	s.mu.Lock()
 	s.cacheIndex(t.ID, idx)
-	s.puts++
-	evict := s.puts%evictEvery == 0
 	s.mu.Unlock()
-	if evict {
-		if err := s.evict(ctx); err != nil {
-			return fmt.Errorf("put task %s: evict old tasks: %w", t.ID, err)
-		}
-	}
 	return nil
 }
 
@@ -645,38 +659,101 @@ func (s *Store) allTasks(ctx context.Context) ([]model.Task, error) {
 	return out, nil
 }
 
-// evict deletes the oldest finished tasks beyond KeepTasks, with their
-// targets and results.
-func (s *Store) evict(ctx context.Context) error {
-	all, err := s.allTasks(ctx)
-	if err != nil || len(all) <= s.opts.KeepTasks {
-		return err
-	}
-	excess := len(all) - s.opts.KeepTasks
-	for i := len(all) - 1; i >= 0 && excess > 0; i-- {
-		t := all[i]
-		if !t.Status.Final() {
-			continue
+// sweepLoop applies retention every SweepEvery until ctx ends.
+func (s *Store) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(s.opts.SweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
-		if err := s.deleteTask(ctx, t.ID); err != nil {
-			return err
-		}
-		excess--
+		_, _ = s.sweep(ctx, time.Now()) // tried again at the next tick
 	}
-	return nil
 }
 
+// sweep deletes, with their targets and results, the finished tasks that
+// ended more than MaxAge before now, then the oldest finished ones while
+// the buckets hold more than MaxBytes. Unfinished tasks are never
+// deleted. It returns how many tasks it deleted.
+func (s *Store) sweep(ctx context.Context, now time.Time) (int, error) {
+	all, err := s.allTasks(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("retention: %w", err)
+	}
+	ended := func(t model.Task) time.Time {
+		if !t.Finished.IsZero() {
+			return t.Finished
+		}
+		return t.Created
+	}
+	var finished []model.Task // oldest first
+	for i := len(all) - 1; i >= 0; i-- {
+		if all[i].Status.Final() {
+			finished = append(finished, all[i])
+		}
+	}
+	slices.SortStableFunc(finished, func(a, b model.Task) int { return ended(a).Compare(ended(b)) })
+	n := 0
+	for len(finished) > 0 && now.Sub(ended(finished[0])) > s.opts.MaxAge {
+		if err := s.deleteTask(ctx, finished[0].ID); err != nil {
+			return n, fmt.Errorf("retention: %w", err)
+		}
+		finished, n = finished[1:], n+1
+	}
+	for len(finished) > 0 {
+		size, err := s.size(ctx)
+		if err != nil {
+			return n, fmt.Errorf("retention: %w", err)
+		}
+		if size <= s.opts.MaxBytes {
+			break
+		}
+		// A twentieth of what is left at a time, then measure again.
+		batch := max(1, len(finished)/20)
+		for _, t := range finished[:batch] {
+			if err := s.deleteTask(ctx, t.ID); err != nil {
+				return n, fmt.Errorf("retention: %w", err)
+			}
+		}
+		finished, n = finished[batch:], n+batch
+	}
+	return n, nil
+}
+
+// size is the bytes held by the task, target and result buckets.
+func (s *Store) size(ctx context.Context) (int64, error) {
+	var total int64
+	for _, kv := range []jetstream.KeyValue{s.tasks, s.targets, s.results} {
+		st, err := s.kvStream(ctx, kv)
+		if err != nil {
+			return 0, err
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			return 0, err
+		}
+		total += int64(info.State.Bytes)
+	}
+	return total, nil
+}
+
+// deleteTask removes a task's results, its targets, then the task, from
+// their streams (no delete marker is left behind): cut short, it leaves a
+// task the next sweep deletes again, never parts without their task.
 func (s *Store) deleteTask(ctx context.Context, id string) error {
 	tk := enc(id)
-	if err := s.tasks.Purge(ctx, tk); err != nil {
-		return fmt.Errorf("delete task %s: %w", id, err)
-	}
-	for _, kv := range []jetstream.KeyValue{s.targets, s.results} {
+	for _, x := range []struct {
+		kv      jetstream.KeyValue
+		subject string
+	}{{s.results, tk + ".*"}, {s.targets, tk + ".*"}, {s.tasks, tk}} {
+		kv := x.kv
 		st, err := s.kvStream(ctx, kv)
 		if err != nil {
 			return fmt.Errorf("delete task %s: %w", id, err)
 		}
-		if err := st.Purge(ctx, jetstream.WithPurgeSubject("$KV."+kv.Bucket()+"."+tk+".*")); err != nil {
+		if err := st.Purge(ctx, jetstream.WithPurgeSubject("$KV."+kv.Bucket()+"."+x.subject)); err != nil {
 			return fmt.Errorf("delete task %s: purge %s: %w", id, kv.Bucket(), err)
 		}
 	}

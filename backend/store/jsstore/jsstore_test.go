@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -238,38 +239,99 @@ func TestTasksAndResults(t *testing.T) {
 	}
 }
 
-func TestKeepTasks(t *testing.T) {
-	s := open(t, startNATS(t, natsCfg(t, t.TempDir())), Options{KeepTasks: 10})
+// TestRetentionByAge: finished tasks are deleted, with their targets and
+// results, once they ended more than MaxAge ago; unfinished ones never;
+// a task stays readable until then.
+func TestRetentionByAge(t *testing.T) {
+	s := open(t, startNATS(t, natsCfg(t, t.TempDir())), Options{MaxAge: time.Hour, SweepEvery: time.Hour})
 	ctx := tctx(t)
 	now := time.Now()
-	var first string
-	for i := range evictEvery {
-		id := model.FormatTaskID(now, uint64(i+1))
-		st := model.TaskDone
-		if i == 0 {
-			first = id
-			st = model.TaskRunning // never evicted while unfinished
-		}
+	put := func(seq uint64, st model.TaskStatus, finished time.Time) string {
+		id := model.FormatTaskID(now, seq)
 		tg := targets(2)
-		if err := s.PutTask(ctx, model.Task{ID: id, Status: st, Created: now.Add(time.Duration(i) * time.Millisecond)}, tg); err != nil {
+		if err := s.PutTask(ctx, model.Task{ID: id, Status: model.TaskRunning, Created: now.Add(-3 * time.Hour)}, tg); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.PutResult(ctx, model.Result{TaskID: id, Host: tg[0].Host, ProcKey: tg[0].ProcKey}); err != nil {
 			t.Fatal(err)
 		}
+		if err := s.UpdateTask(ctx, model.Task{ID: id, Status: st, Created: now.Add(-3 * time.Hour), Finished: finished}); err != nil {
+			t.Fatal(err)
+		}
+		return id
 	}
-	list, _ := s.Tasks(ctx, 0)
-	if len(list) != 10 || list[9].ID != first {
-		t.Fatalf("kept %d tasks (oldest %s), want 10 with the unfinished one", len(list), list[len(list)-1].ID)
+	old := put(1, model.TaskDone, now.Add(-2*time.Hour))
+	recent := put(2, model.TaskFailed, now.Add(-30*time.Minute))
+	running := put(3, model.TaskRunning, time.Time{})
+
+	n, err := s.sweep(ctx, now)
+	if err != nil || n != 1 {
+		t.Fatalf("sweep deleted %d (%v), want 1", n, err)
 	}
-	gone := model.FormatTaskID(now, 2)
-	if _, _, err := s.Task(ctx, gone); !errors.Is(err, model.ErrNotFound) {
-		t.Fatalf("evicted task still there: %v", err)
+	if _, _, err := s.Task(ctx, old); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("task ended 2h ago with max age 1h: %v, want ErrNotFound", err)
+	}
+	for _, id := range []string{recent, running} {
+		if _, _, err := s.Task(ctx, id); err != nil {
+			t.Fatalf("task %s within its retention: %v", id, err)
+		}
+		if rs, err := s.Results(ctx, id); err != nil || len(rs) != 1 {
+			t.Fatalf("results of %s: %d, %v", id, len(rs), err)
+		}
 	}
 	st, _ := s.js.Stream(ctx, "KV_gseproc_results")
 	info, _ := st.Info(ctx)
-	if info.State.Msgs != 10 {
-		t.Fatalf("%d results left, want those of the 10 kept tasks", info.State.Msgs)
+	if info.State.Msgs != 2 {
+		t.Fatalf("%d results left, want those of the 2 kept tasks", info.State.Msgs)
+	}
+	// Hours later the running task is still kept; the other goes.
+	if n, err := s.sweep(ctx, now.Add(24*time.Hour)); err != nil || n != 1 {
+		t.Fatalf("later sweep deleted %d (%v), want 1", n, err)
+	}
+	if _, _, err := s.Task(ctx, running); err != nil {
+		t.Fatalf("unfinished task deleted: %v", err)
+	}
+}
+
+// TestRetentionBySize: over MaxBytes, the oldest finished tasks go first
+// until the buckets fit; and the sweep runs by itself every SweepEvery.
+func TestRetentionBySize(t *testing.T) {
+	s := open(t, startNATS(t, natsCfg(t, t.TempDir())), Options{MaxBytes: 64 << 10, SweepEvery: 50 * time.Millisecond})
+	ctx := tctx(t)
+	now := time.Now()
+	var ids []string
+	for i := range 40 {
+		id := model.FormatTaskID(now, uint64(i+1))
+		ids = append(ids, id)
+		tg := targets(20)
+		if err := s.PutTask(ctx, model.Task{ID: id, Status: model.TaskDone, Created: now, Finished: now.Add(time.Duration(i) * time.Second)}, tg); err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range tg {
+			if err := s.PutResult(ctx, model.Result{TaskID: id, Host: x.Host, ProcKey: x.ProcKey, Message: strings.Repeat("x", 100)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		size, err := s.size(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if size <= 64<<10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("buckets hold %d bytes, over the cap of %d, after 20s", size, 64<<10)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, _, err := s.Task(ctx, ids[0]); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("oldest task kept over the size cap: %v", err)
+	}
+	if _, _, err := s.Task(ctx, ids[len(ids)-1]); err != nil {
+		t.Fatalf("newest task deleted: %v", err)
 	}
 }
 

@@ -1,0 +1,229 @@
+package jsstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"gseproc/model"
+)
+
+// registry is the in-memory index of the procs bucket, kept current by one
+// KV watch for the store's life: Processes answers from it, never listing
+// the bucket (one consumer whatever the request rate). To read its writes,
+// and another server's, Processes first learns the stream's last sequence
+// and waits until the watch has delivered it. That probe (a stream info,
+// which carries no message) is shared: callers arriving while one is in
+// flight join the next, sent when it returns, so there is at most one at
+// a time whatever the rate, and each caller's was sent after it arrived.
+type registry struct {
+	probeMu sync.Mutex
+	probing bool   // a probe is in flight
+	next    *probe // the probe the next callers join (sent when the one in flight returns)
+
+	mu      sync.Mutex
+	defs    map[string]model.ProcessDef // KV key -> definition (Rev = revision)
+	bad     map[string]error            // KV key -> why it could not be decoded
+	sorted  []model.ProcessDef          // by process key; nil when stale
+	rev     uint64                      // highest revision delivered
+	ready   bool                        // the watch's first snapshot is in
+	changed chan struct{}               // closed and replaced on every change
+}
+
+// probe is one stream info request shared by the callers that joined it.
+type probe struct {
+	done chan struct{}
+	last uint64
+	err  error
+}
+
+// lastSeq returns the procs stream's last sequence as of a moment after
+// the call began (see registry).
+func (s *Store) lastProcSeq(ctx context.Context) (uint64, error) {
+	r := s.reg
+	r.probeMu.Lock()
+	if r.next == nil {
+		r.next = &probe{done: make(chan struct{})}
+	}
+	p := r.next
+	if !r.probing {
+		// Added under s.mu unless closed, so Close's Wait counts it.
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			r.probeMu.Unlock()
+			return 0, errors.New("jsstore: closed")
+		}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		r.probing, r.next = true, nil
+		go func() {
+			defer s.wg.Done()
+			s.runProbes(p)
+		}()
+	}
+	r.probeMu.Unlock()
+	select {
+	case <-p.done:
+		return p.last, p.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// runProbes sends p, then each probe joined meanwhile, until none is waiting.
+func (s *Store) runProbes(p *probe) {
+	r := s.reg
+	for p != nil {
+		p.last, p.err = do(s.ctx, func(ctx context.Context) (uint64, error) {
+			st, err := s.kvStream(ctx, s.procs)
+			if err != nil {
+				return 0, err
+			}
+			info, err := st.Info(ctx)
+			if err != nil {
+				return 0, err
+			}
+			return info.State.LastSeq, nil
+		})
+		close(p.done)
+		r.probeMu.Lock()
+		p, r.next = r.next, nil
+		if p == nil {
+			r.probing = false
+		}
+		r.probeMu.Unlock()
+	}
+}
+
+func newRegistry() *registry {
+	return &registry{defs: map[string]model.ProcessDef{}, bad: map[string]error{}, changed: make(chan struct{})}
+}
+
+// apply records one watch delivery into defs and bad (reg.mu held, or
+// maps not shared yet).
+func applyEntry(defs map[string]model.ProcessDef, bad map[string]error, e jetstream.KeyValueEntry) {
+	delete(bad, e.Key())
+	if e.Operation() != jetstream.KeyValuePut {
+		delete(defs, e.Key())
+		return
+	}
+	var d model.ProcessDef
+	if err := json.Unmarshal(e.Value(), &d); err != nil {
+		delete(defs, e.Key())
+		bad[e.Key()] = fmt.Errorf("decode %s: %w", e.Key(), err)
+		return
+	}
+	d.Rev = e.Revision()
+	defs[e.Key()] = d
+}
+
+// notifyLocked wakes the waiters; reg.mu held.
+func (r *registry) notifyLocked() {
+	r.sorted = nil
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// follow keeps the index current until ctx ends: a watch that ends (the
+// connection lost its consumer) is started again, and its snapshot
+// replaces the index once complete.
+func (s *Store) follow(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := s.followOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		_ = err // the next watch starts over from a snapshot
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Store) followOnce(ctx context.Context) error {
+	w, err := s.procs.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("watch registry: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	r := s.reg
+	// Until the first "initial values done" marker, deliveries build a
+	// fresh snapshot; readers keep the previous one meanwhile.
+	fresh, freshBad := map[string]model.ProcessDef{}, map[string]error{}
+	var freshRev uint64
+	live := false
+	for e := range w.Updates() {
+		if e == nil {
+			if !live {
+				r.mu.Lock()
+				r.defs, r.bad, r.rev, r.ready = fresh, freshBad, max(r.rev, freshRev), true
+				r.notifyLocked()
+				r.mu.Unlock()
+				live = true
+			}
+			continue
+		}
+		if !live {
+			applyEntry(fresh, freshBad, e)
+			freshRev = max(freshRev, e.Revision())
+			continue
+		}
+		r.mu.Lock()
+		applyEntry(r.defs, r.bad, e)
+		r.rev = max(r.rev, e.Revision())
+		r.notifyLocked()
+		r.mu.Unlock()
+	}
+	return errors.New("registry watch ended")
+}
+
+// snapshot waits until the index holds every write the stream had when
+// it was called and returns the definitions sorted by key. The slice is
+// the caller's; the definitions' hosts and labels are shared with the
+// index and must not be modified.
+func (s *Store) snapshot(ctx context.Context) ([]model.ProcessDef, error) {
+	last, err := s.lastProcSeq(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := s.reg
+	stall := time.NewTimer(attemptTimeout)
+	defer stall.Stop()
+	for {
+		r.mu.Lock()
+		if r.ready && r.rev >= last {
+			defer r.mu.Unlock()
+			for _, err := range r.bad {
+				return nil, err
+			}
+			if r.sorted == nil {
+				r.sorted = make([]model.ProcessDef, 0, len(r.defs))
+				for _, d := range r.defs {
+					r.sorted = append(r.sorted, d)
+				}
+				slices.SortFunc(r.sorted, func(a, b model.ProcessDef) int { return strings.Compare(a.Process.Key(), b.Process.Key()) })
+			}
+			return slices.Clone(r.sorted), nil
+		}
+		ch := r.changed
+		r.mu.Unlock()
+		select {
+		case <-ch:
+			stall.Reset(attemptTimeout)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-stall.C:
+			return nil, fmt.Errorf("registry index behind the bucket (revision %d not delivered): %w", last, errStalled)
+		}
+	}
+}
