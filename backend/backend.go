@@ -78,6 +78,7 @@ type HostQuery struct {
 	Name      string            `json:"name,omitempty"`   // process name within Namespace
 	Labels    map[string]string `json:"labels,omitempty"` // process label selector
 	Hosts     []model.Host      `json:"hosts,omitempty"`
+	AgentIDs  []string          `json:"agent_ids,omitempty"` // GSE 2.0 agent ids (canonical)
 	Limit     int               `json:"limit,omitempty"`
 }
 
@@ -128,6 +129,7 @@ type OperateRequest struct {
 	Items    []model.ProcessDef `json:"items,omitempty"`
 	Source   string             `json:"source,omitempty"`
 	Operator string             `json:"operator,omitempty"`
+	HostForm string             `json:"host_form,omitempty"` // model.HostFormAgentID: hosts were named by agent id
 }
 
 // TaskView is a task with its sub-results (final and not).

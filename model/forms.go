@@ -324,28 +324,30 @@ func (r ProcRequest) ToProcess() Process {
 	return p.WithDefaults()
 }
 
-// Targets returns the hosts addressed: agent_id_list ("cloud:ip") wins over
-// hosts when set, as in GSE 2.0.
-func (r ProcRequest) Targets(v *Validator, prefix string) []Host {
+// Targets returns the hosts addressed: agent_id_list wins over hosts when
+// set, as in GSE 2.0; its entries are "cloud:ip" or agent ids, which the
+// caller resolves against the fleet.
+func (r ProcRequest) Targets(v *Validator, prefix string) []HostRef {
 	if len(r.AgentIDList) > 0 {
-		out := make([]Host, 0, len(r.AgentIDList))
-		for i, id := range r.AgentIDList {
-			h, err := ParseAgentID(id)
+		out := make([]HostRef, 0, len(r.AgentIDList))
+		for i, s := range r.AgentIDList {
+			ref, err := ParseHostRef(s)
 			if err != nil {
 				v.Addf(fmt.Sprintf("%sagent_id_list[%d]", prefix, i), "%v", err)
-				continue
 			}
-			out = append(out, h)
+			out = append(out, ref)
 		}
 		return out
 	}
 	if len(r.Hosts) == 0 {
 		v.Add(prefix+"hosts", "required: at least one host (or agent_id_list)")
 	}
+	out := make([]HostRef, len(r.Hosts))
 	for i, h := range r.Hosts {
 		h.Validate(v, fmt.Sprintf("%shosts[%d]", prefix, i))
+		out[i] = HostRef{Host: h}
 	}
-	return r.Hosts
+	return out
 }
 
 func cloneLabels(l map[string]string) map[string]string {

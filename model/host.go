@@ -76,4 +76,7 @@ type HostInfo struct {
 	State    AgentState        `json:"agent_state"`
 	LastSeen int64             `json:"last_seen,omitempty"` // unix seconds
 	Version  string            `json:"agent_version,omitempty"`
+	// AgentID is the agent's GSE 2.0 agent id (see CheckAgentID); empty
+	// for an agent that has not reported one.
+	AgentID string `json:"bk_agent_id,omitempty"`
 }

@@ -331,13 +331,13 @@ func TestMetaForm(t *testing.T) {
 	v := &Validator{}
 	hosts := r.Targets(v, "")
 	require.NoError(t, v.Err())
-	assert.Equal(t, []Host{{IP: "10.0.0.1", CloudID: 1}}, hosts)
+	assert.Equal(t, []HostRef{{Host: Host{IP: "10.0.0.1", CloudID: 1}}}, hosts)
 
-	r.AgentIDList = []string{"0:10.0.0.2", "bad"}
+	r.AgentIDList = []string{"0:10.0.0.2", "bad", "020000000242010A00002F17521298676503", "02xx0000000000000000"}
 	v = &Validator{}
 	hosts = r.Targets(v, "proc_operate_req[0].")
-	assert.Equal(t, []Host{{IP: "10.0.0.2"}}, hosts)
-	assert.Equal(t, []string{"proc_operate_req[0].agent_id_list[1]"}, v.Errors().Fields())
+	assert.Equal(t, []HostRef{{Host: Host{IP: "10.0.0.2"}}, {}, {AgentID: "020000000242010a00002f17521298676503"}, {}}, hosts)
+	assert.Equal(t, []string{"proc_operate_req[0].agent_id_list[1]", "proc_operate_req[0].agent_id_list[3]"}, v.Errors().Fields())
 }
 
 func TestContent(t *testing.T) {

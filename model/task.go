@@ -114,17 +114,23 @@ func (s TaskStatus) Final() bool {
 
 // Task is one operation over N hosts x M processes.
 type Task struct {
-	ID        string     `json:"task_id"`
-	Op        OpType     `json:"op_type"`
-	Targets   int        `json:"targets"`
-	Namespace []string   `json:"namespaces,omitempty"`
-	Source    string     `json:"source,omitempty"`   // cli, console, api:<endpoint>
-	Operator  string     `json:"operator,omitempty"` // bk_username / app code / local user
-	Status    TaskStatus `json:"status"`
-	Created   time.Time  `json:"created"`
-	Finished  time.Time  `json:"finished,omitzero"`
-	Counts    Counts     `json:"counts"`
+	ID        string   `json:"task_id"`
+	Op        OpType   `json:"op_type"`
+	Targets   int      `json:"targets"`
+	Namespace []string `json:"namespaces,omitempty"`
+	Source    string   `json:"source,omitempty"`   // cli, console, api:<endpoint>
+	Operator  string   `json:"operator,omitempty"` // bk_username / app code / local user
+	// HostForm is HostFormAgentID when the request named hosts by agent id
+	// (GSE 2.0 agent_id_list): its results are then keyed by agent id.
+	HostForm string     `json:"host_form,omitempty"`
+	Status   TaskStatus `json:"status"`
+	Created  time.Time  `json:"created"`
+	Finished time.Time  `json:"finished,omitzero"`
+	Counts   Counts     `json:"counts"`
 }
+
+// HostFormAgentID marks a task whose hosts were named by agent id.
+const HostFormAgentID = "agent_id"
 
 // Counts tallies sub-results by state.
 type Counts struct {

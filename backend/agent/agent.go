@@ -58,6 +58,7 @@ type Agent struct {
 	cfg     config.AgentConfig
 	log     *slog.Logger
 	host    model.Host
+	agentID string // GSE 2.0 agent id, kept in the data dir
 	m       machine
 	regPath string
 
@@ -146,8 +147,12 @@ func New(cfg config.AgentConfig, log *slog.Logger) (*Agent, error) {
 		return nil, fmt.Errorf("agent data_dir: %w", err)
 	}
 	host := model.Host{IP: cfg.IP, CloudID: cfg.CloudID, SupplierID: cfg.SupplierID}
+	agentID, aerr := loadAgentID(cfg.DataDir)
+	if aerr != nil {
+		return nil, aerr
+	}
 	a := &Agent{
-		cfg: cfg, host: host, m: readMachine(),
+		cfg: cfg, host: host, agentID: agentID, m: readMachine(),
 		log:     log.With("agent", host.AgentID()),
 		regPath: filepath.Join(cfg.DataDir, RegistryFile),
 		procs:   map[string]*entry{},
@@ -185,14 +190,14 @@ func New(cfg config.AgentConfig, log *slog.Logger) (*Agent, error) {
 			}
 		}
 	}
-	a.log.Info("agent ready", "hosted", len(recs), "registry", a.regPath, "cpus", a.m.ncpu, "mem_total", a.m.memTotal)
+	a.log.Info("agent ready", "agent_id", a.agentID, "hosted", len(recs), "registry", a.regPath, "cpus", a.m.ncpu, "mem_total", a.m.memTotal)
 	return a, nil
 }
 
 // Identity is the host this agent serves, with its labels.
 func (a *Agent) Identity() model.HostInfo {
 	return model.HostInfo{Host: a.host, Labels: maps.Clone(a.cfg.Labels), State: model.AgentOnline,
-		LastSeen: time.Now().Unix(), Version: Version}
+		LastSeen: time.Now().Unix(), Version: Version, AgentID: a.agentID}
 }
 
 // Run re-adopts the hosted processes of the registry (by pid file and

@@ -432,7 +432,7 @@ func runHosts(ctx context.Context, args []string, io Stdio) error {
 		return jsonLines(io.Out, hv)
 	}
 	tw := tabwriter.NewWriter(io.Out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "AGENT\tCLOUD\tIP\tSTATE\tPROCS\tRUNNING\tLABELS")
+	fmt.Fprintln(tw, "AGENT\tCLOUD\tIP\tAGENT_ID\tSTATE\tPROCS\tRUNNING\tLABELS")
 	online := 0
 	for _, h := range hv {
 		running, unknown := 0, 0
@@ -455,7 +455,11 @@ func runHosts(ctx context.Context, args []string, io Stdio) error {
 		if h.State == model.AgentOnline {
 			online++
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%s\t%s\n", h.Host.AgentID(), h.Host.CloudID, h.Host.IP, h.State,
+		agentID := h.AgentID
+		if agentID == "" {
+			agentID = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\n", h.Host.AgentID(), h.Host.CloudID, h.Host.IP, agentID, h.State,
 			len(h.Procs), runCol, strings.Join(model.SortedLabels(h.Labels), ","))
 	}
 	if err := tw.Flush(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -214,6 +215,10 @@ func TestHostsAndProcs(t *testing.T) {
 	code, stdout, stderr := run(t, "hosts", "--config", cfg)
 	if code != 0 || !strings.HasPrefix(stdout, "AGENT") || !strings.Contains(stderr, "online") {
 		t.Fatalf("hosts: exit %d\n%s%s", code, stdout, stderr)
+	}
+	// Every simulated agent shows its agent id, as real agents do.
+	if !strings.Contains(stdout, "AGENT_ID") || !regexp.MustCompile(`(?m)^\S+\s+\d+\s+\S+\s+02[0-9a-f]{32}\s`).MatchString(stdout) {
+		t.Fatalf("hosts does not show agent ids:\n%s", stdout)
 	}
 	if n := len(strings.Split(strings.TrimSpace(stdout), "\n")) - 1; n < 40 {
 		t.Fatalf("hosts lists %d rows for a 40-host fleet", n)

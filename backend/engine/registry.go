@@ -111,6 +111,13 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 	}
 	procFilter := q.Namespace != "" || q.Name != "" || len(q.Labels) > 0
 	only := hostSet(q.Hosts)
+	var byID map[string]bool
+	if len(q.AgentIDs) > 0 {
+		byID = make(map[string]bool, len(q.AgentIDs))
+		for _, id := range q.AgentIDs {
+			byID[id] = true
+		}
+	}
 	onHost := map[model.Host][]int{}
 	for i, d := range defs {
 		if !matchDef(d, q.Namespace, q.Name, q.Labels) {
@@ -126,6 +133,9 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 	for _, hi := range inv {
 		h := hi.Host.Bare()
 		if only != nil && !only[h] {
+			continue
+		}
+		if byID != nil && !byID[hi.AgentID] {
 			continue
 		}
 		idx := onHost[h]

@@ -120,7 +120,7 @@ func (e *Engine) operate(ctx context.Context, req backend.OperateRequest) (model
 	sort.Strings(namespaces)
 	t := model.Task{
 		ID: id, Op: req.Op, Targets: len(targets), Namespace: namespaces,
-		Source: req.Source, Operator: req.Operator, Status: model.TaskPending, Created: now,
+		Source: req.Source, Operator: req.Operator, HostForm: req.HostForm, Status: model.TaskPending, Created: now,
 		Counts: model.Counts{Pending: len(targets)},
 	}
 	en := operateEntry(ctx, req)

@@ -104,33 +104,41 @@ func (s *Server) started(c *call, t model.Task, hosts []model.Host) (any, *apiEr
 
 // metaHostsRequest decodes and checks a meta + hosts request (operate_proc,
 // unregister_proc_info, get_proc_status): meta (its name required when
-// needName), the hosts or agent_id_list, and what extra checks; every bad
-// field is named in one error.
-func (s *Server) metaHostsRequest(c *call, needName bool, extra func(*model.Validator, metaRequest)) (metaRequest, []model.Host, *apiError) {
-	var req metaRequest
+// needName), the hosts or agent_id_list (agent ids resolved to hosts), and
+// what extra checks; every bad field is named in one error. byAgentID says
+// whether the request named hosts by agent id.
+func (s *Server) metaHostsRequest(ctx context.Context, c *call, needName bool, extra func(*model.Validator, metaRequest)) (req metaRequest, hosts []model.Host, byAgentID bool, aerr *apiError) {
 	if err := decodeInto(c.body, c.obj, &req); err != nil {
-		return req, nil, validationError(CodeArgument, err)
+		return req, nil, false, validationError(CodeArgument, err)
 	}
 	v := &model.Validator{}
 	if aerr := checkMeta(v, c, req.Meta, "", needName); aerr != nil {
-		return req, nil, aerr
+		return req, nil, false, aerr
 	}
 	if extra != nil {
 		extra(v, req)
 	}
-	hosts := req.Targets(v, "")
-	s.checkHosts(v, "hosts", len(hosts))
+	refs := req.Targets(v, "")
+	s.checkHosts(v, "hosts", len(refs))
 	if err := v.Err(); err != nil {
-		return req, nil, validationError(CodeArgument, err)
+		return req, nil, false, validationError(CodeArgument, err)
 	}
-	return req, hosts, nil
+	known, aerr := s.agentHosts(ctx, agentIDsOf(refs))
+	if aerr != nil {
+		return req, nil, false, aerr
+	}
+	hosts, byAgentID = hostsOf(v, "", refs, known)
+	if err := v.Err(); err != nil {
+		return req, nil, false, validationError(CodeArgument, err)
+	}
+	return req, hosts, byAgentID, nil
 }
 
 // gseOperate serves GSE operate_proc (v1, seed 004): meta + hosts + op_type
 // on a process registered earlier; the commands come from its spec.
 func (s *Server) gseOperate(ctx context.Context, c *call) (any, *apiError) {
 	var op model.OpType
-	req, hosts, aerr := s.metaHostsRequest(c, true, func(v *model.Validator, req metaRequest) {
+	req, hosts, byAgentID, aerr := s.metaHostsRequest(ctx, c, true, func(v *model.Validator, req metaRequest) {
 		op = checkOp(v, "op_type", req.OpType)
 	})
 	if aerr != nil {
@@ -154,7 +162,7 @@ func (s *Server) gseOperate(ctx context.Context, c *call) (any, *apiError) {
 	if err := v.Err(); err != nil {
 		return nil, validationError(CodeArgument, err)
 	}
-	t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op, Source: "api:gse.operate_proc", Operator: c.operator,
+	t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op, Source: "api:gse.operate_proc", Operator: c.operator, HostForm: hostForm(byAgentID),
 		Selector: backend.Selector{Namespace: req.Meta.Namespace, Name: req.Meta.Name, Hosts: bareAll(hosts)}})
 	if err != nil {
 		return nil, backendError(CodeArgument, "operate_proc", err)
@@ -162,8 +170,9 @@ func (s *Server) gseOperate(ctx context.Context, c *call) (any, *apiError) {
 	return s.started(c, t, hosts)
 }
 
-// checkProcRequest validates one meta+spec element and returns its definition.
-func (s *Server) checkProcRequest(v *model.Validator, c *call, r model.ProcRequest, prefix string, needOp bool) (model.ProcessDef, model.OpType, []model.Host, *apiError) {
+// checkProcRequest validates one meta+spec element and returns its
+// definition (without hosts) and the hosts as the element names them.
+func (s *Server) checkProcRequest(v *model.Validator, c *call, r model.ProcRequest, prefix string, needOp bool) (model.ProcessDef, model.OpType, []model.HostRef, *apiError) {
 	dot := prefix
 	if dot != "" {
 		dot += "."
@@ -175,43 +184,52 @@ func (s *Server) checkProcRequest(v *model.Validator, c *call, r model.ProcReque
 	if needOp {
 		op = checkOp(v, dot+"op_type", r.OpType)
 	}
-	hosts := r.Targets(v, dot)
+	refs := r.Targets(v, dot)
 	if r.Spec == nil {
 		v.Add(dot+"spec", "required: this call carries the definition (use operate_proc for a registered process)")
-		return model.ProcessDef{}, op, hosts, nil
+		return model.ProcessDef{}, op, refs, nil
 	}
 	p := r.ToProcess()
 	p.ValidateSpecInto(v, prefix, policyNames(r)) // meta.namespace and meta.name: checkMeta above
-	return model.ProcessDef{Process: p, Hosts: unionHosts(nil, hosts)}, op, hosts, nil
+	return model.ProcessDef{Process: p}, op, refs, nil
 }
 
 // singleProcRequest decodes and checks a meta request for one process
 // (operate_proc_v2, register/update_proc_info): every bad field named.
-func (s *Server) singleProcRequest(c *call, needOp bool) (model.ProcessDef, model.OpType, []model.Host, *apiError) {
+func (s *Server) singleProcRequest(ctx context.Context, c *call, needOp bool) (def model.ProcessDef, op model.OpType, hosts []model.Host, byAgentID bool, aerr *apiError) {
 	var req metaRequest
 	if err := decodeInto(c.body, c.obj, &req); err != nil {
-		return model.ProcessDef{}, 0, nil, validationError(CodeArgument, err)
+		return def, 0, nil, false, validationError(CodeArgument, err)
 	}
 	v := &model.Validator{}
-	def, op, hosts, aerr := s.checkProcRequest(v, c, req.ProcRequest, "", needOp)
+	def, op, refs, aerr := s.checkProcRequest(v, c, req.ProcRequest, "", needOp)
 	if aerr != nil {
-		return model.ProcessDef{}, 0, nil, aerr
+		return def, 0, nil, false, aerr
 	}
-	s.checkHosts(v, "hosts", len(hosts))
+	s.checkHosts(v, "hosts", len(refs))
 	if err := v.Err(); err != nil {
-		return model.ProcessDef{}, 0, nil, validationError(CodeArgument, err)
+		return def, 0, nil, false, validationError(CodeArgument, err)
 	}
-	return def, op, hosts, nil
+	known, aerr := s.agentHosts(ctx, agentIDsOf(refs))
+	if aerr != nil {
+		return def, 0, nil, false, aerr
+	}
+	hosts, byAgentID = hostsOf(v, "", refs, known)
+	if err := v.Err(); err != nil {
+		return def, 0, nil, false, validationError(CodeArgument, err)
+	}
+	def.Hosts = unionHosts(nil, hosts)
+	return def, op, hosts, byAgentID, nil
 }
 
 // gseOperateV2 serves operate_proc_v2: meta + spec + hosts in one call.
 func (s *Server) gseOperateV2(ctx context.Context, c *call) (any, *apiError) {
-	def, op, hosts, aerr := s.singleProcRequest(c, true)
+	def, op, hosts, byAgentID, aerr := s.singleProcRequest(ctx, c, true)
 	if aerr != nil {
 		return nil, aerr
 	}
 	t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op, Items: []model.ProcessDef{def},
-		Source: "api:gse.operate_proc_v2", Operator: c.operator})
+		Source: "api:gse.operate_proc_v2", Operator: c.operator, HostForm: hostForm(byAgentID)})
 	if err != nil {
 		return nil, backendError(CodeArgument, "operate_proc_v2", err)
 	}
@@ -229,25 +247,46 @@ func (s *Server) gseOperateMulti(ctx context.Context, c *call) (any, *apiError) 
 	if len(req.ProcOperateReq) == 0 {
 		v.Add("proc_operate_req", "required: at least one element")
 	}
-	var items []model.ProcessDef
-	var all []model.Host
-	index := map[string]int{}
+	defs := make([]model.ProcessDef, len(req.ProcOperateReq))
+	refs := make([][]model.HostRef, len(req.ProcOperateReq))
 	var op0 model.OpType
+	n := 0
 	for i, r := range req.ProcOperateReq {
 		prefix := fmt.Sprintf("proc_operate_req[%d]", i)
-		def, op, hosts, aerr := s.checkProcRequest(v, c, r, prefix, true)
+		def, op, rs, aerr := s.checkProcRequest(v, c, r, prefix, true)
 		if aerr != nil {
 			return nil, aerr
 		}
-		all = append(all, hosts...)
+		defs[i], refs[i] = def, rs
+		n += len(rs)
 		if i == 0 {
 			op0 = op
 		} else if r.OpType != nil && req.ProcOperateReq[0].OpType != nil && op != op0 {
 			v.Addf(prefix+".op_type", "%d differs from proc_operate_req[0].op_type %d: one call runs one op type", int(op), int(op0))
 		}
+	}
+	s.checkHosts(v, "proc_operate_req", n)
+	if err := v.Err(); err != nil {
+		return nil, validationError(CodeArgument, err)
+	}
+	known, aerr := s.agentHosts(ctx, agentIDsOf(refs...))
+	if aerr != nil {
+		return nil, aerr
+	}
+	var items []model.ProcessDef
+	var all []model.Host
+	index := map[string]int{}
+	anyByID := false
+	for i, r := range req.ProcOperateReq {
+		prefix := fmt.Sprintf("proc_operate_req[%d]", i)
+		hosts, byID := hostsOf(v, prefix+".", refs[i], known)
+		anyByID = anyByID || byID
+		all = append(all, hosts...)
 		if r.Spec == nil {
 			continue
 		}
+		def := defs[i]
+		def.Hosts = unionHosts(nil, hosts)
 		key := def.Process.Key()
 		if j, ok := index[key]; ok {
 			if !sameProcess(items[j].Process, def.Process) {
@@ -260,12 +299,11 @@ func (s *Server) gseOperateMulti(ctx context.Context, c *call) (any, *apiError) 
 		index[key] = len(items)
 		items = append(items, def)
 	}
-	s.checkHosts(v, "proc_operate_req", len(all))
 	if err := v.Err(); err != nil {
 		return nil, validationError(CodeArgument, err)
 	}
 	t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op0, Items: items,
-		Source: "api:gse.operate_proc_multi", Operator: c.operator})
+		Source: "api:gse.operate_proc_multi", Operator: c.operator, HostForm: hostForm(anyByID)})
 	if err != nil {
 		return nil, backendError(CodeArgument, "operate_proc_multi", err)
 	}
@@ -318,10 +356,14 @@ func (s *Server) gseResult(v1 bool) handlerFunc {
 			return nil, &apiError{status: http.StatusOK, code: CodeTaskNotDispatched,
 				msg: fmt.Sprintf("task %s is waiting to be dispatched; poll again", tv.Task.ID), data: map[string]entry{}}
 		}
+		ids, aerr := s.resultAgentIDs(ctx, tv)
+		if aerr != nil {
+			return nil, aerr
+		}
 		out := make(map[string]entry, len(tv.Results))
 		for _, r := range tv.Results {
 			ns, name, _ := model.SplitKey(r.ProcKey)
-			key := r.Host.AgentID() + ":" + ns + ":" + name
+			key := hostKey(r.Host, ids) + ":" + ns + ":" + name
 			if v1 {
 				h := r.Host
 				h.SupplierID = s.supplier(tv.Task.ID, h)
@@ -378,7 +420,7 @@ func (s *Server) saveDef(ctx context.Context, ns, name string, change func(def *
 func (s *Server) gseProcInfo(kind infoKind) handlerFunc {
 	name := map[infoKind]string{infoRegister: "register_proc_info", infoUpdate: "update_proc_info"}[kind]
 	return func(ctx context.Context, c *call) (any, *apiError) {
-		def, _, hosts, aerr := s.singleProcRequest(c, false)
+		def, _, hosts, _, aerr := s.singleProcRequest(ctx, c, false)
 		if aerr != nil {
 			return nil, aerr
 		}
@@ -420,7 +462,7 @@ func (s *Server) gseProcInfo(kind infoKind) handlerFunc {
 // definition (which is deleted with its last host). Entries: the agent's
 // code, 115 if it did not answer in time.
 func (s *Server) gseUnregister(ctx context.Context, c *call) (any, *apiError) {
-	req, hosts, aerr := s.metaHostsRequest(c, true, nil)
+	req, hosts, _, aerr := s.metaHostsRequest(ctx, c, true, nil)
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -541,10 +583,14 @@ const (
 	procStopped      = 2
 )
 
-func toProcInfo(h model.Host, pv backend.ProcView) procInfo {
+// toProcInfo is pv on host h; agentID is bk_agent_id ("cloud:ip" when empty).
+func toProcInfo(h model.Host, agentID string, pv backend.ProcView) procInfo {
 	ns, name, _ := model.SplitKey(pv.Key)
 	st := pv.Status
-	pi := procInfo{Meta: model.Meta{Namespace: ns, Name: name, Labels: pv.Labels}, Host: h, AgentID: h.Bare().AgentID(),
+	if agentID == "" {
+		agentID = h.Bare().AgentID()
+	}
+	pi := procInfo{Meta: model.Meta{Namespace: ns, Name: name, Labels: pv.Labels}, Host: h, AgentID: agentID,
 		Flag: procStopped, Status: procStopped, IsAuto: st.Hosted, Message: st.Message, PID: st.PID, Version: st.Version,
 		RegisterTime: st.RegisterTime, LastStartTime: st.LastStartTime, ReportTime: st.ReportTime,
 		CPUUsage: st.CPU, MemUsage: st.Mem}
@@ -568,9 +614,11 @@ func toProcInfo(h model.Host, pv backend.ProcView) procInfo {
 // gseStatus serves get_proc_status (v1: hosts with bk_supplier_id) and
 // get_proc_status_v2: the last known state of meta's processes on the
 // hosts; a host without the process has no entry (unregistered).
+// bk_agent_id is the host as the request named it: its agent id when the
+// request used agent ids, else "cloud:ip".
 func (s *Server) gseStatus(v1 bool) handlerFunc {
 	return func(ctx context.Context, c *call) (any, *apiError) {
-		req, hosts, aerr := s.metaHostsRequest(c, false, nil)
+		req, hosts, byAgentID, aerr := s.metaHostsRequest(ctx, c, false, nil)
 		if aerr != nil {
 			return nil, aerr
 		}
@@ -591,9 +639,13 @@ func (s *Server) gseStatus(v1 bool) handlerFunc {
 			if !ok {
 				continue
 			}
+			id := ""
+			if byAgentID {
+				id = hv.AgentID
+			}
 			for _, pv := range hv.Procs {
 				if matchProc(pv.Key, req.Meta) {
-					infos = append(infos, toProcInfo(h, pv))
+					infos = append(infos, toProcInfo(h, id, pv))
 				}
 			}
 		}
@@ -658,7 +710,7 @@ func (s *Server) gseSync(ctx context.Context, c *call) (any, *apiError) {
 	for _, hv := range views {
 		for _, pv := range hv.Procs {
 			if matchProc(pv.Key, req.Meta) {
-				infos = append(infos, toProcInfo(hv.Host.Bare(), pv))
+				infos = append(infos, toProcInfo(hv.Host.Bare(), hv.AgentID, pv))
 			}
 		}
 	}

@@ -436,6 +436,8 @@ func (s *Server) routes() {
 	s.gateway(gse+"get_proc_status", "gse.get_proc_status", s.gseStatus(true))
 	s.gateway(gse+"get_proc_status_v2", "gse.get_proc_status_v2", s.gseStatus(false))
 	s.gateway(gse+"sync_proc_status", "gse.sync_proc_status", s.gseSync)
+	s.gateway(gse+"get_agent_status", "gse.get_agent_status", s.gseAgentStatus)
+	s.gateway(gse+"get_agent_info", "gse.get_agent_info", s.gseAgentInfo)
 
 	// GSE 2.0 spellings (bk-gse /api/v2/proc/...) under each of its roots.
 	for _, root := range []string{rootGSE2, rootGSE2Gateway, rootGSE2ESB} {
@@ -446,6 +448,10 @@ func (s *Server) routes() {
 		s.gateway(v2+"get_proc_status_v2", "gse2.get_proc_status_v2", s.gseStatus(false))
 		s.gateway(v2+"sync_proc_status", "gse2.sync_proc_status", s.gseSync)
 		s.gateway(v2+"update_proc_info", "gse2.update_proc_info", s.gseProcInfo(infoUpdate))
+		s.gateway(v2+"upgrade_to_agent_id", "gse2.upgrade_to_agent_id", s.gse2UpgradeToAgentID)
+		s.gateway(root+"cluster/list_agent_state", "gse2.list_agent_state", s.gse2ListAgentState)
+		s.gateway(root+"cluster/list_agent_info", "gse2.list_agent_info", s.gse2ListAgentInfo)
+		s.gateway(root+"task/get_task_state", "gse2.get_task_state", s.gse2TaskState)
 	}
 
 	s.nativeRoutes()

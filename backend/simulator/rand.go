@@ -53,6 +53,7 @@ const (
 	hMem
 	hFrac
 	hMemTotal
+	hAgentID
 )
 
 // latency is a log-normal fitted to a median and a 99th percentile:

@@ -405,7 +405,8 @@ func (f *Fleet) Hosts(ctx context.Context) ([]model.HostInfo, error) {
 		h.mu.Lock()
 		off := h.offline || h.kind != kindNormal
 		h.mu.Unlock()
-		hi := model.HostInfo{Host: h.host, Labels: f.hostLabels(h), State: model.AgentOnline, LastSeen: now, Version: AgentVersion}
+		hi := model.HostInfo{Host: h.host, Labels: f.hostLabels(h), State: model.AgentOnline, LastSeen: now, Version: AgentVersion,
+			AgentID: AgentID(h.host)}
 		if off {
 			hi.State = model.AgentOffline
 			hi.LastSeen = f.born.Add(-time.Duration(mix(f.seed, hKind, uint64(i))%86400) * time.Second).Unix()

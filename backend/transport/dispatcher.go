@@ -243,6 +243,13 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 		d.log.Warn("dispatcher: heartbeat names another host than its subject; dropped", "subject", m.Subject, "host", hb.Info.Host.String())
 		return
 	}
+	if hb.Info.AgentID != "" {
+		id, err := model.CheckAgentID(hb.Info.AgentID)
+		if err != nil {
+			d.log.Warn("dispatcher: heartbeat with an invalid agent id; the id is ignored", "subject", m.Subject, "err", err)
+		}
+		hb.Info.AgentID = id
+	}
 	now := time.Now()
 	var ev []model.Event
 	d.mu.Lock()

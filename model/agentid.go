@@ -1,0 +1,73 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+)
+
+// GSE 2.0 addresses agents by agent id (agent_id_list, bk_agent_id): an
+// opaque id the agent holds, hex digits such as
+// "020000000242010a00002f17521298676503". Every gseproc agent has one,
+// generated once and kept in its data dir (simulated agents derive theirs
+// from their host), and reports it in its heartbeats (HostInfo.AgentID).
+// Wherever a request may name a host as "cloud:ip" it may name it by agent
+// id instead; ParseHostRef tells the two apart.
+
+// Agent id limits: GSE documents ids of up to 64 characters; ours are 34.
+const (
+	MinAgentIDLen = 16
+	MaxAgentIDLen = 64
+)
+
+// CheckAgentID returns the canonical (lower-case) form of an agent id: 16
+// to 64 hex digits. The error says what is wrong without echoing a long
+// input.
+func CheckAgentID(s string) (string, error) {
+	if len(s) < MinAgentIDLen || len(s) > MaxAgentIDLen {
+		return "", fmt.Errorf("agent id %s: %d characters, want %d to %d hex digits", quoteShort(s), len(s), MinAgentIDLen, MaxAgentIDLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return "", fmt.Errorf("agent id %s: character %d is not a hex digit", quoteShort(s), i+1)
+		}
+	}
+	return strings.ToLower(s), nil
+}
+
+// HostRef is a host as a request names it: by "cloud:ip" (Host) or by
+// agent id (AgentID, canonical); exactly one is set.
+type HostRef struct {
+	Host    Host
+	AgentID string
+}
+
+// ParseHostRef parses an agent_id_list entry: "cloud:ip" (nodeman's agent
+// id when dynamic addressing is off) or a GSE 2.0 agent id.
+func ParseHostRef(s string) (HostRef, error) {
+	if strings.Contains(s, ":") {
+		h, err := ParseAgentID(s)
+		return HostRef{Host: h}, err
+	}
+	id, err := CheckAgentID(s)
+	if err != nil {
+		return HostRef{}, fmt.Errorf("%w (or give cloud:ip, e.g. 0:10.0.0.1)", err)
+	}
+	return HostRef{AgentID: id}, nil
+}
+
+// String is the ref as the request spelled it (canonical).
+func (r HostRef) String() string {
+	if r.AgentID != "" {
+		return r.AgentID
+	}
+	return r.Host.AgentID()
+}
+
+// quoteShort quotes s for a message, cut to 64 bytes.
+func quoteShort(s string) string {
+	if len(s) > 64 {
+		return fmt.Sprintf("%q...", s[:64])
+	}
+	return fmt.Sprintf("%q", s)
+}
