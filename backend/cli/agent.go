@@ -18,7 +18,7 @@ import (
 // and serves them over NATS (transport.ServeAgent); the supervision goes on
 // while the server is unreachable, and the connection is retried forever.
 func runAgent(ctx context.Context, args []string, io Stdio) error {
-	fs := newFlags("agent", "agent [--config FILE] [--nats URL] [--cloud N] [--ip ADDR] [--data-dir DIR] [--user U --password P | --nkey-seed FILE] [--label k=v]...", io)
+	fs := newFlags("agent", "agent [--config FILE] [--nats URL] [--cloud N] [--ip ADDR] [--data-dir DIR] [--user U --password P | --nkey-seed FILE | --creds FILE] [--label k=v]...", io)
 	cfgPath := fs.String("config", "", "config `FILE` ([agent] identity and tuning, [nats] connection)")
 	var nf natsClientFlags
 	nf.register(fs)

@@ -42,6 +42,7 @@ var commands = []command{
 	{"agent", "run the host agent on this machine", runAgent},
 	{"sim", "run a simulated fleet as agents over NATS", runSim},
 	{"bench", "measure a server and a simulated fleet: fan-out (fleet) or request rate (operate)", runBench},
+	{"nkey", "issue a NATS credential (nkey) bound to one host, a simulated fleet or a server", runNKey},
 	{"version", "print the version", runVersion},
 }
 

@@ -11,7 +11,7 @@ import (
 // NATS as a client (agent, sim). Each overrides its [nats] key only when
 // given.
 type natsClientFlags struct {
-	urls, user, password, seed string
+	urls, user, password, seed, creds string
 }
 
 func (n *natsClientFlags) register(fs *flag.FlagSet) {
@@ -19,6 +19,7 @@ func (n *natsClientFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&n.user, "user", "", "NATS `user` (overrides [nats] user)")
 	fs.StringVar(&n.password, "password", "", "NATS `password` (overrides [nats] password)")
 	fs.StringVar(&n.seed, "nkey-seed", "", "NATS nkey seed `FILE` (overrides [nats] nkey_seed_file)")
+	fs.StringVar(&n.creds, "creds", "", "NATS credentials `FILE` (user JWT and seed, for decentralised JWT auth; overrides [nats] creds_file)")
 }
 
 // load loads the config at path (see loadConfig) and writes into its
@@ -43,6 +44,9 @@ func (n *natsClientFlags) load(fs *flag.FlagSet, path string, io Stdio) (config.
 	}
 	if set["nkey-seed"] {
 		cfg.NATS.NKeySeedFile = n.seed
+	}
+	if set["creds"] {
+		cfg.NATS.CredsFile = n.creds
 	}
 	return cfg, set, nil
 }

@@ -14,7 +14,7 @@ import (
 // thousands cost little; each host answers on its own subject, heartbeats
 // while its simulated agent is up, and publishes its events.
 func runSim(ctx context.Context, args []string, io Stdio) error {
-	fs := newFlags("sim", "sim [--config FILE] [--nats URL] [--hosts N] [--seed S] [--user U --password P | --nkey-seed FILE]", io)
+	fs := newFlags("sim", "sim [--config FILE] [--nats URL] [--hosts N] [--seed S] [--user U --password P | --nkey-seed FILE | --creds FILE]", io)
 	cfgPath := fs.String("config", "", "config `FILE` ([simulator] fleet, [nats] connection)")
 	var nf natsClientFlags
 	nf.register(fs)

@@ -42,6 +42,9 @@ type NATSConfig struct {
 	User         string `toml:"user"`
 	Password     string `toml:"password"`
 	NKeySeedFile string `toml:"nkey_seed_file"`
+	// CredsFile is a NATS credentials file (user JWT and nkey seed) for a
+	// cluster using decentralised JWT auth.
+	CredsFile string `toml:"creds_file"`
 
 	// Users are the credentials the embedded server accepts from agents.
 	Users []NATSUser `toml:"users"`
@@ -61,24 +64,36 @@ type NATSConfig struct {
 }
 
 // NATSUser is one credential the embedded server accepts. Give Password or
-// NKey (a public user nkey, "U..."). Role "agent" (the default) may only
-// serve agent subjects: Host ("cloud:ip") binds it to that one agent
-// identity, an empty Host lets it serve any host (a simulator). Role
-// "server" has every permission: another gseproc server using this NATS
-// (its tasks, JetStream state).
+// NKey (a public user nkey, "U..."). Role "agent" (the default) serves one
+// host: Host ("cloud:ip") binds it to that identity; outside --demo an
+// agent credential without Host is refused at start. Role "sim" (`gseproc
+// sim`) serves the hosts of Hosts, each "cloud:ip" or "cloud:*" (every host
+// of a cloud area). Role "server" has every permission: another gseproc
+// server using this NATS (its tasks, JetStream state). What each role may
+// publish and subscribe to is transport's (package doc).
 type NATSUser struct {
-	User     string `toml:"user"`
-	Password string `toml:"password"`
-	NKey     string `toml:"nkey"`
-	Host     string `toml:"host"`
-	Role     string `toml:"role"`
+	User     string   `toml:"user"`
+	Password string   `toml:"password"`
+	NKey     string   `toml:"nkey"`
+	Host     string   `toml:"host"`
+	Hosts    []string `toml:"hosts"`
+	Role     string   `toml:"role"`
 }
 
 // NATS user roles.
 const (
 	NATSRoleAgent  = "agent"
+	NATSRoleSim    = "sim"
 	NATSRoleServer = "server"
 )
+
+// Name names the credential in messages: its user name or nkey.
+func (u NATSUser) Name() string {
+	if u.NKey != "" {
+		return "nkey " + u.NKey
+	}
+	return "user " + strconv.Quote(u.User)
+}
 
 // NATSClusterConfig joins the embedded server to a cluster.
 type NATSClusterConfig struct {
@@ -173,8 +188,8 @@ func (c NATSConfig) validate() error {
 	if c.Password != "" && c.User == "" {
 		bad("user", "required when password is set")
 	}
-	if c.User != "" && c.NKeySeedFile != "" {
-		bad("nkey_seed_file", "give user/password or nkey_seed_file, not both")
+	if n := btoi(c.User != "") + btoi(c.NKeySeedFile != "") + btoi(c.CredsFile != ""); n > 1 {
+		bad("nkey_seed_file", "give one of user/password, nkey_seed_file, creds_file")
 	}
 	seen := map[string]bool{}
 	for i, u := range c.Users {
@@ -198,12 +213,27 @@ func (c NATSConfig) validate() error {
 		seen[id] = true
 		switch u.Role {
 		case "", NATSRoleAgent:
-		case NATSRoleServer:
+			if len(u.Hosts) > 0 {
+				bad(f+".hosts", "an agent credential serves one host: set host, or role = \"sim\" for a simulated fleet")
+			}
+		case NATSRoleSim:
 			if u.Host != "" {
+				bad(f+".host", "a sim credential is bound by hosts (a list), not host")
+			}
+			if len(u.Hosts) == 0 {
+				bad(f+".hosts", "required for role sim: the hosts it may serve, each \"cloud:ip\" or \"cloud:*\"")
+			}
+			for j, h := range u.Hosts {
+				if _, err := model.ParseHostPattern(h); err != nil {
+					bad(fmt.Sprintf("%s.hosts[%d]", f, j), "%v", err)
+				}
+			}
+		case NATSRoleServer:
+			if u.Host != "" || len(u.Hosts) > 0 {
 				bad(f+".host", "a server credential is not bound to a host")
 			}
 		default:
-			bad(f+".role", "%q: want agent or server", u.Role)
+			bad(f+".role", "%q: want agent, sim or server", u.Role)
 		}
 		if u.Host != "" {
 			if _, err := model.ParseAgentID(u.Host); err != nil {
@@ -223,6 +253,13 @@ func (c NATSConfig) validate() error {
 		bad("tls.ca", "required when tls.verify is set")
 	}
 	return errors.Join(errs...)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // SplitListen parses a listen address "host:port" (port -1 = any free port).

@@ -31,6 +31,14 @@ func TestNATSValidate(t *testing.T) {
 		{"server bound to a host", func(c *NATSConfig) {
 			c.Users = []NATSUser{{User: "a", Password: "p", Role: NATSRoleServer, Host: "0:10.0.0.1"}}
 		}, "nats.users[0].host"},
+		{"sim user", func(c *NATSConfig) {
+			c.Users = []NATSUser{{User: "s", Password: "p", Role: NATSRoleSim, Hosts: []string{"7:*", "0:10.0.0.9"}}}
+		}, ""},
+		{"sim without hosts", func(c *NATSConfig) { c.Users = []NATSUser{{User: "s", Password: "p", Role: NATSRoleSim}} }, "nats.users[0].hosts"},
+		{"sim bad pattern", func(c *NATSConfig) {
+			c.Users = []NATSUser{{User: "s", Password: "p", Role: NATSRoleSim, Hosts: []string{"*:*"}}}
+		}, "nats.users[0].hosts[0]"},
+		{"agent with hosts", func(c *NATSConfig) { c.Users = []NATSUser{{User: "a", Password: "p", Hosts: []string{"0:*"}}} }, "nats.users[0].hosts"},
 		{"agent user", func(c *NATSConfig) { c.Users = []NATSUser{{User: "a", Password: "p", Host: "0:10.0.0.1"}} }, ""},
 		{"static host", func(c *NATSConfig) { c.Hosts = []string{"0:10.0.0.1", "x"} }, "nats.hosts[1]"},
 		{"cert without key", func(c *NATSConfig) { c.TLS.Cert = "c.pem" }, "nats.tls"},

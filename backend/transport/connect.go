@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ type ClientOptions struct {
 	User         string
 	Password     string
 	NKeySeedFile string
+	CredsFile    string // user JWT + seed (decentralised auth)
 	TLS          config.NATSTLSConfig
 	// MaxReconnectDelay caps the jittered exponential reconnect backoff
 	// (default 30s); the first retries come after about 250ms.
@@ -31,7 +33,7 @@ type ClientOptions struct {
 // ClientOptionsFromConfig takes the client settings of the [nats] section.
 func ClientOptionsFromConfig(cfg config.NATSConfig, name string) ClientOptions {
 	return ClientOptions{URLs: cfg.ClientURLs(), Name: name, User: cfg.User, Password: cfg.Password,
-		NKeySeedFile: cfg.NKeySeedFile, TLS: cfg.TLS}
+		NKeySeedFile: cfg.NKeySeedFile, CredsFile: cfg.CredsFile, TLS: cfg.TLS}
 }
 
 // Connect dials NATS for a long-lived client. It never gives up: a server
@@ -56,13 +58,20 @@ func Connect(o ClientOptions, log *slog.Logger) (*nats.Conn, error) {
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true),
 		nats.CustomReconnectDelay(backoff(250*time.Millisecond, maxDelay)),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if nc.IsClosed() {
+				return // closed by its owner, who may have returned already
+			}
 			log.Warn("nats: disconnected", "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("nats: reconnected", "url", nc.ConnectedUrlRedacted())
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				log.Error("nats: refused by this credential's permissions", "err", err)
+				return
+			}
 			log.Warn("nats: async error", "err", err)
 		}),
 	}
@@ -75,6 +84,12 @@ func Connect(o ClientOptions, log *slog.Logger) (*nats.Conn, error) {
 			return nil, fmt.Errorf("nats nkey seed %s: %w", o.NKeySeedFile, err)
 		}
 		opts = append(opts, opt)
+	}
+	if o.CredsFile != "" {
+		if _, err := os.Stat(o.CredsFile); err != nil {
+			return nil, fmt.Errorf("nats creds file: %w", err)
+		}
+		opts = append(opts, nats.UserCredentials(o.CredsFile))
 	}
 	if o.TLS.CA != "" {
 		opts = append(opts, nats.RootCAs(o.TLS.CA))

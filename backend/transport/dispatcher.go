@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -45,10 +46,23 @@ type Dispatcher struct {
 	subs    map[int]func(model.Event)
 	nextSub int
 
+	// Replies: each Dispatch waits on its own id under the addressed
+	// host's reply subject (one subscription for all, as nats.go's own
+	// request mux).
+	rmu      sync.Mutex
+	replies  map[string]pendingReply
+	replyPfx string
+	replyN   uint64
+
 	natsSubs []*nats.Subscription
 	stop     chan struct{}
 	done     chan struct{}
 	closeMu  sync.Once
+}
+
+type pendingReply struct {
+	host model.Host
+	ch   chan *nats.Msg // buffered 1
 }
 
 type hostEntry struct {
@@ -70,16 +84,17 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 	}
 	d := &Dispatcher{
 		nc: nc, opts: opts, log: opts.Logger,
-		hosts: map[model.Host]*hostEntry{},
-		subs:  map[int]func(model.Event){},
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		hosts:   map[model.Host]*hostEntry{},
+		subs:    map[int]func(model.Event){},
+		replies: map[string]pendingReply{}, replyPfx: randomSecret()[:12],
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
 	}
 	for _, hi := range opts.StaticHosts {
 		hi.State = model.AgentUnknown
 		d.hosts[hi.Host.Bare()] = &hostEntry{info: hi}
 	}
-	for subj, cb := range map[string]nats.MsgHandler{AllHeartbeats: d.onHeartbeat, AllEvents: d.onEvent} {
+	for subj, cb := range map[string]nats.MsgHandler{AllHeartbeats: d.onHeartbeat, AllEvents: d.onEvent, AllReplies: d.onReply} {
 		s, err := nc.Subscribe(subj, cb)
 		if err != nil {
 			d.unsubscribe()
@@ -128,14 +143,16 @@ func (d *Dispatcher) Dispatch(ctx context.Context, host model.Host, req model.Ag
 	if err != nil {
 		return model.AgentReply{}, fmt.Errorf("dispatch %s: encode request: %w", host, err)
 	}
-	msg, err := d.nc.RequestWithContext(ctx, OpSubject(host), data)
+	msg, err := d.request(ctx, host.Bare(), data)
 	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-		return model.AgentReply{}, fmt.Errorf("dispatch %s: %w: no agent listening (%v)", host, model.ErrUnreachable, err)
 	case err != nil && ctx.Err() != nil:
 		return model.AgentReply{}, fmt.Errorf("dispatch %s: %w", host, ctx.Err())
 	case err != nil:
 		return model.AgentReply{}, fmt.Errorf("dispatch %s: %w", host, err)
+	}
+	if len(msg.Data) == 0 && msg.Header.Get("Status") == "503" {
+		// NATS: nobody subscribes to the host's op subject.
+		return model.AgentReply{}, fmt.Errorf("dispatch %s: %w: no agent listening", host, model.ErrUnreachable)
 	}
 	if msg.Header.Get(StatusHeader) == statusUnreachable {
 		return model.AgentReply{}, fmt.Errorf("dispatch %s: %w: %s", host, model.ErrUnreachable, string(msg.Data))
@@ -145,6 +162,58 @@ func (d *Dispatcher) Dispatch(ctx context.Context, host model.Host, req model.Ag
 		return model.AgentReply{}, fmt.Errorf("dispatch %s: decode reply: %w", host, err)
 	}
 	return rep, nil
+}
+
+// request publishes data on host's op subject with the host's own reply
+// subject and waits for the answer (or NATS's no-responders status) until
+// ctx ends.
+func (d *Dispatcher) request(ctx context.Context, host model.Host, data []byte) (*nats.Msg, error) {
+	ch := make(chan *nats.Msg, 1)
+	d.rmu.Lock()
+	d.replyN++
+	id := d.replyPfx + strconv.FormatUint(d.replyN, 36)
+	d.replies[id] = pendingReply{host: host, ch: ch}
+	d.rmu.Unlock()
+	defer func() {
+		d.rmu.Lock()
+		delete(d.replies, id)
+		d.rmu.Unlock()
+	}()
+	if err := d.nc.PublishMsg(&nats.Msg{Subject: OpSubject(host), Reply: ReplySubject(host, id), Data: data}); err != nil {
+		return nil, fmt.Errorf("publish request: %w", err)
+	}
+	select {
+	case m := <-ch:
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// onReply delivers a reply to the Dispatch waiting for it, only when it
+// arrived on the reply subject of the host that Dispatch addressed: NATS
+// lets only that host's credential publish there, so an answer for
+// another host (whatever its payload says) is ignored.
+func (d *Dispatcher) onReply(m *nats.Msg) {
+	from, id, err := replyFromSubject(m.Subject)
+	if err != nil {
+		d.log.Warn("dispatcher: reply", "err", err)
+		return
+	}
+	d.rmu.Lock()
+	p, ok := d.replies[id]
+	d.rmu.Unlock()
+	switch {
+	case !ok:
+		d.log.Debug("dispatcher: reply nobody waits for (late, or answered twice)", "subject", m.Subject)
+	case !sameHost(p.host, from):
+		d.log.Warn("dispatcher: reply from another host than the one addressed; ignored", "addressed", p.host.String(), "from", from.String())
+	default:
+		select {
+		case p.ch <- m:
+		default: // answered twice: the first answer counts
+		}
+	}
 }
 
 // Hosts lists every host heard from or configured, by cloud then IP.

@@ -7,10 +7,12 @@
 // '_' and ':' by '-' (10.0.0.1 -> 10_0_0_1, fe80::1 -> fe80--1). With
 // <host> = <cloud>.<ip-token>:
 //
-//	gseproc.agent.<host>.op      request/reply: the server sends a JSON
-//	                             model.AgentRequest, the agent answers a JSON
-//	                             model.AgentReply. No subscriber -> NATS
-//	                             "no responders" -> model.ErrUnreachable (117).
+//	gseproc.agent.<host>.op      the server publishes a JSON
+//	                             model.AgentRequest with the reply subject
+//	                             gseproc.agent.<host>.reply.<id>; the agent
+//	                             answers a JSON model.AgentReply there. No
+//	                             subscriber -> NATS "no responders" ->
+//	                             model.ErrUnreachable (117).
 //	gseproc.agent.<host>.hb      the agent publishes a JSON Heartbeat (identity,
 //	                             labels, process statuses) every heartbeat
 //	                             interval, at start, on reconnect and (Leaving)
@@ -21,11 +23,15 @@
 //	                             restarted server knows the fleet in
 //	                             milliseconds instead of one interval.
 //
-// Per-host subjects let the embedded server bind an agent's credentials to
-// its identity: a user configured with host "0:10.0.0.1" may only subscribe
-// to gseproc.agent.0.10_0_0_1.op and publish that host's hb/event subjects
-// (and its replies). The server drops heartbeats and events whose payload
-// names another host than their subject.
+// Per-host subjects bind an agent's credential to its identity (the
+// permission sets live in permissions.go, one place): a credential bound
+// to host "0:10.0.0.1" may only subscribe to gseproc.agent.0.10_0_0_1.op
+// and publish that host's hb, event and reply subjects; a `gseproc sim`
+// credential (role sim) the same for the hosts it declares. Outside --demo
+// an agent credential bound to no host is refused at start. The server
+// trusts no payload for identity: it drops heartbeats and events whose
+// payload names another host than their subject, and takes a reply only
+// from the reply subject of the host it addressed.
 //
 // A reply may carry the header Gseproc-Status: unreachable, which a
 // simulated fleet uses to say "this host's agent is down" (the dispatcher

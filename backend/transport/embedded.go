@@ -19,7 +19,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"gseproc/backend/config"
-	"gseproc/model"
 )
 
 // EmbeddedOptions adjust StartEmbedded.
@@ -89,11 +88,12 @@ func StartEmbedded(cfg config.NATSConfig, opts EmbeddedOptions, log *slog.Logger
 	}
 	so.Users = append(so.Users, &server.User{Username: e.user, Password: e.pass})
 	for i, u := range cfg.Users {
-		var perms *server.Permissions // role server: every permission
-		if u.Role != config.NATSRoleServer {
-			if perms, err = agentPermissions(u.Host); err != nil {
-				return nil, e.cleanup(fmt.Errorf("embedded nats: nats.users[%d].host: %w", i, err))
-			}
+		perms, err := credentialPermissions(u, opts.Demo)
+		if err != nil {
+			return nil, e.cleanup(fmt.Errorf("embedded nats: nats.users[%d]: %w", i, err))
+		}
+		if opts.Demo && perms != nil && (u.Role == "" || u.Role == config.NATSRoleAgent) && u.Host == "" {
+			log.Warn("nats: agent credential not bound to a host: it may serve (and answer for) any host; accepted only under --demo", "entry", fmt.Sprintf("nats.users[%d]", i), "credential", u.Name())
 		}
 		if u.NKey != "" {
 			so.Nkeys = append(so.Nkeys, &server.NkeyUser{Nkey: u.NKey, Permissions: perms})
@@ -102,8 +102,7 @@ func StartEmbedded(cfg config.NATSConfig, opts EmbeddedOptions, log *slog.Logger
 		}
 	}
 	if opts.Demo {
-		perms, _ := agentPermissions("")
-		so.Users = append(so.Users, &server.User{Username: demoUser, Password: randomSecret(), Permissions: perms})
+		so.Users = append(so.Users, &server.User{Username: demoUser, Password: randomSecret(), Permissions: hostPermissions("*.*")})
 		so.NoAuthUser = demoUser
 	} else if len(cfg.Users) == 0 {
 		log.Warn("nats: no agent credentials configured ([[nats.users]]); agents cannot connect to the embedded server (use --demo for loopback agents without credentials)")
@@ -152,27 +151,6 @@ func StartEmbedded(cfg config.NATSConfig, opts EmbeddedOptions, log *slog.Logger
 	}
 	log.Info("nats: embedded server ready", "url", e.ClientURL(), "store_dir", so.StoreDir, "server_name", so.ServerName, "demo", opts.Demo, "tls", cfg.TLS.Cert != "")
 	return e, nil
-}
-
-// agentPermissions limits an agent credential to one host's subjects, or to
-// any host's agent subjects when host is "".
-func agentPermissions(host string) (*server.Permissions, error) {
-	pub := []string{AllHeartbeats, AllEvents}
-	sub := []string{AllOps, HelloSubject}
-	if host != "" {
-		h, err := model.ParseAgentID(host)
-		if err != nil {
-			return nil, err
-		}
-		pub = []string{HeartbeatSubject(h), EventSubject(h)}
-		sub = []string{OpSubject(h), HelloSubject}
-	}
-	return &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: pub},
-		Subscribe: &server.SubjectPermission{Allow: sub},
-		// Replies to requests; an op may run up to model.MaxOpTimeout.
-		Response: &server.ResponsePermission{MaxMsgs: 1, Expires: (model.MaxOpTimeout + 3600) * time.Second},
-	}, nil
 }
 
 // Server is the underlying nats-server.

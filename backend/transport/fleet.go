@@ -33,6 +33,7 @@ func ServeFleet(ctx context.Context, nc *nats.Conn, f Fleet, opts ServeOptions) 
 	s := newSession(nc, opts, opts.Logger)
 	fs := &fleetServer{f: f, nc: nc, s: s, subs: map[string]model.Host{}, msgs: make(chan *nats.Msg, 1<<16), done: make(chan struct{})}
 	if err := fs.refresh(ctx); err != nil {
+		fs.unsubscribeAll()
 		return err
 	}
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -64,9 +65,9 @@ func ServeFleet(ctx context.Context, nc *nats.Conn, f Fleet, opts ServeOptions) 
 	}
 	err := s.run(ctx, events, hb, func() {
 		if err := fs.refresh(ctx); err != nil && ctx.Err() == nil {
-			opts.Logger.Warn("sim: refresh hosts", "err", err)
+			opts.Logger.Error("sim: refresh hosts", "err", err)
 		}
-	})
+	}, fs.verify)
 	fs.unsubscribeAll()
 	cancel()
 	close(fs.done)
@@ -98,8 +99,8 @@ func (fs *fleetServer) refresh(ctx context.Context) error {
 		return fmt.Errorf("sim fleet hosts: %w", err)
 	}
 	fs.mu.Lock()
-	defer fs.mu.Unlock()
 	fs.infos = infos
+	var added []string
 	for _, hi := range infos {
 		subj := OpSubject(hi.Host)
 		if _, ok := fs.subs[subj]; ok {
@@ -107,10 +108,30 @@ func (fs *fleetServer) refresh(ctx context.Context) error {
 		}
 		sub, err := fs.nc.ChanSubscribe(subj, fs.msgs)
 		if err != nil {
+			fs.mu.Unlock()
 			return fmt.Errorf("sim fleet: subscribe %s: %w", subj, err)
 		}
 		fs.subs[subj] = hi.Host
 		fs.nsubs = append(fs.nsubs, sub)
+		added = append(added, subj)
+	}
+	fs.mu.Unlock()
+	if err := refused(fs.nc, added...); err != nil {
+		return fmt.Errorf("sim fleet: %w (does this credential's role sim declare every host of the fleet?)", err)
+	}
+	return nil
+}
+
+// verify checks, after a (re)connection, that NATS took every op subscription.
+func (fs *fleetServer) verify() error {
+	fs.mu.Lock()
+	subjects := make([]string, 0, len(fs.subs))
+	for s := range fs.subs {
+		subjects = append(subjects, s)
+	}
+	fs.mu.Unlock()
+	if err := refused(fs.nc, subjects...); err != nil {
+		return fmt.Errorf("sim fleet: %w (does this credential's role sim declare every host of the fleet?)", err)
 	}
 	return nil
 }

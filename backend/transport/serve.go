@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -87,6 +88,16 @@ func ServeAgent(ctx context.Context, nc *nats.Conn, a AgentHandler, opts ServeOp
 	if err != nil {
 		return fmt.Errorf("serve agent %s: subscribe %s: %w", id.Host, OpSubject(id.Host), err)
 	}
+	verify := func() error {
+		if err := refused(nc, OpSubject(id.Host)); err != nil {
+			return fmt.Errorf("serve agent %s: %w (is this credential bound to host %s?)", id.Host, err, id.Host)
+		}
+		return nil
+	}
+	if err := verify(); err != nil {
+		_ = opSub.Unsubscribe()
+		return err
+	}
 	hb := func(full bool, late, dropped int, leaving bool) {
 		h := Heartbeat{Info: a.Identity(), Time: time.Now(), Interval: opts.HeartbeatInterval, Full: full,
 			Reconnected: late, Dropped: dropped, Leaving: leaving}
@@ -109,7 +120,7 @@ func ServeAgent(ctx context.Context, nc *nats.Conn, a AgentHandler, opts ServeOp
 			fn(e)
 		})
 	}
-	err = s.run(ctx, events, hb, nil)
+	err = s.run(ctx, events, hb, nil, verify)
 	_ = opSub.Unsubscribe()
 	cancel()
 	wg.Wait()
@@ -118,6 +129,39 @@ func ServeAgent(ctx context.Context, nc *nats.Conn, a AgentHandler, opts ServeOp
 		_ = nc.FlushTimeout(time.Second)
 	}
 	return err
+}
+
+// closedError says why a connection closed for good (credentials
+// refused twice, or closed by the process itself).
+func closedError(nc *nats.Conn) error {
+	if err := nc.LastError(); err != nil {
+		return fmt.Errorf("nats connection closed: %w", err)
+	}
+	return errors.New("nats connection closed")
+}
+
+// ErrRefused marks a subscription NATS refused: the credential's
+// permissions do not cover the subject. Retrying does not help.
+var ErrRefused = errors.New("refused by NATS permissions")
+
+// refused reports whether NATS refused the subscription to one of
+// subjects: after a round trip the server's permission error, if any, has
+// arrived. A connection not up yet is not checked (its subscriptions are
+// sent, and refusals logged, when it connects).
+func refused(nc *nats.Conn, subjects ...string) error {
+	if !nc.IsConnected() || nc.FlushTimeout(5*time.Second) != nil {
+		return nil
+	}
+	err := nc.LastError()
+	if !errors.Is(err, nats.ErrPermissionViolation) {
+		return nil
+	}
+	for _, s := range subjects {
+		if strings.Contains(err.Error(), `"`+s+`"`) {
+			return fmt.Errorf("subscribe %s: %w: %v", s, ErrRefused, err)
+		}
+	}
+	return nil
 }
 
 func respond(m *nats.Msg, rep model.AgentReply, log *slog.Logger) {
@@ -245,8 +289,8 @@ func (s *session) publishJSON(subj string, v any) {
 // event callback; hb publishes heartbeats; tick (optional) runs before each
 // periodic heartbeat.
 func (s *session) run(ctx context.Context, subscribe func(context.Context, func(model.Event)),
-	hb func(full bool, late, dropped int, leaving bool), tick func()) error {
-	status := s.nc.StatusChanged(nats.CONNECTED, nats.RECONNECTING, nats.DISCONNECTED)
+	hb func(full bool, late, dropped int, leaving bool), tick func(), verify func() error) error {
+	status := s.nc.StatusChanged(nats.CONNECTED, nats.RECONNECTING, nats.DISCONNECTED, nats.CLOSED)
 	defer s.nc.RemoveStatusListener(status)
 	helloSub, err := s.nc.Subscribe(HelloSubject, func(*nats.Msg) {
 		select {
@@ -278,6 +322,9 @@ func (s *session) run(ctx context.Context, subscribe func(context.Context, func(
 		late, dropped := s.takeCounts()
 		hb(full || late > 0 || dropped > 0, late, dropped, false)
 	}
+	if s.nc.IsClosed() {
+		return closedError(s.nc)
+	}
 	beat(true)
 	t := time.NewTicker(s.opts.HeartbeatInterval)
 	defer t.Stop()
@@ -287,8 +334,16 @@ func (s *session) run(ctx context.Context, subscribe func(context.Context, func(
 			s.flush()
 			return nil
 		case st := <-status:
-			if st == nats.CONNECTED {
+			switch st {
+			case nats.CONNECTED:
+				// Subscriptions are sent again on every connection: a
+				// node with other permissions may refuse them.
+				if err := verify(); err != nil {
+					return err
+				}
 				beat(true)
+			case nats.CLOSED:
+				return closedError(s.nc)
 			}
 		case <-s.hello:
 			beat(true)

@@ -123,8 +123,9 @@ func runAgent(t testing.TB, url string, co ClientOptions, a AgentHandler, so Ser
 	done := make(chan error, 1)
 	go func() { done <- ServeAgent(ctx, nc, a, so) }()
 	t.Cleanup(func() {
+		closedByTest := nc.IsClosed() // ServeAgent then says the connection closed
 		cancel()
-		if err := <-done; err != nil {
+		if err := <-done; err != nil && !closedByTest {
 			t.Errorf("ServeAgent: %v", err)
 		}
 		nc.Close()
@@ -319,7 +320,7 @@ func TestAuth(t *testing.T) {
 	cfg := testNATS(t)
 	cfg.Users = []config.NATSUser{
 		{User: "a1", Password: "secret", Host: "0:10.0.0.1"},
-		{User: "sim", Password: "simpw"},
+		{User: "sim", Password: "simpw", Role: config.NATSRoleSim, Hosts: []string{"1:*"}},
 	}
 	e := startServer(t, cfg, false)
 	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{})
@@ -343,10 +344,18 @@ func TestAuth(t *testing.T) {
 		if _, err := d.Dispatch(ctx, h1, model.AgentRequest{Op: model.OpStatus}); err != nil {
 			t.Fatal(err)
 		}
-		// The same credential cannot serve another host.
+		// The same credential cannot serve another host: the agent is told
+		// so and stops, and the host stays unreachable.
 		other := model.Host{IP: "10.0.0.2"}
-		runAgent(t, e.ClientURL(), ClientOptions{User: "a1", Password: "secret"}, echoAgent(other), ServeOptions{HeartbeatInterval: 50 * time.Millisecond})
-		time.Sleep(300 * time.Millisecond)
+		nc, err := ConnectNow(ClientOptions{URLs: e.ClientURL(), User: "a1", Password: "secret"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		err = ServeAgent(ctx, nc, echoAgent(other), ServeOptions{HeartbeatInterval: 50 * time.Millisecond})
+		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), OpSubject(other)) {
+			t.Fatalf("serving another host: %v, want ErrRefused naming %s", err, OpSubject(other))
+		}
 		if _, err := d.Dispatch(ctx, other, model.AgentRequest{Op: model.OpStatus}); !errors.Is(err, model.ErrUnreachable) {
 			t.Fatalf("impostor answered for %s: %v", other, err)
 		}
@@ -354,11 +363,26 @@ func TestAuth(t *testing.T) {
 			t.Fatalf("impostor's heartbeat accepted")
 		}
 	})
-	t.Run("unbound credential serves any host", func(t *testing.T) {
+	t.Run("sim credential serves its cloud area", func(t *testing.T) {
 		h := model.Host{IP: "10.0.0.3", CloudID: 1}
 		runAgent(t, e.ClientURL(), ClientOptions{User: "sim", Password: "simpw"}, echoAgent(h), ServeOptions{HeartbeatInterval: 50 * time.Millisecond})
 		eventually(t, "online", 15*time.Second, func() bool { return hostState(d, h) == model.AgentOnline })
 	})
+}
+
+func TestUnboundAgentCredential(t *testing.T) {
+	cfg := testNATS(t)
+	cfg.Users = []config.NATSUser{{User: "a1", Password: "x", Host: "0:10.0.0.1"}, {User: "loose", Password: "y"}}
+	_, err := StartEmbedded(cfg, EmbeddedOptions{}, nil)
+	if err == nil || !strings.Contains(err.Error(), "nats.users[1]") || !strings.Contains(err.Error(), `user "loose"`) {
+		t.Fatalf("err = %v, want a refusal naming nats.users[1] (user \"loose\")", err)
+	}
+	// Under --demo (loopback) it is accepted and may serve any host.
+	e := startServer(t, cfg, true)
+	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{})
+	h := model.Host{IP: "10.9.9.9", CloudID: 4}
+	runAgent(t, e.ClientURL(), ClientOptions{User: "loose", Password: "y"}, echoAgent(h), ServeOptions{HeartbeatInterval: 50 * time.Millisecond})
+	eventually(t, "online", 15*time.Second, func() bool { return hostState(d, h) == model.AgentOnline })
 }
 
 func TestDemoRequiresLoopback(t *testing.T) {

@@ -1,0 +1,94 @@
+package transport
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"gseproc/backend/config"
+	"gseproc/model"
+)
+
+// This file is the one place that says what a credential of each role may
+// do on NATS. A credential serving hosts (role agent: one host; role sim:
+// the hosts it declares; an unbound agent under --demo: any host) may
+//
+//	subscribe  gseproc.agent.<host>.op      its own hosts' ops
+//	           gseproc.server.hello
+//	publish    gseproc.agent.<host>.hb      its own hosts' heartbeats,
+//	           gseproc.agent.<host>.event   events
+//	           gseproc.agent.<host>.reply.* and replies
+//
+// and nothing else: no other host's subjects, no _INBOX, no JetStream API.
+// A reply goes to the reply subject of the addressed host (the dispatcher
+// builds it), so a credential can only ever answer for its own hosts, and
+// the dispatcher checks the subject a reply arrived on against the host it
+// addressed. Role server has every permission.
+//
+// To let agents use a new subject, add it to hostSubjects.
+
+// hostSubjects are the subjects a credential serving the hosts of the
+// subject token pattern tok ("<cloud>.<ip-token>", either token may be
+// "*") may publish and subscribe to.
+func hostSubjects(tok string) (pub, sub []string) {
+	p := subjectPrefix + tok
+	return []string{p + ".hb", p + ".event", p + ".reply.*"}, []string{p + ".op"}
+}
+
+// patternToken is the subject token pattern of a host pattern.
+func patternToken(p model.HostPattern) string {
+	if p.IP == "" {
+		return strconv.Itoa(p.CloudID) + ".*"
+	}
+	return HostToken(model.Host{CloudID: p.CloudID, IP: p.IP})
+}
+
+// hostPermissions allow serving the hosts of the token patterns toks.
+func hostPermissions(toks ...string) *server.Permissions {
+	var pub, sub []string
+	for _, t := range toks {
+		p, s := hostSubjects(t)
+		pub, sub = append(pub, p...), append(sub, s...)
+	}
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: pub},
+		Subscribe: &server.SubjectPermission{Allow: append(sub, HelloSubject)},
+	}
+}
+
+// credentialPermissions are the permissions of one configured credential
+// (nil: every permission, role server). Outside demo an agent credential
+// must be bound to a host; under demo an unbound one may serve any host.
+func credentialPermissions(u config.NATSUser, demo bool) (*server.Permissions, error) {
+	switch u.Role {
+	case config.NATSRoleServer:
+		return nil, nil
+	case config.NATSRoleSim:
+		if len(u.Hosts) == 0 {
+			return nil, fmt.Errorf("%s: role sim needs hosts (each \"cloud:ip\" or \"cloud:*\")", u.Name())
+		}
+		toks := make([]string, 0, len(u.Hosts))
+		for _, s := range u.Hosts {
+			p, err := model.ParseHostPattern(s)
+			if err != nil {
+				return nil, fmt.Errorf("%s: hosts: %w", u.Name(), err)
+			}
+			toks = append(toks, patternToken(p))
+		}
+		return hostPermissions(toks...), nil
+	case "", config.NATSRoleAgent:
+		if u.Host == "" {
+			if !demo {
+				return nil, fmt.Errorf("%s: an agent credential must be bound to one host (host = \"cloud:ip\"; role = \"sim\" with hosts for a simulated fleet); only --demo accepts an unbound one", u.Name())
+			}
+			return hostPermissions("*.*"), nil
+		}
+		h, err := model.ParseAgentID(u.Host)
+		if err != nil {
+			return nil, fmt.Errorf("%s: host: %w", u.Name(), err)
+		}
+		return hostPermissions(HostToken(h)), nil
+	}
+	return nil, fmt.Errorf("%s: role %q: want agent, sim or server", u.Name(), u.Role)
+}
