@@ -106,17 +106,20 @@ type ProcQuery struct {
 
 // Selector picks (host, process) targets from the registry: the processes
 // in Namespace (and Name, and matching Labels), on every host they are
-// deployed on, or only on Hosts when given.
+// deployed on, or only on Hosts when given, and only the (host, process)
+// pairs of Targets when given (e.g. the failed ones of a task, retried as
+// one task). A pair that is not deployed is not a target.
 type Selector struct {
 	Namespace string            `json:"namespace,omitempty"`
 	Name      string            `json:"name,omitempty"`
 	Labels    map[string]string `json:"labels,omitempty"`
 	Hosts     []model.Host      `json:"hosts,omitempty"`
+	Targets   []model.Target    `json:"targets,omitempty"`
 }
 
 // Empty reports whether the selector selects nothing at all.
 func (s Selector) Empty() bool {
-	return s.Namespace == "" && s.Name == "" && len(s.Labels) == 0 && len(s.Hosts) == 0
+	return s.Namespace == "" && s.Name == "" && len(s.Labels) == 0 && len(s.Hosts) == 0 && len(s.Targets) == 0
 }
 
 // OperateRequest is one operation. Either Selector picks registered

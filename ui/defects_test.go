@@ -226,3 +226,65 @@ func TestWarningsInMessageLog(t *testing.T) {
 		t.Fatalf("warning not readable whole:\n%s", d.view())
 	}
 }
+
+// Defect 4: retry over several processes is one task and one watch.
+func TestRetryFailedIsOneTask(t *testing.T) {
+	sc := quietSim(40)
+	sc.FailureRate = 0.5
+	e, _ := simBackend(t, sc)
+	cfg := config.Default().Console
+	cfg.ConfirmThreshold = 1000
+	d := newDriver(t, e, Options{Guard: time.Nanosecond, Config: cfg, Namespace: "web"}, 120, 40)
+	lp := topAs[*labelsPage](t, d)
+	d.until("labels", func() bool { return lp.loaded })
+	d.keys("o") // every process in web
+	op := topAs[*opPage](t, d)
+	d.until("processes", func() bool { return op.loaded })
+	if len(op.tg.procs) < 2 {
+		t.Fatalf("web has %v: the test needs several processes", op.tg.procs)
+	}
+	d.keys("enter", "y")
+	d.until("watch", func() bool { w, ok := d.m.top().(*watchPage); return ok && w.loaded })
+	w := topAs[*watchPage](t, d)
+	d.until("task done", func() bool { return taskFinal(w.task.Status) })
+	failed := map[string]bool{}
+	want := map[model.Target]bool{}
+	for _, r := range w.rows {
+		if r.r.State.Final() && !r.r.State.OK() {
+			failed[r.r.ProcKey] = true
+			want[model.Target{Host: r.r.Host.Bare(), ProcKey: r.r.ProcKey}] = true
+		}
+	}
+	if len(failed) < 2 {
+		t.Fatalf("failures in %d process(es): the test needs several", len(failed))
+	}
+	depth := len(d.m.stack)
+	d.keys("r")
+	d.until("dialog", func() bool { return d.m.dialog != nil })
+	d.keys("y")
+	d.until("retry watch", func() bool { w2, ok := d.m.top().(*watchPage); return ok && w2 != w && w2.loaded })
+	d.settle(50 * time.Millisecond)
+	if len(d.m.stack) != depth+1 {
+		t.Fatalf("retry stacked %d screens, want 1", len(d.m.stack)-depth)
+	}
+	ts, err := e.Tasks(context.Background(), 10)
+	if err != nil || len(ts) != 2 {
+		t.Fatalf("%d tasks after one retry (%v), want 2", len(ts), err)
+	}
+	view, err := e.Task(context.Background(), ts[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[model.Target]bool{}
+	for _, r := range view.Results {
+		got[model.Target{Host: r.Host.Bare(), ProcKey: r.ProcKey}] = true
+	}
+	if len(got) != len(want) {
+		t.Fatalf("retry targets %d pairs, want the %d failed ones", len(got), len(want))
+	}
+	for p := range want {
+		if !got[p] {
+			t.Fatalf("failed pair %v not retried", p)
+		}
+	}
+}

@@ -406,50 +406,19 @@ func TestWatchFailuresRetryResult(t *testing.T) {
 	if len(w.shown) != len(w.rows) {
 		t.Fatal("f did not show all again")
 	}
-	// r retries the failed hosts, after the same confirmation: one task per
-	// process, together covering exactly the failed (host, process) pairs.
-	procs := map[string]bool{}
-	for _, r := range w.rows {
-		if r.r.State.Final() && !r.r.State.OK() {
-			procs[r.r.ProcKey] = true
-		}
-	}
+	// r retries the failed hosts, after the same confirmation: one task
+	// over exactly the failed (host, process) pairs, in one watch.
+	depth := len(d.m.stack)
 	d.keys("r")
 	d.until("dialog", func() bool { return d.m.dialog != nil })
 	d.keys("y")
-	var retries []model.Task
-	d.until("retry tasks done", func() bool {
-		ts, _ := e.Tasks(context.Background(), 10)
-		retries = retries[:0]
-		for _, tk := range ts {
-			if tk.ID != w.task.ID {
-				retries = append(retries, tk)
-			}
-		}
-		if len(retries) < len(procs) {
-			return false
-		}
-		for _, tk := range retries {
-			if !taskFinal(tk.Status) {
-				return false
-			}
-		}
-		return true
-	})
-	sum := 0
-	for _, tk := range retries {
-		sum += tk.Targets
-		if tk.Op != model.OpRestart {
-			t.Fatalf("retry op %s", tk.Op)
-		}
-	}
-	if len(retries) != len(procs) || sum != bad {
-		t.Fatalf("%d retry tasks over %d targets, want %d over %d", len(retries), sum, len(procs), bad)
-	}
+	d.until("retry watch", func() bool { w2, ok := d.m.top().(*watchPage); return ok && w2 != w && w2.loaded })
 	w2 := topAs[*watchPage](t, d)
-	if w2 == w {
-		t.Fatal("no watch opened for the retry")
+	d.until("retry done", func() bool { return taskFinal(w2.task.Status) })
+	if w2.task.Targets != bad || w2.task.Op != model.OpRestart || len(d.m.stack) != depth+1 {
+		t.Fatalf("retry task %+v over %d targets (want %d), stack %d (want %d)", w2.task, w2.task.Targets, bad, len(d.m.stack), depth+1)
 	}
+	retries := []model.Task{w2.task}
 	// t lists both tasks; enter reopens the newest.
 	d.keys("t")
 	tp := topAs[*tasksPage](t, d)

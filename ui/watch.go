@@ -348,58 +348,41 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 	return nil
 }
 
-// retry asks, then re-runs the op on the hosts whose result is not OK: one
-// task per process.
+// retry asks, then re-runs the op on exactly the (host, process) pairs
+// whose result is not OK: one task, one watch, whatever the number of
+// processes.
 func (p *watchPage) retry() tea.Cmd {
-	byProc := map[string][]model.Host{}
-	n := 0
+	var pairs []model.Target
+	nss, procs, hosts := map[string]bool{}, map[string]bool{}, map[model.Host]bool{}
 	for _, r := range p.rows {
-		if r.r.State.Final() && !r.r.State.OK() {
-			byProc[r.r.ProcKey] = append(byProc[r.r.ProcKey], r.r.Host)
-			n++
+		if !r.r.State.Final() || r.r.State.OK() {
+			continue
 		}
+		pairs = append(pairs, model.Target{Host: r.r.Host.Bare(), ProcKey: r.r.ProcKey})
+		ns, name, _ := model.SplitKey(r.r.ProcKey)
+		nss[ns], procs[name], hosts[r.r.Host.Bare()] = true, true, true
 	}
-	if n == 0 {
+	if len(pairs) == 0 {
 		return p.s.post(flashMsg{"no failed host to retry"})
 	}
 	if p.s.readOnly && p.task.Op.Mutating() {
 		return p.s.post(flashMsg{"retry is disabled: read-only mode"})
 	}
-	var cmds []tea.Cmd
-	nss := map[string]bool{}
-	var procs []string
-	hosts := map[model.Host]bool{}
-	for _, key := range sortedKeys(boolKeys(byProc)) {
-		ns, name, _ := model.SplitKey(key)
-		nss[ns] = true
-		procs = append(procs, name)
-		for _, h := range byProc[key] {
-			hosts[h] = true
-		}
-		req := backend.OperateRequest{Op: p.task.Op, Selector: backend.Selector{Namespace: ns, Name: name, Hosts: byProc[key]}}
-		cmds = append(cmds, p.s.operate(p.id, req))
+	sel := backend.Selector{Targets: pairs}
+	if len(nss) == 1 {
+		sel.Namespace = sortedKeys(nss)[0]
 	}
-	tg := target{hosts: len(hosts), procs: procs, nsAll: sortedKeys(nss)}
-	if len(byProc) == 1 {
-		for key := range byProc {
-			tg.sel.Namespace, tg.sel.Name, _ = model.SplitKey(key)
-		}
+	if len(procs) == 1 && len(nss) == 1 {
+		sel.Name = sortedKeys(procs)[0]
 	}
-	run := tea.Batch(cmds...)
+	run := p.s.operate(p.id, backend.OperateRequest{Op: p.task.Op, Selector: sel})
 	if !p.task.Op.Mutating() {
 		return run
 	}
+	tg := target{sel: sel, hosts: len(hosts), procs: sortedKeys(procs), nsAll: sortedKeys(nss)}
 	d := confirmOp(p.s, p.task.Op, tg, run)
 	d.title = "Retry " + p.task.Op.String() + " on failed hosts"
 	return p.s.post(confirmMsg{d})
-}
-
-func boolKeys[V any](m map[string]V) map[string]bool {
-	out := make(map[string]bool, len(m))
-	for k := range m {
-		out[k] = true
-	}
-	return out
 }
 
 func (p *watchPage) elapsed() time.Duration {

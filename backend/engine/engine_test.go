@@ -202,6 +202,33 @@ func TestMaxTargets(t *testing.T) {
 	}
 }
 
+// Selector.Targets narrows to exactly the given (host, process) pairs, so
+// the failed pairs of several processes are retried as one task; a pair
+// that is not deployed is no target, and a bad pair is refused by field.
+func TestSelectorTargets(t *testing.T) {
+	e, _ := start(t, newFake(10), testCfg())
+	pairs := []model.Target{{Host: hostN(0), ProcKey: "ns:app"}, {Host: hostN(0), ProcKey: "ns:db"},
+		{Host: hostN(3), ProcKey: "ns:app"}, {Host: hostN(3), ProcKey: "ns:db"}} // ns:db is not on odd hosts
+	task, res := operate(t, e, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Targets: pairs}})
+	if task.Targets != 3 || len(res) != 3 {
+		t.Fatalf("targets %d, results %d, want 3", task.Targets, len(res))
+	}
+	got := map[model.Target]bool{}
+	for _, r := range res {
+		got[model.Target{Host: r.Host.Bare(), ProcKey: r.ProcKey}] = true
+	}
+	for _, p := range pairs[:3] {
+		if !got[p] {
+			t.Fatalf("pair %v missing from %v", p, got)
+		}
+	}
+	_, err := e.Operate(context.Background(), backend.OperateRequest{Op: model.OpStatus,
+		Selector: backend.Selector{Targets: []model.Target{{Host: hostN(1), ProcKey: "nocolon"}}}})
+	if got := fieldsOf(err); !slices.Equal(got, []string{"selector.targets[0].proc"}) {
+		t.Fatalf("err %v", err)
+	}
+}
+
 func TestResultStatesAndCodes(t *testing.T) {
 	tests := []struct {
 		name      string

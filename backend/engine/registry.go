@@ -239,16 +239,23 @@ func (e *Engine) DeleteProcess(ctx context.Context, key string) error {
 // definition's list is searched through idx instead of walked.
 func resolve(defs []model.ProcessDef, sel backend.Selector, idx *model.HostIndex) ([]model.Target, map[string]model.Process) {
 	only := hostSet(sel.Hosts)
+	var pairs map[model.Target]bool
+	if len(sel.Targets) > 0 {
+		pairs = make(map[model.Target]bool, len(sel.Targets))
+		for _, t := range sel.Targets {
+			pairs[model.Target{Host: t.Host.Bare(), ProcKey: t.ProcKey}] = true
+		}
+	}
 	var targets []model.Target
 	procs := map[string]model.Process{}
 	seen := map[model.Target]bool{}
 	add := func(d model.ProcessDef, h model.Host) {
 		key := d.Process.Key()
-		if t := (model.Target{Host: h.Bare(), ProcKey: key}); seen[t] {
+		t := model.Target{Host: h.Bare(), ProcKey: key}
+		if seen[t] || (pairs != nil && !pairs[t]) {
 			return
-		} else {
-			seen[t] = true
 		}
+		seen[t] = true
 		targets = append(targets, model.Target{Host: h, ProcKey: key})
 		procs[key] = d.Process
 	}

@@ -161,6 +161,9 @@ func describeSelector(s backend.Selector) string {
 	if len(s.Hosts) > 0 {
 		parts = append(parts, fmt.Sprintf("%d host(s)", len(s.Hosts)))
 	}
+	if len(s.Targets) > 0 {
+		parts = append(parts, fmt.Sprintf("%d (host, process) pair(s)", len(s.Targets)))
+	}
 	if len(parts) == 0 {
 		return "the registry has no such process"
 	}
@@ -191,6 +194,12 @@ func validateRequest(req backend.OperateRequest) error {
 	}
 	for i, h := range req.Selector.Hosts {
 		h.Validate(v, fmt.Sprintf("selector.hosts[%d]", i))
+	}
+	for i, t := range req.Selector.Targets {
+		t.Host.Validate(v, fmt.Sprintf("selector.targets[%d].host", i))
+		if ns, name, ok := model.SplitKey(t.ProcKey); !ok || ns == "" || name == "" {
+			v.Add(fmt.Sprintf("selector.targets[%d].proc", i), fmt.Sprintf("want namespace:name, got %q", t.ProcKey))
+		}
 	}
 	for i, it := range req.Items {
 		validateDef(v, fmt.Sprintf("items[%d].", i), it)

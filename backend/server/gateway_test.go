@@ -224,6 +224,11 @@ func TestNativeAuth(t *testing.T) {
 	if r.Code != CodeAppDenied {
 		t.Fatalf("operate on every namespace by narrow: %d %s", r.Code, r.Message)
 	}
+	// (host, process) pairs are scoped by their own namespace.
+	r = e.do(http.MethodPost, "/api/v1/operate", []byte(`{"op_type":2,"selector":{"targets":[{"host":{"ip":"10.0.0.1","bk_cloud_id":0},"proc":"gse:gseagent"}]}}`), narrow)
+	if r.Code != CodeAppDenied || !strings.Contains(r.Message, "targets[0]") {
+		t.Fatalf("operate on a gse pair by narrow: %d %s", r.Code, r.Message)
+	}
 	r = e.do(http.MethodPost, "/api/v1/operate", []byte(`{"op_type":2,"selector":{"namespace":"web"}}`), narrow)
 	if !r.Result {
 		t.Fatalf("operate on web by narrow: %d %s", r.Code, r.Message)

@@ -231,8 +231,13 @@ func (s *Server) v1Operate(ctx context.Context, c *call) (any, *apiError) {
 		return nil, validationError(CodeArgument, err)
 	}
 	if c.app != nil && !c.app.allNS {
-		if len(req.Items) == 0 && req.Selector.Namespace == "" {
+		if len(req.Items) == 0 && req.Selector.Namespace == "" && len(req.Selector.Targets) == 0 {
 			return nil, namespaceDenied(c.app, "selector.namespace", "(every namespace)")
+		}
+		for i, t := range req.Selector.Targets {
+			if ns, _, _ := model.SplitKey(t.ProcKey); !c.app.allowNamespace(ns) {
+				return nil, namespaceDenied(c.app, fmt.Sprintf("selector.targets[%d].proc", i), ns)
+			}
 		}
 		if ns := req.Selector.Namespace; ns != "" && !c.app.allowNamespace(ns) {
 			return nil, namespaceDenied(c.app, "selector.namespace", ns)
@@ -256,6 +261,10 @@ func (s *Server) v1Operate(ctx context.Context, c *call) (any, *apiError) {
 	}
 	all = append(all, req.Selector.Hosts...)
 	req.Selector.Hosts = bareAll(req.Selector.Hosts)
+	for i := range req.Selector.Targets {
+		all = append(all, req.Selector.Targets[i].Host)
+		req.Selector.Targets[i].Host = req.Selector.Targets[i].Host.Bare()
+	}
 	t, err := s.b.Operate(ctx, req)
 	if err != nil {
 		return nil, backendError(CodeArgument, "operate", err)
