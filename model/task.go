@@ -83,6 +83,9 @@ type Result struct {
 	Code     int         `json:"error_code"`
 	Message  string      `json:"error_msg"`
 	Content  string      `json:"content,omitempty"` // JSON text shaped as the real system shapes it
+	// Status is the process's state, pid, start time and usage as the
+	// agent reported it, on results of the status op.
+	Status   *ProcStatus `json:"status,omitempty"`
 	Started  time.Time   `json:"started,omitzero"`
 	Finished time.Time   `json:"finished,omitzero"`
 }

@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -286,5 +287,77 @@ func TestRetryFailedIsOneTask(t *testing.T) {
 		if !got[p] {
 			t.Fatalf("failed pair %v not retried", p)
 		}
+	}
+}
+
+// Defect 5: the status op's watch shows each process's state, pid, uptime,
+// cpu and memory (not "success 0 success"), stopped processes first.
+func TestStatusWatchShowsProcesses(t *testing.T) {
+	e, _ := simBackend(t, quietSim(30))
+	ctx := context.Background()
+	hv, err := e.Hosts(ctx, backend.HostQuery{Namespace: "web", Labels: map[string]string{"app": "nginx"}})
+	if err != nil || len(hv) < 5 {
+		t.Fatalf("%d hosts, %v", len(hv), err)
+	}
+	stopped := []model.Host{hv[len(hv)-1].Host, hv[len(hv)-2].Host}
+	task, err := e.Operate(ctx, backend.OperateRequest{Op: model.OpStop, Selector: backend.Selector{Namespace: "web", Labels: map[string]string{"app": "nginx"}, Hosts: stopped}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := e.Watch(ctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range ch {
+	}
+	d := newDriver(t, e, Options{Guard: time.Nanosecond}, 120, 40)
+	openHosts(t, d, "app=nginx")
+	d.keys("a", "o")
+	op := topAs[*opPage](t, d)
+	d.until("processes", func() bool { return op.loaded })
+	for op.ops[op.list.cursor] != model.OpStatus {
+		d.keys("k")
+	}
+	d.keys("enter")
+	d.until("watch", func() bool { w, ok := d.m.top().(*watchPage); return ok && w.loaded })
+	w := topAs[*watchPage](t, d)
+	d.until("status done", func() bool { return taskFinal(w.task.Status) && len(w.shown) == w.task.Targets })
+	v := d.view()
+	for _, col := range []string{"PID", "UPTIME", "CPU", "MEM", "stopped processes first"} {
+		if !strings.Contains(v, col) {
+			t.Fatalf("no %s in the status watch:\n%s", col, v)
+		}
+	}
+	if strings.Contains(v, "0 success") {
+		t.Fatalf("status rows say only success:\n%s", v)
+	}
+	// Processes not up (the two stopped here among them) come first, then
+	// running ones with a pid.
+	firstUp := -1
+	down := map[model.Host]bool{}
+	for i, ri := range w.shown {
+		st := w.rows[ri].r.Status
+		if st == nil {
+			t.Fatalf("row %d has no status: %+v", i, w.rows[ri].r)
+		}
+		if st.State.Up() && firstUp < 0 {
+			firstUp = i
+		}
+		if !st.State.Up() {
+			if firstUp >= 0 {
+				t.Fatalf("row %d (%s) comes after a running process", i, st.State)
+			}
+			down[w.rows[ri].r.Host.Bare()] = true
+		}
+	}
+	if firstUp < 0 || !down[stopped[0]] || !down[stopped[1]] {
+		t.Fatalf("stopped hosts %v not among the first rows %v", stopped, down)
+	}
+	run := w.rows[w.shown[firstUp]].r
+	if run.Status.PID <= 0 {
+		t.Fatalf("running row %+v has no pid", run)
+	}
+	if !strings.Contains(v, fmt.Sprint(run.Status.PID)) || !strings.Contains(v, "▶ running") || !strings.Contains(v, "■ stopped") {
+		t.Fatalf("pid %d or states not drawn:\n%s", run.Status.PID, v)
 	}
 }

@@ -226,6 +226,19 @@ func stateRank(s model.ResultState) int {
 	return 3
 }
 
+// rowRank is stateRank, with the successful status results of a process
+// that is not up (stopped, exited, fatal, backoff) right after the failures.
+func rowRank(r *model.Result) int {
+	s := stateRank(r.State) * 2
+	if s == 0 {
+		return 0
+	}
+	if r.Status != nil && r.State.OK() && !r.Status.State.Up() {
+		return 1
+	}
+	return s
+}
+
 // resort rebuilds the shown order, keeping the cursor on the same row.
 func (p *watchPage) resort() {
 	if !p.dirty {
@@ -246,7 +259,7 @@ func (p *watchPage) resort() {
 	rows := p.rows
 	sort.Slice(shown, func(a, b int) bool {
 		ra, rb := &rows[shown[a]], &rows[shown[b]]
-		if x, y := stateRank(ra.r.State), stateRank(rb.r.State); x != y {
+		if x, y := rowRank(&ra.r), rowRank(&rb.r); x != y {
 			return x < y
 		}
 		if ra.ord != rb.ord {
@@ -438,12 +451,20 @@ func (p *watchPage) View() string {
 	if p.failedOnly {
 		filter = "failed only (f shows all)"
 	}
-	b.WriteString(t.Muted.Render(fmt.Sprintf("%s · failures first · %s · enter: full result", filter, p.list.scrollInfo())) + "\n")
+	order := "failures first"
+	if p.task.Op == model.OpStatus {
+		order = "failures and stopped processes first"
+	}
+	b.WriteString(t.Muted.Render(fmt.Sprintf("%s · %s · %s · enter: full result", filter, order, p.list.scrollInfo())) + "\n")
 	if p.err != nil && len(p.rows) == 0 {
 		return b.String() + "\n" + loadFailed(p.s, "task "+p.task.ID, p.err, p.w)
 	}
-	wd := layout(watchCols(), p.w)
-	b.WriteString(header(t, watchCols(), wd))
+	cols := watchCols()
+	if p.task.Op == model.OpStatus {
+		cols = statusCols()
+	}
+	wd := layout(cols, p.w)
+	b.WriteString(header(t, cols, wd))
 	if !p.loaded {
 		b.WriteString("\n" + t.Muted.Render("  loading…"))
 	} else if len(p.shown) == 0 {
@@ -456,6 +477,10 @@ func (p *watchPage) View() string {
 	s, e := p.list.window()
 	for i := s; i < e; i++ {
 		r := &p.rows[p.shown[i]]
+		if p.task.Op == model.OpStatus {
+			b.WriteString("\n" + p.statusRow(r, wd, i == p.list.cursor))
+			continue
+		}
 		g := resultGlyph(r.r.State)
 		code, msg, dur := "", r.r.Message, ""
 		if r.r.State.Final() {
@@ -473,6 +498,47 @@ func (p *watchPage) View() string {
 		b.WriteString("\n" + renderRow(t, i == p.list.cursor, false, cells, styles))
 	}
 	return b.String()
+}
+
+// statusCols are the watch's columns for the status op: the process's own
+// state, pid, uptime and usage instead of the op's code.
+func statusCols() []column {
+	return []column{
+		{title: "HOST", width: 16, flex: true}, {title: "PROC", width: 10, flex: true}, {title: "STATE", width: 13},
+		{title: "PID", width: 7, right: true}, {title: "UPTIME", width: 7, right: true}, {title: "CPU", width: 6, right: true},
+		{title: "MEM", width: 6, right: true}, {title: "MESSAGE", width: 10, flex: true},
+	}
+}
+
+// statusRow draws one status result: a failed one says why; a successful
+// one shows the process as its agent reported it.
+func (p *watchPage) statusRow(r *watchRow, wd []int, cursor bool) string {
+	t := p.s.theme
+	_, proc, _ := model.SplitKey(r.r.ProcKey)
+	g := resultGlyph(r.r.State)
+	pid, up, cpu, mem, msg := "", "", "", "", ""
+	switch st := r.r.Status; {
+	case !r.r.State.Final() || !r.r.State.OK():
+		msg = r.r.Message
+		if r.r.State.Final() && msg == "" {
+			msg = model.CodeText(r.r.Code)
+		}
+	case st == nil:
+		msg = r.r.Message
+	default:
+		g = procGlyph(st.State)
+		pid, up, cpu, mem, msg = "-", "-", fmt.Sprintf("%.1f%%", st.CPU), fmt.Sprintf("%.1f%%", st.Mem), st.Message
+		if st.PID > 0 && st.State.Up() {
+			pid = fmt.Sprint(st.PID)
+		}
+		if st.State.Up() && !st.StartTime.IsZero() && !r.r.Finished.IsZero() {
+			up = fmtDuration(r.r.Finished.Sub(st.StartTime))
+		}
+	}
+	cells := []string{cell(r.host, wd[0], false), cell(proc, wd[1], false), cell(g.text(), wd[2], false),
+		cell(pid, wd[3], true), cell(up, wd[4], true), cell(cpu, wd[5], true), cell(mem, wd[6], true), cell(oneLine(msg), wd[7], false)}
+	st := g.style(t)
+	return renderRow(t, cursor, false, cells, []*lipgloss.Style{nil, nil, &st})
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

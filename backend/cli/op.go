@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/user"
 	"sort"
@@ -232,7 +233,7 @@ func runOp(ctx context.Context, args []string, io Stdio) error {
 		return fmt.Errorf("watch %s: %w", task.ID, err)
 	}
 
-	pr := &resultPrinter{out: io.Out, json: *jsonOut, quiet: *quiet}
+	pr := &resultPrinter{out: io.Out, json: *jsonOut, quiet: *quiet, status: op == model.OpStatus}
 	if !pr.json {
 		if view, err := b.Task(ctx, task.ID); err == nil {
 			pr.widths(view.Results)
@@ -266,6 +267,9 @@ wait:
 	}
 
 	// The channel closed: the task is complete, or the wait was cut short.
+	if err := pr.flush(); err != nil {
+		return err
+	}
 	cut := got < task.Targets
 	if cut {
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -323,11 +327,15 @@ func summary(t model.Task, elapsed time.Duration) string {
 		strings.Join(parts, ", "), elapsed.Round(time.Millisecond))
 }
 
-// resultPrinter prints results as aligned lines or JSON lines.
+// resultPrinter prints results as aligned lines or JSON lines. The status
+// op's lines show each process's state, pid, uptime, cpu and memory, and
+// are printed at the end, failures and processes not up first.
 type resultPrinter struct {
 	out        io.Writer
 	json       bool
 	quiet      bool
+	status     bool
+	held       []model.Result // status results, printed sorted by flush
 	hostW      int
 	procW      int
 	headerDone bool
@@ -345,7 +353,71 @@ func (p *resultPrinter) header() {
 	if p.quiet {
 		return
 	}
+	if p.status {
+		fmt.Fprintf(p.out, "%-*s  %-*s  %-11s  %7s  %8s  %6s  %6s  %s\n", p.hostW, "HOST", p.procW, "PROC", "STATE", "PID", "UPTIME", "CPU", "MEM", "MESSAGE")
+		return
+	}
 	fmt.Fprintf(p.out, "%-*s  %-*s  %-11s  %7s  %8s  %s\n", p.hostW, "HOST", p.procW, "PROC", "STATE", "CODE", "TIME", "MESSAGE")
+}
+
+// statusRank orders status results: failures, then processes not up, then
+// the rest.
+func statusRank(r model.Result) int {
+	switch {
+	case !r.State.OK():
+		return 0
+	case r.Status != nil && !r.Status.State.Up():
+		return 1
+	}
+	return 2
+}
+
+// hostAddr is h's address for ordering (IPs compare numerically).
+func hostAddr(h model.Host) netip.Addr {
+	a, _ := netip.ParseAddr(h.IP)
+	return a
+}
+
+// flush prints the held status results, worst first, then by host.
+func (p *resultPrinter) flush() error {
+	sort.SliceStable(p.held, func(i, j int) bool {
+		a, b := p.held[i], p.held[j]
+		if x, y := statusRank(a), statusRank(b); x != y {
+			return x < y
+		}
+		if a.Host.CloudID != b.Host.CloudID {
+			return a.Host.CloudID < b.Host.CloudID
+		}
+		if x, y := hostAddr(a.Host), hostAddr(b.Host); x != y {
+			return x.Less(y)
+		}
+		return a.ProcKey < b.ProcKey
+	})
+	for _, r := range p.held {
+		if err := p.statusLine(r); err != nil {
+			return err
+		}
+	}
+	p.held = nil
+	return nil
+}
+
+// statusLine prints one status result: the process as reported, or why
+// there is no report.
+func (p *resultPrinter) statusLine(r model.Result) error {
+	state, pid, up, cpu, mem, msg := string(r.State), "-", "-", "-", "-", r.Message
+	if st := r.Status; st != nil && r.State.OK() {
+		state, cpu, mem, msg = string(st.State), fmt.Sprintf("%.1f%%", st.CPU), fmt.Sprintf("%.1f%%", st.Mem), st.Message
+		if st.State.Up() && st.PID > 0 {
+			pid = strconv.Itoa(st.PID)
+			if !st.StartTime.IsZero() && !r.Finished.IsZero() {
+				up = r.Finished.Sub(st.StartTime).Round(time.Second).String()
+			}
+		}
+	}
+	_, err := fmt.Fprintf(p.out, "%-*s  %-*s  %-11s  %7s  %8s  %6s  %6s  %s\n", p.hostW, r.Host.AgentID(), p.procW, r.ProcKey,
+		state, pid, up, cpu, mem, oneLine(msg, 160))
+	return err
 }
 
 func (p *resultPrinter) print(r model.Result) error {
@@ -359,6 +431,10 @@ func (p *resultPrinter) print(r model.Result) error {
 		}
 		_, err = fmt.Fprintf(p.out, "%s\n", b)
 		return err
+	}
+	if p.status {
+		p.held = append(p.held, r)
+		return nil
 	}
 	_, err := fmt.Fprintf(p.out, "%-*s  %-*s  %-11s  %7d  %8s  %s\n", p.hostW, r.Host.AgentID(), p.procW, r.ProcKey,
 		r.State, r.Code, r.Duration().Round(time.Millisecond), oneLine(r.Message, 160))

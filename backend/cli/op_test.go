@@ -246,3 +246,48 @@ func TestHostsAndProcs(t *testing.T) {
 		t.Fatalf("procs extra: exit %d %s", code, stderr)
 	}
 }
+
+// gseproc op status shows each process's state, pid, uptime, cpu and
+// memory, processes not up first (it said "success 0" for every host).
+func TestOpStatusShowsProcesses(t *testing.T) {
+	cfg := fleetConfig(t, "")
+	code, stdout, stderr := run(t, "op", "status", "--ns", "web", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) < 4 || !strings.Contains(lines[0], "PID") || !strings.Contains(lines[0], "UPTIME") ||
+		!strings.Contains(lines[0], "CPU") || !strings.Contains(lines[0], "MEM") {
+		t.Fatalf("status output:\n%s", stdout)
+	}
+	seenUp := false
+	running, stopped := 0, 0
+	for _, l := range lines[1 : len(lines)-1] {
+		f := strings.Fields(l)
+		if len(f) < 7 {
+			t.Fatalf("line %q", l)
+		}
+		switch state := model.ProcState(f[2]); {
+		case state.Up():
+			seenUp = true
+			running++
+			if f[3] == "-" || !strings.HasSuffix(f[5], "%") {
+				t.Fatalf("running process without pid or cpu: %q", l)
+			}
+		case seenUp:
+			t.Fatalf("%q (not up) after a running process", l)
+		default:
+			stopped++
+		}
+	}
+	if running == 0 || stopped == 0 {
+		t.Fatalf("%d running, %d not up: the fleet should have both\n%s", running, stopped, stdout)
+	}
+	// --json carries the same status object.
+	_, stdout, _ = run(t, "op", "status", "--ns", "web", "--json", "--config", cfg)
+	for _, r := range jsonResults(t, stdout) {
+		if r.Status == nil || r.Status.State == "" {
+			t.Fatalf("JSON result without status: %+v", r)
+		}
+	}
+}

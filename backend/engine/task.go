@@ -408,6 +408,7 @@ func (e *Engine) dispatchOne(r *run, i int) {
 			e.recordStatus(e.ctx, res.Host, st)
 			if op == model.OpStatus {
 				res.Content = model.StatusContent(res.Host, p, st, end)
+				res.Status = &st
 			}
 		}
 	case errors.Is(err, model.ErrUnreachable):
