@@ -361,3 +361,52 @@ func TestStatusWatchShowsProcesses(t *testing.T) {
 		t.Fatalf("pid %d or states not drawn:\n%s", run.Status.PID, v)
 	}
 }
+
+// Defect 3: cancel says what really happens: hosts not sent the op are
+// cancelled (each row says so), hosts already running go on and are
+// counted; the task is not called cancelled while they run.
+func TestCancelIsHonest(t *testing.T) {
+	sc := quietSim(30)
+	sc.LatencyMedian = config.Duration(3 * time.Second)
+	sc.LatencyP99 = config.Duration(5 * time.Second)
+	ec := config.Default().Engine
+	ec.Concurrency = 2 // two hosts in flight, the rest wait their turn
+	e, _ := simBackendEngine(t, sc, ec)
+	d := newDriver(t, e, Options{Guard: time.Nanosecond}, 120, 40)
+	openHosts(t, d, "app=nginx")
+	d.keys("a", "o")
+	p := topAs[*opPage](t, d)
+	d.until("processes", func() bool { return p.loaded })
+	for p.ops[p.list.cursor] != model.OpStatus {
+		d.keys("k")
+	}
+	d.keys("enter")
+	d.until("watch", func() bool { w, ok := d.m.top().(*watchPage); return ok && w.streaming })
+	w := topAs[*watchPage](t, d)
+	d.keys("x")
+	d.until("dialog", func() bool { return d.m.dialog != nil })
+	if !strings.Contains(d.view(), "not stopped by this") {
+		t.Fatalf("the dialog promises more than cancel does:\n%s", d.view())
+	}
+	d.keys("y")
+	d.until("cancel answered", func() bool { return w.cancelAsked })
+	if strings.Contains(d.m.flash, "cancelled "+w.task.ID) || !strings.Contains(d.m.flash, "not-yet-sent hosts cancelled") {
+		t.Fatalf("notice %q", d.m.flash)
+	}
+	if !taskFinal(w.task.Status) {
+		if !strings.Contains(d.m.flash, "already running") || !strings.Contains(d.view(), "cancelling") {
+			t.Fatalf("hosts still run but the notice %q / screen does not say so:\n%s", d.m.flash, d.view())
+		}
+	}
+	d.until("task final", func() bool { return taskFinal(w.task.Status) && !w.streaming })
+	view, err := e.Task(context.Background(), w.task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.counts != view.Task.Counts || w.counts.Cancelled == 0 {
+		t.Fatalf("console counts %+v, engine %+v", w.counts, view.Task.Counts)
+	}
+	if !strings.Contains(d.view(), "– cancelled") {
+		t.Fatalf("no per-host cancelled row:\n%s", d.view())
+	}
+}

@@ -22,25 +22,26 @@ import (
 // backend.Watch, drained in batches; failures sort first; a summary line
 // and a progress bar sit on top. The subscription ends when the page closes.
 type watchPage struct {
-	s          *shared
-	id         int
-	task       model.Task
-	rows       []watchRow
-	index      map[tkey]int
-	shown      []int // row indexes, sorted, filtered
-	failedOnly bool
-	dirty      bool
-	follow     bool // the operator moved the cursor: keep it on its row
-	list       vlist
-	counts     model.Counts
-	ctx        context.Context
-	cancel     context.CancelFunc
-	loaded     bool
-	err        error // the task could not be loaded
-	streaming  bool  // the Watch channel is open
-	ticking    bool
-	bar        progress.Model
-	w, h       int
+	s           *shared
+	id          int
+	task        model.Task
+	rows        []watchRow
+	index       map[tkey]int
+	shown       []int // row indexes, sorted, filtered
+	failedOnly  bool
+	dirty       bool
+	follow      bool // the operator moved the cursor: keep it on its row
+	list        vlist
+	counts      model.Counts
+	ctx         context.Context
+	cancel      context.CancelFunc
+	loaded      bool
+	cancelAsked bool  // the operator cancelled the task from here
+	err         error // the task could not be loaded
+	streaming   bool  // the Watch channel is open
+	ticking     bool
+	bar         progress.Model
+	w, h        int
 }
 
 type tkey struct {
@@ -99,12 +100,21 @@ type (
 		err  error
 	}
 	watchTickMsg struct{ id int }
+	// watchCancelledMsg: the backend accepted the cancel; view is the
+	// task right after it.
+	watchCancelledMsg struct {
+		id   int
+		view backend.TaskView
+	}
 )
 
 func (m watchInitMsg) pageID() int  { return m.id }
 func (m watchBatchMsg) pageID() int { return m.id }
 func (m watchTaskMsg) pageID() int  { return m.id }
 func (m watchTickMsg) pageID() int  { return m.id }
+func (m watchCancelledMsg) pageID() int {
+	return m.id
+}
 
 func newWatchPage(s *shared, t model.Task) *watchPage {
 	ctx, cancel := context.WithCancel(s.ctx)
@@ -308,6 +318,24 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 			return tea.Batch(p.refreshTask(), p.s.refreshInfo())
 		}
 		return p.drain(msg.ch)
+	case watchCancelledMsg:
+		// Say what the cancel did, from the task as it is now: hosts not
+		// sent the op are cancelled; those already running go on.
+		p.cancelAsked = true
+		p.task = msg.view.Task
+		p.apply(msg.view.Results)
+		p.resort()
+		running := 0
+		for _, r := range msg.view.Results {
+			if !r.State.Final() {
+				running++
+			}
+		}
+		text := fmt.Sprintf("cancel of %s: %d not-yet-sent hosts cancelled", p.task.ID, p.task.Counts.Cancelled)
+		if running > 0 {
+			text += fmt.Sprintf("; %d already running report their own outcome", running)
+		}
+		return p.s.post(flashMsg{text})
 	case watchTaskMsg:
 		if msg.err != nil {
 			return errCmd("task "+p.task.ID, msg.err)
@@ -347,14 +375,22 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 			if taskFinal(p.task.Status) {
 				return p.s.post(flashMsg{"the task is already " + string(p.task.Status)})
 			}
-			ctx, be, tid := p.s.ctx, p.s.be, p.task.ID
+			ctx, be, tid, id := p.s.ctx, p.s.be, p.task.ID, p.id
 			cancel := func() tea.Msg {
 				if err := be.Cancel(ctx, tid); err != nil {
 					return errMsg{"cancel " + tid, err}
 				}
-				return flashMsg{"cancelled " + tid}
+				v, err := be.Task(ctx, tid)
+				if err != nil {
+					return errMsg{"cancel " + tid + ": cancelled, but reading the task back", err}
+				}
+				return watchCancelledMsg{id: id, view: v}
 			}
-			d := newDialog("Cancel task", []string{p.task.ID, "Hosts not done yet become cancelled."}, "", "", true, cancel)
+			running := p.counts.Running
+			body := []string{p.task.ID,
+				"Hosts the op was not sent to yet are cancelled at once.",
+				fmt.Sprintf("Hosts already running it (%d now) are not stopped by this: each reports its own outcome, cancelled only if its agent stops in time.", running)}
+			d := newDialog("Cancel task", body, "", "", true, cancel)
 			return p.s.post(confirmMsg{d})
 		}
 	}
@@ -422,7 +458,11 @@ func (p *watchPage) View() string {
 	c := p.counts
 	total := max(p.task.Targets, c.Total())
 	status := taskGlyph(p.task.Status)
-	if p.streaming && !taskFinal(p.task.Status) {
+	switch {
+	case p.cancelAsked && !taskFinal(p.task.Status) && p.streaming:
+		// Not "cancelled" while hosts still run the op.
+		status = glyph{"◐", fmt.Sprintf("cancelling, %d still running", c.Pending+c.Running), styleWarn}
+	case p.streaming && !taskFinal(p.task.Status):
 		status = taskGlyph(model.TaskRunning)
 	}
 	line := fmt.Sprintf("%s %s · %d/%d finished · %s · %s", t.Title.Render(p.task.Op.String()),
