@@ -410,3 +410,20 @@ func TestCancelIsHonest(t *testing.T) {
 		t.Fatalf("no per-host cancelled row:\n%s", d.view())
 	}
 }
+
+// An Info call that answers after a newer one does not bring old counts
+// back (a late "1 task running" made q ask about a finished task).
+func TestLateInfoAnswerDropped(t *testing.T) {
+	e, _ := simBackend(t, quietSim(10))
+	d := newDriver(t, e, Options{}, 100, 30)
+	d.until("info", func() bool { return d.m.info.Mode != "" })
+	old := d.m.s.refreshInfo()().(infoMsg)
+	fresh := d.m.s.refreshInfo()().(infoMsg)
+	fresh.info.Running = 0
+	old.info.Running = 3
+	d.send(fresh)
+	d.send(old)
+	if d.m.info.Running != 0 {
+		t.Fatalf("the older answer won: %d running", d.m.info.Running)
+	}
+}

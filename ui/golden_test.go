@@ -128,7 +128,7 @@ func TestGolden(t *testing.T) {
 				ProcKey: "web:nginx", Kind: model.EventRestartSuccess, Message: "restarted after exit status 1 (restart 2)"}
 			d.send(eventsMsg{events: []model.Event{ev}, closed: true})
 			d.send(errMsg{"restart", fmt.Errorf("agent 0:10.0.0.5: %w", model.ErrUnreachable)})
-			d.send(infoMsg{backend.Info{Mode: "embedded", Hosts: 40, Online: 39, Running: 1}})
+			d.send(infoMsg{backend.Info{Mode: "embedded", Hosts: 40, Online: 39, Running: 1}, d.m.s.infoSeq})
 			snap("watch_status_bar")
 
 			d.keys("E")

@@ -79,6 +79,7 @@ type Model struct {
 	info     backend.Info
 	infoErr  error     // the last Info call failed: the counts are not shown
 	infoAt   time.Time // when Info last answered
+	infoSeen int       // the seq of the Info answer shown
 	banner   *logEntry // the latest error, shown whole until dismissed
 	flash    string
 	help     help.Model
@@ -343,6 +344,10 @@ func (m *Model) handle(msg tea.Msg) tea.Cmd {
 	case infoTickMsg:
 		return tea.Batch(m.s.refreshInfo(), m.infoTick())
 	case infoMsg:
+		if msg.seq < m.infoSeen {
+			return nil // an older call answered late
+		}
+		m.infoSeen = msg.seq
 		m.info = msg.info
 		m.infoAt = m.s.now()
 		if msg.info.ReadOnly {
@@ -357,6 +362,10 @@ func (m *Model) handle(msg tea.Msg) tea.Cmd {
 		}
 		return nil
 	case infoFailedMsg:
+		if msg.seq < m.infoSeen {
+			return nil
+		}
+		m.infoSeen = msg.seq
 		// Reported once when the backend stops answering, not every tick.
 		if m.infoErr == nil {
 			e := m.s.addLog(levelError, whatBackend, msg.err.Error())

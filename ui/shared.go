@@ -37,6 +37,7 @@ type shared struct {
 	events        []model.Event // newest last, capped
 	lastEventSeen time.Time
 	log           []logEntry // every error, warning and notice shown, oldest first
+	infoSeq       int        // Info calls issued
 }
 
 const maxEvents = 500
@@ -76,8 +77,15 @@ type (
 	}
 	// infoMsg refreshes the status bar; infoFailedMsg says the backend
 	// could not be asked.
-	infoMsg       struct{ info backend.Info }
-	infoFailedMsg struct{ err error }
+	// seq orders the answers: an older call answering late is dropped.
+	infoMsg struct {
+		info backend.Info
+		seq  int
+	}
+	infoFailedMsg struct {
+		err error
+		seq int
+	}
 	// resolvedMsg says what failed before has now worked: its error
 	// banner goes (the message log keeps it).
 	resolvedMsg struct{ what string }
@@ -131,12 +139,14 @@ func (s *shared) resolved(what string) { s.post(resolvedMsg{what}) }
 // refreshInfo fetches the backend's Info for the status bar.
 func (s *shared) refreshInfo() tea.Cmd {
 	ctx, be := s.ctx, s.be
+	s.infoSeq++
+	seq := s.infoSeq
 	return func() tea.Msg {
 		info, err := be.Info(ctx)
 		if err != nil {
-			return infoFailedMsg{err}
+			return infoFailedMsg{err, seq}
 		}
-		return infoMsg{info}
+		return infoMsg{info, seq}
 	}
 }
 

@@ -752,7 +752,7 @@ func TestHostPageAndQuitWhileRunning(t *testing.T) {
 	}
 	d.keys("esc")
 	// With a task running in the embedded engine, q asks (default No).
-	d.send(infoMsg{backend.Info{Mode: "embedded", Running: 2}})
+	d.send(infoMsg{backend.Info{Mode: "embedded", Running: 2}, d.m.s.infoSeq})
 	d.keys("q")
 	if d.m.dialog == nil || d.quit {
 		t.Fatal("q quit with tasks running")
