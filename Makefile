@@ -6,7 +6,7 @@ PKGS    := ./...
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X gseproc/backend/cli.Version=$(VERSION)
 
-.PHONY: run build test bench bench-fleet bench-operate lint clean
+.PHONY: run build test test-stress bench bench-fleet bench-operate lint clean
 
 run: build
 	./$(BIN) $(ARGS)
@@ -16,6 +16,19 @@ build:
 
 test:
 	$(GO) test -race -count=1 -timeout 9m $(PKGS)
+
+# test-stress runs the suite STRESS_RUNS times in a row while four CPU hogs
+# keep the cores busy, as on a loaded CI box; the hogs are killed however it
+# ends. PKGS narrows it (make test-stress PKGS=./backend/agent/).
+STRESS_RUNS ?= 3
+test-stress:
+	@set -e; pids=""; \
+	trap 'kill $$pids 2>/dev/null || true' EXIT INT TERM; \
+	for i in 1 2 3 4; do yes >/dev/null & pids="$$pids $$!"; done; \
+	for run in $$(seq 1 $(STRESS_RUNS)); do \
+		echo "== stress run $$run/$(STRESS_RUNS) (4 CPU hogs)"; \
+		$(GO) test -race -count=1 -timeout 15m $(PKGS); \
+	done
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 20m $(PKGS)

@@ -27,7 +27,7 @@ func crashProcs(dir string) []model.Process {
 			Spec: model.Spec{
 				Identity: model.Identity{ProcName: name, SetupPath: dir, PidPath: filepath.Join(dir, name+".pid")},
 				Control:  model.Control{StartCmd: start},
-				Policy:   model.Policy{AutoType: typ, StartRetries: 3, OpTimeout: 10, StartCheckEndSecs: 1, InstanceNum: 1},
+				Policy:   model.Policy{AutoType: typ, StartRetries: 3, OpTimeout: 10, StartCheckEndSecs: 10, InstanceNum: 1},
 			},
 		}
 	}

@@ -499,7 +499,9 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 				a.mu.Unlock()
 				return result{code: model.CodeSuccess, out: out}
 			}
-			if now.Sub(c.at) >= beginD {
+			// Up for the whole check (at least min_start_wait, so that a
+			// job failing at once is a failure whatever the poll's timing).
+			if now.Sub(c.at) >= max(beginD, a.cfg.MinStartWait.D()) {
 				a.mu.Lock()
 				u.pid, u.tick, u.own = c.pid, c.tick, c
 				u.lastStart, u.upSince = c.at.Unix(), now

@@ -21,7 +21,22 @@ import (
 // (role server) and the simulator's agent user.
 func natsCluster(t *testing.T, n int) []*transport.Embedded {
 	t.Helper()
-	// JetStream clustering needs every route up front: reserve the ports.
+	// JetStream clustering needs every route up front, so the route ports
+	// are picked before the nodes listen on them; another process may take
+	// one in between: then the cluster is built again on fresh ports.
+	var err error
+	for attempt := 1; attempt <= 5; attempt++ {
+		var nodes []*transport.Embedded
+		if nodes, err = tryNATSCluster(t, n); err == nil {
+			return nodes
+		}
+		t.Logf("cluster attempt %d: %v", attempt, err)
+	}
+	t.Fatal(err)
+	return nil
+}
+
+func tryNATSCluster(t *testing.T, n int) ([]*transport.Embedded, error) {
 	var ports []int
 	var routes []string
 	for range n {
@@ -47,12 +62,15 @@ func natsCluster(t *testing.T, n int) []*transport.Embedded {
 		}
 		e, err := transport.StartEmbedded(c, transport.EmbeddedOptions{}, nil)
 		if err != nil {
-			t.Fatal(err)
+			for _, n := range nodes {
+				n.Shutdown()
+			}
+			return nil, err
 		}
 		t.Cleanup(e.Shutdown)
 		nodes = append(nodes, e)
 	}
-	return nodes
+	return nodes, nil
 }
 
 // TestNATSClusterFailover: a 3-node NATS cluster, JetStream state with 3

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -49,11 +48,13 @@ func TestKillHelperServer(t *testing.T) {
 		t.Skip("the server process of TestKill9MidTask")
 	}
 	ctx := context.Background()
-	e, _, _, err := openNATSEngine(ctx, killCfg(dir, os.Getenv(helperEnv+"_LISTEN")), false, true, nil)
+	// NATS listens on a port of its own choosing, named to the test.
+	e, nb, _, err := openNATSEngine(ctx, killCfg(dir, "127.0.0.1:-1"), false, true, nil)
 	if err != nil {
 		fmt.Println("ERROR", err)
 		return
 	}
+	fmt.Println("NATS", nb.ClientURL)
 	task, err := e.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "web"}})
 	if err != nil {
 		fmt.Println("ERROR", err)
@@ -71,15 +72,8 @@ func TestKill9MidTask(t *testing.T) {
 		t.Skip("runs a server process")
 	}
 	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	listen := ln.Addr().String()
-	ln.Close()
-
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKillHelperServer$", "-test.v")
-	cmd.Env = append(os.Environ(), helperEnv+"="+dir, helperEnv+"_LISTEN="+listen)
+	cmd.Env = append(os.Environ(), helperEnv+"="+dir)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +96,7 @@ func TestKill9MidTask(t *testing.T) {
 		}
 		close(lines)
 	}()
-	var taskID string
+	var taskID, natsURL string
 	var total int
 	for taskID == "" {
 		select {
@@ -112,6 +106,9 @@ func TestKill9MidTask(t *testing.T) {
 			}
 			if strings.HasPrefix(l, "ERROR") {
 				t.Fatal(l)
+			}
+			if u, ok := strings.CutPrefix(l, "NATS "); ok {
+				natsURL = u
 			}
 			fmt.Sscanf(l, "TASK %s %d", &taskID, &total)
 		case <-time.After(30 * time.Second):
@@ -124,7 +121,10 @@ func TestKill9MidTask(t *testing.T) {
 	}()
 
 	// Watch its results through its NATS, as another server would.
-	nc, err := transport.ConnectNow(transport.ClientOptions{URLs: "nats://" + listen, User: "peer", Password: "peerpw"}, nil)
+	if natsURL == "" {
+		t.Fatal("the server process did not name its NATS address")
+	}
+	nc, err := transport.ConnectNow(transport.ClientOptions{URLs: natsURL, User: "peer", Password: "peerpw"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestKill9MidTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range ch {
+	for range ch { // ends with the task or with wctx's 60 s
 	}
 	if wctx.Err() != nil {
 		t.Fatal("resumed task did not complete")

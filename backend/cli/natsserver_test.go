@@ -34,7 +34,7 @@ func natsTestConfig(dir string) config.Config {
 	cfg.NATS.Listen = "127.0.0.1:-1"
 	cfg.NATS.StoreDir = dir
 	cfg.NATS.HeartbeatInterval = config.Duration(100 * time.Millisecond)
-	cfg.NATS.OfflineAfter = config.Duration(time.Second)
+	cfg.NATS.OfflineAfter = config.Duration(5 * time.Second) // wide: a loaded machine delays heartbeats
 	cfg.Simulator.Hosts = 20
 	cfg.Simulator.Seed = 3
 	cfg.Simulator.Demo = true
@@ -148,7 +148,7 @@ func TestNATSEngineRealAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfgFile := filepath.Join(work, "agent.toml")
-	if err := os.WriteFile(cfgFile, []byte("[nats]\nheartbeat_interval = \"100ms\"\noffline_after = \"1s\"\n"), 0o644); err != nil {
+	if err := os.WriteFile(cfgFile, []byte("[nats]\nheartbeat_interval = \"100ms\"\noffline_after = \"5s\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	me := model.Host{IP: "127.0.0.1", CloudID: 5}
@@ -169,7 +169,7 @@ func TestNATSEngineRealAgent(t *testing.T) {
 		Spec: model.Spec{
 			Identity: model.Identity{ProcName: "daemon", SetupPath: work, PidPath: filepath.Join(work, "daemon.pid")},
 			Control:  model.Control{StartCmd: "./daemon.sh >/dev/null 2>&1 &"},
-			Policy:   model.Policy{AutoType: model.AutoResident, OpTimeout: 10, StartCheckEndSecs: 1, InstanceNum: 1},
+			Policy:   model.Policy{AutoType: model.AutoResident, OpTimeout: 10, StartCheckEndSecs: 10, InstanceNum: 1},
 		},
 	}
 	sim := model.Host{IP: "10.0.0.1", CloudID: 0} // a demo host of the simulated fleet
@@ -185,6 +185,9 @@ func TestNATSEngineRealAgent(t *testing.T) {
 		}
 	}
 	rs = operate(t, e, backend.OperateRequest{Op: model.OpStart, Items: []model.ProcessDef{item}})
+	if len(rs) != 2 {
+		t.Fatalf("second start results %+v", rs)
+	}
 	for _, r := range rs {
 		if r.Code != model.CodeAlreadyRunning {
 			t.Fatalf("second start on %s: %d %s, want 828", r.Host, r.Code, r.Message)
@@ -234,7 +237,7 @@ func TestSimOverNATS(t *testing.T) {
 	}
 	defer nb.Close()
 	cfgFile := filepath.Join(t.TempDir(), "sim.toml")
-	if err := os.WriteFile(cfgFile, []byte("[nats]\nheartbeat_interval = \"100ms\"\noffline_after = \"1s\"\n[simulator]\noffline_rate = 0.0\nunreachable_rate = 0.0\n"), 0o644); err != nil {
+	if err := os.WriteFile(cfgFile, []byte("[nats]\nheartbeat_interval = \"100ms\"\noffline_after = \"5s\"\n[simulator]\noffline_rate = 0.0\nunreachable_rate = 0.0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, _ := runCmd(t, "sim", "--config", cfgFile, "--nats", nb.ClientURL, "--hosts", "50", "--seed", "4")

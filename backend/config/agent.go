@@ -39,7 +39,9 @@ type AgentConfig struct {
 	StableAfter Duration `toml:"stable_after"`
 
 	// MinStartWait is the shortest time the start check waits for the pid
-	// file when the process's own window (start_check_secs/end) is shorter.
+	// file when the process's own window (start_check_secs/end) is shorter,
+	// and the shortest time a job (periodic, one-shot) must not fail in to
+	// count as started.
 	MinStartWait Duration `toml:"min_start_wait"`
 	// MinStopWait is the shortest time the stop post-check waits for the
 	// process to disappear (when stop_check_secs is 0).

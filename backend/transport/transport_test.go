@@ -267,10 +267,11 @@ func TestOnlineOffline(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			e := startServer(t, testNATS(t), true)
-			// Heartbeats every 50 ms; offline after 1 s without one, so a
+			// Heartbeats every 50 ms; offline after 3 s without one, so a
 			// loaded machine's scheduling delays do not look like a loss.
-			d := newDispatcher(t, serverConn(t, e), DispatcherOptions{OfflineAfter: time.Second,
+			d := newDispatcher(t, serverConn(t, e), DispatcherOptions{OfflineAfter: 3 * time.Second,
 				StaticHosts: []model.HostInfo{{Host: model.Host{IP: "10.0.0.99"}}}})
 			var mu sync.Mutex
 			var evs []model.Event
@@ -292,7 +293,7 @@ func TestOnlineOffline(t *testing.T) {
 			nc, stop := runAgent(t, e.ClientURL(), ClientOptions{}, echoAgent(h1), ServeOptions{HeartbeatInterval: 50 * time.Millisecond})
 			eventually(t, "online", 15*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
 			// Stays online across many heartbeats, for longer than OfflineAfter.
-			time.Sleep(1500 * time.Millisecond)
+			time.Sleep(3500 * time.Millisecond)
 			if s := hostState(d, h1); s != model.AgentOnline {
 				t.Fatalf("state %q while heartbeating", s)
 			}

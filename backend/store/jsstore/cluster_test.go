@@ -19,24 +19,7 @@ func TestClusterReplicas(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 3-node NATS cluster")
 	}
-	var routes []string
-	var ports []int
-	for range 3 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-		ln.Close()
-		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[len(ports)-1]))
-	}
-	var nodes []*transport.Embedded
-	for i := range 3 {
-		c := natsCfg(t, t.TempDir())
-		c.ServerName = fmt.Sprintf("s%d", i)
-		c.Cluster = config.NATSClusterConfig{Name: "js", Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes}
-		nodes = append(nodes, startNATS(t, c))
-	}
+	nodes := cluster3(t)
 	a := open(t, nodes[0], Options{Replicas: 3})
 	b := open(t, nodes[1], Options{Replicas: 3})
 	// A leader election after a node dies may take a raft election timeout
@@ -74,4 +57,50 @@ func TestClusterReplicas(t *testing.T) {
 	if seq2, err := b.NextSeq(ctx); err != nil || seq2 <= seq1 {
 		t.Fatalf("NextSeq after failover = %d (%v), want > %d", seq2, err, seq1)
 	}
+}
+
+// cluster3 starts a 3-node cluster on 127.0.0.1. JetStream clustering needs
+// every route up front, so the route ports are picked before the nodes
+// listen on them; another process may take one in between: then the
+// cluster is built again on fresh ports.
+func cluster3(t *testing.T) []*transport.Embedded {
+	t.Helper()
+	var lastErr error
+	for attempt := 1; attempt <= 5; attempt++ {
+		var routes []string
+		var ports []int
+		for range 3 {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+			ln.Close()
+			routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[len(ports)-1]))
+		}
+		var nodes []*transport.Embedded
+		for i := range 3 {
+			c := natsCfg(t, t.TempDir())
+			c.ServerName = fmt.Sprintf("s%d", i)
+			c.Cluster = config.NATSClusterConfig{Name: "js", Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes}
+			e, err := transport.StartEmbedded(c, transport.EmbeddedOptions{}, nil)
+			if err != nil {
+				lastErr = err
+				break
+			}
+			nodes = append(nodes, e)
+		}
+		if len(nodes) == 3 {
+			for _, e := range nodes {
+				t.Cleanup(e.Shutdown)
+			}
+			return nodes
+		}
+		for _, e := range nodes {
+			e.Shutdown()
+		}
+		t.Logf("cluster attempt %d: %v", attempt, lastErr)
+	}
+	t.Fatal(lastErr)
+	return nil
 }

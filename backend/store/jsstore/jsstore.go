@@ -316,7 +316,7 @@ func (s *Store) PutProcess(ctx context.Context, def model.ProcessDef) error {
 	} else {
 		_, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.procs.Update(ctx, k, data, want) })
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			if _, gerr := do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.procs.Get(ctx, k) }); errors.Is(gerr, jetstream.ErrKeyNotFound) {
+			if _, gerr := s.get(ctx, s.procs, k); errors.Is(gerr, jetstream.ErrKeyNotFound) {
 				_, err = s.procs.Create(ctx, k, data) // nothing stored: as the memory store, accept
 			} else {
 				return fmt.Errorf("put process %s: revision %d is not the stored one: %w", key, want, model.ErrConflict)
@@ -337,7 +337,7 @@ func (s *Store) DeleteProcess(ctx context.Context, key string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	e, err := do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.procs.Get(ctx, enc(key)) })
+	e, err := s.get(ctx, s.procs, enc(key))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("delete process %s: %w", key, model.ErrNotFound)
 	}
@@ -463,7 +463,7 @@ func (s *Store) PutTask(ctx context.Context, t model.Task, targets []model.Targe
 	_, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.tasks.Create(ctx, tk, data) })
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		// An earlier attempt may have been applied without its answer arriving.
-		if e, gerr := do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.tasks.Get(ctx, tk) }); gerr == nil && bytes.Equal(e.Value(), data) {
+		if e, gerr := s.get(ctx, s.tasks, tk); gerr == nil && bytes.Equal(e.Value(), data) {
 			err = nil
 		}
 	}
@@ -496,7 +496,7 @@ func (s *Store) UpdateTask(ctx context.Context, t model.Task) error {
 		return err
 	}
 	tk := enc(t.ID)
-	e, err := do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.tasks.Get(ctx, tk) })
+	e, err := s.get(ctx, s.tasks, tk)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("update task %s: %w", t.ID, model.ErrNotFound)
 	}
@@ -509,7 +509,7 @@ func (s *Store) UpdateTask(ctx context.Context, t model.Task) error {
 	}
 	// Last writer wins, but never resurrect a task deleted meanwhile.
 	if _, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.tasks.Update(ctx, tk, data, e.Revision()) }); errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		if _, err := s.tasks.Get(ctx, tk); err != nil {
+		if _, err := s.get(ctx, s.tasks, tk); err != nil {
 			return fmt.Errorf("update task %s: %w", t.ID, model.ErrNotFound)
 		}
 		_, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.tasks.Put(ctx, tk, data) })
@@ -545,7 +545,7 @@ func (s *Store) Task(ctx context.Context, id string) (model.Task, []model.Target
 }
 
 func (s *Store) task(ctx context.Context, id string) (model.Task, error) {
-	e, err := do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.tasks.Get(ctx, enc(id)) })
+	e, err := s.get(ctx, s.tasks, enc(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return model.Task{}, fmt.Errorf("task %s: %w", id, model.ErrNotFound)
 	}
