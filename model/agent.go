@@ -7,10 +7,20 @@ import (
 
 // AgentRequest is what the engine sends one host for one process.
 type AgentRequest struct {
-	TaskID   string    `json:"task_id"`
+	TaskID string `json:"task_id"`
+	// OpID names this operation (OpID): an agent runs an op id at most
+	// once and answers a repeat with the recorded outcome.
+	OpID     string    `json:"op_id,omitempty"`
 	Op       OpType    `json:"op_type"`
 	Process  Process   `json:"process"`
 	Deadline time.Time `json:"deadline,omitzero"`
+}
+
+// OpID is the operation id of task taskID on one target: the same every
+// time the target is dispatched for the task, also by another server that
+// resumes the task, so that the host runs it at most once.
+func OpID(taskID string, host Host, procKey string) string {
+	return taskID + "/" + host.AgentID() + "/" + procKey
 }
 
 // AgentReply is one host's answer.

@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"gseproc/backend/config"
+	"gseproc/backend/opledger"
 	"gseproc/model"
 )
 
@@ -61,6 +62,8 @@ type Agent struct {
 	agentID string // GSE 2.0 agent id, kept in the data dir
 	m       machine
 	regPath string
+	// ops runs each op id once and answers repeats (OpsFile in DataDir).
+	ops *opledger.Ledger
 
 	// ctx lives from New to Close; watchers, retries, periodic schedules
 	// and the sampler run under it and Close waits for them.
@@ -161,6 +164,10 @@ func New(cfg config.AgentConfig, log *slog.Logger) (*Agent, error) {
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	recs, err := loadRegistry(a.regPath)
 	if err != nil {
+		a.cancel()
+		return nil, err
+	}
+	if a.ops, err = opledger.Open(filepath.Join(cfg.DataDir, OpsFile), opledger.DefaultKeep); err != nil {
 		a.cancel()
 		return nil, err
 	}
@@ -312,6 +319,9 @@ func (a *Agent) Close() error {
 				u.own.close()
 			}
 		}
+	}
+	if err := a.ops.Close(); err != nil {
+		a.log.Warn("close op ledger", "err", err)
 	}
 	a.log.Info("agent closed; hosted processes keep running")
 	return nil

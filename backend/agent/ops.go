@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"gseproc/backend/opledger"
 	"gseproc/model"
 	"gseproc/model/opsem"
 )
@@ -67,13 +68,34 @@ func (a *Agent) Handle(ctx context.Context, req model.AgentRequest) model.AgentR
 	case ctx.Err() != nil:
 		r = fail(model.CodeTimeout, "%s: the deadline passed before %s started", model.CodeText(model.CodeTimeout), req.Op)
 	default:
-		if !e.acquire(ctx) {
-			return a.reply(e, fail(model.CodeTimeout, "%s: another operation on %s is still in progress", model.CodeText(model.CodeTimeout), e.key))
-		}
-		r = a.do(ctx, e, req.Op)
-		e.release()
+		r = a.once(ctx, e, req)
 	}
 	return a.reply(e, r)
+}
+
+// once runs req's op on e at most once per op id: a repeat is answered
+// with the recorded outcome (and e's status now), and runs nothing.
+func (a *Agent) once(ctx context.Context, e *entry, req model.AgentRequest) result {
+	out, repeat, err := a.ops.Do(ctx, req.OpID, func() (opledger.Outcome, bool) {
+		if !e.acquire(ctx) {
+			r := fail(model.CodeTimeout, "%s: another operation on %s is still in progress", model.CodeText(model.CodeTimeout), e.key)
+			return opledger.Outcome{Code: r.code, Message: r.msg}, false
+		}
+		r := a.do(ctx, e, req.Op)
+		e.release()
+		return opledger.Outcome{Code: r.code, Message: r.msg, Output: r.out}, true
+	})
+	if err != nil {
+		code := model.CodeAgentAbnormal // the ledger cannot record: nothing runs unrecorded
+		if ctx.Err() != nil {
+			code = model.CodeTimeout // the same op id is still running
+		}
+		return fail(code, "%s: %v", model.CodeText(code), err)
+	}
+	if repeat {
+		a.log.Info("op answered from the ledger, not run again", "proc", e.key, "op", req.Op.String(), "op_id", req.OpID, "code", out.Code)
+	}
+	return result{code: out.Code, msg: out.Message, out: out.Output}
 }
 
 // version runs version_cmd (at most 5 s) for a running process and

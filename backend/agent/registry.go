@@ -18,6 +18,10 @@ import (
 // for re-adoption) is under "gseproc".
 const RegistryFile = "procinfo.json"
 
+// OpsFile is the op ledger's name under DataDir: the outcomes of the last
+// op ids the agent ran (see package opledger).
+const OpsFile = "ops.jsonl"
+
 type registryFile struct {
 	Proc []procRecord `json:"proc"`
 }

@@ -373,7 +373,7 @@ func (e *Engine) dispatchOne(r *run, i int) {
 
 	budget := time.Duration(p.Deadline(op))*time.Second + e.cfg.DeadlineSlack.D()
 	dctx, cancel := context.WithTimeout(r.ctx, budget)
-	reply, err := e.d.Dispatch(dctx, res.Host, model.AgentRequest{TaskID: r.task.ID, Op: op, Process: p, Deadline: now.Add(budget)})
+	reply, err := e.d.Dispatch(dctx, res.Host, model.AgentRequest{TaskID: r.task.ID, OpID: model.OpID(r.task.ID, res.Host, res.ProcKey), Op: op, Process: p, Deadline: now.Add(budget)})
 	deadlinePassed := errors.Is(dctx.Err(), context.DeadlineExceeded)
 	cancel()
 	end := e.now()

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"gseproc/backend/opledger"
 	"gseproc/model"
 	"gseproc/model/opsem"
 )
@@ -29,6 +30,10 @@ import (
 // A process the host has not seen before (e.g. sent inline by the API) is
 // created as stopped and not hosted. Hosts named by the API documents'
 // examples (Demo) never fail at random.
+//
+// An op that changes something runs once per req.OpID: a repeat (a task
+// resumed by another server) is answered with the recorded code, message
+// and output and the process's status now, and changes nothing.
 func (f *Fleet) Dispatch(ctx context.Context, host model.Host, req model.AgentRequest) (model.AgentReply, error) {
 	if err := ctx.Err(); err != nil {
 		return model.AgentReply{}, err
@@ -48,6 +53,38 @@ func (f *Fleet) Dispatch(ctx context.Context, host model.Host, req model.AgentRe
 		<-ctx.Done()
 		return model.AgentReply{}, ctx.Err()
 	}
+	if req.OpID == "" || !req.Op.Mutating() {
+		return f.run(ctx, i, h, req)
+	}
+	h.mu.Unlock()
+	var rep model.AgentReply
+	var rerr error
+	out, repeat, err := f.ops.Do(ctx, req.OpID, func() (opledger.Outcome, bool) {
+		h.mu.Lock()
+		rep, rerr = f.run(ctx, i, h, req)
+		if rerr != nil {
+			return opledger.Outcome{}, false
+		}
+		return opledger.Outcome{Code: rep.Code, Message: rep.Message, Output: rep.Output}, true
+	})
+	switch {
+	case err != nil:
+		return model.AgentReply{}, err
+	case rerr != nil:
+		return model.AgentReply{}, rerr
+	case !repeat:
+		return rep, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := f.now()
+	st := f.status(h, f.proc(i, h, req.Process, false), now)
+	return model.AgentReply{Code: out.Code, Message: out.Message, Output: out.Output, Status: &st}, nil
+}
+
+// run applies req to host i after its latency; h.mu is held on entry and
+// released on return.
+func (f *Fleet) run(ctx context.Context, i int32, h *simHost, req model.AgentRequest) (model.AgentReply, error) {
 	// Draw everything up front, in call order, so a seed repeats a run.
 	lat := f.lat.draw(&h.rng)
 	failDraw := unit(splitmix64(&h.rng))

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"gseproc/backend/config"
+	"gseproc/backend/opledger"
 	"gseproc/model"
 )
 
@@ -129,6 +130,10 @@ type Fleet struct {
 
 	dropped atomic.Uint64 // events dropped for slow subscribers
 	now     func() time.Time
+
+	// ops runs each op id once, as a real agent's ledger does (in memory:
+	// a simulated host forgets with the process).
+	ops *opledger.Ledger
 }
 
 // New builds the fleet described by cfg. Zero fields of cfg take the
@@ -164,6 +169,7 @@ func NewChecked(cfg config.SimulatorConfig) (*Fleet, error) {
 		now:    time.Now,
 	}
 	f.genHosts()
+	f.ops = opledger.New(max(opledger.DefaultKeep, len(f.hosts))) // a whole-fleet task's ops
 	f.defs = genDefs(seed, cfg.Namespaces, f.roles)
 	f.placeEverywhere()
 	if cfg.Demo {

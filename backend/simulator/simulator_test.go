@@ -935,3 +935,38 @@ crash_rate = 0.5
 	assert.Equal(t, 3, cfg.Simulator.Clouds)
 	assert.Equal(t, 40*time.Millisecond, cfg.Simulator.LatencyMedian.D())
 }
+
+// TestOpIDRunsOnce: a simulated host runs an op id once, like a real
+// agent: a repeat answers the recorded code with the status now.
+func TestOpIDRunsOnce(t *testing.T) {
+	f := New(quiet(10))
+	h := model.Host{IP: "10.0.0.1", CloudID: 0}
+	p := inline("svc")
+	send := func(op model.OpType, id string) model.AgentReply {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		r, err := f.Dispatch(ctx, h, model.AgentRequest{TaskID: "T", OpID: id, Op: op, Process: p})
+		require.NoError(t, err)
+		require.NotNil(t, r.Status)
+		return r
+	}
+	first := send(model.OpStart, "T1/0:10.0.0.1/x")
+	require.Equal(t, model.CodeSuccess, first.Code)
+	again := send(model.OpStart, "T1/0:10.0.0.1/x")
+	require.Equal(t, model.CodeSuccess, again.Code, "a repeat answers the recorded outcome, not 828")
+	require.Equal(t, first.Status.PID, again.Status.PID)
+	require.Equal(t, model.CodeAlreadyRunning, send(model.OpStart, "T2/0:10.0.0.1/x").Code, "another op id is another op")
+	restarted := send(model.OpRestart, "T3/0:10.0.0.1/x")
+	require.Equal(t, model.CodeSuccess, restarted.Code)
+	require.NotEqual(t, first.Status.PID, restarted.Status.PID)
+	again = send(model.OpRestart, "T3/0:10.0.0.1/x")
+	require.Equal(t, restarted.Status.PID, again.Status.PID, "a repeated restart restarts nothing")
+	// Status is never recorded: it tells the state now.
+	stopped := send(model.OpStop, "T4/0:10.0.0.1/x")
+	require.Equal(t, model.CodeSuccess, stopped.Code)
+	st := send(model.OpStatus, "T5/0:10.0.0.1/x")
+	require.Equal(t, model.ProcStopped, st.Status.State)
+	st = send(model.OpStatus, "T5/0:10.0.0.1/x")
+	require.Equal(t, model.ProcStopped, st.Status.State)
+}

@@ -1,0 +1,198 @@
+package opledger
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gseproc/model"
+)
+
+func TestRunsOnceAndAnswersRepeats(t *testing.T) {
+	l := New(0)
+	var runs atomic.Int32
+	run := func() (Outcome, bool) {
+		runs.Add(1)
+		return Outcome{Code: 0, Message: "started", Output: "pid 7"}, true
+	}
+	ctx := context.Background()
+	out, repeat, err := l.Do(ctx, "t1/0:10.0.0.1/web:nginx", run)
+	if err != nil || repeat || out.Message != "started" {
+		t.Fatalf("first: %+v %v %v", out, repeat, err)
+	}
+	out, repeat, err = l.Do(ctx, "t1/0:10.0.0.1/web:nginx", run)
+	if err != nil || !repeat || out.Message != "started" || out.Output != "pid 7" {
+		t.Fatalf("repeat: %+v %v %v", out, repeat, err)
+	}
+	if _, _, err := l.Do(ctx, "t2/0:10.0.0.1/web:nginx", run); err != nil {
+		t.Fatal(err)
+	}
+	if n := runs.Load(); n != 2 {
+		t.Fatalf("%d runs, want 2 (two ids)", n)
+	}
+	// No id: nothing recorded, it runs every time.
+	l.Do(ctx, "", run)
+	l.Do(ctx, "", run)
+	if n := runs.Load(); n != 4 || l.Len() != 2 {
+		t.Fatalf("%d runs, %d recorded", n, l.Len())
+	}
+}
+
+func TestRepeatWhileInFlightWaitsForTheFirst(t *testing.T) {
+	l := New(0)
+	release := make(chan struct{})
+	started := make(chan struct{})
+	var runs atomic.Int32
+	run := func() (Outcome, bool) {
+		if runs.Add(1) == 1 {
+			close(started)
+		}
+		<-release
+		return Outcome{Code: 0, Message: "done"}, true
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	outs := make([]Outcome, 5)
+	repeats := make([]bool, 5)
+	wg.Go(func() { outs[0], repeats[0], _ = l.Do(ctx, "id", run) })
+	<-started
+	for i := 1; i < 5; i++ {
+		wg.Go(func() { outs[i], repeats[i], _ = l.Do(ctx, "id", run) })
+	}
+	// A repeat whose caller gives up is told the op is still running.
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, _, err := l.Do(short, "id", run); err == nil {
+		t.Fatal("a repeat that gave up waiting: want an error")
+	}
+	close(release)
+	wg.Wait()
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("%d runs, want 1", n)
+	}
+	for i, o := range outs {
+		if o.Message != "done" || repeats[i] != (i > 0) {
+			t.Fatalf("call %d: %+v repeat %v", i, o, repeats[i])
+		}
+	}
+}
+
+func TestNotRunIsNotRecorded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ops.jsonl")
+	l, err := Open(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	out, repeat, _ := l.Do(ctx, "id", func() (Outcome, bool) { return Outcome{Code: model.CodeTimeout, Message: "deadline passed"}, false })
+	if repeat || out.Code != model.CodeTimeout || l.Len() != 0 {
+		t.Fatalf("not run: %+v repeat %v, %d recorded", out, repeat, l.Len())
+	}
+	out, repeat, _ = l.Do(ctx, "id", func() (Outcome, bool) { return Outcome{Message: "ran"}, true })
+	if repeat || out.Message != "ran" {
+		t.Fatalf("second try: %+v repeat %v", out, repeat)
+	}
+	l.Close()
+	l2, err := Open(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	out, repeat, _ = l2.Do(ctx, "id", func() (Outcome, bool) { t.Fatal("ran again"); return Outcome{}, true })
+	if !repeat || out.Message != "ran" {
+		t.Fatalf("after reopen: %+v repeat %v", out, repeat)
+	}
+}
+
+// TestPersistedAcrossRestart: outcomes survive a reopen; an op that began
+// and never ended (the agent died during it) is answered as interrupted,
+// never run again; a torn last line is ignored.
+func TestPersistedAcrossRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ops.jsonl")
+	l, err := Open(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l.Do(ctx, "done", func() (Outcome, bool) { return Outcome{Code: 828, Message: "already running"}, true })
+	// Simulate a crash mid-op: the begin line is on disk, the end is not.
+	if err := l.appendLocked(line{ID: "midway", At: time.Now().Unix()}, true); err != nil {
+		t.Fatal(err)
+	}
+	l.f.WriteString(`{"id":"torn","at":1,"outc`)
+	l.Close()
+
+	l2, err := Open(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	never := func() (Outcome, bool) { t.Fatal("ran again"); return Outcome{}, true }
+	if out, repeat, _ := l2.Do(ctx, "done", never); !repeat || out.Code != 828 {
+		t.Fatalf("done: %+v", out)
+	}
+	if out, repeat, _ := l2.Do(ctx, "midway", never); !repeat || out.Code != model.CodeAgentAbnormal {
+		t.Fatalf("midway: %+v", out)
+	}
+	ran := false
+	l2.Do(ctx, "torn", func() (Outcome, bool) { ran = true; return Outcome{}, true })
+	if !ran {
+		t.Fatal("a torn line counted as a record")
+	}
+}
+
+// TestBoundedAndCompacted: only the newest keep outcomes are kept, and the
+// file is rewritten before it holds more than twice keep lines (plus one
+// op's two).
+func TestBoundedAndCompacted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ops.jsonl")
+	const keep = 5
+	l, err := Open(path, keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 40 {
+		l.Do(ctx, fmt.Sprint("op", i), func() (Outcome, bool) { return Outcome{Message: fmt.Sprint(i)}, true })
+		if n := countLines(t, path); n > 2*keep+2 {
+			t.Fatalf("after op %d the file holds %d lines", i, n)
+		}
+	}
+	if l.Len() != keep {
+		t.Fatalf("%d kept, want %d", l.Len(), keep)
+	}
+	l.Close()
+	l2, err := Open(path, keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if l2.Len() != keep {
+		t.Fatalf("%d after reopen, want %d", l2.Len(), keep)
+	}
+	if out, repeat, _ := l2.Do(ctx, "op39", func() (Outcome, bool) { return Outcome{}, true }); !repeat || out.Message != "39" {
+		t.Fatalf("newest: %+v repeat %v", out, repeat)
+	}
+	if _, repeat, _ := l2.Do(ctx, "op0", func() (Outcome, bool) { return Outcome{}, true }); repeat {
+		t.Fatal("the oldest was kept beyond keep")
+	}
+}
+
+func countLines(t *testing.T, path string) int {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		n++
+	}
+	return n
+}
