@@ -55,7 +55,7 @@ func tryNATSCluster(t *testing.T, n int) ([]*transport.Embedded, error) {
 		c.Listen = "127.0.0.1:-1"
 		c.StoreDir = t.TempDir()
 		c.ServerName = fmt.Sprintf("n%d", i+1)
-		c.Cluster = config.NATSClusterConfig{Name: "gseproc-test", Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes}
+		c.Cluster = config.NATSClusterConfig{Name: "gseproc-test", Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes, User: "route", Password: "routepw"}
 		c.Users = []config.NATSUser{{User: "server", Password: "spw", Role: config.NATSRoleServer}, {User: "sim", Password: "simpw", Role: config.NATSRoleSim, Hosts: []string{"0:*"}}}
 		if err := c.Validate(); err != nil {
 			t.Fatal(err)

@@ -95,11 +95,26 @@ func (u NATSUser) Name() string {
 	return "user " + strconv.Quote(u.User)
 }
 
-// NATSClusterConfig joins the embedded server to a cluster.
+// NATSClusterConfig joins the embedded server to a cluster. Every node
+// shares one route credential (User/Password): a node accepts a route only
+// with it, and presents it on the routes it opens. Outside --demo a cluster
+// listener without it is refused at start. With TLS, routes are encrypted
+// and each side verifies the other's certificate against CA (both ways:
+// each node's certificate must allow server and client auth).
 type NATSClusterConfig struct {
-	Name   string   `toml:"name"`
-	Listen string   `toml:"listen"` // route address, "host:port"
-	Routes []string `toml:"routes"` // nats-route://host:port of the other nodes
+	Name     string       `toml:"name"`
+	Listen   string       `toml:"listen"` // route address, "host:port"
+	Routes   []string     `toml:"routes"` // nats-route://host:port of every node
+	User     string       `toml:"user"`
+	Password string       `toml:"password"`
+	TLS      NATSRouteTLS `toml:"tls"`
+}
+
+// NATSRouteTLS are the route TLS files; peers are always verified.
+type NATSRouteTLS struct {
+	Cert string `toml:"cert"`
+	Key  string `toml:"key"`
+	CA   string `toml:"ca"`
 }
 
 // NATSTLSConfig are TLS files.
@@ -171,7 +186,15 @@ func (c NATSConfig) validate() error {
 	for i, r := range c.Cluster.Routes {
 		if p, err := url.Parse(r); err != nil || p.Host == "" {
 			bad(fmt.Sprintf("cluster.routes[%d]", i), "%q is not a URL like nats-route://host:6222", r)
+		} else if p.User != nil {
+			bad(fmt.Sprintf("cluster.routes[%d]", i), "carries credentials in the URL: set cluster.user and cluster.password instead")
 		}
+	}
+	if (c.Cluster.User == "") != (c.Cluster.Password == "") {
+		bad("cluster.password", "cluster.user and cluster.password go together")
+	}
+	if rt := c.Cluster.TLS; rt != (NATSRouteTLS{}) && (rt.Cert == "" || rt.Key == "" || rt.CA == "") {
+		bad("cluster.tls", "cert, key and ca go together (routes verify their peers against ca)")
 	}
 	if c.Replicas < 1 || c.Replicas > 5 {
 		bad("replicas", "%d must be between 1 and 5", c.Replicas)

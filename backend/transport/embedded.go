@@ -119,11 +119,37 @@ func StartEmbedded(cfg config.NATSConfig, opts EmbeddedOptions, log *slog.Logger
 		if err != nil {
 			return nil, e.cleanup(fmt.Errorf("embedded nats: nats.cluster.listen: %w", err))
 		}
-		so.Cluster = server.ClusterOpts{Name: cfg.Cluster.Name, Host: ch, Port: cp}
-		for i, r := range cfg.Cluster.Routes {
+		cc := cfg.Cluster
+		if cc.User == "" {
+			if !opts.Demo {
+				return nil, e.cleanup(errors.New("embedded nats: nats.cluster.listen is set without nats.cluster.user and nats.cluster.password: anyone reaching the route port could join the cluster, read every store and command every agent; set them (the same on every node), or use --demo on loopback"))
+			}
+			if !isLoopback(ch) {
+				return nil, e.cleanup(fmt.Errorf("embedded nats: nats.cluster.listen %q: under --demo routes without nats.cluster.user must listen on loopback", cc.Listen))
+			}
+			log.Warn("nats: cluster routes without authentication (--demo only)", "cluster_listen", cc.Listen)
+		}
+		so.Cluster = server.ClusterOpts{Name: cc.Name, Host: ch, Port: cp, Username: cc.User, Password: cc.Password}
+		if cc.TLS.Cert != "" {
+			tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: cc.TLS.Cert, KeyFile: cc.TLS.Key, CaFile: cc.TLS.CA, Verify: true})
+			if err != nil {
+				return nil, e.cleanup(fmt.Errorf("embedded nats: nats.cluster.tls: %w", err))
+			}
+			// A node is the server of the routes it accepts and the client
+			// of those it opens: it verifies its peer both ways.
+			tc.ClientAuth = tls.RequireAndVerifyClientCert
+			tc.RootCAs = tc.ClientCAs
+			so.Cluster.TLSConfig, so.Cluster.TLSTimeout = tc, 2
+		} else if !isLoopback(ch) {
+			log.Warn("nats: cluster routes are not encrypted (set nats.cluster.tls): route traffic carries every command and store", "cluster_listen", cc.Listen)
+		}
+		for i, r := range cc.Routes {
 			u, err := url.Parse(r)
 			if err != nil {
 				return nil, e.cleanup(fmt.Errorf("embedded nats: nats.cluster.routes[%d]: %w", i, err))
+			}
+			if cc.User != "" {
+				u.User = url.UserPassword(cc.User, cc.Password)
 			}
 			so.Routes = append(so.Routes, u)
 		}
@@ -277,6 +303,13 @@ func (a slogAdapter) Fatalf(f string, v ...any) {
 	}
 	a.fatal.mu.Unlock()
 }
-func (a slogAdapter) Errorf(f string, v ...any) { a.l.Error(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Errorf(f string, v ...any) {
+	msg := fmt.Sprintf(f, v...)
+	if strings.Contains(msg, " - rid:") && (strings.Contains(msg, "authentication error") || strings.Contains(msg, "TLS route handshake error")) {
+		a.l.Warn("nats: route refused: the peer did not present the cluster credentials (nats.cluster.user/password) or a certificate signed by nats.cluster.tls.ca", "reason", msg)
+		return
+	}
+	a.l.Error(msg)
+}
 func (a slogAdapter) Debugf(f string, v ...any) { a.l.Debug(fmt.Sprintf(f, v...)) }
 func (a slogAdapter) Tracef(f string, v ...any) { a.l.Debug(fmt.Sprintf(f, v...)) }

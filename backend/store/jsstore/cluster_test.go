@@ -82,7 +82,7 @@ func cluster3(t *testing.T) []*transport.Embedded {
 		for i := range 3 {
 			c := natsCfg(t, t.TempDir())
 			c.ServerName = fmt.Sprintf("s%d", i)
-			c.Cluster = config.NATSClusterConfig{Name: "js", Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes}
+			c.Cluster = config.NATSClusterConfig{Name: "js", Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes, User: "route", Password: "routepw"}
 			e, err := transport.StartEmbedded(c, transport.EmbeddedOptions{}, nil)
 			if err != nil {
 				lastErr = err
