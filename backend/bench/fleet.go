@@ -370,6 +370,7 @@ type FleetRun struct {
 	DoneP50, DoneP99   time.Duration // op started to each result printed by the client
 	ServerCPU          time.Duration
 	ServerRSS, PeakRSS int64
+	SimCPU             time.Duration // the simulated fleet's process
 	NotOK              int
 }
 
@@ -408,10 +409,10 @@ func Fleet(ctx context.Context, o FleetOptions) ([]FleetRun, error) {
 		fmt.Fprintf(out, "warning: %v\n", err)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "hosts\ttargets\twall\thost p50\thost p99\tdone p50\tdone p99\tserver CPU\tserver RSS\tpeak RSS\tnot OK\t\n")
+	fmt.Fprintf(tw, "hosts\ttargets\twall\thost p50\thost p99\tdone p50\tdone p99\tserver CPU\tserver RSS\tpeak RSS\tsim CPU\tnot OK\t\n")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", o.Hosts, r.Targets, ms(r.Wall), ms(r.HostP50), ms(r.HostP99),
-			ms(r.DoneP50), ms(r.DoneP99), ms(r.ServerCPU), mb(r.ServerRSS), mb(r.PeakRSS), r.NotOK)
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", o.Hosts, r.Targets, ms(r.Wall), ms(r.HostP50), ms(r.HostP99),
+			ms(r.DoneP50), ms(r.DoneP99), ms(r.ServerCPU), mb(r.ServerRSS), mb(r.PeakRSS), ms(r.SimCPU), r.NotOK)
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(out, "event drops while %d agents came online and ran: %d\n", o.Hosts, e.dropped())
@@ -421,8 +422,12 @@ func Fleet(ctx context.Context, o FleetOptions) ([]FleetRun, error) {
 // runOp runs `gseproc op` once and measures it.
 func (e *env) runOp(ctx context.Context, o FleetOptions) (FleetRun, error) {
 	var r FleetRun
-	pid := e.server.cmd.Process.Pid
+	pid, simPID := e.server.cmd.Process.Pid, e.sim.cmd.Process.Pid
 	u0, err := readUsage(pid)
+	if err != nil {
+		return r, err
+	}
+	s0, err := readUsage(simPID)
 	if err != nil {
 		return r, err
 	}
@@ -473,7 +478,11 @@ func (e *env) runOp(ctx context.Context, o FleetOptions) (FleetRun, error) {
 	if err != nil {
 		return r, err
 	}
-	r.ServerCPU, r.ServerRSS, r.PeakRSS = u1.CPU-u0.CPU, u1.RSS, u1.PeakRSS
+	s1, err := readUsage(simPID)
+	if err != nil {
+		return r, err
+	}
+	r.ServerCPU, r.ServerRSS, r.PeakRSS, r.SimCPU = u1.CPU-u0.CPU, u1.RSS, u1.PeakRSS, s1.CPU-s0.CPU
 	r.HostP50, r.HostP99 = pct(host, 50), pct(host, 99)
 	r.DoneP50, r.DoneP99 = pct(done, 50), pct(done, 99)
 	if len(host) != r.Targets {

@@ -44,6 +44,7 @@ type Engine struct {
 
 	mu       sync.RWMutex
 	runs     map[string]*run                            // unfinished tasks
+	recent   recentRuns                                 // tasks just stored complete, still in memory
 	claims   map[string]bool                            // leases acquired for tasks being created
 	statuses map[model.Host]map[string]model.ProcStatus // last known, mirrors the store
 	subs     map[int]chan model.Event
@@ -52,7 +53,8 @@ type Engine struct {
 
 	eventsIn chan model.Event
 
-	hosts model.HostIndex // where hosts sit in the definitions' lists
+	hosts  model.HostIndex // where hosts sit in the definitions' lists
+	writes writer          // results and statuses being stored (writer.go)
 }
 
 // Option configures an Engine.
@@ -95,8 +97,9 @@ func WithVersion(v string) Option { return func(e *Engine) { e.version = v } }
 
 // eventQueue bounds the events waiting to be stored and fanned out; a
 // source that outpaces the engine loses events (counted in the log), it is
-// never blocked.
-const eventQueue = 4096
+// never blocked. It holds a fleet of 65,536 agents all coming online at
+// once; the loop stores them in batches (eventLoop).
+const eventQueue = 1 << 16
 
 // New returns an engine; call Start before using it and Close when done.
 // The engine does not own st: its creator closes it after Close.
@@ -118,6 +121,7 @@ func New(cfg config.EngineConfig, d Dispatcher, inv Inventory, st Store, opts ..
 	if e.leaseTTL <= 0 {
 		e.leaseTTL = 10 * time.Second
 	}
+	e.writes.init()
 	e.leaser, _ = st.(Leaser)
 	e.owner = ownerID()
 	for _, o := range opts {
@@ -153,7 +157,8 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	e.mu.Unlock()
 
-	e.wg.Add(1)
+	e.wg.Add(2)
+	go e.writeLoop()
 	go e.eventLoop()
 	// Subscribed before Start returns, so no event emitted afterwards is lost.
 	for _, src := range e.eventSources() {
@@ -273,8 +278,9 @@ func (e *Engine) refuseReadOnly(what string) error {
 	return nil
 }
 
-// recordStatus updates the last known status of a process on a host.
-func (e *Engine) recordStatus(ctx context.Context, h model.Host, st model.ProcStatus) {
+// recordStatus updates the last known status of a process on a host; the
+// writer stores it.
+func (e *Engine) recordStatus(h model.Host, st model.ProcStatus) {
 	h = h.Bare()
 	e.mu.Lock()
 	m := e.statuses[h]
@@ -284,9 +290,7 @@ func (e *Engine) recordStatus(ctx context.Context, h model.Host, st model.ProcSt
 	}
 	m[st.ProcKey] = st
 	e.mu.Unlock()
-	if err := e.st.PutProcStatus(ctx, h, st); err != nil {
-		e.log.Warn("store status", "host", h.String(), "proc", st.ProcKey, "err", err)
-	}
+	e.enqueue(write{status: &HostStatus{Host: h, Status: st}})
 }
 
 // status returns the last known status of key on h.

@@ -69,6 +69,22 @@ type Store interface {
 	Close() error
 }
 
+// BatchStore is optional: a Store that writes many results, statuses or
+// events faster together than one by one (pipelined) implements it. Each
+// returns once every write is stored (or failed: the error joins the
+// failures), exactly as durable as the same writes made one at a time.
+type BatchStore interface {
+	PutResults(ctx context.Context, rs []model.Result) error
+	PutProcStatuses(ctx context.Context, sts []HostStatus) error
+	AppendEvents(ctx context.Context, evs []model.Event) error
+}
+
+// HostStatus is the last known status of a process on a host.
+type HostStatus struct {
+	Host   model.Host
+	Status model.ProcStatus
+}
+
 // StatusSource is optional: a Dispatcher or Inventory that knows the
 // current state of a host's processes without being asked (the agents'
 // heartbeats, the simulator's model) implements it, so hosts show real

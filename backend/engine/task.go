@@ -28,6 +28,7 @@ type run struct {
 	lastSeq   int64
 	notify    chan struct{}
 	done      bool
+	ended     bool // finishTask is through: the task is stored complete (or that failed, logged)
 	cancelled bool
 	lost      bool // its lease was taken over by another engine
 
@@ -405,7 +406,7 @@ func (e *Engine) dispatchOne(r *run, i int) {
 			if st.ReportTime == 0 {
 				st.ReportTime = end.Unix()
 			}
-			e.recordStatus(e.ctx, res.Host, st)
+			e.recordStatus(res.Host, st)
 			if op == model.OpStatus {
 				res.Content = model.StatusContent(res.Host, p, st, end)
 				res.Status = &st
@@ -479,11 +480,7 @@ func (e *Engine) finishResult(r *run, i int, res model.Result) {
 	res, complete := r.finishLocked(i, res, e.now())
 	r.puts.Add(1)
 	r.mu.Unlock()
-	err := e.st.PutResult(e.ctx, res)
-	r.puts.Done()
-	if err != nil {
-		e.log.Warn("store result", "task", res.TaskID, "host", res.Host.String(), "err", err)
-	}
+	e.enqueue(write{res: &res, done: r.puts.Done})
 	if complete {
 		e.finishTask(r)
 	}
@@ -508,9 +505,18 @@ func (e *Engine) finishTask(r *run) {
 			e.log.Warn("release lease", "task", t.ID, "err", err)
 		}
 	}
+	// Watchers end now: the task and every result are stored.
+	r.mu.Lock()
+	r.ended = true
+	close(r.notify)
+	r.notify = make(chan struct{})
+	r.mu.Unlock()
 	e.mu.Lock()
 	if e.runs[t.ID] == r {
 		delete(e.runs, t.ID)
+		if err == nil {
+			e.recent.add(r)
+		}
 	}
 	e.mu.Unlock()
 	c := t.Counts
@@ -574,14 +580,11 @@ func (e *Engine) cancelTask(ctx context.Context, id string) (model.Task, int, er
 		complete = complete || c
 		finals = append(finals, res)
 	}
-	r.puts.Add(1)
+	r.puts.Add(len(finals))
 	r.mu.Unlock()
-	for _, res := range finals {
-		if err := e.st.PutResult(e.ctx, res); err != nil {
-			e.log.Warn("store result", "task", res.TaskID, "err", err)
-		}
+	for i := range finals {
+		e.enqueue(write{res: &finals[i], done: r.puts.Done})
 	}
-	r.puts.Done()
 	e.log.Info("task cancelled", "task", id, "cancelled_targets", len(finals))
 	if complete {
 		e.finishTask(r)
@@ -593,6 +596,9 @@ func (e *Engine) cancelTask(ctx context.Context, id string) (model.Task, int, er
 func (e *Engine) Task(ctx context.Context, id string) (backend.TaskView, error) {
 	e.mu.RLock()
 	r := e.runs[id]
+	if r == nil {
+		r = e.recent.get(id)
+	}
 	e.mu.RUnlock()
 	if r != nil {
 		r.mu.Lock()

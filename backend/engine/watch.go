@@ -17,10 +17,13 @@ const watchBuffer = 256
 
 // Watch streams a task's final results: first those with Seq > after, in Seq
 // order, then new ones as they arrive; the channel closes when the task is
-// complete, ctx ends or the engine closes.
+// complete and stored (every result with it), ctx ends or the engine closes.
 func (e *Engine) Watch(ctx context.Context, id string, after int64) (<-chan model.Result, error) {
 	e.mu.RLock()
 	r := e.runs[id]
+	if r == nil {
+		r = e.recent.get(id)
+	}
 	e.mu.RUnlock()
 	out := make(chan model.Result, watchBuffer)
 	if r == nil {
@@ -72,7 +75,7 @@ func (e *Engine) Watch(ctx context.Context, id string, after int64) (<-chan mode
 		for {
 			r.mu.Lock()
 			batch := r.log[cursor:len(r.log):len(r.log)]
-			done, lost, wake := r.done, r.lost, r.notify
+			done, lost, wake := r.ended, r.lost, r.notify
 			r.mu.Unlock()
 			if len(batch) > 0 {
 				if !e.send(ctx, out, batch) {

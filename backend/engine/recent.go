@@ -1,0 +1,44 @@
+package engine
+
+// recentRuns keeps the last tasks this engine stored complete, in memory,
+// bounded by their targets: a client that watches or reads a task right
+// after it ends (the op client's summary, the server's metrics, an API
+// poll) is answered from the run instead of listing its results from the
+// store. A complete task never changes, so the answer is the store's.
+// Guarded by Engine.mu.
+type recentRuns struct {
+	byID    map[string]*run
+	order   []string // oldest first
+	targets int      // held by the runs in byID
+}
+
+// Bounds of recentRuns: targets held in all, and runs.
+const (
+	recentMaxTargets = 150_000
+	recentMaxRuns    = 4096
+)
+
+// add keeps r (complete), dropping the oldest beyond the bounds.
+func (x *recentRuns) add(r *run) {
+	if x.byID == nil {
+		x.byID = map[string]*run{}
+	}
+	n := len(r.targets)
+	if n > recentMaxTargets {
+		return
+	}
+	for len(x.order) > 0 && (x.targets+n > recentMaxTargets || len(x.order) >= recentMaxRuns) {
+		old := x.order[0]
+		x.order = x.order[1:]
+		if o := x.byID[old]; o != nil {
+			x.targets -= len(o.targets)
+			delete(x.byID, old)
+		}
+	}
+	x.byID[r.task.ID] = r
+	x.order = append(x.order, r.task.ID)
+	x.targets += n
+}
+
+// get returns the kept run of task id, or nil.
+func (x *recentRuns) get(id string) *run { return x.byID[id] }

@@ -1,0 +1,155 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"gseproc/model"
+)
+
+// The writer stores results and last known statuses for every task of the
+// engine, in batches: whatever queued while the previous batch was being
+// stored goes in the next one, through the store's BatchStore when it has
+// one (pipelined), else one write at a time. A fan-out worker hands its
+// result over and goes on to the next host instead of waiting for the
+// store; a write's done runs once it is stored (or failed, logged), so a
+// task is stored complete only after every result of it (finishTask
+// waits run.puts). The queue is FIFO: a status queued before a result is
+// stored no later than it.
+
+// writeQueueMax bounds the writes waiting: beyond it producers wait.
+const writeQueueMax = 1 << 15
+
+// write is a result or a last known status to store, and what to call
+// once stored (nil: nothing).
+type write struct {
+	res    *model.Result
+	status *HostStatus
+	done   func()
+}
+
+type writer struct {
+	mu     sync.Mutex
+	cond   *sync.Cond // signalled when the queue shrinks or closes
+	q      []write
+	closed bool
+	wake   chan struct{} // cap 1: something was queued
+}
+
+func (x *writer) init() {
+	x.cond = sync.NewCond(&x.mu)
+	x.wake = make(chan struct{}, 1)
+}
+
+// enqueue queues w for the writer; when the engine is closing, w is not
+// stored and its done runs at once.
+func (e *Engine) enqueue(w write) {
+	x := &e.writes
+	x.mu.Lock()
+	for len(x.q) >= writeQueueMax && !x.closed {
+		x.cond.Wait()
+	}
+	if x.closed {
+		x.mu.Unlock()
+		if w.done != nil {
+			w.done()
+		}
+		return
+	}
+	x.q = append(x.q, w)
+	x.mu.Unlock()
+	select {
+	case x.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writeLoop stores the queued writes until the engine closes; then it
+// stores what is still queued (for up to finalFlush) and refuses more.
+func (e *Engine) writeLoop() {
+	defer e.wg.Done()
+	x := &e.writes
+	for {
+		x.mu.Lock()
+		batch := x.q
+		x.q = nil
+		x.cond.Broadcast()
+		x.mu.Unlock()
+		if len(batch) > 0 {
+			e.writeBatch(e.ctx, batch)
+			continue
+		}
+		select {
+		case <-x.wake:
+		case <-e.ctx.Done():
+			x.mu.Lock()
+			x.closed = true
+			rest := x.q
+			x.q = nil
+			x.cond.Broadcast()
+			x.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), finalFlush)
+			e.writeBatch(ctx, rest)
+			cancel()
+			return
+		}
+	}
+}
+
+// finalFlush bounds the storing of what was queued when the engine closed.
+const finalFlush = 5 * time.Second
+
+// writeBatch stores ws: statuses (the last of each host and process)
+// first, then results; then runs every done.
+func (e *Engine) writeBatch(ctx context.Context, ws []write) {
+	type key struct {
+		h    model.Host
+		proc string
+	}
+	var sts []HostStatus
+	at := map[key]int{}
+	var rs []model.Result
+	for _, w := range ws {
+		if w.status != nil {
+			k := key{w.status.Host, w.status.Status.ProcKey}
+			if i, ok := at[k]; ok {
+				sts[i] = *w.status
+			} else {
+				at[k] = len(sts)
+				sts = append(sts, *w.status)
+			}
+		}
+		if w.res != nil {
+			rs = append(rs, *w.res)
+		}
+	}
+	if bs, ok := e.st.(BatchStore); ok {
+		if len(sts) > 0 {
+			if err := bs.PutProcStatuses(ctx, sts); err != nil {
+				e.log.Warn("store statuses", "n", len(sts), "err", err)
+			}
+		}
+		if len(rs) > 0 {
+			if err := bs.PutResults(ctx, rs); err != nil {
+				e.log.Warn("store results", "n", len(rs), "err", err)
+			}
+		}
+	} else {
+		for _, s := range sts {
+			if err := e.st.PutProcStatus(ctx, s.Host, s.Status); err != nil {
+				e.log.Warn("store status", "host", s.Host.String(), "proc", s.Status.ProcKey, "err", err)
+			}
+		}
+		for _, r := range rs {
+			if err := e.st.PutResult(ctx, r); err != nil {
+				e.log.Warn("store result", "task", r.TaskID, "host", r.Host.String(), "err", err)
+			}
+		}
+	}
+	for _, w := range ws {
+		if w.done != nil {
+			w.done()
+		}
+	}
+}

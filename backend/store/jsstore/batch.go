@@ -1,0 +1,143 @@
+package jsstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"gseproc/backend/engine"
+	"gseproc/model"
+)
+
+// Batched writes (engine.BatchStore): many results, statuses or events are
+// published without waiting for each acknowledgement in turn, up to
+// pubWindow at a time; the call returns once every one is acknowledged
+// (stored), so a batch is exactly as durable as the same writes made one
+// by one. A publish that fails or goes unacknowledged is made again
+// synchronously, as do() would (each write here is safe to repeat).
+
+// pubWindow bounds the acknowledgements awaited at once per batch.
+const pubWindow = 1000
+
+type pubMsg struct {
+	subject string
+	data    []byte
+	what    string // for errors
+}
+
+// publishAll stores every message of msgs, pubWindow at a time.
+func (s *Store) publishAll(ctx context.Context, msgs []pubMsg) error {
+	var errs []error
+	for start := 0; start < len(msgs); start += pubWindow {
+		part := msgs[start:min(start+pubWindow, len(msgs))]
+		futs := make([]jetstream.PubAckFuture, len(part))
+		for i, m := range part {
+			f, err := s.js.PublishAsync(m.subject, m.data)
+			if err == nil {
+				futs[i] = f
+			}
+		}
+		timer := time.NewTimer(attemptTimeout)
+		for i, f := range futs {
+			if f != nil {
+				select {
+				case <-f.Ok():
+					continue
+				case <-f.Err():
+				case <-timer.C:
+					timer.Reset(0) // the window is up: the rest are retried as they come
+				case <-ctx.Done():
+					timer.Stop()
+					return ctx.Err()
+				}
+			}
+			m := part[i]
+			if _, err := do(ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return s.js.Publish(ctx, m.subject, m.data) }); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", m.what, err))
+			}
+		}
+		timer.Stop()
+	}
+	return errors.Join(errs...)
+}
+
+// kvSubject is the subject a KV Put of key in kv publishes to.
+func kvSubject(kv jetstream.KeyValue, key string) string { return "$KV." + kv.Bucket() + "." + key }
+
+// PutResults stores many results as PutResult does, pipelined.
+func (s *Store) PutResults(ctx context.Context, rs []model.Result) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	var errs []error
+	msgs := make([]pubMsg, 0, len(rs))
+	for _, r := range rs {
+		idx, err := s.targetIndex(ctx, r.TaskID)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("put result of task %s: %w", r.TaskID, err))
+			continue
+		}
+		i, ok := idx.targets[model.Target{Host: r.Host, ProcKey: r.ProcKey}]
+		if !ok {
+			errs = append(errs, fmt.Errorf("put result of task %s: %s %s is not a target: %w", r.TaskID, r.Host, r.ProcKey, model.ErrNotFound))
+			continue
+		}
+		if r.State == "" {
+			r.State = model.StatePending
+		}
+		data, err := json.Marshal(r)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("put result of task %s: %w", r.TaskID, err))
+			continue
+		}
+		msgs = append(msgs, pubMsg{kvSubject(s.results, enc(r.TaskID)+"."+strconv.Itoa(i)), data,
+			fmt.Sprintf("put result of task %s for %s %s", r.TaskID, r.Host, r.ProcKey)})
+	}
+	errs = append(errs, s.publishAll(ctx, msgs))
+	return errors.Join(errs...)
+}
+
+// PutProcStatuses stores many last known statuses as PutProcStatus does, pipelined.
+func (s *Store) PutProcStatuses(ctx context.Context, sts []engine.HostStatus) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	var errs []error
+	msgs := make([]pubMsg, 0, len(sts))
+	for _, x := range sts {
+		if x.Status.ProcKey == "" {
+			errs = append(errs, fmt.Errorf("put status on %s: proc key is empty", x.Host))
+			continue
+		}
+		data, err := json.Marshal(statusRec{x.Host, x.Status})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("put status on %s: %w", x.Host, err))
+			continue
+		}
+		msgs = append(msgs, pubMsg{kvSubject(s.status, enc(x.Host.AgentID())+"."+enc(x.Status.ProcKey)), data,
+			fmt.Sprintf("put status of %s on %s", x.Status.ProcKey, x.Host)})
+	}
+	errs = append(errs, s.publishAll(ctx, msgs))
+	return errors.Join(errs...)
+}
+
+// AppendEvents adds many events in order, as AppendEvent does, pipelined.
+func (s *Store) AppendEvents(ctx context.Context, evs []model.Event) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	msgs := make([]pubMsg, 0, len(evs))
+	for _, e := range evs {
+		data, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("append event: %w", err)
+		}
+		msgs = append(msgs, pubMsg{s.eventsSubject, data, "append event"})
+	}
+	return s.publishAll(ctx, msgs)
+}
