@@ -14,3 +14,6 @@ var (
 	// ErrConflict: the definition changed since it was read.
 	ErrConflict = errors.New("conflict")
 )
+
+// ErrForbidden: the caller may not see or change that scope.
+var ErrForbidden = errors.New("not allowed")

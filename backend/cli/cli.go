@@ -39,6 +39,7 @@ var commands = []command{
 	{"delete", "delete process definitions by namespace:name", runDelete},
 	{"audit", "list the audit trail: who changed or operated what, and the outcome", runAudit},
 	{"server", "serve the HTTP API (and the agents' NATS endpoint)", runServer},
+	{"ssh", "serve the console over SSH, one operator and namespace set per key", runSSH},
 	{"agent", "run the host agent on this machine", runAgent},
 	{"sim", "run a simulated fleet as agents over NATS", runSim},
 	{"bench", "measure a server and a simulated fleet: fan-out (fleet) or request rate (operate)", runBench},

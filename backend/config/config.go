@@ -21,6 +21,7 @@ type Config struct {
 	Server    ServerConfig    `toml:"server"`
 	NATS      NATSConfig      `toml:"nats"`
 	Agent     AgentConfig     `toml:"agent"`
+	SSH       SSHConfig       `toml:"ssh"`
 
 	// Path is the file that was loaded ("" when none).
 	Path string `toml:"-"`
@@ -45,6 +46,7 @@ func Default() Config {
 		Server:    defaultServer(),
 		NATS:      defaultNATS(),
 		Agent:     defaultAgent(),
+		SSH:       defaultSSH(),
 	}
 }
 
@@ -106,7 +108,7 @@ func Load(path string) (Config, error) {
 func (c Config) Validate() error {
 	var errs []error
 	for _, e := range []error{c.Console.validate(), c.Simulator.validate(), c.Engine.validate(),
-		c.Server.validate(), c.NATS.validate(), c.Agent.validate()} {
+		c.Server.validate(), c.NATS.validate(), c.Agent.validate(), c.SSH.validate()} {
 		if e != nil {
 			errs = append(errs, e)
 		}

@@ -43,7 +43,8 @@ func outcome(err error) (string, string) {
 	switch {
 	case err == nil:
 		return model.AuditOK, ""
-	case errors.As(err, &ve), errors.Is(err, model.ErrReadOnly), errors.Is(err, model.ErrNotFound), errors.Is(err, model.ErrConflict):
+	case errors.As(err, &ve), errors.Is(err, model.ErrReadOnly), errors.Is(err, model.ErrNotFound), errors.Is(err, model.ErrConflict),
+		errors.Is(err, model.ErrForbidden):
 		return model.AuditRefused, err.Error()
 	}
 	return model.AuditError, err.Error()
