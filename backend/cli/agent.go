@@ -18,7 +18,7 @@ import (
 // and serves them over NATS (transport.ServeAgent); the supervision goes on
 // while the server is unreachable, and the connection is retried forever.
 func runAgent(ctx context.Context, args []string, io Stdio) error {
-	fs := newFlags("agent", "agent [--config FILE] [--nats URL] [--cloud N] [--ip ADDR] [--data-dir DIR] [--user U --password P | --nkey-seed FILE | --creds FILE] [--label k=v]...", io)
+	fs := newFlags("agent", "agent [--config FILE] [--nats URL] [--cloud N] [--ip ADDR] [--data-dir DIR] [--user U --password P | --nkey-seed FILE | --creds FILE] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--label k=v]...", io)
 	cfgPath := fs.String("config", "", "config `FILE` ([agent] identity and tuning, [nats] connection)")
 	var nf natsClientFlags
 	nf.register(fs)
@@ -66,16 +66,29 @@ func runAgent(ctx context.Context, args []string, io Stdio) error {
 		return &ExitError{Code: 2, Err: err}
 	}
 	id := a.Identity().Host
-	nc, err := transport.Connect(transport.ClientOptionsFromConfig(cfg.NATS, "gseproc-agent "+id.AgentID()), log)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// A permanent connection failure at start (credentials or certificates
+	// wrong) ends the agent with the reason; transient ones are retried
+	// with the reason in the log. The agent spreads over the listed URLs by
+	// its identity, and moves back to its own node when it returns.
+	fatal := make(chan error, 1)
+	co := transport.ClientOptionsFromConfig(cfg.NATS, "gseproc-agent "+id.AgentID())
+	co.FailFast, co.Home = true, id.AgentID()
+	co.OnFatal = func(err error) {
+		select {
+		case fatal <- err:
+		default:
+		}
+		cancel()
+	}
+	nc, err := transport.Connect(co, log)
 	if err != nil {
 		_ = a.Close()
 		return &ExitError{Code: 2, Err: err}
 	}
 	defer nc.Close()
 	fmt.Fprintf(io.Out, "gseproc agent %s: supervising (registry in %s), serving over NATS at %s\n", id.AgentID(), cfg.Agent.DataDir, cfg.NATS.ClientURLs())
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg sync.WaitGroup
 	var runErr error
 	wg.Go(func() {
@@ -87,7 +100,13 @@ func runAgent(ctx context.Context, args []string, io Stdio) error {
 	})
 	cancel()
 	wg.Wait()
+	select {
+	case err := <-fatal:
+		return err
+	default:
+	}
 	if serveErr != nil {
+		log.Error("agent: cannot serve over NATS", "err", serveErr)
 		return serveErr
 	}
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -8,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gseproc/backend/config"
+	"gseproc/model"
 )
 
 // freePort is a port on 127.0.0.1 nobody listened on a moment ago.
@@ -114,4 +118,55 @@ func countOnline(out string) int {
 		}
 	}
 	return n
+}
+
+// TestAgentSaysWhatIsWrong: an agent whose credentials are refused exits
+// non-zero at once with the reason; one whose server is not there yet
+// keeps trying, says why, and serves once it is; a TLS flag is applied.
+func TestAgentSaysWhatIsWrong(t *testing.T) {
+	dir := t.TempDir()
+	natsPort := freePort(t)
+	cfg := natsTestConfig(filepath.Join(dir, "js"))
+	cfg.NATS.Listen = fmt.Sprintf("127.0.0.1:%d", natsPort)
+	cfg.NATS.Users = []config.NATSUser{{User: "a1", Password: "right", Host: "5:127.0.0.1"}}
+	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
+	agentArgs := func(extra ...string) []string {
+		return append([]string{"agent", "--nats", natsURL, "--cloud", "5", "--ip", "127.0.0.1", "--data-dir", filepath.Join(dir, "a")}, extra...)
+	}
+
+	// Not there yet: the agent waits, saying why.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errb := &syncBuf{}
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, agentArgs("--user", "a1", "--password", "right"), Stdio{In: strings.NewReader(""), Out: &syncBuf{}, Err: errb})
+	}()
+	waitFor(t, "the agent says no server listens", 20*time.Second, func() bool { return strings.Contains(errb.String(), "no NATS server listening") })
+	nb, err := startNATSBackend(context.Background(), cfg, false, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nb.Close()
+	me := model.Host{IP: "127.0.0.1", CloudID: 5}
+	waitFor(t, "the agent online once the server is up", 30*time.Second, func() bool { return nb.NATS.Online(me) })
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("agent exit %d:\n%s", code, errb.String())
+	}
+
+	// Refused credentials: exit non-zero, at once, with the reason.
+	start := time.Now()
+	code, _, errOut := run(t, agentArgs("--user", "a1", "--password", "wrong")...)
+	if code == 0 || !strings.Contains(errOut, "credentials refused") || !strings.Contains(errOut, "level=ERROR") {
+		t.Fatalf("agent with a wrong password: exit %d\n%s", code, errOut)
+	}
+	t.Logf("a wrong password ends the agent in %s", time.Since(start).Round(time.Millisecond))
+
+	// --tls-ca is the agent's CA: a missing file is named.
+	missing := filepath.Join(dir, "no-such-ca.pem")
+	code, _, errOut = run(t, agentArgs("--user", "a1", "--password", "right", "--tls-ca", missing)...)
+	if code == 0 || !strings.Contains(errOut, missing) {
+		t.Fatalf("agent with a missing --tls-ca: exit %d\n%s", code, errOut)
+	}
 }

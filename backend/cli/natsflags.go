@@ -12,6 +12,7 @@ import (
 // given.
 type natsClientFlags struct {
 	urls, user, password, seed, creds string
+	tlsCA, tlsCert, tlsKey              string
 }
 
 func (n *natsClientFlags) register(fs *flag.FlagSet) {
@@ -19,6 +20,9 @@ func (n *natsClientFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&n.user, "user", "", "NATS `user` (overrides [nats] user)")
 	fs.StringVar(&n.password, "password", "", "NATS `password` (overrides [nats] password)")
 	fs.StringVar(&n.seed, "nkey-seed", "", "NATS nkey seed `FILE` (overrides [nats] nkey_seed_file)")
+	fs.StringVar(&n.tlsCA, "tls-ca", "", "trust NATS servers whose certificate `FILE` (PEM CA) signed (overrides [nats.tls] ca)")
+	fs.StringVar(&n.tlsCert, "tls-cert", "", "present the client certificate `FILE` (PEM) to NATS (overrides [nats.tls] cert)")
+	fs.StringVar(&n.tlsKey, "tls-key", "", "key `FILE` of --tls-cert (overrides [nats.tls] key)")
 	fs.StringVar(&n.creds, "creds", "", "NATS credentials `FILE` (user JWT and seed, for decentralised JWT auth; overrides [nats] creds_file)")
 }
 
@@ -47,6 +51,15 @@ func (n *natsClientFlags) load(fs *flag.FlagSet, path string, io Stdio) (config.
 	}
 	if set["creds"] {
 		cfg.NATS.CredsFile = n.creds
+	}
+	if set["tls-ca"] {
+		cfg.NATS.TLS.CA = n.tlsCA
+	}
+	if set["tls-cert"] {
+		cfg.NATS.TLS.Cert = n.tlsCert
+	}
+	if set["tls-key"] {
+		cfg.NATS.TLS.Key = n.tlsKey
 	}
 	return cfg, set, nil
 }

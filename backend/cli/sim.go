@@ -14,7 +14,7 @@ import (
 // thousands cost little; each host answers on its own subject, heartbeats
 // while its simulated agent is up, and publishes its events.
 func runSim(ctx context.Context, args []string, io Stdio) error {
-	fs := newFlags("sim", "sim [--config FILE] [--nats URL] [--hosts N] [--seed S] [--user U --password P | --nkey-seed FILE | --creds FILE]", io)
+	fs := newFlags("sim", "sim [--config FILE] [--nats URL] [--hosts N] [--seed S] [--user U --password P | --nkey-seed FILE | --creds FILE] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE]", io)
 	cfgPath := fs.String("config", "", "config `FILE` ([simulator] fleet, [nats] connection)")
 	var nf natsClientFlags
 	nf.register(fs)
@@ -42,19 +42,37 @@ func runSim(ctx context.Context, args []string, io Stdio) error {
 		return &ExitError{Code: 2, Err: err}
 	}
 	defer fleet.Close()
-	nc, err := transport.Connect(transport.ClientOptionsFromConfig(cfg.NATS, fmt.Sprintf("gseproc-sim %d hosts", fleet.Len())), log)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fatal := make(chan error, 1)
+	co := transport.ClientOptionsFromConfig(cfg.NATS, fmt.Sprintf("gseproc-sim %d hosts", fleet.Len()))
+	co.FailFast = true
+	co.OnFatal = func(err error) {
+		select {
+		case fatal <- err:
+		default:
+		}
+		cancel()
+	}
+	nc, err := transport.Connect(co, log)
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
 	}
 	defer nc.Close()
 	fmt.Fprintf(io.Out, "gseproc sim: %d simulated hosts (seed %d) serving over NATS at %s\n", fleet.Len(), fleet.Seed(), cfg.NATS.ClientURLs())
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { fleet.Run(ctx) })
 	err = transport.ServeFleet(ctx, nc, fleet, transport.ServeOptions{HeartbeatInterval: cfg.NATS.HeartbeatInterval.D(), Logger: log})
 	cancel()
 	wg.Wait()
+	select {
+	case ferr := <-fatal:
+		return ferr
+	default:
+	}
+	if err != nil {
+		log.Error("sim: cannot serve over NATS", "err", err)
+	}
 	return err
 }
