@@ -12,7 +12,7 @@ import (
 // given.
 type natsClientFlags struct {
 	urls, user, password, seed, creds string
-	tlsCA, tlsCert, tlsKey              string
+	tlsCA, tlsCert, tlsKey            string
 }
 
 func (n *natsClientFlags) register(fs *flag.FlagSet) {
