@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	tea "github.com/charmbracelet/bubbletea"
+
 	"gseproc/backend"
 	"gseproc/backend/config"
 	"gseproc/model"
@@ -425,5 +427,63 @@ func TestLateInfoAnswerDropped(t *testing.T) {
 	d.send(old)
 	if d.m.info.Running != 0 {
 		t.Fatalf("the older answer won: %d running", d.m.info.Running)
+	}
+}
+
+// Defect 7: keys typed right after tab (before huh has moved the focus)
+// and a paste go into the field that has the focus, not the one left.
+func TestFormFastTypingAndPaste(t *testing.T) {
+	e, _ := simBackend(t, quietSim(10))
+	d := newDriver(t, e, Options{Namespace: "web"}, 100, 40)
+	lp := topAs[*labelsPage](t, d)
+	d.until("labels", func() bool { return lp.loaded })
+	d.keys("n")
+	f := topAs[*formPage](t, d)
+	d.settle(30 * time.Millisecond)
+	// tab and the name typed at once: nothing is applied in between.
+	d.keys("tab")
+	d.typeText("myapp")
+	d.keys("tab")
+	d.send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("app=demo,tier=web"), Paste: true})
+	d.settle(300 * time.Millisecond)
+	if f.vals.Namespace != "web" || f.vals.Name != "myapp" || f.vals.Labels != "app=demo,tier=web" {
+		t.Fatalf("fields: namespace %q name %q labels %q", f.vals.Namespace, f.vals.Name, f.vals.Labels)
+	}
+}
+
+// Defect 8: the form's footer shows its own keys (not ? and q, which type
+// into fields); ctrl+s reviews from any field; ctrl+c in a changed form
+// asks first.
+func TestFormKeys(t *testing.T) {
+	e, _ := simBackend(t, quietSim(10))
+	d := newDriver(t, e, Options{Namespace: "web", Guard: time.Nanosecond}, 80, 24)
+	lp := topAs[*labelsPage](t, d)
+	d.until("labels", func() bool { return lp.loaded })
+	d.keys("G", "e")
+	f := topAs[*formPage](t, d)
+	d.settle(30 * time.Millisecond)
+	foot := strings.Split(d.view(), "\n")[23]
+	if strings.Contains(foot, "? help") || strings.Contains(foot, "q quit") || !strings.Contains(foot, "ctrl+s") || !strings.Contains(foot, "esc") {
+		t.Fatalf("form footer %q", foot)
+	}
+	// ctrl+c on an unchanged form would quit; change a field first.
+	d.keys("tab", "tab")
+	d.settle(30 * time.Millisecond)
+	d.typeText(",team=ops")
+	d.settle(30 * time.Millisecond)
+	if !f.changed() {
+		t.Fatalf("labels not changed: %q", f.vals.Labels)
+	}
+	d.send(tea.KeyMsg{Type: tea.KeyCtrlC})
+	if d.quit || d.m.dialog == nil {
+		t.Fatal("ctrl+c left a changed form without asking")
+	}
+	d.keys("n")
+	topAs[*formPage](t, d)
+	// ctrl+s: straight to the review, from the third field.
+	d.send(tea.KeyMsg{Type: tea.KeyCtrlS})
+	rp := topAs[*reviewPage](t, d)
+	if len(rp.diff) != 1 || rp.diff[0].field != "process.meta.labels" || !strings.Contains(rp.diff[0].new, "team=ops") {
+		t.Fatalf("review diff %+v", rp.diff)
 	}
 }

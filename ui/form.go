@@ -6,7 +6,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/huh"
 	"github.com/charmbracelet/x/ansi"
@@ -186,7 +188,24 @@ type formPage struct {
 	orig  *formVals
 	form  *huh.Form
 	w, h  int
+
+	// huh moves the focus through messages of its own, after the key that
+	// asked for it: keys that arrive in between (fast typing, a paste
+	// right after tab) would land in the field being left. They wait in
+	// held until the focus has moved (or flushAfter passed).
+	moving  huh.Field // the focused field when a move was asked, nil when none
+	held    []tea.KeyMsg
+	moveGen int
 }
+
+// flushAfter bounds how long typed keys wait for the focus to move.
+const flushAfter = 150 * time.Millisecond
+
+// formFlushMsg releases the held keys of move gen if the focus has not
+// moved by then.
+type formFlushMsg struct{ id, gen int }
+
+func (m formFlushMsg) pageID() int { return m.id }
 
 // openForm opens the editor, unless the console is read-only.
 func openForm(s *shared, d model.ProcessDef, isNew bool) tea.Cmd {
@@ -295,19 +314,40 @@ func (p *formPage) SetSize(w, h int) {
 	p.form = p.form.WithWidth(w).WithHeight(max(h-3, 6)) // room for the error footer
 }
 
+// Form keys: only keys that cannot type text, so none of them is lost
+// to a field (? and q are letters here).
+var (
+	formNext    = key.NewBinding(key.WithKeys("tab", "enter"), key.WithHelp("tab", "next field"))
+	formPrev    = key.NewBinding(key.WithKeys("shift+tab"), key.WithHelp("shift+tab", "previous"))
+	formReview  = key.NewBinding(key.WithKeys("ctrl+s"), key.WithHelp("ctrl+s", "review and save"))
+	formDiscard = key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "discard"))
+	formQuit    = key.NewBinding(key.WithKeys("ctrl+c"), key.WithHelp("ctrl+c", "quit"))
+)
+
 func (p *formPage) Help() keyHelp {
-	next := binding{}
-	next.SetKeys("tab", "enter")
+	next := formNext
 	next.SetHelp("tab/enter", "next field (enter on the last one reviews)")
-	prev := binding{}
-	prev.SetKeys("shift+tab")
-	prev.SetHelp("shift+tab", "previous")
-	discard := p.s.keys.Back
-	discard.SetHelp(discard.Help().Key, "discard")
-	return keyHelp{short: []binding{next, prev}, full: [][]binding{{next, prev, discard}}}
+	return keyHelp{short: []binding{formNext, formPrev, formReview, formDiscard, formQuit},
+		full: [][]binding{{next, formPrev, formReview, formDiscard, formQuit}}}
 }
 
 func (p *formPage) Update(msg tea.Msg) tea.Cmd {
+	km, isKey := msg.(tea.KeyMsg)
+	switch {
+	case isKey && p.moving != nil:
+		p.held = append(p.held, km)
+		return nil
+	case isKey && key.Matches(km, formReview):
+		// Review what is typed so far, from any field.
+		return p.s.post(replaceMsg{newReviewPage(p.s, p.base, p.isNew, *p.vals)})
+	}
+	if fm, ok := msg.(formFlushMsg); ok {
+		if fm.gen == p.moveGen && p.moving != nil {
+			return p.release()
+		}
+		return nil
+	}
+	before := p.form.GetFocusedField()
 	m, cmd := p.form.Update(msg)
 	if f, ok := m.(*huh.Form); ok {
 		p.form = f
@@ -318,7 +358,32 @@ func (p *formPage) Update(msg tea.Msg) tea.Cmd {
 	case huh.StateAborted:
 		return p.s.post(popMsg{})
 	}
+	switch {
+	case isKey && cmd != nil && key.Matches(km, formNext, formPrev):
+		// A move was asked: hold what is typed next until it happened.
+		p.moving = before
+		p.moveGen++
+		id, gen := p.id, p.moveGen
+		return tea.Batch(cmd, tea.Tick(flushAfter, func(time.Time) tea.Msg { return formFlushMsg{id, gen} }))
+	case p.moving != nil && p.form.GetFocusedField() != p.moving:
+		return tea.Batch(cmd, p.release())
+	}
 	return cmd
+}
+
+// release replays the keys held during a focus move into the form.
+func (p *formPage) release() tea.Cmd {
+	held := p.held
+	p.moving, p.held = nil, nil
+	cmds := make([]tea.Cmd, 0, len(held))
+	for i, k := range held {
+		cmds = append(cmds, p.Update(k))
+		if p.moving != nil { // a held tab moved again: the rest waits for it
+			p.held = append(p.held, held[i+1:]...)
+			break
+		}
+	}
+	return tea.Batch(cmds...)
 }
 
 func (p *formPage) View() string { return p.form.View() }

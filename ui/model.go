@@ -97,6 +97,12 @@ type recentEventsMsg struct{ events []model.Event }
 // quitMsg quits after the quit confirmation.
 type quitMsg struct{}
 
+// quitCheckMsg is the running-task count asked for when q was pressed.
+type quitCheckMsg struct {
+	info backend.Info
+	err  error
+}
+
 type eventsSubMsg struct {
 	ch  <-chan model.Event
 	err error
@@ -312,6 +318,17 @@ func (m *Model) handle(msg tea.Msg) tea.Cmd {
 		return m.pop()
 	case quitMsg:
 		return m.quit()
+	case quitCheckMsg:
+		running := msg.info.Running
+		if msg.err != nil {
+			running = m.info.Running // not known better: ask
+		}
+		if running == 0 {
+			return m.quit()
+		}
+		quit := func() tea.Msg { return quitMsg{} }
+		return m.handle(confirmMsg{newDialog("Quit?", []string{fmt.Sprintf("%s still running in the embedded engine; quitting stops them.",
+			plural(running, "task"))}, "", "", true, quit)})
 	case replaceMsg:
 		m.top().Close()
 		m.stack = m.stack[:len(m.stack)-1]
@@ -449,6 +466,12 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 	k := m.s.keys
 	m.flash = ""
 	if msg.Type == tea.KeyCtrlC {
+		// A changed form asks first, as esc does.
+		if f, ok := m.top().(*formPage); ok && f.changed() && m.dialog == nil {
+			quit := func() tea.Msg { return quitMsg{} }
+			return m.handle(confirmMsg{newDialog("Quit and discard changes?",
+				[]string{"The form has unsaved changes to " + f.Title() + "."}, "", "", true, quit)})
+		}
 		return m.quit()
 	}
 	if m.dialog != nil {
@@ -490,11 +513,14 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 	}
 	switch {
 	case keyIs(msg, k.Quit):
-		// Quitting the embedded engine ends its running tasks: ask first.
+		// Quitting the embedded engine ends its running tasks: ask first,
+		// on a fresh count (the status bar's may be older than the task's end).
 		if m.info.Mode == "embedded" && m.info.Running > 0 {
-			quit := func() tea.Msg { return quitMsg{} }
-			return m.handle(confirmMsg{newDialog("Quit?", []string{fmt.Sprintf("%s still running in the embedded engine; quitting stops them.",
-				plural(m.info.Running, "task"))}, "", "", true, quit)})
+			ctx, be := m.s.ctx, m.s.be
+			return func() tea.Msg {
+				info, err := be.Info(ctx)
+				return quitCheckMsg{info: info, err: err}
+			}
 		}
 		return m.quit()
 	case keyIs(msg, k.Help):
@@ -649,6 +675,11 @@ func (m *Model) statusBar() string {
 
 func (m *Model) globalKeys() []binding {
 	k := m.s.keys
+	if m.top().Capturing() {
+		// Printable keys type into the page: ? and q are not global here,
+		// and the page lists its own way out.
+		return nil
+	}
 	back := k.Back
 	if len(m.stack) <= 1 {
 		back.SetEnabled(false)
@@ -667,6 +698,10 @@ func (m *Model) shortHelp() string {
 	global := h.ShortHelpView(m.globalKeys())
 	if m.showHelp {
 		return global
+	}
+	if global == "" {
+		h.Width = m.s.width
+		return h.ShortHelpView(m.top().Help().short)
 	}
 	h.Width = max(m.s.width-ansi.StringWidth(global)-3, 10)
 	return h.ShortHelpView(m.top().Help().short) + m.s.theme.HelpSep.Render(" · ") + global

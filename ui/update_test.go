@@ -741,7 +741,10 @@ func TestFormDiscardAsks(t *testing.T) {
 }
 
 func TestHostPageAndQuitWhileRunning(t *testing.T) {
-	e, _ := simBackend(t, quietSim(20))
+	sc := quietSim(20)
+	sc.LatencyMedian = config.Duration(20 * time.Second) // the task below runs while the test does
+	sc.LatencyP99 = config.Duration(30 * time.Second)
+	e, _ := simBackend(t, sc)
 	d := newDriver(t, e, Options{Guard: time.Nanosecond}, 100, 30)
 	hp := openHosts(t, d, "app=nginx")
 	row := hp.rows[hp.shown[0]]
@@ -752,17 +755,35 @@ func TestHostPageAndQuitWhileRunning(t *testing.T) {
 	}
 	d.keys("esc")
 	// With a task running in the embedded engine, q asks (default No).
-	d.send(infoMsg{backend.Info{Mode: "embedded", Running: 2}, d.m.s.infoSeq})
+	if _, err := e.Operate(context.Background(), backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "web"}}); err != nil {
+		t.Fatal(err)
+	}
+	d.send(infoMsg{backend.Info{Mode: "embedded", Running: 1}, d.m.s.infoSeq})
 	d.keys("q")
-	if d.m.dialog == nil || d.quit {
-		t.Fatal("q quit with tasks running")
+	d.until("dialog", func() bool { return d.m.dialog != nil || d.quit })
+	if d.quit {
+		t.Fatal("q quit with a task running")
 	}
 	d.keys("enter")
 	if d.m.dialog != nil || d.quit {
 		t.Fatal("default answer is not No")
 	}
-	d.keys("q", "y")
+	d.keys("q")
+	d.until("dialog", func() bool { return d.m.dialog != nil })
+	d.keys("y")
 	d.until("quit", func() bool { return d.quit })
+
+	// The status bar says a task runs, but none does any more: q quits
+	// without asking (the count is asked again when q is pressed).
+	e2, _ := simBackend(t, quietSim(5))
+	d2 := newDriver(t, e2, Options{Guard: time.Nanosecond}, 100, 30)
+	d2.until("info", func() bool { return d2.m.info.Mode != "" })
+	d2.send(infoMsg{backend.Info{Mode: "embedded", Running: 2}, d2.m.s.infoSeq})
+	d2.keys("q")
+	d2.until("quit", func() bool { return d2.quit || d2.m.dialog != nil })
+	if d2.m.dialog != nil {
+		t.Fatal("q asked about tasks that are not running")
+	}
 }
 
 func TestHostsReloadOnEvent(t *testing.T) {

@@ -265,8 +265,17 @@ func (e *Engine) Info(ctx context.Context) (backend.Info, error) {
 			info.Online++
 		}
 	}
+	// A run is forgotten a little after it completes (its task stored,
+	// its lease released); complete runs are not counted, so a watcher
+	// that saw its task end never reads it as still running.
 	e.mu.RLock()
-	info.Running = len(e.runs)
+	for _, r := range e.runs {
+		r.mu.Lock()
+		if !r.done && !r.lost {
+			info.Running++
+		}
+		r.mu.Unlock()
+	}
 	e.mu.RUnlock()
 	return info, nil
 }

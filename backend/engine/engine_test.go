@@ -766,3 +766,38 @@ func TestWatchConcurrentWithClose(t *testing.T) {
 		}
 	}
 }
+
+// slowFinish is a store whose UpdateTask (storing a completed task) takes
+// a while: the run stays known for that long after it completed.
+type slowFinish struct{ *store.Memory }
+
+func (s slowFinish) UpdateTask(ctx context.Context, t model.Task) error {
+	time.Sleep(100 * time.Millisecond)
+	return s.Memory.UpdateTask(ctx, t)
+}
+
+// Info counts a task as running until it completes, not until its run is
+// forgotten: a watcher that saw its task end must not read it as running.
+func TestInfoRunningEndsWithTheTask(t *testing.T) {
+	f := newFake(20)
+	e := engine.New(testCfg(), f, f, slowFinish{store.NewMemory()})
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	hosts := make([]model.Host, len(f.hosts))
+	for i, h := range f.hosts {
+		hosts[i] = h.Host
+	}
+	if err := e.Seed(context.Background(), []model.ProcessDef{{Process: proc("ns", "app", nil), Hosts: hosts}}); err != nil {
+		t.Fatal(err)
+	}
+	task, _ := operate(t, e, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns"}})
+	info, err := e.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Running != 0 {
+		t.Fatalf("task %s complete (its watch ended), Info says %d running", task.ID, info.Running)
+	}
+}
