@@ -487,3 +487,46 @@ func TestFormKeys(t *testing.T) {
 		t.Fatalf("review diff %+v", rp.diff)
 	}
 }
+
+// Defect 12: the filter is structured (state=stopped matches the stopped
+// processes' hosts, letters scattered over a row match nothing), its hint
+// shows the syntax, and clearing it keeps the cursor on the same host.
+func TestStructuredFilter(t *testing.T) {
+	e, _ := simBackend(t, quietSim(200, "web", "gse"))
+	d := newDriver(t, e, Options{Namespace: "web"}, 120, 40)
+	lp := topAs[*labelsPage](t, d)
+	d.until("labels", func() bool { return lp.loaded })
+	d.keys("enter") // every process in web
+	hp := topAs[*hostsPage](t, d)
+	d.until("hosts", func() bool { return hp.loaded })
+	d.keys("/")
+	if !strings.Contains(d.view(), "state=stopped") {
+		t.Fatalf("no syntax hint:\n%s", d.view())
+	}
+	d.typeText("state=stopped")
+	d.keys("enter")
+	if len(hp.shown) == 0 || len(hp.shown) == len(hp.rows) {
+		t.Fatalf("state=stopped shows %d of %d", len(hp.shown), len(hp.rows))
+	}
+	for _, i := range hp.shown {
+		ok := false
+		for _, pv := range hp.rows[i].v.Procs {
+			ok = ok || pv.Status.State == model.ProcStopped
+		}
+		if !ok {
+			t.Fatalf("%s has no stopped process", hp.rows[i].id)
+		}
+	}
+	d.keys("j", "j")
+	cur := hp.rows[hp.shown[hp.list.cursor]].id
+	d.keys("esc") // clears the filter
+	if len(hp.shown) != len(hp.rows) || hp.rows[hp.shown[hp.list.cursor]].id != cur {
+		t.Fatalf("after clearing: %d shown, cursor on %s, want %s", len(hp.shown), hp.rows[hp.shown[hp.list.cursor]].id, cur)
+	}
+	d.keys("/")
+	d.typeText("ngixstop")
+	d.keys("enter")
+	if len(hp.shown) != 0 {
+		t.Fatalf("scattered letters matched %d hosts", len(hp.shown))
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
-	"github.com/sahilm/fuzzy"
 
 	"gseproc/backend"
 	"gseproc/model"
@@ -45,7 +44,6 @@ type hostRow struct {
 	hosted string
 	pid    string
 	labels string
-	text   string // what the fuzzy filter matches against
 	ord    hostOrder
 }
 
@@ -60,7 +58,7 @@ func (m hostsLoadedMsg) pageID() int { return m.id }
 func newHostsPage(s *shared, q backend.HostQuery) *hostsPage {
 	f := textinput.New()
 	f.Prompt = "/"
-	f.Placeholder = "fuzzy text · key=value labels · IPs and 'exact match as substrings"
+	f.Placeholder = filterHint
 	f.CharLimit = 200
 	return &hostsPage{s: s, id: s.newID(), q: q, sel: map[string]bool{}, filter: f}
 }
@@ -174,7 +172,6 @@ func newHostRow(v backend.HostView) hostRow {
 		r.hosted = fmt.Sprintf("%d/%d", hosted, len(v.Procs))
 	}
 	r.labels = strings.Join(model.SortedLabels(v.Labels), " ")
-	r.text = strings.Join([]string{r.id, r.procs, string(v.State), string(r.state), r.labels}, " ")
 	return r
 }
 
@@ -199,56 +196,32 @@ func procRank(s model.ProcState) int {
 	return 7
 }
 
-// applyFilter recomputes the shown rows: tokens with '=' match a label of
-// the host or of one of its processes exactly; the rest match fuzzily.
+// applyFilter recomputes the shown rows (see filter.go for the syntax),
+// keeping the cursor on the host it was on when that host is still shown.
 func (p *hostsPage) applyFilter() {
-	var labels [][2]string
-	var words []string
-	for _, tok := range strings.Fields(p.filter.Value()) {
-		if k, v, ok := strings.Cut(tok, "="); ok && k != "" {
-			labels = append(labels, [2]string{k, v})
-			continue
-		}
-		words = append(words, tok)
+	cur := ""
+	if r, ok := p.cursorRow(); ok {
+		cur = r.id
 	}
-	keep := make([]int, 0, len(p.rows))
+	m := newHostMatcher(p.filter.Value(), p.rows)
+	keep := make([]int, 0, len(p.shown))
 	for i := range p.rows {
-		if matchHostLabels(p.rows[i].v, labels) {
+		if m.match(&p.rows[i]) {
 			keep = append(keep, i)
 		}
 	}
-	// Words that look like addresses (digits, dots, colons) or start with '
-	// match as substrings: fuzzy matching "10.0.0.1" would match every IP.
-	var fuzzyWords []string
-	for _, w := range words {
-		exact, isExact := strings.CutPrefix(w, "'")
-		if !isExact && strings.Trim(w, "0123456789.:") != "" {
-			fuzzyWords = append(fuzzyWords, w)
-			continue
-		}
-		if !isExact {
-			exact = w
-		}
-		out := keep[:0:0]
-		for _, i := range keep {
-			if strings.Contains(p.rows[i].text, exact) {
-				out = append(out, i)
-			}
-		}
-		keep = out
-	}
-	// Each fuzzy word must match (in any order), like fzf's terms.
-	for _, w := range fuzzyWords {
-		matches := fuzzy.FindFrom(w, rowSource{rows: p.rows, idx: keep})
-		out := make([]int, len(matches))
-		for i, m := range matches {
-			out[i] = keep[m.Index]
-		}
-		sort.Ints(out) // keep the table's order; the filter only narrows it
-		keep = out
-	}
 	p.shown = keep
 	p.list.setLen(len(keep))
+	if cur == "" {
+		return
+	}
+	for pos, i := range keep {
+		if p.rows[i].id == cur {
+			p.list.cursor = pos
+			p.list.clamp()
+			break
+		}
+	}
 }
 
 // procLabels is the page's label selector plus the typed key=value filters
@@ -286,30 +259,7 @@ func isProcLabel(v backend.HostView, k string) bool {
 	return false
 }
 
-func matchHostLabels(v backend.HostView, labels [][2]string) bool {
-	for _, kv := range labels {
-		ok := v.Labels[kv[0]] == kv[1] && hasKey(v.Labels, kv[0])
-		for _, pv := range v.Procs {
-			if !ok && hasKey(pv.Labels, kv[0]) && pv.Labels[kv[0]] == kv[1] {
-				ok = true
-			}
-		}
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
-
 func hasKey(m map[string]string, k string) bool { _, ok := m[k]; return ok }
-
-type rowSource struct {
-	rows []hostRow
-	idx  []int
-}
-
-func (s rowSource) String(i int) string { return s.rows[s.idx[i]].text }
-func (s rowSource) Len() int            { return len(s.idx) }
 
 func (p *hostsPage) cursorRow() (*hostRow, bool) {
 	if p.list.cursor < 0 || p.list.cursor >= len(p.shown) {

@@ -1,0 +1,171 @@
+package ui
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sahilm/fuzzy"
+
+	"gseproc/model"
+)
+
+// The hosts filter is structured: field:value matches part of a field,
+// field=value all of it; the fields are ip, cloud, state (a process's
+// state), agent (the agent's state), version (the agent's), proc (a
+// process name) and any label key (of the host or of one of its
+// processes). A bare word that looks like an address matches part of the
+// IP; any other bare word matches process names fuzzily. Every term must
+// match.
+
+// filterHint is the filter's placeholder: its syntax in one line.
+const filterHint = "ip:10.0.1 cloud=0 state=stopped agent=offline version:1.2 app=nginx · other words: process names (fuzzy)"
+
+type filterTerm struct {
+	field string // "" for a bare word
+	value string
+	exact bool // field=value (else field:value, a substring)
+}
+
+// parseFilter splits the filter text into terms.
+func parseFilter(s string) []filterTerm {
+	var out []filterTerm
+	for _, tok := range strings.Fields(s) {
+		i := strings.IndexAny(tok, ":=")
+		if i <= 0 || isAddress(tok) {
+			out = append(out, filterTerm{value: tok})
+			continue
+		}
+		out = append(out, filterTerm{field: strings.ToLower(tok[:i]), value: tok[i+1:], exact: tok[i] == '='})
+	}
+	return out
+}
+
+// isAddress reports whether s is made of address characters only (an IP,
+// a part of one, or cloud:ip): such words match the IP, not names.
+func isAddress(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789.:abcdefABCDEF") == "" && strings.ContainsAny(s, ".:") && strings.ContainsAny(s, "0123456789")
+}
+
+func (t filterTerm) match(got string) bool {
+	if t.exact {
+		return strings.EqualFold(got, t.value)
+	}
+	return strings.Contains(strings.ToLower(got), strings.ToLower(t.value))
+}
+
+// hostMatcher is a parsed filter ready to test rows; fuzzy words are
+// matched once against the distinct process names, not per row.
+type hostMatcher struct {
+	terms []filterTerm
+	names map[string]bool // process names matching every fuzzy word; nil when there is none
+}
+
+func newHostMatcher(text string, rows []hostRow) hostMatcher {
+	m := hostMatcher{}
+	var words []string
+	for _, t := range parseFilter(text) {
+		if t.field == "" && !isAddress(t.value) {
+			words = append(words, t.value)
+			continue
+		}
+		m.terms = append(m.terms, t)
+	}
+	if len(words) == 0 {
+		return m
+	}
+	distinct := map[string]bool{}
+	for i := range rows {
+		for _, pv := range rows[i].v.Procs {
+			distinct[procName(pv.Key)] = true
+		}
+	}
+	names := make([]string, 0, len(distinct))
+	for n := range distinct {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	m.names = map[string]bool{}
+	for _, n := range names {
+		all := true
+		for _, w := range words {
+			if len(fuzzy.Find(w, []string{n})) == 0 {
+				all = false
+				break
+			}
+		}
+		if all {
+			m.names[n] = true
+		}
+	}
+	return m
+}
+
+func procName(key string) string {
+	_, name, _ := model.SplitKey(key)
+	return name
+}
+
+// match reports whether the row passes every term.
+func (m hostMatcher) match(r *hostRow) bool {
+	v := &r.v
+	if m.names != nil {
+		ok := false
+		for _, pv := range v.Procs {
+			if m.names[procName(pv.Key)] {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	for _, t := range m.terms {
+		if !m.matchTerm(t, r) {
+			return false
+		}
+	}
+	return true
+}
+
+func (m hostMatcher) matchTerm(t filterTerm, r *hostRow) bool {
+	v := &r.v
+	switch t.field {
+	case "":
+		// An address: part of the IP or of cloud:ip.
+		return strings.Contains(r.id, t.value)
+	case "ip":
+		return t.match(v.Host.IP)
+	case "cloud":
+		return t.match(strconv.Itoa(v.Host.CloudID))
+	case "agent":
+		return t.match(string(v.State))
+	case "version":
+		return t.match(v.Version)
+	case "state":
+		for _, pv := range v.Procs {
+			if t.match(string(pv.Status.State)) {
+				return true
+			}
+		}
+		return len(v.Procs) == 0 && t.match("none")
+	case "proc", "name", "process":
+		for _, pv := range v.Procs {
+			if t.match(procName(pv.Key)) {
+				return true
+			}
+		}
+		return false
+	}
+	// A label key, of the host or of one of its processes.
+	if val, ok := v.Labels[t.field]; ok && t.match(val) {
+		return true
+	}
+	for _, pv := range v.Procs {
+		if val, ok := pv.Labels[t.field]; ok && t.match(val) {
+			return true
+		}
+	}
+	return false
+}

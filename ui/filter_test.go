@@ -1,0 +1,78 @@
+package ui
+
+import (
+	"testing"
+
+	"gseproc/backend"
+	"gseproc/model"
+)
+
+func TestParseFilter(t *testing.T) {
+	got := parseFilter("ip:10.0.1 state=stopped 10.0.0.7 nginx app=web 0:10.1.0.3")
+	want := []filterTerm{{"ip", "10.0.1", false}, {"state", "stopped", true}, {"", "10.0.0.7", false},
+		{"", "nginx", false}, {"app", "web", true}, {"", "0:10.1.0.3", false}}
+	if len(got) != len(want) {
+		t.Fatalf("%+v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("term %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestHostMatcher(t *testing.T) {
+	mk := func(ip string, cloud int, agent model.AgentState, ver string, labels map[string]string, procs ...backend.ProcView) hostRow {
+		return newHostRow(backend.HostView{HostInfo: model.HostInfo{Host: model.Host{IP: ip, CloudID: cloud}, State: agent,
+			Version: ver, Labels: labels}, Procs: procs})
+	}
+	pv := func(key string, st model.ProcState, labels map[string]string) backend.ProcView {
+		return backend.ProcView{Key: key, Labels: labels, Status: model.ProcStatus{State: st}}
+	}
+	rows := []hostRow{
+		mk("10.0.0.1", 0, model.AgentOnline, "2.1.0", map[string]string{"zone": "a"}, pv("gse:bkunifylogbeat", model.ProcRunning, nil)),
+		mk("10.0.1.2", 1, model.AgentOffline, "2.0.9", map[string]string{"zone": "b"}, pv("web:nginx", model.ProcStopped, map[string]string{"app": "nginx"})),
+		mk("10.0.1.3", 0, model.AgentOnline, "2.1.0", nil, pv("web:php-fpm", model.ProcRunning, map[string]string{"app": "php"}),
+			pv("gse:gseagent", model.ProcStopped, nil)),
+	}
+	tests := []struct {
+		filter string
+		want   []int
+	}{
+		{"", []int{0, 1, 2}},
+		{"state=stopped", []int{1, 2}},
+		{"state=running agent=online", []int{0, 2}},
+		{"ip:10.0.1", []int{1, 2}},
+		{"ip=10.0.1", nil},
+		{"10.0.1.3", []int{2}},
+		{"1:10.0", []int{1}},
+		{"cloud=1", []int{1}},
+		{"version:2.1", []int{0, 2}},
+		{"app=nginx", []int{1}},
+		{"zone=a", []int{0}},
+		{"nginx", []int{1}},
+		{"bkunistop", nil}, // letters anywhere in the row no longer match
+		{"bkuni", []int{0}},
+		{"proc:agent", []int{2}},
+		{"fpm state=stopped", []int{2}},
+	}
+	for _, tc := range tests {
+		m := newHostMatcher(tc.filter, rows)
+		var got []int
+		for i := range rows {
+			if m.match(&rows[i]) {
+				got = append(got, i)
+			}
+		}
+		if len(got) != len(tc.want) {
+			t.Errorf("%q matched %v, want %v", tc.filter, got, tc.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("%q matched %v, want %v", tc.filter, got, tc.want)
+				break
+			}
+		}
+	}
+}
