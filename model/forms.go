@@ -204,7 +204,8 @@ func setInt(dst *int, src *int) {
 }
 
 // ValidateInfos checks a process_infos array for the given form, naming
-// fields as the client sent them ("process_infos[2].cpu_lmt").
+// fields as the client sent them ("process_infos[2].cpu_lmt"), and puts
+// every ip_list host into its canonical form in place.
 func ValidateInfos(v *Validator, form InfoForm, scope Scope, infos []ProcessInfo, maxHosts int) {
 	if len(infos) == 0 {
 		v.Add("process_infos", "required: at least one entry")
@@ -223,7 +224,7 @@ func ValidateInfos(v *Validator, form InfoForm, scope Scope, infos []ProcessInfo
 			v.Add(prefix+".ip_list", "required: at least one host")
 		}
 		for j, h := range pi.IPList {
-			h.Validate(v, fmt.Sprintf("%s.ip_list[%d]", prefix, j))
+			infos[i].IPList[j] = h.Canonicalize(v, fmt.Sprintf("%s.ip_list[%d]", prefix, j))
 		}
 		hosts += len(pi.IPList)
 	}
@@ -344,8 +345,7 @@ func (r ProcRequest) Targets(v *Validator, prefix string) []HostRef {
 	}
 	out := make([]HostRef, len(r.Hosts))
 	for i, h := range r.Hosts {
-		h.Validate(v, fmt.Sprintf("%shosts[%d]", prefix, i))
-		out[i] = HostRef{Host: h}
+		out[i] = HostRef{Host: h.Canonicalize(v, fmt.Sprintf("%shosts[%d]", prefix, i))}
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -9,11 +10,26 @@ import (
 
 // Host addresses one agent: an IP inside a cloud area (bk_cloud_id); the
 // supplier id is carried for the v1 result keys.
+//
+// Host is the wire form and may hold anything a client sent. Every
+// entrance (API forms, native API, CLI, console, configuration, agent
+// flags, agent messages) turns it into its canonical form with
+// Canonicalize, Canonical or ParseHost before it is stored or used; NATS
+// subjects and store keys are built only from a HostID, which only the
+// canonical form yields.
 type Host struct {
 	IP         string `json:"ip"`
 	CloudID    int    `json:"bk_cloud_id"`
 	SupplierID int    `json:"bk_supplier_id,omitempty"`
 }
+
+// Host identity limits. An IP is at most 39 characters in canonical form
+// (8 groups of 4 hex digits); anything much longer is refused before it is
+// parsed. Cloud and supplier ids are 31-bit, as the CMDB keeps them.
+const (
+	MaxIPText  = 64
+	MaxCloudID = 1<<31 - 1
+)
 
 // AgentID is the agent's identity "cloud:ip", as nodeman builds it when
 // dynamic addressing is off.
@@ -26,37 +42,171 @@ func (h Host) String() string { return h.AgentID() }
 // bk_supplier_id, an agent's own report does not).
 func (h Host) Bare() Host { return Host{IP: h.IP, CloudID: h.CloudID} }
 
-// ParseAgentID parses "cloud:ip" (the IP may be v6, so only the first colon splits).
+// ParseIP parses an IP address into its canonical text: an IPv4-mapped
+// IPv6 address becomes IPv4, IPv6 is lower-cased and compressed (RFC
+// 5952). A zone ("fe80::1%eth0"), surrounding blanks and text longer than
+// MaxIPText are refused; the error says why without echoing a long input.
+func ParseIP(s string) (netip.Addr, error) {
+	if s == "" {
+		return netip.Addr{}, errors.New("required")
+	}
+	if len(s) > MaxIPText {
+		return netip.Addr{}, fmt.Errorf("%d characters: an IP address has at most %d", len(s), MaxIPText)
+	}
+	if i := strings.IndexByte(s, '%'); i >= 0 {
+		return netip.Addr{}, fmt.Errorf("%s: an IPv6 zone (%%...) names an interface of one machine, not a host: refused", clip(s))
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("%s is not an IP address", clip(s))
+	}
+	return a.Unmap(), nil
+}
+
+// clip quotes s for a message, shortened to 64 bytes.
+func clip(s string) string {
+	if len(s) > 64 {
+		return strconv.Quote(s[:64]) + "..."
+	}
+	return strconv.Quote(s)
+}
+
+// ParseHost is the canonical host of ip in cloud (see ParseIP).
+func ParseHost(cloud int, ip string) (Host, error) {
+	return Host{IP: ip, CloudID: cloud}.Canonical()
+}
+
+// Canonical returns h in canonical form (IP as ParseIP spells it; the
+// supplier id kept), or an error naming the offending part.
+func (h Host) Canonical() (Host, error) {
+	a, err := ParseIP(h.IP)
+	if err != nil {
+		return Host{}, fmt.Errorf("ip: %w", err)
+	}
+	if h.CloudID < 0 || h.CloudID > MaxCloudID {
+		return Host{}, fmt.Errorf("bk_cloud_id: %d is out of range [0,%d]", h.CloudID, MaxCloudID)
+	}
+	if h.SupplierID < 0 || h.SupplierID > MaxCloudID {
+		return Host{}, fmt.Errorf("bk_supplier_id: %d is out of range [0,%d]", h.SupplierID, MaxCloudID)
+	}
+	h.IP = a.String()
+	return h, nil
+}
+
+// Canonicalize returns h in canonical form and records in v, under field,
+// every part that is wrong (field.ip, field.bk_cloud_id, ...); the zero
+// Host when something is.
+func (h Host) Canonicalize(v *Validator, field string) Host {
+	ok := true
+	a, err := ParseIP(h.IP)
+	if err != nil {
+		v.Add(field+".ip", err.Error())
+		ok = false
+	}
+	if h.CloudID < 0 || h.CloudID > MaxCloudID {
+		v.Addf(field+".bk_cloud_id", "%d is out of range [0,%d]", h.CloudID, MaxCloudID)
+		ok = false
+	}
+	if h.SupplierID < 0 || h.SupplierID > MaxCloudID {
+		v.Addf(field+".bk_supplier_id", "%d is out of range [0,%d]", h.SupplierID, MaxCloudID)
+		ok = false
+	}
+	if !ok {
+		return Host{}
+	}
+	h.IP = a.String()
+	return h
+}
+
+// Validate checks that h has a canonical form; field is the path used in
+// messages. Entrances use Canonicalize, which also returns it.
+func (h Host) Validate(v *Validator, field string) { h.Canonicalize(v, field) }
+
+// CanonicalHosts canonicalizes every host of hs (errors under
+// "field[i]"), returning a new slice; duplicates are kept.
+func CanonicalHosts(v *Validator, field string, hs []Host) []Host {
+	if hs == nil {
+		return nil
+	}
+	out := make([]Host, len(hs))
+	for i, h := range hs {
+		out[i] = h.Canonicalize(v, fmt.Sprintf("%s[%d]", field, i))
+	}
+	return out
+}
+
+// MaxAgentIDText bounds an agent id's text before it is parsed.
+const MaxAgentIDText = 128
+
+// ParseAgentID parses "cloud:ip" (the IP may be v6, so only the first
+// colon splits) into the canonical host.
 func ParseAgentID(s string) (Host, error) {
+	if len(s) > MaxAgentIDText {
+		return Host{}, fmt.Errorf("host %s: %d characters, more than %d", clip(s), len(s), MaxAgentIDText)
+	}
 	c, ip, ok := strings.Cut(strings.TrimSpace(s), ":")
 	if !ok {
 		return Host{}, fmt.Errorf("host %q: want cloud:ip, e.g. 0:10.0.0.1", s)
 	}
 	cloud, err := strconv.Atoi(c)
-	if err != nil || cloud < 0 {
-		return Host{}, fmt.Errorf("host %q: cloud %q is not a non-negative number", s, c)
+	if err != nil || cloud < 0 || cloud > MaxCloudID {
+		return Host{}, fmt.Errorf("host %q: cloud %q is not a number in [0,%d]", s, c, MaxCloudID)
 	}
-	addr, err := netip.ParseAddr(ip)
+	a, err := ParseIP(ip)
 	if err != nil {
-		return Host{}, fmt.Errorf("host %q: ip %q does not parse", s, ip)
+		return Host{}, fmt.Errorf("host %q: ip %w", s, err)
 	}
-	return Host{IP: addr.String(), CloudID: cloud}, nil
+	return Host{IP: a.String(), CloudID: cloud}, nil
 }
 
-// Validate checks the IP and cloud id; field is the path used in messages.
-func (h Host) Validate(v *Validator, field string) {
-	if h.IP == "" {
-		v.Add(field+".ip", "required")
-	} else if _, err := netip.ParseAddr(h.IP); err != nil {
-		v.Add(field+".ip", fmt.Sprintf("%q is not an IP address", h.IP))
-	}
-	if h.CloudID < 0 {
-		v.Add(field+".bk_cloud_id", "must be >= 0")
-	}
-	if h.SupplierID < 0 {
-		v.Add(field+".bk_supplier_id", "must be >= 0")
-	}
+// HostID is one host's identity in canonical form. Only Host.ID and
+// ParseHostID make one, so whatever is built from it (NATS subjects, store
+// keys) is canonical and bounded in length: its String is at most
+// MaxHostIDText characters. The zero HostID is invalid.
+//
+// Today an identity is a cloud id and an IP. A GSE 2.0 agent id is to be
+// added as another form of HostID (its own parse rule in ParseHostID, its
+// own spelling in String); code outside model only uses String and Host.
+type HostID struct {
+	cloud int
+	ip    netip.Addr
 }
+
+// MaxHostIDText is the longest HostID.String: 10 digits, ':', 39 characters of IPv6.
+const MaxHostIDText = 10 + 1 + 39
+
+// ID returns h's identity (its supplier id left out), or why it has none.
+func (h Host) ID() (HostID, error) {
+	c, err := h.Bare().Canonical()
+	if err != nil {
+		return HostID{}, fmt.Errorf("host %s: %w", clip(h.AgentID()), err)
+	}
+	return HostID{cloud: c.CloudID, ip: netip.MustParseAddr(c.IP)}, nil
+}
+
+// ParseHostID parses an identity "cloud:ip".
+func ParseHostID(s string) (HostID, error) {
+	h, err := ParseAgentID(s)
+	if err != nil {
+		return HostID{}, err
+	}
+	return h.ID()
+}
+
+// Valid reports whether id was made by Host.ID or ParseHostID.
+func (id HostID) Valid() bool { return id.ip.IsValid() }
+
+// Host is the identity as a (bare, canonical) Host.
+func (id HostID) Host() Host { return Host{IP: id.ip.String(), CloudID: id.cloud} }
+
+// Cloud is the identity's cloud id.
+func (id HostID) Cloud() int { return id.cloud }
+
+// Addr is the identity's IP.
+func (id HostID) Addr() netip.Addr { return id.ip }
+
+// String spells the identity "cloud:ip" (Host.AgentID of the canonical host).
+func (id HostID) String() string { return id.Host().AgentID() }
 
 // AgentState is what the server knows of an agent.
 type AgentState string

@@ -136,6 +136,17 @@ func (p Process) WithDefaults() Process {
 	return p
 }
 
+// Canonical returns p with its paths in clean form (CleanPath), once it
+// has been validated: what is stored and sent to agents.
+func (p Process) Canonical() Process {
+	id := &p.Spec.Identity
+	id.SetupPath = CleanPath(id.SetupPath)
+	id.PidPath = CleanPath(id.PidPath)
+	id.ConfigPath = CleanPath(id.ConfigPath)
+	id.LogPath = CleanPath(id.LogPath)
+	return p
+}
+
 // Clone returns a deep copy (labels are copied).
 func (p Process) Clone() Process {
 	p.Meta.Labels = maps.Clone(p.Meta.Labels)

@@ -90,12 +90,23 @@ func (v *Validator) CheckName(field, s string, required bool, max int) {
 	}
 }
 
-// CheckPath validates an absolute path without NUL or newline.
+// MaxPath is the longest path a definition may carry.
+const MaxPath = 4096
+
+// CheckPath validates a path of a definition (setup_path, pid_path,
+// cfg_path, log_path): absolute, at most MaxPath bytes, without NUL,
+// newline or control characters, and without a ".." segment: a path that
+// climbs out of where it claims to be is refused, never resolved. This is
+// the one path rule; CleanPath is its companion.
 func (v *Validator) CheckPath(field, p string, required bool) {
 	if p == "" {
 		if required {
 			v.Add(field, "required")
 		}
+		return
+	}
+	if len(p) > MaxPath {
+		v.Addf(field, "longer than %d characters", MaxPath)
 		return
 	}
 	if bad := badChar(p); bad != "" {
@@ -104,10 +115,23 @@ func (v *Validator) CheckPath(field, p string, required bool) {
 	}
 	if !path.IsAbs(p) {
 		v.Addf(field, "%q is not an absolute path", p)
+		return
 	}
-	if len(p) > 4096 {
-		v.Add(field, "longer than 4096 characters")
+	for _, seg := range strings.Split(p, "/") {
+		if seg == ".." {
+			v.Addf(field, "%q climbs out with a '..' segment: give the path without it", p)
+			return
+		}
 	}
+}
+
+// CleanPath is p in its clean form (path.Clean: no repeated or trailing
+// slashes, no "." segments), for a path that passed CheckPath; "" stays "".
+func CleanPath(p string) string {
+	if p == "" {
+		return ""
+	}
+	return path.Clean(p)
 }
 
 // CheckCommand validates a shell command: any text but NUL.

@@ -149,7 +149,10 @@ func New(cfg config.AgentConfig, log *slog.Logger) (*Agent, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("agent data_dir: %w", err)
 	}
-	host := model.Host{IP: cfg.IP, CloudID: cfg.CloudID, SupplierID: cfg.SupplierID}
+	host, err := cfg.Host()
+	if err != nil {
+		return nil, err
+	}
 	agentID, aerr := loadAgentID(cfg.DataDir)
 	if aerr != nil {
 		return nil, aerr

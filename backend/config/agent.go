@@ -3,9 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"strings"
 	"time"
+
+	"gseproc/model"
 )
 
 // AgentConfig is the [agent] section: the identity of a host agent
@@ -87,15 +88,15 @@ func (c AgentConfig) validate() error {
 	add := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("agent.%s: "+format, append([]any{field}, args...)...))
 	}
-	if c.CloudID < 0 {
-		add("cloud_id", "%d must be >= 0", c.CloudID)
+	if c.CloudID < 0 || c.CloudID > model.MaxCloudID {
+		add("cloud_id", "%d is out of range [0,%d]", c.CloudID, model.MaxCloudID)
 	}
-	if c.SupplierID < 0 {
-		add("supplier_id", "%d must be >= 0", c.SupplierID)
+	if c.SupplierID < 0 || c.SupplierID > model.MaxCloudID {
+		add("supplier_id", "%d is out of range [0,%d]", c.SupplierID, model.MaxCloudID)
 	}
 	if c.IP != "" {
-		if _, err := netip.ParseAddr(c.IP); err != nil {
-			add("ip", "%q is not an IP address", c.IP)
+		if _, err := model.ParseIP(c.IP); err != nil {
+			add("ip", "%v", err)
 		}
 	}
 	for k := range c.Labels {
@@ -137,6 +138,16 @@ func (c AgentConfig) validate() error {
 		add("event_buffer", "%d must be >= 1", c.EventBuffer)
 	}
 	return errors.Join(errs...)
+}
+
+// Host is the agent's identity in canonical form (an IPv4-mapped address
+// as IPv4, IPv6 lower-cased and compressed), with its supplier id.
+func (c AgentConfig) Host() (model.Host, error) {
+	h, err := model.Host{IP: c.IP, CloudID: c.CloudID, SupplierID: c.SupplierID}.Canonical()
+	if err != nil {
+		return model.Host{}, fmt.Errorf("agent identity: %w", err)
+	}
+	return h, nil
 }
 
 // Validate checks the section for an agent about to run: everything

@@ -80,6 +80,13 @@ func (e *Engine) Namespaces(ctx context.Context) ([]backend.NamespaceSummary, er
 
 // Processes lists the definitions matching q, sorted by key.
 func (e *Engine) Processes(ctx context.Context, q backend.ProcQuery) ([]model.ProcessDef, error) {
+	if q.Host != nil {
+		h, err := q.Host.Canonical()
+		if err != nil {
+			return nil, model.ValidationError{{Field: "host", Reason: err.Error()}}
+		}
+		q.Host = &h
+	}
 	defs, err := e.st.Processes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("processes: %w", err)
@@ -108,6 +115,9 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 	defs, err := e.st.Processes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("hosts: processes: %w", err)
+	}
+	if q.Hosts, err = canonicalHosts("hosts", q.Hosts); err != nil {
+		return nil, err
 	}
 	procFilter := q.Namespace != "" || q.Name != "" || len(q.Labels) > 0
 	only := hostSet(q.Hosts)
@@ -174,15 +184,23 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 	return out, nil
 }
 
-// validateDef checks a definition and its hosts under prefix.
-func validateDef(v *model.Validator, prefix string, d model.ProcessDef) {
+// canonicalDef validates d into v and returns it in canonical form: paths
+// cleaned, hosts canonical.
+func canonicalDef(v *model.Validator, prefix string, d model.ProcessDef) model.ProcessDef {
 	d.Process.ValidateInto(v, prefix+"process", nil)
 	if len(d.Hosts) == 0 {
 		v.Add(prefix+"hosts", "required: at least one host")
 	}
-	for i, h := range d.Hosts {
-		h.Validate(v, fmt.Sprintf("%shosts[%d]", prefix, i))
-	}
+	d.Hosts = model.CanonicalHosts(v, prefix+"hosts", d.Hosts)
+	d.Process = d.Process.Canonical()
+	return d
+}
+
+// canonicalHosts canonicalizes a query's hosts, refusing bad ones.
+func canonicalHosts(field string, hs []model.Host) ([]model.Host, error) {
+	v := &model.Validator{}
+	out := model.CanonicalHosts(v, field, hs)
+	return out, v.Err()
 }
 
 // SaveProcess validates and creates or replaces a definition; the change
@@ -206,7 +224,7 @@ func (e *Engine) saveProcess(ctx context.Context, def model.ProcessDef) error {
 		return err
 	}
 	v := &model.Validator{}
-	validateDef(v, "", def)
+	def = canonicalDef(v, "", def)
 	if err := v.Err(); err != nil {
 		return err
 	}

@@ -56,7 +56,8 @@ func (e *Engine) operate(ctx context.Context, req backend.OperateRequest) (model
 			return model.Task{}, err
 		}
 	}
-	if err := validateRequest(req); err != nil {
+	req, err := validateRequest(req)
+	if err != nil {
 		return model.Task{}, err
 	}
 
@@ -178,8 +179,10 @@ func describeSelector(s backend.Selector) string {
 	return out
 }
 
-// validateRequest collects every error of the request.
-func validateRequest(req backend.OperateRequest) error {
+// validateRequest collects every error of the request and returns it in
+// canonical form (hosts canonical, paths cleaned; nothing of the caller's
+// is changed).
+func validateRequest(req backend.OperateRequest) (backend.OperateRequest, error) {
 	v := &model.Validator{}
 	if !req.Op.Valid() {
 		_, err := model.ParseOp(fmt.Sprint(int(req.Op)))
@@ -193,19 +196,24 @@ func validateRequest(req backend.OperateRequest) error {
 			v.Add("selector.labels", "label key must not be empty")
 		}
 	}
-	for i, h := range req.Selector.Hosts {
-		h.Validate(v, fmt.Sprintf("selector.hosts[%d]", i))
-	}
+	req.Selector.Hosts = model.CanonicalHosts(v, "selector.hosts", req.Selector.Hosts)
+	targets := make([]model.Target, len(req.Selector.Targets))
 	for i, t := range req.Selector.Targets {
-		t.Host.Validate(v, fmt.Sprintf("selector.targets[%d].host", i))
+		t.Host = t.Host.Canonicalize(v, fmt.Sprintf("selector.targets[%d].host", i))
 		if ns, name, ok := model.SplitKey(t.ProcKey); !ok || ns == "" || name == "" {
 			v.Add(fmt.Sprintf("selector.targets[%d].proc", i), fmt.Sprintf("want namespace:name, got %q", t.ProcKey))
 		}
+		targets[i] = t
 	}
+	if req.Selector.Targets != nil {
+		req.Selector.Targets = targets
+	}
+	items := make([]model.ProcessDef, len(req.Items))
 	for i, it := range req.Items {
-		validateDef(v, fmt.Sprintf("items[%d].", i), it)
+		items[i] = canonicalDef(v, fmt.Sprintf("items[%d].", i), it)
 	}
-	return v.Err()
+	req.Items = items
+	return req, v.Err()
 }
 
 // itemTargets returns the targets of inline definitions: each on the hosts

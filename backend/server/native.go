@@ -123,9 +123,7 @@ func (s *Server) v1Hosts(ctx context.Context, c *call) (any, *apiError) {
 		}
 	}
 	v := &model.Validator{}
-	for i, h := range q.Hosts {
-		h.Validate(v, fmt.Sprintf("hosts[%d]", i))
-	}
+	q.Hosts = model.CanonicalHosts(v, "hosts", q.Hosts)
 	if q.Limit < 0 {
 		v.Add("limit", "must be >= 0")
 	}
@@ -226,6 +224,10 @@ func (s *Server) v1Operate(ctx context.Context, c *call) (any, *apiError) {
 	}
 	if req.Selector.Empty() && len(req.Items) == 0 {
 		v.Add("selector", "required: a selector or items")
+	}
+	req.Selector.Hosts = model.CanonicalHosts(v, "selector.hosts", req.Selector.Hosts)
+	for i := range req.Items {
+		req.Items[i].Hosts = model.CanonicalHosts(v, fmt.Sprintf("items[%d].hosts", i), req.Items[i].Hosts)
 	}
 	if err := v.Err(); err != nil {
 		return nil, validationError(CodeArgument, err)

@@ -61,7 +61,7 @@ type Dispatcher struct {
 }
 
 type pendingReply struct {
-	host model.Host
+	host model.HostID
 	ch   chan *nats.Msg // buffered 1
 }
 
@@ -139,11 +139,15 @@ func (d *Dispatcher) Dispatch(ctx context.Context, host model.Host, req model.Ag
 			req.Deadline = dl
 		}
 	}
+	id, err := hostID(host)
+	if err != nil {
+		return model.AgentReply{}, fmt.Errorf("dispatch: %w", err)
+	}
 	data, err := json.Marshal(req)
 	if err != nil {
 		return model.AgentReply{}, fmt.Errorf("dispatch %s: encode request: %w", host, err)
 	}
-	msg, err := d.request(ctx, host.Bare(), data)
+	msg, err := d.request(ctx, id, data)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return model.AgentReply{}, fmt.Errorf("dispatch %s: %w", host, ctx.Err())
@@ -167,7 +171,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, host model.Host, req model.Ag
 // request publishes data on host's op subject with the host's own reply
 // subject and waits for the answer (or NATS's no-responders status) until
 // ctx ends.
-func (d *Dispatcher) request(ctx context.Context, host model.Host, data []byte) (*nats.Msg, error) {
+func (d *Dispatcher) request(ctx context.Context, host model.HostID, data []byte) (*nats.Msg, error) {
 	ch := make(chan *nats.Msg, 1)
 	d.rmu.Lock()
 	d.replyN++
@@ -206,7 +210,7 @@ func (d *Dispatcher) onReply(m *nats.Msg) {
 	switch {
 	case !ok:
 		d.log.Debug("dispatcher: reply nobody waits for (late, or answered twice)", "subject", m.Subject)
-	case !sameHost(p.host, from):
+	case p.host != from:
 		d.log.Warn("dispatcher: reply from another host than the one addressed; ignored", "addressed", p.host.String(), "from", from.String())
 	default:
 		select {
@@ -319,6 +323,7 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 		}
 		hb.Info.AgentID = id
 	}
+	hb.Info.Host = subjHost.Host()
 	now := time.Now()
 	var ev []model.Event
 	d.mu.Lock()
@@ -362,12 +367,13 @@ func (d *Dispatcher) onEvent(m *nats.Msg) {
 		return
 	}
 	if e.Host.IP == "" {
-		e.Host = subjHost
+		e.Host = subjHost.Host()
 	}
 	if !sameHost(e.Host, subjHost) {
 		d.log.Warn("dispatcher: event names another host than its subject; dropped", "subject", m.Subject, "host", e.Host.String())
 		return
 	}
+	e.Host = subjHost.Host()
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}

@@ -50,7 +50,11 @@ func ServeFleet(ctx context.Context, nc *nats.Conn, f Fleet, opts ServeOptions) 
 			if hi.State != model.AgentOnline && !leaving {
 				continue
 			}
-			s.publishJSON(HeartbeatSubject(hi.Host), Heartbeat{Info: hi, Time: now, Interval: opts.HeartbeatInterval,
+			id, err := hostID(hi.Host)
+			if err != nil {
+				continue // refresh did not subscribe it either
+			}
+			s.publishJSON(HeartbeatSubject(id), Heartbeat{Info: hi, Time: now, Interval: opts.HeartbeatInterval,
 				Full: full, Reconnected: late, Dropped: dropped, Leaving: leaving})
 		}
 	}
@@ -102,7 +106,12 @@ func (fs *fleetServer) refresh(ctx context.Context) error {
 	fs.infos = infos
 	var added []string
 	for _, hi := range infos {
-		subj := OpSubject(hi.Host)
+		id, err := hostID(hi.Host)
+		if err != nil {
+			fs.s.log.Warn("sim fleet: host without a valid identity; not served", "err", err)
+			continue
+		}
+		subj := OpSubject(id)
 		if _, ok := fs.subs[subj]; ok {
 			continue
 		}

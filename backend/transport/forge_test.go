@@ -110,7 +110,7 @@ func TestForgingAgent(t *testing.T) {
 	// 1. Read B's ops (and every op, and everything).
 	var stolenN int
 	var stolenMu sync.Mutex
-	for _, subj := range []string{OpSubject(hostB), "gseproc.agent.*.*.op", ">"} {
+	for _, subj := range []string{OpSubject(mustID(t, hostB)), "gseproc.agent.*.*.op", ">"} {
 		if _, err := forger.Subscribe(subj, func(*nats.Msg) { stolenMu.Lock(); stolenN++; stolenMu.Unlock() }); err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +125,7 @@ func TestForgingAgent(t *testing.T) {
 	}
 	defer spy.Close()
 	leaked := make(chan string, 1)
-	if _, err := spy.Subscribe(OpSubject(hostB), func(m *nats.Msg) {
+	if _, err := spy.Subscribe(OpSubject(mustID(t, hostB)), func(m *nats.Msg) {
 		select {
 		case leaked <- m.Reply:
 		default:
@@ -161,7 +161,7 @@ func TestForgingAgent(t *testing.T) {
 		t.Fatalf("reply subject of B's request: %v", err)
 	}
 	// On B's reply subject, and on any inbox: refused by NATS.
-	for _, subj := range []string{reply, ReplySubject(hostB, "guess"), "_INBOX.x.y"} {
+	for _, subj := range []string{reply, ReplySubject(mustID(t, hostB), "guess"), "_INBOX.x.y"} {
 		if err := forger.Publish(subj, forged); err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +169,7 @@ func TestForgingAgent(t *testing.T) {
 	}
 	// On its own reply subject with B's leaked id: allowed by NATS, ignored
 	// by the dispatcher, which addressed B.
-	if err := forger.Publish(ReplySubject(hostA, id), forged); err != nil {
+	if err := forger.Publish(ReplySubject(mustID(t, hostA), id), forged); err != nil {
 		t.Fatal(err)
 	}
 	_ = forger.Flush()
@@ -182,7 +182,7 @@ func TestForgingAgent(t *testing.T) {
 	// naming B, dropped by the server.
 	fakeHB, _ := json.Marshal(Heartbeat{Info: model.HostInfo{Host: hostB, Labels: map[string]string{"forged": "yes"}}, Time: time.Now(), Leaving: true})
 	fakeEv, _ := json.Marshal(model.Event{Time: time.Now(), Host: hostB, ProcKey: "x:forged", Kind: model.EventLimitExceeded})
-	for _, subj := range []string{HeartbeatSubject(hostB), EventSubject(hostB)} {
+	for _, subj := range []string{HeartbeatSubject(mustID(t, hostB)), EventSubject(mustID(t, hostB))} {
 		data := fakeHB
 		if strings.HasSuffix(subj, ".event") {
 			data = fakeEv
@@ -192,8 +192,8 @@ func TestForgingAgent(t *testing.T) {
 		}
 		eventually(t, "publish to "+subj+" refused", 15*time.Second, func() bool { return ae.refusedFor("publish", subj) })
 	}
-	_ = forger.Publish(HeartbeatSubject(hostA), fakeHB)
-	_ = forger.Publish(EventSubject(hostA), fakeEv)
+	_ = forger.Publish(HeartbeatSubject(mustID(t, hostA)), fakeHB)
+	_ = forger.Publish(EventSubject(mustID(t, hostA)), fakeEv)
 	_ = forger.Flush()
 	// A marker event from the real B, after the forgeries: the flush above
 	// means NATS has passed them to the dispatcher's connection already, so
@@ -218,10 +218,10 @@ func TestForgingAgent(t *testing.T) {
 	evMu.Unlock()
 	hs, _ := d.Hosts(context.Background())
 	for _, hi := range hs {
-		if sameHost(hi.Host, hostB) && (hi.State != model.AgentOnline || hi.Labels["forged"] != "") {
+		if sameHost(hi.Host, mustID(t, hostB)) && (hi.State != model.AgentOnline || hi.Labels["forged"] != "") {
 			t.Errorf("B after the forged heartbeat: %+v", hi)
 		}
-		if sameHost(hi.Host, hostA) {
+		if sameHost(hi.Host, mustID(t, hostA)) {
 			t.Errorf("the forger's heartbeats made A known: %+v", hi)
 		}
 	}

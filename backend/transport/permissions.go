@@ -37,11 +37,15 @@ func hostSubjects(tok string) (pub, sub []string) {
 }
 
 // patternToken is the subject token pattern of a host pattern.
-func patternToken(p model.HostPattern) string {
+func patternToken(p model.HostPattern) (string, error) {
 	if p.IP == "" {
-		return strconv.Itoa(p.CloudID) + ".*"
+		return strconv.Itoa(p.CloudID) + ".*", nil
 	}
-	return HostToken(model.Host{CloudID: p.CloudID, IP: p.IP})
+	id, err := model.Host{CloudID: p.CloudID, IP: p.IP}.ID()
+	if err != nil {
+		return "", err
+	}
+	return HostToken(id), nil
 }
 
 // hostPermissions allow serving the hosts of the token patterns toks.
@@ -74,7 +78,11 @@ func credentialPermissions(u config.NATSUser, demo bool) (*server.Permissions, e
 			if err != nil {
 				return nil, fmt.Errorf("%s: hosts: %w", u.Name(), err)
 			}
-			toks = append(toks, patternToken(p))
+			tok, err := patternToken(p)
+			if err != nil {
+				return nil, fmt.Errorf("%s: hosts: %w", u.Name(), err)
+			}
+			toks = append(toks, tok)
 		}
 		return hostPermissions(toks...), nil
 	case "", config.NATSRoleAgent:
@@ -84,7 +92,7 @@ func credentialPermissions(u config.NATSUser, demo bool) (*server.Permissions, e
 			}
 			return hostPermissions("*.*"), nil
 		}
-		h, err := model.ParseAgentID(u.Host)
+		h, err := model.ParseHostID(u.Host)
 		if err != nil {
 			return nil, fmt.Errorf("%s: host: %w", u.Name(), err)
 		}

@@ -63,15 +63,19 @@ func (o *ServeOptions) defaults(maxConc int) {
 // waited for the ops in flight. It fails only when it cannot subscribe.
 func ServeAgent(ctx context.Context, nc *nats.Conn, a AgentHandler, opts ServeOptions) error {
 	opts.defaults(256)
-	id := a.Identity()
-	log := opts.Logger.With("host", id.Host.String())
+	info := a.Identity()
+	id, err := hostID(info.Host)
+	if err != nil {
+		return fmt.Errorf("serve agent: %w", err)
+	}
+	log := opts.Logger.With("host", id.String())
 	s := newSession(nc, opts, log)
 
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, opts.MaxConcurrent)
-	opSub, err := nc.Subscribe(OpSubject(id.Host), func(m *nats.Msg) {
+	opSub, err := nc.Subscribe(OpSubject(id), func(m *nats.Msg) {
 		var req model.AgentRequest
 		if err := json.Unmarshal(m.Data, &req); err != nil {
 			respond(m, model.AgentReply{Code: model.CodeIllegalOp, Message: fmt.Sprintf("decode request: %v", err)}, log)
@@ -86,11 +90,11 @@ func ServeAgent(ctx context.Context, nc *nats.Conn, a AgentHandler, opts ServeOp
 		}()
 	})
 	if err != nil {
-		return fmt.Errorf("serve agent %s: subscribe %s: %w", id.Host, OpSubject(id.Host), err)
+		return fmt.Errorf("serve agent %s: subscribe %s: %w", id, OpSubject(id), err)
 	}
 	verify := func() error {
-		if err := refused(nc, OpSubject(id.Host)); err != nil {
-			return fmt.Errorf("serve agent %s: %w (is this credential bound to host %s?)", id.Host, err, id.Host)
+		if err := refused(nc, OpSubject(id)); err != nil {
+			return fmt.Errorf("serve agent %s: %w (is this credential bound to host %s?)", id, err, id)
 		}
 		return nil
 	}
@@ -104,16 +108,17 @@ func ServeAgent(ctx context.Context, nc *nats.Conn, a AgentHandler, opts ServeOp
 		if !leaving {
 			h.Statuses = a.Statuses()
 		}
-		s.publishJSON(HeartbeatSubject(h.Info.Host), h)
+		h.Info.Host = id.Host()
+		s.publishJSON(HeartbeatSubject(id), h)
 	}
 	// The agent's events go out on its own subject: an event naming no host
 	// is its own, one naming another host is dropped.
 	events := func(ctx context.Context, fn func(model.Event)) {
 		a.SubscribeEvents(ctx, func(e model.Event) {
 			if e.Host.IP == "" {
-				e.Host = id.Host
+				e.Host = id.Host()
 			}
-			if !sameHost(e.Host, id.Host) {
+			if !sameHost(e.Host, id) {
 				log.Warn("agent: event names another host; dropped", "event_host", e.Host.String(), "kind", string(e.Kind))
 				return
 			}
@@ -239,11 +244,18 @@ func (s *session) flush() {
 		}
 		p := s.buf[0]
 		s.mu.Unlock()
-		data, err := json.Marshal(p.e)
+		id, err := hostID(p.e.Host)
+		var data []byte
 		if err == nil {
-			err = s.nc.Publish(EventSubject(p.e.Host), data)
+			data, err = json.Marshal(p.e)
 		}
-		if err != nil && !errors.Is(err, nats.ErrInvalidMsg) {
+		if err == nil {
+			err = s.nc.Publish(EventSubject(id), data)
+		}
+		if errors.Is(err, ErrBadHost) {
+			s.log.Warn("agent: event for a host without a valid identity; dropped", "err", err)
+		}
+		if err != nil && !errors.Is(err, nats.ErrInvalidMsg) && !errors.Is(err, ErrBadHost) {
 			s.log.Warn("agent: publish event", "err", err)
 			s.mu.Lock()
 			for i := range s.buf {

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -25,9 +26,18 @@ const (
 	statusUnreachable = "unreachable"
 )
 
+// MaxSubject is the longest subject this package builds: the prefix, a
+// canonical identity (model.MaxHostIDText) and the longest kind (a reply
+// with its id). NATS closes a connection whose control line passes 4096
+// bytes; a subject is built only from a model.HostID, so none comes near.
+const MaxSubject = len(subjectPrefix) + model.MaxHostIDText + len(".reply.") + maxReplyID
+
+// maxReplyID bounds the request id of a reply subject.
+const maxReplyID = 64
+
 // HostToken is the host's two subject tokens "<cloud>.<ip-token>".
-func HostToken(h model.Host) string {
-	return strconv.Itoa(h.CloudID) + "." + strings.Map(func(r rune) rune {
+func HostToken(id model.HostID) string {
+	return strconv.Itoa(id.Cloud()) + "." + strings.Map(func(r rune) rune {
 		switch r {
 		case '.':
 			return '_'
@@ -35,45 +45,78 @@ func HostToken(h model.Host) string {
 			return '-'
 		}
 		return r
-	}, h.IP)
+	}, id.Addr().String())
 }
 
 // OpSubject is the subject a host's agent serves operations on.
-func OpSubject(h model.Host) string { return subjectPrefix + HostToken(h) + ".op" }
+func OpSubject(id model.HostID) string { return subject(id, ".op") }
 
 // HeartbeatSubject is the subject a host's agent publishes heartbeats on.
-func HeartbeatSubject(h model.Host) string { return subjectPrefix + HostToken(h) + ".hb" }
+func HeartbeatSubject(id model.HostID) string { return subject(id, ".hb") }
 
 // EventSubject is the subject a host's agent publishes events on.
-func EventSubject(h model.Host) string { return subjectPrefix + HostToken(h) + ".event" }
+func EventSubject(id model.HostID) string { return subject(id, ".event") }
+
+func subject(id model.HostID, kind string) string {
+	if !id.Valid() {
+		// Only the zero HostID gets here: a bug, not input.
+		panic("transport: subject for the zero model.HostID")
+	}
+	return subjectPrefix + HostToken(id) + kind
+}
+
+// hostID is h's identity, for the sending side: a host that has none
+// (not canonical) cannot be addressed, permanently.
+func hostID(h model.Host) (model.HostID, error) {
+	id, err := h.ID()
+	if err != nil {
+		return model.HostID{}, fmt.Errorf("%w: %v", ErrBadHost, err)
+	}
+	return id, nil
+}
+
+// ErrBadHost: a host without a canonical identity was to be addressed.
+// Dispatching to it can never succeed.
+var ErrBadHost = errors.New("not a valid host identity")
 
 // ReplySubject is where host's agent answers the request id: only a
 // credential serving host may publish there, so the subject proves who
 // answered.
-func ReplySubject(h model.Host, id string) string {
-	return subjectPrefix + HostToken(h) + ".reply." + id
+func ReplySubject(h model.HostID, id string) string {
+	if len(id) > maxReplyID {
+		panic("transport: reply id longer than maxReplyID") // ids are ours, not input
+	}
+	return subject(h, ".reply."+id)
 }
 
 // hostFromSubject parses gseproc.agent.<cloud>.<ip-token>.<kind>.
-func hostFromSubject(subj string) (model.Host, error) {
+func hostFromSubject(subj string) (model.HostID, error) {
+	if len(subj) > MaxSubject {
+		return model.HostID{}, fmt.Errorf("subject of %d bytes: longer than any host subject", len(subj))
+	}
 	toks := strings.Split(subj, ".")
 	if len(toks) != 5 || toks[0] != "gseproc" || toks[1] != "agent" {
-		return model.Host{}, fmt.Errorf("subject %q: want gseproc.agent.<cloud>.<ip>.<kind>", subj)
+		return model.HostID{}, fmt.Errorf("subject %q: want gseproc.agent.<cloud>.<ip>.<kind>", subj)
 	}
-	return hostFromTokens(toks)
+	return hostFromTokens(subj, toks)
 }
 
 // replyFromSubject parses gseproc.agent.<cloud>.<ip-token>.reply.<id>.
-func replyFromSubject(subj string) (model.Host, string, error) {
+func replyFromSubject(subj string) (model.HostID, string, error) {
+	if len(subj) > MaxSubject {
+		return model.HostID{}, "", fmt.Errorf("subject of %d bytes: longer than any reply subject", len(subj))
+	}
 	toks := strings.Split(subj, ".")
 	if len(toks) != 6 || toks[0] != "gseproc" || toks[1] != "agent" || toks[4] != "reply" {
-		return model.Host{}, "", fmt.Errorf("subject %q: want gseproc.agent.<cloud>.<ip>.reply.<id>", subj)
+		return model.HostID{}, "", fmt.Errorf("subject %q: want gseproc.agent.<cloud>.<ip>.reply.<id>", subj)
 	}
-	h, err := hostFromTokens(toks)
+	h, err := hostFromTokens(subj, toks)
 	return h, toks[5], err
 }
 
-func hostFromTokens(toks []string) (model.Host, error) {
+// hostFromTokens is the identity of a subject's host tokens, which must
+// spell it canonically.
+func hostFromTokens(subj string, toks []string) (model.HostID, error) {
 	ip := strings.Map(func(r rune) rune {
 		switch r {
 		case '_':
@@ -83,8 +126,20 @@ func hostFromTokens(toks []string) (model.Host, error) {
 		}
 		return r
 	}, toks[3])
-	return model.ParseAgentID(toks[2] + ":" + ip)
+	id, err := model.ParseHostID(toks[2] + ":" + ip)
+	if err != nil {
+		return model.HostID{}, err
+	}
+	if HostToken(id) != toks[2]+"."+toks[3] {
+		return model.HostID{}, fmt.Errorf("subject %q: host not in canonical form (%s)", subj, id)
+	}
+	return id, nil
 }
 
-// sameHost compares identities (cloud and IP; the supplier id is not part of it).
-func sameHost(a, b model.Host) bool { return a.CloudID == b.CloudID && a.IP == b.IP }
+// sameHost reports whether h (as a message names it) is the identity id;
+// a message's host is canonicalized first (the supplier id is not part of
+// an identity).
+func sameHost(h model.Host, id model.HostID) bool {
+	hid, err := h.ID()
+	return err == nil && hid == id
+}

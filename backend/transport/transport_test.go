@@ -147,7 +147,7 @@ func eventually(t testing.TB, what string, d time.Duration, cond func() bool) {
 func hostState(d *Dispatcher, h model.Host) model.AgentState {
 	hs, _ := d.Hosts(context.Background())
 	for _, hi := range hs {
-		if sameHost(hi.Host, h) {
+		if hi.Host.Bare() == h.Bare() {
 			return hi.State
 		}
 	}
@@ -156,20 +156,70 @@ func hostState(d *Dispatcher, h model.Host) model.AgentState {
 
 var h1 = model.Host{IP: "10.0.0.1", CloudID: 0}
 
+// mustID is h's identity; the test's hosts are canonical.
+func mustID(t testing.TB, h model.Host) model.HostID {
+	t.Helper()
+	id, err := h.ID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
 func TestSubjects(t *testing.T) {
 	for _, h := range []model.Host{h1, {IP: "192.168.1.20", CloudID: 7}, {IP: "fe80::1", CloudID: 2}} {
-		got, err := hostFromSubject(HeartbeatSubject(h))
-		if err != nil || !sameHost(got, h) {
-			t.Errorf("%s: subject %s parses back to %v, %v", h, HeartbeatSubject(h), got, err)
+		id := mustID(t, h)
+		got, err := hostFromSubject(HeartbeatSubject(id))
+		if err != nil || got != id {
+			t.Errorf("%s: subject %s parses back to %v, %v", h, HeartbeatSubject(id), got, err)
 		}
 	}
-	if got := OpSubject(h1); got != "gseproc.agent.0.10_0_0_1.op" {
+	if got := OpSubject(mustID(t, h1)); got != "gseproc.agent.0.10_0_0_1.op" {
 		t.Errorf("OpSubject = %q", got)
 	}
-	for _, bad := range []string{"gseproc.agent.x.10_0_0_1.hb", "gseproc.agent.0.hb", "other.agent.0.10_0_0_1.hb", "gseproc.agent.0.nope.hb"} {
+	for _, bad := range []string{"gseproc.agent.x.10_0_0_1.hb", "gseproc.agent.0.hb", "other.agent.0.10_0_0_1.hb", "gseproc.agent.0.nope.hb",
+		// not canonical: the same host spelled otherwise
+		"gseproc.agent.0.FE80--1.hb", "gseproc.agent.0.--ffff-10_0_0_1.hb", "gseproc.agent.00.10_0_0_1.hb",
+		"gseproc.agent.0.fe80--1%eth0.hb"} {
 		if _, err := hostFromSubject(bad); err == nil {
 			t.Errorf("hostFromSubject(%q): no error", bad)
 		}
+	}
+	// The longest identity's subject is MaxSubject long, far below NATS'
+	// 4096-byte control line.
+	longest := mustID(t, model.Host{IP: "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", CloudID: model.MaxCloudID})
+	if n := len(EventSubject(longest)); n > MaxSubject || MaxSubject > 256 {
+		t.Errorf("longest subject %d bytes, MaxSubject %d", n, MaxSubject)
+	}
+}
+
+// TestBadHostIsPermanent: a host without a canonical identity is refused by
+// Dispatch before anything reaches NATS, with ErrBadHost, and the
+// connection stays usable (a 4,200-character zone used to close it).
+func TestBadHostIsPermanent(t *testing.T) {
+	e := startServer(t, testNATS(t), true)
+	nc := serverConn(t, e)
+	d, err := NewDispatcher(nc, DispatcherOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	bad := model.Host{IP: "fe80::1%" + strings.Repeat("z", 4200)}
+	_, err = d.Dispatch(context.Background(), bad, model.AgentRequest{TaskID: "t"})
+	if !errors.Is(err, ErrBadHost) {
+		t.Fatalf("Dispatch(zone host) = %v, want ErrBadHost", err)
+	}
+	if len(err.Error()) > 400 {
+		t.Errorf("error echoes the whole input: %d bytes", len(err.Error()))
+	}
+	runAgent(t, e.ClientURL(), ClientOptions{Name: "agent"}, echoAgent(h1), ServeOptions{HeartbeatInterval: time.Minute})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := d.Dispatch(ctx, h1, model.AgentRequest{TaskID: "t", Op: model.OpStatus}); err != nil {
+		t.Fatalf("dispatch after the refused host: %v", err)
+	}
+	if !nc.IsConnected() {
+		t.Fatal("connection lost")
 	}
 }
 
@@ -180,7 +230,7 @@ func TestDispatchRoundTrip(t *testing.T) {
 	// Its first heartbeat follows its hello subscription: once it is seen,
 	// the server has the subscription (a fixed sleep could be too short).
 	watch := serverConn(t, e)
-	first, err := watch.SubscribeSync(HeartbeatSubject(h1))
+	first, err := watch.SubscribeSync(HeartbeatSubject(mustID(t, h1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,8 +404,8 @@ func TestAuth(t *testing.T) {
 		}
 		defer nc.Close()
 		err = ServeAgent(ctx, nc, echoAgent(other), ServeOptions{HeartbeatInterval: 50 * time.Millisecond})
-		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), OpSubject(other)) {
-			t.Fatalf("serving another host: %v, want ErrRefused naming %s", err, OpSubject(other))
+		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), OpSubject(mustID(t, other))) {
+			t.Fatalf("serving another host: %v, want ErrRefused naming %s", err, OpSubject(mustID(t, other)))
 		}
 		if _, err := d.Dispatch(ctx, other, model.AgentRequest{Op: model.OpStatus}); !errors.Is(err, model.ErrUnreachable) {
 			t.Fatalf("impostor answered for %s: %v", other, err)

@@ -14,7 +14,8 @@
 //	ST  gseproc_events    gseproc.store.events      model.Event, at most MaxEvents kept
 //	ST  gseproc_audit     gseproc.store.audit       model.AuditEntry (Seq = stream sequence), at most KeepAudit kept
 //
-// enc keeps [A-Za-z0-9_-] and writes any other byte as =XX (hex), so keys
+// enc keeps [A-Za-z0-9_-] and writes any other byte as =XX (hex) (a token
+// that would pass 1024 bytes is "=H" and its SHA-256 instead), so keys
 // are valid and readable: "GSETASK:20260101000000:7" -> "GSETASK=3A20260101000000=3A7".
 //
 // NextSeq: every Put to a KV key gets the stream's next sequence as its
@@ -43,6 +44,8 @@ package jsstore
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -277,8 +280,24 @@ func (s *Store) check() error {
 	return nil
 }
 
-// enc makes s a valid KV key token (see the package documentation).
+// maxToken bounds one encoded key token. NATS closes a connection whose
+// control line (subject included) passes 4096 bytes, so a key must never
+// grow with its input: a longer token is replaced by a digest of it.
+// Validated input never comes near (a process key is at most 641
+// characters, a task id 40).
+const maxToken = 1024
+
+// enc makes s a valid KV key token of at most maxToken bytes (see the
+// package documentation).
 func enc(s string) string {
+	if t := encLong(s); len(t) <= maxToken {
+		return t
+	}
+	sum := sha256.Sum256([]byte(s))
+	return "=H" + hex.EncodeToString(sum[:])
+}
+
+func encLong(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -386,8 +405,12 @@ func (s *Store) PutProcStatus(ctx context.Context, host model.Host, st model.Pro
 	if err != nil {
 		return fmt.Errorf("put status on %s: %w", host, err)
 	}
+	id, err := host.ID()
+	if err != nil {
+		return fmt.Errorf("put status of %s: %w", st.ProcKey, err)
+	}
 	if _, err := do(ctx, func(ctx context.Context) (uint64, error) {
-		return s.status.Put(ctx, enc(host.AgentID())+"."+enc(st.ProcKey), data)
+		return s.status.Put(ctx, enc(id.String())+"."+enc(st.ProcKey), data)
 	}); err != nil {
 		return fmt.Errorf("put status of %s on %s: %w", st.ProcKey, host, err)
 	}

@@ -566,3 +566,35 @@ func TestIndexCacheHoldsRunningTasks(t *testing.T) {
 		t.Fatalf("results %+v (%v)", rs, err)
 	}
 }
+
+// TestHostileKeys: keys built from hostile input stay short, so NATS never
+// closes the store's connection for "maximum control line exceeded"; a
+// status for a host without a canonical identity is refused.
+func TestHostileKeys(t *testing.T) {
+	s := open(t, startNATS(t, natsCfg(t, t.TempDir())), Options{})
+	ctx := tctx(t)
+	long := strings.Repeat("%z", 3000)
+	if _, _, err := s.Task(ctx, "GSETASK:"+long); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("task with a 6000-byte id: %v, want not found", err)
+	}
+	if err := s.DeleteProcess(ctx, "ns:"+long); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("delete a 6000-byte key: %v, want not found", err)
+	}
+	if err := s.PutProcStatus(ctx, model.Host{IP: "fe80::1%" + long}, model.ProcStatus{ProcKey: "web:a"}); err == nil {
+		t.Fatal("status for a zoned host accepted")
+	}
+	if got := enc(long); len(got) > maxToken {
+		t.Fatalf("enc: %d bytes", len(got))
+	}
+	if enc(long) == enc(long+"x") {
+		t.Fatal("enc: two long inputs share a key")
+	}
+	// The connection is still usable.
+	if err := s.PutProcStatus(ctx, model.Host{IP: "10.0.0.1"}, model.ProcStatus{ProcKey: "web:a"}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.ProcStatuses(ctx)
+	if err != nil || len(m) != 1 {
+		t.Fatalf("statuses %v, %v", m, err)
+	}
+}

@@ -1,0 +1,95 @@
+package model
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestCanonicalHost: every spelling of one host is the same host; what is
+// not one host is refused with the part named, before anything long is
+// parsed or echoed.
+func TestCanonicalHost(t *testing.T) {
+	same := []struct{ in, want string }{
+		{"10.0.0.1", "10.0.0.1"},
+		{"::ffff:10.0.0.1", "10.0.0.1"},
+		{"::FFFF:10.0.0.1", "10.0.0.1"},
+		{"FE80::1", "fe80::1"},
+		{"fe80:0:0:0:0:0:0:1", "fe80::1"},
+		{"2001:DB8:0:0:1:0:0:1", "2001:db8::1:0:0:1"},
+	}
+	for _, c := range same {
+		h, err := ParseHost(3, c.in)
+		require.NoError(t, err, c.in)
+		assert.Equal(t, Host{IP: c.want, CloudID: 3}, h, c.in)
+		id, err := Host{IP: c.in, CloudID: 3, SupplierID: 9}.ID()
+		require.NoError(t, err)
+		assert.Equal(t, "3:"+c.want, id.String())
+		back, err := ParseHostID(id.String())
+		require.NoError(t, err)
+		assert.Equal(t, id, back)
+	}
+	zone4200 := "fe80::1%" + strings.Repeat("z", 4200)
+	bad := []struct {
+		h      Host
+		field  string
+		reason string
+	}{
+		{Host{IP: "fe80::1%eth0"}, "hosts[0].ip", "zone"},
+		{Host{IP: zone4200}, "hosts[0].ip", "at most 64"},
+		{Host{IP: ""}, "hosts[0].ip", "required"},
+		{Host{IP: " 10.0.0.1"}, "hosts[0].ip", "not an IP"},
+		{Host{IP: "10.0.0.256"}, "hosts[0].ip", "not an IP"},
+		{Host{IP: "10.0.0.1", CloudID: -1}, "hosts[0].bk_cloud_id", "out of range"},
+		{Host{IP: "10.0.0.1", CloudID: MaxCloudID + 1}, "hosts[0].bk_cloud_id", "out of range"},
+		{Host{IP: "10.0.0.1", SupplierID: -2}, "hosts[0].bk_supplier_id", "out of range"},
+	}
+	for _, c := range bad {
+		v := &Validator{}
+		got := CanonicalHosts(v, "hosts", []Host{c.h})
+		require.Len(t, v.Errors(), 1, c.h.IP)
+		assert.Equal(t, c.field, v.Errors()[0].Field)
+		assert.Contains(t, v.Errors()[0].Reason, c.reason)
+		assert.Less(t, len(v.Errors()[0].Reason), 200, "reason echoes the input")
+		assert.Equal(t, Host{}, got[0])
+		if _, err := c.h.ID(); c.field != "hosts[0].bk_supplier_id" {
+			assert.Error(t, err, "identity of %+v", c.h) // the supplier id is not part of it
+		}
+	}
+	for _, s := range []string{"0:" + zone4200, "0:fe80::1%eth0", strings.Repeat("1", 200) + ":10.0.0.1", "0:::ffff:10.0.0.1x"} {
+		_, err := ParseAgentID(s)
+		assert.Error(t, err, s)
+		assert.Less(t, len(err.Error()), 400)
+	}
+	h, err := ParseAgentID("0:::ffff:10.0.0.1")
+	require.NoError(t, err)
+	assert.Equal(t, Host{IP: "10.0.0.1"}, h)
+	assert.False(t, HostID{}.Valid())
+	longest, err := Host{IP: "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", CloudID: MaxCloudID}.ID()
+	require.NoError(t, err)
+	assert.Len(t, longest.String(), MaxHostIDText)
+}
+
+// TestPathRule: paths are absolute, without '..' segments, and cleaned.
+func TestPathRule(t *testing.T) {
+	for _, p := range []string{"/usr/local/../../etc", "/a/..", "/../x", "/a/b/../c"} {
+		v := &Validator{}
+		v.CheckPath("setup_path", p, true)
+		require.Len(t, v.Errors(), 1, p)
+		assert.Contains(t, v.Errors()[0].Reason, "'..'", p)
+	}
+	for _, p := range []string{"/usr/local/xxx", "/a/..b/c", "/a/b../", "/data//x/./y/"} {
+		v := &Validator{}
+		v.CheckPath("setup_path", p, true)
+		assert.NoError(t, v.Err(), p)
+	}
+	v := &Validator{}
+	v.CheckPath("pid_path", "/"+strings.Repeat("a", MaxPath), true)
+	assert.Equal(t, []string{"pid_path"}, v.Errors().Fields())
+	assert.Equal(t, "/data/x/y", CleanPath("/data//x/./y/"))
+	p := Process{Spec: Spec{Identity: Identity{SetupPath: "/opt/a/", PidPath: "/opt//a/a.pid", LogPath: "/var/log/./a"}}}
+	c := p.Canonical().Spec.Identity
+	assert.Equal(t, []string{"/opt/a", "/opt/a/a.pid", "", "/var/log/a"}, []string{c.SetupPath, c.PidPath, c.ConfigPath, c.LogPath})
+}
