@@ -125,7 +125,8 @@ func (s Selector) Empty() bool {
 // OperateRequest is one operation. Either Selector picks registered
 // definitions, or Items carries definitions with their hosts inline (the
 // API's forms); inline definitions are saved to the registry first, so the
-// agents and later status queries know them.
+// agents and later status queries know them (except for a status op, which
+// only reads: it never changes the registry).
 type OperateRequest struct {
 	Op       model.OpType       `json:"op_type"`
 	Selector Selector           `json:"selector,omitzero"`

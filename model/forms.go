@@ -114,7 +114,8 @@ func DefaultValueKey(setupPath, procName string) string {
 //
 // operate_proc (v1) synthesises the commands the way the JOB server does:
 // "./start.sh <proc_name> &" for sh (run in setup_path), "start.bat <proc_name>"
-// for bat/ps1; no kill_cmd (the agent SIGKILLs the process group); type 1;
+// for bat/ps1, with proc_name quoted for the target shell (ShellQuote,
+// CmdQuote; validation also holds it to ProcNameChars); no kill_cmd (the agent SIGKILLs the process group); type 1;
 // cpu 50 / mem 30 when absent; op_timeout 10; start check 5..1.
 //
 // type, when absent: 0 (periodic) if cycle_time is given, else 1 (resident),
@@ -168,9 +169,9 @@ func (pi ProcessInfo) ToProcess(form InfoForm, scope Scope) Process {
 		p.Spec.Control.ShellExt = ext
 		mk := func(script string) string {
 			if ext == "sh" {
-				return "./" + script + ".sh " + pi.ProcName + " &"
+				return "./" + script + ".sh " + ShellQuote(pi.ProcName) + " &"
 			}
-			return script + "." + ext + " " + pi.ProcName
+			return script + "." + ext + " " + CmdQuote(pi.ProcName)
 		}
 		p.Spec.Control.StartCmd = mk("start")
 		p.Spec.Control.StopCmd = mk("stop")

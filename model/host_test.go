@@ -93,3 +93,41 @@ func TestPathRule(t *testing.T) {
 	c := p.Canonical().Spec.Identity
 	assert.Equal(t, []string{"/opt/a", "/opt/a/a.pid", "", "/var/log/a"}, []string{c.SetupPath, c.PidPath, c.ConfigPath, c.LogPath})
 }
+
+// TestNoShellSplicing: the v1 form's synthesised commands carry proc_name
+// as one quoted word, and validation refuses a proc_name or namespace out
+// of its character set.
+func TestNoShellSplicing(t *testing.T) {
+	hostile := "x;touch pwned;true"
+	pi := ProcessInfo{SetupPath: "/opt/a", ProcName: hostile, PidPath: "/opt/a/a.pid", IPList: []Host{{IP: "10.0.0.1"}}}
+	p := pi.ToProcess(FormOperateProc, Scope{Type: ScopeBiz, ID: "1"})
+	assert.Equal(t, `./start.sh 'x;touch pwned;true' &`, p.Spec.Control.StartCmd)
+	assert.Equal(t, `./stop.sh 'x;touch pwned;true' &`, p.Spec.Control.StopCmd)
+	pi.CmdShellExt = "bat"
+	assert.Equal(t, `start.bat "x;touch pwned;true"`, pi.ToProcess(FormOperateProc, Scope{Type: ScopeBiz, ID: "1"}).Spec.Control.StartCmd)
+	v := &Validator{}
+	ValidateInfos(v, FormOperateProc, Scope{Type: ScopeBiz, ID: "1"}, []ProcessInfo{pi}, 0)
+	assert.Equal(t, []string{"process_infos[0].proc_name"}, v.Errors().Fields())
+
+	for in, want := range map[string]string{
+		"gseagent": "gseagent", "bk_gse-1.2+x@y": "bk_gse-1.2+x@y", "": "''", "a b": "'a b'",
+		"it's": `'it'\''s'`, "$(id)": "'$(id)'", "`id`": "'`id`'", "a\nb": "'a\nb'", "é": "'é'",
+	} {
+		assert.Equal(t, want, ShellQuote(in), in)
+	}
+	for _, bad := range []string{"x;y", "a b", "$x", "a/b", "..", ".", "a\"b", "%PATH%", "a|b", "é"} {
+		v := &Validator{}
+		v.CheckIdent("proc_name", bad, true, 256, procNameChar, ProcNameChars)
+		assert.Len(t, v.Errors(), 1, bad)
+	}
+	for _, bad := range []string{"biz:1", "a b", "a+b", "ns/x"} {
+		v := &Validator{}
+		Meta{Namespace: bad, Name: "n"}.ValidateInto(v, "", true)
+		assert.Equal(t, []string{"meta.namespace"}, v.Errors().Fields(), bad)
+	}
+	for _, good := range []string{"GSEKIT_BIZ_3", "bk-nodemgr", "nodeman", "biz_set_7", "gse.v2"} {
+		v := &Validator{}
+		Meta{Namespace: good, Name: "n"}.ValidateInto(v, "", true)
+		assert.NoError(t, v.Err(), good)
+	}
+}

@@ -38,7 +38,7 @@ func TestProcessValidate(t *testing.T) {
 		{"name blank", func(p *Process) { p.Meta.Name = "   " }, "meta.name", "blank"},
 		{"label key with =", func(p *Process) { p.Meta.Labels = map[string]string{"a=b": "c"} }, "meta.labels[a=b]", "'='"},
 		{"proc_name required", func(p *Process) { p.Spec.Identity.ProcName = "" }, "spec.identity.proc_name", "required"},
-		{"proc_name path", func(p *Process) { p.Spec.Identity.ProcName = "bin/nginx" }, "spec.identity.proc_name", "file name"},
+		{"proc_name path", func(p *Process) { p.Spec.Identity.ProcName = "bin/nginx" }, "spec.identity.proc_name", "not allowed"},
 		{"setup_path required", func(p *Process) { p.Spec.Identity.SetupPath = "" }, "spec.identity.setup_path", "required"},
 		{"setup_path relative", func(p *Process) { p.Spec.Identity.SetupPath = "usr/local" }, "spec.identity.setup_path", "absolute"},
 		{"setup_path newline", func(p *Process) { p.Spec.Identity.SetupPath = "/usr/\nlocal" }, "spec.identity.setup_path", "newline"},

@@ -272,10 +272,7 @@ func (m Meta) ValidateInto(v *Validator, prefix string, nameRequired bool) {
 }
 
 func (m Meta) checkIdentity(v *Validator, nsField, nameField string, nameRequired bool) {
-	v.CheckName(nsField, m.Namespace, true, 128)
-	if strings.Contains(m.Namespace, ":") {
-		v.Add(nsField, "must not contain ':'")
-	}
+	v.CheckIdent(nsField, m.Namespace, true, 128, namespaceChar, NamespaceChars)
 	v.CheckName(nameField, m.Name, nameRequired, 512)
 }
 
@@ -294,10 +291,7 @@ func (p Process) ValidateSpecInto(v *Validator, prefix string, names FieldNames)
 		v.CheckName(field, val, false, 256)
 	}
 
-	v.CheckName(f("spec.identity.proc_name"), id.ProcName, true, 256)
-	if strings.Contains(id.ProcName, "/") {
-		v.Add(f("spec.identity.proc_name"), "must be a file name, not a path")
-	}
+	v.CheckIdent(f("spec.identity.proc_name"), id.ProcName, true, 256, procNameChar, ProcNameChars)
 	v.CheckPath(f("spec.identity.setup_path"), id.SetupPath, true)
 	v.CheckPath(f("spec.identity.pid_path"), id.PidPath, true)
 	v.CheckPath(f("spec.identity.config_path"), id.ConfigPath, false)

@@ -151,6 +151,74 @@ func (v *Validator) CheckRange(field string, x, lo, hi float64) {
 	}
 }
 
+// Identifier character sets. A proc_name is a binary's file name and is
+// what the v1 operate_proc form puts into the commands it synthesises; a
+// namespace is one token of keys "namespace:name". Both are refused when
+// they hold anything else, whatever the shell would make of it.
+const (
+	ProcNameChars  = "letters A-Z a-z, digits and . _ - + @"
+	NamespaceChars = "letters A-Z a-z, digits and . _ -"
+)
+
+func procNameChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		c == '.' || c == '_' || c == '-' || c == '+' || c == '@'
+}
+
+func namespaceChar(c byte) bool { return procNameChar(c) && c != '+' && c != '@' }
+
+// CheckIdent validates an identifier against its character set (ok, and
+// chars to name it): required when required, at most max bytes, not "." or
+// "..". It reports the first offending character.
+func (v *Validator) CheckIdent(field, s string, required bool, max int, ok func(byte) bool, chars string) {
+	if s == "" {
+		if required {
+			v.Add(field, "required")
+		}
+		return
+	}
+	if len(s) > max {
+		v.Addf(field, "longer than %d characters", max)
+		return
+	}
+	if s == "." || s == ".." {
+		v.Addf(field, "%q is not a name", s)
+		return
+	}
+	for i := 0; i < len(s); i++ {
+		if !ok(s[i]) {
+			v.Addf(field, "%s: character %q at byte %d is not allowed (only %s)", clip(s), rune(s[i]), i, chars)
+			return
+		}
+	}
+}
+
+// ShellQuote quotes s as one word for a POSIX shell: unchanged when it is
+// made only of characters no shell treats specially, else in single
+// quotes (a single quote written as '\''). Every value spliced into a
+// command gseproc synthesises goes through it.
+func ShellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return r > 0x7f || !procNameChar(byte(r)) && r != '/' && r != ':' && r != ',' && r != '='
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// CmdQuote quotes s as one argument for cmd.exe and PowerShell: unchanged
+// when made of ProcNameChars, else in double quotes. cmd.exe expands % and
+// ! even inside quotes, so this is only a second line: the values it is
+// given passed CheckIdent with the proc_name set.
+func CmdQuote(s string) string {
+	for i := 0; i < len(s); i++ {
+		if !procNameChar(s[i]) {
+			return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+		}
+	}
+	return s
+}
+
 func badChar(s string) string {
 	for _, r := range s {
 		switch {

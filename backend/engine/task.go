@@ -80,7 +80,9 @@ func (e *Engine) operate(ctx context.Context, req backend.OperateRequest) (model
 			"matches %d (host, process) targets, more than engine.max_targets %d: narrow it by name, label or host", len(targets), e.cfg.MaxTargets)}}
 	}
 
-	if len(req.Items) > 0 {
+	// A status query only reads: its inline definitions are used for the
+	// query and never replace what the registry holds.
+	if len(req.Items) > 0 && req.Op.Mutating() {
 		if err := e.saveItems(ctx, req.Items); err != nil {
 			return model.Task{}, err
 		}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"crypto/subtle"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -114,7 +113,7 @@ func (a *app) allowNamespace(ns string) bool {
 func readCredentials(r *http.Request, obj map[string]any) (credentials, *apiError) {
 	var c credentials
 	if h := r.Header.Get(AuthHeader); h != "" {
-		if err := json.Unmarshal([]byte(h), &c); err != nil {
+		if err := strictUnmarshal([]byte(h), &c); err != nil {
 			return c, &apiError{status: http.StatusUnauthorized, code: CodeAppDenied,
 				msg: AuthHeader + " header: not a JSON object of bk_app_code, bk_app_secret, bk_username, bk_token: " + err.Error()}
 		}

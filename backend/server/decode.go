@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gseproc/model"
 )
@@ -34,6 +35,13 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *api
 		body = b
 	}
 	if len(bytes.TrimSpace(body)) == 0 && len(r.URL.Query()) > 0 {
+		for k, vs := range r.URL.Query() {
+			for _, s := range append(vs, k) {
+				if !utf8.ValidString(s) {
+					return nil, validationError(CodeArgument, model.ValidationError{{Field: printable(k), Reason: "query parameter is not valid UTF-8"}})
+				}
+			}
+		}
 		return queryJSON(r), nil
 	}
 	return body, nil
@@ -94,6 +102,9 @@ func parseObject(body []byte) (map[string]any, *apiError) {
 	obj, ok := v.(map[string]any)
 	if !ok {
 		return nil, errArg(fmt.Sprintf("want a JSON object, got %s", jsonKind(v)))
+	}
+	if err := strictScan(body); err != nil {
+		return nil, validationError(CodeArgument, err)
 	}
 	return obj, nil
 }
@@ -250,7 +261,8 @@ func checkLabels(v *model.Validator, val any, path string) {
 }
 
 // checkStruct checks each JSON field of t (embedded structs flattened;
-// names matched exactly, then case-insensitively as encoding/json does).
+// names matched exactly). A key that would match a field only when case
+// is ignored, as encoding/json would match it, is refused.
 func checkStruct(v *model.Validator, obj map[string]any, t reflect.Type, path string) {
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -275,16 +287,17 @@ func checkStruct(v *model.Validator, obj map[string]any, t reflect.Type, path st
 		if name == "" {
 			name = f.Name
 		}
-		val, ok := obj[name]
-		if !ok {
-			for k, x := range obj {
-				if strings.EqualFold(k, name) {
-					val, ok = x, true
-					break
-				}
+		keys := make([]string, 0, len(obj))
+		for k := range obj {
+			if k != name && strings.EqualFold(k, name) {
+				keys = append(keys, k)
 			}
 		}
-		if ok {
+		sort.Strings(keys)
+		for _, k := range keys {
+			v.Addf(join(path, k), "unknown field: field names are case-sensitive (did you mean %q?)", name)
+		}
+		if val, ok := obj[name]; ok {
 			typeCheck(v, val, f.Type, join(path, name))
 		}
 	}
