@@ -195,8 +195,8 @@ func (v *Validator) CheckIdent(field, s string, required bool, max int, ok func(
 
 // ShellQuote quotes s as one word for a POSIX shell: unchanged when it is
 // made only of characters no shell treats specially, else in single
-// quotes (a single quote written as '\''). Every value spliced into a
-// command gseproc synthesises goes through it.
+// quotes (a single quote inside closes, escapes and reopens them). Every
+// value spliced into a command gseproc synthesises goes through it.
 func ShellQuote(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
 		return r > 0x7f || !procNameChar(byte(r)) && r != '/' && r != ':' && r != ',' && r != '='

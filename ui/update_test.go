@@ -622,7 +622,7 @@ func TestFormTypingShowsInlineError(t *testing.T) {
 	d.typeText("we:b")
 	d.keys("enter")
 	d.settle(50 * time.Millisecond)
-	if !strings.Contains(d.view(), "must not contain ':'") {
+	if !strings.Contains(d.view(), "character ':'") {
 		t.Fatalf("no inline error:\n%s", d.view())
 	}
 	// q types into the field rather than quitting.

@@ -213,6 +213,7 @@ func TestBadHostIsPermanent(t *testing.T) {
 		t.Errorf("error echoes the whole input: %d bytes", len(err.Error()))
 	}
 	runAgent(t, e.ClientURL(), ClientOptions{Name: "agent"}, echoAgent(h1), ServeOptions{HeartbeatInterval: time.Minute})
+	eventually(t, "agent online", 10*time.Second, func() bool { return d.Online(h1) })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := d.Dispatch(ctx, h1, model.AgentRequest{TaskID: "t", Op: model.OpStatus}); err != nil {
