@@ -46,14 +46,12 @@ func (s *Server) hostsRequest(c *call) ([]model.Host, *apiError) {
 	if len(req.Hosts) == 0 {
 		v.Add("hosts", "required: at least one host")
 	}
-	for i, h := range req.Hosts {
-		h.Validate(v, fmt.Sprintf("hosts[%d]", i))
-	}
+	hosts := model.CanonicalHosts(v, "hosts", req.Hosts)
 	s.checkHosts(v, "hosts", len(req.Hosts))
 	if err := v.Err(); err != nil {
 		return nil, validationError(CodeArgument, err)
 	}
-	return bareAll(req.Hosts), nil
+	return bareAll(hosts), nil
 }
 
 // fleetViews returns the fleet's view of hosts by "cloud:ip".
@@ -294,8 +292,7 @@ func (s *Server) gse2UpgradeToAgentID(ctx context.Context, c *call) (any, *apiEr
 	ids := make([]string, len(req.Hosts))
 	for i, h := range req.Hosts {
 		f := fmt.Sprintf("hosts[%d]", i)
-		hosts[i] = model.Host{IP: h.IP, CloudID: h.CloudID}
-		hosts[i].Validate(v, f)
+		hosts[i] = model.Host{IP: h.IP, CloudID: h.CloudID}.Canonicalize(v, f)
 		id, err := model.CheckAgentID(h.AgentID)
 		if err != nil {
 			v.Add(f+".bk_agent_id", err.Error())
