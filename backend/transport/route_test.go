@@ -173,7 +173,7 @@ func TestRouteRefused(t *testing.T) {
 			_ = rc.Flush()
 			pc := serverConn(t, nodes[1])
 			if _, err := pc.Subscribe(">", func(m *nats.Msg) {
-				if m.Subject == HeartbeatSubject(h1) {
+				if m.Subject == HeartbeatSubject(mustID(t, h1)) {
 					peer.Add(1)
 				}
 			}); err != nil {
@@ -182,7 +182,7 @@ func TestRouteRefused(t *testing.T) {
 			_ = pc.Flush()
 			sc := serverConn(t, nodes[0])
 			eventually(t, "the real peer gets node 1's traffic", 20*time.Second, func() bool {
-				_ = sc.Publish(HeartbeatSubject(h1), []byte(`{}`))
+				_ = sc.Publish(HeartbeatSubject(mustID(t, h1)), []byte(`{}`))
 				_ = sc.Flush()
 				return peer.Load() > 0
 			})

@@ -114,12 +114,17 @@ func (s *Store) PutProcStatuses(ctx context.Context, sts []engine.HostStatus) er
 			errs = append(errs, fmt.Errorf("put status on %s: proc key is empty", x.Host))
 			continue
 		}
+		key, err := statusKey(x.Host, x.Status.ProcKey)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		data, err := json.Marshal(statusRec{x.Host, x.Status})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("put status on %s: %w", x.Host, err))
 			continue
 		}
-		msgs = append(msgs, pubMsg{kvSubject(s.status, enc(x.Host.AgentID())+"."+enc(x.Status.ProcKey)), data,
+		msgs = append(msgs, pubMsg{kvSubject(s.status, key), data,
 			fmt.Sprintf("put status of %s on %s", x.Status.ProcKey, x.Host)})
 	}
 	errs = append(errs, s.publishAll(ctx, msgs))

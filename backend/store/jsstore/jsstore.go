@@ -405,16 +405,26 @@ func (s *Store) PutProcStatus(ctx context.Context, host model.Host, st model.Pro
 	if err != nil {
 		return fmt.Errorf("put status on %s: %w", host, err)
 	}
-	id, err := host.ID()
+	key, err := statusKey(host, st.ProcKey)
 	if err != nil {
-		return fmt.Errorf("put status of %s: %w", st.ProcKey, err)
+		return err
 	}
 	if _, err := do(ctx, func(ctx context.Context) (uint64, error) {
-		return s.status.Put(ctx, enc(id.String())+"."+enc(st.ProcKey), data)
+		return s.status.Put(ctx, key, data)
 	}); err != nil {
 		return fmt.Errorf("put status of %s on %s: %w", st.ProcKey, host, err)
 	}
 	return nil
+}
+
+// statusKey is the key of proc's status on host, built from the host's
+// canonical identity.
+func statusKey(host model.Host, proc string) (string, error) {
+	id, err := host.ID()
+	if err != nil {
+		return "", fmt.Errorf("put status of %s: %w", proc, err)
+	}
+	return enc(id.String()) + "." + enc(proc), nil
 }
 
 // ProcStatuses returns every last known status by host, each host's sorted by key.
