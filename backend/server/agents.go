@@ -54,14 +54,18 @@ func (s *Server) hostsRequest(c *call) ([]model.Host, *apiError) {
 	return bareAll(hosts), nil
 }
 
-// fleetViews returns the fleet's view of hosts by "cloud:ip".
-func (s *Server) fleetViews(ctx context.Context, what string, q backend.HostQuery) (map[string]backend.HostView, *apiError) {
+// fleetViews returns the fleet's view of hosts by "cloud:ip", only of the
+// hosts the app sees (the others read as unknown).
+func (s *Server) fleetViews(ctx context.Context, c *call, what string, q backend.HostQuery) (map[string]backend.HostView, *apiError) {
 	views, err := s.b.Hosts(ctx, q)
 	if err != nil {
 		return nil, backendError(CodeGSE, what, err)
 	}
 	out := make(map[string]backend.HostView, len(views))
 	for _, hv := range views {
+		if !c.app.seesHost(hv) {
+			continue
+		}
 		hv.Procs = nil
 		out[hv.Host.Bare().AgentID()] = hv
 	}
@@ -76,7 +80,7 @@ func (s *Server) gseAgentStatus(ctx context.Context, c *call) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	views, aerr := s.fleetViews(ctx, "get_agent_status", backend.HostQuery{Hosts: hosts})
+	views, aerr := s.fleetViews(ctx, c, "get_agent_status", backend.HostQuery{Hosts: hosts})
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -106,7 +110,7 @@ func (s *Server) gseAgentInfo(ctx context.Context, c *call) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	views, aerr := s.fleetViews(ctx, "get_agent_info", backend.HostQuery{Hosts: hosts})
+	views, aerr := s.fleetViews(ctx, c, "get_agent_info", backend.HostQuery{Hosts: hosts})
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -166,12 +170,15 @@ func (s *Server) agentListRequest(ctx context.Context, c *call, what string) ([]
 			return nil, nil, backendError(CodeGSE, what, err)
 		}
 		for _, hv := range views {
+			if !c.app.seesHost(hv) {
+				continue
+			}
 			hv.Procs = nil
 			found[hv.AgentID] = hv
 		}
 	}
 	if len(hosts) > 0 {
-		byHost, aerr := s.fleetViews(ctx, what, backend.HostQuery{Hosts: hosts})
+		byHost, aerr := s.fleetViews(ctx, c, what, backend.HostQuery{Hosts: hosts})
 		if aerr != nil {
 			return nil, nil, aerr
 		}
@@ -302,7 +309,7 @@ func (s *Server) gse2UpgradeToAgentID(ctx context.Context, c *call) (any, *apiEr
 	if err := v.Err(); err != nil {
 		return nil, validationError(CodeArgument, err)
 	}
-	views, aerr := s.fleetViews(ctx, "upgrade_to_agent_id", backend.HostQuery{Hosts: hosts})
+	views, aerr := s.fleetViews(ctx, c, "upgrade_to_agent_id", backend.HostQuery{Hosts: hosts})
 	if aerr != nil {
 		return nil, aerr
 	}

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"gseproc/backend"
 	"gseproc/backend/config"
 	"gseproc/model"
 )
@@ -107,6 +108,43 @@ func (a *app) allowNamespace(ns string) bool {
 		}
 	}
 	return false
+}
+
+// ownsHost reports whether a host belongs to one of the app's businesses
+// by its bk_biz_id label (the label agents and the simulator carry).
+// /api/v1/hosts shows an app without "*" only such hosts and hosts
+// carrying a process of a namespace it may touch.
+func (a *app) ownsHost(hi model.HostInfo) bool {
+	if a == nil || a.allNS {
+		return true
+	}
+	biz, ok := hi.Labels["bk_biz_id"]
+	return ok && a.allowScope(model.Scope{Type: model.ScopeBiz, ID: biz})
+}
+
+// seesHost reports whether the app may see a host: its own by label, or
+// one carrying a process of a namespace it may touch.
+func (a *app) seesHost(hv backend.HostView) bool {
+	if a.ownsHost(hv.HostInfo) {
+		return true
+	}
+	for _, p := range hv.Procs {
+		if ns, _, _ := model.SplitKey(p.Key); a.allowNamespace(ns) {
+			return true
+		}
+	}
+	return false
+}
+
+// seesEvent reports whether the app may see a host event: one about a
+// process of a namespace it may touch; an event about no process (an
+// agent going on- or offline) only for an app with "*".
+func (a *app) seesEvent(e model.Event) bool {
+	if a == nil || a.allNS {
+		return true
+	}
+	ns, _, ok := model.SplitKey(e.ProcKey)
+	return ok && a.allowNamespace(ns)
 }
 
 // readCredentials takes the gateway fields from the header, then the body.

@@ -138,15 +138,20 @@ func (s *Server) v1Hosts(ctx context.Context, c *call) (any, *apiError) {
 		return nil, backendError(CodeArgument, "hosts", err)
 	}
 	if c.app != nil && !c.app.allNS {
-		for i := range views {
-			kept := views[i].Procs[:0:0]
-			for _, p := range views[i].Procs {
+		shown := views[:0:0]
+		for _, hv := range views {
+			kept := hv.Procs[:0:0]
+			for _, p := range hv.Procs {
 				if ns, _, _ := model.SplitKey(p.Key); c.app.allowNamespace(ns) {
 					kept = append(kept, p)
 				}
 			}
-			views[i].Procs = kept
+			hv.Procs = kept
+			if len(kept) > 0 || c.app.ownsHost(hv.HostInfo) {
+				shown = append(shown, hv)
+			}
 		}
+		views = shown
 	}
 	if views == nil {
 		views = []backend.HostView{}
@@ -288,7 +293,7 @@ func (s *Server) v1Tasks(ctx context.Context, c *call) (any, *apiError) {
 	}
 	out := make([]model.Task, 0, len(ts))
 	for _, t := range ts {
-		ok := true
+		ok := c.app == nil || c.app.allNS || len(t.Namespace) > 0
 		for _, ns := range t.Namespace {
 			ok = ok && c.app.allowNamespace(ns)
 		}
@@ -347,7 +352,7 @@ func (s *Server) v1RecentEvents(ctx context.Context, c *call) (any, *apiError) {
 	}
 	out := make([]model.Event, 0, len(evs))
 	for _, e := range evs {
-		if ns, _, _ := model.SplitKey(e.ProcKey); e.ProcKey == "" || c.app.allowNamespace(ns) {
+		if c.app.seesEvent(e) {
 			out = append(out, e)
 		}
 	}
@@ -491,7 +496,7 @@ func (s *Server) v1Events(ctx context.Context, c *call) (any, *apiError) {
 			if !ok {
 				return nil, nil
 			}
-			if ns, _, _ := model.SplitKey(e.ProcKey); e.ProcKey != "" && !c.app.allowNamespace(ns) {
+			if !c.app.seesEvent(e) {
 				continue
 			}
 			if err := out.event("", "event", e); err != nil {

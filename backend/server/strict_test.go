@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"gseproc/backend"
+	"gseproc/model"
 )
 
 // TestHostileInput: each hostile request is refused with the field and the
@@ -215,6 +216,72 @@ func TestStatusDoesNotRewriteDefinition(t *testing.T) {
 		b, _ := json.Marshal(d.Process)
 		if want, ok := byKey[d.Process.Key()]; !ok || want != string(b) {
 			t.Errorf("%s changed by a status op:\n%s\nwas\n%s", d.Process.Key(), b, want)
+		}
+	}
+}
+
+// TestScopedReads: an app granted one business and one namespace sees only
+// the hosts of its business or carrying its processes, and no fleet-wide
+// events; the demo app with "*" sees the whole fleet.
+func TestScopedReads(t *testing.T) {
+	cfg := testConfig()
+	cfg.AnonymousApp = ""
+	e := newEnv(t, cfg)
+	wide := map[string]string{AuthHeader: `{"bk_app_code":"esb_test","bk_app_secret":"xxx","bk_username":"admin"}`}
+	narrow := map[string]string{AuthHeader: `{"bk_app_code":"narrow","bk_app_secret":"pw","bk_username":"alice"}`}
+	hosts := func(hdr map[string]string) []backend.HostView {
+		r := e.do(http.MethodGet, "/api/v1/hosts", nil, hdr)
+		if !r.Result {
+			t.Fatalf("hosts: %s", r.raw)
+		}
+		return decode[[]backend.HostView](t, r.Data)
+	}
+	all, mine := hosts(wide), hosts(narrow)
+	if len(mine) == 0 || len(mine) >= len(all) {
+		t.Fatalf("narrow app sees %d of %d hosts", len(mine), len(all))
+	}
+	for _, hv := range mine {
+		ok := hv.Labels["bk_biz_id"] == "2"
+		for _, p := range hv.Procs {
+			if !strings.HasPrefix(p.Key, "web:") {
+				t.Errorf("narrow app sees process %s on %s", p.Key, hv.Host)
+			}
+			ok = true
+		}
+		if !ok {
+			t.Errorf("narrow app sees host %s (labels %v) without a web process", hv.Host, hv.Labels)
+		}
+	}
+	// A host the narrow app does not see reads as unknown to it through the
+	// documented agent-status API too.
+	seen := map[string]bool{}
+	for _, hv := range mine {
+		seen[hv.Host.AgentID()] = true
+	}
+	for _, hv := range all {
+		if seen[hv.Host.AgentID()] || hv.State != model.AgentOnline {
+			continue
+		}
+		ask := func(app, secret, user string) string {
+			body := map[string]any{"bk_app_code": app, "bk_app_secret": secret, "bk_username": user,
+				"hosts": []any{map[string]any{"ip": hv.Host.IP, "bk_cloud_id": hv.Host.CloudID}}}
+			return string(e.post("/api/c/compapi/v2/gse/get_agent_status/", body).Data)
+		}
+		if got := ask("esb_test", "xxx", "admin"); !strings.Contains(got, `"bk_agent_alive":1`) {
+			t.Fatalf("demo app: %s", got)
+		}
+		if got := ask("narrow", "pw", "alice"); strings.Contains(got, `"bk_agent_alive":1`) {
+			t.Errorf("narrow app reads the agent of %s: %s", hv.Host, got)
+		}
+		break
+	}
+	r := e.do(http.MethodGet, "/api/v1/events/recent?n=1000", nil, narrow)
+	if !r.Result {
+		t.Fatalf("events: %s", r.raw)
+	}
+	for _, ev := range decode[[]map[string]any](t, r.Data) {
+		if p, _ := ev["proc"].(string); !strings.HasPrefix(p, "web:") {
+			t.Errorf("narrow app sees event %v", ev)
 		}
 	}
 }
