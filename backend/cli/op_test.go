@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -47,7 +46,9 @@ func fleetConfig(t *testing.T, extra string) string {
 
 func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errb bytes.Buffer
+	// syncBuf: a NATS client's asynchronous callbacks (error handlers) may
+	// still log while Main returns and writes its own last line.
+	var out, errb syncBuf
 	code = Main(context.Background(), args, Stdio{In: strings.NewReader(""), Out: &out, Err: &errb})
 	return code, out.String(), errb.String()
 }
