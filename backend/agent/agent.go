@@ -1,36 +1,5 @@
-// Package agent is gseproc's host agent: it runs the control commands of
-// processes on a Linux host, hosts (supervises) them after supervisord's
-// state machine, enforces their cpu and memory limits, runs periodic and
-// one-shot jobs, and keeps its hosting registry on disk so that an agent
-// restart neither kills nor forgets what it hosts.
-//
-// Exits are noticed through pidfd_open (a descriptor that becomes readable
-// the moment a process exits, child or not), so a hosted process that dies
-// is started again within milliseconds; /proc is polled only on kernels
-// without pidfd_open.
-//
-// What each op does in each state, and the restart policy, are decided by
-// model/opsem (the simulator follows the same package); the agent carries
-// the decisions out with real processes. Choices the GSE documents leave
-// open:
-//   - The first restart after a process that had been up is immediate; each
-//     further consecutive failure waits start_interval (or backoff_base)
-//     doubled per failure, +-20% jitter, capped at backoff_max. A process up
-//     for stable_after has its failure count reset. After start_retries
-//     restarts that did not stay up the process is FATAL (event
-//     process_cancel_restart) and only a manual start brings it back.
-//   - A process over cpu_lmt or mem_lmt for breach_count consecutive samples
-//     is stopped (stop_cmd, then SIGKILL to its process group) and held: it
-//     stays in the registry but is not restarted until a manual start.
-//   - instance_num N (type 1): instance 1 uses pid_path, instance i > 1 uses
-//     pid_path + "." + i; each start_cmd sees GSEPROC_INSTANCE (1..N),
-//     GSEPROC_INSTANCE_NUM and GSEPROC_PID_FILE in its environment. An op
-//     applies to every instance; status reports instance 1 with a count.
-//   - Types 0 (periodic) and 2 (one-shot): start_cmd is the job itself; the
-//     agent runs it as its own child (so it knows the exit status). A
-//     one-shot that exits 0 is done; a non-zero exit follows the retry
-//     rules. A periodic job runs every cycle_time seconds from its start
-//     and a tick is skipped while the previous run is alive.
+//go:build linux
+
 package agent
 
 import (
