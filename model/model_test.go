@@ -391,3 +391,33 @@ func TestMetaValidate(t *testing.T) {
 	Meta{Namespace: "gse", Labels: map[string]string{"a=b": "x"}}.ValidateInto(v, "", false)
 	assert.NoError(t, v.Err(), "labels are checked with the definition, not here")
 }
+
+func TestBackoff(t *testing.T) {
+	const ms = time.Millisecond
+	b := Backoff{Base: 100 * ms, Max: time.Second, Jitter: 0.2, Immediate: true}
+	tests := []struct {
+		b    Backoff
+		k    int
+		r    float64
+		want time.Duration
+	}{
+		{b, 0, 0.5, 0},
+		{b, 1, 0.5, 100 * ms},
+		{b, 2, 0.5, 200 * ms},
+		{b, 3, 0.5, 400 * ms},
+		{b, 10, 0.5, time.Second},
+		{b, 10, 0.999, time.Second}, // the cap holds after the jitter
+		{b, 10, 0, 800 * ms},
+		{b, 1, 0, 80 * ms},
+		{b, 1, 1, 120 * ms},
+		{Backoff{Base: 100 * ms, Max: time.Second, Jitter: 0.2}, 0, 0.5, 100 * ms},
+		{Backoff{Base: 100 * ms, Max: time.Second, Jitter: 0.2}, 1, 0.5, 200 * ms},
+		{Backoff{Base: 100 * ms, Max: time.Second, Jitter: 0.2}, 60, 0.5, time.Second},
+		{Backoff{Base: 100 * ms}, 5, 0.7, 3200 * ms}, // no cap, no jitter
+	}
+	for _, tc := range tests {
+		if got := tc.b.Delay(tc.k, tc.r); got != tc.want {
+			t.Errorf("%+v.Delay(%d, %v) = %s, want %s", tc.b, tc.k, tc.r, got, tc.want)
+		}
+	}
+}

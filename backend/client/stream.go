@@ -212,14 +212,7 @@ func (c *Client) reopen(ctx context.Context, path, lastID string, fails *int, pe
 // delay is the backoff before the n-th consecutive reconnect (n >= 1);
 // the first reconnect after a stream that delivered is immediate.
 func (c *Client) delay(n int) time.Duration {
-	if n <= 1 {
-		return 0
-	}
-	d := c.backoff[0]
-	for i := 2; i < n && d < c.backoff[1]; i++ {
-		d *= 2
-	}
-	return min(d, c.backoff[1])
+	return model.Backoff{Base: c.backoff[0], Max: c.backoff[1], Immediate: true}.Delay(n-1, 0)
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

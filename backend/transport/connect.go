@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"gseproc/backend/config"
+	"gseproc/model"
 )
 
 // ClientOptions say how an agent (or a server to an external cluster)
@@ -329,17 +330,11 @@ func ConnectNow(o ClientOptions, log *slog.Logger) (*nats.Conn, error) {
 	return nc, nil
 }
 
-// backoff is an exponential reconnect delay, full-jittered in [d/2, d],
-// from base to max.
+// backoff is the reconnect delay (model.Backoff): from base, doubling,
+// capped at max, +-25% jitter so that a fleet does not reconnect in step.
 func backoff(base, max time.Duration) nats.ReconnectDelayHandler {
-	return func(attempts int) time.Duration {
-		d := base
-		for i := 1; i < attempts && d < max; i++ {
-			d *= 2
-		}
-		d = min(d, max)
-		return d/2 + rand.N(d/2+1)
-	}
+	b := model.Backoff{Base: base, Max: max, Jitter: 0.25}
+	return func(attempts int) time.Duration { return b.Delay(attempts-1, rand.Float64()) }
 }
 
 // permanent reports a connect failure that retrying will not cure:

@@ -225,35 +225,6 @@ func TestSettleFailures(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
-	const ms = time.Millisecond
-	tests := []struct {
-		k         int
-		immediate bool
-		r         float64
-		want      time.Duration
-	}{
-		{0, true, 0.5, 0},
-		{1, true, 0.5, 100 * ms},
-		{2, true, 0.5, 200 * ms},
-		{3, true, 0.5, 400 * ms},
-		{10, true, 0.5, time.Second},
-		{1, true, 0, 80 * ms},
-		{1, true, 1, 120 * ms},
-		{0, false, 0.5, 100 * ms},
-		{1, false, 0.5, 200 * ms},
-		{60, false, 0.5, time.Second},
-	}
-	for _, tc := range tests {
-		if got := Backoff(tc.k, 100*ms, time.Second, 0.2, tc.r, tc.immediate); got != tc.want {
-			t.Errorf("Backoff(%d, immediate %v, r %v) = %s, want %s", tc.k, tc.immediate, tc.r, got, tc.want)
-		}
-	}
-	if got := Backoff(5, 100*ms, 0, 0, 0, false); got != 3200*ms {
-		t.Errorf("no cap: %s", got)
-	}
-}
-
 func TestRestartPolicy(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	p := Policy{Retries: 3, Base: 100 * time.Millisecond, Max: time.Second, StableAfter: 10 * time.Second, Jitter: 0.2}

@@ -7,28 +7,6 @@ import (
 	"gseproc/model"
 )
 
-// Backoff is the delay before retry k (0-based) of anything that retries
-// with exponential backoff: 0 for k = 0 when immediate is set, else base
-// doubled per retry after the first, capped at max, then spread by
-// +-jitter (0.2 = 20%) with r, a draw in [0, 1). It is the one backoff of
-// gseproc: restarts of hosted processes, reconnects and retries.
-func Backoff(k int, base, max time.Duration, jitter, r float64, immediate bool) time.Duration {
-	if immediate {
-		if k <= 0 {
-			return 0
-		}
-		k--
-	}
-	d := base
-	for i := 0; i < k && (max <= 0 || d < max); i++ {
-		d *= 2
-	}
-	if max > 0 {
-		d = min(d, max)
-	}
-	return time.Duration(float64(d) * (1 - jitter + 2*jitter*r))
-}
-
 // Policy is the restart policy of a hosted process, after supervisord's
 // and nomad's restart tracker: the first restart of a process that had been
 // up is immediate; each further consecutive failure waits Interval (or Base)
@@ -131,7 +109,7 @@ func (p Policy) OnExit(t Tracker, e Exit, r float64) (Next, Tracker) {
 	if p.Interval > 0 {
 		base = p.Interval
 	}
-	delay := Backoff(t.Attempts, base, p.Max, p.Jitter, r, true)
+	delay := model.Backoff{Base: base, Max: p.Max, Jitter: p.Jitter, Immediate: true}.Delay(t.Attempts, r)
 	t.Attempts++
 	return Next{Verdict: Restart, Delay: delay, Attempt: t.Attempts, State: model.ProcBackoff,
 		Reason: fmt.Sprintf("restart %d/%d in %s", t.Attempts, p.Retries, delay.Round(time.Millisecond))}, t

@@ -49,6 +49,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -201,7 +202,7 @@ func New(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, err
 // that just started has no JetStream leader yet and leaves requests
 // unanswered (or answers 503) for a few seconds.
 func retry(ctx context.Context, f func(context.Context) error) error {
-	for {
+	for k := 0; ; k++ {
 		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		err := f(actx)
 		cancel()
@@ -214,7 +215,7 @@ func retry(ctx context.Context, f func(context.Context) error) error {
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(retryBackoff.Delay(k, rand.Float64())):
 		}
 	}
 }
@@ -235,6 +236,10 @@ const (
 	attemptTimeout = 3 * time.Second
 )
 
+// retryBackoff spaces the attempts of retry and do: 100 ms doubling to
+// 1 s, +-20% so that servers retrying together do not stay in step.
+var retryBackoff = model.Backoff{Base: 100 * time.Millisecond, Max: time.Second, Jitter: 0.2}
+
 // errStalled is a listing that stopped delivering: tried again.
 var errStalled = errors.New("listing stalled")
 
@@ -244,7 +249,7 @@ var errStalled = errors.New("listing stalled")
 // same value again, a Create that finds its own value is success).
 func do[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	deadline := time.Now().Add(failoverWait)
-	for {
+	for k := 0; ; k++ {
 		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 		v, err := f(actx)
 		cancel()
@@ -255,7 +260,7 @@ func do[T any](ctx context.Context, f func(context.Context) (T, error)) (T, erro
 		select {
 		case <-ctx.Done():
 			return v, err
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(retryBackoff.Delay(k, rand.Float64())):
 		}
 	}
 }
