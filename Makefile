@@ -6,7 +6,13 @@ PKGS    := ./...
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X gseproc/backend/cli.Version=$(VERSION)
 
-.PHONY: run build test test-stress bench bench-fleet bench-operate lint clean
+# Packages: nfpm is pinned and run from the module proxy, so its
+# dependencies stay out of go.mod. PKG_VERSION must start with a digit.
+NFPM        ?= github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.44.0
+PKG_VERSION ?= 0.1.0~git$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)
+PKG_ARCH    ?= $(shell $(GO) env GOARCH)
+
+.PHONY: run build test test-stress bench bench-fleet bench-operate lint clean package test-package
 
 run: build
 	./$(BIN) $(ARGS)
@@ -50,6 +56,18 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	GOOS=darwin $(GO) vet $(PKGS)
+
+# package builds bin/gseproc_<version>_<arch>.deb and the .rpm (see backend/dist).
+package:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(PKG_ARCH) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/pkg/gseproc .
+	for p in deb rpm; do \
+		VERSION='$(PKG_VERSION)' GOARCH='$(PKG_ARCH)' $(GO) run $(NFPM) package --config backend/dist/nfpm.yaml --packager $$p --target bin/ || exit 1; \
+	done
+
+# test-package builds the .deb and .rpm in a temporary tree and inspects
+# them (opt-in: a full build of the binary and nfpm from the module proxy).
+test-package:
+	GSEPROC_TEST_PACKAGE=1 $(GO) test -count=1 -run TestPackage -v ./backend/dist/
 
 clean:
 	rm -rf bin
