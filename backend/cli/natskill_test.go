@@ -32,9 +32,10 @@ func killCfg(dir, listen string) config.Config {
 	cfg.NATS.StoreDir = dir
 	cfg.NATS.Users = []config.NATSUser{{User: "peer", Password: "peerpw", Role: config.NATSRoleServer}}
 	cfg.Engine.Concurrency = 4
-	// The killed server's lease on its task expires this long after its
-	// last renewal; its successor takes the task over then.
-	cfg.Engine.LeaseTTL = config.Duration(time.Second)
+	// The killed server's lease on its task would expire a minute after
+	// its last renewal; its successor on the same store dir is the same
+	// server (its id is kept there) and resumes the task at once.
+	cfg.Engine.LeaseTTL = config.Duration(time.Minute)
 	cfg.Simulator = config.SimulatorConfig{Hosts: 120, Seed: 5, Clouds: 1, Namespaces: []string{"web"},
 		LatencyMedian: config.Duration(50 * time.Millisecond), LatencyP99: config.Duration(100 * time.Millisecond)}
 	return cfg
@@ -65,8 +66,9 @@ func TestKillHelperServer(t *testing.T) {
 }
 
 // TestKill9MidTask: a server process is SIGKILLed in the middle of a task;
-// the next server on the same JetStream store dir finds the results that
-// were final, leaves them as they were, and completes the rest.
+// the next server on the same JetStream store dir is the same server (same
+// id), resumes the task at once (not after the lease TTL), finds the
+// results that were final, leaves them as they were, and completes the rest.
 func TestKill9MidTask(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a server process")
@@ -153,6 +155,7 @@ func TestKill9MidTask(t *testing.T) {
 	}
 
 	// The next server on the same store dir resumes the task.
+	up := time.Now()
 	e, _, closer, err := openNATSEngine(ctx, killCfg(dir, "127.0.0.1:-1"), false, true, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -168,6 +171,11 @@ func TestKill9MidTask(t *testing.T) {
 	}
 	if wctx.Err() != nil {
 		t.Fatal("resumed task did not complete")
+	}
+	// The lease TTL is a minute: a successor that waited it out would not
+	// be done in half of it.
+	if d := time.Since(up); d > 30*time.Second {
+		t.Fatalf("the task completed %s after the successor started: it waited for the lease instead of resuming its own task", d)
 	}
 	v, err := e.Task(ctx, taskID)
 	if err != nil {
@@ -186,5 +194,5 @@ func TestKill9MidTask(t *testing.T) {
 			t.Fatalf("%s %s: result final before the kill changed: %+v -> %+v", r.Host, r.ProcKey, r, a)
 		}
 	}
-	t.Logf("%d targets: %d final before kill -9, the rest completed after restart", total, done)
+	t.Logf("%d targets: %d final before kill -9, the rest completed %s after the restart", total, done, time.Since(up).Round(time.Millisecond))
 }

@@ -172,8 +172,17 @@ func openNATSEngine(ctx context.Context, cfg config.Config, demo, withFleet bool
 		}
 		return nil, nil, nil, err
 	}
+	id, err := serverID(cfg)
+	if err != nil {
+		_ = nb.Close()
+		if fleet != nil {
+			_ = fleet.Close()
+		}
+		return nil, nil, nil, err
+	}
 	e := engine.New(cfg.Engine, nb.Dispatcher, nb.Inventory, nb.Store,
-		engine.WithLogger(log), engine.WithReadOnly(cfg.Engine.ReadOnly), engine.WithVersion(Version))
+		engine.WithLogger(log), engine.WithReadOnly(cfg.Engine.ReadOnly), engine.WithVersion(Version), engine.WithOwner(id))
+	log.Info("server identity", "server_id", e.Owner(), "stable", id != "")
 	closers := []func() error{nb.Close}
 	if fleet != nil {
 		closers = []func() error{fleet.Close, nb.Close}

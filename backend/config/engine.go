@@ -42,6 +42,26 @@ type EngineConfig struct {
 	// LeaseTTL. Shorter: faster takeover after a crash; longer: more
 	// tolerant of a stalled server.
 	LeaseTTL Duration `toml:"lease_ttl"`
+	// ServerID is the id this server holds task leases under. It must be
+	// unique among the servers sharing a NATS cluster and stable across
+	// restarts, so that a restarted server resumes its own tasks at once
+	// instead of after LeaseTTL. Empty: the id kept in nats.store_dir
+	// (file server-id, made once); with no store_dir, a new one per start.
+	ServerID string `toml:"server_id"`
+}
+
+// ValidServerID reports whether id is a usable server id: 1-64 of
+// [A-Za-z0-9._-].
+func ValidServerID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func defaultEngine() EngineConfig {
@@ -78,6 +98,9 @@ func (c EngineConfig) validate() error {
 	}
 	if c.LeaseTTL.D() < 300*time.Millisecond || c.LeaseTTL.D() > time.Hour {
 		errs = append(errs, fmt.Errorf("engine.lease_ttl: %s is out of range [300ms,1h]", c.LeaseTTL.D()))
+	}
+	if c.ServerID != "" && !ValidServerID(c.ServerID) {
+		errs = append(errs, fmt.Errorf("engine.server_id: %q must be 1-64 of A-Z a-z 0-9 . _ -", c.ServerID))
 	}
 	return errors.Join(errs...)
 }
