@@ -526,8 +526,18 @@ func TestResumeFromStore(t *testing.T) {
 	_ = st.PutResult(ctx, model.Result{TaskID: id, Host: hosts[0], ProcKey: p.Key(), Op: model.OpStart, State: model.StateSuccess, Seq: 1})
 	_ = st.PutResult(ctx, model.Result{TaskID: id, Host: hosts[1], ProcKey: p.Key(), Op: model.OpStart, State: model.StateRunning})
 
+	// Each dispatch carries the target's op id. Host 1's agent has not
+	// reconnected to the restarted server yet: unreachable the first three
+	// times, which a resumed task waits out (within its deadline).
 	var dispatched sync.Map
-	f.reply = func(ctx context.Context, h model.Host, _ model.AgentRequest) (model.AgentReply, error) {
+	var unreachable atomic.Int32
+	f.reply = func(ctx context.Context, h model.Host, req model.AgentRequest) (model.AgentReply, error) {
+		if want := model.OpID(id, h, p.Key()); req.OpID != want {
+			return model.AgentReply{}, fmt.Errorf("op id %q, want %q", req.OpID, want)
+		}
+		if h == hosts[1] && unreachable.Add(1) <= 3 {
+			return model.AgentReply{}, fmt.Errorf("no agent listening: %w", model.ErrUnreachable)
+		}
 		dispatched.Store(h, true)
 		return model.AgentReply{Code: 828}, nil
 	}
@@ -543,6 +553,11 @@ func TestResumeFromStore(t *testing.T) {
 	res := collect(t, ch)
 	if len(res) != 3 || res[0].Host != hosts[0] || res[1].Seq != 2 || res[2].Seq != 3 {
 		t.Fatalf("results %+v", res)
+	}
+	for _, r := range res {
+		if r.State != model.StateSuccess {
+			t.Fatalf("result %+v, want success (828 for a start)", r)
+		}
 	}
 	if _, ok := dispatched.Load(hosts[0]); ok {
 		t.Fatal("a target final before the restart was dispatched again")

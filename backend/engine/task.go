@@ -31,6 +31,10 @@ type run struct {
 	ended     bool // finishTask is through: the task is stored complete (or that failed, logged)
 	cancelled bool
 	lost      bool // its lease was taken over by another engine
+	// resumed: restarted from the store (a server restart or a takeover);
+	// its agents may still be reconnecting, so an unreachable host is
+	// tried again until its deadline.
+	resumed bool
 
 	ctx    context.Context // ends on engine Close or when the run is lost
 	cancel context.CancelFunc
@@ -384,7 +388,17 @@ func (e *Engine) dispatchOne(r *run, i int) {
 
 	budget := time.Duration(p.Deadline(op))*time.Second + e.cfg.DeadlineSlack.D()
 	dctx, cancel := context.WithTimeout(r.ctx, budget)
-	reply, err := e.d.Dispatch(dctx, res.Host, model.AgentRequest{TaskID: r.task.ID, OpID: model.OpID(r.task.ID, res.Host, res.ProcKey), Op: op, Process: p, Deadline: now.Add(budget)})
+	req := model.AgentRequest{TaskID: r.task.ID, OpID: model.OpID(r.task.ID, res.Host, res.ProcKey), Op: op, Process: p, Deadline: now.Add(budget)}
+	reply, err := e.d.Dispatch(dctx, res.Host, req)
+	for r.resumed && errors.Is(err, model.ErrUnreachable) && dctx.Err() == nil {
+		// Resumed right after a server restart, the agents are still
+		// reconnecting: try again (the op id keeps it from running twice).
+		select {
+		case <-dctx.Done():
+		case <-time.After(250 * time.Millisecond):
+			reply, err = e.d.Dispatch(dctx, res.Host, req)
+		}
+	}
 	deadlinePassed := errors.Is(dctx.Err(), context.DeadlineExceeded)
 	cancel()
 	end := e.now()
@@ -755,6 +769,7 @@ func (e *Engine) resumeTask(ctx context.Context, id, why string, defs map[string
 		}
 	}
 	r := newRun(t, targets, procs, prior)
+	r.resumed = true
 	if r.task.Counts.Final() < len(targets) {
 		r.task.Status = model.TaskRunning
 	}
