@@ -1,0 +1,268 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"gseproc/backend"
+	"gseproc/backend/config"
+	"gseproc/model"
+)
+
+// faultEnv names the store dir of the server process that
+// TestRestartTaskSurvivesServerKill9 kills.
+const faultEnv = "GSEPROC_FAULT_SERVER"
+
+const faultHosts = 5
+
+// faultDaemon is the hosted process: it logs its stop.
+const faultDaemon = `#!/bin/sh
+trap 'echo stop >> stops.log; exit 0' TERM
+echo $$ > "$GSEPROC_PID_FILE"
+while :; do sleep 0.05; done
+`
+
+func faultCfg(dir, listen string) config.Config {
+	cfg := config.Default()
+	cfg.NATS.Listen = listen
+	cfg.NATS.StoreDir = dir
+	// A minute: a successor that had to wait for the lease would be late.
+	cfg.Engine.LeaseTTL = config.Duration(time.Minute)
+	cfg.Simulator = config.SimulatorConfig{Hosts: 10, Seed: 5, Clouds: 1, Demo: true}
+	return cfg
+}
+
+// faultItems are one definition per real agent (cloud 11..15 on
+// 127.0.0.1), each in its own directory under work. start_cmd logs each
+// start and takes 2 s, so a kill lands while it runs.
+func faultItems(work string) []model.ProcessDef {
+	var items []model.ProcessDef
+	for i := range faultHosts {
+		cloud := 11 + i
+		dir := filepath.Join(work, "h"+strconv.Itoa(cloud))
+		name := "d" + strconv.Itoa(cloud)
+		items = append(items, model.ProcessDef{
+			Process: model.Process{
+				Meta: model.Meta{Namespace: "biz_1", Name: name},
+				Spec: model.Spec{
+					Identity: model.Identity{ProcName: name, SetupPath: dir, PidPath: filepath.Join(dir, "d.pid")},
+					Control:  model.Control{StartCmd: "echo start >> starts.log; sleep 2; ./daemon.sh >/dev/null 2>&1 &"},
+					Policy:   model.Policy{AutoType: model.AutoResident, OpTimeout: 20, StartCheckEndSecs: 10, InstanceNum: 1},
+				},
+			},
+			Hosts: []model.Host{{IP: "127.0.0.1", CloudID: cloud}},
+		})
+	}
+	return items
+}
+
+// TestFaultHelperServer is the server process of
+// TestRestartTaskSurvivesServerKill9: it waits for the agents, starts
+// their processes, then starts a restart task and waits to be killed.
+func TestFaultHelperServer(t *testing.T) {
+	dir := os.Getenv(faultEnv)
+	if dir == "" {
+		t.Skip("the server process of TestRestartTaskSurvivesServerKill9")
+	}
+	ctx := context.Background()
+	e, nb, _, err := openNATSEngine(ctx, faultCfg(dir, "127.0.0.1:-1"), true, false, nil)
+	if err != nil {
+		fmt.Println("ERROR", err)
+		return
+	}
+	fmt.Println("NATS", nb.ClientURL)
+	items := faultItems(os.Getenv(faultEnv + "_WORK"))
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		n := 0
+		for _, it := range items {
+			if hostOnline(e, it.Hosts[0]) {
+				n++
+			}
+		}
+		if n == len(items) {
+			break
+		}
+		if time.Now().After(deadline) {
+			fmt.Println("ERROR agents not online:", n)
+			return
+		}
+	}
+	run := func(op model.OpType) (string, []model.Result) {
+		task, err := e.Operate(ctx, backend.OperateRequest{Op: op, Items: items})
+		if err != nil {
+			fmt.Println("ERROR", err)
+			os.Exit(1)
+		}
+		if op == model.OpRestart {
+			return task.ID, nil
+		}
+		ch, _ := e.Watch(ctx, task.ID, 0)
+		var rs []model.Result
+		for r := range ch {
+			rs = append(rs, r)
+		}
+		return task.ID, rs
+	}
+	if _, rs := run(model.OpStart); len(rs) != faultHosts {
+		fmt.Println("ERROR start:", rs)
+		return
+	} else {
+		for _, r := range rs {
+			if r.Code != 0 {
+				fmt.Println("ERROR start:", r.Host, r.Code, r.Message)
+				return
+			}
+		}
+	}
+	id, _ := run(model.OpRestart)
+	fmt.Println("TASK", id)
+	time.Sleep(2 * time.Minute) // until SIGKILL
+}
+
+// TestRestartTaskSurvivesServerKill9: real agents run a restart task of
+// their real processes; the server is killed with SIGKILL while every
+// host's start_cmd runs. The restarted server (same store dir, so the same
+// server id) resumes the task at once, and every host is restarted exactly
+// once, counted by the commands' own side effects: one more start and one
+// stop per host, and every result success (not 828, not 117).
+func TestRestartTaskSurvivesServerKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a server process and real agents")
+	}
+	dir, work := t.TempDir(), t.TempDir()
+	items := faultItems(work)
+	var pidFiles []string
+	for _, it := range items {
+		d := it.Process.Spec.Identity.SetupPath
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "daemon.sh"), []byte(faultDaemon), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		pidFiles = append(pidFiles, it.Process.Spec.Identity.PidPath)
+	}
+	killAtEnd(t, pidFiles...) // before the agents: it runs after they stopped
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFaultHelperServer$", "-test.v")
+	cmd.Env = append(os.Environ(), faultEnv+"="+dir, faultEnv+"_WORK="+work)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	defer func() {
+		if !killed {
+			_ = cmd.Process.Kill()
+		}
+		_ = cmd.Wait()
+	}()
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	next := func(prefix string) string {
+		t.Helper()
+		timeout := time.After(90 * time.Second)
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("server process exited before %s", prefix)
+				}
+				if strings.HasPrefix(l, "ERROR") {
+					t.Fatal(l)
+				}
+				if v, ok := strings.CutPrefix(l, prefix+" "); ok {
+					return v
+				}
+			case <-timeout:
+				t.Fatalf("no %s from the server process", prefix)
+			}
+		}
+	}
+	natsURL := next("NATS")
+	for i := range faultHosts {
+		runCmd(t, "agent", "--nats", natsURL, "--cloud", strconv.Itoa(11+i), "--ip", "127.0.0.1",
+			"--data-dir", filepath.Join(work, "agent"+strconv.Itoa(i)))
+	}
+	taskID := next("TASK")
+	go func() {
+		for range lines { // drain
+		}
+	}()
+	count := func(i int, file, word string) int {
+		b, _ := os.ReadFile(filepath.Join(items[i].Process.Spec.Identity.SetupPath, file))
+		return strings.Count(string(b), word)
+	}
+	// Kill the server once every host runs the restart's start_cmd (its
+	// 2 s sleep): the stop is done, the start is under way.
+	waitFor(t, "every host in the restart's start_cmd", 60*time.Second, func() bool {
+		for i := range faultHosts {
+			if count(i, "starts.log", "start") < 2 {
+				return false
+			}
+		}
+		return true
+	})
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed = true
+	_ = cmd.Wait()
+
+	// The same server again: same store dir and NATS address.
+	up := time.Now()
+	e, _, closer, err := openNATSEngine(context.Background(), faultCfg(dir, strings.TrimPrefix(natsURL, "nats://")), true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer()
+	wctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ch, err := e.Watch(wctx, taskID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []model.Result
+	for r := range ch {
+		rs = append(rs, r)
+	}
+	if wctx.Err() != nil {
+		t.Fatalf("resumed task did not complete: %d results", len(rs))
+	}
+	took := time.Since(up)
+	if len(rs) != faultHosts {
+		t.Fatalf("%d results, want %d", len(rs), faultHosts)
+	}
+	for _, r := range rs {
+		if r.State != model.StateSuccess || r.Code != model.CodeSuccess {
+			t.Errorf("%s %s: %s %d %s", r.Host, r.ProcKey, r.State, r.Code, r.Message)
+		}
+	}
+	for i := range faultHosts {
+		if s, st := count(i, "starts.log", "start"), count(i, "stops.log", "stop"); s != 2 || st != 1 {
+			t.Errorf("host %d: %d starts and %d stops, want 2 (the first start, the restart's) and 1", 11+i, s, st)
+		}
+	}
+	if took > 30*time.Second {
+		t.Errorf("the resumed task took %s with a one-minute lease: the server waited for its own lease", took)
+	}
+	t.Logf("restart over %d real agents survived kill -9 of the server; resumed task done %s after the restart", faultHosts, took.Round(time.Millisecond))
+}
