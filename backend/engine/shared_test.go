@@ -168,8 +168,10 @@ func TestSharedStoreTakeover(t *testing.T) {
 			cfg.Concurrency = 4
 			cfg.LeaseTTL = config.Duration(time.Second)
 			const hosts = 60
-			fa, callsA := slowAgents(hosts, 40*time.Millisecond)
-			fb, callsB := slowAgents(hosts, 40*time.Millisecond)
+			// About 2 s of work at concurrency 4: A stops after 10 results,
+			// so a loaded machine still stops it mid-task.
+			fa, callsA := slowAgents(hosts, 150*time.Millisecond)
+			fb, callsB := slowAgents(hosts, 150*time.Millisecond)
 			stA, stB := sharedStore(t, emb), sharedStore(t, emb)
 			ctx := context.Background()
 			a := engine.New(cfg, fa, fa, stA, engine.WithOwner("A"))
