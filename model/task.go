@@ -177,6 +177,19 @@ func (c Counts) Final() int {
 // Bad is the number of final results that are not OK.
 func (c Counts) Bad() int { return c.Failed + c.Timeout + c.Unreachable + c.Cancelled }
 
+// Outcome is the status of a task whose every target is final with these
+// counts: canceled when it was cancelled and some target was, failed when
+// any target is not OK, else done.
+func (c Counts) Outcome(cancelled bool) TaskStatus {
+	switch {
+	case cancelled && c.Cancelled > 0:
+		return TaskCanceled
+	case c.Bad() > 0:
+		return TaskFailed
+	}
+	return TaskDone
+}
+
 // Total is every result.
 func (c Counts) Total() int { return c.Final() + c.Pending + c.Running }
 

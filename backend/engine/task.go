@@ -481,14 +481,7 @@ func (r *run) completeLocked(now time.Time) bool {
 		return false
 	}
 	r.done = true
-	switch {
-	case r.cancelled && r.task.Counts.Cancelled > 0:
-		r.task.Status = model.TaskCanceled
-	case r.task.Counts.Bad() > 0:
-		r.task.Status = model.TaskFailed
-	default:
-		r.task.Status = model.TaskDone
-	}
+	r.task.Status = r.task.Counts.Outcome(r.cancelled)
 	r.task.Finished = now
 	close(r.notify)
 	r.notify = make(chan struct{})

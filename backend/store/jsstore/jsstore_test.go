@@ -598,3 +598,27 @@ func TestHostileKeys(t *testing.T) {
 		t.Fatalf("statuses %v, %v", m, err)
 	}
 }
+
+// BenchmarkPutResults stores the results of a task of 10,000 targets in
+// one batch (the engine's writer), against BenchmarkPutResult's one by one.
+func BenchmarkPutResults(b *testing.B) {
+	e := startNATS(b, natsCfg(b, b.TempDir()))
+	s := open(b, e, Options{})
+	ctx := context.Background()
+	const n = 10000
+	tg := targets(n)
+	for i := range b.N {
+		id := model.FormatTaskID(time.Now(), uint64(i+1))
+		if err := s.PutTask(ctx, model.Task{ID: id}, tg); err != nil {
+			b.Fatal(err)
+		}
+		rs := make([]model.Result, n)
+		for j, t := range tg {
+			rs[j] = model.Result{TaskID: id, Host: t.Host, ProcKey: t.ProcKey, State: model.StateSuccess, Content: `{"value":[]}`}
+		}
+		if err := s.PutResults(ctx, rs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/10k-results")
+}
