@@ -12,7 +12,7 @@ NFPM        ?= github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.44.0
 PKG_VERSION ?= 0.1.0~git$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)
 PKG_ARCH    ?= $(shell $(GO) env GOARCH)
 
-.PHONY: run build test test-stress bench bench-fleet bench-operate lint clean package test-package
+.PHONY: run build test test-stress fuzz bench bench-fleet bench-operate lint clean package test-package
 
 run: build
 	./$(BIN) $(ARGS)
@@ -34,6 +34,26 @@ test-stress:
 	for run in $$(seq 1 $(STRESS_RUNS)); do \
 		echo "== stress run $$run/$(STRESS_RUNS) (4 CPU hogs)"; \
 		$(GO) test -race -count=1 -timeout 15m $(PKGS); \
+	done
+
+# fuzz runs every fuzz target for FUZZTIME, one at a time on one worker
+# (FUZZ_PARALLEL), so it shares a small machine; a crash stops it and its
+# input lands in the package's testdata/fuzz/<target>/ (then a seed that
+# make test runs). FUZZ=FuzzX narrows it to one target.
+FUZZTIME      ?= 30s
+FUZZ_PARALLEL ?= 1
+FUZZ          ?= .
+FUZZ_TARGETS  := \
+	./model:FuzzParseAgentID ./model:FuzzParseLabel ./model:FuzzShellQuote ./model:FuzzProcessInfo \
+	./backend/server:FuzzJobAPI ./backend/server:FuzzGSEAPI ./backend/server:FuzzNativeAPI ./backend/server:FuzzStrictScan \
+	./backend/transport:FuzzSubjects ./backend/transport:FuzzAgentMessages \
+	./backend/client:FuzzSSE ./backend/config:FuzzConfig ./ui:FuzzHostFilter ./ui:FuzzLabelSelector
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "$$fn" | grep -q -- '$(FUZZ)' || continue; \
+		echo "== $$fn ($$pkg) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) -parallel $(FUZZ_PARALLEL) $$pkg; \
 	done
 
 bench:

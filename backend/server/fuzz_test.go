@@ -1,0 +1,177 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"unicode/utf8"
+)
+
+// Fuzz targets for every request decoder of the API, one per family. The
+// seeds are the documents' examples (testdata/*.request.json) sent to
+// every endpoint of the family, so they run as ordinary tests; `make
+// fuzz` fuzzes each for FUZZTIME.
+//
+// Whatever the body, the server answers with its envelope, never an
+// internal error (a panic is recovered as one), and a body the strict
+// scan refuses is never accepted.
+
+var (
+	jobEndpoints = []string{
+		"/api/c/compapi/v2/job/operate_proc/", "/api/c/compapi/v2/job/operate_process/",
+		"/api/c/compapi/v3/job/manage_proc/", "/api/c/compapi/v2/job/get_proc_result/",
+	}
+	gseEndpoints = []string{
+		"/api/c/compapi/v2/gse/operate_proc/", "/api/c/compapi/v2/gse/operate_proc_v2/",
+		"/api/c/compapi/v2/gse/operate_proc_multi/", "/api/c/compapi/v2/gse/get_proc_operate_result/",
+		"/api/c/compapi/v2/gse/get_proc_operate_result_v2/", "/api/c/compapi/v2/gse/register_proc_info/",
+		"/api/c/compapi/v2/gse/update_proc_info/", "/api/c/compapi/v2/gse/unregister_proc_info/",
+		"/api/c/compapi/v2/gse/get_proc_status/", "/api/c/compapi/v2/gse/sync_proc_status/",
+		"/api/c/compapi/v2/gse/get_agent_status/", "/api/c/compapi/v2/gse/get_agent_info/",
+		"/api/v2/proc/operate_proc_multi/", "/api/v2/cluster/list_agent_state/", "/api/v2/task/get_task_state/",
+	}
+	nativeEndpoints = []string{"/api/v1/operate", "/api/v1/hosts", "/api/v1/processes"}
+)
+
+// docSeeds are the documents' example request bodies.
+func docSeeds(f *testing.F) [][]byte {
+	f.Helper()
+	names, err := filepath.Glob("testdata/*.request.json")
+	if err != nil || len(names) == 0 {
+		f.Fatalf("no seeds in testdata: %v", err)
+	}
+	var out [][]byte
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			f.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func fuzzFamily(f *testing.F, endpoints []string, extra ...string) {
+	cfg := testConfig()
+	cfg.SyncTimeout = 0 // the default: unregister waits at most that long
+	e := newEnv(f, cfg)
+	h := e.srv.Handler()
+	seeds := docSeeds(f)
+	for _, s := range extra {
+		seeds = append(seeds, []byte(s))
+	}
+	for i := range endpoints {
+		for _, s := range seeds {
+			f.Add(uint8(i), s)
+		}
+	}
+	f.Fuzz(func(t *testing.T, ep uint8, body []byte) {
+		path := endpoints[int(ep)%len(endpoints)]
+		req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+		req.Header.Set(AuthHeader, `{"bk_app_code":"esb_test","bk_app_secret":"xxx","bk_username":"fuzz"}`)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var env envelope
+		if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil {
+			t.Fatalf("%s: reply is not the envelope: %v\n%s", path, err, rec.Body.Bytes())
+		}
+		if rec.Code == http.StatusInternalServerError || env.Code == CodeSystem {
+			t.Fatalf("%s: internal error for body %q: %s", path, body, rec.Body.Bytes())
+		}
+		if env.Result && json.Valid(body) && strictScan(body) != nil {
+			t.Fatalf("%s: accepted a body the strict scan refuses: %q", path, body)
+		}
+	})
+}
+
+func FuzzJobAPI(f *testing.F) {
+	fuzzFamily(f, jobEndpoints,
+		`{"bk_biz_id": 1, "op_type": 2, "OP_TYPE": 9, "process_infos": []}`,
+		`{"bk_biz_id": "1", "op_type": 2, "process_infos": [{"setup_path": "/a/../b", "proc_name": "x;y", "pid_path": "/p", "ip_list": [{"ip": "fe80::1%zz"}]}]}`)
+}
+
+func FuzzGSEAPI(f *testing.F) {
+	fuzzFamily(f, gseEndpoints,
+		`{"meta": {"namespace": "gse", "name": "proc-test"}, "op_type": 2, "agent_id_list": ["0:10.0.0.1", "0200000002abcdef0123"]}`,
+		`{"proc_operate_req": [{"meta": {"namespace": "gse", "name": "a"}, "op_type": 0, "hosts": [{"ip": "::ffff:10.0.0.1", "bk_cloud_id": 1}]}]}`,
+		`{"task_id": "GSETASK:20200101000000:1", "meta": {"namespace": "gse"}, "page": {"start": 0, "limit": 10}}`)
+}
+
+func FuzzNativeAPI(f *testing.F) {
+	fuzzFamily(f, nativeEndpoints,
+		`{"op_type": 2, "selector": {"namespace": "gse", "hosts": [{"ip": "10.0.0.1", "bk_cloud_id": 1}]}}`,
+		`{"process": {"meta": {"namespace": "web", "name": "n"}, "spec": {"identity": {"proc_name": "n", "setup_path": "/a", "pid_path": "/a/p"}}}, "hosts": [{"ip": "10.0.0.1"}]}`,
+		`{"namespace": "gse", "hosts": [{"ip": "FE80::1"}], "limit": 3}`)
+}
+
+// FuzzStrictScan: the scan never panics, and on valid JSON it lets through
+// only bodies in valid UTF-8 without a duplicate key (counted here
+// independently: the keys encoding/json keeps against the colons outside
+// strings).
+func FuzzStrictScan(f *testing.F) {
+	for _, s := range docSeeds(f) {
+		f.Add(s)
+	}
+	f.Add([]byte(`{"a": 1, "a": 2}`))
+	f.Add([]byte("{\"a\": \"\xff\"}"))
+	f.Add([]byte(`[{"x": [{"y": 1, "y": 1}]}]`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		err := strictScan(body)
+		if !json.Valid(body) {
+			return
+		}
+		if err != nil {
+			if len(err.Error()) == 0 {
+				t.Fatal("empty refusal")
+			}
+			return
+		}
+		if !utf8.Valid(body) {
+			t.Fatalf("let invalid UTF-8 through: %q", body)
+		}
+		var v any
+		if err := json.Unmarshal(body, &v); err != nil {
+			t.Fatal(err)
+		}
+		if kept, colons := countKeys(v), colonsOutsideStrings(body); kept != colons {
+			t.Fatalf("let a duplicate key through (%d keys kept of %d): %q", kept, colons, body)
+		}
+	})
+}
+
+func countKeys(v any) int {
+	n := 0
+	switch x := v.(type) {
+	case map[string]any:
+		n += len(x)
+		for _, e := range x {
+			n += countKeys(e)
+		}
+	case []any:
+		for _, e := range x {
+			n += countKeys(e)
+		}
+	}
+	return n
+}
+
+func colonsOutsideStrings(b []byte) int {
+	n, in, esc := 0, false, false
+	for _, c := range b {
+		switch {
+		case esc:
+			esc = false
+		case in && c == '\\':
+			esc = true
+		case c == '"':
+			in = !in
+		case !in && c == ':':
+			n++
+		}
+	}
+	return n
+}
