@@ -530,3 +530,40 @@ func TestStructuredFilter(t *testing.T) {
 		t.Fatalf("scattered letters matched %d hosts", len(hp.shown))
 	}
 }
+
+// Defect 13: at 64x16 no IP is cut, the typed confirmation keeps its
+// frame, and alternating t and E does not stack screens.
+func TestLayoutAt64x16(t *testing.T) {
+	e, _ := simBackend(t, quietSim(300))
+	cfg := config.Default().Console
+	cfg.ConfirmThreshold = 2
+	d := newDriver(t, e, Options{Guard: time.Nanosecond, Config: cfg}, 64, 16)
+	hp := openHosts(t, d, "app=nginx")
+	d.keys("G") // the longest IPs are at the end
+	v := d.view()
+	checkFrame(t, v, 64, 16)
+	s, end := hp.list.window()
+	for i := s; i < end; i++ {
+		if ip := hp.rows[hp.shown[i]].v.Host.IP; !strings.Contains(v, ip+" ") {
+			t.Fatalf("IP %s cut at 64 columns:\n%s", ip, v)
+		}
+	}
+	d.keys("a", "o")
+	op := topAs[*opPage](t, d)
+	d.until("processes", func() bool { return op.loaded })
+	d.keys("enter")
+	d.until("dialog", func() bool { return d.m.dialog != nil })
+	v = d.view()
+	checkFrame(t, v, 64, 16)
+	if d.m.dialog.require == "" || !strings.Contains(v, "┌") || !strings.Contains(v, "└") || !strings.Contains(v, "Type "+d.m.dialog.require) {
+		t.Fatalf("typed confirmation lost its frame or its question at 64x16:\n%s", v)
+	}
+	d.keys("esc", "esc")
+	depth := len(d.m.stack)
+	for range 5 {
+		d.keys("t", "E")
+	}
+	if len(d.m.stack) > depth+2 {
+		t.Fatalf("alternating t and E stacked %d screens", len(d.m.stack)-depth)
+	}
+}

@@ -81,7 +81,25 @@ func (d *dialog) update(s *shared, msg tea.KeyMsg) (done bool, cmd tea.Cmd) {
 	return false, nil
 }
 
+// view draws the dialog within w x h (its frame always whole: on a small
+// screen the blank lines go, then the body's last lines).
 func (d *dialog) view(s *shared, w, h int) string {
+	body, gap := d.body, "\n"
+	for {
+		box := d.render(s, w, body, gap)
+		if lipgloss.Height(box) <= h-2 || (gap == "" && len(body) == 0) {
+			return box
+		}
+		switch {
+		case gap != "":
+			gap = ""
+		default:
+			body = body[:len(body)-1]
+		}
+	}
+}
+
+func (d *dialog) render(s *shared, w int, body []string, gap string) string {
 	t := s.theme
 	width := min(max(w-12, 30), 68)
 	var b strings.Builder
@@ -89,11 +107,14 @@ func (d *dialog) view(s *shared, w, h int) string {
 	if d.danger {
 		title = t.Danger.Render("⚠ " + d.title)
 	}
-	b.WriteString(title + "\n\n")
-	for _, l := range d.body {
+	b.WriteString(title + "\n" + gap)
+	for _, l := range body {
 		b.WriteString(l + "\n")
 	}
-	b.WriteString("\n")
+	if len(body) < len(d.body) {
+		b.WriteString(t.Muted.Render("…") + "\n")
+	}
+	b.WriteString(gap)
 	if d.require == "" {
 		b.WriteString(t.Base.Render("Proceed? ") + t.Title.Render("[y/N]") + t.Muted.Render("  y yes · n/enter/esc no (default)"))
 	} else {

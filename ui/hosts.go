@@ -37,14 +37,10 @@ type hostsPage struct {
 }
 
 type hostRow struct {
-	v      backend.HostView
-	id     string // AgentID
-	procs  string
-	state  model.ProcState
-	hosted string
-	pid    string
-	labels string
-	ord    hostOrder
+	v     backend.HostView
+	id    string          // AgentID
+	state model.ProcState // the worst of its processes'
+	ord   hostOrder
 }
 
 type hostsLoadedMsg struct {
@@ -137,42 +133,51 @@ func (p *hostsPage) Help() keyHelp {
 	}
 }
 
+// newHostRow keeps what sorting, filtering and selection need; the text
+// of the other cells is built by display, for the rows drawn only (a list
+// of 100,000 hosts draws 40 of them).
 func newHostRow(v backend.HostView) hostRow {
-	r := hostRow{v: v, id: v.Host.AgentID(), hosted: "-", pid: "-", ord: orderOf(v.Host)}
-	var names []string
-	hosted := 0
-	worst := model.ProcState("")
+	r := hostRow{v: v, id: v.Host.AgentID(), ord: orderOf(v.Host)}
 	for _, pv := range v.Procs {
-		_, name, _ := model.SplitKey(pv.Key)
-		names = append(names, name)
+		if r.state == "" || procRank(pv.Status.State) < procRank(r.state) {
+			r.state = pv.Status.State
+		}
+	}
+	return r
+}
+
+// hostCells is the text of a row's PROCESS, PID, HOSTED and LABELS cells.
+type hostCells struct{ procs, pid, hosted, labels string }
+
+func (r *hostRow) display() hostCells {
+	v := &r.v
+	c := hostCells{hosted: "-", pid: "-"}
+	hosted := 0
+	for _, pv := range v.Procs {
 		if pv.Status.Hosted {
 			hosted++
 		}
-		if worst == "" || procRank(pv.Status.State) < procRank(worst) {
-			worst = pv.Status.State
-		}
 	}
-	r.state = worst
 	switch {
 	case len(v.Procs) == 1:
-		r.procs = names[0]
+		c.procs = procName(v.Procs[0].Key)
 		if v.Procs[0].Status.PID > 0 {
-			r.pid = fmt.Sprint(v.Procs[0].Status.PID)
+			c.pid = fmt.Sprint(v.Procs[0].Status.PID)
 		}
 	case len(v.Procs) > 1:
-		r.procs = fmt.Sprintf("%s +%d", names[0], len(names)-1)
+		c.procs = fmt.Sprintf("%s +%d", procName(v.Procs[0].Key), len(v.Procs)-1)
 	}
 	switch {
 	case len(v.Procs) == 0:
 	case hosted == len(v.Procs):
-		r.hosted = "yes"
+		c.hosted = "yes"
 	case hosted == 0:
-		r.hosted = "no"
+		c.hosted = "no"
 	default:
-		r.hosted = fmt.Sprintf("%d/%d", hosted, len(v.Procs))
+		c.hosted = fmt.Sprintf("%d/%d", hosted, len(v.Procs))
 	}
-	r.labels = strings.Join(model.SortedLabels(v.Labels), " ")
-	return r
+	c.labels = strings.Join(model.SortedLabels(v.Labels), " ")
+	return c
 }
 
 // procRank orders process states worst first.
@@ -409,9 +414,9 @@ func (p *hostsPage) editProc(procKey string) tea.Cmd {
 
 func hostCols() []column {
 	return []column{
-		{title: "CLOUD", width: 5, right: true}, {title: "IP", width: 15, flex: true}, {title: "AGENT", width: 10},
-		{title: "PROCESS", width: 12, flex: true}, {title: "STATE", width: 10}, {title: "PID", width: 7, right: true},
-		{title: "HOSTED", width: 6}, {title: "LABELS", width: 8, flex: true},
+		{title: "CLOUD", width: 5, right: true}, {title: "IP", width: 15, min: 15}, {title: "AGENT", width: 10, min: 8},
+		{title: "PROCESS", width: 12, flex: true, grow: 2, min: 8}, {title: "STATE", width: 10, min: 9}, {title: "PID", width: 7, right: true},
+		{title: "HOSTED", width: 6, optional: true}, {title: "LABELS", width: 8, flex: true, grow: 3, optional: true},
 	}
 }
 
@@ -471,10 +476,11 @@ func (p *hostsPage) View() string {
 	for i := s; i < e; i++ {
 		r := &p.rows[p.shown[i]]
 		ag, ps := agentGlyph(r.v.State), procGlyph(r.state)
+		dc := r.display()
 		cells := []string{
 			cell(fmt.Sprint(r.v.Host.CloudID), wd[0], true), cell(r.v.Host.IP, wd[1], false),
-			cell(ag.text(), wd[2], false), cell(orDash(r.procs), wd[3], false), cell(ps.text(), wd[4], false),
-			cell(r.pid, wd[5], true), cell(r.hosted, wd[6], false), cell(r.labels, wd[7], false),
+			cell(ag.text(), wd[2], false), cell(orDash(dc.procs), wd[3], false), cell(ps.text(), wd[4], false),
+			cell(dc.pid, wd[5], true), cell(dc.hosted, wd[6], false), cell(dc.labels, wd[7], false),
 		}
 		as, pst := ag.style(t), ps.style(t)
 		styles := []*lipgloss.Style{nil, nil, &as, nil, &pst}

@@ -261,6 +261,26 @@ func (m *Model) push(p page) tea.Cmd {
 	return p.Init()
 }
 
+// jump goes back to the page of the stack that is (closing the ones
+// above it), or opens a new one: t, E and L never stack a second copy,
+// so the stack stays as deep as the places the operator went.
+func (m *Model) jump(is func(page) bool, open func() page) tea.Cmd {
+	for i := len(m.stack) - 1; i >= 0; i-- {
+		if !is(m.stack[i]) {
+			continue
+		}
+		if i == len(m.stack)-1 {
+			return nil
+		}
+		for _, p := range m.stack[i+1:] {
+			p.Close()
+		}
+		m.stack = m.stack[:i+1]
+		return m.top().Resume()
+	}
+	return m.push(open())
+}
+
 func (m *Model) pop() tea.Cmd {
 	if len(m.stack) <= 1 {
 		return nil
@@ -536,20 +556,11 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		}
 		return m.pop()
 	case keyIs(msg, k.Messages):
-		if _, ok := top.(*messagesPage); !ok {
-			return m.push(newMessagesPage(m.s))
-		}
-		return nil
+		return m.jump(func(p page) bool { _, ok := p.(*messagesPage); return ok }, func() page { return newMessagesPage(m.s) })
 	case keyIs(msg, k.Tasks):
-		if _, ok := top.(*tasksPage); !ok {
-			return m.push(newTasksPage(m.s))
-		}
-		return nil
+		return m.jump(func(p page) bool { _, ok := p.(*tasksPage); return ok }, func() page { return newTasksPage(m.s) })
 	case keyIs(msg, k.Events):
-		if _, ok := top.(*eventsPage); !ok {
-			return m.push(newEventsPage(m.s))
-		}
-		return nil
+		return m.jump(func(p page) bool { _, ok := p.(*eventsPage); return ok }, func() page { return newEventsPage(m.s) })
 	}
 	return top.Update(msg)
 }

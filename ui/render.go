@@ -100,56 +100,75 @@ func taskGlyph(s model.TaskStatus) glyph {
 	return glyph{"?", string(s), styleMuted}
 }
 
-// column is one table column: a fixed width, or flexible (sharing what is left).
+// column is one table column: a fixed width, or flexible (sharing what is
+// left in proportion to grow, default 1). A column never shrinks below min
+// (e.g. an IP), and an optional one is dropped before others shrink.
 type column struct {
-	title string
-	width int
-	flex  bool
-	right bool
+	title    string
+	width    int
+	flex     bool
+	right    bool
+	min      int
+	grow     int
+	optional bool
 }
 
 // layout fixes column widths for a total width (one space between columns,
 // two leading columns for the cursor and the selection mark).
 func layout(cols []column, total int) []int {
 	widths := make([]int, len(cols))
-	used, flex := 2, 0
+	used, weights := 2, 0
 	for i, c := range cols {
 		widths[i] = c.width
 		used += c.width + 1
 		if c.flex {
-			flex++
+			weights += max(c.grow, 1)
 		}
 	}
-	if rest := total - used; rest > 0 && flex > 0 {
-		per := rest / flex
-		extra := rest % flex
+	// Optional columns go first when the others do not fit.
+	for i := len(cols) - 1; i >= 0 && used > total; i-- {
+		if cols[i].optional && widths[i] > 0 {
+			used -= widths[i] + 1
+			widths[i] = 0
+			if cols[i].flex {
+				weights -= max(cols[i].grow, 1)
+			}
+		}
+	}
+	rest := total - used
+	if rest > 0 && weights > 0 {
+		given := 0
+		last := -1
 		for i, c := range cols {
-			if c.flex {
-				widths[i] += per
-				if extra > 0 {
-					widths[i]++
-					extra--
-				}
+			if c.flex && widths[i] > 0 {
+				add := rest * max(c.grow, 1) / weights
+				widths[i] += add
+				given += add
+				last = i
 			}
 		}
-	} else if rest < 0 {
-		// Shrink flexible columns first, then the widest ones, down to 3.
-		for rest < 0 {
-			wi := -1
-			for i, c := range cols {
-				if widths[i] <= 3 {
-					continue
-				}
-				if wi < 0 || (c.flex && !cols[wi].flex) || (c.flex == cols[wi].flex && widths[i] > widths[wi]) {
-					wi = i
-				}
-			}
-			if wi < 0 {
-				break
-			}
-			widths[wi]--
-			rest++
+		if last >= 0 {
+			widths[last] += rest - given
 		}
+		return widths
+	}
+	// Shrink flexible columns first, then the widest ones, down to their
+	// minimum (at least 3).
+	for rest < 0 {
+		wi := -1
+		for i, c := range cols {
+			if widths[i] <= max(c.min, 3) {
+				continue
+			}
+			if wi < 0 || (c.flex && !cols[wi].flex) || (c.flex == cols[wi].flex && widths[i] > widths[wi]) {
+				wi = i
+			}
+		}
+		if wi < 0 {
+			break
+		}
+		widths[wi]--
+		rest++
 	}
 	return widths
 }

@@ -175,8 +175,8 @@ func (p *eventsPage) Update(msg tea.Msg) tea.Cmd {
 
 func eventCols() []column {
 	return []column{
-		{title: "TIME", width: 8}, {title: "HOST", width: 16}, {title: "PROC", width: 14, flex: true},
-		{title: "EVENT", width: 16}, {title: "DETAIL", width: 20, flex: true},
+		{title: "TIME", width: 8}, {title: "HOST", width: 17, min: 12}, {title: "PROC", width: 14, flex: true},
+		{title: "EVENT", width: 16}, {title: "DETAIL", width: 20, flex: true, grow: 3},
 	}
 }
 

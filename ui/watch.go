@@ -447,8 +447,8 @@ func (p *watchPage) elapsed() time.Duration {
 
 func watchCols() []column {
 	return []column{
-		{title: "HOST", width: 16, flex: true}, {title: "PROC", width: 10, flex: true}, {title: "STATE", width: 13},
-		{title: "CODE", width: 6, right: true}, {title: "MESSAGE", width: 16, flex: true}, {title: "TIME", width: 7, right: true},
+		{title: "HOST", width: 17, min: 12}, {title: "PROC", width: 10, flex: true, min: 6}, {title: "STATE", width: 13, min: 11},
+		{title: "CODE", width: 5, right: true}, {title: "MESSAGE", width: 16, flex: true, grow: 4}, {title: "TIME", width: 7, right: true},
 	}
 }
 
@@ -544,9 +544,9 @@ func (p *watchPage) View() string {
 // state, pid, uptime and usage instead of the op's code.
 func statusCols() []column {
 	return []column{
-		{title: "HOST", width: 16, flex: true}, {title: "PROC", width: 10, flex: true}, {title: "STATE", width: 13},
+		{title: "HOST", width: 17, min: 12}, {title: "PROC", width: 10, flex: true, min: 6}, {title: "STATE", width: 13, min: 11},
 		{title: "PID", width: 7, right: true}, {title: "UPTIME", width: 7, right: true}, {title: "CPU", width: 6, right: true},
-		{title: "MEM", width: 6, right: true}, {title: "MESSAGE", width: 10, flex: true},
+		{title: "MEM", width: 6, right: true}, {title: "MESSAGE", width: 10, flex: true, grow: 4, optional: true},
 	}
 }
 

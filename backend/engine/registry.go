@@ -129,17 +129,24 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 		}
 	}
 	onHost := map[model.Host][]int{}
+	keys := make([]string, len(defs)) // each definition's key, built once
 	for i, d := range defs {
 		if !matchDef(d, q.Namespace, q.Name, q.Labels) {
 			continue
 		}
+		keys[i] = d.Process.Key()
 		for _, h := range d.Hosts {
 			h = h.Bare()
 			onHost[h] = append(onHost[h], i)
 		}
 	}
 	src := e.statusSource()
-	var out []backend.HostView
+	size := len(inv)
+	if procFilter {
+		size = min(size, len(onHost))
+	}
+	out := make([]backend.HostView, 0, size)
+	var sts []model.ProcStatus
 	for _, hi := range inv {
 		h := hi.Host.Bare()
 		if only != nil && !only[h] {
@@ -153,22 +160,24 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 			continue
 		}
 		v := backend.HostView{HostInfo: hi}
-		var live map[string]model.ProcStatus
+		sts = sts[:0]
 		if src != nil && len(idx) > 0 {
 			// Asked outside e.mu: the source has locks of its own.
-			sts := src.Statuses(hi.Host)
-			live = make(map[string]model.ProcStatus, len(sts))
-			for _, st := range sts {
-				live[st.ProcKey] = st
-			}
+			sts = src.Statuses(hi.Host)
+		}
+		if len(idx) > 0 {
+			v.Procs = make([]backend.ProcView, 0, len(idx))
 		}
 		e.mu.RLock()
 		for _, i := range idx {
-			d := defs[i]
-			key := d.Process.Key()
+			d := &defs[i]
+			key := keys[i]
 			st, ok := e.statuses[h][key]
-			if l, lok := live[key]; lok && (!ok || l.ReportTime >= st.ReportTime) {
-				st, ok = l, true
+			for _, l := range sts { // a host has a few processes: a scan beats a map
+				if l.ProcKey == key && (!ok || l.ReportTime >= st.ReportTime) {
+					st, ok = l, true
+					break
+				}
 			}
 			if !ok {
 				st = model.ProcStatus{ProcKey: key, ProcName: d.Process.Spec.Identity.ProcName, State: model.ProcUnknown, PID: -1}

@@ -1,0 +1,211 @@
+package ui
+
+import (
+	"context"
+	"runtime"
+	"sort"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"gseproc/backend"
+	"gseproc/backend/config"
+	"gseproc/backend/engine"
+	"gseproc/model"
+)
+
+// The console's speed targets at 100,000 hosts (issue 15), on the real
+// engine over a simulated fleet of 100,000 hosts: the first screen, opening
+// the biggest host list, one filter keystroke, and memory after select-all
+// and an op. `make bench` runs them; figures are per operation.
+
+const fleet100k = 100000
+
+// bench100k is one engine over 100,000 simulated hosts, shared by the
+// benchmarks of a run (building it takes seconds).
+func bench100k(b *testing.B) *engine.Engine {
+	b.Helper()
+	sc := quietSim(fleet100k, "web", "gse", "db")
+	ec := config.Default().Engine
+	ec.MaxTargets = 2 * fleet100k
+	e, _ := simBackendEngine(b, sc, ec)
+	return e
+}
+
+// biggestQuery is the label selection with the most hosts.
+func biggestQuery(b *testing.B, e *engine.Engine) (backend.HostQuery, int) {
+	b.Helper()
+	ctx := context.Background()
+	nss, err := e.Namespaces(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	best, n := backend.HostQuery{}, 0
+	for _, ns := range nss {
+		q := backend.HostQuery{Namespace: ns.Name}
+		hv, err := e.Hosts(ctx, q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(hv) > n {
+			best, n = q, len(hv)
+		}
+	}
+	return best, n
+}
+
+// runUntil runs cmd as bubbletea would (each command in its own
+// goroutine, messages applied one at a time) until done holds; commands
+// still blocked then (event subscriptions) end with the model's context.
+func runUntil(b *testing.B, m *Model, cmd tea.Cmd, done func() bool) {
+	b.Helper()
+	msgs := make(chan tea.Msg, 1024)
+	stop := make(chan struct{})
+	defer close(stop)
+	var exec func(tea.Cmd)
+	exec = func(c tea.Cmd) {
+		if c == nil {
+			return
+		}
+		go func() {
+			msg := c()
+			if bm, ok := msg.(tea.BatchMsg); ok {
+				for _, c := range bm {
+					exec(c)
+				}
+				return
+			}
+			if msg == nil {
+				return
+			}
+			select {
+			case msgs <- msg:
+			case <-stop:
+			}
+		}()
+	}
+	exec(cmd)
+	deadline := time.After(2 * time.Minute)
+	for !done() {
+		select {
+		case msg := <-msgs:
+			_, next := m.Update(msg)
+			exec(next)
+		case <-deadline:
+			b.Fatal("never loaded")
+		}
+	}
+}
+
+// BenchmarkFirstScreen100k: from New to the namespaces screen drawn with
+// the status bar's counts, over 100,000 hosts (target < 0.5 s).
+func BenchmarkFirstScreen100k(b *testing.B) {
+	e := bench100k(b)
+	b.ResetTimer()
+	for b.Loop() {
+		m, err := New(context.Background(), Options{Backend: e, Config: config.Default().Console, Theme: monoTheme(b), Static: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+		ns := m.stack[0].(*nsPage)
+		runUntil(b, m, m.Init(), func() bool { return ns.loaded && m.info.Hosts > 0 })
+		_ = m.View()
+		m.Close()
+	}
+}
+
+// BenchmarkOpenHosts100k: opening the biggest host list (the namespace
+// holding most of the 100,000 hosts): the backend call, the rows, the first
+// frame (target < 0.5 s). ms-backend and ms-console split each op.
+func BenchmarkOpenHosts100k(b *testing.B) {
+	e := bench100k(b)
+	q, n := biggestQuery(b, e)
+	s := benchShared(b, 120, 40)
+	s.be = e
+	var be, ui time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		p := newHostsPage(s, q)
+		p.SetSize(120, 36)
+		t0 := time.Now()
+		msg := p.load()()
+		t1 := time.Now()
+		p.Update(msg)
+		if len(p.rows) != n {
+			b.Fatalf("%d rows, want %d", len(p.rows), n)
+		}
+		_ = p.View()
+		be += t1.Sub(t0)
+		ui += time.Since(t1)
+	}
+	b.ReportMetric(float64(n), "hosts")
+	b.ReportMetric(float64(be.Milliseconds())/float64(b.N), "ms-backend")
+	b.ReportMetric(float64(ui.Milliseconds())/float64(b.N), "ms-console")
+}
+
+// BenchmarkFilterKeystroke100k: one keystroke in the filter of the
+// biggest host list, typing "state=stopped" then a process name; each op is
+// one keystroke (target < 30 ms).
+func BenchmarkFilterKeystroke100k(b *testing.B) {
+	e := bench100k(b)
+	q, _ := biggestQuery(b, e)
+	s := benchShared(b, 120, 40)
+	s.be = e
+	p := newHostsPage(s, q)
+	p.SetSize(120, 36)
+	p.Update(p.load()())
+	p.Update(keyMsg("/"))
+	text := []rune("state=stopped nginx")
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		if i == len(text) {
+			p.filter.SetValue("")
+			i = 0
+		}
+		p.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{text[i]}})
+		_ = p.View()
+		i++
+	}
+}
+
+// BenchmarkSelectAllOp100k: the whole path at 100,000 hosts: open the host
+// list, select all, run status on them and watch every result arrive; it
+// reports the heap in use afterwards (the console's share of the process,
+// with the engine and the simulated fleet) as MB-heap (target: RSS < 300 MB).
+func BenchmarkSelectAllOp100k(b *testing.B) {
+	e := bench100k(b)
+	q, n := biggestQuery(b, e)
+	var heap uint64
+	b.ResetTimer()
+	for b.Loop() {
+		m, err := New(context.Background(), Options{Backend: e, Config: config.Default().Console, Theme: monoTheme(b), Static: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+		hp := newHostsPage(m.s, q)
+		runUntil(b, m, func() tea.Msg { return pushMsg{hp} }, func() bool { return hp.loaded })
+		m.Update(keyMsg("a"))
+		if len(hp.sel) != n {
+			b.Fatalf("%d selected of %d", len(hp.sel), n)
+		}
+		tg := target{sel: backend.Selector{Namespace: q.Namespace, Hosts: hp.targetHosts()}, hosts: n}
+		var w *watchPage
+		runUntil(b, m, m.s.operate(0, backend.OperateRequest{Op: model.OpStatus, Selector: tg.sel}), func() bool {
+			w, _ = m.top().(*watchPage)
+			return w != nil && w.loaded && !w.streaming && taskFinal(w.task.Status)
+		})
+		_ = m.View()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		heap = ms.HeapInuse
+		m.Close()
+	}
+	b.ReportMetric(float64(heap)/(1<<20), "MB-heap")
+}
+
+var _ = sort.Ints
