@@ -4,6 +4,8 @@
 //
 //	files/gseproc-server.service   systemd unit of `gseproc server` (user gseproc, sandboxed)
 //	files/gseproc-agent.service    systemd unit of `gseproc agent` (root, KillMode=process)
+//	files/gseproc-ssh.service      systemd unit of `gseproc ssh --server` (user gseproc, sandboxed)
+//	files/ssh_authorized_keys      /etc/gseproc/ssh_authorized_keys (keys to operators and namespaces)
 //	files/config.toml              /etc/gseproc/config.toml (a config file: kept on upgrade)
 //	files/gseproc.env              /etc/gseproc/gseproc.env, the units' EnvironmentFile
 //	scripts/*.sh                   maintainer scripts: the gseproc account, data directories, systemd

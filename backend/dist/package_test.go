@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"gseproc/backend/config"
+	"gseproc/backend/sshconsole"
 )
 
 // nfpmPin is the nfpm the Makefile runs (one pin for both).
@@ -199,6 +200,7 @@ func TestPackage(t *testing.T) {
 	want := map[string]int64{
 		"usr/bin/gseproc": 0o755, "lib/systemd/system/gseproc-server.service": 0o644,
 		"lib/systemd/system/gseproc-agent.service": 0o644, "etc/gseproc/config.toml": 0o640,
+		"lib/systemd/system/gseproc-ssh.service": 0o644, "etc/gseproc/ssh_authorized_keys": 0o640,
 		"etc/gseproc/gseproc.env": 0o644, "usr/share/doc/gseproc/config.example.toml": 0o644,
 		"usr/share/doc/gseproc/README.md": 0o644, "var/lib/gseproc": 0o750,
 	}
@@ -219,6 +221,7 @@ func TestPackage(t *testing.T) {
 	// The units.
 	srv := unitKeys(data["lib/systemd/system/gseproc-server.service"].data)
 	agent := unitKeys(data["lib/systemd/system/gseproc-agent.service"].data)
+	sshd := unitKeys(data["lib/systemd/system/gseproc-ssh.service"].data)
 	for _, c := range []struct {
 		unit map[string][]string
 		key  string
@@ -241,6 +244,10 @@ func TestPackage(t *testing.T) {
 		{agent, "Service.KillMode", "process"},
 		{agent, "Service.EnvironmentFile", "-/etc/gseproc/gseproc.env"},
 		{agent, "Install.WantedBy", "multi-user.target"},
+		{sshd, "Service.ExecStart", "/usr/bin/gseproc ssh --config /etc/gseproc/config.toml $GSEPROC_SSH_ARGS"},
+		{sshd, "Service.User", "gseproc"},
+		{sshd, "Service.ProtectSystem", "strict"},
+		{sshd, "Service.EnvironmentFile", "-/etc/gseproc/gseproc.env"},
 	} {
 		if got := c.unit[c.key]; len(got) != 1 || got[0] != c.want {
 			t.Errorf("%s = %q, want %q", c.key, got, c.want)
@@ -250,7 +257,7 @@ func TestPackage(t *testing.T) {
 	// check ExecStart here: the package is not installed).
 	if sa, err := exec.LookPath("systemd-analyze"); err == nil {
 		var units []string
-		for _, u := range []string{"gseproc-server.service", "gseproc-agent.service"} {
+		for _, u := range []string{"gseproc-server.service", "gseproc-agent.service", "gseproc-ssh.service"} {
 			p := filepath.Join(out, u)
 			if err := os.WriteFile(p, data["lib/systemd/system/"+u].data, 0o644); err != nil {
 				t.Fatal(err)
@@ -265,7 +272,8 @@ func TestPackage(t *testing.T) {
 		}
 	}
 	// Every flag the units pass exists: the binary accepts them.
-	for _, args := range [][]string{{"server", "--config", "/dev/null", "--help"}, {"agent", "--config", "/dev/null", "--data-dir", "/tmp", "--help"}} {
+	for _, args := range [][]string{{"server", "--config", "/dev/null", "--help"}, {"agent", "--config", "/dev/null", "--data-dir", "/tmp", "--help"},
+		{"ssh", "--config", "/dev/null", "--server", "http://127.0.0.1:8080", "--help"}} {
 		if outb, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
 			t.Errorf("gseproc %v: %v\n%s", args, err, outb)
 		}
@@ -280,6 +288,15 @@ func TestPackage(t *testing.T) {
 	if err != nil || len(cfg.Warnings) > 0 {
 		t.Fatalf("installed config: %v %v", err, cfg.Warnings)
 	}
+	// The shipped authorized-keys file is all comments: gseproc ssh refuses
+	// to start on it until a key is added, rather than let nobody in silently.
+	keysPath := filepath.Join(out, "ssh_authorized_keys")
+	if err := os.WriteFile(keysPath, data["etc/gseproc/ssh_authorized_keys"].data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sshconsole.LoadAuthorizedKeys(keysPath); err == nil || !strings.Contains(err.Error(), "no key") {
+		t.Errorf("shipped authorized keys: %v", err)
+	}
 	if cfg.NATS.StoreDir != "/var/lib/gseproc/nats" || cfg.Agent.DataDir != "/var/lib/gseproc/agent" {
 		t.Errorf("installed config: store_dir %q, agent data_dir %q", cfg.NATS.StoreDir, cfg.Agent.DataDir)
 	}
@@ -292,13 +309,13 @@ func TestPackage(t *testing.T) {
 		}
 	}
 	conf := strings.Fields(string(control["conffiles"].data))
-	if strings.Join(conf, " ") != "/etc/gseproc/config.toml /etc/gseproc/gseproc.env" {
+	if strings.Join(conf, " ") != "/etc/gseproc/config.toml /etc/gseproc/gseproc.env /etc/gseproc/ssh_authorized_keys" {
 		t.Errorf("conffiles %v", conf)
 	}
 	scripts := map[string][]string{
 		"preinst":  {"groupadd --system gseproc", "useradd --system --gid gseproc"},
 		"postinst": {"install -d -o gseproc -g gseproc -m 0750 /var/lib/gseproc", "chown root:gseproc /etc/gseproc/config.toml", "systemctl daemon-reload", "try-restart"},
-		"prerm":    {"systemctl disable --now gseproc-server.service gseproc-agent.service"},
+		"prerm":    {"systemctl disable --now gseproc-server.service gseproc-agent.service gseproc-ssh.service"},
 		"postrm":   {"systemctl daemon-reload", "rm -rf /var/lib/gseproc"},
 	}
 	for name, musts := range scripts {

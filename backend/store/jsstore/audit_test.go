@@ -1,6 +1,7 @@
 package jsstore
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -61,4 +62,34 @@ func TestAudit(t *testing.T) {
 	if err != nil || len(got) != 10 {
 		t.Fatalf("since the last 10 s: %d entries, %v", len(got), err)
 	}
+}
+
+// BenchmarkAudit: one entry appended (a publish acknowledged by the
+// stream), and a filtered query reading back over pages.
+func BenchmarkAudit(b *testing.B) {
+	e := startNATS(b, natsCfg(b, b.TempDir()))
+	s := open(b, e, Options{Memory: true})
+	ctx := context.Background()
+	en := model.AuditEntry{Time: time.Now(), Action: model.AuditOperate, Result: model.AuditOK, Op: "restart",
+		Actor: model.Actor{App: "app", User: "u", Operator: "op", Via: "api:v1.operate"}, Namespaces: []string{"web"},
+		Targets: []string{"namespace=web label=app=nginx"}, TargetCount: 5000, TaskID: "GSETASK:20260101000000:1"}
+	b.Run("append", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.AppendAudit(ctx, en); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("query-3-pages", func(b *testing.B) {
+		for range 3 * auditPage {
+			if _, err := s.AppendAudit(ctx, en); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for b.Loop() {
+			if _, err := s.Audit(ctx, model.AuditQuery{Operator: "nobody"}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
