@@ -12,8 +12,8 @@ import (
 
 // The hosts filter is structured: field:value matches part of a field,
 // field=value all of it; the fields are ip, cloud, state (a process's
-// state), agent (the agent's state), version (the agent's), proc (a
-// process name) and any label key (of the host or of one of its
+// state), agent (the agent's state), version (the agent's), agent_id (its
+// GSE 2.0 agent id), proc (a process name) and any label key (of the host or of one of its
 // processes). A bare word that looks like an address matches part of the
 // IP; any other bare word matches process names fuzzily. Every term must
 // match.
@@ -143,6 +143,8 @@ func (m hostMatcher) matchTerm(t filterTerm, r *hostRow) bool {
 		return t.match(string(v.State))
 	case "version":
 		return t.match(v.Version)
+	case "agent_id", "bk_agent_id":
+		return t.match(v.AgentID)
 	case "state":
 		for _, pv := range v.Procs {
 			if t.match(string(pv.Status.State)) {

@@ -55,7 +55,10 @@ func TestHostMatcher(t *testing.T) {
 		{"bkuni", []int{0}},
 		{"proc:agent", []int{2}},
 		{"fpm state=stopped", []int{2}},
+		{"agent_id:0200000002", []int{1}},
+		{"agent_id=020000000242010a00002f17521298676503", []int{1}},
 	}
+	rows[1].v.AgentID = "020000000242010a00002f17521298676503"
 	for _, tc := range tests {
 		m := newHostMatcher(tc.filter, rows)
 		var got []int

@@ -519,6 +519,9 @@ func (p *hostPage) content() string {
 	ag := agentGlyph(v.State)
 	b.WriteString(kv("host", v.Host.AgentID()))
 	b.WriteString(kv("agent", ag.style(t).Render(ag.text())))
+	if v.AgentID != "" {
+		b.WriteString(kv("agent id", v.AgentID))
+	}
 	if v.Version != "" {
 		b.WriteString(kv("version", v.Version))
 	}

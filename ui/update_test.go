@@ -750,8 +750,9 @@ func TestHostPageAndQuitWhileRunning(t *testing.T) {
 	row := hp.rows[hp.shown[0]]
 	d.keys("enter")
 	topAs[*hostPage](t, d)
-	if v := d.view(); !strings.Contains(v, row.id) || !strings.Contains(v, "web:nginx") {
-		t.Fatalf("host page:\n%s", v)
+	if v := d.view(); !strings.Contains(v, row.id) || !strings.Contains(v, "web:nginx") ||
+		row.v.AgentID == "" || !strings.Contains(v, "agent id   "+row.v.AgentID) {
+		t.Fatalf("host page (want its agent id %q):\n%s", row.v.AgentID, v)
 	}
 	d.keys("esc")
 	// With a task running in the embedded engine, q asks (default No).

@@ -124,6 +124,13 @@ func (s *Server) v1Hosts(ctx context.Context, c *call) (any, *apiError) {
 	}
 	v := &model.Validator{}
 	q.Hosts = model.CanonicalHosts(v, "hosts", q.Hosts)
+	for i, id := range q.AgentIDs {
+		if cid, err := model.CheckAgentID(id); err != nil {
+			v.Add(fmt.Sprintf("agent_ids[%d]", i), err.Error())
+		} else {
+			q.AgentIDs[i] = cid
+		}
+	}
 	if q.Limit < 0 {
 		v.Add("limit", "must be >= 0")
 	}
