@@ -24,12 +24,12 @@ const (
 // input.
 func CheckAgentID(s string) (string, error) {
 	if len(s) < MinAgentIDLen || len(s) > MaxAgentIDLen {
-		return "", fmt.Errorf("agent id %s: %d characters, want %d to %d hex digits", quoteShort(s), len(s), MinAgentIDLen, MaxAgentIDLen)
+		return "", fmt.Errorf("agent id %s: %d characters, want %d to %d hex digits", clip(s), len(s), MinAgentIDLen, MaxAgentIDLen)
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-			return "", fmt.Errorf("agent id %s: character %d is not a hex digit", quoteShort(s), i+1)
+			return "", fmt.Errorf("agent id %s: character %d is not a hex digit", clip(s), i+1)
 		}
 	}
 	return strings.ToLower(s), nil
@@ -64,10 +64,3 @@ func (r HostRef) String() string {
 	return r.Host.AgentID()
 }
 
-// quoteShort quotes s for a message, cut to 64 bytes.
-func quoteShort(s string) string {
-	if len(s) > 64 {
-		return fmt.Sprintf("%q...", s[:64])
-	}
-	return fmt.Sprintf("%q", s)
-}

@@ -105,8 +105,12 @@ var infoNames = FieldNames{
 }
 
 // DefaultValueKey is the agent index key when value_key is empty:
-// setup_path + "/" + proc_name.
+// setup_path + "/" + proc_name, or with "\\" for a Windows path written
+// with backslashes (as JOB builds it).
 func DefaultValueKey(setupPath, procName string) string {
+	if IsWindowsPath(setupPath) && strings.Contains(setupPath, `\`) {
+		return strings.TrimRight(setupPath, `\/`) + `\` + procName
+	}
 	return strings.TrimRight(setupPath, "/") + "/" + procName
 }
 

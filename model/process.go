@@ -67,6 +67,19 @@ type Control struct {
 	ShellExt   string `json:"cmd_shell_ext,omitempty"` // sh (default), bat, ps1
 }
 
+// UnsupportedShell is the per-host answer of an agent that runs its
+// commands with sh (every gseproc agent: Linux, macOS) for a process whose
+// cmd_shell_ext it cannot run: bat and ps1 are Windows scripts (gse-api.md
+// §4.11). "" when it can. Agent and simulator answer it (65535) for every
+// op that would run or host the process; status and unregister still work.
+func (c Control) UnsupportedShell() string {
+	switch c.ShellExt {
+	case "", "sh":
+		return ""
+	}
+	return "cmd_shell_ext " + c.ShellExt + " is not supported on this OS: this agent runs sh scripts; bat and ps1 need a Windows agent"
+}
+
 // Resource holds limits in percent of the whole machine; 0 means no limit.
 type Resource struct {
 	CPU float64 `json:"cpu"`
@@ -292,10 +305,11 @@ func (p Process) ValidateSpecInto(v *Validator, prefix string, names FieldNames)
 	}
 
 	v.CheckIdent(f("spec.identity.proc_name"), id.ProcName, true, 256, procNameChar, ProcNameChars)
-	v.CheckPath(f("spec.identity.setup_path"), id.SetupPath, true)
-	v.CheckPath(f("spec.identity.pid_path"), id.PidPath, true)
-	v.CheckPath(f("spec.identity.config_path"), id.ConfigPath, false)
-	v.CheckPath(f("spec.identity.log_path"), id.LogPath, false)
+	ext := p.Spec.Control.ShellExt
+	v.checkHostPath(f("spec.identity.setup_path"), id.SetupPath, true, ext)
+	v.checkHostPath(f("spec.identity.pid_path"), id.PidPath, true, ext)
+	v.checkHostPath(f("spec.identity.config_path"), id.ConfigPath, false, ext)
+	v.checkHostPath(f("spec.identity.log_path"), id.LogPath, false, ext)
 	v.CheckName(f("spec.identity.user"), id.User, false, 64)
 	if strings.ContainsAny(id.User, " :/") {
 		v.Add(f("spec.identity.user"), "is not a valid account name")

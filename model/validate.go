@@ -97,8 +97,14 @@ const MaxPath = 4096
 // cfg_path, log_path): absolute, at most MaxPath bytes, without NUL,
 // newline or control characters, and without a ".." segment: a path that
 // climbs out of where it claims to be is refused, never resolved. This is
-// the one path rule; CleanPath is its companion.
-func (v *Validator) CheckPath(field, p string, required bool) {
+// the one path rule (checkPath; a bat or ps1 process may also give Windows
+// drive paths, see winpath.go); CleanPath is its companion.
+func (v *Validator) CheckPath(field, p string, required bool) { v.checkPath(field, p, required, false) }
+
+// checkPath is CheckPath; with windows, a drive path (C:\dir, C:/dir) is
+// absolute too, its segments split at either slash, and Windows' reserved
+// characters (< > " | ? * and a colon after the drive) are refused.
+func (v *Validator) checkPath(field, p string, required, windows bool) {
 	if p == "" {
 		if required {
 			v.Add(field, "required")
@@ -113,11 +119,23 @@ func (v *Validator) CheckPath(field, p string, required bool) {
 		v.Add(field, "must not contain "+bad)
 		return
 	}
-	if !path.IsAbs(p) {
-		v.Addf(field, "%q is not an absolute path", p)
+	sep := func(r rune) bool { return r == '/' }
+	switch {
+	case windows && IsWindowsPath(p):
+		if i := strings.IndexAny(p[2:], `<>"|?*:`); i >= 0 {
+			v.Addf(field, "%q: %q is not allowed in a Windows path", p, p[2+i])
+			return
+		}
+		sep = func(r rune) bool { return r == '/' || r == '\\' }
+	case !path.IsAbs(p):
+		if windows {
+			v.Addf(field, "%q is not an absolute path (C:\\dir or /dir)", p)
+		} else {
+			v.Addf(field, "%q is not an absolute path", p)
+		}
 		return
 	}
-	for _, seg := range strings.Split(p, "/") {
+	for _, seg := range strings.FieldsFunc(p, sep) {
 		if seg == ".." {
 			v.Addf(field, "%q climbs out with a '..' segment: give the path without it", p)
 			return

@@ -19,12 +19,11 @@ import (
 	"gseproc/model"
 )
 
-// errShellExt is the result for a cmd_shell_ext this OS cannot run.
+// errShellExt is the result for a cmd_shell_ext this OS cannot run
+// (model.Control.UnsupportedShell says it).
 type errShellExt string
 
-func (e errShellExt) Error() string {
-	return "cmd_shell_ext " + string(e) + " is not supported on this OS"
-}
+func (e errShellExt) Error() string { return string(e) }
 
 // credential returns the SysProcAttr credential for the process's account:
 // nil when no switch is needed; an error naming the account when it does
@@ -91,8 +90,8 @@ type child struct {
 
 // launch starts cmd for p with sh -c in setup_path as the account.
 func launch(p model.Process, command string, env []string) (*child, error) {
-	if ext := p.Spec.Control.ShellExt; ext != "" && ext != "sh" {
-		return nil, errShellExt(ext)
+	if msg := p.Spec.Control.UnsupportedShell(); msg != "" {
+		return nil, errShellExt(msg)
 	}
 	dir := p.Spec.Identity.SetupPath
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {

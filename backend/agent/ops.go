@@ -154,6 +154,11 @@ func (a *Agent) do(ctx context.Context, e *entry, op model.OpType) result {
 	a.mu.Unlock()
 	d := opsem.Decide(op, b, opsem.CommandsOf(p), p.Spec.Identity.ProcName)
 	a.log.Info("op", "proc", e.key, "op", op.String(), "action", d.Action.String(), "code", d.Code)
+	if d.Action.Runs() || d.Action == opsem.Host {
+		if msg := p.Spec.Control.UnsupportedShell(); msg != "" {
+			return result{code: model.CodeCommandFailed, msg: msg}
+		}
+	}
 
 	var r result
 	switch d.Action {

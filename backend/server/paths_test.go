@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gseproc/model"
 )
 
 // TestEveryRootServed: each JOB root and each GSE 2.0 root answers, with
@@ -80,6 +82,53 @@ func TestEveryRootServed(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestWindowsHosts: Windows paths with cmd_shell_ext bat/ps1 reach the
+// (Linux) hosts, which answer "not supported on this OS" per host; the
+// same paths for a sh process, or climbing out with "..", are refused.
+func TestWindowsHosts(t *testing.T) {
+	e := newEnv(t, testConfig())
+	m := seedMap(t, "seed002_operate_proc")
+	info := m["process_infos"].([]any)[0].(map[string]any)
+	info["setup_path"], info["pid_path"] = `C:\gse\plugins\bin`, `C:\gse\plugins\bin\run\gseagent.pid`
+	m["op_type"] = 0
+	r := e.post(rootJobV3+"operate_proc/", m)
+	if !r.Result {
+		t.Fatalf("operate_proc with Windows paths refused: %d %s", r.Code, r.Message)
+	}
+	res := e.pollJob(rootJobV3+"get_proc_result/", map[string]any{"bk_biz_id": 1}, decode[map[string]string](t, r.Data)["bk_gse_taskid"])
+	en, ok := res.Result[`C:\gse\plugins\bin\gseagent:0:10.0.0.1`]
+	if !ok || *en.ErrorCode != model.CodeCommandFailed || !strings.Contains(*en.ErrorMsg, "cmd_shell_ext bat is not supported on this OS") {
+		t.Fatalf("result %s: want 65535 not supported on this OS under the value key C:\\gse\\plugins\\bin\\gseagent", keysOf(res.Result))
+	}
+
+	body := withAuth(map[string]any{"meta": map[string]any{"namespace": "nodeman", "name": "basereport"}, "op_type": 0,
+		"hosts": []any{map[string]any{"ip": "10.0.0.1", "bk_cloud_id": 0}},
+		"spec": map[string]any{
+			"identity": map[string]any{"proc_name": "basereport", "setup_path": "C:/gse/plugins/bin", "pid_path": "C:/gse/plugins/bin/run/basereport.pid", "user": "system"},
+			"control":  map[string]any{"start_cmd": "C:/gse/plugins/bin/start.bat basereport", "cmd_shell_ext": "ps1"},
+		}})
+	r = e.post(rootGSE2Gateway+"proc/operate_proc_v2", body)
+	if !r.Result {
+		t.Fatalf("operate_proc_v2 with Windows paths refused: %d %s", r.Code, r.Message)
+	}
+	got := e.pollGSE("get_proc_operate_result_v2", decode[map[string]string](t, r.Data)["task_id"])
+	if en := got["0:10.0.0.1:nodeman:basereport"]; en.ErrorCode == nil || *en.ErrorCode != model.CodeCommandFailed || !strings.Contains(*en.ErrorMsg, "not supported on this OS") {
+		t.Fatalf("result %+v", got)
+	}
+
+	for _, bad := range []struct{ ext, path, want string }{
+		{"sh", `C:\gse\plugins\bin`, "not an absolute path"},
+		{"bat", `C:\gse\..\Windows`, "'..'"},
+	} {
+		m := seedMap(t, "seed002_operate_proc")
+		info := m["process_infos"].([]any)[0].(map[string]any)
+		info["cmd_shell_ext"], info["setup_path"] = bad.ext, bad.path
+		if r := e.post(rootJobV3+"operate_proc/", m); r.Result || !strings.Contains(r.Message, "process_infos[0].setup_path") || !strings.Contains(r.Message, bad.want) {
+			t.Fatalf("%s %s: %d %s", bad.ext, bad.path, r.Code, r.Message)
 		}
 	}
 }

@@ -259,6 +259,12 @@ func (f *Fleet) apply(h *simHost, p *procState, req model.AgentRequest, fail boo
 		}
 		return model.AgentReply{Code: d.Code, Message: d.Message}, nil
 	}
+	if d.Action.Runs() || d.Action == opsem.Host {
+		// Every simulated host runs Linux, as the agent does.
+		if msg := req.Process.Spec.Control.UnsupportedShell(); msg != "" {
+			return model.AgentReply{Code: model.CodeCommandFailed, Message: msg}, nil
+		}
+	}
 	code := model.CodeSuccess
 	if d.Action.Runs() {
 		code = p.outcome(req.Op, fail, aux)
