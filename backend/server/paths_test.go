@@ -132,3 +132,21 @@ func TestWindowsHosts(t *testing.T) {
 		}
 	}
 }
+
+// TestREADMEListsEveryPath: every GSE/JOB path served (each also with a
+// trailing slash) and every native path is in the README.
+func TestREADMEListsEveryPath(t *testing.T) {
+	e := newEnv(t, testConfig())
+	readme := string(readFile(t, "../../README.md"))
+	paths := append([]string(nil), e.srv.gatewayPaths...)
+	paths = append(paths, "/api/v1/info", "/api/v1/namespaces", "/api/v1/hosts", "/api/v1/processes", "/api/v1/operate",
+		"/api/v1/tasks", "/api/v1/events", "/api/v1/audit", "/api/v1/openapi.yaml", "/healthz", "/metrics")
+	for _, p := range paths {
+		if !strings.Contains(readme, "`"+p+"`") {
+			t.Errorf("README does not list `%s`", p)
+		}
+	}
+	if len(e.srv.gatewayPaths) < 50 {
+		t.Fatalf("only %d gateway paths recorded", len(e.srv.gatewayPaths))
+	}
+}

@@ -40,6 +40,8 @@ type Server struct {
 	metrics *metrics
 	mux     *http.ServeMux
 
+	gatewayPaths []string // every GSE/JOB path served (README lists them)
+
 	ctx    context.Context // ends at Close: stops streams and watchers
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -475,6 +477,7 @@ func (s *Server) routes() {
 // gateway's spelling), for every method: POST with a JSON body, GET with a
 // JSON body or query parameters, and PUT/DELETE as the PMS backend uses.
 func (s *Server) gateway(path, name string, h handlerFunc) {
+	s.gatewayPaths = append(s.gatewayPaths, path)
 	s.handle(path, name, kindGateway, h)
 	s.handle(path+"/{$}", name, kindGateway, h)
 }
