@@ -63,4 +63,3 @@ func (r HostRef) String() string {
 	}
 	return r.Host.AgentID()
 }
-
