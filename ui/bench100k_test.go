@@ -86,7 +86,7 @@ func runUntil(b *testing.B, m *Model, cmd tea.Cmd, done func() bool) {
 		}()
 	}
 	exec(cmd)
-	deadline := time.After(2 * time.Minute)
+	deadline := time.After(10 * time.Minute)
 	for !done() {
 		select {
 		case msg := <-msgs:

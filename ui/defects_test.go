@@ -567,3 +567,55 @@ func TestLayoutAt64x16(t *testing.T) {
 		t.Fatalf("alternating t and E stacked %d screens", len(d.m.stack)-depth)
 	}
 }
+
+// Item 11: a host page shows every process on the host across namespaces,
+// its agent and recent events, o operates on it, and @ finds a host by IP
+// from anywhere.
+func TestHostPageFromAnywhere(t *testing.T) {
+	e, _ := simBackend(t, quietSim(30, "web", "gse"))
+	hv, err := e.Hosts(context.Background(), backend.HostQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h backend.HostView
+	for _, v := range hv {
+		nss := map[string]bool{}
+		for _, pv := range v.Procs {
+			ns, _, _ := model.SplitKey(pv.Key)
+			nss[ns] = true
+		}
+		if len(nss) == 2 && v.Host.CloudID == 0 {
+			h = v
+			break
+		}
+	}
+	if h.Host.IP == "" {
+		t.Fatal("no host of cloud 0 with processes in both namespaces")
+	}
+	d := newDriver(t, e, Options{Guard: time.Nanosecond}, 120, 40)
+	d.until("namespaces", func() bool { return d.m.stack[0].(*nsPage).loaded })
+	d.send(eventsMsg{events: []model.Event{{Time: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC), Host: h.Host,
+		ProcKey: h.Procs[0].Key, Kind: model.EventRestartSuccess, Message: "restarted after exit status 3"}}, closed: true})
+	d.keys("@")
+	topAs[*findPage](t, d)
+	d.typeText(h.Host.IP) // an IP alone means cloud 0
+	d.keys("enter")
+	hp := topAs[*hostPage](t, d)
+	d.until("host", func() bool { return hp.loaded })
+	v := d.view()
+	for _, want := range []string{h.Host.AgentID(), "version", "heartbeat", "restarted after exit status 3", fmt.Sprintf("Processes (%d, every namespace)", len(h.Procs))} {
+		if !strings.Contains(v, want) {
+			t.Fatalf("host page lacks %q:\n%s", want, v)
+		}
+	}
+	for _, pv := range h.Procs {
+		if !strings.Contains(v, pv.Key) {
+			t.Fatalf("host page lacks process %s:\n%s", pv.Key, v)
+		}
+	}
+	d.keys("o")
+	op := topAs[*opPage](t, d)
+	if len(op.tg.sel.Hosts) != 1 || op.tg.sel.Hosts[0] != h.Host.Bare() || !strings.Contains(d.view(), "host "+h.Host.AgentID()) {
+		t.Fatalf("op target %+v:\n%s", op.tg.sel, d.view())
+	}
+}

@@ -387,7 +387,7 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 			return p.editProc(r.v.Procs[0].Key)
 		case keyIs(msg, k.Open):
 			if r, ok := p.cursorRow(); ok {
-				return p.s.post(pushMsg{newHostPage(p.s, r.v)})
+				return p.s.post(pushMsg{newHostPage(p.s, r.v.Host, &r.v)})
 			}
 		case keyIs(msg, k.Reload):
 			return p.load()
@@ -494,68 +494,4 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// hostPage shows one host: its agent and every matching process's last
-// known status.
-type hostPage struct {
-	textView
-	v backend.HostView
-}
-
-func newHostPage(s *shared, v backend.HostView) *hostPage {
-	p := &hostPage{v: v}
-	p.textView = newTextView(s, p.content)
-	return p
-}
-
-func (p *hostPage) Title() string { return p.v.Host.AgentID() }
-
-func (p *hostPage) content() string {
-	t := p.s.theme
-	v := p.v
-	kv := func(k, val string) string { return t.Muted.Render(fmt.Sprintf("%-10s", k)) + " " + val + "\n" }
-	var b strings.Builder
-	ag := agentGlyph(v.State)
-	b.WriteString(kv("host", v.Host.AgentID()))
-	b.WriteString(kv("agent", ag.style(t).Render(ag.text())))
-	if v.AgentID != "" {
-		b.WriteString(kv("agent id", v.AgentID))
-	}
-	if v.Version != "" {
-		b.WriteString(kv("version", v.Version))
-	}
-	if v.LastSeen > 0 {
-		b.WriteString(kv("last seen", time.Unix(v.LastSeen, 0).UTC().Format("2006-01-02 15:04:05Z")))
-	}
-	b.WriteString(kv("labels", strings.Join(model.SortedLabels(v.Labels), " ")))
-	for _, pv := range v.Procs {
-		st := pv.Status
-		g := procGlyph(st.State)
-		b.WriteString("\n" + t.Title.Render(pv.Key) + "\n")
-		b.WriteString(kv("state", g.style(t).Render(g.text())))
-		hosted := "no"
-		if st.Hosted {
-			hosted = "yes"
-		}
-		b.WriteString(kv("hosted", hosted))
-		if st.PID > 0 {
-			b.WriteString(kv("pid", fmt.Sprint(st.PID)))
-		}
-		if !st.StartTime.IsZero() {
-			b.WriteString(kv("started", st.StartTime.UTC().Format("2006-01-02 15:04:05Z")))
-		}
-		b.WriteString(kv("cpu / mem", fmt.Sprintf("%.1f%% / %.1f%%", st.CPU, st.Mem)))
-		if st.Restarts > 0 {
-			b.WriteString(kv("restarts", fmt.Sprint(st.Restarts)))
-		}
-		if st.Message != "" {
-			b.WriteString(kv("message", st.Message))
-		}
-		b.WriteString(kv("labels", strings.Join(model.SortedLabels(pv.Labels), " ")))
-	}
-	if len(v.Procs) == 0 {
-		b.WriteString("\n" + t.Muted.Render("No process of this selection is deployed here."))
-	}
-	return b.String()
 }

@@ -18,7 +18,7 @@ type KeyMap struct {
 	Open, Filter, Select, SelectAll, ClearSel    key.Binding
 	Op, New, Edit, Reload, Tasks, Events         key.Binding
 	FailedOnly, Retry, CancelTask, Confirm, Deny key.Binding
-	Messages                                     key.Binding
+	Messages, FindHost                           key.Binding
 	byName                                       map[string]*key.Binding
 }
 
@@ -54,6 +54,7 @@ func DefaultKeyMap() *KeyMap {
 		Confirm:    b("y", "yes", "y", "Y"),
 		Deny:       b("n", "no", "n", "N", "esc"),
 		Messages:   b("L", "message log", "L"),
+		FindHost:   b("@", "open a host by IP", "@"),
 	}
 	k.byName = map[string]*key.Binding{
 		"quit": &k.Quit, "help": &k.Help, "back": &k.Back, "up": &k.Up, "down": &k.Down,
@@ -62,7 +63,7 @@ func DefaultKeyMap() *KeyMap {
 		"clear_selection": &k.ClearSel, "op": &k.Op, "new": &k.New, "edit": &k.Edit,
 		"reload": &k.Reload, "tasks": &k.Tasks, "events": &k.Events, "failed_only": &k.FailedOnly,
 		"retry": &k.Retry, "cancel_task": &k.CancelTask, "confirm": &k.Confirm, "deny": &k.Deny,
-		"messages": &k.Messages,
+		"messages": &k.Messages, "find_host": &k.FindHost,
 	}
 	return k
 }

@@ -555,6 +555,8 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 			return top.Update(msg)
 		}
 		return m.pop()
+	case keyIs(msg, k.FindHost):
+		return m.push(newFindPage(m.s))
 	case keyIs(msg, k.Messages):
 		return m.jump(func(p page) bool { _, ok := p.(*messagesPage); return ok }, func() page { return newMessagesPage(m.s) })
 	case keyIs(msg, k.Tasks):
@@ -729,7 +731,7 @@ func (m *Model) fullHelp() string {
 	t := m.s.theme
 	k := m.s.keys
 	groups := append([][]binding{}, m.top().Help().full...)
-	groups = append(groups, []binding{k.Tasks, k.Events, k.Messages, k.Help, k.Back, k.Quit})
+	groups = append(groups, []binding{k.Tasks, k.Events, k.Messages, k.FindHost, k.Help, k.Back, k.Quit})
 	full := m.help
 	full.ShowAll = true
 	full.Width = 0
