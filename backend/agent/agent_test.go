@@ -1238,3 +1238,76 @@ func TestOpIDRunsOnce(t *testing.T) {
 		t.Fatalf("%d op ids recorded, want 3", n)
 	}
 }
+
+// TestNoHostedProcessLeftDead: a start of 30 instances that each die a
+// second after coming up (the first ones before the op has started the
+// last and recorded the hosting): the ones that die before their hosting
+// is recorded are supervised like the rest (restarted, then given up with
+// an event), none left dead while listed as hosted.
+func TestNoHostedProcessLeftDead(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t, "")
+	ev := collect(t, a)
+	const n = 30
+	p, _ := setup(t, "brief", map[string]string{"brief.sh": `#!/bin/sh
+echo $$ > "$GSEPROC_PID_FILE"
+sleep 1
+exit 3
+`})
+	p.Spec.Control.StartCmd = "./brief.sh >/dev/null 2>&1 &"
+	p.Spec.Policy.InstanceNum = n
+	p.Spec.Policy.StartRetries = 1
+	wantCode(t, do(t, a, model.OpStart, p), model.CodeSuccess, "start")
+	eventually(t, 60*time.Second, "every instance restarted and given up", func() bool {
+		return len(ev.of(model.EventGiveUp)) == n
+	})
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e := a.procs[p.Key()]
+	for _, u := range e.units {
+		if u.state != model.ProcFatal {
+			t.Errorf("instance %d: %s (%s), want fatal after its restart", u.idx, u.state, u.msg)
+		}
+	}
+}
+
+// TestPeriodicRunSurvivesAgentRestart: an agent that goes away during a
+// periodic run (one its schedule launched) re-adopts the run at its start
+// and skips the ticks while it is alive: the runs never overlap.
+func TestPeriodicRunSurvivesAgentRestart(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	a1, err := New(testConfig(dataDir), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	done1 := make(chan error, 1)
+	go func() { done1 <- a1.Run(ctx1) }()
+	p, dir := setup(t, "cron", map[string]string{"job.sh": `#!/bin/sh
+[ -e running ] && echo overlap >> overlaps.log
+touch running
+echo run >> runs.log
+sleep 2.5
+rm -f running
+`})
+	p.Spec.Control.StartCmd = "./job.sh"
+	p.Spec.Policy.AutoType, p.Spec.Policy.CycleTime = model.AutoPeriodic, 1
+	runs := func() int {
+		b, _ := os.ReadFile(filepath.Join(dir, "runs.log"))
+		return strings.Count(string(b), "run")
+	}
+	wantCode(t, do(t, a1, model.OpStart, p), model.CodeSuccess, "start")
+	// The second run is the schedule's: the agent goes away during it.
+	eventually(t, 30*time.Second, "a run launched by the schedule", func() bool { return runs() >= 2 })
+	cancel1()
+	if err := <-done1; err != nil {
+		t.Fatal(err)
+	}
+	a2 := newAgent(t, dataDir)
+	eventually(t, 30*time.Second, "a run after the agent restart", func() bool { return runs() >= 3 })
+	wantCode(t, do(t, a2, model.OpStop, p), model.CodeSuccess, "stop")
+	if b, err := os.ReadFile(filepath.Join(dir, "overlaps.log")); err == nil {
+		t.Fatalf("runs overlapped across the agent restart: %s", b)
+	}
+}

@@ -250,7 +250,11 @@ func (a *Agent) settle(e *entry, units []*unit, d opsem.Decision, code int) {
 	}
 	switch res.Hosting {
 	case opsem.On:
+		was := e.hosted
 		a.hostLocked(e, d.Op.String())
+		if !was {
+			a.superviseExitedLocked(e)
+		}
 	case opsem.Off:
 		a.unhostLocked(e, d.Op.String())
 	}
@@ -337,6 +341,25 @@ func (a *Agent) hostLocked(e *entry, why string) {
 		a.log.Info("hosting registered", "proc", e.key, "reason", why)
 	}
 	a.persistLocked()
+}
+
+// superviseExitedLocked hands to the restart policy the instances of e,
+// hosted by a start just now, whose process exited before the hosting was
+// recorded (their watcher saw an unhosted process end and let it be): no
+// hosted process is left dead unnoticed.
+func (a *Agent) superviseExitedLocked(e *entry) {
+	if !e.hosted || e.p.Spec.Policy.AutoType == model.AutoPeriodic {
+		return
+	}
+	for _, u := range e.units {
+		if u.state != model.ProcExited || u.done || u.held != "" {
+			continue
+		}
+		if _, _, live := a.probeLocked(u); live {
+			continue
+		}
+		a.afterExitLocked(u, u.exitStatus, "exited before its hosting was recorded: "+u.msg)
+	}
 }
 
 func (a *Agent) unhostLocked(e *entry, why string) {

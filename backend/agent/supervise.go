@@ -236,6 +236,14 @@ func (a *Agent) periodicTick(ctx context.Context, e *entry) {
 		return
 	}
 	p := e.p
+	launched := false
+	// The run's pid goes to the registry: an agent that dies during the
+	// run re-adopts it at its start and skips the ticks while it is alive.
+	defer func() {
+		if launched {
+			a.persistLocked()
+		}
+	}()
 	for _, u := range e.units {
 		if u.held != "" {
 			continue
@@ -254,6 +262,7 @@ func (a *Agent) periodicTick(ctx context.Context, e *entry) {
 		u.lastStart, u.upSince = c.at.Unix(), c.at
 		a.setStateLocked(u, model.ProcRunning, "periodic run")
 		a.watchLocked(u)
+		launched = true
 	}
 }
 
