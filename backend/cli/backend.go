@@ -98,7 +98,8 @@ func openEmbedded(ctx context.Context, cfg config.Config, log *slog.Logger) (*en
 	if err != nil {
 		return nil, nil, err
 	}
-	st := store.NewMemory(store.WithKeepTasks(cfg.Engine.KeepTasks), store.WithKeepEvents(cfg.Engine.KeepEvents), store.WithKeepAudit(cfg.Engine.KeepAudit))
+	st := store.NewMemory(store.WithKeepTasks(cfg.Engine.KeepTasks), store.WithKeepEvents(cfg.Engine.KeepEvents), store.WithKeepAudit(cfg.Engine.KeepAudit),
+		store.WithMaxAge(cfg.Engine.ResultMaxAge.D()))
 	e := engine.New(cfg.Engine, fleet, fleet, st,
 		engine.WithLogger(log), engine.WithReadOnly(cfg.Engine.ReadOnly), engine.WithVersion(Version))
 	closer, err := startEngine(ctx, e, fleet, fleet.Close, st.Close)

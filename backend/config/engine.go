@@ -20,9 +20,9 @@ type EngineConfig struct {
 	// first; unfinished tasks are always kept. The durable store keeps
 	// tasks by ResultMaxAge and ResultMaxBytes instead.
 	KeepTasks int `toml:"keep_tasks"`
-	// ResultMaxAge is how long the durable store (JetStream) keeps a
-	// finished task with its targets and results, from its end: its id
-	// stays readable that long (unless ResultMaxBytes is reached first).
+	// ResultMaxAge is how long a finished task is kept with its targets
+	// and results, from its end: its id stays readable that long (unless
+	// ResultMaxBytes, or the in-memory store's KeepTasks, is reached first).
 	ResultMaxAge Duration `toml:"result_max_age"`
 	// ResultMaxBytes caps what the durable store's tasks, targets and
 	// results take: beyond it the oldest finished tasks go first.

@@ -46,6 +46,16 @@ func WithKeepResults(n int) Option {
 	}
 }
 
+// WithMaxAge drops finished tasks that ended more than d ago (checked as
+// tasks are put or updated); 0 keeps them until a count bound drops them.
+func WithMaxAge(d time.Duration) Option {
+	return func(m *Memory) {
+		if d > 0 {
+			m.maxAge = d
+		}
+	}
+}
+
 // WithKeepEvents bounds the event ring to n events.
 func WithKeepEvents(n int) Option {
 	return func(m *Memory) {
@@ -79,6 +89,7 @@ type Memory struct {
 	audit auditLog
 
 	keepTasks, keepResults, keepEvents, keepAudit int
+	maxAge                                        time.Duration
 }
 
 type taskRec struct {
@@ -216,14 +227,18 @@ func (m *Memory) PutTask(_ context.Context, t model.Task, targets []model.Target
 func (m *Memory) evictLocked() {
 	count := len(m.order)
 	over := func() bool { return count > m.keepTasks || m.nResults > m.keepResults }
-	if !over() {
+	now := time.Now()
+	expired := func(t model.Task) bool {
+		return m.maxAge > 0 && !t.Finished.IsZero() && now.Sub(t.Finished) > m.maxAge
+	}
+	if !over() && m.maxAge == 0 {
 		return
 	}
 	kept := m.order[:0]
 	last := len(m.order) - 1
 	for i, id := range m.order {
 		rec := m.tasks[id]
-		if i < last && over() && rec.task.Status.Final() {
+		if i < last && (over() || expired(rec.task)) && rec.task.Status.Final() {
 			delete(m.tasks, id)
 			m.nResults -= rec.n
 			count--

@@ -262,3 +262,30 @@ func TestAuditRing(t *testing.T) {
 		t.Fatalf("before 6: %+v", before)
 	}
 }
+
+// TestTasksEvictByAge: with a max age, a finished task that ended longer
+// ago goes at the next put, whatever the count; a recent or unfinished
+// one stays.
+func TestTasksEvictByAge(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory(WithMaxAge(time.Hour))
+	now := time.Now()
+	for i, tk := range []model.Task{
+		{ID: "old", Status: model.TaskDone, Finished: now.Add(-2 * time.Hour)},
+		{ID: "recent", Status: model.TaskFailed, Finished: now.Add(-time.Minute)},
+		{ID: "running", Status: model.TaskRunning},
+		{ID: "new", Status: model.TaskDone, Finished: now},
+	} {
+		if err := m.PutTask(ctx, tk, []model.Target{{Host: host(i + 1), ProcKey: "ns:a"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts, _ := m.Tasks(ctx, 0)
+	var ids []string
+	for _, tk := range ts {
+		ids = append(ids, tk.ID)
+	}
+	if fmt.Sprint(ids) != "[new running recent]" {
+		t.Fatalf("kept %v, want [new running recent]", ids)
+	}
+}
