@@ -238,7 +238,7 @@ func start(ctx context.Context, s Setup) (_ *env, err error) {
 		select {
 		case <-octx.Done():
 			return nil, fmt.Errorf("bench: waiting for %d hosts online (last: %+v, %v): %w", s.Hosts, info, err, octx.Err())
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(2 * time.Second): // Info lists every host: not too often
 		}
 	}
 	fmt.Fprintf(s.Out, "fleet: %d simulated hosts online in %s (sim in its own process)\n", s.Hosts, time.Since(t0).Round(time.Millisecond))
