@@ -14,7 +14,7 @@ import (
 // Host is the wire form and may hold anything a client sent. Every
 // entrance (API forms, native API, CLI, console, configuration, agent
 // flags, agent messages) turns it into its canonical form with
-// Canonicalize, Canonical or ParseHost before it is stored or used; NATS
+// Canonicalize or Canonical before it is stored or used; NATS
 // subjects and store keys are built only from a HostID, which only the
 // canonical form yields.
 type Host struct {
@@ -69,11 +69,6 @@ func clip(s string) string {
 		return strconv.Quote(s[:64]) + "..."
 	}
 	return strconv.Quote(s)
-}
-
-// ParseHost is the canonical host of ip in cloud (see ParseIP).
-func ParseHost(cloud int, ip string) (Host, error) {
-	return Host{IP: ip, CloudID: cloud}.Canonical()
 }
 
 // Canonical returns h in canonical form (IP as ParseIP spells it; the

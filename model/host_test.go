@@ -21,7 +21,7 @@ func TestCanonicalHost(t *testing.T) {
 		{"2001:DB8:0:0:1:0:0:1", "2001:db8::1:0:0:1"},
 	}
 	for _, c := range same {
-		h, err := ParseHost(3, c.in)
+		h, err := Host{IP: c.in, CloudID: 3}.Canonical()
 		require.NoError(t, err, c.in)
 		assert.Equal(t, Host{IP: c.want, CloudID: 3}, h, c.in)
 		id, err := Host{IP: c.in, CloudID: 3, SupplierID: 9}.ID()

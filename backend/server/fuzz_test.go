@@ -8,7 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 	"unicode/utf8"
+
+	"gseproc/backend/config"
 )
 
 // Fuzz targets for every request decoder of the API, one per family. The
@@ -57,7 +60,9 @@ func docSeeds(f *testing.F) [][]byte {
 
 func fuzzFamily(f *testing.F, endpoints []string, extra ...string) {
 	cfg := testConfig()
-	cfg.SyncTimeout = 0 // the default: unregister waits at most that long
+	// unregister_proc_info waits for its task up to sync_timeout: short,
+	// so one input cannot hold the fuzzer for long.
+	cfg.SyncTimeout = config.Duration(50 * time.Millisecond)
 	e := newEnv(f, cfg)
 	h := e.srv.Handler()
 	seeds := docSeeds(f)
