@@ -17,6 +17,7 @@ import (
 	"gseproc/backend/config"
 	"gseproc/backend/engine"
 	"gseproc/backend/simulator"
+	"gseproc/backend/store"
 	"gseproc/model"
 )
 
@@ -694,5 +695,72 @@ func TestMerge(t *testing.T) {
 	hs, _ := m.Hosts(context.Background())
 	if len(hs) != 4 || hs[1].Labels["from"] != "sim" || hs[2].Labels["from"] != "nats" || hs[2].Host != d || hs[3].Host != c {
 		t.Fatalf("merged hosts %+v", hs)
+	}
+}
+
+// TestPoisonTaskFailsOnResume: a task stored (by an older server) with a
+// target no canonical identity names is resumed once and its target fails
+// with the reason, instead of closing the connection and being resumed
+// again after every restart; the next task is dispatched normally.
+func TestPoisonTaskFailsOnResume(t *testing.T) {
+	e := startServer(t, testNATS(t), true)
+	nc := serverConn(t, e)
+	d, err := NewDispatcher(nc, DispatcherOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	runAgent(t, e.ClientURL(), ClientOptions{Name: "agent"}, echoAgent(h1), ServeOptions{HeartbeatInterval: time.Minute})
+	eventually(t, "agent online", 10*time.Second, func() bool { return d.Online(h1) })
+
+	ctx := context.Background()
+	st := store.NewMemory()
+	p := model.Process{Meta: model.Meta{Namespace: "ns", Name: "app"}, Spec: model.Spec{Identity: model.Identity{
+		ProcName: "app", SetupPath: "/opt/app", PidPath: "/opt/app/app.pid"}}}.WithDefaults()
+	poison := model.Host{IP: "fe80::1%" + strings.Repeat("z", 4200)}
+	if err := st.PutProcess(ctx, model.ProcessDef{Process: p, Hosts: []model.Host{h1, poison}}); err != nil {
+		t.Fatal(err)
+	}
+	id := model.FormatTaskID(time.Now(), 9)
+	targets := []model.Target{{Host: poison, ProcKey: p.Key()}, {Host: h1, ProcKey: p.Key()}}
+	if err := st.PutTask(ctx, model.Task{ID: id, Op: model.OpStatus, Targets: 2, Status: model.TaskRunning, Created: time.Now()}, targets); err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(config.Default().Engine, d, d, st)
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.Close() })
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ch, err := eng.Watch(wctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results []model.Result
+	for r := range ch {
+		results = append(results, r)
+	}
+	if len(results) != 2 {
+		t.Fatalf("%d results: %+v", len(results), results)
+	}
+	for _, r := range results {
+		switch r.Host {
+		case poison:
+			if r.State != model.StateFailed || !strings.Contains(r.Message, "not a valid host identity") || len(r.Message) > 1000 {
+				t.Errorf("poison target: %s %.200q", r.State, r.Message)
+			}
+		default:
+			if r.State != model.StateSuccess {
+				t.Errorf("good target: %s %s", r.State, r.Message)
+			}
+		}
+	}
+	tv, err := eng.Task(ctx, id)
+	if err != nil || tv.Task.Status != model.TaskFailed {
+		t.Fatalf("task %+v, %v: want failed", tv.Task, err)
+	}
+	if !nc.IsConnected() {
+		t.Fatal("the server's connection was lost")
 	}
 }
