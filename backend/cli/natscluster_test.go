@@ -88,10 +88,11 @@ func TestNATSClusterFailover(t *testing.T) {
 	ctx := context.Background()
 
 	// The simulated fleet serves over NATS from node 3. Its latency keeps
-	// the task running for seconds at concurrency 4 (about 133 targets),
+	// the task running for about 15 s at concurrency 4 (about 133 targets;
+	// at 150 ms it finished before the kill on an idle machine),
 	// so the kill below lands mid-task even on a loaded machine.
 	simCfg := config.SimulatorConfig{Hosts: 150, Seed: 11, Clouds: 1, Namespaces: []string{"web"},
-		LatencyMedian: config.Duration(150 * time.Millisecond), LatencyP99: config.Duration(300 * time.Millisecond)}
+		LatencyMedian: config.Duration(500 * time.Millisecond), LatencyP99: config.Duration(800 * time.Millisecond)}
 	fleet := simulator.New(simCfg)
 	defer fleet.Close()
 	snc, err := transport.ConnectNow(transport.ClientOptions{URLs: nodes[2].ClientURL(), User: "sim", Password: "simpw"}, nil)
