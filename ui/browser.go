@@ -53,8 +53,8 @@ func (p *nsPage) SetSize(w, h int) { p.w, p.h = w, h; p.list.setHeight(h - 2) }
 func (p *nsPage) Help() keyHelp {
 	k := p.s.keys
 	return keyHelp{
-		short: []binding{k.Open, k.New, k.Tasks},
-		full:  [][]binding{k.nav(), {k.Open, k.New, k.Reload}},
+		short: []binding{k.Open, p.s.change(k.New), k.Tasks},
+		full:  [][]binding{k.nav(), {k.Open, p.s.change(k.New), k.Reload}},
 	}
 }
 
@@ -201,8 +201,8 @@ func (p *labelsPage) SetSize(w, h int) { p.w, p.h = w, h; p.list.setHeight(h - 2
 func (p *labelsPage) Help() keyHelp {
 	k := p.s.keys
 	return keyHelp{
-		short: []binding{k.Open, k.Op, k.Edit, k.New},
-		full:  [][]binding{k.nav(), {k.Open, k.Op, k.Edit, k.New, k.Reload}},
+		short: []binding{k.Open, k.Op, p.s.change(k.Edit), p.s.change(k.New)},
+		full:  [][]binding{k.nav(), {k.Open, k.Op, p.s.change(k.Edit), p.s.change(k.New), k.Reload}},
 	}
 }
 

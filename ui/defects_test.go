@@ -619,3 +619,30 @@ func TestHostPageFromAnywhere(t *testing.T) {
 		t.Fatalf("op target %+v:\n%s", op.tg.sel, d.view())
 	}
 }
+
+// Item 14: read-only offers no n/e and never starts the picker on a
+// disabled op; enter on an event opens it whole; the watch's header does
+// not repeat the footer's keys.
+func TestSmallerItems(t *testing.T) {
+	e, _ := simBackend(t, quietSim(10))
+	op := model.OpRestart
+	d := newDriver(t, e, Options{ReadOnly: true, Namespace: "web", Labels: map[string]string{"app": "nginx"}, Op: &op}, 120, 40)
+	p := topAs[*opPage](t, d)
+	if p.ops[p.list.cursor] != model.OpStatus {
+		t.Fatalf("read-only picker starts on %s", p.ops[p.list.cursor])
+	}
+	d.keys("esc", "esc")
+	topAs[*labelsPage](t, d)
+	foot := strings.Split(d.view(), "\n")[39]
+	if strings.Contains(foot, "new process") || strings.Contains(foot, "edit process") {
+		t.Fatalf("read-only footer offers changes: %q", foot)
+	}
+	long := strings.Repeat("restart failed: exit status 1; ", 12) + "the end"
+	d.send(eventsMsg{events: []model.Event{{Time: time.Now(), Host: model.Host{IP: "10.0.0.3"}, ProcKey: "web:nginx",
+		Kind: model.EventRestartFailed, Message: long}}, closed: true})
+	d.keys("E", "enter")
+	topAs[*eventPage](t, d)
+	if !strings.Contains(strings.Join(strings.Fields(d.view()), " "), "exit status 1; the end") {
+		t.Fatalf("event not whole:\n%s", d.view())
+	}
+}

@@ -129,7 +129,7 @@ func (p *hostsPage) Help() keyHelp {
 	open.SetHelp(k.Open.Help().Key, "host details")
 	return keyHelp{
 		short: []binding{k.Select, k.SelectAll, k.Op, k.Filter},
-		full:  [][]binding{k.nav(), {k.Select, k.SelectAll, k.ClearSel, k.Filter}, {k.Op, open, k.Edit, k.Reload}},
+		full:  [][]binding{k.nav(), {k.Select, k.SelectAll, k.ClearSel, k.Filter}, {k.Op, open, p.s.change(k.Edit), k.Reload}},
 	}
 }
 

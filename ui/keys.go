@@ -2,12 +2,10 @@ package ui
 
 import (
 	"fmt"
-	"strings"
+	"sort"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
-
-	"gseproc/backend/config"
 )
 
 // KeyMap holds every binding of the console, one per action name (the names
@@ -69,16 +67,25 @@ func DefaultKeyMap() *KeyMap {
 }
 
 // NewKeyMap applies overrides (action name -> keys) to the defaults. The
-// help text of an overridden binding shows its first key.
-func NewKeyMap(overrides map[string][]string) (*KeyMap, error) {
+// help text of an overridden binding shows its first key. An unknown action
+// is ignored (config.Load warns); a key given to two actions that can act
+// on one screen comes back as a warning.
+func NewKeyMap(overrides map[string][]string) (*KeyMap, []string, error) {
 	k := DefaultKeyMap()
-	for action, keys := range overrides {
+	var warnings []string
+	names := make([]string, 0, len(overrides))
+	for action := range overrides {
+		names = append(names, action)
+	}
+	sort.Strings(names)
+	for _, action := range names {
+		keys := overrides[action]
 		b, ok := k.byName[action]
 		if !ok {
-			return nil, fmt.Errorf("console.keys.%s: unknown action; want one of %s", action, strings.Join(config.ConsoleActions(), ", "))
+			continue // config.Load warns about it, like every unknown key
 		}
 		if len(keys) == 0 {
-			return nil, fmt.Errorf("console.keys.%s: needs at least one key", action)
+			return nil, nil, fmt.Errorf("console.keys.%s: needs at least one key", action)
 		}
 		norm := make([]string, len(keys))
 		for i, s := range keys {
@@ -90,7 +97,36 @@ func NewKeyMap(overrides map[string][]string) (*KeyMap, error) {
 		b.SetKeys(norm...)
 		b.SetHelp(keys[0], b.Help().Desc)
 	}
-	return k, nil
+	return k, append(warnings, k.collisions()...), nil
+}
+
+// dialogActions answer a dialog, which takes keys before any screen: their
+// keys may also be bound to a screen's action.
+var dialogActions = map[string]bool{"confirm": true, "deny": true}
+
+// collisions lists keys bound to two actions of the same group.
+func (k *KeyMap) collisions() []string {
+	names := make([]string, 0, len(k.byName))
+	for n := range k.byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	owner := map[string]string{}
+	var out []string
+	for _, n := range names {
+		for _, key := range k.byName[n].Keys() {
+			slot := key
+			if dialogActions[n] {
+				slot = "dialog " + key
+			}
+			if o, ok := owner[slot]; ok {
+				out = append(out, fmt.Sprintf("console.keys: %q is bound to both %s and %s; %s wins", key, o, n, o))
+				continue
+			}
+			owner[slot] = n
+		}
+	}
+	return out
 }
 
 // nav are the movement bindings shared by every list.

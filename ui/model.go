@@ -113,10 +113,11 @@ func New(ctx context.Context, o Options) (*Model, error) {
 	if o.Backend == nil {
 		return nil, fmt.Errorf("console: no backend")
 	}
-	keys, err := NewKeyMap(o.Config.Keys)
+	keys, keyWarnings, err := NewKeyMap(o.Config.Keys)
 	if err != nil {
 		return nil, err
 	}
+	o.Warnings = append(o.Warnings, keyWarnings...)
 	th := o.Theme
 	if th == nil {
 		if th, err = theme.New(o.Config.Theme, nil, false); err != nil {
@@ -171,11 +172,7 @@ func New(ctx context.Context, o Options) (*Model, error) {
 		}
 		if o.Op != nil {
 			op := newOpPage(s, target{sel: backend.Selector{Namespace: o.Namespace, Labels: o.Labels}})
-			for i, x := range op.ops {
-				if x == *o.Op {
-					op.list.cursor = i
-				}
-			}
+			op.point(*o.Op)
 			m.stack = append(m.stack, op)
 		}
 	}

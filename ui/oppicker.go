@@ -38,13 +38,22 @@ func newOpPage(s *shared, tg target) *opPage {
 	p := &opPage{s: s, id: s.newID(), tg: tg, ops: model.AllOps(), disabled: map[model.OpType]string{}}
 	p.list.setLen(len(p.ops))
 	p.setDisabled(nil)
-	// Start on restart, the op operators come for most.
-	for i, op := range p.ops {
-		if op == model.OpRestart {
+	// Start on restart, the op operators come for most (status when
+	// read-only: never on an op that is disabled).
+	p.point(model.OpRestart)
+	return p
+}
+
+// point puts the cursor on op, or on status when op is disabled.
+func (p *opPage) point(op model.OpType) {
+	if _, off := p.disabled[op]; off && p.s.readOnly {
+		op = model.OpStatus
+	}
+	for i, x := range p.ops {
+		if x == op {
 			p.list.cursor = i
 		}
 	}
-	return p
 }
 
 func (p *opPage) ID() int         { return p.id }

@@ -126,6 +126,15 @@ func (s *shared) post(m tea.Msg) tea.Cmd {
 	return nil
 }
 
+// change returns b, disabled (so help does not offer it) when the console
+// is read-only: for the keys that edit definitions.
+func (s *shared) change(b binding) binding {
+	if s.readOnly {
+		b.SetEnabled(false)
+	}
+	return b
+}
+
 // notReady answers an action key on a page that has not loaded yet: the key
 // does nothing (keys typed ahead never act on a list the operator has not
 // seen), and the status bar says why.

@@ -162,15 +162,45 @@ func (p *eventsPage) SetSize(w, h int) { p.w, p.h = w, h; p.list.setHeight(h - 2
 
 func (p *eventsPage) Help() keyHelp {
 	k := p.s.keys
-	return keyHelp{short: []binding{k.Up, k.Down}, full: [][]binding{k.nav()}}
+	open := k.Open
+	open.SetHelp(open.Help().Key, "read whole")
+	return keyHelp{short: []binding{open, k.Up, k.Down}, full: [][]binding{k.nav(), {open}}}
 }
 
 func (p *eventsPage) Update(msg tea.Msg) tea.Cmd {
 	p.list.setLen(len(p.s.events))
-	if km, ok := msg.(tea.KeyMsg); ok {
-		p.list.navigate(p.s.keys, km)
+	km, ok := msg.(tea.KeyMsg)
+	if !ok || p.list.navigate(p.s.keys, km) {
+		return nil
+	}
+	if keyIs(km, p.s.keys.Open) && p.list.cursor < len(p.s.events) {
+		ev := p.s.events[len(p.s.events)-1-p.list.cursor]
+		return p.s.post(pushMsg{newEventPage(p.s, ev)})
 	}
 	return nil
+}
+
+// eventPage shows one host event whole.
+type eventPage struct {
+	textView
+	ev model.Event
+}
+
+func newEventPage(s *shared, ev model.Event) *eventPage {
+	p := &eventPage{ev: ev}
+	p.textView = newTextView(s, p.content)
+	return p
+}
+
+func (p *eventPage) Title() string { return "event" }
+
+func (p *eventPage) content() string {
+	t := p.s.theme
+	g := eventGlyph(p.ev.Kind)
+	kv := func(k, v string) string { return t.Muted.Render(fmt.Sprintf("%-8s", k)) + " " + v + "\n" }
+	return kv("time", p.ev.Time.Local().Format("2006-01-02 15:04:05")) + kv("host", p.ev.Host.AgentID()) +
+		kv("process", orDash(p.ev.ProcKey)) + kv("event", g.style(t).Render(g.text())+" ("+string(p.ev.Kind)+")") +
+		"\n" + p.ev.Message
 }
 
 func eventCols() []column {

@@ -270,6 +270,12 @@ func TestOpPickerReadOnly(t *testing.T) {
 	if !strings.Contains(d.view(), "disabled: read-only mode") {
 		t.Fatalf("no reason shown:\n%s", d.view())
 	}
+	if p.ops[p.list.cursor] != model.OpStatus {
+		t.Fatalf("read-only picker starts on %s, not status", p.ops[p.list.cursor])
+	}
+	for p.ops[p.list.cursor] != model.OpRestart {
+		d.keys("j")
+	}
 	d.keys("enter") // restart: disabled
 	if d.m.dialog != nil || !strings.Contains(d.m.flash, "read-only") {
 		t.Fatalf("disabled op: dialog %v flash %q", d.m.dialog, d.m.flash)
@@ -519,8 +525,14 @@ func TestHelpFromBindingsAndOverrides(t *testing.T) {
 	}
 	d.keys("Q")
 	d.until("quit", func() bool { return d.quit })
-	if _, err := NewKeyMap(map[string][]string{"explode": {"x"}}); err == nil || !strings.Contains(err.Error(), "console.keys.explode") {
-		t.Fatalf("unknown action: %v", err)
+	// An unknown action is ignored (config.Load warns); a key given to two
+	// actions is a warning.
+	_, warns, err := NewKeyMap(map[string][]string{"explode": {"x"}, "tasks": {"E"}})
+	if err != nil || len(warns) != 1 || !strings.Contains(warns[0], `"E" is bound to both events and tasks`) {
+		t.Fatalf("warnings %q, err %v", warns, err)
+	}
+	if _, warns, _ := NewKeyMap(nil); len(warns) != 0 {
+		t.Fatalf("the default keys collide: %q", warns)
 	}
 }
 

@@ -495,7 +495,7 @@ func (p *watchPage) View() string {
 	if p.task.Op == model.OpStatus {
 		order = "failures and stopped processes first"
 	}
-	b.WriteString(t.Muted.Render(fmt.Sprintf("%s · %s · %s · enter: full result", filter, order, p.list.scrollInfo())) + "\n")
+	b.WriteString(t.Muted.Render(fmt.Sprintf("%s · %s · %s", filter, order, p.list.scrollInfo())) + "\n")
 	if p.err != nil && len(p.rows) == 0 {
 		return b.String() + "\n" + loadFailed(p.s, "task "+p.task.ID, p.err, p.w)
 	}

@@ -98,6 +98,7 @@ func Load(path string) (Config, error) {
 	for _, k := range md.Undecoded() {
 		cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("config %s: unknown key %q ignored", path, k.String()))
 	}
+	cfg.Warnings = append(cfg.Warnings, cfg.Console.keyWarnings(path)...)
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", path, err)
 	}

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -86,8 +87,7 @@ func (c ConsoleConfig) validate() error {
 	sort.Strings(names)
 	for _, a := range names {
 		if !slices.Contains(actions, a) {
-			errs = append(errs, fmt.Errorf("console.keys.%s: unknown action; want one of %s", a, strings.Join(actions, ", ")))
-			continue
+			continue // a warning, like every unknown key (keyWarnings)
 		}
 		if len(c.Keys[a]) == 0 {
 			errs = append(errs, fmt.Errorf("console.keys.%s: needs at least one key", a))
@@ -99,6 +99,18 @@ func (c ConsoleConfig) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// keyWarnings names the [console.keys] actions that do not exist: they are
+// ignored, like every unknown key.
+func (c ConsoleConfig) keyWarnings(path string) []string {
+	var out []string
+	for _, a := range slices.Sorted(maps.Keys(c.Keys)) {
+		if !slices.Contains(ConsoleActions(), a) {
+			out = append(out, fmt.Sprintf("config %s: console.keys.%s: unknown action ignored; the actions are %s", path, a, strings.Join(ConsoleActions(), ", ")))
+		}
+	}
+	return out
 }
 
 // Protected reports whether ns is a protected namespace.

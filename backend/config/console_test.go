@@ -44,10 +44,9 @@ confirm_threshold = -1
 recent_tasks = 0
 protected_namespaces = [" "]
 [console.keys]
-explode = ["x"]
 quit = []
 `, wantErr: []string{`console.theme: "neon"`, "console.confirm_threshold", "console.recent_tasks",
-			"console.protected_namespaces[0]", "console.keys.explode: unknown action", "console.keys.quit: needs at least one key"}},
+			"console.protected_namespaces[0]", "console.keys.quit: needs at least one key"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,5 +77,17 @@ func TestConsoleUnknownKeyWarns(t *testing.T) {
 	}
 	if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0], "console.colour") {
 		t.Fatalf("warnings %v", cfg.Warnings)
+	}
+}
+
+// An unknown [console.keys] action is a warning like every unknown key,
+// not an error that stops the console.
+func TestUnknownKeyActionWarns(t *testing.T) {
+	cfg, err := loadTOML(t, "[console.keys]\nexplode = [\"x\"]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0], "console.keys.explode: unknown action ignored") {
+		t.Fatalf("warnings %q", cfg.Warnings)
 	}
 }
