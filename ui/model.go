@@ -339,6 +339,8 @@ func (m *Model) handle(msg tea.Msg) tea.Cmd {
 		running := msg.info.Running
 		if msg.err != nil {
 			running = m.info.Running // not known better: ask
+		} else {
+			m.info.Running = running
 		}
 		if running == 0 {
 			return m.quit()

@@ -754,8 +754,8 @@ func TestFormDiscardAsks(t *testing.T) {
 
 func TestHostPageAndQuitWhileRunning(t *testing.T) {
 	sc := quietSim(20)
-	sc.LatencyMedian = config.Duration(20 * time.Second) // the task below runs while the test does
-	sc.LatencyP99 = config.Duration(30 * time.Second)
+	sc.LatencyMedian = config.Duration(10 * time.Minute) // the task below runs until its hosts' deadline, past the test's end
+	sc.LatencyP99 = config.Duration(20 * time.Minute)
 	e, _ := simBackend(t, sc)
 	d := newDriver(t, e, Options{Guard: time.Nanosecond}, 100, 30)
 	hp := openHosts(t, d, "app=nginx")
@@ -782,7 +782,10 @@ func TestHostPageAndQuitWhileRunning(t *testing.T) {
 		t.Fatal("default answer is not No")
 	}
 	d.keys("q")
-	d.until("dialog", func() bool { return d.m.dialog != nil })
+	d.until("dialog", func() bool { return d.m.dialog != nil || d.quit })
+	if d.quit {
+		t.Fatal("q quit with a task running")
+	}
 	d.keys("y")
 	d.until("quit", func() bool { return d.quit })
 
