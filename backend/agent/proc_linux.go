@@ -125,34 +125,56 @@ func readMachine() machine {
 	return m
 }
 
+// procTable is one read of /proc: every process's stat, and the sums of
+// each process group. One sample of all hosted processes reads it once.
+type procTable struct {
+	procs  map[int]procStat
+	groups map[int]groupSum
+}
+
+type groupSum struct {
+	ticks, rssPages uint64
+	threads         int
+}
+
+// readProcTable reads /proc/<pid>/stat of every process once.
+func readProcTable() (procTable, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return procTable{}, fmt.Errorf("read /proc: %w", err)
+	}
+	t := procTable{procs: make(map[int]procStat, len(ents)), groups: map[int]groupSum{}}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := readStat(pid)
+		if err != nil || st.State == 'Z' {
+			continue
+		}
+		t.procs[pid] = st
+		g := t.groups[st.PGRP]
+		g.ticks += st.Utime + st.Stime
+		g.rssPages += st.RSSPages
+		g.threads += st.Threads
+		t.groups[st.PGRP] = g
+	}
+	return t, nil
+}
+
 // groupUsage sums cpu ticks, rss pages and threads of pid's process group
 // (when the group is not the agent's own) or of pid alone.
-func groupUsage(pid int, m machine) (ticks, rssPages uint64, threads int, err error) {
-	st, err := readStat(pid)
-	if err != nil {
-		return 0, 0, 0, err
+func (t procTable) groupUsage(pid int, m machine) (ticks, rssPages uint64, threads int, err error) {
+	st, ok := t.procs[pid]
+	if !ok {
+		return 0, 0, 0, os.ErrNotExist
 	}
 	if st.PGRP <= 1 || st.PGRP == m.selfPGRP {
 		return st.Utime + st.Stime, st.RSSPages, st.Threads, nil
 	}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return st.Utime + st.Stime, st.RSSPages, st.Threads, nil
-	}
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		s, err := readStat(p)
-		if err != nil || s.PGRP != st.PGRP || s.State == 'Z' {
-			continue
-		}
-		ticks += s.Utime + s.Stime
-		rssPages += s.RSSPages
-		threads += s.Threads
-	}
-	return ticks, rssPages, threads, nil
+	g := t.groups[st.PGRP]
+	return g.ticks, g.rssPages, g.threads, nil
 }
 
 // readPidFile returns the pid in path and the file's modification time.

@@ -244,6 +244,7 @@ func (a *Agent) periodicTick(ctx context.Context, e *entry) {
 			a.persistLocked()
 		}
 	}()
+	var due []*unit
 	for _, u := range e.units {
 		if u.held != "" {
 			continue
@@ -252,7 +253,23 @@ func (a *Agent) periodicTick(ctx context.Context, e *entry) {
 			a.log.Info("periodic tick skipped: previous run still alive", "proc", e.key, "pid", pid)
 			continue
 		}
-		c, err := launch(p, p.Spec.Control.StartCmd, a.env(p, u))
+		due = append(due, u)
+	}
+	env := make([][]string, len(due))
+	for i, u := range due {
+		env[i] = a.env(p, u)
+	}
+	// Nothing forks under the agent-wide lock; e.op (held) keeps every op
+	// and supervisor action on e out meanwhile.
+	a.mu.Unlock()
+	kids := make([]*child, len(due))
+	errs := make([]error, len(due))
+	for i := range due {
+		kids[i], errs[i] = launch(p, p.Spec.Control.StartCmd, env[i])
+	}
+	a.mu.Lock()
+	for i, u := range due {
+		c, err := kids[i], errs[i]
 		if err != nil {
 			a.setStateLocked(u, model.ProcExited, "periodic run: "+err.Error())
 			a.emitLocked(u, model.EventRestartFailed, "periodic run of "+p.Spec.Identity.ProcName+" failed: "+err.Error(), 0)
@@ -300,8 +317,16 @@ func (a *Agent) sample() {
 		}
 	}
 	a.mu.Unlock()
+	if len(targets) == 0 {
+		return
+	}
+	tab, err := readProcTable() // once for every process sampled
+	if err != nil {
+		a.log.Warn("sample", "err", err)
+		return
+	}
 	for _, t := range targets {
-		ticks, rss, threads, err := groupUsage(t.pid, a.m)
+		ticks, rss, threads, err := tab.groupUsage(t.pid, a.m)
 		now := time.Now()
 		a.mu.Lock()
 		u := t.u
