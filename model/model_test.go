@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -419,5 +420,30 @@ func TestBackoff(t *testing.T) {
 		if got := tc.b.Delay(tc.k, tc.r); got != tc.want {
 			t.Errorf("%+v.Delay(%d, %v) = %s, want %s", tc.b, tc.k, tc.r, got, tc.want)
 		}
+	}
+}
+
+func TestHostOrder(t *testing.T) {
+	// Listed in order.
+	hosts := []Host{
+		{CloudID: 0, IP: "10.0.0.2"},
+		{CloudID: 0, IP: "10.0.0.10"},
+		{CloudID: 0, IP: "10.0.1.1"},
+		{CloudID: 0, IP: "192.168.0.1"},
+		{CloudID: 0, IP: "::1"},
+		{CloudID: 0, IP: "fe80::1"},
+		{CloudID: 0, IP: "not-an-address"},
+		{CloudID: 1, IP: "10.0.0.1"},
+		{CloudID: 2, IP: "9.9.9.9"},
+	}
+	for i := range hosts {
+		for j := range hosts {
+			if got, want := CompareHosts(hosts[i], hosts[j]), cmp.Compare(i, j); got != want {
+				t.Errorf("CompareHosts(%s, %s) = %d, want %d", hosts[i], hosts[j], got, want)
+			}
+		}
+	}
+	if CompareHosts(Host{IP: "::ffff:10.0.0.2"}, Host{IP: "10.0.0.2"}) != 0 {
+		t.Error("an IPv4-mapped address is the IPv4 address")
 	}
 }

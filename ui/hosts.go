@@ -40,7 +40,7 @@ type hostRow struct {
 	v     backend.HostView
 	id    string          // AgentID
 	state model.ProcState // the worst of its processes'
-	ord   hostOrder
+	ord   model.HostOrder
 }
 
 type hostsLoadedMsg struct {
@@ -137,7 +137,7 @@ func (p *hostsPage) Help() keyHelp {
 // of the other cells is built by display, for the rows drawn only (a list
 // of 100,000 hosts draws 40 of them).
 func newHostRow(v backend.HostView) hostRow {
-	r := hostRow{v: v, id: v.Host.AgentID(), ord: orderOf(v.Host)}
+	r := hostRow{v: v, id: v.Host.AgentID(), ord: v.Host.Order()}
 	for _, pv := range v.Procs {
 		if r.state == "" || procRank(pv.Status.State) < procRank(r.state) {
 			r.state = pv.Status.State
@@ -311,7 +311,7 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 		for i, h := range msg.hosts {
 			p.rows[i] = newHostRow(h)
 		}
-		sort.SliceStable(p.rows, func(i, j int) bool { return p.rows[i].ord.less(p.rows[j].ord) })
+		sort.SliceStable(p.rows, func(i, j int) bool { return p.rows[i].ord.Compare(p.rows[j].ord) < 0 })
 		p.applyFilter()
 	case tea.KeyMsg:
 		if p.typing {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/netip"
 	"sort"
 	"strings"
 	"time"
@@ -52,33 +51,7 @@ type tkey struct {
 type watchRow struct {
 	r    model.Result
 	host string
-	ord  hostOrder
-}
-
-// hostOrder sorts hosts by cloud, then IPv4 numerically, then text.
-type hostOrder struct {
-	cloud int
-	ip4   uint32
-	ip    string
-}
-
-func orderOf(h model.Host) hostOrder {
-	o := hostOrder{cloud: h.CloudID, ip: h.IP, ip4: ^uint32(0)}
-	if a, err := netip.ParseAddr(h.IP); err == nil && a.Is4() {
-		b := a.As4()
-		o.ip4 = uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-	}
-	return o
-}
-
-func (a hostOrder) less(b hostOrder) bool {
-	if a.cloud != b.cloud {
-		return a.cloud < b.cloud
-	}
-	if a.ip4 != b.ip4 {
-		return a.ip4 < b.ip4
-	}
-	return a.ip < b.ip
+	ord  model.HostOrder
 }
 
 type (
@@ -216,7 +189,7 @@ func (p *watchPage) apply(rs []model.Result) {
 			p.rows[i].r = r
 		} else {
 			p.index[k] = len(p.rows)
-			p.rows = append(p.rows, watchRow{r: r, host: r.Host.AgentID(), ord: orderOf(r.Host)})
+			p.rows = append(p.rows, watchRow{r: r, host: r.Host.AgentID(), ord: r.Host.Order()})
 		}
 		p.counts.Add(r.State, 1)
 	}
@@ -273,7 +246,7 @@ func (p *watchPage) resort() {
 			return x < y
 		}
 		if ra.ord != rb.ord {
-			return ra.ord.less(rb.ord)
+			return ra.ord.Compare(rb.ord) < 0
 		}
 		return ra.r.ProcKey < rb.r.ProcKey
 	})

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"os/user"
 	"sort"
@@ -382,12 +381,6 @@ func statusRank(r model.Result) int {
 	return 2
 }
 
-// hostAddr is h's address for ordering (IPs compare numerically).
-func hostAddr(h model.Host) netip.Addr {
-	a, _ := netip.ParseAddr(h.IP)
-	return a
-}
-
 // flush prints the held status results, worst first, then by host.
 func (p *resultPrinter) flush() error {
 	sort.SliceStable(p.held, func(i, j int) bool {
@@ -395,11 +388,8 @@ func (p *resultPrinter) flush() error {
 		if x, y := statusRank(a), statusRank(b); x != y {
 			return x < y
 		}
-		if a.Host.CloudID != b.Host.CloudID {
-			return a.Host.CloudID < b.Host.CloudID
-		}
-		if x, y := hostAddr(a.Host), hostAddr(b.Host); x != y {
-			return x.Less(y)
+		if c := model.CompareHosts(a.Host, b.Host); c != 0 {
+			return c < 0
 		}
 		return a.ProcKey < b.ProcKey
 	})

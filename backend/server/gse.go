@@ -665,10 +665,7 @@ func sortInfos(infos []procInfo) {
 		if a.Meta.Name != b.Meta.Name {
 			return a.Meta.Name < b.Meta.Name
 		}
-		if a.Host.CloudID != b.Host.CloudID {
-			return a.Host.CloudID < b.Host.CloudID
-		}
-		return a.Host.IP < b.Host.IP
+		return model.CompareHosts(a.Host, b.Host) < 0
 	})
 }
 

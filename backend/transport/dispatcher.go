@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"maps"
-	"net/netip"
 	"slices"
 	"strconv"
 	"sync"
@@ -285,7 +283,7 @@ func (d *Dispatcher) Hosts(ctx context.Context) ([]model.HostInfo, error) {
 		out = append(out, hi)
 	}
 	d.mu.Unlock()
-	slices.SortFunc(out, func(a, b model.HostInfo) int { return compareHosts(a.Host, b.Host) })
+	slices.SortFunc(out, func(a, b model.HostInfo) int { return model.CompareHosts(a.Host, b.Host) })
 	return out, nil
 }
 
@@ -448,16 +446,4 @@ func (d *Dispatcher) sweep() {
 			d.emit(ev...)
 		}
 	}
-}
-
-func compareHosts(a, b model.Host) int {
-	if c := cmp.Compare(a.CloudID, b.CloudID); c != 0 {
-		return c
-	}
-	ai, aerr := netip.ParseAddr(a.IP)
-	bi, berr := netip.ParseAddr(b.IP)
-	if aerr == nil && berr == nil {
-		return ai.Compare(bi)
-	}
-	return cmp.Compare(a.IP, b.IP)
 }
