@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -25,17 +24,7 @@ func TestHostileInput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a server and an agent running real processes")
 	}
-	srvOut, _ := runCmd(t, "server", "--demo", "--listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:-1")
-	var base, natsURL string
-	waitFor(t, "server banner", 20*time.Second, func() bool {
-		m1 := regexp.MustCompile(`listening on (http://\S+)`).FindStringSubmatch(srvOut.String())
-		m2 := regexp.MustCompile(`agents connect to (nats://\S+)`).FindStringSubmatch(srvOut.String())
-		if m1 == nil || m2 == nil {
-			return false
-		}
-		base, natsURL = m1[1], m2[1]
-		return true
-	})
+	base, natsURL := startDemoServer(t)
 	work := t.TempDir()
 	const ip = "127.0.0.21"
 	killAtEnd(t, filepath.Join(work, "run.pid"))
