@@ -59,6 +59,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"gseproc/backend/engine"
 	"gseproc/model"
 )
 
@@ -400,26 +401,7 @@ type statusRec struct {
 
 // PutProcStatus records the last known status of st.ProcKey on host.
 func (s *Store) PutProcStatus(ctx context.Context, host model.Host, st model.ProcStatus) error {
-	if err := s.check(); err != nil {
-		return err
-	}
-	if st.ProcKey == "" {
-		return fmt.Errorf("put status on %s: proc key is empty", host)
-	}
-	data, err := json.Marshal(statusRec{host, st})
-	if err != nil {
-		return fmt.Errorf("put status on %s: %w", host, err)
-	}
-	key, err := statusKey(host, st.ProcKey)
-	if err != nil {
-		return err
-	}
-	if _, err := do(ctx, func(ctx context.Context) (uint64, error) {
-		return s.status.Put(ctx, key, data)
-	}); err != nil {
-		return fmt.Errorf("put status of %s on %s: %w", st.ProcKey, host, err)
-	}
-	return nil
+	return s.PutProcStatuses(ctx, []engine.HostStatus{{Host: host, Status: st}})
 }
 
 // statusKey is the key of proc's status on host, built from the host's
@@ -806,30 +788,7 @@ func (s *Store) deleteTask(ctx context.Context, id string) error {
 // PutResult creates or replaces the sub-result of (r.Host, r.ProcKey);
 // ErrNotFound when the task or the target is unknown.
 func (s *Store) PutResult(ctx context.Context, r model.Result) error {
-	if err := s.check(); err != nil {
-		return err
-	}
-	idx, err := s.targetIndex(ctx, r.TaskID)
-	if err != nil {
-		return fmt.Errorf("put result of task %s: %w", r.TaskID, err)
-	}
-	i, ok := idx.targets[model.Target{Host: r.Host, ProcKey: r.ProcKey}]
-	if !ok {
-		return fmt.Errorf("put result of task %s: %s %s is not a target: %w", r.TaskID, r.Host, r.ProcKey, model.ErrNotFound)
-	}
-	if r.State == "" {
-		r.State = model.StatePending
-	}
-	data, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("put result of task %s: %w", r.TaskID, err)
-	}
-	if _, err := do(ctx, func(ctx context.Context) (uint64, error) {
-		return s.results.Put(ctx, enc(r.TaskID)+"."+strconv.Itoa(i), data)
-	}); err != nil {
-		return fmt.Errorf("put result of task %s for %s %s: %w", r.TaskID, r.Host, r.ProcKey, err)
-	}
-	return nil
+	return s.PutResults(ctx, []model.Result{r})
 }
 
 // Results returns the sub-results put so far, in target order
@@ -874,17 +833,7 @@ func (s *Store) Results(ctx context.Context, taskID string) ([]model.Result, err
 
 // AppendEvent adds an event; beyond MaxEvents the oldest are dropped.
 func (s *Store) AppendEvent(ctx context.Context, e model.Event) error {
-	if err := s.check(); err != nil {
-		return err
-	}
-	data, err := json.Marshal(e)
-	if err != nil {
-		return fmt.Errorf("append event: %w", err)
-	}
-	if _, err := do(ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return s.js.Publish(ctx, s.eventsSubject, data) }); err != nil {
-		return fmt.Errorf("append event: %w", err)
-	}
-	return nil
+	return s.AppendEvents(ctx, []model.Event{e})
 }
 
 // Events returns the last limit events, newest last; limit <= 0 means all kept.

@@ -137,11 +137,7 @@ func (r *registry) notifyLocked() {
 // replaces the index once complete.
 func (s *Store) follow(ctx context.Context) {
 	for ctx.Err() == nil {
-		err := s.followOnce(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		_ = err // the next watch starts over from a snapshot
+		_ = s.followOnce(ctx) // ended: the next watch starts over from a snapshot
 		select {
 		case <-ctx.Done():
 			return
