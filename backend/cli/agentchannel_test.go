@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,6 +99,27 @@ offline_after = "1s"
 		_, out, _ := run(t, "hosts", "--server", srv)
 		return countOnline(out) == 6
 	})
+
+	// Readiness through the real server: ready, with the agents online
+	// (computed in the background: /readyz answers at once).
+	waitFor(t, "readyz says ready with 6 agents online", 30*time.Second, func() bool {
+		resp, err := http.Get(srv + "/readyz")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == 200 && strings.Contains(string(b), `"agents_online":6`) && strings.Contains(string(b), `"state":"ready"`)
+	})
+	resp, err := http.Get(srv + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(m), "gseproc_ready 1\n") || !strings.Contains(string(m), "gseproc_agents_online 6\n") {
+		t.Fatalf("/metrics lacks the readiness figures")
+	}
 
 	// The agent's credential on another host, and as a fleet: refused.
 	code, _, errOut = run(t, "agent", "--nats", natsURL, "--nkey-seed", agentSeed, "--cloud", "5", "--ip", "127.0.0.2", "--data-dir", filepath.Join(dir, "a2"))

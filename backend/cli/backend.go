@@ -9,10 +9,12 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"gseproc/backend"
 	"gseproc/backend/config"
 	"gseproc/backend/engine"
+	"gseproc/backend/logging"
 	"gseproc/backend/simulator"
 	"gseproc/backend/store"
 )
@@ -54,7 +56,9 @@ func newLogger(cfg config.LogConfig, w io.Writer) *slog.Logger {
 	} else {
 		h = slog.NewTextHandler(w, opts)
 	}
-	l := slog.New(h)
+	// A failure that repeats (a route to a dead node is retried 4 times a
+	// second) is written once per 30 s, with how often it repeated.
+	l := slog.New(logging.RateLimit(h, slog.LevelWarn, 30*time.Second))
 	if fileErr != nil {
 		l.Warn("log file unusable, logging here instead", "file", cfg.File, "err", fileErr)
 	}

@@ -280,6 +280,14 @@ func (e *Engine) Info(ctx context.Context) (backend.Info, error) {
 	return info, nil
 }
 
+// Runs is the number of unfinished tasks this engine runs (holds the
+// lease of, on a shared store). It touches nothing but memory.
+func (e *Engine) Runs() int {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return len(e.runs)
+}
+
 func (e *Engine) refuseReadOnly(what string) error {
 	if e.readOnly {
 		return fmt.Errorf("%s: %w", what, model.ErrReadOnly)

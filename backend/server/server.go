@@ -21,6 +21,7 @@ import (
 
 	"gseproc/backend"
 	"gseproc/backend/config"
+	"gseproc/backend/health"
 	"gseproc/model"
 )
 
@@ -51,6 +52,8 @@ type Server struct {
 	supMu     sync.Mutex
 	suppliers map[string]map[string]int // task id -> agent id -> bk_supplier_id
 	supOrder  []string
+
+	readiness func() health.Status // nil: always ready
 
 	// streamCut, when > 0, ends each task stream after that many events
 	// (tests of client resume).
@@ -263,6 +266,11 @@ func (s *Server) run(c *call, kind int, h handlerFunc) (data any, aerr *apiError
 			c.operator = creds.Username
 		}
 	}
+	if kind != kindOpen {
+		if aerr := s.unavailable(); aerr != nil {
+			return nil, aerr
+		}
+	}
 	ctx, aerr := c.actorContext(kind)
 	if aerr != nil {
 		return nil, aerr
@@ -459,9 +467,13 @@ func (s *Server) routes() {
 	s.nativeRoutes()
 
 	s.handle("GET /healthz", "healthz", kindOpen, s.healthz)
+	s.handle("GET /readyz", "readyz", kindOpen, s.readyz)
 	s.mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		s.metrics.write(w)
+		if s.readiness != nil {
+			writeReadiness(w, s.readiness())
+		}
 	})
 	s.mux.HandleFunc("GET /api/v1/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml; charset=utf-8")
@@ -480,14 +492,4 @@ func (s *Server) gateway(path, name string, h handlerFunc) {
 	s.gatewayPaths = append(s.gatewayPaths, path)
 	s.handle(path, name, kindGateway, h)
 	s.handle(path+"/{$}", name, kindGateway, h)
-}
-
-func (s *Server) healthz(ctx context.Context, c *call) (any, *apiError) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	info, err := s.b.Info(ctx)
-	if err != nil {
-		return nil, &apiError{status: http.StatusServiceUnavailable, code: CodeSystem, msg: "backend: " + err.Error()}
-	}
-	return map[string]any{"status": "ok", "backend": info}, nil
 }

@@ -98,7 +98,10 @@ func Connect(o ClientOptions, log *slog.Logger) (*nats.Conn, error) {
 			log.Info("nats: connected", "url", nc.ConnectedUrlRedacted())
 		}),
 		nats.ReconnectErrHandler(cs.failed),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		nats.ErrorHandler(func(nc *nats.Conn, _ *nats.Subscription, err error) {
+			if nc.IsClosed() {
+				return // its owner has heard of it, and may have returned
+			}
 			if errors.Is(err, nats.ErrPermissionViolation) {
 				log.Error("nats: refused by this credential's permissions", "err", err)
 				return

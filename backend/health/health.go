@@ -1,0 +1,261 @@
+// Package health says whether a server can serve: a background prober
+// checks the NATS connection, JetStream (its quorum and, on an embedded
+// cluster node, how many nodes are up), the store's replication lag, the
+// task leases this server holds and the agents online, and keeps the last
+// answer, so /readyz and /metrics read it at once whatever the state (a
+// NATS or JetStream call can stall for seconds when the cluster loses a
+// node).
+package health
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// States of a server, as /readyz reports them.
+const (
+	// StateReady: NATS connected, JetStream answering.
+	StateReady = "ready"
+	// StateStarting: not probed yet.
+	StateStarting = "starting"
+	// StateNATSDown: the server's NATS connection is down (it reconnects
+	// by itself); operations cannot reach agents or the store.
+	StateNATSDown = "nats_disconnected"
+	// StateNoQuorum: JetStream does not answer: on a cluster, too few nodes
+	// are up for a quorum (the node waits for its peers and recovers by
+	// itself when they return). Hosted processes keep running.
+	StateNoQuorum = "no_quorum"
+)
+
+// Status is one probe's findings.
+type Status struct {
+	State   string    `json:"state"`
+	Ready   bool      `json:"ready"`
+	Reason  string    `json:"reason,omitempty"` // why not ready, in words
+	Checked time.Time `json:"checked"`
+	// Since is when the state last changed.
+	Since time.Time `json:"since"`
+	NATS  string    `json:"nats"` // connected, reconnecting, disconnected, closed
+	// JetStream: OK when it answered; on an embedded cluster node, the
+	// nodes up (this one included) of the cluster's size, and the leader.
+	JetStream JetStreamStatus `json:"jetstream"`
+	// StoreLag is the most operations any replica of the store's streams
+	// is behind its leader; StoreReplicasBehind counts the replicas not
+	// current.
+	StoreLag            uint64 `json:"store_lag"`
+	StoreReplicasBehind int    `json:"store_replicas_behind"`
+	// LeasesHeld is the number of tasks this server runs (holds the lease of).
+	LeasesHeld   int `json:"leases_held"`
+	AgentsOnline int `json:"agents_online"`
+	AgentsKnown  int `json:"agents_known"`
+}
+
+// JetStreamStatus is the JetStream part of a Status.
+type JetStreamStatus struct {
+	OK        bool   `json:"ok"`
+	Error     string `json:"error,omitempty"`
+	NodesUp   int    `json:"nodes_up,omitempty"`
+	NodesWant int    `json:"nodes_want,omitempty"`
+	Leader    string `json:"leader,omitempty"`
+}
+
+// Options say what the prober checks. NC is required; the others are
+// optional.
+type Options struct {
+	NC *nats.Conn
+	// Node is the embedded NATS server (nil on an external cluster): it
+	// tells how many cluster nodes are up.
+	Node *server.Server
+	// StreamPrefix selects the store's streams whose lag is reported
+	// (default "gseproc": KV_gseproc_* and gseproc_*).
+	StreamPrefix string
+	// Leases and Agents report the engine's held leases and the agents
+	// online and known.
+	Leases func() int
+	Agents func() (online, known int)
+	// Every is the probe interval (default 1s); Timeout bounds each NATS
+	// call of a probe (default 2s).
+	Every, Timeout time.Duration
+	// FailAfter consecutive failed probes make the state not ready
+	// (default 3), so one slow answer on a loaded machine is not an outage.
+	FailAfter int
+	Logger    *slog.Logger
+}
+
+// Prober probes in the background until Close.
+type Prober struct {
+	o    Options
+	js   jetstream.JetStream
+	stop chan struct{}
+	done chan struct{}
+
+	mu    sync.Mutex
+	last  Status
+	fails int // consecutive failed probes
+}
+
+// Start probes once (bounded by o.Timeout), then every o.Every in the
+// background.
+func Start(o Options) (*Prober, error) {
+	if o.NC == nil {
+		return nil, fmt.Errorf("health: no NATS connection")
+	}
+	if o.Every <= 0 {
+		o.Every = time.Second
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 2 * time.Second
+	}
+	if o.FailAfter <= 0 {
+		o.FailAfter = 3
+	}
+	if o.StreamPrefix == "" {
+		o.StreamPrefix = "gseproc"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	js, err := jetstream.New(o.NC)
+	if err != nil {
+		return nil, fmt.Errorf("health: jetstream: %w", err)
+	}
+	now := time.Now()
+	p := &Prober{o: o, js: js, stop: make(chan struct{}), done: make(chan struct{}),
+		last: Status{State: StateStarting, Reason: "not probed yet", Checked: now, Since: now, NATS: o.NC.Status().String()}}
+	p.probeOnce()
+	go p.loop()
+	return p, nil
+}
+
+// Status is the last probe's findings; it never blocks on NATS.
+func (p *Prober) Status() Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
+}
+
+// Close stops the prober and waits for it.
+func (p *Prober) Close() {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+	<-p.done
+}
+
+func (p *Prober) loop() {
+	defer close(p.done)
+	t := time.NewTicker(p.o.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		p.probeOnce()
+	}
+}
+
+func (p *Prober) probeOnce() {
+	ctx, cancel := context.WithTimeout(context.Background(), p.o.Timeout)
+	defer cancel()
+	s := Status{Checked: time.Now(), NATS: strings.ToLower(p.o.NC.Status().String())}
+	if p.o.Leases != nil {
+		s.LeasesHeld = p.o.Leases()
+	}
+	if p.o.Agents != nil {
+		s.AgentsOnline, s.AgentsKnown = p.o.Agents()
+	}
+	if p.o.Node != nil {
+		if jsz, err := p.o.Node.Jsz(&server.JSzOptions{}); err == nil && jsz.Meta != nil && jsz.Meta.Size > 1 {
+			up := 1
+			for _, r := range jsz.Meta.Replicas {
+				if r != nil && !r.Offline && r.Active < 10*time.Second {
+					up++
+				}
+			}
+			s.JetStream.NodesUp, s.JetStream.NodesWant, s.JetStream.Leader = up, jsz.Meta.Size, jsz.Meta.Leader
+		}
+	}
+	var bad string
+	switch {
+	case !p.o.NC.IsConnected():
+		s.State, bad = StateNATSDown, "the server's NATS connection is "+s.NATS+" (it reconnects by itself)"
+	default:
+		if _, err := p.js.AccountInfo(ctx); err != nil {
+			s.JetStream.Error = err.Error()
+			s.State = StateNoQuorum
+			bad = "JetStream does not answer: " + err.Error()
+			if w := s.JetStream.NodesWant; w > 0 {
+				bad = fmt.Sprintf("JetStream has no quorum: waiting for %d of %d nodes (%d up); it recovers by itself when they return (%v)",
+					w/2+1, w, s.JetStream.NodesUp, err)
+			}
+		} else {
+			s.JetStream.OK = true
+			s.StoreLag, s.StoreReplicasBehind = p.storeLag(ctx)
+			s.State = StateReady
+		}
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	prev := p.last
+	if bad != "" {
+		p.fails++
+		if p.fails < p.o.FailAfter && prev.State != StateStarting {
+			// Not yet an outage: keep the last verdict, with fresh figures.
+			s.State, s.Ready, s.Reason = prev.State, prev.Ready, prev.Reason
+		} else {
+			s.Reason = bad
+		}
+	} else {
+		p.fails = 0
+	}
+	s.Ready = s.State == StateReady
+	s.Since = prev.Since
+	if s.State != prev.State {
+		s.Since = s.Checked
+		if s.Ready {
+			p.o.Logger.Info("health: ready", "was", prev.State)
+		} else if s.State != StateStarting {
+			p.o.Logger.Warn("health: not ready", "state", s.State, "reason", s.Reason)
+		}
+	}
+	p.last = s
+}
+
+// storeLag is the largest replica lag of the store's streams and how many
+// replicas are not current.
+func (p *Prober) storeLag(ctx context.Context) (lag uint64, behind int) {
+	names := p.js.StreamNames(ctx)
+	for name := range names.Name() {
+		if !strings.HasPrefix(name, p.o.StreamPrefix+"_") && !strings.HasPrefix(name, "KV_"+p.o.StreamPrefix+"_") {
+			continue
+		}
+		st, err := p.js.Stream(ctx, name)
+		if err != nil {
+			continue
+		}
+		ci := st.CachedInfo().Cluster
+		if ci == nil {
+			continue
+		}
+		for _, r := range ci.Replicas {
+			lag = max(lag, r.Lag)
+			if !r.Current {
+				behind++
+			}
+		}
+	}
+	return lag, behind
+}

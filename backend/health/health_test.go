@@ -1,0 +1,145 @@
+package health
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"gseproc/backend/config"
+	"gseproc/backend/transport"
+)
+
+func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true after %s", what, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// node starts one embedded NATS server of a 3-node cluster whose route
+// ports are ports; listen is its client address.
+func node(t *testing.T, i int, ports []int, listen, storeDir string) *transport.Embedded {
+	t.Helper()
+	var routes []string
+	for _, p := range ports {
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+	}
+	c := config.Default().NATS
+	c.Listen, c.StoreDir, c.ServerName = listen, storeDir, fmt.Sprintf("n%d", i+1)
+	c.Cluster = config.NATSClusterConfig{Name: "health", Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes, User: "r", Password: "rpw"}
+	e, err := transport.StartEmbedded(c, transport.EmbeddedOptions{Demo: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	return e
+}
+
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var out []int
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ln.Addr().(*net.TCPAddr).Port)
+		ln.Close()
+	}
+	return out
+}
+
+// TestQuorumLostAndBack: on a 3-node cluster the prober reports ready
+// with 3 of 3 nodes; with two nodes gone it reports no_quorum, saying how
+// many nodes it waits for, and answers at once all along; when a node
+// returns it is ready again by itself.
+func TestQuorumLostAndBack(t *testing.T) {
+	ports := freePorts(t, 6)
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	var nodes []*transport.Embedded
+	for i := range 3 {
+		nodes = append(nodes, node(t, i, ports[:3], fmt.Sprintf("127.0.0.1:%d", ports[3+i]), dirs[i]))
+	}
+	nc, err := nodes[0].Connect("health-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	p, err := Start(Options{NC: nc, Node: nodes[0].Server(), Every: 50 * time.Millisecond, Timeout: time.Second, FailAfter: 2,
+		Leases: func() int { return 7 }, Agents: func() (int, int) { return 2, 3 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	t0 := time.Now()
+	defer func() { t.Logf("phases done at %s", time.Since(t0)) }()
+	eventually(t, "ready with 3 of 3 nodes", 60*time.Second, func() bool {
+		s := p.Status()
+		return s.Ready && s.JetStream.NodesUp == 3 && s.JetStream.NodesWant == 3
+	})
+	if s := p.Status(); s.LeasesHeld != 7 || s.AgentsOnline != 2 || s.AgentsKnown != 3 || s.NATS != "connected" {
+		t.Fatalf("figures %+v", s)
+	}
+
+	t.Logf("ready with 3 of 3 after %s", time.Since(t0))
+	nodes[1].Shutdown()
+	nodes[2].Shutdown()
+	var slowest time.Duration
+	eventually(t, "no_quorum", 60*time.Second, func() bool {
+		start := time.Now()
+		s := p.Status()
+		slowest = max(slowest, time.Since(start))
+		return s.State == StateNoQuorum
+	})
+	if s := p.Status(); s.Ready || !strings.Contains(s.Reason, "of 3 nodes") || s.JetStream.OK {
+		t.Fatalf("without quorum: %+v", s)
+	}
+	if slowest > 100*time.Millisecond {
+		t.Fatalf("Status took %s while the cluster was down", slowest)
+	}
+
+	t.Logf("no_quorum after %s", time.Since(t0))
+	nodes[1] = node(t, 1, ports[:3], fmt.Sprintf("127.0.0.1:%d", ports[4]), dirs[1])
+	eventually(t, "ready again once a peer is back", 90*time.Second, func() bool { return p.Status().Ready })
+	t.Logf("status after recovery: %+v", p.Status())
+}
+
+// TestNATSDown: the server's NATS connection lost is reported, and
+// recovered from by itself.
+func TestNATSDown(t *testing.T) {
+	c := config.Default().NATS
+	c.Listen, c.StoreDir = "127.0.0.1:-1", t.TempDir()
+	c.Users = []config.NATSUser{{User: "srv", Password: "srvpw", Role: config.NATSRoleServer}}
+	e, err := transport.StartEmbedded(c, transport.EmbeddedOptions{Demo: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown()
+	nc, err := transport.ConnectNow(transport.ClientOptions{URLs: e.ClientURL(), User: "srv", Password: "srvpw", MaxReconnectDelay: 100 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	p, err := Start(Options{NC: nc, Every: 50 * time.Millisecond, FailAfter: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	eventually(t, "ready", 30*time.Second, func() bool { return p.Status().Ready })
+	addr := strings.TrimPrefix(e.ClientURL(), "nats://")
+	e.Shutdown()
+	eventually(t, "nats_disconnected", 30*time.Second, func() bool { return p.Status().State == StateNATSDown })
+	c.Listen = addr
+	e2, err := transport.StartEmbedded(c, transport.EmbeddedOptions{Demo: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Shutdown()
+	eventually(t, "ready again", 30*time.Second, func() bool { return p.Status().Ready })
+}

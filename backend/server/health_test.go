@@ -1,0 +1,68 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gseproc/backend/health"
+)
+
+// TestReadiness: /healthz answers whatever the state; /readyz and
+// /metrics report the prober's findings; while not ready every API call
+// is refused at once with 503 and the reason, and nothing is dispatched.
+func TestReadiness(t *testing.T) {
+	var cur atomic.Pointer[health.Status]
+	set := func(s health.Status) { cur.Store(&s) }
+	set(health.Status{State: health.StateNoQuorum, Reason: "JetStream has no quorum: waiting for 2 of 3 nodes (1 up)",
+		Since: time.Now(), NATS: "connected", JetStream: health.JetStreamStatus{NodesUp: 1, NodesWant: 3}, LeasesHeld: 2, AgentsOnline: 5})
+	e := newEnv(t, testConfig(), WithReadiness(func() health.Status { return *cur.Load() }))
+
+	if r := e.do(http.MethodGet, "/healthz", nil, nil); r.Status != 200 || !strings.Contains(string(r.Data), `"status":"ok"`) {
+		t.Fatalf("healthz while not ready: %d %s", r.Status, r.raw)
+	}
+	r := e.do(http.MethodGet, "/readyz", nil, nil)
+	if r.Status != http.StatusServiceUnavailable || !strings.Contains(r.Message, "waiting for 2 of 3 nodes") || !strings.Contains(string(r.Data), `"nodes_up":1`) {
+		t.Fatalf("readyz without quorum: %d %s", r.Status, r.raw)
+	}
+	seed := readFile(t, "testdata/seed004_gse_operate_proc.request.json")
+	if r := e.post("/api/c/compapi/v2/gse/operate_proc/", seed); r.Result || !strings.Contains(r.Message, "no_quorum") || !strings.Contains(r.Message, "2 of 3 nodes") {
+		t.Fatalf("operate_proc without quorum: %s", r.raw)
+	}
+	if r := e.do(http.MethodGet, "/api/v1/tasks", nil, nil); r.Status != http.StatusServiceUnavailable || !strings.Contains(r.Message, "2 of 3 nodes") {
+		t.Fatalf("native API without quorum: %d %s", r.Status, r.raw)
+	}
+	if ts, _ := e.eng.Tasks(context.Background(), 0); len(ts) != 0 {
+		t.Fatalf("%d tasks created while not ready", len(ts))
+	}
+	metrics := func() string {
+		resp, err := http.Get(e.hs.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	for _, want := range []string{"gseproc_ready 0\n", "gseproc_cluster_nodes_up 1\n", "gseproc_cluster_nodes 3\n", "gseproc_leases_held 2\n", "gseproc_agents_online 5\n"} {
+		if m := metrics(); !strings.Contains(m, want) {
+			t.Fatalf("/metrics lacks %q", want)
+		}
+	}
+
+	// Peers back: ready, and the API serves again.
+	set(health.Status{State: health.StateReady, Ready: true, Since: time.Now(), NATS: "connected", JetStream: health.JetStreamStatus{OK: true, NodesUp: 3, NodesWant: 3}})
+	if r := e.do(http.MethodGet, "/readyz", nil, nil); r.Status != 200 || !strings.Contains(string(r.Data), `"state":"ready"`) {
+		t.Fatalf("readyz when ready: %d %s", r.Status, r.raw)
+	}
+	if r := e.post("/api/c/compapi/v2/gse/operate_proc/", seed); !r.Result {
+		t.Fatalf("operate_proc when ready: %s", r.raw)
+	}
+	if m := metrics(); !strings.Contains(m, "gseproc_ready 1\n") {
+		t.Fatal("/metrics does not say ready")
+	}
+}
