@@ -203,7 +203,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	}
 	for _, p := range []string{"/api/v1/info:", "/api/v1/namespaces:", "/api/v1/hosts:", "/api/v1/processes:", "/api/v1/operate:",
 		"/api/v1/tasks:", "/api/v1/tasks/{id}:", "/api/v1/tasks/{id}/cancel:", "/api/v1/tasks/{id}/stream:", "/api/v1/events:",
-		"/api/v1/events/recent:", "/api/v1/audit:", "/healthz:", "/metrics:", "1306429", "1241002", "1000115"} {
+		"/api/v1/events/recent:", "/api/v1/audit:", "/healthz:", "/readyz:", "/metrics:", "1306429", "1241002", "1000115"} {
 		if !strings.Contains(string(doc), p) {
 			t.Errorf("openapi.yaml does not document %s", p)
 		}
@@ -249,7 +249,7 @@ func TestGracefulShutdown(t *testing.T) {
 
 	got := make(chan int, 1)
 	go func() {
-		resp, err := http.Get(base + "/healthz")
+		resp, err := http.Get(base + "/api/v1/info")
 		if err != nil {
 			got <- -1
 			return
