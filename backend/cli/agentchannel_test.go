@@ -165,7 +165,7 @@ func TestAgentSaysWhatIsWrong(t *testing.T) {
 	go func() {
 		done <- Main(ctx, agentArgs("--user", "a1", "--password", "right"), Stdio{In: strings.NewReader(""), Out: &syncBuf{}, Err: errb})
 	}()
-	waitFor(t, "the agent says no server listens", 20*time.Second, func() bool { return strings.Contains(errb.String(), "no NATS server listening") })
+	waitFor(t, "the agent says no server answers", 20*time.Second, func() bool { return strings.Contains(errb.String(), "no NATS server") })
 	nb, err := startNATSBackend(context.Background(), cfg, false, nil, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -58,7 +58,7 @@ func ClientOptionsFromConfig(cfg config.NATSConfig, name string) ClientOptions {
 // and Connect itself returns at once (the connection is then in
 // RECONNECTING state and publishes are buffered by nats.go). Every failed
 // attempt's reason is logged (warn; error when retrying cannot cure it;
-// once per reason and then every 30 s). With FailFast, a permanent failure
+// each reason once per 30 s). With FailFast, a permanent failure
 // (credentials refused, a certificate not trusted or missing) before the
 // first connection closes the connection and calls OnFatal. With Home set,
 // the URLs are tried from a place of the list chosen by Home, so clients
@@ -162,10 +162,9 @@ type connState struct {
 	home      atomic.Bool // the next reconnect goes to the home node
 	homeHost  string      // host:port of the home node
 
-	mu         sync.Mutex
-	lastReason string
-	lastLogged time.Time
-	fatal      bool
+	mu     sync.Mutex
+	logged map[string]time.Time // reason -> when last logged
+	fatal  bool
 }
 
 // failed is told of every failed connection attempt.
@@ -193,9 +192,13 @@ func (cs *connState) failed(nc *nats.Conn, err error) {
 		return
 	}
 	now := time.Now()
-	quiet := reason == cs.lastReason && now.Sub(cs.lastLogged) < 30*time.Second
+	if cs.logged == nil || len(cs.logged) > 64 {
+		cs.logged = map[string]time.Time{}
+	}
+	last, seen := cs.logged[reason]
+	quiet := seen && now.Sub(last) < 30*time.Second
 	if !quiet {
-		cs.lastReason, cs.lastLogged = reason, now
+		cs.logged[reason] = now
 	}
 	cs.mu.Unlock()
 	if quiet {
@@ -304,6 +307,8 @@ func explain(err error) string {
 		return "the server does not speak TLS"
 	case strings.Contains(msg, "connection refused"):
 		return "no NATS server listening there (down or wrong address)"
+	case errors.Is(err, nats.ErrNoServers):
+		return "no NATS server answers at the URLs (down, not reachable, or a wrong address)"
 	case strings.Contains(msg, "timeout") || strings.Contains(msg, "no route to host") || strings.Contains(msg, "i/o timeout"):
 		return "the server does not answer (network or firewall)"
 	}
