@@ -296,9 +296,7 @@ func (p *labelsPage) Update(msg tea.Msg) tea.Cmd {
 		case keyIs(msg, k.Open):
 			return p.s.post(pushMsg{newHostsPage(p.s, it.query(p.ns.Name))})
 		case keyIs(msg, k.Op):
-			q := it.query(p.ns.Name)
-			tg := target{sel: backend.Selector{Namespace: q.Namespace, Name: q.Name, Labels: q.Labels}, hosts: it.hosts}
-			return p.s.post(pushMsg{newOpPage(p.s, tg)})
+			return p.s.openOp(p, nil)
 		case keyIs(msg, k.Edit):
 			if it.kind != lblProc {
 				return p.s.post(flashMsg{"move to a process row to edit it (processes are listed after the labels)"})
@@ -311,6 +309,20 @@ func (p *labelsPage) Update(msg tea.Msg) tea.Cmd {
 		}
 	}
 	return nil
+}
+
+// opTarget is the row under the cursor: all, a label or a process.
+func (p *labelsPage) opTarget() (target, bool) {
+	if !p.loaded {
+		p.s.notReady("processes")
+		return target{}, false
+	}
+	if p.list.cursor >= len(p.items) {
+		return target{}, false
+	}
+	it := p.items[p.list.cursor]
+	q := it.query(p.ns.Name)
+	return target{sel: backend.Selector{Namespace: q.Namespace, Name: q.Name, Labels: q.Labels}, hosts: it.hosts}, true
 }
 
 func (p *labelsPage) View() string {

@@ -131,7 +131,10 @@ func (d *dialog) render(s *shared, w int, body []string, gap string) string {
 
 // overlay draws box centred over bg (both w x h cells at most) with a
 // one-cell blank margin, keeping the rest of the background visible.
-func overlay(bg, box string, w, h int) string {
+func overlay(bg, box string, w, h int) string { return overlayAt(bg, box, w, h, -1) }
+
+// overlayAt draws box over bg from line y (centred when y < 0).
+func overlayAt(bg, box string, w, h, y int) string {
 	bgLines := strings.Split(fit(bg, w, h), "\n")
 	boxLines := strings.Split(box, "\n")
 	bw := lipgloss.Width(box)
@@ -142,7 +145,9 @@ func overlay(bg, box string, w, h int) string {
 	framed = append(framed, blank)
 	bw += 2
 	x := max((w-bw)/2, 0)
-	y := max((h-len(framed))/2, 0)
+	if y < 0 {
+		y = max((h-len(framed))/2, 0)
+	}
 	for i, bl := range framed {
 		r := y + i
 		if r >= len(bgLines) {

@@ -96,22 +96,28 @@ func (p *hostPage) Update(msg tea.Msg) tea.Cmd {
 		case keyIs(msg, k.Reload):
 			return p.load()
 		case keyIs(msg, k.Op):
-			if !p.loaded || !p.found {
-				return p.s.notReady("the host")
-			}
-			nss, procs := map[string]bool{}, map[string]bool{}
-			for _, pv := range p.v.Procs {
-				ns, name, _ := model.SplitKey(pv.Key)
-				nss[ns], procs[name] = true, true
-			}
-			if len(procs) == 0 {
-				return p.s.post(flashMsg{"no process is deployed on " + p.host.AgentID()})
-			}
-			tg := target{sel: backend.Selector{Hosts: []model.Host{p.host}}, hosts: 1, procs: sortedKeys(procs), nsAll: sortedKeys(nss)}
-			return p.s.post(pushMsg{newOpPage(p.s, tg)})
+			return p.s.openOp(p, nil)
 		}
 	}
 	return p.textView.Update(msg)
+}
+
+// opTarget is every process of the host.
+func (p *hostPage) opTarget() (target, bool) {
+	if !p.loaded || !p.found {
+		p.s.notReady("the host")
+		return target{}, false
+	}
+	nss, procs := map[string]bool{}, map[string]bool{}
+	for _, pv := range p.v.Procs {
+		ns, name, _ := model.SplitKey(pv.Key)
+		nss[ns], procs[name] = true, true
+	}
+	if len(procs) == 0 {
+		p.s.post(flashMsg{"no process is deployed on " + p.host.AgentID()})
+		return target{}, false
+	}
+	return target{sel: backend.Selector{Hosts: []model.Host{p.host}}, hosts: 1, procs: sortedKeys(procs), nsAll: sortedKeys(nss)}, true
 }
 
 func (p *hostPage) content() string {
@@ -234,16 +240,7 @@ func (p *findPage) Update(msg tea.Msg) tea.Cmd {
 	case tea.KeyEsc:
 		return p.s.post(popMsg{})
 	case tea.KeyEnter:
-		text := strings.TrimSpace(p.input.Value())
-		if !isCloud(text) {
-			text = "0:" + text // an IP alone is in cloud area 0
-		}
-		h, err := model.ParseAgentID(text)
-		if err == nil {
-			var v model.Validator
-			h.Validate(&v, "host")
-			err = v.Err()
-		}
+		h, err := parseHostArg(p.input.Value())
 		if err != nil {
 			p.err = err.Error()
 			return nil

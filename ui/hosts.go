@@ -291,6 +291,21 @@ func (p *hostsPage) targetHosts() []model.Host {
 	return out
 }
 
+// opTarget is the selection, or the host under the cursor.
+func (p *hostsPage) opTarget() (target, bool) {
+	if !p.loaded {
+		p.s.notReady("hosts")
+		return target{}, false
+	}
+	hosts := p.targetHosts()
+	if len(hosts) == 0 {
+		p.s.post(flashMsg{"no host to operate on"})
+		return target{}, false
+	}
+	return target{sel: backend.Selector{Namespace: p.q.Namespace, Name: p.q.Name, Labels: p.procLabels(), Hosts: hosts},
+		hosts: len(hosts), cursor: len(p.sel) == 0}, true
+}
+
 func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 	k := p.s.keys
 	switch msg := msg.(type) {
@@ -372,13 +387,7 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 		case keyIs(msg, k.ClearSel):
 			clear(p.sel)
 		case keyIs(msg, k.Op):
-			hosts := p.targetHosts()
-			if len(hosts) == 0 {
-				return p.s.post(flashMsg{"no host to operate on"})
-			}
-			tg := target{sel: backend.Selector{Namespace: p.q.Namespace, Name: p.q.Name, Labels: p.procLabels(), Hosts: hosts},
-				hosts: len(hosts), cursor: len(p.sel) == 0}
-			return p.s.post(pushMsg{newOpPage(p.s, tg)})
+			return p.s.openOp(p, nil)
 		case keyIs(msg, k.Edit):
 			r, ok := p.cursorRow()
 			if !ok || len(r.v.Procs) == 0 {

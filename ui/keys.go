@@ -16,7 +16,7 @@ type KeyMap struct {
 	Open, Filter, Select, SelectAll, ClearSel    key.Binding
 	Op, New, Edit, Reload, Tasks, Events         key.Binding
 	FailedOnly, Retry, CancelTask, Confirm, Deny key.Binding
-	Messages, FindHost                           key.Binding
+	Messages, FindHost, Palette                  key.Binding
 	byName                                       map[string]*key.Binding
 }
 
@@ -53,6 +53,7 @@ func DefaultKeyMap() *KeyMap {
 		Deny:       b("n", "no", "n", "N", "esc"),
 		Messages:   b("L", "message log", "L"),
 		FindHost:   b("@", "open a host by IP", "@"),
+		Palette:    b(":", "palette", ":"),
 	}
 	k.byName = map[string]*key.Binding{
 		"quit": &k.Quit, "help": &k.Help, "back": &k.Back, "up": &k.Up, "down": &k.Down,
@@ -61,7 +62,7 @@ func DefaultKeyMap() *KeyMap {
 		"clear_selection": &k.ClearSel, "op": &k.Op, "new": &k.New, "edit": &k.Edit,
 		"reload": &k.Reload, "tasks": &k.Tasks, "events": &k.Events, "failed_only": &k.FailedOnly,
 		"retry": &k.Retry, "cancel_task": &k.CancelTask, "confirm": &k.Confirm, "deny": &k.Deny,
-		"messages": &k.Messages, "find_host": &k.FindHost,
+		"messages": &k.Messages, "find_host": &k.FindHost, "palette": &k.Palette,
 	}
 	return k
 }

@@ -5,7 +5,8 @@
 // backend, config, read-only) and a stack of pages: namespaces -> labels and
 // processes -> hosts, the op picker, a task's live results, one result,
 // recent tasks, host events, the process form and its review. A dialog layer
-// (the confirmation) takes keys before any page. Every backend call runs in
+// (the confirmation) takes keys before the `:` command palette (palette.go),
+// which takes them before any page. Every backend call runs in
 // a tea.Cmd; live results and events are drained in batches by commands that
 // block on their channel, so nothing ticks while nothing moves, and a page's
 // subscription is cancelled when it closes.
@@ -68,6 +69,8 @@ type Options struct {
 	// BatchMax and BatchWindow bound one batch of live results (default 2000, 15ms).
 	BatchMax    int
 	BatchWindow time.Duration
+	// Commands are added to the `:` command palette (see Register).
+	Commands []Command
 }
 
 // Model is the root bubbletea model.
@@ -85,6 +88,10 @@ type Model struct {
 	help     help.Model
 	cancel   context.CancelFunc
 	guard    *guarded
+
+	palette    *palette  // the open command palette
+	paletteSeq int       // palettes opened (answers to an older one are dropped)
+	commands   []Command // registered palette commands
 
 	infoEvery time.Duration
 }
@@ -164,6 +171,7 @@ func New(ctx context.Context, o Options) (*Model, error) {
 	if n := len(o.Warnings); n > 0 && m.flash == "" {
 		m.flash = fmt.Sprintf("%s at start: %s shows %s", plural(n, "warning"), keys.Messages.Help().Key, map[bool]string{true: "it", false: "them"}[n == 1])
 	}
+	m.Register(o.Commands...)
 	m.stack = []page{newNSPage(s)}
 	if o.Namespace != "" {
 		m.stack = append(m.stack, newLabelsPage(s, backend.NamespaceSummary{Name: o.Namespace}))
@@ -278,6 +286,45 @@ func (m *Model) jump(is func(page) bool, open func() page) tea.Cmd {
 	return m.push(open())
 }
 
+// goTo closes every page above the namespaces and opens ps on it.
+func (m *Model) goTo(ps ...page) tea.Cmd {
+	for _, p := range m.stack[1:] {
+		p.Close()
+	}
+	m.stack = m.stack[:1]
+	cmds := []tea.Cmd{m.top().Resume()}
+	for _, p := range ps {
+		cmds = append(cmds, m.push(p))
+	}
+	return tea.Batch(cmds...)
+}
+
+func (m *Model) openTasks() tea.Cmd {
+	return m.jump(func(p page) bool { _, ok := p.(*tasksPage); return ok }, func() page { return newTasksPage(m.s) })
+}
+
+func (m *Model) openEvents() tea.Cmd {
+	return m.jump(func(p page) bool { _, ok := p.(*eventsPage); return ok }, func() page { return newEventsPage(m.s) })
+}
+
+func (m *Model) openMessages() tea.Cmd {
+	return m.jump(func(p page) bool { _, ok := p.(*messagesPage); return ok }, func() page { return newMessagesPage(m.s) })
+}
+
+// askQuit quits, first asking when the embedded engine runs tasks that
+// quitting would end (on a fresh count: the status bar's may be older than
+// the task's end).
+func (m *Model) askQuit() tea.Cmd {
+	if m.info.Mode == "embedded" && m.info.Running > 0 {
+		ctx, be := m.s.ctx, m.s.be
+		return func() tea.Msg {
+			info, err := be.Info(ctx)
+			return quitCheckMsg{info: info, err: err}
+		}
+	}
+	return m.quit()
+}
+
 func (m *Model) pop() tea.Cmd {
 	if len(m.stack) <= 1 {
 		return nil
@@ -312,7 +359,7 @@ func (m *Model) handle(msg tea.Msg) tea.Cmd {
 		return m.key(msg)
 	case tea.MouseMsg:
 		// Only with [console] mouse = true: the wheel scrolls like ↑/↓.
-		if m.dialog != nil || m.tooSmall() || tea.MouseEvent(msg).Action != tea.MouseActionPress {
+		if m.dialog != nil || m.palette != nil || m.tooSmall() || tea.MouseEvent(msg).Action != tea.MouseActionPress {
 			return nil
 		}
 		switch msg.Button {
@@ -413,6 +460,13 @@ func (m *Model) handle(msg tea.Msg) tea.Cmd {
 		m.flash = msg.text
 		m.s.addLog(levelNotice, "", msg.text)
 		return nil
+	case Notice:
+		return m.handle(flashMsg{string(msg)})
+	case Failure:
+		return m.handle(errMsg{msg.What, msg.Err})
+	case paletteLoadedMsg:
+		m.paletteLoaded(msg)
+		return nil
 	case recentEventsMsg:
 		m.addEvents(msg.events)
 		return nil
@@ -507,6 +561,9 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		}
 		return nil
 	}
+	if m.palette != nil {
+		return m.paletteKey(msg)
+	}
 	if m.showHelp {
 		switch {
 		case keyIs(msg, k.Quit) && !top.Capturing():
@@ -532,16 +589,7 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 	}
 	switch {
 	case keyIs(msg, k.Quit):
-		// Quitting the embedded engine ends its running tasks: ask first,
-		// on a fresh count (the status bar's may be older than the task's end).
-		if m.info.Mode == "embedded" && m.info.Running > 0 {
-			ctx, be := m.s.ctx, m.s.be
-			return func() tea.Msg {
-				info, err := be.Info(ctx)
-				return quitCheckMsg{info: info, err: err}
-			}
-		}
-		return m.quit()
+		return m.askQuit()
 	case keyIs(msg, k.Help):
 		m.showHelp = true
 		return nil
@@ -557,11 +605,13 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 	case keyIs(msg, k.FindHost):
 		return m.push(newFindPage(m.s))
 	case keyIs(msg, k.Messages):
-		return m.jump(func(p page) bool { _, ok := p.(*messagesPage); return ok }, func() page { return newMessagesPage(m.s) })
+		return m.openMessages()
 	case keyIs(msg, k.Tasks):
-		return m.jump(func(p page) bool { _, ok := p.(*tasksPage); return ok }, func() page { return newTasksPage(m.s) })
+		return m.openTasks()
 	case keyIs(msg, k.Events):
-		return m.jump(func(p page) bool { _, ok := p.(*eventsPage); return ok }, func() page { return newEventsPage(m.s) })
+		return m.openEvents()
+	case keyIs(msg, k.Palette):
+		return m.openPalette()
 	}
 	return top.Update(msg)
 }
@@ -588,6 +638,9 @@ func (m *Model) View() string {
 	switch {
 	case m.dialog != nil:
 		body = overlay(m.top().View(), m.dialog.view(m.s, bw, bh), bw, bh)
+	case m.palette != nil:
+		// At the top, so that it does not move as the matches narrow.
+		body = overlayAt(m.top().View(), m.palette.view(m.s, bw, bh), bw, bh, 0)
 	case m.showHelp:
 		body = m.fullHelp()
 	default:
@@ -696,7 +749,7 @@ func (m *Model) globalKeys() []binding {
 	if len(m.stack) <= 1 {
 		back.SetEnabled(false)
 	}
-	return []binding{k.Help, back, k.Quit}
+	return []binding{k.Help, k.Palette, back, k.Quit}
 }
 
 // shortHelp is the page's main keys, then the global ones, which always
@@ -704,6 +757,9 @@ func (m *Model) globalKeys() []binding {
 func (m *Model) shortHelp() string {
 	if m.dialog != nil {
 		return m.s.theme.Muted.Render("answer the dialog: " + dialogHint(m.dialog))
+	}
+	if m.palette != nil {
+		return m.s.theme.Muted.Render("type to find · ↑/↓ · tab complete · enter run · esc close")
 	}
 	h := m.help
 	h.Width = 0
@@ -730,7 +786,7 @@ func (m *Model) fullHelp() string {
 	t := m.s.theme
 	k := m.s.keys
 	groups := append([][]binding{}, m.top().Help().full...)
-	groups = append(groups, []binding{k.Tasks, k.Events, k.Messages, k.FindHost, k.Help, k.Back, k.Quit})
+	groups = append(groups, []binding{k.Palette, k.Tasks, k.Events, k.Messages, k.FindHost, k.Help, k.Back, k.Quit})
 	full := m.help
 	full.ShowAll = true
 	full.Width = 0

@@ -142,6 +142,28 @@ func (s *shared) notReady(what string) tea.Cmd {
 	return s.post(flashMsg{"still loading " + what + ": key ignored"})
 }
 
+// operable is a page with a target for an operation (o, and the palette's
+// op commands).
+type operable interface {
+	// opTarget is the page's target; false when it has none, and then the
+	// page has said why in the status bar.
+	opTarget() (target, bool)
+}
+
+// openOp opens the op picker on o's target, pointing at op when given
+// (nothing runs before the operator confirms in the picker).
+func (s *shared) openOp(o operable, op *model.OpType) tea.Cmd {
+	tg, ok := o.opTarget()
+	if !ok {
+		return nil
+	}
+	p := newOpPage(s, tg)
+	if op != nil {
+		p.point(*op)
+	}
+	return s.post(pushMsg{p})
+}
+
 // resolved tells the root that what failed before (an errMsg's what) worked.
 func (s *shared) resolved(what string) { s.post(resolvedMsg{what}) }
 

@@ -98,6 +98,14 @@ func taskCols() []column {
 	}
 }
 
+// taskSelection is what a task acted on, as far as the task says.
+func taskSelection(t model.Task) string {
+	if len(t.Namespace) == 0 {
+		return plural(t.Targets, "target")
+	}
+	return strings.Join(t.Namespace, ",") + " · " + plural(t.Targets, "target")
+}
+
 // tail keeps the end of s (a task id's unique part) within w cells.
 func tail(s string, w int) string {
 	if ansi.StringWidth(s) <= w || w < 2 {
