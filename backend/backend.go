@@ -5,6 +5,9 @@ package backend
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 
 	"gseproc/model"
 )
@@ -50,6 +53,67 @@ type Backend interface {
 	// change and operation with who asked for it (the actor of the call's
 	// context, see WithActor), its scope, targets, task and outcome.
 	Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEntry, error)
+
+	// Simulate carries out a live control of the simulated fleet (take
+	// hosts offline, crash a process, slow agents down ...; see
+	// model.SimAction) on the hosts the selector picks, and returns what
+	// it did; each change is also an event. A fleet of real agents refuses
+	// it with model.ErrNotSimulated.
+	Simulate(ctx context.Context, req SimRequest) (model.SimOutcome, error)
+}
+
+// SimRequest is one simulator control: the change, and the hosts it may
+// act on. Selector (Namespace, Name, Labels, Hosts; not Targets) selects
+// the hosts carrying the matching processes, or every host when empty; a
+// process-level action (crash, memory) needs Namespace and Name.
+type SimRequest struct {
+	model.SimChange
+	Selector Selector `json:"selector,omitzero"`
+	Source   string   `json:"source,omitempty"`
+	Operator string   `json:"operator,omitempty"`
+}
+
+// Validate checks the request at the entrance: every bad field named.
+// It canonicalises the selector's hosts and fills the change's defaults.
+func (r *SimRequest) Validate() error {
+	v := &model.Validator{}
+	r.SimChange.Validate(v, "")
+	r.Selector.Hosts = model.CanonicalHosts(v, "selector.hosts", r.Selector.Hosts)
+	if len(r.Selector.Targets) > 0 {
+		v.Add("selector.targets", "not used by simulator controls: select by namespace, name, labels or hosts")
+	}
+	if r.Action.ProcessLevel() && (r.Selector.Namespace == "" || r.Selector.Name == "") {
+		v.Addf("selector.name", "%s acts on one process: give its namespace and name", r.Action)
+	}
+	return v.Err()
+}
+
+// Scope is the selector in words, for events and the audit trail.
+func (s Selector) Scope() string {
+	var parts []string
+	switch {
+	case s.Namespace != "" && s.Name != "":
+		parts = append(parts, s.Namespace+":"+s.Name)
+	case s.Namespace != "":
+		parts = append(parts, s.Namespace)
+	}
+	keys := make([]string, 0, len(s.Labels))
+	for k := range s.Labels {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		parts = append(parts, k+"="+s.Labels[k])
+	}
+	if n := len(s.Hosts); n == 1 {
+		parts = append(parts, s.Hosts[0].String())
+	} else if n > 1 {
+		parts = append(parts, fmt.Sprintf("%d named hosts", n))
+	}
+	if len(parts) == 0 {
+		return "whole fleet"
+	}
+	return strings.Join(parts, " ")
 }
 
 // Info describes a backend.

@@ -193,6 +193,16 @@ func (r *restricted) Audit(ctx context.Context, q model.AuditQuery) ([]model.Aud
 	return keep(es, func(e model.AuditEntry) bool { return r.allowAll(e.Namespaces) }), err
 }
 
+func (r *restricted) Simulate(ctx context.Context, req SimRequest) (model.SimOutcome, error) {
+	if ns := req.Selector.Namespace; !r.allow(ns) {
+		if ns == "" {
+			ns = "(every namespace)"
+		}
+		return model.SimOutcome{}, r.deny("selector.namespace", ns)
+	}
+	return r.be.Simulate(ctx, req)
+}
+
 // keep returns the elements of xs f accepts (a new slice).
 func keep[T any](xs []T, f func(T) bool) []T {
 	out := make([]T, 0, len(xs))

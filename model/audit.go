@@ -62,6 +62,7 @@ const (
 	AuditCancel        = "cancel"         // a task was cancelled
 	AuditSaveProcess   = "save_process"   // a definition created or replaced
 	AuditDeleteProcess = "delete_process" // a definition removed
+	AuditSimulate      = "simulate"       // a live control of the simulated fleet (Op names it)
 )
 
 // Audit outcomes.
@@ -162,9 +163,9 @@ func (q AuditQuery) ValidateInto(v *Validator) {
 		v.Add("until", "must be after since")
 	}
 	switch q.Action {
-	case "", AuditOperate, AuditTaskFinished, AuditCancel, AuditSaveProcess, AuditDeleteProcess:
+	case "", AuditOperate, AuditTaskFinished, AuditCancel, AuditSaveProcess, AuditDeleteProcess, AuditSimulate:
 	default:
-		v.Addf("action", "%q is not one of operate, task_finished, cancel, save_process, delete_process", q.Action)
+		v.Addf("action", "%q is not one of operate, task_finished, cancel, save_process, delete_process, simulate", q.Action)
 	}
 	switch q.Result {
 	case "", AuditOK, AuditRefused, AuditError:

@@ -152,3 +152,11 @@ func (g *guarded) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditE
 	defer g.mu.RUnlock()
 	return g.be.Audit(ctx, q)
 }
+
+func (g *guarded) Simulate(ctx context.Context, req backend.SimRequest) (model.SimOutcome, error) {
+	if err := g.enter(); err != nil {
+		return model.SimOutcome{}, err
+	}
+	defer g.mu.RUnlock()
+	return g.be.Simulate(ctx, req)
+}

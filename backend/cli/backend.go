@@ -105,7 +105,7 @@ func openEmbedded(ctx context.Context, cfg config.Config, log *slog.Logger) (*en
 	st := store.NewMemory(store.WithKeepTasks(cfg.Engine.KeepTasks), store.WithKeepEvents(cfg.Engine.KeepEvents), store.WithKeepAudit(cfg.Engine.KeepAudit),
 		store.WithMaxAge(cfg.Engine.ResultMaxAge.D()))
 	e := engine.New(cfg.Engine, fleet, fleet, st,
-		engine.WithLogger(log), engine.WithReadOnly(cfg.Engine.ReadOnly), engine.WithVersion(Version))
+		engine.WithLogger(log), engine.WithReadOnly(cfg.Engine.ReadOnly), engine.WithVersion(Version), engine.WithSimulator(fleet))
 	closer, err := startEngine(ctx, e, fleet, fleet.Close, st.Close)
 	if err != nil {
 		return nil, nil, err

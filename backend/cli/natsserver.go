@@ -180,8 +180,11 @@ func openNATSEngine(ctx context.Context, cfg config.Config, demo, withFleet bool
 		}
 		return nil, nil, nil, err
 	}
-	e := engine.New(cfg.Engine, nb.Dispatcher, nb.Inventory, nb.Store,
-		engine.WithLogger(log), engine.WithReadOnly(cfg.Engine.ReadOnly), engine.WithVersion(Version), engine.WithOwner(id))
+	opts := []engine.Option{engine.WithLogger(log), engine.WithReadOnly(cfg.Engine.ReadOnly), engine.WithVersion(Version), engine.WithOwner(id)}
+	if fleet != nil {
+		opts = append(opts, engine.WithSimulator(fleet))
+	}
+	e := engine.New(cfg.Engine, nb.Dispatcher, nb.Inventory, nb.Store, opts...)
 	log.Info("server identity", "server_id", e.Owner(), "stable", id != "")
 	closers := []func() error{nb.Close}
 	if fleet != nil {

@@ -7,13 +7,21 @@ import (
 
 	"gseproc/backend/simulator"
 	"gseproc/backend/transport"
+	"gseproc/model"
 )
 
 // runSim runs a simulated fleet as agents over NATS: `gseproc sim --nats
 // URL --hosts N [--seed S]`. One connection serves every host, so
 // thousands cost little; each host answers on its own subject, heartbeats
 // while its simulated agent is up, and publishes its events.
+//
+// `gseproc sim ACTION [flags]` is a live control instead (simctl.go).
 func runSim(ctx context.Context, args []string, io Stdio) error {
+	if len(args) > 0 {
+		if a := model.SimAction(args[0]); a.Valid() {
+			return runSimControl(ctx, a, args[1:], io)
+		}
+	}
 	fs := newFlags("sim", "sim [--config FILE] [--nats URL] [--hosts N] [--seed S] [--user U --password P | --nkey-seed FILE | --creds FILE] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE]", io)
 	cfgPath := fs.String("config", "", "config `FILE` ([simulator] fleet, [nats] connection)")
 	var nf natsClientFlags

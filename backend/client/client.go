@@ -117,6 +117,8 @@ func (e *APIError) Unwrap() error {
 		return model.ErrConflict
 	case "read_only":
 		return model.ErrReadOnly
+	case "not_simulated":
+		return model.ErrNotSimulated
 	}
 	if e.Status == http.StatusNotFound {
 		return model.ErrNotFound
@@ -337,6 +339,13 @@ func (c *Client) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEn
 	set("result", q.Result)
 	out := []model.AuditEntry{}
 	err := c.call(ctx, http.MethodGet, "/api/v1/audit", v, nil, &out)
+	return out, err
+}
+
+// Simulate carries out a live control of the server's simulated fleet.
+func (c *Client) Simulate(ctx context.Context, req backend.SimRequest) (model.SimOutcome, error) {
+	var out model.SimOutcome
+	err := c.call(ctx, http.MethodPost, "/api/v1/sim", nil, req, &out)
 	return out, err
 }
 

@@ -44,7 +44,7 @@ func outcome(err error) (string, string) {
 	case err == nil:
 		return model.AuditOK, ""
 	case errors.As(err, &ve), errors.Is(err, model.ErrReadOnly), errors.Is(err, model.ErrNotFound), errors.Is(err, model.ErrConflict),
-		errors.Is(err, model.ErrForbidden):
+		errors.Is(err, model.ErrForbidden), errors.Is(err, model.ErrNotSimulated):
 		return model.AuditRefused, err.Error()
 	}
 	return model.AuditError, err.Error()

@@ -31,6 +31,7 @@ type Engine struct {
 	now      func() time.Time
 	readOnly bool
 	version  string
+	sim      SimControl // nil: the fleet is real agents
 
 	// Leases, when st is a Leaser (a store shared by several engines).
 	owner    string
@@ -91,6 +92,10 @@ func WithOwner(id string) Option {
 		}
 	}
 }
+
+// WithSimulator lets Simulate drive the simulated fleet sc (without it,
+// Simulate refuses: the fleet is real agents).
+func WithSimulator(sc SimControl) Option { return func(e *Engine) { e.sim = sc } }
 
 // WithVersion sets the version Info reports.
 func WithVersion(v string) Option { return func(e *Engine) { e.version = v } }

@@ -145,3 +145,10 @@ type Leaser interface {
 	// Leases lists every lease.
 	Leases(ctx context.Context) ([]Lease, error)
 }
+
+// SimControl is a simulated fleet the engine can drive live
+// (simulator.Fleet satisfies it): Control carries out a validated change
+// on the (host, process) targets it simulates, leaving the rest alone.
+type SimControl interface {
+	Control(ctx context.Context, c model.SimChange, targets []model.Target, scope string) (model.SimOutcome, error)
+}

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -262,5 +263,59 @@ func TestHostsShowReportedStatesBeforeAnyOp(t *testing.T) {
 	}
 	if known == 0 || running == 0 {
 		t.Fatalf("known %d, running %d: want states reported before any op", known, running)
+	}
+}
+
+// Simulate is refused without a simulated fleet and in read-only mode, and
+// audited either way; with one it picks by the fleet's seed.
+func TestSimulate(t *testing.T) {
+	ctx := context.Background()
+	req := backend.SimRequest{SimChange: model.SimChange{Action: model.SimOffline, Count: 3}, Selector: backend.Selector{Namespace: "web"}}
+	for _, tc := range []struct {
+		name string
+		opts func(*simulator.Fleet) []engine.Option
+		want error
+	}{
+		{"real agents", func(*simulator.Fleet) []engine.Option { return nil }, model.ErrNotSimulated},
+		{"read-only", func(f *simulator.Fleet) []engine.Option {
+			return []engine.Option{engine.WithSimulator(f), engine.WithReadOnly(true)}
+		}, model.ErrReadOnly},
+		{"simulated", func(f *simulator.Fleet) []engine.Option { return []engine.Option{engine.WithSimulator(f)} }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fleet := simulator.New(quietFleet(80))
+			e := engine.New(config.Default().Engine, fleet, fleet, store.NewMemory(), tc.opts(fleet)...)
+			if err := e.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = e.Close(); _ = fleet.Close() })
+			if err := e.Seed(ctx, fleet.Definitions()); err != nil {
+				t.Fatal(err)
+			}
+			out, err := e.Simulate(ctx, req)
+			if !errors.Is(err, tc.want) && !(tc.want == nil && err == nil) {
+				t.Fatalf("want %v, got %v", tc.want, err)
+			}
+			offline := 0
+			his, _ := fleet.Hosts(ctx)
+			for _, h := range his {
+				if s, _ := fleet.Host(h.Host); s.Offline {
+					offline++
+				}
+			}
+			es, _ := e.Audit(ctx, model.AuditQuery{Action: model.AuditSimulate})
+			if len(es) != 1 {
+				t.Fatalf("audit: %+v", es)
+			}
+			if tc.want != nil {
+				if offline != 0 || es[0].Result != model.AuditRefused {
+					t.Fatalf("refused, yet %d hosts offline; audit %+v", offline, es[0])
+				}
+				return
+			}
+			if offline != 3 || len(out.Picked) != 3 || es[0].Result != model.AuditOK || es[0].TargetCount != 3 {
+				t.Fatalf("offline %d, outcome %+v, audit %+v", offline, out, es[0])
+			}
+		})
 	}
 }

@@ -63,8 +63,19 @@ func newEnv(t testing.TB, cfg config.ServerConfig, opts ...Option) *env {
 
 func newEnvSim(t testing.TB, cfg config.ServerConfig, sc config.SimulatorConfig, opts ...Option) *env {
 	t.Helper()
+	return newEnvEngine(t, cfg, sc, nil, opts...)
+}
+
+// newEnvEngine is newEnvSim with the engine's options (fleet gives the
+// simulated fleet, e.g. to engine.WithSimulator).
+func newEnvEngine(t testing.TB, cfg config.ServerConfig, sc config.SimulatorConfig, engOpts func(*simulator.Fleet) []engine.Option, opts ...Option) *env {
+	t.Helper()
 	fleet := simulator.New(sc)
-	eng := engine.New(config.Default().Engine, fleet, fleet, store.NewMemory())
+	var eo []engine.Option
+	if engOpts != nil {
+		eo = engOpts(fleet)
+	}
+	eng := engine.New(config.Default().Engine, fleet, fleet, store.NewMemory(), eo...)
 	ctx := context.Background()
 	if err := eng.Start(ctx); err != nil {
 		t.Fatal(err)

@@ -35,6 +35,40 @@ func (s *Server) nativeRoutes() {
 	s.handle("GET /api/v1/events", "v1.events", kindNative, s.v1Events)
 	s.handle("GET /api/v1/events/recent", "v1.recent_events", kindNative, s.v1RecentEvents)
 	s.handle("GET /api/v1/audit", "v1.audit", kindNative, s.v1Audit)
+	s.handle("POST /api/v1/sim", "v1.sim", kindNative, s.v1Sim)
+}
+
+// v1Sim is a live control of the simulated fleet (backend.SimRequest);
+// a fleet of real agents refuses it (409, data.kind not_simulated).
+func (s *Server) v1Sim(ctx context.Context, c *call) (any, *apiError) {
+	var req backend.SimRequest
+	if aerr := c.decode(&req); aerr != nil {
+		return nil, aerr
+	}
+	if err := req.Validate(); err != nil {
+		return nil, validationError(CodeArgument, err)
+	}
+	if c.app != nil && !c.app.allNS {
+		ns := req.Selector.Namespace
+		if ns == "" {
+			return nil, namespaceDenied(c.app, "selector.namespace", "(every namespace)")
+		}
+		if !c.app.allowNamespace(ns) {
+			return nil, namespaceDenied(c.app, "selector.namespace", ns)
+		}
+	}
+	if req.Source == "" {
+		req.Source = "api"
+	}
+	if c.operator != "" && (s.cfg.NativeAuth || req.Operator == "") {
+		req.Operator = c.operator
+	}
+	req.Selector.Hosts = bareAll(req.Selector.Hosts)
+	out, err := s.b.Simulate(ctx, req)
+	if err != nil {
+		return nil, backendError(CodeArgument, "sim "+string(req.Action), err)
+	}
+	return out, nil
 }
 
 func (s *Server) v1Info(ctx context.Context, c *call) (any, *apiError) {

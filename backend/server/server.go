@@ -351,6 +351,8 @@ func backendError(code int, what string, err error) *apiError {
 		return &apiError{status: http.StatusNotFound, code: CodeNotFound, msg: what + ": " + err.Error(), data: map[string]any{"kind": "not_found"}}
 	case errors.Is(err, model.ErrReadOnly):
 		return &apiError{status: http.StatusForbidden, code: CodeAppDenied, msg: what + ": " + err.Error(), data: map[string]any{"kind": "read_only"}}
+	case errors.Is(err, model.ErrNotSimulated):
+		return &apiError{status: http.StatusConflict, code: CodeArgument, msg: what + ": " + err.Error(), data: map[string]any{"kind": "not_simulated"}}
 	case errors.Is(err, model.ErrConflict):
 		return &apiError{status: http.StatusConflict, code: CodeArgument, msg: what + ": " + err.Error(), data: map[string]any{"kind": "conflict"}}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

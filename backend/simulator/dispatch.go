@@ -86,7 +86,14 @@ func (f *Fleet) Dispatch(ctx context.Context, host model.Host, req model.AgentRe
 // released on return.
 func (f *Fleet) run(ctx context.Context, i int32, h *simHost, req model.AgentRequest) (model.AgentReply, error) {
 	// Draw everything up front, in call order, so a seed repeats a run.
-	lat := f.lat.draw(&h.rng)
+	l, rate := f.lat, f.cfg.FailureRate
+	if h.lat != nil {
+		l = *h.lat
+	}
+	if h.failSet {
+		rate = float64(h.failRate)
+	}
+	lat := l.draw(&h.rng)
 	failDraw := unit(splitmix64(&h.rng))
 	aux := splitmix64(&h.rng)
 	h.mu.Unlock()
@@ -111,7 +118,7 @@ func (f *Fleet) run(ctx context.Context, i int32, h *simHost, req model.AgentReq
 	// A status query changes nothing, so it does not make the host keep
 	// state for a process it had not touched yet.
 	p := f.proc(i, h, req.Process, req.Op != model.OpStatus)
-	fail := !h.demo && failDraw < f.cfg.FailureRate
+	fail := !h.demo && failDraw < rate
 	r, evs := f.apply(h, p, req, fail, aux, now)
 	st := f.status(h, p, now)
 	r.Status = &st

@@ -102,13 +102,10 @@ func (f *Fleet) Close() error {
 // not waited for: a later round stands for them. One crash in ten of a
 // process with a mem limit is the agent stopping it over that limit
 // (EventLimitExceeded): it is held down, as the agent holds it, until an
-// operator's start. Offline and unreachable hosts are left alone. Run
+// operator's start. Offline and unreachable hosts are left alone. Each
+// tick also advances the live controls waiting on the clock (Advance). Run
 // starts no goroutines and returns when ctx ends.
 func (f *Fleet) Run(ctx context.Context) {
-	if f.cfg.CrashRate <= 0 {
-		<-ctx.Done()
-		return
-	}
 	rng := mix(f.seed, uint64(time.Now().UnixNano()))
 	t := time.NewTicker(tick)
 	defer t.Stop()
@@ -121,6 +118,10 @@ func (f *Fleet) Run(ctx context.Context) {
 		case now := <-t.C:
 			dt := now.Sub(last).Minutes()
 			last = now
+			f.Advance(f.now())
+			if f.cfg.CrashRate <= 0 {
+				continue
+			}
 			f.extraMu.Lock()
 			n := pairs + uint64(len(f.extras))
 			f.extraMu.Unlock()
@@ -276,6 +277,7 @@ func (f *Fleet) follow(h *simHost, p *procState, next opsem.Next, what string, f
 		if next.Delay == 0 {
 			return f.attempt(h, p, what, fail, now)
 		}
+		p.due = now.Add(next.Delay).UnixNano()
 	case opsem.GiveUp:
 		p.phase, p.held = phaseFatal, true
 		return []model.Event{{Time: now, Host: h.host, ProcKey: p.key, Kind: model.EventGiveUp, Value: float64(next.Attempt),

@@ -67,6 +67,14 @@ type simHost struct {
 	rng     uint64
 	nextPID int32
 	procs   []*procState
+
+	// Live controls (control.go): nil lat and unset fail follow the profile.
+	lat       *latency
+	failRate  float32
+	failSet   bool
+	flapLeft  int32 // offline/online toggles still to come
+	flapEvery int32 // ms between toggles
+	flapNext  int64 // unix nanoseconds of the next toggle
 }
 
 // procState is one process on one host.
@@ -87,6 +95,7 @@ type procState struct {
 	held       bool  // stopped over a limit or given up: not restarted until an operator's start
 	failNext   int32 // FailNext: the code the next command answers, 0 for none
 	retries    int32 // start_retries of the definition the last op carried, 0 for the deployment's
+	due        int64 // unix nanoseconds the restart policy relaunches a process in BACKOFF (0: a later round of Run)
 }
 
 // Phases of a process that is not running.
@@ -131,6 +140,11 @@ type Fleet struct {
 	dropped atomic.Uint64 // events dropped for slow subscribers
 	now     func() time.Time
 
+	// Live controls waiting on the clock (control.go, Advance).
+	ctlMu    sync.Mutex
+	flapping map[int32]bool
+	pending  []relaunch
+
 	// ops runs each op id once, as a real agent's ledger does (in memory:
 	// a simulated host forgets with the process).
 	ops *opledger.Ledger
@@ -159,14 +173,15 @@ func NewChecked(cfg config.SimulatorConfig) (*Fleet, error) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	f := &Fleet{
-		cfg:    cfg,
-		seed:   seed,
-		born:   time.Now(),
-		lat:    newLatency(cfg.LatencyMedian.D(), cfg.LatencyP99.D()),
-		roles:  roleNamespaces(cfg.Namespaces),
-		subs:   map[uint64]*subscriber{},
-		defKey: map[string]int32{},
-		now:    time.Now,
+		cfg:      cfg,
+		seed:     seed,
+		born:     time.Now(),
+		lat:      newLatency(cfg.LatencyMedian.D(), cfg.LatencyP99.D()),
+		roles:    roleNamespaces(cfg.Namespaces),
+		subs:     map[uint64]*subscriber{},
+		defKey:   map[string]int32{},
+		now:      time.Now,
+		flapping: map[int32]bool{},
 	}
 	f.genHosts()
 	f.ops = opledger.New(max(opledger.DefaultKeep, len(f.hosts))) // a whole-fleet task's ops
@@ -543,23 +558,8 @@ func (f *Fleet) procStatuses(i int32, sh *simHost, now time.Time) []model.ProcSt
 // clears an offline or unreachable kind drawn from the profile. It emits
 // EventAgentOffline / EventAgentOnline when the state changes.
 func (f *Fleet) SetOffline(h model.Host, offline bool) {
-	i, ok := f.lookup(h)
-	if !ok {
-		return
-	}
-	sh := &f.hosts[i]
-	sh.mu.Lock()
-	was := sh.offline || sh.kind != kindNormal
-	sh.offline = offline
-	if !offline {
-		sh.kind = kindNormal
-	}
-	sh.mu.Unlock()
-	switch {
-	case offline && !was:
-		f.emit(model.Event{Time: f.now(), Host: sh.host, Kind: model.EventAgentOffline, Message: "agent " + sh.host.AgentID() + " went offline"})
-	case !offline && was:
-		f.emit(model.Event{Time: f.now(), Host: sh.host, Kind: model.EventAgentOnline, Message: "agent " + sh.host.AgentID() + " is online"})
+	if i, ok := f.lookup(h); ok {
+		f.setOffline(i, offline)
 	}
 }
 
