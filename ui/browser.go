@@ -17,6 +17,7 @@ type nsPage struct {
 	s      *shared
 	id     int
 	items  []backend.NamespaceSummary
+	tb     table
 	list   vlist
 	loaded bool
 	err    error // the last load failed
@@ -31,11 +32,16 @@ type nsLoadedMsg struct {
 
 func (m nsLoadedMsg) pageID() int { return m.id }
 
-func newNSPage(s *shared) *nsPage { return &nsPage{s: s, id: s.newID()} }
+func newNSPage(s *shared) *nsPage {
+	return &nsPage{s: s, id: s.newID(), tb: newTable("namespace:web labels:app · other words: any column")}
+}
 
 func (p *nsPage) ID() int         { return p.id }
 func (p *nsPage) Title() string   { return "namespaces" }
-func (p *nsPage) Capturing() bool { return false }
+func (p *nsPage) Capturing() bool { return p.tb.filter.typing }
+func (p *nsPage) consumesBack() bool {
+	return p.tb.filter.value() != ""
+}
 func (p *nsPage) Close()          {}
 func (p *nsPage) Init() tea.Cmd   { return p.load() }
 func (p *nsPage) Resume() tea.Cmd { return p.load() }
@@ -48,21 +54,53 @@ func (p *nsPage) load() tea.Cmd {
 	}
 }
 
-func (p *nsPage) SetSize(w, h int) { p.w, p.h = w, h; p.list.setHeight(h - 2) }
+func (p *nsPage) SetSize(w, h int) {
+	p.w, p.h = w, h
+	p.list.setHeight(h - 2)
+	p.tb.filter.input.Width = max(w-4, 10)
+}
 
 func (p *nsPage) Help() keyHelp {
 	k := p.s.keys
 	return keyHelp{
-		short: []binding{k.Open, p.s.change(k.New), k.Tasks},
-		full:  [][]binding{k.nav(), {k.Open, p.s.change(k.New), k.Reload}},
+		short: []binding{k.Open, k.Filter, p.s.change(k.New), k.Tasks},
+		full:  [][]binding{k.nav(), {k.Open, k.Filter, k.Sort, k.SortReverse}, {p.s.change(k.New), k.Reload}},
 	}
 }
 
 func (p *nsPage) selected() (backend.NamespaceSummary, bool) {
-	if p.list.cursor < 0 || p.list.cursor >= len(p.items) {
+	if p.list.cursor < 0 || p.list.cursor >= len(p.tb.shown) {
 		return backend.NamespaceSummary{}, false
 	}
-	return p.items[p.list.cursor], true
+	return p.items[p.tb.shown[p.list.cursor]], true
+}
+
+func nsCols() []column {
+	return []column{{title: "NAMESPACE", width: 16, flex: true}, {title: "PROCS", width: 6, right: true},
+		{title: "HOSTS", width: 7, right: true}, {title: "LABELS", width: 20, flex: true}}
+}
+
+func (p *nsPage) cells(i int) []string {
+	ns := p.items[i]
+	keys := make([]string, 0, len(ns.Labels))
+	for k, vs := range ns.Labels {
+		keys = append(keys, fmt.Sprintf("%s(%d)", k, len(vs)))
+	}
+	sort.Strings(keys)
+	return []string{ns.Name, fmt.Sprint(ns.Processes), fmt.Sprint(ns.Hosts), strings.Join(keys, " ")}
+}
+
+// rebuild applies the filter and the sort, keeping the cursor on its namespace.
+func (p *nsPage) rebuild() {
+	cur, _ := p.selected()
+	p.tb.rebuild(nsCols(), len(p.items), p.cells)
+	p.list.setLen(len(p.tb.shown))
+	for pos, i := range p.tb.shown {
+		if p.items[i].Name == cur.Name {
+			p.list.cursor = pos
+			p.list.clamp()
+		}
+	}
 }
 
 func (p *nsPage) Update(msg tea.Msg) tea.Cmd {
@@ -80,15 +118,22 @@ func (p *nsPage) Update(msg tea.Msg) tea.Cmd {
 		}
 		p.items = msg.items
 		sort.Slice(p.items, func(i, j int) bool { return p.items[i].Name < p.items[j].Name })
-		p.list.setLen(len(p.items))
+		p.rebuild()
 	case tea.KeyMsg:
-		if p.list.navigate(k, msg) {
+		if !p.tb.filter.typing && p.list.navigate(k, msg) {
 			return nil
 		}
 		if !p.loaded && !keyIs(msg, k.Reload) {
 			return p.s.notReady("namespaces")
 		}
+		if ok, cmd := p.tb.key(k, msg, len(nsCols())); ok {
+			p.rebuild()
+			return cmd
+		}
 		switch {
+		case keyIs(msg, k.Back):
+			p.tb.filter.clear()
+			p.rebuild()
 		case keyIs(msg, k.Open):
 			if ns, ok := p.selected(); ok {
 				return p.s.post(pushMsg{newLabelsPage(p.s, ns)})
@@ -114,26 +159,25 @@ func (p *nsPage) View() string {
 	if len(p.items) == 0 {
 		return t.Muted.Render("No namespaces yet: no process is registered.\nPress n to define a process, R to refresh.")
 	}
-	cols := []column{{title: "NAMESPACE", width: 16, flex: true}, {title: "PROCS", width: 6, right: true},
-		{title: "HOSTS", width: 7, right: true}, {title: "LABELS", width: 20, flex: true}}
+	cols := p.tb.sort.mark(nsCols())
 	wd := layout(cols, p.w)
 	var b strings.Builder
-	if p.err != nil {
+	switch {
+	case p.tb.filter.typing:
+		b.WriteString(p.tb.filter.input.View() + "\n")
+	case p.err != nil:
 		b.WriteString(staleLine(p.s, p.err) + "\n")
-	} else {
-		b.WriteString(t.Muted.Render(fmt.Sprintf("%s · enter to browse", plural(len(p.items), "namespace"))) + "\n")
+	default:
+		b.WriteString(t.Muted.Render(plural(len(p.items), "namespace")+p.tb.info(t, cols, len(p.items))+" · enter to browse") + "\n")
 	}
 	b.WriteString(header(t, cols, wd))
+	if len(p.tb.shown) == 0 {
+		b.WriteString("\n" + t.Muted.Render("  No namespace matches the filter (esc clears it)."))
+	}
 	s, e := p.list.window()
 	for i := s; i < e; i++ {
-		ns := p.items[i]
-		var keys []string
-		for k, vs := range ns.Labels {
-			keys = append(keys, fmt.Sprintf("%s(%d)", k, len(vs)))
-		}
-		sort.Strings(keys)
-		cells := []string{cell(ns.Name, wd[0], false), cell(fmt.Sprint(ns.Processes), wd[1], true),
-			cell(fmt.Sprint(ns.Hosts), wd[2], true), cell(strings.Join(keys, " "), wd[3], false)}
+		c := p.cells(p.tb.shown[i])
+		cells := []string{cell(c[0], wd[0], false), cell(c[1], wd[1], true), cell(c[2], wd[2], true), cell(c[3], wd[3], false)}
 		b.WriteString("\n" + renderRow(t, i == p.list.cursor, false, cells, nil))
 	}
 	return b.String()

@@ -1,8 +1,9 @@
 package ui
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,6 +29,7 @@ type hostsPage struct {
 	list    vlist
 	filter  textinput.Model
 	typing  bool
+	sort    sortState
 	loaded  bool
 	err     error // the last load failed
 	loading bool  // a reload is in flight (events trigger at most one)
@@ -56,7 +58,7 @@ func newHostsPage(s *shared, q backend.HostQuery) *hostsPage {
 	f.Prompt = "/"
 	f.Placeholder = filterHint
 	f.CharLimit = 200
-	return &hostsPage{s: s, id: s.newID(), q: q, sel: map[string]bool{}, filter: f}
+	return &hostsPage{s: s, id: s.newID(), q: q, sel: map[string]bool{}, filter: f, sort: unsorted()}
 }
 
 func (p *hostsPage) ID() int         { return p.id }
@@ -128,8 +130,9 @@ func (p *hostsPage) Help() keyHelp {
 	open := k.Open
 	open.SetHelp(k.Open.Help().Key, "host details")
 	return keyHelp{
-		short: []binding{k.Select, k.SelectAll, k.Op, k.Filter},
-		full:  [][]binding{k.nav(), {k.Select, k.SelectAll, k.ClearSel, k.Filter}, {k.Op, open, p.s.change(k.Edit), k.Reload}},
+		short: []binding{k.Select, k.SelectAll, k.Op, k.Filter, k.Sort},
+		full: [][]binding{k.nav(), {k.Select, k.SelectAll, k.ClearSel, k.Filter, k.Sort, k.SortReverse},
+			{k.Op, open, p.s.change(k.Edit), k.Reload}},
 	}
 }
 
@@ -178,6 +181,67 @@ func (r *hostRow) display() hostCells {
 	}
 	c.labels = strings.Join(model.SortedLabels(v.Labels), " ")
 	return c
+}
+
+// sortRows orders the rows by the sort column (hosts in their canonical
+// order within equal keys, and when unsorted); the filter keeps this order.
+func (p *hostsPage) sortRows() {
+	col := p.sort.col
+	if col < 0 || col == 1 { // IP: the canonical order is the address order
+		slices.SortStableFunc(p.rows, func(a, b hostRow) int { return p.sort.apply(a.ord.Compare(b.ord)) })
+		return
+	}
+	// One key per row, computed once (a label key over 100,000 rows).
+	type keyed struct {
+		n   int
+		s   string
+		row int
+	}
+	keys := make([]keyed, len(p.rows))
+	for i := range p.rows {
+		r := &p.rows[i]
+		k := keyed{row: i}
+		switch col {
+		case 0:
+			k.n = int(r.v.Host.CloudID)
+		case 2:
+			k.s = string(r.v.State)
+		case 3:
+			if len(r.v.Procs) > 0 {
+				k.s = procName(r.v.Procs[0].Key)
+			}
+		case 4:
+			k.n = procRank(r.state)
+		case 5:
+			if len(r.v.Procs) == 1 {
+				k.n = r.v.Procs[0].Status.PID
+			}
+		case 6:
+			for _, pv := range r.v.Procs {
+				if pv.Status.Hosted {
+					k.n++
+				}
+			}
+		case 7:
+			k.s = strings.Join(model.SortedLabels(r.v.Labels), " ")
+		}
+		keys[i] = k
+	}
+	slices.SortStableFunc(keys, func(a, b keyed) int {
+		c := cmp.Compare(a.n, b.n)
+		if c == 0 {
+			c = strings.Compare(a.s, b.s)
+		}
+		if c == 0 {
+			return p.rows[a.row].ord.Compare(p.rows[b.row].ord) // ties in host order, both directions
+		}
+		return p.sort.apply(c)
+	})
+	sorted := make([]hostRow, len(p.rows))
+	for i, k := range keys {
+		sorted[i] = p.rows[k.row]
+	}
+	p.rows = sorted
 }
 
 // procRank orders process states worst first.
@@ -326,7 +390,7 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 		for i, h := range msg.hosts {
 			p.rows[i] = newHostRow(h)
 		}
-		sort.SliceStable(p.rows, func(i, j int) bool { return p.rows[i].ord.Compare(p.rows[j].ord) < 0 })
+		p.sortRows()
 		p.applyFilter()
 	case tea.KeyMsg:
 		if p.typing {
@@ -357,6 +421,14 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 		case keyIs(msg, k.Filter):
 			p.typing = true
 			return p.filter.Focus()
+		case keyIs(msg, k.Sort), keyIs(msg, k.SortReverse):
+			if keyIs(msg, k.Sort) {
+				p.sort.next(len(hostCols()))
+			} else {
+				p.sort.reverse()
+			}
+			p.sortRows()
+			p.applyFilter()
 		case keyIs(msg, k.Back) && p.filter.Value() != "":
 			p.filter.SetValue("")
 			p.applyFilter()
@@ -460,6 +532,9 @@ func (p *hostsPage) View() string {
 		if f := p.filter.Value(); f != "" {
 			info += " · filter " + t.Title.Render(f)
 		}
+		if d := p.sort.describe(hostCols()); d != "" {
+			info += " · " + d
+		}
 		if len(p.sel) > 0 {
 			sel := fmt.Sprintf(" · %d selected", len(p.sel))
 			if hidden > 0 {
@@ -472,8 +547,9 @@ func (p *hostsPage) View() string {
 		info += t.Muted.Render(" · " + p.list.scrollInfo())
 		b.WriteString(info)
 	}
-	wd := layout(hostCols(), p.w)
-	b.WriteString("\n" + header(t, hostCols(), wd))
+	cols := p.sort.mark(hostCols())
+	wd := layout(cols, p.w)
+	b.WriteString("\n" + header(t, cols, wd))
 	if p.loaded && len(p.shown) == 0 {
 		if len(p.rows) == 0 {
 			b.WriteString("\n" + t.Muted.Render("  No host matches this selection."))

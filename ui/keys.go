@@ -16,7 +16,8 @@ type KeyMap struct {
 	Open, Filter, Select, SelectAll, ClearSel    key.Binding
 	Op, New, Edit, Reload, Tasks, Events         key.Binding
 	FailedOnly, Retry, CancelTask, Confirm, Deny key.Binding
-	Messages, FindHost, Palette                  key.Binding
+	Messages, FindHost, Palette, Sort            key.Binding
+	SortReverse                                  key.Binding
 	byName                                       map[string]*key.Binding
 }
 
@@ -26,34 +27,36 @@ func DefaultKeyMap() *KeyMap {
 		return key.NewBinding(key.WithKeys(keys...), key.WithHelp(help, desc))
 	}
 	k := &KeyMap{
-		Quit:       b("q", "quit", "q", "ctrl+c"),
-		Help:       b("?", "help", "?"),
-		Back:       b("esc", "back", "esc"),
-		Up:         b("↑/k", "up", "up", "k"),
-		Down:       b("↓/j", "down", "down", "j"),
-		PageUp:     b("pgup", "page up", "pgup", "ctrl+u"),
-		PageDown:   b("pgdn", "page down", "pgdown", "ctrl+d"),
-		Top:        b("g", "top", "home", "g"),
-		Bottom:     b("G", "bottom", "end", "G"),
-		Open:       b("enter", "open", "enter"),
-		Filter:     b("/", "filter (fuzzy, key=value)", "/"),
-		Select:     b("space", "select", " "),
-		SelectAll:  b("a", "select all shown", "a"),
-		ClearSel:   b("A", "clear selection", "A"),
-		Op:         b("o", "operate", "o"),
-		New:        b("n", "new process", "n"),
-		Edit:       b("e", "edit process", "e"),
-		Reload:     b("R", "refresh", "R", "ctrl+r"),
-		Tasks:      b("t", "recent tasks", "t"),
-		Events:     b("E", "host events", "E"),
-		FailedOnly: b("f", "failed only", "f"),
-		Retry:      b("r", "retry failed", "r"),
-		CancelTask: b("x", "cancel task", "x"),
-		Confirm:    b("y", "yes", "y", "Y"),
-		Deny:       b("n", "no", "n", "N", "esc"),
-		Messages:   b("L", "message log", "L"),
-		FindHost:   b("@", "open a host by IP", "@"),
-		Palette:    b(":", "palette", ":"),
+		Quit:        b("q", "quit", "q", "ctrl+c"),
+		Help:        b("?", "help", "?"),
+		Back:        b("esc", "back", "esc", "h", "left"),
+		Up:          b("↑/k", "up", "up", "k"),
+		Down:        b("↓/j", "down", "down", "j"),
+		PageUp:      b("pgup", "page up", "pgup", "ctrl+u"),
+		PageDown:    b("pgdn", "page down", "pgdown", "ctrl+d"),
+		Top:         b("g", "top", "home", "g"),
+		Bottom:      b("G", "bottom", "end", "G"),
+		Open:        b("enter", "open", "enter", "l", "right"),
+		Filter:      b("/", "filter", "/"),
+		Select:      b("space", "select", " "),
+		SelectAll:   b("a", "select all shown", "a"),
+		ClearSel:    b("A", "clear selection", "A"),
+		Op:          b("o", "operate", "o"),
+		New:         b("n", "new process", "n"),
+		Edit:        b("e", "edit process", "e"),
+		Reload:      b("R", "refresh", "R", "ctrl+r"),
+		Tasks:       b("t", "recent tasks", "t"),
+		Events:      b("E", "host events", "E"),
+		FailedOnly:  b("f", "failed only", "f"),
+		Retry:       b("r", "retry failed", "r"),
+		CancelTask:  b("x", "cancel task", "x"),
+		Confirm:     b("y", "yes", "y", "Y"),
+		Deny:        b("n", "no", "n", "N", "esc"),
+		Messages:    b("L", "message log", "L"),
+		FindHost:    b("@", "open a host by IP", "@"),
+		Palette:     b(":", "palette", ":"),
+		Sort:        b("s", "sort", "s"),
+		SortReverse: b("S", "reverse sort", "S"),
 	}
 	k.byName = map[string]*key.Binding{
 		"quit": &k.Quit, "help": &k.Help, "back": &k.Back, "up": &k.Up, "down": &k.Down,
@@ -63,6 +66,7 @@ func DefaultKeyMap() *KeyMap {
 		"reload": &k.Reload, "tasks": &k.Tasks, "events": &k.Events, "failed_only": &k.FailedOnly,
 		"retry": &k.Retry, "cancel_task": &k.CancelTask, "confirm": &k.Confirm, "deny": &k.Deny,
 		"messages": &k.Messages, "find_host": &k.FindHost, "palette": &k.Palette,
+		"sort": &k.Sort, "sort_reverse": &k.SortReverse,
 	}
 	return k
 }
@@ -144,6 +148,16 @@ type keyHelp struct {
 // printable reports whether a key would type text into an input.
 func printable(msg tea.KeyMsg) bool {
 	return msg.Type == tea.KeyRunes || msg.Type == tea.KeySpace
+}
+
+// editKey reports whether a text input uses msg (typing, moving in the
+// text, deleting): such keys never mean back (h, ←) while one has the focus.
+func editKey(msg tea.KeyMsg) bool {
+	switch msg.Type {
+	case tea.KeyLeft, tea.KeyRight, tea.KeyHome, tea.KeyEnd, tea.KeyBackspace, tea.KeyDelete:
+		return true
+	}
+	return printable(msg)
 }
 
 // keyIs reports whether msg is one of b's keys.

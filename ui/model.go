@@ -578,7 +578,7 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		if keyIs(msg, k.Quit) && !printable(msg) {
 			return m.quit()
 		}
-		if f, ok := top.(*formPage); ok && keyIs(msg, k.Back) {
+		if f, ok := top.(*formPage); ok && keyIs(msg, k.Back) && !editKey(msg) {
 			if !f.changed() {
 				return m.pop()
 			}

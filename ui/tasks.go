@@ -16,6 +16,7 @@ type tasksPage struct {
 	s      *shared
 	id     int
 	tasks  []model.Task
+	tb     table
 	list   vlist
 	loaded bool
 	err    error // the last load failed
@@ -30,15 +31,22 @@ type tasksLoadedMsg struct {
 
 func (m tasksLoadedMsg) pageID() int { return m.id }
 
-func newTasksPage(s *shared) *tasksPage { return &tasksPage{s: s, id: s.newID()} }
+func newTasksPage(s *shared) *tasksPage {
+	return &tasksPage{s: s, id: s.newID(), tb: newTable("op=restart status:fail selection:app=nginx · other words: any column")}
+}
 
-func (p *tasksPage) ID() int          { return p.id }
-func (p *tasksPage) Title() string    { return "recent tasks" }
-func (p *tasksPage) Capturing() bool  { return false }
-func (p *tasksPage) Close()           {}
-func (p *tasksPage) Init() tea.Cmd    { return p.load() }
-func (p *tasksPage) Resume() tea.Cmd  { return p.load() }
-func (p *tasksPage) SetSize(w, h int) { p.w, p.h = w, h; p.list.setHeight(h - 2) }
+func (p *tasksPage) ID() int            { return p.id }
+func (p *tasksPage) Title() string      { return "recent tasks" }
+func (p *tasksPage) Capturing() bool    { return p.tb.filter.typing }
+func (p *tasksPage) consumesBack() bool { return p.tb.filter.value() != "" }
+func (p *tasksPage) Close()             {}
+func (p *tasksPage) Init() tea.Cmd      { return p.load() }
+func (p *tasksPage) Resume() tea.Cmd    { return p.load() }
+func (p *tasksPage) SetSize(w, h int) {
+	p.w, p.h = w, h
+	p.list.setHeight(h - 2)
+	p.tb.filter.input.Width = max(w-4, 10)
+}
 
 func (p *tasksPage) load() tea.Cmd {
 	ctx, be, id, n := p.s.ctx, p.s.be, p.id, p.s.cfg.RecentTasks
@@ -53,7 +61,33 @@ func (p *tasksPage) load() tea.Cmd {
 
 func (p *tasksPage) Help() keyHelp {
 	k := p.s.keys
-	return keyHelp{short: []binding{k.Open, k.Reload}, full: [][]binding{k.nav(), {k.Open, k.Reload}}}
+	return keyHelp{short: []binding{k.Open, k.Filter, k.Sort, k.Reload}, full: [][]binding{k.nav(), {k.Open, k.Filter, k.Sort, k.SortReverse, k.Reload}}}
+}
+
+func (p *tasksPage) cells(i int) []string {
+	tk := p.tasks[i]
+	return []string{tk.Created.Local().Format("15:04:05"), tk.Op.String(), taskGlyph(tk.Status).text(),
+		fmt.Sprintf("%d/%d", tk.Counts.Final(), tk.Targets), fmt.Sprint(tk.Counts.Bad()), taskSelection(tk), tk.ID}
+}
+
+func (p *tasksPage) cursorTask() (model.Task, bool) {
+	if p.list.cursor < 0 || p.list.cursor >= len(p.tb.shown) {
+		return model.Task{}, false
+	}
+	return p.tasks[p.tb.shown[p.list.cursor]], true
+}
+
+// rebuild applies the filter and the sort, keeping the cursor on its task.
+func (p *tasksPage) rebuild() {
+	cur, _ := p.cursorTask()
+	p.tb.rebuild(taskCols(), len(p.tasks), p.cells)
+	p.list.setLen(len(p.tb.shown))
+	for pos, i := range p.tb.shown {
+		if p.tasks[i].ID == cur.ID {
+			p.list.cursor = pos
+			p.list.clamp()
+		}
+	}
 }
 
 func (p *tasksPage) Update(msg tea.Msg) tea.Cmd {
@@ -70,18 +104,25 @@ func (p *tasksPage) Update(msg tea.Msg) tea.Cmd {
 			p.s.resolved("list tasks")
 		}
 		p.tasks = msg.tasks
-		p.list.setLen(len(p.tasks))
+		p.rebuild()
 	case tea.KeyMsg:
-		if p.list.navigate(k, msg) {
+		if !p.tb.filter.typing && p.list.navigate(k, msg) {
 			return nil
 		}
 		if !p.loaded && !keyIs(msg, k.Reload) {
 			return p.s.notReady("tasks")
 		}
+		if ok, cmd := p.tb.key(k, msg, len(taskCols())); ok {
+			p.rebuild()
+			return cmd
+		}
 		switch {
+		case keyIs(msg, k.Back):
+			p.tb.filter.clear()
+			p.rebuild()
 		case keyIs(msg, k.Open):
-			if p.list.cursor < len(p.tasks) {
-				return p.s.post(pushMsg{newWatchPage(p.s, p.tasks[p.list.cursor])})
+			if tk, ok := p.cursorTask(); ok {
+				return p.s.post(pushMsg{newWatchPage(p.s, tk)})
 			}
 		case keyIs(msg, k.Reload):
 			return p.load()
@@ -94,16 +135,13 @@ func taskCols() []column {
 	return []column{
 		{title: "CREATED", width: 8}, {title: "OP", width: 10}, {title: "STATUS", width: 11},
 		{title: "DONE", width: 11, right: true}, {title: "BAD", width: 5, right: true},
-		{title: "NAMESPACES", width: 10, flex: true}, {title: "TASK", width: 16, flex: true},
+		{title: "SELECTION", width: 10, flex: true, grow: 2}, {title: "TASK", width: 16, flex: true},
 	}
 }
 
 // taskSelection is what a task acted on, as far as the task says.
 func taskSelection(t model.Task) string {
-	if len(t.Namespace) == 0 {
-		return plural(t.Targets, "target")
-	}
-	return strings.Join(t.Namespace, ",") + " · " + plural(t.Targets, "target")
+	return strings.Join(t.Namespace, ",")
 }
 
 // tail keeps the end of s (a task id's unique part) within w cells.
@@ -124,24 +162,34 @@ func (p *tasksPage) View() string {
 		return loadFailed(p.s, "the recent tasks", p.err, p.w)
 	}
 	var b strings.Builder
-	if p.err != nil {
+	cols := p.tb.sort.mark(taskCols())
+	switch {
+	case p.tb.filter.typing:
+		b.WriteString(p.tb.filter.input.View() + "\n")
+	case p.err != nil:
 		b.WriteString(staleLine(p.s, p.err) + "\n")
-	} else {
-		b.WriteString(t.Muted.Render(fmt.Sprintf("%s, newest first · enter reopens one", plural(len(p.tasks), "task"))) + "\n")
+	default:
+		order := ", newest first"
+		if p.tb.sort.col >= 0 {
+			order = ""
+		}
+		b.WriteString(t.Muted.Render(plural(len(p.tasks), "task")+order+p.tb.info(t, cols, len(p.tasks))+" · enter reopens one") + "\n")
 	}
-	wd := layout(taskCols(), p.w)
-	b.WriteString(header(t, taskCols(), wd))
-	if len(p.tasks) == 0 {
+	wd := layout(cols, p.w)
+	b.WriteString(header(t, cols, wd))
+	switch {
+	case len(p.tasks) == 0:
 		b.WriteString("\n" + t.Muted.Render("  No task yet: browse to some hosts and press o."))
+	case len(p.tb.shown) == 0:
+		b.WriteString("\n" + t.Muted.Render("  No task matches the filter (esc clears it)."))
 	}
 	s, e := p.list.window()
 	for i := s; i < e; i++ {
-		tk := p.tasks[i]
+		tk := p.tasks[p.tb.shown[i]]
 		g := taskGlyph(tk.Status)
-		cells := []string{cell(tk.Created.Local().Format("15:04:05"), wd[0], false), cell(tk.Op.String(), wd[1], false),
-			cell(g.text(), wd[2], false), cell(fmt.Sprintf("%d/%d", tk.Counts.Final(), tk.Targets), wd[3], true),
-			cell(fmt.Sprint(tk.Counts.Bad()), wd[4], true), cell(strings.Join(tk.Namespace, ","), wd[5], false),
-			cell(tail(tk.ID, wd[6]), wd[6], false)}
+		c := p.cells(p.tb.shown[i])
+		cells := []string{cell(c[0], wd[0], false), cell(c[1], wd[1], false), cell(c[2], wd[2], false), cell(c[3], wd[3], true),
+			cell(c[4], wd[4], true), cell(c[5], wd[5], false), cell(tail(tk.ID, wd[6]), wd[6], false)}
 		st := g.style(t)
 		b.WriteString("\n" + renderRow(t, i == p.list.cursor, false, cells, []*lipgloss.Style{nil, nil, &st}))
 	}
@@ -154,36 +202,75 @@ func (p *tasksPage) View() string {
 type eventsPage struct {
 	s    *shared
 	id   int
+	n    int // events when shown was built
+	tb   table
 	list vlist
 	w, h int
 }
 
-func newEventsPage(s *shared) *eventsPage { return &eventsPage{s: s, id: s.newID()} }
+func newEventsPage(s *shared) *eventsPage {
+	p := &eventsPage{s: s, id: s.newID(), tb: newTable("event:restart host:10.0.1 proc=web:nginx · other words: any column")}
+	p.rebuild()
+	return p
+}
 
-func (p *eventsPage) ID() int          { return p.id }
-func (p *eventsPage) Title() string    { return "host events" }
-func (p *eventsPage) Capturing() bool  { return false }
-func (p *eventsPage) Close()           {}
-func (p *eventsPage) Init() tea.Cmd    { return nil }
-func (p *eventsPage) Resume() tea.Cmd  { return nil }
-func (p *eventsPage) SetSize(w, h int) { p.w, p.h = w, h; p.list.setHeight(h - 2) }
+func (p *eventsPage) ID() int            { return p.id }
+func (p *eventsPage) Title() string      { return "host events" }
+func (p *eventsPage) Capturing() bool    { return p.tb.filter.typing }
+func (p *eventsPage) consumesBack() bool { return p.tb.filter.value() != "" }
+func (p *eventsPage) Close()             {}
+func (p *eventsPage) Init() tea.Cmd      { return nil }
+func (p *eventsPage) Resume() tea.Cmd    { p.rebuild(); return nil }
+func (p *eventsPage) SetSize(w, h int) {
+	p.w, p.h = w, h
+	p.list.setHeight(h - 2)
+	p.tb.filter.input.Width = max(w-4, 10)
+}
 
 func (p *eventsPage) Help() keyHelp {
 	k := p.s.keys
 	open := k.Open
 	open.SetHelp(open.Help().Key, "read whole")
-	return keyHelp{short: []binding{open, k.Up, k.Down}, full: [][]binding{k.nav(), {open}}}
+	return keyHelp{short: []binding{open, k.Filter, k.Sort}, full: [][]binding{k.nav(), {open, k.Filter, k.Sort, k.SortReverse}}}
 }
 
+// event is row i: the events newest first.
+func (p *eventsPage) event(i int) model.Event { return p.s.events[len(p.s.events)-1-i] }
+
+func (p *eventsPage) cells(i int) []string {
+	ev := p.event(i)
+	return []string{ev.Time.Local().Format("15:04:05"), ev.Host.AgentID(), ev.ProcKey, eventGlyph(ev.Kind).text(), oneLine(ev.Message)}
+}
+
+// rebuild applies the filter and the sort to the events known now.
+func (p *eventsPage) rebuild() {
+	p.tb.rebuild(eventCols(), len(p.s.events), p.cells)
+	p.n = len(p.s.events)
+	p.list.setLen(len(p.tb.shown))
+}
+
+// onEvents shows new events as they come.
+func (p *eventsPage) onEvents([]model.Event) tea.Cmd { p.rebuild(); return nil }
+
 func (p *eventsPage) Update(msg tea.Msg) tea.Cmd {
-	p.list.setLen(len(p.s.events))
+	k := p.s.keys
 	km, ok := msg.(tea.KeyMsg)
-	if !ok || p.list.navigate(p.s.keys, km) {
+	if !ok {
 		return nil
 	}
-	if keyIs(km, p.s.keys.Open) && p.list.cursor < len(p.s.events) {
-		ev := p.s.events[len(p.s.events)-1-p.list.cursor]
-		return p.s.post(pushMsg{newEventPage(p.s, ev)})
+	if !p.tb.filter.typing && p.list.navigate(k, km) {
+		return nil
+	}
+	if ok, cmd := p.tb.key(k, km, len(eventCols())); ok {
+		p.rebuild()
+		return cmd
+	}
+	switch {
+	case keyIs(km, k.Back):
+		p.tb.filter.clear()
+		p.rebuild()
+	case keyIs(km, k.Open) && p.list.cursor < len(p.tb.shown):
+		return p.s.post(pushMsg{newEventPage(p.s, p.event(p.tb.shown[p.list.cursor]))})
 	}
 	return nil
 }
@@ -220,18 +307,27 @@ func eventCols() []column {
 
 func (p *eventsPage) View() string {
 	t := p.s.theme
-	evs := p.s.events
-	p.list.setLen(len(evs))
+	if p.n != len(p.s.events) {
+		p.rebuild() // events came while another page was on top
+	}
 	var b strings.Builder
-	b.WriteString(t.Muted.Render(fmt.Sprintf("%s seen since the console started, newest first", plural(len(evs), "event"))) + "\n")
-	wd := layout(eventCols(), p.w)
-	b.WriteString(header(t, eventCols(), wd))
+	cols := p.tb.sort.mark(eventCols())
+	if p.tb.filter.typing {
+		b.WriteString(p.tb.filter.input.View() + "\n")
+	} else {
+		order := ", newest first"
+		if p.tb.sort.col >= 0 {
+			order = ""
+		}
+		b.WriteString(t.Muted.Render(plural(len(p.s.events), "event")+" seen since the console started"+order+p.tb.info(t, cols, len(p.s.events))) + "\n")
+	}
+	wd := layout(cols, p.w)
+	b.WriteString(header(t, cols, wd))
 	s, e := p.list.window()
 	for i := s; i < e; i++ {
-		ev := evs[len(evs)-1-i]
-		g := eventGlyph(ev.Kind)
-		cells := []string{cell(ev.Time.Local().Format("15:04:05"), wd[0], false), cell(ev.Host.AgentID(), wd[1], false),
-			cell(ev.ProcKey, wd[2], false), cell(g.text(), wd[3], false), cell(oneLine(ev.Message), wd[4], false)}
+		c := p.cells(p.tb.shown[i])
+		g := eventGlyph(p.event(p.tb.shown[i]).Kind)
+		cells := []string{cell(c[0], wd[0], false), cell(c[1], wd[1], false), cell(c[2], wd[2], false), cell(c[3], wd[3], false), cell(c[4], wd[4], false)}
 		st := g.style(t)
 		b.WriteString("\n" + renderRow(t, i == p.list.cursor, false, cells, []*lipgloss.Style{nil, nil, nil, &st}))
 	}
