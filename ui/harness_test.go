@@ -47,7 +47,7 @@ func simBackend(tb testing.TB, sc config.SimulatorConfig) (*engine.Engine, *simu
 func simBackendEngine(tb testing.TB, sc config.SimulatorConfig, ec config.EngineConfig) (*engine.Engine, *simulator.Fleet) {
 	tb.Helper()
 	fleet := simulator.New(sc)
-	e := engine.New(ec, fleet, fleet, store.NewMemory())
+	e := engine.New(ec, fleet, fleet, store.NewMemory(), engine.WithSimulator(fleet))
 	ctx := context.Background()
 	if err := e.Start(ctx); err != nil {
 		tb.Fatal(err)

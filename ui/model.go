@@ -171,6 +171,7 @@ func New(ctx context.Context, o Options) (*Model, error) {
 	if n := len(o.Warnings); n > 0 && m.flash == "" {
 		m.flash = fmt.Sprintf("%s at start: %s shows %s", plural(n, "warning"), keys.Messages.Help().Key, map[bool]string{true: "it", false: "them"}[n == 1])
 	}
+	m.Register(simCommands(s)...)
 	m.Register(o.Commands...)
 	m.stack = []page{newNSPage(s)}
 	if o.Namespace != "" {
