@@ -44,7 +44,7 @@ FUZZTIME      ?= 30s
 FUZZ_PARALLEL ?= 1
 FUZZ          ?= .
 FUZZ_TARGETS  := \
-	./model:FuzzParseAgentID ./model:FuzzParseLabel ./model:FuzzShellQuote ./model:FuzzProcessInfo \
+	./model:FuzzParseAgentID ./model:FuzzParseLabel ./model:FuzzShellQuote ./backend/server/wire:FuzzProcessInfo ./backend/server/wire:FuzzParseHostRef \
 	./backend/server:FuzzJobAPI ./backend/server:FuzzGSEAPI ./backend/server:FuzzNativeAPI ./backend/server:FuzzStrictScan \
 	./backend/transport:FuzzSubjects ./backend/transport:FuzzAgentMessages \
 	./backend/client:FuzzSSE ./backend/config:FuzzConfig ./ui:FuzzHostFilter ./ui:FuzzLabelSelector

@@ -198,6 +198,8 @@ type OperateRequest struct {
 	Source   string             `json:"source,omitempty"`
 	Operator string             `json:"operator,omitempty"`
 	HostForm string             `json:"host_form,omitempty"` // model.HostFormAgentID: hosts were named by agent id
+	// Suppliers is stored with the task as it is (model.Task.Suppliers).
+	Suppliers map[string]int `json:"bk_supplier_ids,omitempty"`
 }
 
 // TaskView is a task with its sub-results (final and not).

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"encoding/json"
 	"time"
 )
 
@@ -95,78 +94,3 @@ const (
 	EventAgentOnline    EventKind = "agent_online"
 	EventAgentOffline   EventKind = "agent_offline"
 )
-
-// ControlContent is the content of a control-op result as GSE shapes it:
-// {"value":[{procName, setupPath, funcID, instanceID, result, isAuto}]}.
-func ControlContent(p Process, result string, isAuto bool) string {
-	type item struct {
-		ProcName   string `json:"procName"`
-		SetupPath  string `json:"setupPath"`
-		FuncID     string `json:"funcID"`
-		InstanceID string `json:"instanceID"`
-		Result     string `json:"result"`
-		IsAuto     bool   `json:"isAuto"`
-	}
-	b, _ := json.Marshal(struct {
-		Value []item `json:"value"`
-	}{[]item{{p.Spec.Identity.ProcName, p.Spec.Identity.SetupPath, p.Spec.Identity.FuncID, p.Spec.Identity.InstanceID, result, isAuto}}})
-	return string(b)
-}
-
-// StatusContent is the content of a status-op (op 2) result as GSE shapes it:
-// {ip, utctime, utctime2, timezone, process:[{procname, instance:[{...}]}]}.
-func StatusContent(h Host, p Process, st ProcStatus, now time.Time) string {
-	type instance struct {
-		ProcessName   string  `json:"processName"`
-		PID           int     `json:"pid"`
-		IsAuto        bool    `json:"isAuto"`
-		Version       string  `json:"version"`
-		Health        string  `json:"health"`
-		Cmdline       string  `json:"cmdline"`
-		CPUUsage      float64 `json:"cpuUsage"`
-		CPUUsageAve   float64 `json:"cpuUsageAve"`
-		PhyMemUsage   float64 `json:"phyMemUsage"`
-		UsePhyMem     uint64  `json:"usePhyMem"`
-		FreeVMem      string  `json:"freeVMem"`
-		DiskSize      int     `json:"diskSize"`
-		StartTime     string  `json:"startTime"`
-		Stat          string  `json:"stat"`
-		Utime         string  `json:"utime"`
-		Stime         string  `json:"stime"`
-		ThreadCount   int     `json:"threadCount"`
-		ElapsedTime   int64   `json:"elapsedTime"`
-		RegisterTime  int64   `json:"register_time"`
-		LastStartTime int64   `json:"last_start_time"`
-		ReportTime    int64   `json:"report_time"`
-	}
-	type proc struct {
-		ProcName string     `json:"procname"`
-		Instance []instance `json:"instance"`
-	}
-	pid := st.PID
-	if !st.State.Up() || pid == 0 {
-		pid = -1
-	}
-	in := instance{
-		ProcessName: p.Spec.Identity.ProcName, PID: pid, IsAuto: st.Hosted, Version: st.Version,
-		Cmdline: st.Cmdline, CPUUsage: st.CPU, CPUUsageAve: st.CPU, PhyMemUsage: st.Mem,
-		UsePhyMem: st.MemRSS, FreeVMem: "0", DiskSize: -1, Stat: string(st.State), Utime: "0", Stime: "0",
-		ThreadCount: st.Threads, RegisterTime: st.RegisterTime, LastStartTime: st.LastStartTime,
-		ReportTime: now.Unix(),
-	}
-	if pid > 0 && !st.StartTime.IsZero() {
-		in.StartTime = st.StartTime.UTC().Format("2006-01-02 15:04:05")
-		in.ElapsedTime = int64(now.Sub(st.StartTime).Seconds())
-	}
-	_, off := now.Zone()
-	b, _ := json.Marshal(struct {
-		IP       string `json:"ip"`
-		AgentID  string `json:"bk_agent_id"`
-		UTCTime  string `json:"utctime"`
-		UTCTime2 string `json:"utctime2"`
-		Timezone int    `json:"timezone"`
-		Process  []proc `json:"process"`
-	}{h.IP, h.AgentID(), now.Format("2006-01-02 15:04:05"), now.UTC().Format("2006-01-02 15:04:05"), off / 3600,
-		[]proc{{p.Spec.Identity.ProcName, []instance{in}}}})
-	return string(b)
-}

@@ -11,7 +11,7 @@ import (
 // generated once and kept in its data dir (simulated agents derive theirs
 // from their host), and reports it in its heartbeats (HostInfo.AgentID).
 // Wherever a request may name a host as "cloud:ip" it may name it by agent
-// id instead; ParseHostRef tells the two apart.
+// id instead; the server's wire package tells the two apart.
 
 // Agent id limits: GSE documents ids of up to 64 characters; ours are 34.
 const (
@@ -33,33 +33,4 @@ func CheckAgentID(s string) (string, error) {
 		}
 	}
 	return strings.ToLower(s), nil
-}
-
-// HostRef is a host as a request names it: by "cloud:ip" (Host) or by
-// agent id (AgentID, canonical); exactly one is set.
-type HostRef struct {
-	Host    Host
-	AgentID string
-}
-
-// ParseHostRef parses an agent_id_list entry: "cloud:ip" (nodeman's agent
-// id when dynamic addressing is off) or a GSE 2.0 agent id.
-func ParseHostRef(s string) (HostRef, error) {
-	if strings.Contains(s, ":") {
-		h, err := ParseAgentID(s)
-		return HostRef{Host: h}, err
-	}
-	id, err := CheckAgentID(s)
-	if err != nil {
-		return HostRef{}, fmt.Errorf("%w (or give cloud:ip, e.g. 0:10.0.0.1)", err)
-	}
-	return HostRef{AgentID: id}, nil
-}
-
-// String is the ref as the request spelled it (canonical).
-func (r HostRef) String() string {
-	if r.AgentID != "" {
-		return r.AgentID
-	}
-	return r.Host.AgentID()
 }

@@ -9,8 +9,9 @@ import (
 	"strings"
 )
 
-// Host addresses one agent: an IP inside a cloud area (bk_cloud_id); the
-// supplier id is carried for the v1 result keys.
+// Host addresses one agent: an IP inside a cloud area (bk_cloud_id).
+// (The v1 API's bk_supplier_id is a detail of that API: the server's wire
+// package parses it and stores it with the task, not here.)
 //
 // Host is the wire form and may hold anything a client sent. Every
 // entrance (API forms, native API, CLI, console, configuration, agent
@@ -19,14 +20,13 @@ import (
 // subjects and store keys are built only from a HostID, which only the
 // canonical form yields.
 type Host struct {
-	IP         string `json:"ip"`
-	CloudID    int    `json:"bk_cloud_id"`
-	SupplierID int    `json:"bk_supplier_id,omitempty"`
+	IP      string `json:"ip"`
+	CloudID int    `json:"bk_cloud_id"`
 }
 
 // Host identity limits. An IP is at most 39 characters in canonical form
 // (8 groups of 4 hex digits); anything much longer is refused before it is
-// parsed. Cloud and supplier ids are 31-bit, as the CMDB keeps them.
+// parsed. Cloud ids are 31-bit, as the CMDB keeps them.
 const (
 	MaxIPText  = 64
 	MaxCloudID = 1<<31 - 1
@@ -37,11 +37,6 @@ const (
 func (h Host) AgentID() string { return strconv.Itoa(h.CloudID) + ":" + h.IP }
 
 func (h Host) String() string { return h.AgentID() }
-
-// Bare is the host without its supplier id: the agent's identity, which
-// AgentID spells and map keys and comparisons use (a request may carry a
-// bk_supplier_id, an agent's own report does not).
-func (h Host) Bare() Host { return Host{IP: h.IP, CloudID: h.CloudID} }
 
 // ParseIP parses an IP address into its canonical text: an IPv4-mapped
 // IPv6 address becomes IPv4, IPv6 is lower-cased and compressed (RFC
@@ -72,8 +67,8 @@ func clip(s string) string {
 	return strconv.Quote(s)
 }
 
-// Canonical returns h in canonical form (IP as ParseIP spells it; the
-// supplier id kept), or an error naming the offending part.
+// Canonical returns h in canonical form (IP as ParseIP spells it), or an
+// error naming the offending part.
 func (h Host) Canonical() (Host, error) {
 	a, err := ParseIP(h.IP)
 	if err != nil {
@@ -81,9 +76,6 @@ func (h Host) Canonical() (Host, error) {
 	}
 	if h.CloudID < 0 || h.CloudID > MaxCloudID {
 		return Host{}, fmt.Errorf("bk_cloud_id: %d is out of range [0,%d]", h.CloudID, MaxCloudID)
-	}
-	if h.SupplierID < 0 || h.SupplierID > MaxCloudID {
-		return Host{}, fmt.Errorf("bk_supplier_id: %d is out of range [0,%d]", h.SupplierID, MaxCloudID)
 	}
 	h.IP = a.String()
 	return h, nil
@@ -101,10 +93,6 @@ func (h Host) Canonicalize(v *Validator, field string) Host {
 	}
 	if h.CloudID < 0 || h.CloudID > MaxCloudID {
 		v.Addf(field+".bk_cloud_id", "%d is out of range [0,%d]", h.CloudID, MaxCloudID)
-		ok = false
-	}
-	if h.SupplierID < 0 || h.SupplierID > MaxCloudID {
-		v.Addf(field+".bk_supplier_id", "%d is out of range [0,%d]", h.SupplierID, MaxCloudID)
 		ok = false
 	}
 	if !ok {
@@ -171,9 +159,9 @@ type HostID struct {
 // MaxHostIDText is the longest HostID.String: 10 digits, ':', 39 characters of IPv6.
 const MaxHostIDText = 10 + 1 + 39
 
-// ID returns h's identity (its supplier id left out), or why it has none.
+// ID returns h's identity, or why it has none.
 func (h Host) ID() (HostID, error) {
-	c, err := h.Bare().Canonical()
+	c, err := h.Canonical()
 	if err != nil {
 		return HostID{}, fmt.Errorf("host %s: %w", clip(h.AgentID()), err)
 	}

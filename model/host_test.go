@@ -24,7 +24,7 @@ func TestCanonicalHost(t *testing.T) {
 		h, err := Host{IP: c.in, CloudID: 3}.Canonical()
 		require.NoError(t, err, c.in)
 		assert.Equal(t, Host{IP: c.want, CloudID: 3}, h, c.in)
-		id, err := Host{IP: c.in, CloudID: 3, SupplierID: 9}.ID()
+		id, err := Host{IP: c.in, CloudID: 3}.ID()
 		require.NoError(t, err)
 		assert.Equal(t, "3:"+c.want, id.String())
 		back, err := ParseHostID(id.String())
@@ -44,7 +44,6 @@ func TestCanonicalHost(t *testing.T) {
 		{Host{IP: "10.0.0.256"}, "hosts[0].ip", "not an IP"},
 		{Host{IP: "10.0.0.1", CloudID: -1}, "hosts[0].bk_cloud_id", "out of range"},
 		{Host{IP: "10.0.0.1", CloudID: MaxCloudID + 1}, "hosts[0].bk_cloud_id", "out of range"},
-		{Host{IP: "10.0.0.1", SupplierID: -2}, "hosts[0].bk_supplier_id", "out of range"},
 	}
 	for _, c := range bad {
 		v := &Validator{}
@@ -54,9 +53,8 @@ func TestCanonicalHost(t *testing.T) {
 		assert.Contains(t, v.Errors()[0].Reason, c.reason)
 		assert.Less(t, len(v.Errors()[0].Reason), 200, "reason echoes the input")
 		assert.Equal(t, Host{}, got[0])
-		if _, err := c.h.ID(); c.field != "hosts[0].bk_supplier_id" {
-			assert.Error(t, err, "identity of %+v", c.h) // the supplier id is not part of it
-		}
+		_, err := c.h.ID()
+		assert.Error(t, err, "identity of %+v", c.h)
 	}
 	for _, s := range []string{"0:" + zone4200, "0:fe80::1%eth0", strings.Repeat("1", 200) + ":10.0.0.1", "0:::ffff:10.0.0.1x"} {
 		_, err := ParseAgentID(s)
@@ -94,21 +92,10 @@ func TestPathRule(t *testing.T) {
 	assert.Equal(t, []string{"/opt/a", "/opt/a/a.pid", "", "/var/log/a"}, []string{c.SetupPath, c.PidPath, c.ConfigPath, c.LogPath})
 }
 
-// TestNoShellSplicing: the v1 form's synthesised commands carry proc_name
-// as one quoted word, and validation refuses a proc_name or namespace out
-// of its character set.
+// TestNoShellSplicing: a word is quoted for sh whole, and validation
+// refuses a proc_name or namespace out of its character set (the v1 form's
+// synthesised commands: wire.TestNoShellSplicing).
 func TestNoShellSplicing(t *testing.T) {
-	hostile := "x;touch pwned;true"
-	pi := ProcessInfo{SetupPath: "/opt/a", ProcName: hostile, PidPath: "/opt/a/a.pid", IPList: []Host{{IP: "10.0.0.1"}}}
-	p := pi.ToProcess(FormOperateProc, Scope{Type: ScopeBiz, ID: "1"})
-	assert.Equal(t, `./start.sh 'x;touch pwned;true' &`, p.Spec.Control.StartCmd)
-	assert.Equal(t, `./stop.sh 'x;touch pwned;true' &`, p.Spec.Control.StopCmd)
-	pi.CmdShellExt = "bat"
-	assert.Equal(t, `start.bat "x;touch pwned;true"`, pi.ToProcess(FormOperateProc, Scope{Type: ScopeBiz, ID: "1"}).Spec.Control.StartCmd)
-	v := &Validator{}
-	ValidateInfos(v, FormOperateProc, Scope{Type: ScopeBiz, ID: "1"}, []ProcessInfo{pi}, 0)
-	assert.Equal(t, []string{"process_infos[0].proc_name"}, v.Errors().Fields())
-
 	for in, want := range map[string]string{
 		"gseagent": "gseagent", "bk_gse-1.2+x@y": "bk_gse-1.2+x@y", "": "''", "a b": "'a b'",
 		"it's": `'it'\''s'`, "$(id)": "'$(id)'", "`id`": "'`id`'", "a\nb": "'a\nb'", "é": "'é'",

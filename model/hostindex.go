@@ -52,8 +52,8 @@ func (x *HostIndex) Positions(d ProcessDef) map[Host]int {
 func positions(hs []Host) map[Host]int {
 	pos := make(map[Host]int, len(hs))
 	for i, h := range hs {
-		if _, dup := pos[h.Bare()]; !dup {
-			pos[h.Bare()] = i
+		if _, dup := pos[h]; !dup {
+			pos[h] = i
 		}
 	}
 	return pos

@@ -8,7 +8,7 @@ import (
 func TestHostIndex(t *testing.T) {
 	var hosts []Host
 	for i := range 100 {
-		hosts = append(hosts, Host{IP: fmt.Sprintf("10.0.0.%d", i), CloudID: i % 2, SupplierID: 7})
+		hosts = append(hosts, Host{IP: fmt.Sprintf("10.0.0.%d", i), CloudID: i % 2})
 	}
 	hosts = append(hosts, Host{IP: "10.0.0.5", CloudID: 1}) // a duplicate: the first position counts
 	d := ProcessDef{Process: Process{Meta: Meta{Namespace: "web", Name: "nginx"}}, Hosts: hosts, Rev: 3}

@@ -82,12 +82,31 @@ type Result struct {
 	State    ResultState `json:"state"`
 	Code     int         `json:"error_code"`
 	Message  string      `json:"error_msg"`
-	Content  string      `json:"content,omitempty"` // JSON text shaped as the real system shapes it
+	// Proc is the identity of the definition the op ran with (what the
+	// API's result content names).
+	Proc ResultProc `json:"proc_identity,omitzero"`
+	// Hosted says the process was hosted (supervised) after the op, as
+	// its host reported it.
+	Hosted bool `json:"hosted,omitempty"`
 	// Status is the process's state, pid, start time and usage as the
 	// agent reported it, on results of the status op.
 	Status   *ProcStatus `json:"status,omitempty"`
 	Started  time.Time   `json:"started,omitzero"`
 	Finished time.Time   `json:"finished,omitzero"`
+}
+
+// ResultProc is the part of a definition's identity a result keeps.
+type ResultProc struct {
+	ProcName   string `json:"proc_name,omitempty"`
+	SetupPath  string `json:"setup_path,omitempty"`
+	FuncID     string `json:"func_id,omitempty"`
+	InstanceID string `json:"instance_id,omitempty"`
+}
+
+// ResultProcOf is the identity a result of p keeps.
+func ResultProcOf(p Process) ResultProc {
+	id := p.Spec.Identity
+	return ResultProc{ProcName: id.ProcName, SetupPath: id.SetupPath, FuncID: id.FuncID, InstanceID: id.InstanceID}
 }
 
 // Duration is how long the host took (0 while not final).
@@ -125,11 +144,16 @@ type Task struct {
 	Operator  string   `json:"operator,omitempty"` // bk_username / app code / local user
 	// HostForm is HostFormAgentID when the request named hosts by agent id
 	// (GSE 2.0 agent_id_list): its results are then keyed by agent id.
-	HostForm string     `json:"host_form,omitempty"`
-	Status   TaskStatus `json:"status"`
-	Created  time.Time  `json:"created"`
-	Finished time.Time  `json:"finished,omitzero"`
-	Counts   Counts     `json:"counts"`
+	HostForm string `json:"host_form,omitempty"`
+	// Suppliers holds the bk_supplier_id a v1 API request gave a host
+	// (by "cloud:ip"; none for 0): an API detail the engine stores with the
+	// task and never reads, so the v1 result keys are the same through
+	// every server and after a restart.
+	Suppliers map[string]int `json:"bk_supplier_ids,omitempty"`
+	Status    TaskStatus     `json:"status"`
+	Created   time.Time      `json:"created"`
+	Finished  time.Time      `json:"finished,omitzero"`
+	Counts    Counts         `json:"counts"`
 }
 
 // HostFormAgentID marks a task whose hosts were named by agent id.

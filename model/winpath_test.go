@@ -35,10 +35,4 @@ func TestWindowsPaths(t *testing.T) {
 			t.Errorf("%s %q: %v, want an error saying %q", tc.ext, tc.path, err, tc.want)
 		}
 	}
-	if k := DefaultValueKey(`C:\gse\bin\`, "basereport"); k != `C:\gse\bin\basereport` {
-		t.Errorf("value key %q", k)
-	}
-	if k := DefaultValueKey(`C:/gse/bin`, "basereport"); k != `C:/gse/bin/basereport` {
-		t.Errorf("value key %q", k)
-	}
 }

@@ -290,7 +290,7 @@ func uniqueHosts(defs []model.ProcessDef) int {
 	seen := map[model.Host]bool{}
 	for _, d := range defs {
 		for _, h := range d.Hosts {
-			seen[h.Bare()] = true
+			seen[h] = true
 		}
 	}
 	return len(seen)

@@ -255,7 +255,7 @@ func TestRetryFailedIsOneTask(t *testing.T) {
 	for _, r := range w.rows {
 		if r.r.State.Final() && !r.r.State.OK() {
 			failed[r.r.ProcKey] = true
-			want[model.Target{Host: r.r.Host.Bare(), ProcKey: r.r.ProcKey}] = true
+			want[model.Target{Host: r.r.Host, ProcKey: r.r.ProcKey}] = true
 		}
 	}
 	if len(failed) < 2 {
@@ -280,7 +280,7 @@ func TestRetryFailedIsOneTask(t *testing.T) {
 	}
 	got := map[model.Target]bool{}
 	for _, r := range view.Results {
-		got[model.Target{Host: r.Host.Bare(), ProcKey: r.ProcKey}] = true
+		got[model.Target{Host: r.Host, ProcKey: r.ProcKey}] = true
 	}
 	if len(got) != len(want) {
 		t.Fatalf("retry targets %d pairs, want the %d failed ones", len(got), len(want))
@@ -349,7 +349,7 @@ func TestStatusWatchShowsProcesses(t *testing.T) {
 			if firstUp >= 0 {
 				t.Fatalf("row %d (%s) comes after a running process", i, st.State)
 			}
-			down[w.rows[ri].r.Host.Bare()] = true
+			down[w.rows[ri].r.Host] = true
 		}
 	}
 	if firstUp < 0 || !down[stopped[0]] || !down[stopped[1]] {
@@ -615,7 +615,7 @@ func TestHostPageFromAnywhere(t *testing.T) {
 	}
 	d.keys("o")
 	op := topAs[*opPage](t, d)
-	if len(op.tg.sel.Hosts) != 1 || op.tg.sel.Hosts[0] != h.Host.Bare() || !strings.Contains(d.view(), "host "+h.Host.AgentID()) {
+	if len(op.tg.sel.Hosts) != 1 || op.tg.sel.Hosts[0] != h.Host || !strings.Contains(d.view(), "host "+h.Host.AgentID()) {
 		t.Fatalf("op target %+v:\n%s", op.tg.sel, d.view())
 	}
 }

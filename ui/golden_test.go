@@ -43,7 +43,7 @@ func fixedTask() (model.Task, []model.Result) {
 			r.Seq = int64(i + 1)
 			r.Started = t0.Add(time.Duration(i) * 10 * time.Millisecond)
 			r.Finished = r.Started.Add(time.Duration(i*137+40) * time.Millisecond)
-			r.Content = `{"value":[{"procName":"nginx","setupPath":"/usr/local/nginx/sbin","funcID":"","instanceID":"","result":"` + s.msg + `","isAuto":true}]}`
+			r.Proc, r.Hosted = model.ResultProc{ProcName: "nginx", SetupPath: "/usr/local/nginx/sbin"}, true
 		}
 		rs = append(rs, r)
 	}

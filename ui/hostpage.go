@@ -35,7 +35,7 @@ func (m hostLoadedMsg) pageID() int { return m.id }
 // newHostPage opens h; v (possibly only some of its processes) is shown
 // until the whole host is loaded.
 func newHostPage(s *shared, h model.Host, v *backend.HostView) *hostPage {
-	p := &hostPage{host: h.Bare()}
+	p := &hostPage{host: h}
 	if v != nil {
 		p.v, p.found = *v, true
 	}
@@ -63,7 +63,7 @@ func (p *hostPage) Help() keyHelp {
 // onEvents redraws when an event of this host arrives.
 func (p *hostPage) onEvents(evs []model.Event) tea.Cmd {
 	for _, e := range evs {
-		if e.Host.Bare() == p.host {
+		if e.Host == p.host {
 			p.SetSize(p.w, p.h)
 			break
 		}
@@ -181,7 +181,7 @@ func (p *hostPage) content() string {
 	}
 	var evs []model.Event
 	for i := len(p.s.events) - 1; i >= 0 && len(evs) < 20; i-- {
-		if p.s.events[i].Host.Bare() == p.host {
+		if p.s.events[i].Host == p.host {
 			evs = append(evs, p.s.events[i])
 		}
 	}

@@ -102,7 +102,7 @@ func TestPaletteJumps(t *testing.T) {
 	d.typeText(host.AgentID())
 	d.keys("enter")
 	hpg := topAs[*hostPage](t, d)
-	if hpg.host != host.Bare() {
+	if hpg.host != host {
 		t.Fatalf("host page of %v, want %v", hpg.host, host)
 	}
 }

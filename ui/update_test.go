@@ -12,6 +12,7 @@ import (
 
 	"gseproc/backend"
 	"gseproc/backend/config"
+	"gseproc/backend/server/wire"
 	"gseproc/model"
 )
 
@@ -832,7 +833,8 @@ func TestScrollingScreens(t *testing.T) {
 	s := benchShared(t, 80, 12)
 	_, rs := fixedTask()
 	r := rs[1]
-	r.Content = `{"value":[` + strings.Repeat(`{"a":1},`, 30) + `{"a":1}]}`
+	r.Op, r.Proc = model.OpStatus, model.ResultProc{ProcName: "nginx"}
+	r.Status = &model.ProcStatus{State: model.ProcRunning, PID: 42}
 	rp := newResultPage(s, r)
 	rp.SetSize(80, 10)
 	rp.Update(keyMsg("j"))
@@ -848,8 +850,8 @@ func TestScrollingScreens(t *testing.T) {
 	if !rp.vp.AtBottom() {
 		t.Fatal("G did not reach the bottom")
 	}
-	if !strings.Contains(prettyJSON(r.Content), "\n  \"value\": [") {
-		t.Fatalf("content not indented: %s", prettyJSON(r.Content))
+	if c := prettyJSON(wire.Content(r)); !strings.Contains(c, "\n  \"process\": [") {
+		t.Fatalf("content not indented: %s", c)
 	}
 
 	for i := range 30 {

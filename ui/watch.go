@@ -14,6 +14,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"gseproc/backend"
+	"gseproc/backend/server/wire"
 	"gseproc/model"
 )
 
@@ -380,9 +381,9 @@ func (p *watchPage) retry() tea.Cmd {
 		if !r.r.State.Final() || r.r.State.OK() {
 			continue
 		}
-		pairs = append(pairs, model.Target{Host: r.r.Host.Bare(), ProcKey: r.r.ProcKey})
+		pairs = append(pairs, model.Target{Host: r.r.Host, ProcKey: r.r.ProcKey})
 		ns, name, _ := model.SplitKey(r.r.ProcKey)
-		nss[ns], procs[name], hosts[r.r.Host.Bare()] = true, true, true
+		nss[ns], procs[name], hosts[r.r.Host] = true, true, true
 	}
 	if len(pairs) == 0 {
 		return p.s.post(flashMsg{"no failed host to retry"})
@@ -595,7 +596,7 @@ func (p *resultPage) content() string {
 	}
 	b.WriteString(kv("task", r.TaskID))
 	b.WriteString("\n" + t.Title.Render("content") + "\n")
-	b.WriteString(prettyJSON(r.Content))
+	b.WriteString(prettyJSON(wire.Content(r))) // as the API's result queries show it
 	return b.String()
 }
 

@@ -100,7 +100,7 @@ func TestEngineOverTwoLocalAgents(t *testing.T) {
 	}
 
 	for _, r := range operate(model.OpStatus, sel) {
-		if r.Code != model.CodeSuccess || r.Content == "" {
+		if r.Code != model.CodeSuccess || r.Status == nil || r.Proc.ProcName == "" {
 			t.Fatalf("status on %s: %+v", r.Host, r)
 		}
 	}

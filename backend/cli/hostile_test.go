@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"gseproc/backend/server/wire"
 	"gseproc/model"
 )
 
@@ -70,8 +71,8 @@ func TestHostileInput(t *testing.T) {
 	// The agent's own process: saved through the native API, with the
 	// command the v1 form synthesises for the hostile name (quoted).
 	hostile := "x;touch pwned;true"
-	synth := model.ProcessInfo{SetupPath: work, ProcName: hostile, PidPath: work + "/run.pid"}.
-		ToProcess(model.FormOperateProc, model.Scope{Type: model.ScopeBiz, ID: "1"})
+	synth := wire.ProcessInfo{SetupPath: work, ProcName: hostile, PidPath: work + "/run.pid"}.
+		ToProcess(wire.FormOperateProc, wire.Scope{Type: wire.ScopeBiz, ID: "1"})
 	def := map[string]any{"process": map[string]any{
 		"meta": map[string]any{"namespace": "hostile", "name": "quoted"},
 		"spec": map[string]any{

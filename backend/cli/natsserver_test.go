@@ -212,7 +212,7 @@ func TestNATSEngineRealAgent(t *testing.T) {
 	}
 	waitFor(t, "agent back online", 30*time.Second, func() bool { return hostOnline(e2, me) })
 	rs = operate(t, e2, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "biz_1", Name: "daemon", Hosts: []model.Host{me}}})
-	if len(rs) != 1 || rs[0].Code != 0 || !strings.Contains(rs[0].Content, `"isAuto":true`) {
+	if len(rs) != 1 || rs[0].Code != 0 || !rs[0].Hosted {
 		t.Fatalf("status after restarts: %+v", rs)
 	}
 	rs = operate(t, e2, backend.OperateRequest{Op: model.OpStop, Selector: backend.Selector{Namespace: "biz_1", Name: "daemon", Hosts: []model.Host{me}}})

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"gseproc/backend"
+	"gseproc/backend/server/wire"
 	"gseproc/model"
 )
 
@@ -155,9 +156,11 @@ Examples:
 }
 
 // opLine is one result as --json prints it: the result's own fields plus
-// the agent id, the op name and the duration.
+// the agent id, the op name, the duration and the content the API's result
+// queries show.
 type opLine struct {
 	model.Result
+	Content    string `json:"content,omitempty"`
 	AgentID    string `json:"agent_id"`
 	OpName     string `json:"op"`
 	DurationMS int64  `json:"duration_ms"`
@@ -425,7 +428,7 @@ func (p *resultPrinter) print(r model.Result) error {
 		return nil
 	}
 	if p.json {
-		b, err := json.Marshal(opLine{Result: r, AgentID: r.Host.AgentID(), OpName: r.Op.String(), DurationMS: r.Duration().Milliseconds()})
+		b, err := json.Marshal(opLine{Result: r, Content: wire.Content(r), AgentID: r.Host.AgentID(), OpName: r.Op.String(), DurationMS: r.Duration().Milliseconds()})
 		if err != nil {
 			return fmt.Errorf("encode result: %w", err)
 		}

@@ -13,12 +13,11 @@ import (
 // (`gseproc agent`) and the tuning of its supervision. The NATS connection
 // itself is configured in [nats].
 type AgentConfig struct {
-	// Identity: the host as the fleet addresses it (bk_cloud_id, ip), the
-	// optional supplier id of the v1 result keys, and labels for selectors.
-	CloudID    int               `toml:"cloud_id"`
-	IP         string            `toml:"ip"`
-	SupplierID int               `toml:"supplier_id"`
-	Labels     map[string]string `toml:"labels"`
+	// Identity: the host as the fleet addresses it (bk_cloud_id, ip) and
+	// labels for selectors.
+	CloudID int               `toml:"cloud_id"`
+	IP      string            `toml:"ip"`
+	Labels  map[string]string `toml:"labels"`
 
 	// DataDir holds the hosting registry (procinfo.json); it survives agent
 	// restarts so hosted processes are re-adopted.
@@ -91,9 +90,6 @@ func (c AgentConfig) validate() error {
 	if c.CloudID < 0 || c.CloudID > model.MaxCloudID {
 		add("cloud_id", "%d is out of range [0,%d]", c.CloudID, model.MaxCloudID)
 	}
-	if c.SupplierID < 0 || c.SupplierID > model.MaxCloudID {
-		add("supplier_id", "%d is out of range [0,%d]", c.SupplierID, model.MaxCloudID)
-	}
 	if c.IP != "" {
 		if _, err := model.ParseIP(c.IP); err != nil {
 			add("ip", "%v", err)
@@ -141,9 +137,9 @@ func (c AgentConfig) validate() error {
 }
 
 // Host is the agent's identity in canonical form (an IPv4-mapped address
-// as IPv4, IPv6 lower-cased and compressed), with its supplier id.
+// as IPv4, IPv6 lower-cased and compressed).
 func (c AgentConfig) Host() (model.Host, error) {
-	h, err := model.Host{IP: c.IP, CloudID: c.CloudID, SupplierID: c.SupplierID}.Canonical()
+	h, err := model.Host{IP: c.IP, CloudID: c.CloudID}.Canonical()
 	if err != nil {
 		return model.Host{}, fmt.Errorf("agent identity: %w", err)
 	}

@@ -13,7 +13,6 @@ func TestAgentSection(t *testing.T) {
 		{"values", `[agent]
 cloud_id = 2
 ip = "10.0.0.7"
-supplier_id = 1
 data_dir = "/srv/agent"
 sample_interval = "500ms"
 breach_count = 5
@@ -26,7 +25,7 @@ event_buffer = 10
 [agent.labels]
 rack = "r1"
 `, "", func(c AgentConfig) bool {
-			return c.CloudID == 2 && c.IP == "10.0.0.7" && c.SupplierID == 1 && c.DataDir == "/srv/agent" &&
+			return c.CloudID == 2 && c.IP == "10.0.0.7" && c.DataDir == "/srv/agent" &&
 				c.SampleInterval.D() == 500*time.Millisecond && c.BreachCount == 5 && c.BackoffBase.D() == 2*time.Second &&
 				c.BackoffMax.D() == 30*time.Second && c.StableAfter.D() == 10*time.Second && c.MinStartWait == 0 &&
 				c.OutputLimit == 1024 && c.EventBuffer == 10 && c.Labels["rack"] == "r1"
@@ -34,7 +33,6 @@ rack = "r1"
 		{"no ip is fine in a file (a server's config)", "[agent]\ncloud_id = 1\n", "", func(c AgentConfig) bool { return c.IP == "" }},
 		{"ip", "[agent]\nip = \"10.0.0\"\n", "agent.ip", nil},
 		{"cloud", "[agent]\ncloud_id = -1\n", "agent.cloud_id", nil},
-		{"supplier", "[agent]\nsupplier_id = -1\n", "agent.supplier_id", nil},
 		{"label key", "[agent.labels]\n\"a=b\" = \"x\"\n", "agent.labels", nil},
 		{"sample", "[agent]\nsample_interval = \"0s\"\n", "agent.sample_interval", nil},
 		{"breaches", "[agent]\nbreach_count = 0\n", "agent.breach_count", nil},

@@ -303,7 +303,6 @@ func (e *Engine) refuseReadOnly(what string) error {
 // recordStatus updates the last known status of a process on a host; the
 // writer stores it.
 func (e *Engine) recordStatus(h model.Host, st model.ProcStatus) {
-	h = h.Bare()
 	e.mu.Lock()
 	m := e.statuses[h]
 	if m == nil {
@@ -319,6 +318,6 @@ func (e *Engine) recordStatus(h model.Host, st model.ProcStatus) {
 func (e *Engine) status(h model.Host, key string) (model.ProcStatus, bool) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	st, ok := e.statuses[h.Bare()][key]
+	st, ok := e.statuses[h][key]
 	return st, ok
 }

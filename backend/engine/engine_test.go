@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -232,7 +231,7 @@ func TestSelectorTargets(t *testing.T) {
 	}
 	got := map[model.Target]bool{}
 	for _, r := range res {
-		got[model.Target{Host: r.Host.Bare(), ProcKey: r.ProcKey}] = true
+		got[model.Target{Host: r.Host, ProcKey: r.ProcKey}] = true
 	}
 	for _, p := range pairs[:3] {
 		if !got[p] {
@@ -276,7 +275,7 @@ func TestResultStatesAndCodes(t *testing.T) {
 				t.Fatalf("%d results", len(res))
 			}
 			for _, r := range res {
-				if r.State != tc.wantState || r.Code != tc.wantCode || r.Content == "" || r.Message == "" {
+				if r.State != tc.wantState || r.Code != tc.wantCode || r.Proc.ProcName != "app" || r.Message == "" {
 					t.Fatalf("result %+v, want %s/%d", r, tc.wantState, tc.wantCode)
 				}
 			}
@@ -303,8 +302,8 @@ func TestStatusContentAndLastKnown(t *testing.T) {
 		t.Fatalf("%d results, want 2", len(res))
 	}
 	for _, r := range res {
-		if r.State != model.StateSuccess || !strings.Contains(r.Content, `"procname":"app"`) || !strings.Contains(r.Content, `"pid":42`) {
-			t.Fatalf("status content %s", r.Content)
+		if r.State != model.StateSuccess || r.Proc.ProcName != "app" || r.Status == nil || r.Status.PID != 42 {
+			t.Fatalf("status result %+v", r)
 		}
 	}
 	hv, err := e.Hosts(context.Background(), backend.HostQuery{Name: "app"})

@@ -23,7 +23,7 @@ func hostSet(hs []model.Host) map[model.Host]bool {
 	}
 	s := make(map[model.Host]bool, len(hs))
 	for _, h := range hs {
-		s[h.Bare()] = true
+		s[h] = true
 	}
 	return s
 }
@@ -49,7 +49,7 @@ func (e *Engine) Namespaces(ctx context.Context) ([]backend.NamespaceSummary, er
 		}
 		a.procs++
 		for _, h := range d.Hosts {
-			a.hosts[h.Bare()] = true
+			a.hosts[h] = true
 		}
 		for k, v := range d.Process.Meta.Labels {
 			if a.labels[k] == nil {
@@ -96,7 +96,7 @@ func (e *Engine) Processes(ctx context.Context, q backend.ProcQuery) ([]model.Pr
 		if !matchDef(d, q.Namespace, q.Name, q.Labels) {
 			continue
 		}
-		if q.Host != nil && !slices.ContainsFunc(d.Hosts, func(h model.Host) bool { return h.Bare() == q.Host.Bare() }) {
+		if q.Host != nil && !slices.Contains(d.Hosts, *q.Host) {
 			continue
 		}
 		out = append(out, d)
@@ -136,7 +136,6 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 		}
 		keys[i] = d.Process.Key()
 		for _, h := range d.Hosts {
-			h = h.Bare()
 			onHost[h] = append(onHost[h], i)
 		}
 	}
@@ -148,7 +147,7 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 	out := make([]backend.HostView, 0, size)
 	var sts []model.ProcStatus
 	for _, hi := range inv {
-		h := hi.Host.Bare()
+		h := hi.Host
 		if only != nil && !only[h] {
 			continue
 		}
@@ -270,7 +269,7 @@ func resolve(defs []model.ProcessDef, sel backend.Selector, idx *model.HostIndex
 	if len(sel.Targets) > 0 {
 		pairs = make(map[model.Target]bool, len(sel.Targets))
 		for _, t := range sel.Targets {
-			pairs[model.Target{Host: t.Host.Bare(), ProcKey: t.ProcKey}] = true
+			pairs[model.Target{Host: t.Host, ProcKey: t.ProcKey}] = true
 		}
 	}
 	var targets []model.Target
@@ -278,7 +277,7 @@ func resolve(defs []model.ProcessDef, sel backend.Selector, idx *model.HostIndex
 	seen := map[model.Target]bool{}
 	add := func(d model.ProcessDef, h model.Host) {
 		key := d.Process.Key()
-		t := model.Target{Host: h.Bare(), ProcKey: key}
+		t := model.Target{Host: h, ProcKey: key}
 		if seen[t] || (pairs != nil && !pairs[t]) {
 			return
 		}
@@ -305,7 +304,7 @@ func resolve(defs []model.ProcessDef, sel backend.Selector, idx *model.HostIndex
 			continue
 		}
 		for _, h := range d.Hosts {
-			if only != nil && !only[h.Bare()] {
+			if only != nil && !only[h] {
 				continue
 			}
 			add(d, h)

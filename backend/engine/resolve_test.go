@@ -16,13 +16,13 @@ import (
 func TestResolveFewHostsOfALongList(t *testing.T) {
 	var hosts []model.Host
 	for i := range 1000 {
-		hosts = append(hosts, model.Host{IP: fmt.Sprintf("10.0.%d.%d", i/256, i%256), SupplierID: 3})
+		hosts = append(hosts, model.Host{IP: fmt.Sprintf("10.0.%d.%d", i/256, i%256)})
 	}
 	defs := []model.ProcessDef{
 		{Process: model.Process{Meta: model.Meta{Namespace: "gse", Name: "a"}}, Hosts: hosts, Rev: 1},
 		{Process: model.Process{Meta: model.Meta{Namespace: "gse", Name: "b"}}, Hosts: hosts[:10], Rev: 2},
 	}
-	sel := backend.Selector{Namespace: "gse", Hosts: []model.Host{hosts[900].Bare(), hosts[7].Bare(), {IP: "192.0.2.1"}}}
+	sel := backend.Selector{Namespace: "gse", Hosts: []model.Host{hosts[900], hosts[7], {IP: "192.0.2.1"}}}
 	var idx model.HostIndex
 	got, procs := resolve(defs, sel, &idx)
 	want := []model.Target{{Host: hosts[7], ProcKey: "gse:a"}, {Host: hosts[900], ProcKey: "gse:a"}, {Host: hosts[7], ProcKey: "gse:b"}}
@@ -35,7 +35,7 @@ func TestResolveFewHostsOfALongList(t *testing.T) {
 	// The same answer without the index: many selected hosts walk the list.
 	sel.Hosts = nil
 	for _, h := range hosts[:500] {
-		sel.Hosts = append(sel.Hosts, h.Bare())
+		sel.Hosts = append(sel.Hosts, h)
 	}
 	got, _ = resolve(defs, sel, &idx)
 	if len(got) != 510 || got[0] != (model.Target{Host: hosts[0], ProcKey: "gse:a"}) || got[500] != (model.Target{Host: hosts[0], ProcKey: "gse:b"}) {

@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -65,8 +64,8 @@ func TestSimulatorStartStopStatus(t *testing.T) {
 			if r.Code != s.wantCode || r.State != model.StateSuccess {
 				t.Fatalf("%s on %s: code %d state %s (%s), want %d", s.op, r.Host, r.Code, r.State, r.Message, s.wantCode)
 			}
-			if s.op == model.OpStatus && !strings.Contains(r.Content, `"stat":"running"`) {
-				t.Fatalf("status content %s", r.Content)
+			if s.op == model.OpStatus && (r.Status == nil || r.Status.State != model.ProcRunning) {
+				t.Fatalf("status result %+v", r)
 			}
 		}
 		view, _ := e.Task(context.Background(), task.ID)

@@ -128,7 +128,7 @@ func (e *Engine) operate(ctx context.Context, req backend.OperateRequest) (model
 	sort.Strings(namespaces)
 	t := model.Task{
 		ID: id, Op: req.Op, Targets: len(targets), Namespace: namespaces,
-		Source: req.Source, Operator: req.Operator, HostForm: req.HostForm, Status: model.TaskPending, Created: now,
+		Source: req.Source, Operator: req.Operator, HostForm: req.HostForm, Suppliers: req.Suppliers, Status: model.TaskPending, Created: now,
 		Counts: model.Counts{Pending: len(targets)},
 	}
 	en := operateEntry(ctx, req)
@@ -232,7 +232,7 @@ func itemTargets(items []model.ProcessDef) ([]model.Target, map[string]model.Pro
 		key := it.Process.Key()
 		procs[key] = it.Process
 		for _, h := range it.Hosts {
-			if t := (model.Target{Host: h.Bare(), ProcKey: key}); !seen[t] {
+			if t := (model.Target{Host: h, ProcKey: key}); !seen[t] {
 				seen[t] = true
 				targets = append(targets, model.Target{Host: h, ProcKey: key})
 			}
@@ -259,11 +259,11 @@ func (e *Engine) saveItems(ctx context.Context, items []model.ProcessDef) error 
 		if old, ok := byKey[key]; ok {
 			def.Hosts = slices.Clip(old.Hosts)
 			for _, h := range old.Hosts {
-				hosts[h.Bare()] = true
+				hosts[h] = true
 			}
 		}
 		for _, h := range it.Hosts {
-			if nh := h.Bare(); !hosts[nh] {
+			if nh := h; !hosts[nh] {
 				hosts[nh] = true
 				def.Hosts = append(def.Hosts, h)
 			}
@@ -283,7 +283,7 @@ func newRun(t model.Task, targets []model.Target, procs map[string]model.Process
 	index := make(map[model.Target]int, len(prior))
 	if len(prior) > 0 {
 		for i, tg := range targets {
-			index[model.Target{Host: tg.Host.Bare(), ProcKey: tg.ProcKey}] = i
+			index[model.Target{Host: tg.Host, ProcKey: tg.ProcKey}] = i
 		}
 	}
 	for i, tg := range targets {
@@ -291,7 +291,7 @@ func newRun(t model.Task, targets []model.Target, procs map[string]model.Process
 		r.results[i] = model.Result{TaskID: t.ID, Host: tg.Host, ProcKey: tg.ProcKey, ValueKey: p.Spec.Identity.ValueKey, Op: t.Op, State: model.StatePending}
 	}
 	for _, res := range prior {
-		i, ok := index[model.Target{Host: res.Host.Bare(), ProcKey: res.ProcKey}]
+		i, ok := index[model.Target{Host: res.Host, ProcKey: res.ProcKey}]
 		if !ok || !res.State.Final() {
 			continue
 		}
@@ -432,7 +432,6 @@ func (e *Engine) dispatchOne(r *run, i int) {
 			}
 			e.recordStatus(res.Host, st)
 			if op == model.OpStatus {
-				res.Content = model.StatusContent(res.Host, p, st, end)
 				res.Status = &st
 			}
 		}
@@ -448,13 +447,8 @@ func (e *Engine) dispatchOne(r *run, i int) {
 		res.State, res.Code = model.StateFailed, model.CodeCommandFailed
 		res.Message = fmt.Sprintf("dispatch: %v", err)
 	}
-	if res.Content == "" {
-		text := "success"
-		if res.Code != model.CodeSuccess {
-			text = res.Message
-		}
-		res.Content = model.ControlContent(p, text, hosted)
-	}
+	res.Proc = model.ResultProcOf(p)
+	res.Hosted = hosted
 	e.log.Debug("host result", "task", res.TaskID, "host", res.Host.String(), "proc", res.ProcKey,
 		"state", string(res.State), "code", res.Code, "duration", res.Duration())
 	e.finishResult(r, i, res)
@@ -632,11 +626,11 @@ func (e *Engine) Task(ctx context.Context, id string) (backend.TaskView, error) 
 	}
 	byTarget := make(map[model.Target]model.Result, len(stored))
 	for _, res := range stored {
-		byTarget[model.Target{Host: res.Host.Bare(), ProcKey: res.ProcKey}] = res
+		byTarget[model.Target{Host: res.Host, ProcKey: res.ProcKey}] = res
 	}
 	out := make([]model.Result, len(targets))
 	for i, tg := range targets {
-		res, ok := byTarget[model.Target{Host: tg.Host.Bare(), ProcKey: tg.ProcKey}]
+		res, ok := byTarget[model.Target{Host: tg.Host, ProcKey: tg.ProcKey}]
 		if !ok {
 			res = model.Result{TaskID: id, Host: tg.Host, ProcKey: tg.ProcKey, Op: t.Op, State: model.StatePending}
 		}

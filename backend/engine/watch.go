@@ -117,7 +117,7 @@ func (e *Engine) followLost(ctx context.Context, id string, after int64, r *run,
 	r.mu.Lock()
 	for _, res := range r.log {
 		if res.Seq > after {
-			sent[model.Target{Host: res.Host.Bare(), ProcKey: res.ProcKey}] = true
+			sent[model.Target{Host: res.Host, ProcKey: res.ProcKey}] = true
 		}
 	}
 	r.mu.Unlock()
@@ -203,7 +203,7 @@ func (e *Engine) follow(ctx context.Context, src <-chan model.Result, after int6
 			if !res.State.Final() || res.Seq <= after {
 				continue
 			}
-			tg := model.Target{Host: res.Host.Bare(), ProcKey: res.ProcKey}
+			tg := model.Target{Host: res.Host, ProcKey: res.ProcKey}
 			if sent[tg] {
 				continue
 			}

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"gseproc/backend"
+	"gseproc/backend/server/wire"
 	"gseproc/model"
 )
 
@@ -18,10 +19,10 @@ import (
 
 // agentRequest is the body of the agent endpoints; each reads its fields.
 type agentRequest struct {
-	SupplierAccount *flexString  `json:"bk_supplier_account"`
-	Hosts           []model.Host `json:"hosts"`
-	AgentIDList     []string     `json:"agent_id_list"`
-	TaskID          string       `json:"task_id"`
+	SupplierAccount *flexString `json:"bk_supplier_account"`
+	Hosts           []wire.Host `json:"hosts"`
+	AgentIDList     []string    `json:"agent_id_list"`
+	TaskID          string      `json:"task_id"`
 }
 
 // GSE 2.0 agent status codes (gse-api.md §6; the codes both clients agree
@@ -46,12 +47,12 @@ func (s *Server) hostsRequest(c *call) ([]model.Host, *apiError) {
 	if len(req.Hosts) == 0 {
 		v.Add("hosts", "required: at least one host")
 	}
-	hosts := model.CanonicalHosts(v, "hosts", req.Hosts)
+	hosts := wire.CanonicalHosts(v, "hosts", req.Hosts)
 	s.checkHosts(v, "hosts", len(req.Hosts))
 	if err := v.Err(); err != nil {
 		return nil, validationError(CodeArgument, err)
 	}
-	return bareAll(hosts), nil
+	return hosts, nil
 }
 
 // fleetViews returns the fleet's view of hosts by "cloud:ip", only of the
@@ -67,7 +68,7 @@ func (s *Server) fleetViews(ctx context.Context, c *call, what string, q backend
 			continue
 		}
 		hv.Procs = nil
-		out[hv.Host.Bare().AgentID()] = hv
+		out[hv.Host.AgentID()] = hv
 	}
 	return out, nil
 }
@@ -144,11 +145,11 @@ func (s *Server) agentListRequest(ctx context.Context, c *call, what string) ([]
 		v.Add("agent_id_list", "required: at least one agent id (or cloud:ip)")
 	}
 	s.checkHosts(v, "agent_id_list", len(req.AgentIDList))
-	refs := make([]model.HostRef, len(req.AgentIDList))
+	refs := make([]wire.HostRef, len(req.AgentIDList))
 	var ids []string
 	var hosts []model.Host
 	for i, e := range req.AgentIDList {
-		r, err := model.ParseHostRef(e)
+		r, err := wire.ParseHostRef(e)
 		if err != nil {
 			v.Addf(fmt.Sprintf("agent_id_list[%d]", i), "%v", err)
 			continue
@@ -343,9 +344,9 @@ func (s *Server) gse2TaskState(ctx context.Context, c *call) (any, *apiError) {
 		return nil, aerr
 	}
 	v := &model.Validator{}
-	refs := make([]model.HostRef, 0, len(req.AgentIDList))
+	refs := make([]wire.HostRef, 0, len(req.AgentIDList))
 	for i, e := range req.AgentIDList {
-		r, err := model.ParseHostRef(e)
+		r, err := wire.ParseHostRef(e)
 		if err != nil {
 			v.Addf(fmt.Sprintf("agent_id_list[%d]", i), "%v", err)
 		}
@@ -363,7 +364,7 @@ func (s *Server) gse2TaskState(ctx context.Context, c *call) (any, *apiError) {
 	outcome := map[string]string{}
 	named := map[string]string{} // "cloud:ip" -> name as the task named it
 	for _, r := range tv.Results {
-		k := r.Host.Bare().AgentID()
+		k := r.Host.AgentID()
 		named[k] = hostKey(r.Host, ids)
 		o := "successed"
 		switch {
@@ -399,7 +400,7 @@ func (s *Server) gse2TaskState(ctx context.Context, c *call) (any, *apiError) {
 			if r.AgentID != "" {
 				h = idHosts[r.AgentID]
 			}
-			add(h.Bare().AgentID(), r.String())
+			add(h.AgentID(), r.String())
 		}
 	} else {
 		for k, name := range named {

@@ -10,6 +10,7 @@ import (
 
 	"gseproc/backend"
 	"gseproc/backend/config"
+	"gseproc/backend/server/wire"
 	"gseproc/model"
 )
 
@@ -79,7 +80,7 @@ func newApps(cfg config.ServerConfig) map[string]*app {
 }
 
 // allowScope reports whether the app may touch a biz / biz_set scope.
-func (a *app) allowScope(s model.Scope) bool {
+func (a *app) allowScope(s wire.Scope) bool {
 	if a == nil {
 		return true
 	}
@@ -88,9 +89,9 @@ func (a *app) allowScope(s model.Scope) bool {
 		return false
 	}
 	switch s.Type {
-	case model.ScopeBiz:
+	case wire.ScopeBiz:
 		return a.biz[id]
-	case model.ScopeBizSet:
+	case wire.ScopeBizSet:
 		return a.bizSet[id]
 	}
 	return false
@@ -102,9 +103,9 @@ func (a *app) allowNamespace(ns string) bool {
 	if a == nil || a.allNS || a.ns[ns] {
 		return true
 	}
-	for _, t := range []string{model.ScopeBizSet, model.ScopeBiz} {
+	for _, t := range []string{wire.ScopeBizSet, wire.ScopeBiz} {
 		if id, ok := strings.CutPrefix(ns, t+"_"); ok {
-			return a.allowScope(model.Scope{Type: t, ID: id})
+			return a.allowScope(wire.Scope{Type: t, ID: id})
 		}
 	}
 	return false
@@ -119,7 +120,7 @@ func (a *app) ownsHost(hi model.HostInfo) bool {
 		return true
 	}
 	biz, ok := hi.Labels["bk_biz_id"]
-	return ok && a.allowScope(model.Scope{Type: model.ScopeBiz, ID: biz})
+	return ok && a.allowScope(wire.Scope{Type: wire.ScopeBiz, ID: biz})
 }
 
 // seesHost reports whether the app may see a host: its own by label, or
@@ -237,7 +238,7 @@ func (s *Server) limit(a *app) *apiError {
 }
 
 // scopeDenied is the refusal for a scope the app may not touch.
-func scopeDenied(a *app, s model.Scope) *apiError {
+func scopeDenied(a *app, s wire.Scope) *apiError {
 	return &apiError{status: http.StatusForbidden, code: CodeAppDenied,
 		msg:        fmt.Sprintf("bk_scope_id: app %q may not touch %s %s", a.code, s.Type, s.ID),
 		permission: map[string]any{"bk_app_code": a.code, "scope_type": s.Type, "scope_id": s.ID}}

@@ -11,16 +11,17 @@ import (
 	"time"
 
 	"gseproc/backend"
+	"gseproc/backend/server/wire"
 	"gseproc/model"
 )
 
 // metaRequest is the meta form (GSE 1.x through ESB): one body type for
 // every endpoint of the family; each reads the fields it needs.
 type metaRequest struct {
-	model.ProcRequest
-	TaskID         string              `json:"task_id"`
-	Page           *pageWire           `json:"page"`
-	ProcOperateReq []model.ProcRequest `json:"proc_operate_req"`
+	wire.ProcRequest
+	TaskID         string             `json:"task_id"`
+	Page           *pageWire          `json:"page"`
+	ProcOperateReq []wire.ProcRequest `json:"proc_operate_req"`
 }
 
 type pageWire struct {
@@ -62,7 +63,7 @@ func (s *Server) checkHosts(v *model.Validator, field string, n int) {
 
 // policyNames names the policy fields as the request spelled the policy
 // (alive_monitor_policy in operate_proc_v2/multi).
-func policyNames(r model.ProcRequest) model.FieldNames {
+func policyNames(r wire.ProcRequest) model.FieldNames {
 	if r.Spec == nil || r.Spec.MonitorPolicy != nil || r.Spec.AliveMonitorPolicy == nil {
 		return nil
 	}
@@ -72,14 +73,6 @@ func policyNames(r model.ProcRequest) model.FieldNames {
 		names["spec.monitor_policy."+f] = "spec.alive_monitor_policy." + f
 	}
 	return names
-}
-
-func bareAll(hosts []model.Host) []model.Host {
-	out := make([]model.Host, len(hosts))
-	for i, h := range hosts {
-		out[i] = h.Bare()
-	}
-	return out
 }
 
 // registered returns the definition namespace:name, if any.
@@ -96,8 +89,7 @@ func (s *Server) registered(ctx context.Context, ns, name string) (model.Process
 	return model.ProcessDef{}, false, nil
 }
 
-func (s *Server) started(c *call, t model.Task, hosts []model.Host) (any, *apiError) {
-	s.rememberSuppliers(t.ID, hosts)
+func (s *Server) started(t model.Task) (any, *apiError) {
 	s.track(t)
 	return map[string]string{"task_id": t.ID}, nil
 }
@@ -155,24 +147,25 @@ func (s *Server) gseOperate(ctx context.Context, c *call) (any, *apiError) {
 	deployed := s.hosts.Positions(def)
 	v := &model.Validator{}
 	for i, h := range hosts {
-		if _, ok := deployed[h.Bare()]; !ok {
-			v.Addf(fmt.Sprintf("hosts[%d]", i), "process %s is not registered on host %s: register it there first with register_proc_info", def.Process.Key(), h.Bare().AgentID())
+		if _, ok := deployed[h]; !ok {
+			v.Addf(fmt.Sprintf("hosts[%d]", i), "process %s is not registered on host %s: register it there first with register_proc_info", def.Process.Key(), h.AgentID())
 		}
 	}
 	if err := v.Err(); err != nil {
 		return nil, validationError(CodeArgument, err)
 	}
 	t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op, Source: "api:gse.operate_proc", Operator: c.operator, HostForm: hostForm(byAgentID),
-		Selector: backend.Selector{Namespace: req.Meta.Namespace, Name: req.Meta.Name, Hosts: bareAll(hosts)}})
+		Suppliers: wire.Suppliers(nil, req.Hosts),
+		Selector:  backend.Selector{Namespace: req.Meta.Namespace, Name: req.Meta.Name, Hosts: hosts}})
 	if err != nil {
 		return nil, backendError(CodeArgument, "operate_proc", err)
 	}
-	return s.started(c, t, hosts)
+	return s.started(t)
 }
 
 // checkProcRequest validates one meta+spec element and returns its
 // definition (without hosts) and the hosts as the element names them.
-func (s *Server) checkProcRequest(v *model.Validator, c *call, r model.ProcRequest, prefix string, needOp bool) (model.ProcessDef, model.OpType, []model.HostRef, *apiError) {
+func (s *Server) checkProcRequest(v *model.Validator, c *call, r wire.ProcRequest, prefix string, needOp bool) (model.ProcessDef, model.OpType, []wire.HostRef, *apiError) {
 	dot := prefix
 	if dot != "" {
 		dot += "."
@@ -196,44 +189,45 @@ func (s *Server) checkProcRequest(v *model.Validator, c *call, r model.ProcReque
 
 // singleProcRequest decodes and checks a meta request for one process
 // (operate_proc_v2, register/update_proc_info): every bad field named.
-func (s *Server) singleProcRequest(ctx context.Context, c *call, needOp bool) (def model.ProcessDef, op model.OpType, hosts []model.Host, byAgentID bool, aerr *apiError) {
+// sup holds the supplier ids the hosts were given.
+func (s *Server) singleProcRequest(ctx context.Context, c *call, needOp bool) (def model.ProcessDef, op model.OpType, hosts []model.Host, byAgentID bool, sup map[string]int, aerr *apiError) {
 	var req metaRequest
 	if err := decodeInto(c.body, c.obj, &req); err != nil {
-		return def, 0, nil, false, validationError(CodeArgument, err)
+		return def, 0, nil, false, nil, validationError(CodeArgument, err)
 	}
 	v := &model.Validator{}
 	def, op, refs, aerr := s.checkProcRequest(v, c, req.ProcRequest, "", needOp)
 	if aerr != nil {
-		return def, 0, nil, false, aerr
+		return def, 0, nil, false, nil, aerr
 	}
 	s.checkHosts(v, "hosts", len(refs))
 	if err := v.Err(); err != nil {
-		return def, 0, nil, false, validationError(CodeArgument, err)
+		return def, 0, nil, false, nil, validationError(CodeArgument, err)
 	}
 	known, aerr := s.agentHosts(ctx, agentIDsOf(refs))
 	if aerr != nil {
-		return def, 0, nil, false, aerr
+		return def, 0, nil, false, nil, aerr
 	}
 	hosts, byAgentID = hostsOf(v, "", refs, known)
 	if err := v.Err(); err != nil {
-		return def, 0, nil, false, validationError(CodeArgument, err)
+		return def, 0, nil, false, nil, validationError(CodeArgument, err)
 	}
 	def.Hosts = unionHosts(nil, hosts)
-	return def, op, hosts, byAgentID, nil
+	return def, op, hosts, byAgentID, wire.Suppliers(nil, req.Hosts), nil
 }
 
 // gseOperateV2 serves operate_proc_v2: meta + spec + hosts in one call.
 func (s *Server) gseOperateV2(ctx context.Context, c *call) (any, *apiError) {
-	def, op, hosts, byAgentID, aerr := s.singleProcRequest(ctx, c, true)
+	def, op, _, byAgentID, sup, aerr := s.singleProcRequest(ctx, c, true)
 	if aerr != nil {
 		return nil, aerr
 	}
 	t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op, Items: []model.ProcessDef{def},
-		Source: "api:gse.operate_proc_v2", Operator: c.operator, HostForm: hostForm(byAgentID)})
+		Source: "api:gse.operate_proc_v2", Operator: c.operator, HostForm: hostForm(byAgentID), Suppliers: sup})
 	if err != nil {
 		return nil, backendError(CodeArgument, "operate_proc_v2", err)
 	}
-	return s.started(c, t, hosts)
+	return s.started(t)
 }
 
 // gseOperateMulti serves operate_proc_multi: {proc_operate_req: [...]}, one
@@ -248,7 +242,7 @@ func (s *Server) gseOperateMulti(ctx context.Context, c *call) (any, *apiError) 
 		v.Add("proc_operate_req", "required: at least one element")
 	}
 	defs := make([]model.ProcessDef, len(req.ProcOperateReq))
-	refs := make([][]model.HostRef, len(req.ProcOperateReq))
+	refs := make([][]wire.HostRef, len(req.ProcOperateReq))
 	var op0 model.OpType
 	n := 0
 	for i, r := range req.ProcOperateReq {
@@ -274,14 +268,14 @@ func (s *Server) gseOperateMulti(ctx context.Context, c *call) (any, *apiError) 
 		return nil, aerr
 	}
 	var items []model.ProcessDef
-	var all []model.Host
+	var sup map[string]int
 	index := map[string]int{}
 	anyByID := false
 	for i, r := range req.ProcOperateReq {
 		prefix := fmt.Sprintf("proc_operate_req[%d]", i)
 		hosts, byID := hostsOf(v, prefix+".", refs[i], known)
 		anyByID = anyByID || byID
-		all = append(all, hosts...)
+		sup = wire.Suppliers(sup, r.Hosts)
 		if r.Spec == nil {
 			continue
 		}
@@ -303,11 +297,11 @@ func (s *Server) gseOperateMulti(ctx context.Context, c *call) (any, *apiError) 
 		return nil, validationError(CodeArgument, err)
 	}
 	t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op0, Items: items,
-		Source: "api:gse.operate_proc_multi", Operator: c.operator, HostForm: hostForm(anyByID)})
+		Source: "api:gse.operate_proc_multi", Operator: c.operator, HostForm: hostForm(anyByID), Suppliers: sup})
 	if err != nil {
 		return nil, backendError(CodeArgument, "operate_proc_multi", err)
 	}
-	return s.started(c, t, all)
+	return s.started(t)
 }
 
 func sameProcess(a, b model.Process) bool { return a.Spec == b.Spec }
@@ -365,9 +359,7 @@ func (s *Server) gseResult(v1 bool) handlerFunc {
 			ns, name, _ := model.SplitKey(r.ProcKey)
 			key := hostKey(r.Host, ids) + ":" + ns + ":" + name
 			if v1 {
-				h := r.Host
-				h.SupplierID = s.supplier(tv.Task.ID, h)
-				key = v1Key(h, ns, name)
+				key = v1Key(r.Host, tv.Task.Suppliers, ns, name)
 			}
 			out[key] = resultEntry(r)
 		}
@@ -375,8 +367,10 @@ func (s *Server) gseResult(v1 bool) handlerFunc {
 	}
 }
 
-func v1Key(h model.Host, ns, name string) string {
-	return strconv.Itoa(h.CloudID) + ":" + strconv.Itoa(h.SupplierID) + ":" + h.IP + ":" + ns + ":" + name
+// v1Key is a v1 result key cloud:supplier:ip:namespace:name; sup holds
+// the supplier ids the request gave (wire.Suppliers).
+func v1Key(h model.Host, sup map[string]int, ns, name string) string {
+	return strconv.Itoa(h.CloudID) + ":" + strconv.Itoa(sup[h.AgentID()]) + ":" + h.IP + ":" + ns + ":" + name
 }
 
 type infoKind int
@@ -420,7 +414,7 @@ func (s *Server) saveDef(ctx context.Context, ns, name string, change func(def *
 func (s *Server) gseProcInfo(kind infoKind) handlerFunc {
 	name := map[infoKind]string{infoRegister: "register_proc_info", infoUpdate: "update_proc_info"}[kind]
 	return func(ctx context.Context, c *call) (any, *apiError) {
-		def, _, hosts, _, aerr := s.singleProcRequest(ctx, c, false)
+		def, _, hosts, _, sup, aerr := s.singleProcRequest(ctx, c, false)
 		if aerr != nil {
 			return nil, aerr
 		}
@@ -440,7 +434,7 @@ func (s *Server) gseProcInfo(kind infoKind) handlerFunc {
 				cur.Process = def.Process
 			}
 			for _, h := range hosts {
-				k := v1Key(h, ns, pname)
+				k := v1Key(h, sup, ns, pname)
 				if kind == infoRegister && have[h.AgentID()] {
 					out[k] = entry{Code: model.CodeAlreadyRegistered, Message: model.CodeText(model.CodeAlreadyRegistered)}
 					continue
@@ -466,6 +460,7 @@ func (s *Server) gseUnregister(ctx context.Context, c *call) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
+	sup := wire.Suppliers(nil, req.Hosts)
 	ns, name := req.Meta.Namespace, req.Meta.Name
 	def, ok, err := s.registered(ctx, ns, name)
 	if err != nil {
@@ -481,10 +476,10 @@ func (s *Server) gseUnregister(ctx context.Context, c *call) (any, *apiError) {
 	var targets []model.Host
 	for _, h := range hosts {
 		if deployed[h.AgentID()] {
-			targets = append(targets, h.Bare())
+			targets = append(targets, h)
 			continue
 		}
-		out[v1Key(h, ns, name)] = entry{Code: 0, Message: "success: not registered on this host"}
+		out[v1Key(h, sup, ns, name)] = entry{Code: 0, Message: "success: not registered on this host"}
 	}
 	if len(targets) == 0 {
 		return out, nil
@@ -503,10 +498,10 @@ func (s *Server) gseUnregister(ctx context.Context, c *call) (any, *apiError) {
 		}
 		r, ok := results[h.AgentID()]
 		if !ok {
-			out[v1Key(h, ns, name)] = entry{Code: model.CodeRunning, Message: model.CodeText(model.CodeRunning)}
+			out[v1Key(h, sup, ns, name)] = entry{Code: model.CodeRunning, Message: model.CodeText(model.CodeRunning)}
 			continue
 		}
-		out[v1Key(h, ns, name)] = resultEntry(r)
+		out[v1Key(h, sup, ns, name)] = resultEntry(r)
 		if r.State.OK() {
 			remove[h.AgentID()] = true
 		}
@@ -558,7 +553,7 @@ func (s *Server) waitTask(ctx context.Context, id string) map[string]model.Resul
 // procInfo is one entry of get_proc_status / sync_proc_status (§4.5).
 type procInfo struct {
 	Meta          model.Meta `json:"meta"`
-	Host          model.Host `json:"host"`
+	Host          wire.Host  `json:"host"`
 	AgentID       string     `json:"bk_agent_id"`
 	Flag          int        `json:"flag"`
 	Status        int        `json:"status"`
@@ -583,14 +578,15 @@ const (
 	procStopped      = 2
 )
 
-// toProcInfo is pv on host h; agentID is bk_agent_id ("cloud:ip" when empty).
-func toProcInfo(h model.Host, agentID string, pv backend.ProcView) procInfo {
+// toProcInfo is pv on host h (with its v1 supplier id, 0 for none);
+// agentID is bk_agent_id ("cloud:ip" when empty).
+func toProcInfo(h model.Host, supplier int, agentID string, pv backend.ProcView) procInfo {
 	ns, name, _ := model.SplitKey(pv.Key)
 	st := pv.Status
 	if agentID == "" {
-		agentID = h.Bare().AgentID()
+		agentID = h.AgentID()
 	}
-	pi := procInfo{Meta: model.Meta{Namespace: ns, Name: name, Labels: pv.Labels}, Host: h, AgentID: agentID,
+	pi := procInfo{Meta: model.Meta{Namespace: ns, Name: name, Labels: pv.Labels}, Host: wire.Host{IP: h.IP, CloudID: h.CloudID, SupplierID: supplier}, AgentID: agentID,
 		Flag: procStopped, Status: procStopped, IsAuto: st.Hosted, Message: st.Message, PID: st.PID, Version: st.Version,
 		RegisterTime: st.RegisterTime, LastStartTime: st.LastStartTime, ReportTime: st.ReportTime,
 		CPUUsage: st.CPU, MemUsage: st.Mem}
@@ -622,15 +618,16 @@ func (s *Server) gseStatus(v1 bool) handlerFunc {
 		if aerr != nil {
 			return nil, aerr
 		}
-		views, err := s.b.Hosts(ctx, backend.HostQuery{Namespace: req.Meta.Namespace, Name: req.Meta.Name, Hosts: bareAll(hosts)})
+		views, err := s.b.Hosts(ctx, backend.HostQuery{Namespace: req.Meta.Namespace, Name: req.Meta.Name, Hosts: hosts})
 		if err != nil {
 			return nil, backendError(CodeGSE, "get_proc_status", err)
 		}
+		var sup map[string]int
+		if v1 {
+			sup = wire.Suppliers(nil, req.Hosts)
+		}
 		asked := map[string]model.Host{}
 		for _, h := range hosts {
-			if !v1 {
-				h.SupplierID = 0
-			}
 			asked[h.AgentID()] = h
 		}
 		infos := []procInfo{}
@@ -645,7 +642,7 @@ func (s *Server) gseStatus(v1 bool) handlerFunc {
 			}
 			for _, pv := range hv.Procs {
 				if matchProc(pv.Key, req.Meta) {
-					infos = append(infos, toProcInfo(h, id, pv))
+					infos = append(infos, toProcInfo(h, sup[h.AgentID()], id, pv))
 				}
 			}
 		}
@@ -665,7 +662,7 @@ func sortInfos(infos []procInfo) {
 		if a.Meta.Name != b.Meta.Name {
 			return a.Meta.Name < b.Meta.Name
 		}
-		return model.CompareHosts(a.Host, b.Host) < 0
+		return model.CompareHosts(a.Host.Model(), b.Host.Model()) < 0
 	})
 }
 
@@ -707,7 +704,7 @@ func (s *Server) gseSync(ctx context.Context, c *call) (any, *apiError) {
 	for _, hv := range views {
 		for _, pv := range hv.Procs {
 			if matchProc(pv.Key, req.Meta) {
-				infos = append(infos, toProcInfo(hv.Host.Bare(), hv.AgentID, pv))
+				infos = append(infos, toProcInfo(hv.Host, 0, hv.AgentID, pv))
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"gseproc/backend"
+	"gseproc/backend/server/wire"
 	"gseproc/model"
 )
 
@@ -13,7 +14,7 @@ import (
 // resolved with one fleet query, however many elements name them.
 
 // agentIDsOf lists the agent ids among refs.
-func agentIDsOf(refs ...[]model.HostRef) []string {
+func agentIDsOf(refs ...[]wire.HostRef) []string {
 	var ids []string
 	for _, rs := range refs {
 		for _, r := range rs {
@@ -41,7 +42,7 @@ func (s *Server) agentHosts(ctx context.Context, ids []string) (map[string]model
 			out[hv.AgentID] = model.Host{}
 			continue
 		}
-		out[hv.AgentID] = hv.Host.Bare()
+		out[hv.AgentID] = hv.Host
 	}
 	return out, nil
 }
@@ -49,7 +50,7 @@ func (s *Server) agentHosts(ctx context.Context, ids []string) (map[string]model
 // hostsOf turns refs into hosts: an agent id becomes its agent's host; one
 // no agent reports (or two do) is named in v under
 // prefix + "agent_id_list[i]". byAgentID says whether any ref was an id.
-func hostsOf(v *model.Validator, prefix string, refs []model.HostRef, known map[string]model.Host) (hosts []model.Host, byAgentID bool) {
+func hostsOf(v *model.Validator, prefix string, refs []wire.HostRef, known map[string]model.Host) (hosts []model.Host, byAgentID bool) {
 	hosts = make([]model.Host, 0, len(refs))
 	for i, r := range refs {
 		if r.AgentID == "" {
@@ -88,7 +89,7 @@ func (s *Server) resultAgentIDs(ctx context.Context, tv backend.TaskView) (map[s
 	seen := map[model.Host]bool{}
 	var hosts []model.Host
 	for _, r := range tv.Results {
-		if h := r.Host.Bare(); !seen[h] {
+		if h := r.Host; !seen[h] {
 			seen[h] = true
 			hosts = append(hosts, h)
 		}
@@ -108,7 +109,7 @@ func (s *Server) hostAgentIDs(ctx context.Context, hosts []model.Host) (map[stri
 	out := make(map[string]string, len(views))
 	for _, hv := range views {
 		if hv.AgentID != "" {
-			out[hv.Host.Bare().AgentID()] = hv.AgentID
+			out[hv.Host.AgentID()] = hv.AgentID
 		}
 	}
 	return out, nil
@@ -117,7 +118,7 @@ func (s *Server) hostAgentIDs(ctx context.Context, hosts []model.Host) (map[stri
 // hostKey is the host part of a GSE 2.0 result key: the agent id when the
 // task named hosts by agent id and the host has one, else "cloud:ip".
 func hostKey(h model.Host, ids map[string]string) string {
-	k := h.Bare().AgentID()
+	k := h.AgentID()
 	if id := ids[k]; id != "" {
 		return id
 	}

@@ -11,25 +11,26 @@ import (
 	"strings"
 
 	"gseproc/backend"
+	"gseproc/backend/server/wire"
 	"gseproc/model"
 )
 
 // jobRequest is the process_infos form (JOB operate_proc, operate_process,
 // manage_proc, get_proc_result): bk_biz_id, or bk_scope_type + bk_scope_id.
 type jobRequest struct {
-	BizID        *flexInt            `json:"bk_biz_id"`
-	ScopeType    string              `json:"bk_scope_type"`
-	ScopeID      *flexString         `json:"bk_scope_id"`
-	OpType       *int                `json:"op_type"`
-	ProcessInfos []model.ProcessInfo `json:"process_infos"`
-	TaskID       string              `json:"bk_gse_taskid"`
+	BizID        *flexInt           `json:"bk_biz_id"`
+	ScopeType    string             `json:"bk_scope_type"`
+	ScopeID      *flexString        `json:"bk_scope_id"`
+	OpType       *int               `json:"op_type"`
+	ProcessInfos []wire.ProcessInfo `json:"process_infos"`
+	TaskID       string             `json:"bk_gse_taskid"`
 }
 
 // scope resolves the request's scope: bk_scope_type + bk_scope_id when
 // either is given, else bk_biz_id.
-func (r jobRequest) scope(v *model.Validator) (model.Scope, bool) {
+func (r jobRequest) scope(v *model.Validator) (wire.Scope, bool) {
 	if r.ScopeType != "" || r.ScopeID != nil {
-		s := model.Scope{Type: r.ScopeType}
+		s := wire.Scope{Type: r.ScopeType}
 		if r.ScopeID != nil {
 			s.ID = string(*r.ScopeID)
 		}
@@ -39,18 +40,18 @@ func (r jobRequest) scope(v *model.Validator) (model.Scope, bool) {
 	}
 	if r.BizID == nil {
 		v.Add("bk_biz_id", "required (or bk_scope_type + bk_scope_id)")
-		return model.Scope{}, false
+		return wire.Scope{}, false
 	}
 	if *r.BizID <= 0 {
 		v.Addf("bk_biz_id", "%d must be > 0", int64(*r.BizID))
-		return model.Scope{}, false
+		return wire.Scope{}, false
 	}
-	return model.Scope{Type: model.ScopeBiz, ID: strconv.FormatInt(int64(*r.BizID), 10)}, true
+	return wire.Scope{Type: wire.ScopeBiz, ID: strconv.FormatInt(int64(*r.BizID), 10)}, true
 }
 
 // jobOperate serves operate_proc (commands synthesised), operate_process
 // (pass-through) and manage_proc (1 register, 2 unregister).
-func (s *Server) jobOperate(form model.InfoForm, name string) handlerFunc {
+func (s *Server) jobOperate(form wire.InfoForm, name string) handlerFunc {
 	return func(ctx context.Context, c *call) (any, *apiError) {
 		var req jobRequest
 		if err := decodeInto(c.body, c.obj, &req); err != nil {
@@ -65,7 +66,7 @@ func (s *Server) jobOperate(form model.InfoForm, name string) handlerFunc {
 		switch {
 		case req.OpType == nil:
 			v.Add("op_type", "required")
-		case form == model.FormManageProc:
+		case form == wire.FormManageProc:
 			o, ok := model.ManageOp(*req.OpType).ToOpType()
 			if !ok {
 				v.Addf("op_type", "%d is not one of 1 register, 2 unregister", *req.OpType)
@@ -78,16 +79,15 @@ func (s *Server) jobOperate(form model.InfoForm, name string) handlerFunc {
 				v.Add("op_type", err.Error())
 			}
 		}
-		model.ValidateInfos(v, form, scope, req.ProcessInfos, s.cfg.MaxHosts)
-		items, all := mergeItems(v, req.ProcessInfos, form, scope)
+		wire.ValidateInfos(v, form, scope, req.ProcessInfos, s.cfg.MaxHosts)
+		items, sup := mergeItems(v, req.ProcessInfos, form, scope)
 		if err := v.Err(); err != nil {
 			return nil, validationError(CodeIllegalParam, err)
 		}
-		t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op, Items: items, Source: "api:" + name, Operator: c.operator})
+		t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op, Items: items, Source: "api:" + name, Operator: c.operator, Suppliers: sup})
 		if err != nil {
 			return nil, backendError(CodeIllegalParam, name, err)
 		}
-		s.rememberSuppliers(t.ID, all)
 		s.track(t)
 		return map[string]string{"bk_gse_taskid": t.ID}, nil
 	}
@@ -95,19 +95,15 @@ func (s *Server) jobOperate(form model.InfoForm, name string) handlerFunc {
 
 // mergeItems turns process_infos into definitions with their hosts; entries
 // naming the same process (same value_key in the scope) merge when their
-// fields are the same and are refused in v when they differ.
-func mergeItems(v *model.Validator, infos []model.ProcessInfo, form model.InfoForm, scope model.Scope) ([]model.ProcessDef, []model.Host) {
-	var items []model.ProcessDef
-	var all []model.Host
+// fields are the same and are refused in v when they differ. sup holds the
+// supplier ids the hosts were given.
+func mergeItems(v *model.Validator, infos []wire.ProcessInfo, form wire.InfoForm, scope wire.Scope) (items []model.ProcessDef, sup map[string]int) {
 	index := map[string]int{} // process key -> its item
 	first := map[string]int{} // process key -> its first entry
 	for i, pi := range infos {
 		p := pi.ToProcess(form, scope)
-		hosts := make([]model.Host, 0, len(pi.IPList))
-		for _, h := range pi.IPList {
-			all = append(all, h)
-			hosts = append(hosts, h.Bare())
-		}
+		hosts := pi.Hosts()
+		sup = wire.Suppliers(sup, pi.IPList)
 		if j, ok := index[p.Key()]; ok {
 			if p.Meta.Name != "" && !sameProcess(items[j].Process, p) {
 				v.Addf(fmt.Sprintf("process_infos[%d]", i), "same process (value_key %q) as process_infos[%d] with different fields: give it its own value_key", p.Meta.Name, first[p.Key()])
@@ -118,14 +114,13 @@ func mergeItems(v *model.Validator, infos []model.ProcessInfo, form model.InfoFo
 		index[p.Key()], first[p.Key()] = len(items), i
 		items = append(items, model.ProcessDef{Process: p, Hosts: unionHosts(nil, hosts)})
 	}
-	return items, all
+	return items, sup
 }
 
 func unionHosts(a, b []model.Host) []model.Host {
 	seen := make(map[string]bool, len(a)+len(b))
 	out := make([]model.Host, 0, len(a)+len(b))
 	for _, h := range append(append([]model.Host(nil), a...), b...) {
-		h = h.Bare()
 		if !seen[h.AgentID()] {
 			seen[h.AgentID()] = true
 			out = append(out, h)
@@ -159,7 +154,7 @@ func resultEntry(r model.Result) entry {
 	if msg == "" {
 		msg = model.CodeText(r.Code)
 	}
-	return entry{Code: r.Code, Message: msg, Content: r.Content}
+	return entry{Code: r.Code, Message: msg, Content: wire.Content(r)}
 }
 
 // dispatched reports whether any host of the task has been contacted (or
@@ -232,13 +227,9 @@ func (s *Server) jobResult(ctx context.Context, c *call) (any, *apiError) {
 	out := make(map[string]jobEntry, len(tv.Results))
 	for _, r := range tv.Results {
 		e := resultEntry(r)
-		var content json.RawMessage
-		if strings.TrimSpace(e.Content) == "" {
-			content = json.RawMessage(`""`)
-		} else if json.Valid([]byte(e.Content)) {
+		content := json.RawMessage(`""`) // rendered by wire: JSON when not empty
+		if e.Content != "" {
 			content = json.RawMessage(e.Content)
-		} else {
-			content, _ = json.Marshal(e.Content)
 		}
 		out[valueKey(r)+":"+r.Host.AgentID()] = jobEntry{Content: content, Code: e.Code, Message: e.Message}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -227,7 +228,7 @@ func TestSyncProcStatus(t *testing.T) {
 		}
 		total = *d.Count
 		for _, p := range d.ProcInfos {
-			k := p.Host.AgentID() + ":" + p.Meta.Namespace + ":" + p.Meta.Name
+			k := p.Host.Model().AgentID() + ":" + p.Meta.Namespace + ":" + p.Meta.Name
 			if all[k] || p.Meta.Namespace != "gse" {
 				t.Fatalf("entry %s repeated or outside gse", k)
 			}
@@ -373,5 +374,40 @@ func TestGSE2Paths(t *testing.T) {
 			t.Fatalf("no final v2 results within 15 s: %s", r.raw)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSupplierKeysFromAnotherServer: the bk_supplier_id of a v1 request is
+// stored with the task, so a second server on the same engine and store
+// (or this one after a restart) answers the same v1 result keys.
+func TestSupplierKeysFromAnotherServer(t *testing.T) {
+	e := newEnv(t, testConfig())
+	meta := map[string]any{"namespace": "gse", "name": "proc-test"}
+	hosts := []any{map[string]any{"ip": "10.0.0.1", "bk_cloud_id": 1, "bk_supplier_id": 2},
+		map[string]any{"ip": "10.0.0.1", "bk_cloud_id": 0}}
+	r := e.post(gseBase+"operate_proc/", withAuth(map[string]any{"meta": meta, "op_type": 2, "hosts": hosts}))
+	if !r.Result {
+		t.Fatalf("operate_proc: %d %s", r.Code, r.Message)
+	}
+	id := decode[map[string]string](t, r.Data)["task_id"]
+	want := []string{"1:2:10.0.0.1:gse:proc-test", "0:0:10.0.0.1:gse:proc-test"}
+	first := e.pollGSE("get_proc_operate_result", id)
+
+	srv2 := New(e.eng, testConfig(), nil)
+	hs2 := httptest.NewServer(srv2.Handler())
+	t.Cleanup(func() { hs2.Close(); _ = srv2.Close() })
+	e2 := &env{t: t, srv: srv2, hs: hs2, eng: e.eng, fleet: e.fleet}
+	second := e2.pollGSE("get_proc_operate_result", id)
+	for _, k := range want {
+		if first[k].ErrorCode == nil || second[k].ErrorCode == nil || *first[k].ErrorCode != *second[k].ErrorCode {
+			t.Fatalf("key %s: first server %v, second %v", k, first, second)
+		}
+	}
+	if len(first) != 2 || len(second) != 2 {
+		t.Fatalf("keys: first server %v, second %v", first, second)
+	}
+	tv, err := e.eng.Task(context.Background(), id)
+	if err != nil || tv.Task.Suppliers["1:10.0.0.1"] != 2 || len(tv.Task.Suppliers) != 1 {
+		t.Fatalf("stored suppliers %v (%v)", tv.Task.Suppliers, err)
 	}
 }

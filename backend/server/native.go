@@ -63,7 +63,6 @@ func (s *Server) v1Sim(ctx context.Context, c *call) (any, *apiError) {
 	if c.operator != "" && (s.cfg.NativeAuth || req.Operator == "") {
 		req.Operator = c.operator
 	}
-	req.Selector.Hosts = bareAll(req.Selector.Hosts)
 	out, err := s.b.Simulate(ctx, req)
 	if err != nil {
 		return nil, backendError(CodeArgument, "sim "+string(req.Action), err)
@@ -302,22 +301,11 @@ func (s *Server) v1Operate(ctx context.Context, c *call) (any, *apiError) {
 	if c.operator != "" && (s.cfg.NativeAuth || req.Operator == "") {
 		req.Operator = c.operator
 	}
-	var all []model.Host
-	for i := range req.Items {
-		all = append(all, req.Items[i].Hosts...)
-		req.Items[i].Hosts = bareAll(req.Items[i].Hosts)
-	}
-	all = append(all, req.Selector.Hosts...)
-	req.Selector.Hosts = bareAll(req.Selector.Hosts)
-	for i := range req.Selector.Targets {
-		all = append(all, req.Selector.Targets[i].Host)
-		req.Selector.Targets[i].Host = req.Selector.Targets[i].Host.Bare()
-	}
+	req.Suppliers = nil // the v1 forms' detail: not the native API's to set
 	t, err := s.b.Operate(ctx, req)
 	if err != nil {
 		return nil, backendError(CodeArgument, "operate", err)
 	}
-	s.rememberSuppliers(t.ID, all)
 	s.track(t)
 	return t, nil
 }

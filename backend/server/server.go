@@ -22,6 +22,7 @@ import (
 	"gseproc/backend"
 	"gseproc/backend/config"
 	"gseproc/backend/health"
+	"gseproc/backend/server/wire"
 	"gseproc/model"
 )
 
@@ -49,19 +50,12 @@ type Server struct {
 
 	hosts model.HostIndex // where hosts sit in registered definitions
 
-	supMu     sync.Mutex
-	suppliers map[string]map[string]int // task id -> agent id -> bk_supplier_id
-	supOrder  []string
-
 	readiness func() health.Status // nil: always ready
 
 	// streamCut, when > 0, ends each task stream after that many events
 	// (tests of client resume).
 	streamCut int
 }
-
-// maxSupplierTasks bounds the remembered supplier ids (for v1 result keys).
-const maxSupplierTasks = 8192
 
 // Option configures a Server.
 type Option func(*Server)
@@ -92,7 +86,7 @@ func New(b backend.Backend, cfg config.ServerConfig, log *slog.Logger, opts ...O
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{b: b, cfg: cfg, log: log, apps: newApps(cfg), metrics: newMetrics(),
-		ctx: ctx, cancel: cancel, suppliers: map[string]map[string]int{}}
+		ctx: ctx, cancel: cancel}
 	for _, o := range opts {
 		o(s)
 	}
@@ -378,39 +372,6 @@ func (s *Server) track(t model.Task) {
 	}()
 }
 
-// rememberSuppliers keeps the bk_supplier_id each host was addressed with,
-// for the v1 result keys cloud:supplier:ip:namespace:name.
-func (s *Server) rememberSuppliers(taskID string, hosts []model.Host) {
-	m := map[string]int{}
-	for _, h := range hosts {
-		if h.SupplierID != 0 {
-			m[h.AgentID()] = h.SupplierID
-		}
-	}
-	if len(m) == 0 {
-		return
-	}
-	s.supMu.Lock()
-	defer s.supMu.Unlock()
-	if _, ok := s.suppliers[taskID]; !ok {
-		s.supOrder = append(s.supOrder, taskID)
-	}
-	s.suppliers[taskID] = m
-	for len(s.supOrder) > maxSupplierTasks {
-		delete(s.suppliers, s.supOrder[0])
-		s.supOrder = s.supOrder[1:]
-	}
-}
-
-func (s *Server) supplier(taskID string, h model.Host) int {
-	if h.SupplierID != 0 {
-		return h.SupplierID
-	}
-	s.supMu.Lock()
-	defer s.supMu.Unlock()
-	return s.suppliers[taskID][h.AgentID()]
-}
-
 // Path roots of the GSE/JOB family (README lists every path served).
 const (
 	// JOB process APIs: the ESB component systems job (v2) and jobv3 (the
@@ -431,9 +392,9 @@ const (
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
 	for _, base := range []string{rootJobV2, rootJobV3, rootJobV3Alt} {
-		s.gateway(base+"operate_proc", "job.operate_proc", s.jobOperate(model.FormOperateProc, "operate_proc"))
-		s.gateway(base+"operate_process", "job.operate_process", s.jobOperate(model.FormOperateProcess, "operate_process"))
-		s.gateway(base+"manage_proc", "job.manage_proc", s.jobOperate(model.FormManageProc, "manage_proc"))
+		s.gateway(base+"operate_proc", "job.operate_proc", s.jobOperate(wire.FormOperateProc, "operate_proc"))
+		s.gateway(base+"operate_process", "job.operate_process", s.jobOperate(wire.FormOperateProcess, "operate_process"))
+		s.gateway(base+"manage_proc", "job.manage_proc", s.jobOperate(wire.FormManageProc, "manage_proc"))
 		s.gateway(base+"get_proc_result", "job.get_proc_result", s.jobResult)
 	}
 	gse := rootGSE

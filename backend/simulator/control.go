@@ -76,7 +76,7 @@ func (f *Fleet) Control(ctx context.Context, c model.SimChange, targets []model.
 	var keys []string
 	seen := map[model.Target]bool{}
 	for _, t := range targets {
-		t = model.Target{Host: t.Host.Bare(), ProcKey: t.ProcKey}
+		t = model.Target{Host: t.Host, ProcKey: t.ProcKey}
 		if !c.Action.ProcessLevel() {
 			t.ProcKey = ""
 		}

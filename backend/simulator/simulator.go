@@ -230,20 +230,20 @@ func (f *Fleet) genHosts() {
 	f.index = make(map[hostKey]int32, n+extra)
 	for i := range n {
 		cloud, j := i%clouds, i/clouds
-		f.initHost(int32(i), cloud, hostIP(cloud, j), 0)
+		f.initHost(int32(i), cloud, hostIP(cloud, j))
 	}
 	if f.cfg.Demo {
-		// 0:10.0.0.1 is host 0 already; add 1:10.0.0.1 (supplier 2, as in
-		// the v1 result keys "1:2:10.0.0.1:...") and 0:127.0.0.1.
+		// 0:10.0.0.1 is host 0 already; add 1:10.0.0.1 (the documents'
+		// second host) and 0:127.0.0.1.
 		for _, h := range []struct {
-			cloud, supplier int
-			ip              netip.Addr
-		}{{1, 2, netip.AddrFrom4([4]byte{10, 0, 0, 1})}, {0, 0, netip.AddrFrom4([4]byte{127, 0, 0, 1})}} {
+			cloud int
+			ip    netip.Addr
+		}{{1, netip.AddrFrom4([4]byte{10, 0, 0, 1})}, {0, netip.AddrFrom4([4]byte{127, 0, 0, 1})}} {
 			if _, ok := f.index[keyOf(h.cloud, h.ip)]; ok {
 				continue
 			}
 			f.hosts = append(f.hosts, simHost{})
-			f.initHost(int32(len(f.hosts)-1), h.cloud, h.ip, h.supplier)
+			f.initHost(int32(len(f.hosts)-1), h.cloud, h.ip)
 		}
 		for _, h := range f.demoHosts() {
 			f.hosts[h].demo = true
@@ -257,10 +257,10 @@ func keyOf(cloud int, ip netip.Addr) hostKey {
 	return hostKey{int32(cloud), uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])}
 }
 
-func (f *Fleet) initHost(i int32, cloud int, ip netip.Addr, supplier int) {
+func (f *Fleet) initHost(i int32, cloud int, ip netip.Addr) {
 	s, u := f.seed, uint64(i)
 	h := &f.hosts[i]
-	h.host = model.Host{IP: ip.String(), CloudID: cloud, SupplierID: supplier}
+	h.host = model.Host{IP: ip.String(), CloudID: cloud}
 	switch k := hash01(s, hKind, u); {
 	case k < f.cfg.OfflineRate:
 		h.kind = kindOffline
@@ -338,7 +338,7 @@ func (f *Fleet) placeEverywhere() {
 	}
 }
 
-// lookup finds a host by cloud area and IP (the supplier id is ignored).
+// lookup finds a host by cloud area and IP.
 func (f *Fleet) lookup(h model.Host) (int32, bool) {
 	ip, err := netip.ParseAddr(h.IP)
 	if err != nil {

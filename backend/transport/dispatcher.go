@@ -131,7 +131,7 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 	}
 	for _, hi := range opts.StaticHosts {
 		hi.State = model.AgentUnknown
-		d.hosts[hi.Host.Bare()] = &hostEntry{info: hi}
+		d.hosts[hi.Host] = &hostEntry{info: hi}
 	}
 	for subj, cb := range map[string]nats.MsgHandler{AllHeartbeats: d.queueHeartbeat, AllEvents: d.onEvent, AllReplies: d.onReply} {
 		s, err := nc.Subscribe(subj, cb)
@@ -291,7 +291,7 @@ func (d *Dispatcher) Hosts(ctx context.Context) ([]model.HostInfo, error) {
 func (d *Dispatcher) Online(host model.Host) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	e := d.hosts[host.Bare()]
+	e := d.hosts[host]
 	return e != nil && e.online
 }
 
@@ -299,7 +299,7 @@ func (d *Dispatcher) Online(host model.Host) bool {
 func (d *Dispatcher) Statuses(host model.Host) []model.ProcStatus {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if e := d.hosts[host.Bare()]; e != nil {
+	if e := d.hosts[host]; e != nil {
 		return slices.Clone(e.statuses)
 	}
 	return nil
@@ -369,7 +369,7 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 	now := time.Now()
 	var ev []model.Event
 	d.mu.Lock()
-	k := hb.Info.Host.Bare()
+	k := hb.Info.Host
 	e := d.hosts[k]
 	if e == nil {
 		e = &hostEntry{}

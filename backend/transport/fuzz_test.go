@@ -66,7 +66,7 @@ func FuzzAgentMessages(f *testing.F) {
 		d.onReply(m)
 		for h, e := range d.hosts {
 			id, err := h.ID()
-			if err != nil || id.Host() != h || e.info.Host.Bare() != h {
+			if err != nil || id.Host() != h || e.info.Host != h {
 				t.Fatalf("dispatcher keeps host %+v (entry %+v) from %q", h, e.info.Host, subj)
 			}
 			if sid, _ := hostFromSubject(subj); sid != id {

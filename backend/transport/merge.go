@@ -67,11 +67,11 @@ func (m *Merged) owns(ctx context.Context, h model.Host) (bool, error) {
 		}
 		m.owned = make(map[model.Host]bool, len(hs))
 		for _, hi := range hs {
-			m.owned[hi.Host.Bare()] = true
+			m.owned[hi.Host] = true
 		}
 		m.fetched = time.Now()
 	}
-	return m.owned[h.Bare()], nil
+	return m.owned[h], nil
 }
 
 // Dispatch sends req to the Router that owns host.
@@ -100,11 +100,11 @@ func (m *Merged) Hosts(ctx context.Context) ([]model.HostInfo, error) {
 	}
 	index := make(map[model.Host]int, len(a))
 	for i, hi := range a {
-		index[hi.Host.Bare()] = i
+		index[hi.Host] = i
 	}
 	out := append(make([]model.HostInfo, 0, len(a)+len(b)), a...)
 	for _, hi := range b {
-		i, dup := index[hi.Host.Bare()]
+		i, dup := index[hi.Host]
 		switch {
 		case !dup:
 			out = append(out, hi)

@@ -148,7 +148,7 @@ func eventually(t testing.TB, what string, d time.Duration, cond func() bool) {
 func hostState(d *Dispatcher, h model.Host) model.AgentState {
 	hs, _ := d.Hosts(context.Background())
 	for _, hi := range hs {
-		if hi.Host.Bare() == h.Bare() {
+		if hi.Host == h {
 			return hi.State
 		}
 	}

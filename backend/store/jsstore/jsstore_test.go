@@ -490,7 +490,7 @@ func BenchmarkPutResult(b *testing.B) {
 		b.ResetTimer()
 		for i := range b.N {
 			t := tg[i%n]
-			if err := s.PutResult(ctx, model.Result{TaskID: id, Host: t.Host, ProcKey: t.ProcKey, State: model.StateSuccess, Content: `{"value":[]}`}); err != nil {
+			if err := s.PutResult(ctx, model.Result{TaskID: id, Host: t.Host, ProcKey: t.ProcKey, State: model.StateSuccess, Proc: model.ResultProc{ProcName: "p"}}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -509,7 +509,7 @@ func BenchmarkPutResult(b *testing.B) {
 				go func() {
 					defer wg.Done()
 					for t := range next {
-						if err := s.PutResult(ctx, model.Result{TaskID: id, Host: t.Host, ProcKey: t.ProcKey, State: model.StateSuccess, Content: `{"value":[]}`}); err != nil {
+						if err := s.PutResult(ctx, model.Result{TaskID: id, Host: t.Host, ProcKey: t.ProcKey, State: model.StateSuccess, Proc: model.ResultProc{ProcName: "p"}}); err != nil {
 							b.Error(err)
 						}
 					}
@@ -614,7 +614,7 @@ func BenchmarkPutResults(b *testing.B) {
 		}
 		rs := make([]model.Result, n)
 		for j, t := range tg {
-			rs[j] = model.Result{TaskID: id, Host: t.Host, ProcKey: t.ProcKey, State: model.StateSuccess, Content: `{"value":[]}`}
+			rs[j] = model.Result{TaskID: id, Host: t.Host, ProcKey: t.ProcKey, State: model.StateSuccess, Proc: model.ResultProc{ProcName: "p"}}
 		}
 		if err := s.PutResults(ctx, rs); err != nil {
 			b.Fatal(err)

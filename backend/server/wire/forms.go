@@ -1,11 +1,20 @@
-package model
+// Package wire holds the GSE/JOB API's wire formats: the request forms of
+// the documents and their translation into domain definitions (model),
+// the hosts as the forms name them (bk_supplier_id, agent ids), and the
+// result content the documents show. The engine and model know none of
+// it: the server parses a request here at its entrance and renders its
+// replies from typed results here.
+package wire
 
 import (
 	"fmt"
+	"maps"
 	"strings"
+
+	"gseproc/model"
 )
 
-// The request forms of the API documents, and their translation into Process.
+// The request forms of the API documents, and their translation into model.Process.
 
 // Scope is the JOB APIs' resource scope: bk_biz_id, or bk_scope_type + bk_scope_id.
 type Scope struct {
@@ -26,7 +35,7 @@ func (s Scope) String() string { return s.Type + ":" + s.ID }
 func (s Scope) Namespace() string { return s.Type + "_" + s.ID }
 
 // Validate checks type and id.
-func (s Scope) Validate(v *Validator) {
+func (s Scope) Validate(v *model.Validator) {
 	switch s.Type {
 	case ScopeBiz, ScopeBizSet:
 	case "":
@@ -87,7 +96,7 @@ type ProcessInfo struct {
 }
 
 // infoNames maps internal field paths to process_infos wire names.
-var infoNames = FieldNames{
+var infoNames = model.FieldNames{
 	"meta.namespace": "bk_scope_id", "meta.name": "value_key",
 	"spec.identity.proc_name": "proc_name", "spec.identity.setup_path": "setup_path",
 	"spec.identity.pid_path": "pid_path", "spec.identity.config_path": "cfg_path",
@@ -108,7 +117,7 @@ var infoNames = FieldNames{
 // setup_path + "/" + proc_name, or with "\\" for a Windows path written
 // with backslashes (as JOB builds it).
 func DefaultValueKey(setupPath, procName string) string {
-	if IsWindowsPath(setupPath) && strings.Contains(setupPath, `\`) {
+	if model.IsWindowsPath(setupPath) && strings.Contains(setupPath, `\`) {
 		return strings.TrimRight(setupPath, `\/`) + `\` + procName
 	}
 	return strings.TrimRight(setupPath, "/") + "/" + procName
@@ -118,15 +127,15 @@ func DefaultValueKey(setupPath, procName string) string {
 //
 // operate_proc (v1) synthesises the commands the way the JOB server does:
 // "./start.sh <proc_name> &" for sh (run in setup_path), "start.bat <proc_name>"
-// for bat/ps1, with proc_name quoted for the target shell (ShellQuote,
+// for bat/ps1, with proc_name quoted for the target shell (model.ShellQuote,
 // CmdQuote; validation also holds it to ProcNameChars); no kill_cmd (the agent SIGKILLs the process group); type 1;
 // cpu 50 / mem 30 when absent; op_timeout 10; start check 5..1.
 //
 // type, when absent: 0 (periodic) if cycle_time is given, else 1 (resident),
 // which reconciles the documents' "default 0" with examples that give no
 // cycle_time.
-func (pi ProcessInfo) ToProcess(form InfoForm, scope Scope) Process {
-	p := Process{}
+func (pi ProcessInfo) ToProcess(form InfoForm, scope Scope) model.Process {
+	p := model.Process{}
 	p.Meta.Namespace = scope.Namespace()
 	vk := pi.ValueKey
 	if vk == "" && pi.SetupPath != "" && pi.ProcName != "" {
@@ -137,21 +146,21 @@ func (pi ProcessInfo) ToProcess(form InfoForm, scope Scope) Process {
 	if contact == "" {
 		contact = pi.ProcOwner
 	}
-	p.Spec.Identity = Identity{
+	p.Spec.Identity = model.Identity{
 		ProcName: pi.ProcName, SetupPath: pi.SetupPath, PidPath: pi.PidPath,
 		ConfigPath: pi.CfgPath, LogPath: pi.LogPath, User: pi.Account,
 		ValueKey: vk, Contact: contact, FuncID: pi.FuncID, InstanceID: pi.InstanceID,
 	}
-	p.Spec.Control = Control{
+	p.Spec.Control = model.Control{
 		StartCmd: pi.StartCmd, StopCmd: pi.StopCmd, RestartCmd: pi.RestartCmd,
 		ReloadCmd: pi.ReloadCmd, KillCmd: pi.KillCmd, ShellExt: pi.CmdShellExt,
 	}
 	pol := &p.Spec.Policy
-	pol.AutoType = AutoResident
+	pol.AutoType = model.AutoResident
 	if pi.Type != nil {
-		pol.AutoType = AutoType(*pi.Type)
+		pol.AutoType = model.AutoType(*pi.Type)
 	} else if pi.CycleTime != nil && *pi.CycleTime > 0 {
-		pol.AutoType = AutoPeriodic
+		pol.AutoType = model.AutoPeriodic
 	}
 	setInt(&pol.CycleTime, pi.CycleTime)
 	setInt(&pol.InstanceNum, pi.InstanceNum)
@@ -173,16 +182,16 @@ func (pi ProcessInfo) ToProcess(form InfoForm, scope Scope) Process {
 		p.Spec.Control.ShellExt = ext
 		mk := func(script string) string {
 			if ext == "sh" {
-				return "./" + script + ".sh " + ShellQuote(pi.ProcName) + " &"
+				return "./" + script + ".sh " + model.ShellQuote(pi.ProcName) + " &"
 			}
-			return script + "." + ext + " " + CmdQuote(pi.ProcName)
+			return script + "." + ext + " " + model.CmdQuote(pi.ProcName)
 		}
 		p.Spec.Control.StartCmd = mk("start")
 		p.Spec.Control.StopCmd = mk("stop")
 		p.Spec.Control.RestartCmd = mk("restart")
 		p.Spec.Control.ReloadCmd = mk("reload")
 		p.Spec.Control.KillCmd = ""
-		pol.AutoType = AutoResident
+		pol.AutoType = model.AutoResident
 		if pi.CPULmt == nil {
 			p.Spec.Resource.CPU = 50
 		}
@@ -208,10 +217,20 @@ func setInt(dst *int, src *int) {
 	}
 }
 
+// Hosts is the entry's ip_list as domain hosts (supplier ids left out:
+// Suppliers collects them).
+func (pi ProcessInfo) Hosts() []model.Host {
+	out := make([]model.Host, len(pi.IPList))
+	for i, h := range pi.IPList {
+		out[i] = h.Model()
+	}
+	return out
+}
+
 // ValidateInfos checks a process_infos array for the given form, naming
 // fields as the client sent them ("process_infos[2].cpu_lmt"), and puts
 // every ip_list host into its canonical form in place.
-func ValidateInfos(v *Validator, form InfoForm, scope Scope, infos []ProcessInfo, maxHosts int) {
+func ValidateInfos(v *model.Validator, form InfoForm, scope Scope, infos []ProcessInfo, maxHosts int) {
 	if len(infos) == 0 {
 		v.Add("process_infos", "required: at least one entry")
 	}
@@ -229,7 +248,8 @@ func ValidateInfos(v *Validator, form InfoForm, scope Scope, infos []ProcessInfo
 			v.Add(prefix+".ip_list", "required: at least one host")
 		}
 		for j, h := range pi.IPList {
-			infos[i].IPList[j] = h.Canonicalize(v, fmt.Sprintf("%s.ip_list[%d]", prefix, j))
+			c := h.Canonicalize(v, fmt.Sprintf("%s.ip_list[%d]", prefix, j))
+			infos[i].IPList[j] = Host{IP: c.IP, CloudID: c.CloudID, SupplierID: h.SupplierID}
 		}
 		hosts += len(pi.IPList)
 	}
@@ -242,21 +262,21 @@ func ValidateInfos(v *Validator, form InfoForm, scope Scope, infos []ProcessInfo
 // each element of operate_proc_multi, register/update/unregister_proc_info
 // and get_proc_status.
 type ProcRequest struct {
-	Meta        Meta      `json:"meta"`
-	OpType      *int      `json:"op_type,omitempty"`
-	Hosts       []Host    `json:"hosts"`
-	AgentIDList []string  `json:"agent_id_list,omitempty"`
-	Spec        *SpecWire `json:"spec,omitempty"`
+	Meta        model.Meta `json:"meta"`
+	OpType      *int       `json:"op_type,omitempty"`
+	Hosts       []Host     `json:"hosts"`
+	AgentIDList []string   `json:"agent_id_list,omitempty"`
+	Spec        *SpecWire  `json:"spec,omitempty"`
 }
 
 // SpecWire is spec as the meta form sends it: monitor_policy in
 // register/update_proc_info, alive_monitor_policy in operate_proc_v2/multi.
 type SpecWire struct {
-	Identity           Identity    `json:"identity"`
-	Control            Control     `json:"control"`
-	Resource           *Resource   `json:"resource,omitempty"`
-	MonitorPolicy      *PolicyWire `json:"monitor_policy,omitempty"`
-	AliveMonitorPolicy *PolicyWire `json:"alive_monitor_policy,omitempty"`
+	Identity           model.Identity  `json:"identity"`
+	Control            model.Control   `json:"control"`
+	Resource           *model.Resource `json:"resource,omitempty"`
+	MonitorPolicy      *PolicyWire     `json:"monitor_policy,omitempty"`
+	AliveMonitorPolicy *PolicyWire     `json:"alive_monitor_policy,omitempty"`
 	WarnReportPolicy   *struct {
 		ReportID int `json:"report_id"`
 	} `json:"warn_report_policy,omitempty"`
@@ -297,9 +317,9 @@ func (s *SpecWire) Policy() *PolicyWire {
 
 // ToProcess translates the meta form into a definition (defaults applied).
 // auto_type defaults to 1 (resident) when absent.
-func (r ProcRequest) ToProcess() Process {
-	p := Process{Meta: r.Meta}
-	p.Meta.Labels = cloneLabels(r.Meta.Labels)
+func (r ProcRequest) ToProcess() model.Process {
+	p := model.Process{Meta: r.Meta}
+	p.Meta.Labels = maps.Clone(r.Meta.Labels)
 	if r.Spec == nil {
 		return p
 	}
@@ -309,10 +329,10 @@ func (r ProcRequest) ToProcess() Process {
 		p.Spec.Resource = *r.Spec.Resource
 	}
 	pol := &p.Spec.Policy
-	pol.AutoType = AutoResident
+	pol.AutoType = model.AutoResident
 	if w := r.Spec.Policy(); w != nil {
 		if w.AutoType != nil {
-			pol.AutoType = AutoType(*w.AutoType)
+			pol.AutoType = model.AutoType(*w.AutoType)
 		}
 		setInt(&pol.StartCheckSecs, w.StartCheckSecs)
 		setInt(&pol.StartCheckEndSecs, w.StartCheckEndSecs)
@@ -333,7 +353,7 @@ func (r ProcRequest) ToProcess() Process {
 // Targets returns the hosts addressed: agent_id_list wins over hosts when
 // set, as in GSE 2.0; its entries are "cloud:ip" or agent ids, which the
 // caller resolves against the fleet.
-func (r ProcRequest) Targets(v *Validator, prefix string) []HostRef {
+func (r ProcRequest) Targets(v *model.Validator, prefix string) []HostRef {
 	if len(r.AgentIDList) > 0 {
 		out := make([]HostRef, 0, len(r.AgentIDList))
 		for i, s := range r.AgentIDList {
@@ -351,17 +371,6 @@ func (r ProcRequest) Targets(v *Validator, prefix string) []HostRef {
 	out := make([]HostRef, len(r.Hosts))
 	for i, h := range r.Hosts {
 		out[i] = HostRef{Host: h.Canonicalize(v, fmt.Sprintf("%shosts[%d]", prefix, i))}
-	}
-	return out
-}
-
-func cloneLabels(l map[string]string) map[string]string {
-	if l == nil {
-		return nil
-	}
-	out := make(map[string]string, len(l))
-	for k, v := range l {
-		out[k] = v
 	}
 	return out
 }
