@@ -168,7 +168,7 @@ func TestListsFilterAndSort(t *testing.T) {
 	d.typeText("host=" + host.AgentID())
 	d.keys("enter")
 	for _, i := range ep.tb.shown {
-		if ep.event(i).Host.Bare() != host.Bare() {
+		if ep.event(i).Host != host {
 			t.Fatalf("host filter shows %s", ep.event(i).Host.AgentID())
 		}
 	}
