@@ -6,11 +6,13 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"gseproc/backend"
 	"gseproc/backend/engine"
+	"gseproc/backend/store"
 	"gseproc/model"
 )
 
@@ -87,6 +89,8 @@ func TestEventStormIsStored(t *testing.T) {
 	var logs syncBuffer
 	e := engine.New(testCfg(), f, f, st, engine.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	startAll(t, e)
+	// More than 65,536 at once (the queue's old fixed size, which dropped
+	// the rest): a fleet's agents all coming online after a restart.
 	const n = 20000
 	for i := range n {
 		f.emit(model.Event{Host: hostN(i), Kind: model.EventAgentOnline, Time: time.Now()})
@@ -103,6 +107,49 @@ func TestEventStormIsStored(t *testing.T) {
 	if strings.Contains(logs.String(), "event dropped") {
 		t.Fatal("events dropped:\n" + logs.String())
 	}
+}
+
+// TestEventBurstWhileStoreBlocked: 100,000 agents come online while the
+// store is stuck (here: every event write waits for a gate); the engine
+// queues them all, without blocking the source and without dropping one
+// (the old fixed queue of 65,536 dropped the rest), and stores every one
+// once the store answers again.
+func TestEventBurstWhileStoreBlocked(t *testing.T) {
+	f := newFake(1)
+	st := &gatedEvents{Memory: store.NewMemory(store.WithKeepEvents(10)), gate: make(chan struct{})}
+	var logs syncBuffer
+	e := engine.New(testCfg(), f, f, st, engine.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	startAll(t, e)
+	const n = 100000
+	for i := range n {
+		f.emit(model.Event{Host: hostN(i), Kind: model.EventAgentOnline, Time: time.Now()})
+	}
+	close(st.gate)
+	waitUntil(t, "every event stored", 60*time.Second, func() bool { return st.n.Load() == n })
+	if strings.Contains(logs.String(), "event dropped") {
+		t.Fatal("events dropped")
+	}
+	evs, err := st.Events(context.Background(), 1)
+	if err != nil || len(evs) != 1 || evs[0].Host != hostN(n-1) {
+		t.Fatalf("last event %v (%v): want the last emitted, in order", evs, err)
+	}
+}
+
+// gatedEvents is a memory store whose event writes wait for gate.
+type gatedEvents struct {
+	*store.Memory
+	gate chan struct{}
+	n    atomic.Int64
+}
+
+func (g *gatedEvents) AppendEvent(ctx context.Context, ev model.Event) error {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	g.n.Add(1)
+	return g.Memory.AppendEvent(ctx, ev)
 }
 
 type syncBuffer struct {

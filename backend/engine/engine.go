@@ -52,7 +52,7 @@ type Engine struct {
 	nextSub  int
 	started  bool
 
-	eventsIn chan model.Event
+	events eventQueue // events waiting to be stored and fanned out (events.go)
 
 	hosts  model.HostIndex // where hosts sit in the definitions' lists
 	writes writer          // results and statuses being stored (writer.go)
@@ -100,12 +100,6 @@ func WithSimulator(sc SimControl) Option { return func(e *Engine) { e.sim = sc }
 // WithVersion sets the version Info reports.
 func WithVersion(v string) Option { return func(e *Engine) { e.version = v } }
 
-// eventQueue bounds the events waiting to be stored and fanned out; a
-// source that outpaces the engine loses events (counted in the log), it is
-// never blocked. It holds a fleet of 65,536 agents all coming online at
-// once; the loop stores them in batches (eventLoop).
-const eventQueue = 1 << 16
-
 // New returns an engine; call Start before using it and Close when done.
 // The engine does not own st: its creator closes it after Close.
 func New(cfg config.EngineConfig, d Dispatcher, inv Inventory, st Store, opts ...Option) *Engine {
@@ -120,13 +114,13 @@ func New(cfg config.EngineConfig, d Dispatcher, inv Inventory, st Store, opts ..
 		claims:   make(map[string]bool),
 		statuses: make(map[model.Host]map[string]model.ProcStatus),
 		subs:     make(map[int]chan model.Event),
-		eventsIn: make(chan model.Event, eventQueue),
 	}
 	e.leaseTTL = cfg.LeaseTTL.D()
 	if e.leaseTTL <= 0 {
 		e.leaseTTL = 10 * time.Second
 	}
 	e.writes.init()
+	e.events.init()
 	e.leaser, _ = st.(Leaser)
 	e.owner = ownerID()
 	for _, o := range opts {

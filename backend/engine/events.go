@@ -3,9 +3,57 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"gseproc/model"
 )
+
+// eventQueueMax bounds the events waiting to be stored and fanned out; a
+// source that outpaces the engine beyond it loses events (each logged), it
+// is never blocked. The queue is a slice that grows only while events wait:
+// 100,000 agents coming online at once (and again as a second wave after a
+// NATS outage) fit; the loop stores them in batches (eventLoop).
+const eventQueueMax = 1 << 18
+
+// eventQueue is a FIFO of events that never blocks its producers.
+type eventQueue struct {
+	mu   sync.Mutex
+	q    []model.Event
+	wake chan struct{} // cap 1: something was queued
+}
+
+func (x *eventQueue) init() { x.wake = make(chan struct{}, 1) }
+
+// push queues ev; false when the queue is full.
+func (x *eventQueue) push(ev model.Event) bool {
+	x.mu.Lock()
+	if len(x.q) >= eventQueueMax {
+		x.mu.Unlock()
+		return false
+	}
+	x.q = append(x.q, ev)
+	x.mu.Unlock()
+	select {
+	case x.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// take removes and returns at most n queued events, oldest first.
+func (x *eventQueue) take(n int) []model.Event {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	k := min(n, len(x.q))
+	out := make([]model.Event, k)
+	copy(out, x.q)
+	if k == len(x.q) {
+		x.q = nil // the backing array goes with the backlog
+	} else {
+		x.q = x.q[k:]
+	}
+	return out
+}
 
 // subBuffer is each event subscriber's channel capacity; a subscriber that
 // falls further behind misses events (they stay in RecentEvents).
@@ -13,9 +61,7 @@ const subBuffer = 1024
 
 // onEvent is the EventSource callback: it never blocks the source.
 func (e *Engine) onEvent(ev model.Event) {
-	select {
-	case e.eventsIn <- ev:
-	default:
+	if !e.events.push(ev) {
 		e.log.Warn("event queue full: event dropped", "host", ev.Host.String(), "proc", ev.ProcKey, "event", string(ev.Kind))
 	}
 }
@@ -28,21 +74,17 @@ func (e *Engine) onEvent(ev model.Event) {
 func (e *Engine) eventLoop() {
 	defer e.wg.Done()
 	for {
+		if batch := e.events.take(eventBatch); len(batch) > 0 {
+			e.handleEvents(batch)
+			if e.ctx.Err() != nil {
+				return
+			}
+			continue
+		}
 		select {
 		case <-e.ctx.Done():
 			return
-		case ev := <-e.eventsIn:
-			batch := []model.Event{ev}
-		more:
-			for len(batch) < eventBatch {
-				select {
-				case ev := <-e.eventsIn:
-					batch = append(batch, ev)
-				default:
-					break more
-				}
-			}
-			e.handleEvents(batch)
+		case <-e.events.wake:
 		}
 	}
 }

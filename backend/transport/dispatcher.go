@@ -101,8 +101,9 @@ type pendingReply struct {
 
 type hostEntry struct {
 	info     model.HostInfo
-	lastSeen time.Time     // zero: never heard from
-	grace    time.Duration // silence after which the host is offline
+	ord      model.HostOrder // info.Host's place in the host ordering, parsed once
+	lastSeen time.Time       // zero: never heard from
+	grace    time.Duration   // silence after which the host is offline
 	online   bool
 	statuses []model.ProcStatus
 }
@@ -131,7 +132,7 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 	}
 	for _, hi := range opts.StaticHosts {
 		hi.State = model.AgentUnknown
-		d.hosts[hi.Host] = &hostEntry{info: hi}
+		d.hosts[hi.Host] = &hostEntry{info: hi, ord: hi.Host.Order()}
 	}
 	for subj, cb := range map[string]nats.MsgHandler{AllHeartbeats: d.queueHeartbeat, AllEvents: d.onEvent, AllReplies: d.onReply} {
 		s, err := nc.Subscribe(subj, cb)
@@ -265,8 +266,15 @@ func (d *Dispatcher) onReply(m *nats.Msg) {
 // Hosts lists every host heard from or configured, by cloud then IP.
 func (d *Dispatcher) Hosts(ctx context.Context) ([]model.HostInfo, error) {
 	d.mu.Lock()
-	out := make([]model.HostInfo, 0, len(d.hosts))
+	entries := make([]*hostEntry, 0, len(d.hosts))
 	for _, e := range d.hosts {
+		entries = append(entries, e)
+	}
+	// Sorted by the order each entry keeps, not by parsing two addresses
+	// per comparison (100,000 hosts: 1.7 million comparisons).
+	slices.SortFunc(entries, func(a, b *hostEntry) int { return a.ord.Compare(b.ord) })
+	out := make([]model.HostInfo, 0, len(entries))
+	for _, e := range entries {
 		hi := e.info
 		hi.Labels = d.labels(e.info.Labels)
 		switch {
@@ -283,7 +291,6 @@ func (d *Dispatcher) Hosts(ctx context.Context) ([]model.HostInfo, error) {
 		out = append(out, hi)
 	}
 	d.mu.Unlock()
-	slices.SortFunc(out, func(a, b model.HostInfo) int { return model.CompareHosts(a.Host, b.Host) })
 	return out, nil
 }
 
@@ -372,7 +379,7 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 	k := hb.Info.Host
 	e := d.hosts[k]
 	if e == nil {
-		e = &hostEntry{}
+		e = &hostEntry{ord: k.Order()}
 		d.hosts[k] = e
 	}
 	e.info = hb.Info
