@@ -400,3 +400,9 @@ func (f *Fleet) SetClock(now func() time.Time) {
 		f.now = now
 	}
 }
+
+// Announce tells the audience something about the story (a scenario
+// beginning or ending): an EventSimControl with msg.
+func (f *Fleet) Announce(msg string) {
+	f.emit(model.Event{Time: f.now(), Kind: model.EventSimControl, Message: "sim: " + msg})
+}
