@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -45,18 +43,31 @@ type natsBackend struct {
 	err     error
 }
 
-// startNATSBackend embeds a NATS server with JetStream as cfg.NATS says
-// (or connects to cfg.NATS.URLs and embeds nothing), and builds the NATS
-// dispatcher/inventory and the JetStream store on it.
-//
-// Under demo, agents join without credentials (the listen address must be
-// loopback) and get the labels of biz 1. When fleet is not nil (the
-// simulated fleet under --demo), Dispatcher and Inventory route a host to
-// the fleet when the fleet has it and to NATS otherwise.
-//
+// startNATSBackend connects to NATS (connectNATS) and opens the JetStream
+// store on it (openStore), waiting for the store as long as ctx lasts.
 // Close (in this order) stops the dispatcher, the store, the connection and
 // the embedded server; call it after closing the engine.
-func startNATSBackend(ctx context.Context, cfg config.Config, demo bool, fleet transport.Router, log *slog.Logger) (_ *natsBackend, err error) {
+func startNATSBackend(ctx context.Context, cfg config.Config, demo bool, fleet transport.Router, log *slog.Logger) (*natsBackend, error) {
+	b, err := connectNATS(cfg, demo, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.openStore(ctx, cfg, fleet); err != nil {
+		_ = b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// connectNATS embeds a NATS server with JetStream as cfg.NATS says (or
+// connects to cfg.NATS.URLs and embeds nothing) and builds the NATS
+// dispatcher on it. It does not wait for JetStream: a cluster node started
+// alone serves its agents' connections and its health while it waits for
+// its peers (openStore waits).
+//
+// Under demo, agents join without credentials (the listen address must be
+// loopback) and get the labels of biz 1.
+func connectNATS(cfg config.Config, demo bool, log *slog.Logger) (_ *natsBackend, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -99,26 +110,34 @@ func startNATSBackend(ctx context.Context, cfg config.Config, demo bool, fleet t
 	if b.NATS, err = transport.NewDispatcher(b.nc, do); err != nil {
 		return nil, err
 	}
+	b.Dispatcher, b.Inventory = b.NATS, b.NATS
+	return b, nil
+}
 
+// openStore opens the JetStream store on b's connection. It waits for
+// JetStream as long as ctx lasts: without a quorum (a cluster node whose
+// peers are not up yet) every attempt times out and is tried again; an
+// error retrying cannot cure (permissions, a bad configuration) returns at
+// once. When fleet is not nil (the simulated fleet under --demo),
+// Dispatcher and Inventory then route a host to the fleet when the fleet
+// has it and to NATS otherwise.
+func (b *natsBackend) openStore(ctx context.Context, cfg config.Config, fleet transport.Router) error {
 	js, err := jetstream.New(b.nc)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: %w", err)
+		return fmt.Errorf("jetstream: %w", err)
 	}
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	st, err := jsstore.New(sctx, js, jsstore.Options{Replicas: nc.Replicas, MaxEvents: nc.MaxEvents, KeepAudit: cfg.Engine.KeepAudit,
+	nc := cfg.NATS
+	st, err := jsstore.New(ctx, js, jsstore.Options{Replicas: nc.Replicas, MaxEvents: nc.MaxEvents, KeepAudit: cfg.Engine.KeepAudit,
 		MaxAge: cfg.Engine.ResultMaxAge.D(), MaxBytes: cfg.Engine.ResultMaxBytes})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	b.Store = st
-
-	b.Dispatcher, b.Inventory = b.NATS, b.NATS
 	if fleet != nil {
 		m := transport.Merge(fleet, b.NATS)
 		b.Dispatcher, b.Inventory = m, m
 	}
-	return b, nil
+	return nil
 }
 
 // Close stops everything startNATSBackend started; safe to call twice.
@@ -153,32 +172,61 @@ func (b *natsBackend) Close() error {
 // It returns the engine, the NATS backend (ClientURL is where agents
 // connect) and a closer that stops everything in order.
 func openNATSEngine(ctx context.Context, cfg config.Config, demo, withFleet bool, log *slog.Logger) (*engine.Engine, *natsBackend, func() error, error) {
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	fleet, err := serverFleet(cfg, demo || withFleet)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	var fleet *simulator.Fleet
-	var router transport.Router
-	if demo || withFleet {
-		f, err := simulator.NewChecked(cfg.Simulator)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		fleet, router = f, f
-	}
-	nb, err := startNATSBackend(ctx, cfg, demo, router, log)
+	nb, err := connectNATS(cfg, demo, log)
 	if err != nil {
 		if fleet != nil {
 			_ = fleet.Close()
 		}
 		return nil, nil, nil, err
+	}
+	e, closer, err := startNATSEngine(ctx, cfg, nb, fleet, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return e, nb, closer, nil
+}
+
+// serverFleet is the simulated fleet of cfg.Simulator when with is set
+// (--demo, fleet "mixed"), else nil.
+func serverFleet(cfg config.Config, with bool) (*simulator.Fleet, error) {
+	if !with {
+		return nil, nil
+	}
+	return simulator.NewChecked(cfg.Simulator)
+}
+
+// startNATSEngine opens the store on nb (waiting for JetStream as long as
+// ctx lasts), then builds and starts the engine on it, beside fleet when
+// not nil. It owns nb and fleet from then on: the returned closer (or a
+// failure) closes them.
+func startNATSEngine(ctx context.Context, cfg config.Config, nb *natsBackend, fleet *simulator.Fleet, log *slog.Logger) (*engine.Engine, func() error, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	closers := []func() error{nb.Close}
+	if fleet != nil {
+		closers = []func() error{fleet.Close, nb.Close}
+	}
+	fail := func(err error) (*engine.Engine, func() error, error) {
+		for _, c := range closers {
+			_ = c()
+		}
+		return nil, nil, err
+	}
+	var router transport.Router
+	if fleet != nil {
+		router = fleet
+	}
+	if err := nb.openStore(ctx, cfg, router); err != nil {
+		return fail(err)
 	}
 	id, err := serverID(cfg)
 	if err != nil {
-		_ = nb.Close()
-		if fleet != nil {
-			_ = fleet.Close()
-		}
-		return nil, nil, nil, err
+		return fail(err)
 	}
 	opts := []engine.Option{engine.WithLogger(log), engine.WithReadOnly(cfg.Engine.ReadOnly), engine.WithVersion(Version), engine.WithOwner(id)}
 	if fleet != nil {
@@ -186,13 +234,9 @@ func openNATSEngine(ctx context.Context, cfg config.Config, demo, withFleet bool
 	}
 	e := engine.New(cfg.Engine, nb.Dispatcher, nb.Inventory, nb.Store, opts...)
 	log.Info("server identity", "server_id", e.Owner(), "stable", id != "")
-	closers := []func() error{nb.Close}
-	if fleet != nil {
-		closers = []func() error{fleet.Close, nb.Close}
-	}
 	closer, err := startEngine(ctx, e, fleet, closers...)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return e, nb, closer, nil
+	return e, closer, nil
 }

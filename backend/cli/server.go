@@ -5,21 +5,17 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"time"
 
-	"gseproc/backend"
 	"gseproc/backend/config"
-	"gseproc/backend/engine"
-	"gseproc/backend/health"
 	"gseproc/backend/server"
-	"gseproc/model"
 )
 
 // Demo credentials: the documents' examples use app esb_test, secret xxx, biz 1.
@@ -75,96 +71,70 @@ func runServer(ctx context.Context, args []string, io Stdio) error {
 		log.Warn("no [[server.apps]] configured: every GSE/JOB API request will be refused (1306403)")
 	}
 
-	b, agentsURL, readiness, closeBackend, err := buildServerBackend(ctx, cfg, *demo, log)
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	node, err := startServerNode(ctx, cfg, *demo, log)
+	if err != nil {
+		_ = ln.Close()
 		return fmt.Errorf("server backend: %w", err)
 	}
-	defer closeBackend()
-	if agentsURL != "" {
-		fmt.Fprintf(io.Out, "agents connect to %s\n", agentsURL)
+	defer node.Close()
+	if node.AgentsURL != "" {
+		fmt.Fprintf(io.Out, "agents connect to %s\n", node.AgentsURL)
 	}
 
 	if *pprofAddr != "" {
 		stop, err := servePprof(*pprofAddr, io)
 		if err != nil {
+			_ = ln.Close()
 			return &ExitError{Code: 2, Err: err}
 		}
 		defer stop()
 	}
 
-	ln, err := net.Listen("tcp", cfg.Server.Listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
 	var sopts []server.Option
-	if readiness != nil {
-		sopts = append(sopts, server.WithReadiness(readiness))
+	if r := node.Readiness(); r != nil {
+		sopts = append(sopts, server.WithReadiness(r))
 	}
-	srv := server.New(b, cfg.Server, log, sopts...)
-	fmt.Fprintf(io.Out, "gseproc server listening on http://%s\n", ln.Addr())
-	log.Info("serving", "addr", ln.Addr().String(), "fleet", cfg.Server.Fleet, "apps", len(cfg.Server.Apps), "demo", *demo)
-	if err := srv.Serve(ctx, ln); err != nil {
+	srv := server.New(node, cfg.Server, log, sopts...)
+	// The API answers from now on: /healthz and /readyz (which says why it
+	// is not ready: a cluster node waits for its peers), every other call
+	// 503 with the reason until the node has started.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	serveCtx, stopServing := context.WithCancel(ctx)
+	defer stopServing() // before wg.Wait
+	wg.Go(func() {
+		select {
+		case <-serveCtx.Done():
+			return
+		case <-node.Started():
+		}
+		if err := node.Err(); err != nil {
+			log.Error("server could not start", "err", err)
+			stopServing()
+			return
+		}
+		if !node.Running() {
+			return // stopped while starting
+		}
+		fmt.Fprintf(io.Out, "gseproc server listening on http://%s\n", ln.Addr())
+		log.Info("serving", "addr", ln.Addr().String(), "fleet", cfg.Server.Fleet, "apps", len(cfg.Server.Apps), "demo", *demo)
+	})
+	fmt.Fprintf(io.Out, "gseproc server starting: health at http://%s/readyz\n", ln.Addr())
+	log.Info("starting: /healthz and /readyz answer", "addr", ln.Addr().String())
+	if err := srv.Serve(serveCtx, ln); err != nil {
 		return err
+	}
+	stopServing()
+	wg.Wait()
+	if err := node.Err(); err != nil {
+		return fmt.Errorf("server backend: %w", err)
 	}
 	log.Info("server stopped")
 	return nil
-}
-
-// buildServerBackend builds the Backend the server serves, as [server]
-// fleet says: "nats" (real agents over NATS, state in JetStream), "mixed"
-// (the same plus the simulated fleet of [simulator]; --demo) or
-// "simulated" (in-process fleet, in-memory state, no NATS). It returns
-// where agents connect ("" without NATS), the readiness as a background
-// prober last found it (nil without NATS: always ready) and a closer.
-func buildServerBackend(ctx context.Context, cfg config.Config, demo bool, log *slog.Logger) (backend.Backend, string, func() health.Status, func() error, error) {
-	switch cfg.Server.Fleet {
-	case "simulated":
-		e, closer, err := openEmbedded(ctx, cfg, log)
-		if err != nil {
-			return nil, "", nil, nil, err
-		}
-		return e, "", nil, closer, nil
-	case "", "nats", "mixed":
-		if !demo && !cfg.NATS.External() && cfg.NATS.StoreDir == "" {
-			dir, err := defaultStoreDir()
-			if err != nil {
-				return nil, "", nil, nil, err
-			}
-			cfg.NATS.StoreDir = dir
-			log.Info("nats: JetStream state kept in the default directory ([nats] store_dir sets another)", "store_dir", dir)
-		}
-		e, nb, closer, err := openNATSEngine(ctx, cfg, demo, cfg.Server.Fleet == "mixed", log)
-		if err != nil {
-			return nil, "", nil, nil, err
-		}
-		p, err := startProber(e, nb, log)
-		if err != nil {
-			_ = closer()
-			return nil, "", nil, nil, err
-		}
-		return e, nb.ClientURL, p.Status, func() error { p.Close(); return closer() }, nil
-	}
-	return nil, "", nil, nil, fmt.Errorf("server.fleet %q is not one of nats, mixed, simulated", cfg.Server.Fleet)
-}
-
-// startProber probes the server's readiness in the background: its NATS
-// connection, JetStream (and the cluster's nodes when it embeds one), the
-// store's lag, the leases it holds and the agents online.
-func startProber(e *engine.Engine, nb *natsBackend, log *slog.Logger) (*health.Prober, error) {
-	o := health.Options{NC: nb.nc, Leases: e.Runs, Logger: log,
-		Agents: func() (online, known int) {
-			hs, _ := nb.NATS.Hosts(context.Background())
-			for _, h := range hs {
-				if h.State == model.AgentOnline {
-					online++
-				}
-			}
-			return online, len(hs)
-		}}
-	if nb.Embedded != nil {
-		o.Node = nb.Embedded.Server()
-	}
-	return health.Start(o)
 }
 
 // defaultStoreDir is where a server keeps its JetStream state when

@@ -24,7 +24,8 @@ import (
 const (
 	// StateReady: NATS connected, JetStream answering.
 	StateReady = "ready"
-	// StateStarting: not probed yet.
+	// StateStarting: not probed yet, or NATS and JetStream answer but the
+	// server is still opening its store or resuming its tasks.
 	StateStarting = "starting"
 	// StateNATSDown: the server's NATS connection is down (it reconnects
 	// by itself); operations cannot reach agents or the store.
@@ -64,7 +65,13 @@ type JetStreamStatus struct {
 	Error     string `json:"error,omitempty"`
 	NodesUp   int    `json:"nodes_up,omitempty"`
 	NodesWant int    `json:"nodes_want,omitempty"`
-	Leader    string `json:"leader,omitempty"`
+	// Forming: this node has never known its peers (the cluster's first
+	// start, which needs every node up together; afterwards a quorum
+	// suffices).
+	Forming bool `json:"forming,omitempty"`
+	// QuorumNeeded is how many nodes must be up for JetStream to answer.
+	QuorumNeeded int    `json:"quorum_needed,omitempty"`
+	Leader       string `json:"leader,omitempty"`
 }
 
 // Options say what the prober checks. NC is required; the others are
@@ -81,6 +88,10 @@ type Options struct {
 	// online and known.
 	Leases func() int
 	Agents func() (online, known int)
+	// Starting, when not nil, says why the server cannot serve yet although
+	// NATS and JetStream answer (opening its store, resuming its tasks);
+	// "" once it has started. Until then the state is "starting".
+	Starting func() string
 	// Every is the probe interval (default 1s); Timeout bounds each NATS
 	// call of a probe (default 2s).
 	Every, Timeout time.Duration
@@ -142,6 +153,13 @@ func (p *Prober) Status() Status {
 	return p.last
 }
 
+// Probe probes now and returns the findings (bounded by Options.Timeout):
+// for a change the caller made (the server started) to show at once.
+func (p *Prober) Probe() Status {
+	p.probeOnce()
+	return p.Status()
+}
+
 // Close stops the prober and waits for it.
 func (p *Prober) Close() {
 	select {
@@ -178,13 +196,12 @@ func (p *Prober) probeOnce() {
 	}
 	if p.o.Node != nil {
 		if jsz, err := p.o.Node.Jsz(&server.JSzOptions{}); err == nil && jsz.Meta != nil && jsz.Meta.Size > 1 {
-			up := 1
-			for _, r := range jsz.Meta.Replicas {
-				if r != nil && !r.Offline && r.Active < 10*time.Second {
-					up++
-				}
+			s.JetStream.NodesUp = 1 + routedPeers(p.o.Node)
+			s.JetStream.NodesWant, s.JetStream.QuorumNeeded, s.JetStream.Leader = jsz.Meta.Size, jsz.Meta.QuorumNeeded, jsz.Meta.Leader
+			if s.JetStream.QuorumNeeded == 0 {
+				s.JetStream.QuorumNeeded = jsz.Meta.Size/2 + 1
 			}
-			s.JetStream.NodesUp, s.JetStream.NodesWant, s.JetStream.Leader = up, jsz.Meta.Size, jsz.Meta.Leader
+			s.JetStream.Forming = neverFormed(p.o.Node.Name(), jsz.Meta)
 		}
 	}
 	var bad string
@@ -196,14 +213,23 @@ func (p *Prober) probeOnce() {
 			s.JetStream.Error = err.Error()
 			s.State = StateNoQuorum
 			bad = "JetStream does not answer: " + err.Error()
-			if w := s.JetStream.NodesWant; w > 0 {
-				bad = fmt.Sprintf("JetStream has no quorum: waiting for %d of %d nodes (%d up); it recovers by itself when they return (%v)",
-					w/2+1, w, s.JetStream.NodesUp, err)
+			switch js := s.JetStream; {
+			case js.NodesWant > 0 && js.Forming:
+				bad = fmt.Sprintf("JetStream cluster forming: its first start needs all %d nodes of [nats.cluster] routes up together (%d up); it becomes ready by itself when they are",
+					js.NodesWant, js.NodesUp)
+			case js.NodesWant > 0:
+				bad = fmt.Sprintf("JetStream has no quorum: waiting for %d of %d nodes (%d up); it recovers by itself when they return",
+					js.QuorumNeeded, js.NodesWant, js.NodesUp)
 			}
 		} else {
 			s.JetStream.OK = true
 			s.StoreLag, s.StoreReplicasBehind = p.storeLag(ctx)
 			s.State = StateReady
+			if p.o.Starting != nil {
+				if why := p.o.Starting(); why != "" {
+					s.State, s.Reason = StateStarting, why
+				}
+			}
 		}
 	}
 
@@ -232,6 +258,36 @@ func (p *Prober) probeOnce() {
 		}
 	}
 	p.last = s
+}
+
+// routedPeers counts the other nodes this node has a route to (a route is
+// a pool of connections: peers are counted by name).
+func routedPeers(n *server.Server) int {
+	rz, err := n.Routez(&server.RoutezOptions{})
+	if err != nil {
+		return 0
+	}
+	peers := map[string]bool{}
+	for _, r := range rz.Routes {
+		peers[r.RemoteID] = true
+	}
+	return len(peers)
+}
+
+// neverFormed says this node's JetStream meta group has never known a peer
+// nor a leader: without a leader the replica list holds this node alone
+// until the cluster has formed once; afterwards it keeps every peer, up or
+// not.
+func neverFormed(self string, meta *server.MetaClusterInfo) bool {
+	if meta.Leader != "" {
+		return false
+	}
+	for _, r := range meta.Replicas {
+		if r != nil && r.Name != self {
+			return false
+		}
+	}
+	return true
 }
 
 // storeLag is the largest replica lag of the store's streams and how many

@@ -143,3 +143,55 @@ func TestNATSDown(t *testing.T) {
 	defer e2.Shutdown()
 	eventually(t, "ready again", 30*time.Second, func() bool { return p.Status().Ready })
 }
+
+// TestClusterForming: a new cluster's first start needs every node up
+// together. Two fresh nodes of three say so ("forming", 2 up) instead of
+// a quorum they would seem to have; the third makes them ready by itself.
+// Once formed, a node restarted alone waits for a quorum (not forming),
+// and one peer back is enough.
+func TestClusterForming(t *testing.T) {
+	ports := freePorts(t, 6)
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	listen := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[3+i]) }
+	n1 := node(t, 0, ports[:3], listen(0), dirs[0])
+	n2 := node(t, 1, ports[:3], listen(1), dirs[1])
+	probe := func(n *transport.Embedded) *Prober {
+		nc, err := n.Connect("health-test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		p, err := Start(Options{NC: nc, Node: n.Server(), Every: 50 * time.Millisecond, Timeout: time.Second, FailAfter: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		return p
+	}
+	p := probe(n1)
+	eventually(t, "forming with 2 of 3 up", 30*time.Second, func() bool {
+		s := p.Status()
+		return s.State == StateNoQuorum && s.JetStream.Forming && s.JetStream.NodesUp == 2
+	})
+	if s := p.Status(); !strings.Contains(s.Reason, "first start needs all 3 nodes") {
+		t.Fatalf("forming: %+v", s)
+	}
+	n3 := node(t, 2, ports[:3], listen(2), dirs[2])
+	eventually(t, "ready once the third node is up", 60*time.Second, func() bool { return p.Status().Ready })
+	if s := p.Status(); s.JetStream.NodesUp != 3 || s.JetStream.Forming {
+		t.Fatalf("formed: %+v", s.JetStream)
+	}
+
+	p.Close()
+	for _, n := range []*transport.Embedded{n1, n2, n3} {
+		n.Shutdown()
+	}
+	n1 = node(t, 0, ports[:3], listen(0), dirs[0])
+	p = probe(n1)
+	eventually(t, "alone after a restart: no quorum", 30*time.Second, func() bool { return p.Status().State == StateNoQuorum })
+	if s := p.Status(); s.JetStream.Forming || s.JetStream.NodesUp != 1 || !strings.Contains(s.Reason, "waiting for 2 of 3 nodes (1 up)") {
+		t.Fatalf("alone after a restart: %+v", s)
+	}
+	node(t, 1, ports[:3], listen(1), dirs[1])
+	eventually(t, "ready with 2 of 3", 60*time.Second, func() bool { return p.Status().Ready })
+}

@@ -1,0 +1,345 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"gseproc/backend"
+	"gseproc/backend/config"
+	"gseproc/backend/engine"
+	"gseproc/backend/health"
+	"gseproc/model"
+)
+
+// serverNode is what `gseproc server` serves: its engine once started, and
+// until then why not. A server on NATS starts in two steps: it connects to
+// NATS at once (a cluster node started alone accepts its agents and its
+// health answers), then opens its store and starts its engine in the
+// background, waiting for the JetStream quorum as long as it takes: a node
+// whose peers are not up yet waits for them ("waiting for 2 of 3 nodes" in
+// /readyz and the log) instead of giving up. Backend calls before that are
+// refused with the reason (the API server refuses them earlier, as /readyz
+// says).
+type serverNode struct {
+	// AgentsURL is where agents connect ("" without NATS).
+	AgentsURL string
+
+	log     *slog.Logger
+	prober  *health.Prober // nil without NATS: always ready once started
+	started chan struct{}  // closed once the engine started or failed
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+
+	mu     sync.Mutex
+	e      *engine.Engine
+	closer func() error // closes the engine and what it runs on
+	phase  string       // what the node is doing while not started
+	err    error        // why it could not start
+}
+
+// startServerNode builds the backend `gseproc server` serves, as [server]
+// fleet says: "nats" (real agents over NATS, state in JetStream), "mixed"
+// (the same plus the simulated fleet of [simulator]; --demo) or
+// "simulated" (in-process fleet, in-memory state, no NATS, started before
+// it returns). Close stops it, whatever it got to.
+func startServerNode(ctx context.Context, cfg config.Config, demo bool, log *slog.Logger) (*serverNode, error) {
+	n := &serverNode{log: log, started: make(chan struct{}), stop: func() {}}
+	switch cfg.Server.Fleet {
+	case "simulated":
+		e, closer, err := openEmbedded(ctx, cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		n.e, n.closer = e, closer
+		close(n.started)
+		return n, nil
+	case "", "nats", "mixed":
+	default:
+		return nil, fmt.Errorf("server.fleet %q is not one of nats, mixed, simulated", cfg.Server.Fleet)
+	}
+	if !demo && !cfg.NATS.External() && cfg.NATS.StoreDir == "" {
+		dir, err := defaultStoreDir()
+		if err != nil {
+			return nil, err
+		}
+		cfg.NATS.StoreDir = dir
+		log.Info("nats: JetStream state kept in the default directory ([nats] store_dir sets another)", "store_dir", dir)
+	}
+	fleet, err := serverFleet(cfg, demo || cfg.Server.Fleet == "mixed")
+	if err != nil {
+		return nil, err
+	}
+	nb, err := connectNATS(cfg, demo, log)
+	if err != nil {
+		if fleet != nil {
+			_ = fleet.Close()
+		}
+		return nil, err
+	}
+	n.AgentsURL = nb.ClientURL
+	n.phase = "opening the store and resuming unfinished tasks"
+	o := health.Options{NC: nb.nc, Logger: log, Starting: n.why,
+		Leases: func() int {
+			if e := n.engine(); e != nil {
+				return e.Runs()
+			}
+			return 0
+		},
+		Agents: func() (online, known int) {
+			hs, _ := nb.NATS.Hosts(context.Background())
+			for _, h := range hs {
+				if h.State == model.AgentOnline {
+					online++
+				}
+			}
+			return online, len(hs)
+		}}
+	if nb.Embedded != nil {
+		o.Node = nb.Embedded.Server()
+	}
+	if n.prober, err = health.Start(o); err != nil {
+		_ = nb.Close()
+		if fleet != nil {
+			_ = fleet.Close()
+		}
+		return nil, err
+	}
+
+	sctx, stop := context.WithCancel(ctx)
+	n.stop = stop
+	n.wg.Go(func() {
+		defer close(n.started)
+		waitDone := make(chan struct{})
+		n.wg.Go(func() { n.sayWaiting(sctx, waitDone) })
+		e, closer, err := startNATSEngine(sctx, cfg, nb, fleet, log)
+		close(waitDone)
+		phase := ""
+		if err != nil && sctx.Err() != nil {
+			err, phase = nil, "stopped before it started" // asked to stop: not a failure
+		}
+		n.mu.Lock()
+		n.e, n.closer, n.err, n.phase = e, closer, err, phase
+		n.mu.Unlock()
+		if err == nil {
+			n.prober.Probe() // ready now, not at the next probe
+		}
+	})
+	return n, nil
+}
+
+// sayWaiting logs, every 10 s until done, why the store is not open yet
+// (the prober's reason: "waiting for 2 of 3 nodes"), so that a node left
+// alone says what it waits for.
+func (n *serverNode) sayWaiting(ctx context.Context, done <-chan struct{}) {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-done:
+			return
+		case <-t.C:
+		}
+		st := n.prober.Status()
+		n.log.Warn("server: still starting: waiting for JetStream to open the store", "state", st.State, "reason", st.Reason,
+			"since", st.Since.UTC().Format(time.RFC3339))
+	}
+}
+
+// Started is closed once the node has started, or failed to (Err).
+func (n *serverNode) Started() <-chan struct{} { return n.started }
+
+// Err is why the node could not start (nil while starting or once started).
+func (n *serverNode) Err() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.err
+}
+
+// Running says the engine has started.
+func (n *serverNode) Running() bool { return n.engine() != nil }
+
+// Readiness is the readiness as the prober last found it; nil without NATS
+// (an in-process fleet is always ready).
+func (n *serverNode) Readiness() func() health.Status {
+	if n.prober == nil {
+		return nil
+	}
+	return n.prober.Status
+}
+
+// why is what the node is doing while it has not started ("" once started).
+func (n *serverNode) why() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.err != nil {
+		return "could not start: " + n.err.Error()
+	}
+	return n.phase
+}
+
+func (n *serverNode) engine() *engine.Engine {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.e
+}
+
+// Close stops the start if under way, the prober, then the engine and
+// everything it runs on.
+func (n *serverNode) Close() error {
+	n.stop()
+	n.wg.Wait()
+	if n.prober != nil {
+		n.prober.Close()
+	}
+	n.mu.Lock()
+	closer := n.closer
+	n.mu.Unlock()
+	if closer == nil {
+		return nil // never started: a failed start closed what it had
+	}
+	return closer()
+}
+
+// backend is the engine, or an error saying why there is none yet.
+func (n *serverNode) backend() (backend.Backend, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case n.e != nil:
+		return n.e, nil
+	case n.err != nil:
+		return nil, fmt.Errorf("server could not start: %w", n.err)
+	}
+	return nil, errNotStarted{n.phase}
+}
+
+type errNotStarted struct{ phase string }
+
+func (e errNotStarted) Error() string { return "server starting: " + e.phase }
+
+var _ backend.Backend = (*serverNode)(nil)
+
+func (n *serverNode) Info(ctx context.Context) (backend.Info, error) {
+	b, err := n.backend()
+	if err != nil {
+		return backend.Info{}, err
+	}
+	return b.Info(ctx)
+}
+
+func (n *serverNode) Namespaces(ctx context.Context) ([]backend.NamespaceSummary, error) {
+	b, err := n.backend()
+	if err != nil {
+		return nil, err
+	}
+	return b.Namespaces(ctx)
+}
+
+func (n *serverNode) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.HostView, error) {
+	b, err := n.backend()
+	if err != nil {
+		return nil, err
+	}
+	return b.Hosts(ctx, q)
+}
+
+func (n *serverNode) Processes(ctx context.Context, q backend.ProcQuery) ([]model.ProcessDef, error) {
+	b, err := n.backend()
+	if err != nil {
+		return nil, err
+	}
+	return b.Processes(ctx, q)
+}
+
+func (n *serverNode) SaveProcess(ctx context.Context, def model.ProcessDef) error {
+	b, err := n.backend()
+	if err != nil {
+		return err
+	}
+	return b.SaveProcess(ctx, def)
+}
+
+func (n *serverNode) DeleteProcess(ctx context.Context, key string) error {
+	b, err := n.backend()
+	if err != nil {
+		return err
+	}
+	return b.DeleteProcess(ctx, key)
+}
+
+func (n *serverNode) Operate(ctx context.Context, req backend.OperateRequest) (model.Task, error) {
+	b, err := n.backend()
+	if err != nil {
+		return model.Task{}, err
+	}
+	return b.Operate(ctx, req)
+}
+
+func (n *serverNode) Task(ctx context.Context, id string) (backend.TaskView, error) {
+	b, err := n.backend()
+	if err != nil {
+		return backend.TaskView{}, err
+	}
+	return b.Task(ctx, id)
+}
+
+func (n *serverNode) Tasks(ctx context.Context, limit int) ([]model.Task, error) {
+	b, err := n.backend()
+	if err != nil {
+		return nil, err
+	}
+	return b.Tasks(ctx, limit)
+}
+
+func (n *serverNode) Watch(ctx context.Context, id string, after int64) (<-chan model.Result, error) {
+	b, err := n.backend()
+	if err != nil {
+		return nil, err
+	}
+	return b.Watch(ctx, id, after)
+}
+
+func (n *serverNode) Cancel(ctx context.Context, id string) error {
+	b, err := n.backend()
+	if err != nil {
+		return err
+	}
+	return b.Cancel(ctx, id)
+}
+
+func (n *serverNode) Events(ctx context.Context) (<-chan model.Event, error) {
+	b, err := n.backend()
+	if err != nil {
+		return nil, err
+	}
+	return b.Events(ctx)
+}
+
+func (n *serverNode) RecentEvents(ctx context.Context, k int) ([]model.Event, error) {
+	b, err := n.backend()
+	if err != nil {
+		return nil, err
+	}
+	return b.RecentEvents(ctx, k)
+}
+
+func (n *serverNode) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEntry, error) {
+	b, err := n.backend()
+	if err != nil {
+		return nil, err
+	}
+	return b.Audit(ctx, q)
+}
+
+func (n *serverNode) Simulate(ctx context.Context, req backend.SimRequest) (model.SimOutcome, error) {
+	b, err := n.backend()
+	if err != nil {
+		return model.SimOutcome{}, err
+	}
+	return b.Simulate(ctx, req)
+}
