@@ -95,12 +95,19 @@ func openBackend(ctx context.Context, cfg config.Config, serverURL string, log *
 // func stops the simulation, closes the engine, the fleet and the store,
 // and waits for all of them; it is safe to call more than once.
 func openEmbedded(ctx context.Context, cfg config.Config, log *slog.Logger) (*engine.Engine, func() error, error) {
+	e, _, closer, err := openEmbeddedFleet(ctx, cfg, log)
+	return e, closer, err
+}
+
+// openEmbeddedFleet is openEmbedded, also returning the simulated fleet
+// (a demo drives it).
+func openEmbeddedFleet(ctx context.Context, cfg config.Config, log *slog.Logger) (*engine.Engine, *simulator.Fleet, func() error, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	fleet, err := simulator.NewChecked(cfg.Simulator)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	st := store.NewMemory(store.WithKeepTasks(cfg.Engine.KeepTasks), store.WithKeepEvents(cfg.Engine.KeepEvents), store.WithKeepAudit(cfg.Engine.KeepAudit),
 		store.WithMaxAge(cfg.Engine.ResultMaxAge.D()))
@@ -108,9 +115,9 @@ func openEmbedded(ctx context.Context, cfg config.Config, log *slog.Logger) (*en
 		engine.WithLogger(log), engine.WithReadOnly(cfg.Engine.ReadOnly), engine.WithVersion(Version), engine.WithSimulator(fleet))
 	closer, err := startEngine(ctx, e, fleet, fleet.Close, st.Close)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return e, closer, nil
+	return e, fleet, closer, nil
 }
 
 // startEngine starts e and, when fleet is not nil, seeds e's registry with

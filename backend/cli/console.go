@@ -13,6 +13,8 @@ import (
 	"github.com/charmbracelet/x/term"
 	"github.com/muesli/termenv"
 
+	"gseproc/backend"
+	"gseproc/backend/config"
 	"gseproc/model"
 	"gseproc/theme"
 	"gseproc/ui"
@@ -112,7 +114,12 @@ func runConsole(ctx context.Context, args []string, sio Stdio) error {
 			log.Warn("close backend", "err", err)
 		}
 	}()
+	return runConsoleOn(ctx, be, cfg, f, in, out, ui.Options{Namespace: f.ns, Labels: labels, Op: op})
+}
 
+// runConsoleOn runs the console on be until the operator quits: the
+// theme and colours of cfg and f, the opening screen of o.
+func runConsoleOn(ctx context.Context, be backend.Backend, cfg config.Config, f consoleFlags, in, out *os.File, o ui.Options) error {
 	noColor := f.noColor || os.Getenv("NO_COLOR") != ""
 	r := lipgloss.NewRenderer(out)
 	if noColor {
@@ -126,10 +133,8 @@ func runConsole(ctx context.Context, args []string, sio Stdio) error {
 	if err != nil {
 		return err
 	}
-	m, err := ui.New(ctx, ui.Options{
-		Backend: be, Config: cfg.Console, Theme: th, ReadOnly: f.readOnly,
-		Namespace: f.ns, Labels: labels, Op: op, Warnings: cfg.Warnings,
-	})
+	o.Backend, o.Config, o.Theme, o.ReadOnly, o.Warnings = be, cfg.Console, th, f.readOnly, cfg.Warnings
+	m, err := ui.New(ctx, o)
 	if err != nil {
 		return err
 	}
