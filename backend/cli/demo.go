@@ -123,4 +123,3 @@ func demoHeadless(ctx context.Context, sc scenario.Scenario, w io.Writer) error 
 	}
 	return nil
 }
-
