@@ -356,6 +356,10 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 		d.log.Warn("dispatcher: heartbeat", "err", err)
 		return
 	}
+	if len(m.Data) == 0 {
+		d.onKeepalive(subjHost)
+		return
+	}
 	var hb Heartbeat
 	if err := json.Unmarshal(m.Data, &hb); err != nil {
 		d.log.Warn("dispatcher: heartbeat: decode", "subject", m.Subject, "err", err)
@@ -399,6 +403,29 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 			msg = fmt.Sprintf("agent back online; %d events reported late, %d dropped while the server was unreachable", hb.Reconnected, hb.Dropped)
 		}
 		ev = append(ev, model.Event{Time: now, Host: hb.Info.Host, Kind: model.EventAgentOnline, Message: msg})
+	}
+	d.mu.Unlock()
+	d.emit(ev...)
+}
+
+// onKeepalive records a heartbeat that says nothing changed since the
+// host's last full one: the host is alive; what it said last still holds.
+// A host not known yet (its full beat was missed) is listed by its
+// address until its next full beat (at most ServeOptions.FullEvery beats).
+func (d *Dispatcher) onKeepalive(id model.HostID) {
+	host := id.Host()
+	now := time.Now()
+	var ev []model.Event
+	d.mu.Lock()
+	e := d.hosts[host]
+	if e == nil {
+		e = &hostEntry{info: model.HostInfo{Host: host}, ord: host.Order(), grace: d.opts.OfflineAfter}
+		d.hosts[host] = e
+	}
+	e.lastSeen = now
+	if !e.online {
+		e.online = true
+		ev = append(ev, model.Event{Time: now, Host: host, Kind: model.EventAgentOnline, Message: "agent online"})
 	}
 	d.mu.Unlock()
 	d.emit(ev...)

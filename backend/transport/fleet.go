@@ -41,18 +41,31 @@ func ServeFleet(ctx context.Context, nc *nats.Conn, f Fleet, opts ServeOptions) 
 	wg.Add(1)
 	go func() { defer wg.Done(); fs.serveOps(hctx, opts.MaxConcurrent) }()
 
+	// Each host's own plan; their periodic full beats are spread over
+	// the period (100,000 hosts started at once do not all send a full
+	// one on the same tick). Used by hb only, which runs on one goroutine.
+	plans := map[model.HostID]*beatPlan{}
 	hb := func(full bool, late, dropped int, leaving bool) {
 		fs.mu.Lock()
 		infos := fs.infos
 		fs.mu.Unlock()
 		now := time.Now()
-		for _, hi := range infos {
+		for i, hi := range infos {
 			if hi.State != model.AgentOnline && !leaving {
 				continue
 			}
 			id, err := hostID(hi.Host)
 			if err != nil {
 				continue // refresh did not subscribe it either
+			}
+			p := plans[id]
+			if p == nil {
+				p = newBeatPlan(opts.FullEvery, i)
+				plans[id] = p
+			}
+			if !p.next(full || leaving, heartbeatPrint(hi, nil)) {
+				s.publish(HeartbeatSubject(id), nil)
+				continue
 			}
 			s.publishJSON(HeartbeatSubject(id), Heartbeat{Info: hi, Time: now, Interval: opts.HeartbeatInterval,
 				Full: full, Reconnected: late, Dropped: dropped, Leaving: leaving})

@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,7 +40,14 @@ type ServeOptions struct {
 	EventBuffer int
 	// MaxConcurrent bounds the ops handled at once (default 256; 4096 for a fleet).
 	MaxConcurrent int
-	Logger        *slog.Logger
+	// FullEvery: a heartbeat carries the host's identity and process
+	// statuses when they changed since the last full one (a process's
+	// state, pid, hosting, restarts, version, command line; the agent's
+	// labels, version, id), on (re)connect, on a server's hello and at
+	// least every FullEvery beats (default 12: a minute at 5 s, when usage
+	// figures are refreshed); the others are keepalives (an empty message).
+	FullEvery int
+	Logger    *slog.Logger
 }
 
 func (o *ServeOptions) defaults(maxConc int) {
@@ -48,6 +59,9 @@ func (o *ServeOptions) defaults(maxConc int) {
 	}
 	if o.MaxConcurrent <= 0 {
 		o.MaxConcurrent = maxConc
+	}
+	if o.FullEvery <= 0 {
+		o.FullEvery = 12
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -102,6 +116,7 @@ func ServeAgent(ctx context.Context, nc *nats.Conn, a AgentHandler, opts ServeOp
 		_ = opSub.Unsubscribe()
 		return err
 	}
+	plan := newBeatPlan(opts.FullEvery, 0)
 	hb := func(full bool, late, dropped int, leaving bool) {
 		h := Heartbeat{Info: a.Identity(), Time: time.Now(), Interval: opts.HeartbeatInterval, Full: full,
 			Reconnected: late, Dropped: dropped, Leaving: leaving}
@@ -109,6 +124,10 @@ func ServeAgent(ctx context.Context, nc *nats.Conn, a AgentHandler, opts ServeOp
 			h.Statuses = a.Statuses()
 		}
 		h.Info.Host = id.Host()
+		if !plan.next(full || leaving, heartbeatPrint(h.Info, h.Statuses)) {
+			s.publish(HeartbeatSubject(id), nil)
+			return
+		}
 		s.publishJSON(HeartbeatSubject(id), h)
 	}
 	// The agent's events go out on its own subject: an event naming no host
@@ -292,9 +311,70 @@ func (s *session) publishJSON(subj string, v any) {
 		s.log.Error("agent: encode", "subject", subj, "err", err)
 		return
 	}
+	s.publish(subj, data)
+}
+
+func (s *session) publish(subj string, data []byte) {
+	if !s.nc.IsConnected() {
+		return
+	}
 	if err := s.nc.Publish(subj, data); err != nil {
 		s.log.Warn("agent: publish", "subject", subj, "err", err)
 	}
+}
+
+// beatPlan decides, for one host, whether its next heartbeat is full or
+// a keepalive (see ServeOptions.FullEvery). It is pure: no clock, no I/O.
+// The periodic full beats keep their own schedule, shifted by the host's
+// phase, whatever other full beats (changes, hellos) happen: a fleet
+// started at once, or asked by a restarted server, spreads them over the
+// period instead of sending them all on the same tick.
+type beatPlan struct {
+	every, phase int
+	n            int    // beats so far
+	last         uint64 // fingerprint of what the last full beat said
+	sent         bool   // a full beat has been sent
+}
+
+func newBeatPlan(every, phase int) *beatPlan {
+	every = max(every, 1)
+	return &beatPlan{every: every, phase: phase % every}
+}
+
+// next reports whether the beat whose content has fingerprint fp is
+// full; force asks for a full one (connect, hello, late or dropped
+// events, leaving).
+func (p *beatPlan) next(force bool, fp uint64) bool {
+	p.n++
+	full := force || !p.sent || fp != p.last || (p.n+p.phase)%p.every == 0
+	if full {
+		p.last, p.sent = fp, true
+	}
+	return full
+}
+
+// heartbeatPrint is the fingerprint of what a full heartbeat says that a
+// keepalive may leave out only while it is unchanged: the host's identity
+// and each process's state, not its usage figures (cpu, memory, threads,
+// report time), which a full beat refreshes every FullEvery beats.
+func heartbeatPrint(hi model.HostInfo, sts []model.ProcStatus) uint64 {
+	h := fnv.New64a()
+	w := func(parts ...string) {
+		for _, p := range parts {
+			_, _ = h.Write([]byte(p))
+			_, _ = h.Write([]byte{0})
+		}
+	}
+	w(hi.Host.String(), string(hi.State), hi.Version, hi.AgentID)
+	for _, k := range slices.Sorted(maps.Keys(hi.Labels)) {
+		w(k, hi.Labels[k])
+	}
+	for _, st := range sts {
+		w("\x01", st.ProcKey, st.ProcName, string(st.State), strconv.Itoa(st.PID), strconv.FormatBool(st.Hosted),
+			st.StartTime.String(), strconv.FormatInt(st.RegisterTime, 10), strconv.FormatInt(st.LastStartTime, 10),
+			strconv.Itoa(st.Restarts), strconv.Itoa(st.ExitStatus), st.Version, st.Cmdline, st.Message)
+	}
+	return h.Sum64()
 }
 
 // run drives heartbeats and events until ctx ends. subscribe registers the

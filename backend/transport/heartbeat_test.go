@@ -1,0 +1,156 @@
+package transport
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"gseproc/model"
+)
+
+// TestBeatPlan: which beats of one host are full, as a table of beats.
+func TestBeatPlan(t *testing.T) {
+	type beat struct {
+		force bool
+		fp    uint64
+		full  bool
+	}
+	tests := []struct {
+		name         string
+		every, phase int
+		beats        []beat
+	}{
+		{"first beat is full, then keepalives until the period", 3, 0, []beat{
+			{false, 1, true}, {false, 1, false}, {false, 1, true}, {false, 1, false}, {false, 1, false}, {false, 1, true}}},
+		{"a change is full at once; the period keeps its schedule", 3, 0, []beat{
+			{false, 1, true}, {false, 2, true}, {false, 2, true}, {false, 2, false}, {false, 2, false}, {false, 2, true}}},
+		{"forced (connect, hello, late events) is full", 5, 0, []beat{
+			{false, 1, true}, {true, 1, true}, {false, 1, false}}},
+		{"a phase shifts the periodic full beats", 4, 1, []beat{
+			{false, 1, true}, {false, 1, false}, {false, 1, true}, {false, 1, false}, {false, 1, false}, {false, 1, false}, {false, 1, true}}},
+		{"every 1: always full", 1, 0, []beat{{false, 1, true}, {false, 1, true}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newBeatPlan(tt.every, tt.phase)
+			for i, b := range tt.beats {
+				if got := p.next(b.force, b.fp); got != b.full {
+					t.Fatalf("beat %d: full=%v, want %v", i, got, b.full)
+				}
+			}
+		})
+	}
+}
+
+// TestHeartbeatPrint: usage figures do not change the fingerprint; state,
+// pid, labels and version do.
+func TestHeartbeatPrint(t *testing.T) {
+	hi := model.HostInfo{Host: h1, Labels: map[string]string{"a": "1", "b": "2"}, Version: "1"}
+	st := model.ProcStatus{ProcKey: "ns:p", State: model.ProcRunning, PID: 42, CPU: 1, Mem: 2, Threads: 3, ReportTime: 4}
+	base := heartbeatPrint(hi, []model.ProcStatus{st})
+	usage := st
+	usage.CPU, usage.Mem, usage.MemRSS, usage.Threads, usage.ReportTime = 9, 9, 9, 9, 9
+	if heartbeatPrint(hi, []model.ProcStatus{usage}) != base {
+		t.Error("usage figures changed the fingerprint")
+	}
+	stopped := st
+	stopped.State, stopped.PID = model.ProcStopped, -1
+	relabelled := hi
+	relabelled.Labels = map[string]string{"a": "1", "b": "3"}
+	upgraded := hi
+	upgraded.Version = "2"
+	for name, fp := range map[string]uint64{
+		"state":   heartbeatPrint(hi, []model.ProcStatus{stopped}),
+		"labels":  heartbeatPrint(relabelled, []model.ProcStatus{st}),
+		"version": heartbeatPrint(upgraded, []model.ProcStatus{st}),
+		"no proc": heartbeatPrint(hi, nil),
+	} {
+		if fp == base {
+			t.Errorf("a change of %s kept the fingerprint", name)
+		}
+	}
+}
+
+// changingAgent is a fakeAgent whose process state the test sets.
+type changingAgent struct {
+	*fakeAgent
+	mu    sync.Mutex
+	state model.ProcState
+}
+
+func (a *changingAgent) Statuses() []model.ProcStatus {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return []model.ProcStatus{{ProcKey: "ns:p", State: a.state, PID: 42, Hosted: true}}
+}
+
+func (a *changingAgent) set(s model.ProcState) {
+	a.mu.Lock()
+	a.state = s
+	a.mu.Unlock()
+}
+
+// TestHeartbeatKeepalives: an agent whose state does not change sends
+// keepalives (empty messages) between full heartbeats; the server keeps
+// the host online and what the last full one said; a change is sent in
+// full at the next beat; a server that starts later learns the whole
+// host at once (its hello asks for a full beat).
+func TestHeartbeatKeepalives(t *testing.T) {
+	e := startServer(t, testNATS(t), true)
+	nc := serverConn(t, e)
+	var mu sync.Mutex
+	var full, keep int
+	sub, err := nc.Subscribe(HeartbeatSubject(mustID(t, h1)), func(m *nats.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(m.Data) == 0 {
+			keep++
+		} else {
+			full++
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	d := newDispatcher(t, nc, DispatcherOptions{OfflineAfter: 3 * time.Second})
+	a := &changingAgent{fakeAgent: echoAgent(h1), state: model.ProcRunning}
+	runAgent(t, e.ClientURL(), ClientOptions{}, a, ServeOptions{HeartbeatInterval: 50 * time.Millisecond, FullEvery: 1000})
+	counts := func() (int, int) { mu.Lock(); defer mu.Unlock(); return full, keep }
+	eventually(t, "keepalives", 30*time.Second, func() bool { _, k := counts(); return k >= 20 })
+	if f, _ := counts(); f > 2 { // the first beat, maybe the hello's
+		t.Errorf("%d full heartbeats while nothing changed", f)
+	}
+	if s := hostState(d, h1); s != model.AgentOnline {
+		t.Fatalf("state %q while sending keepalives", s)
+	}
+	if st := d.Statuses(h1); len(st) != 1 || st[0].State != model.ProcRunning {
+		t.Fatalf("statuses %+v, want the last full beat's", st)
+	}
+	a.set(model.ProcStopped)
+	eventually(t, "the change reaches the server", 30*time.Second, func() bool {
+		st := d.Statuses(h1)
+		return len(st) == 1 && st[0].State == model.ProcStopped
+	})
+
+	late := newDispatcher(t, serverConn(t, e), DispatcherOptions{OfflineAfter: 3 * time.Second})
+	eventually(t, "a later server learns the host whole", 30*time.Second, func() bool {
+		hs, _ := late.Hosts(context.Background())
+		return len(hs) == 1 && hs[0].State == model.AgentOnline && hs[0].Labels["role"] == "web" && len(late.Statuses(h1)) == 1
+	})
+}
+
+// TestKeepaliveFromUnknownHost: a server that missed a host's full beat
+// lists it, online, from its keepalives.
+func TestKeepaliveFromUnknownHost(t *testing.T) {
+	e := startServer(t, testNATS(t), true)
+	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{})
+	nc := serverConn(t, e)
+	if err := nc.Publish(HeartbeatSubject(mustID(t, h1)), nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "online from a keepalive", 30*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
+}
