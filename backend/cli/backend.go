@@ -65,14 +65,19 @@ func newLogger(cfg config.LogConfig, w io.Writer) *slog.Logger {
 	return l
 }
 
-// openBackend opens the backend a command talks to: the server at
-// serverURL when given, else the embedded engine over a simulated fleet.
+// openBackend opens the backend a command talks to: the servers at
+// serverURLs (--server, comma-separated) or else those of [server.client]
+// servers, when given; else the embedded engine over a simulated fleet.
 // The returned func closes everything it started.
-func openBackend(ctx context.Context, cfg config.Config, serverURL string, log *slog.Logger) (backend.Backend, func() error, error) {
-	if serverURL != "" {
-		b, err := newRemote(serverURL, cfg)
+func openBackend(ctx context.Context, cfg config.Config, serverURLs string, log *slog.Logger) (backend.Backend, func() error, error) {
+	urls := cfg.Server.Client.Servers
+	if serverURLs != "" {
+		urls = []string{serverURLs}
+	}
+	if len(urls) > 0 {
+		b, err := newRemote(urls, cfg, log)
 		if err != nil {
-			return nil, nil, fmt.Errorf("connect to %s: %w", serverURL, err)
+			return nil, nil, fmt.Errorf("connect to %s: %w", strings.Join(urls, ","), err)
 		}
 		closer := func() error {
 			if c, ok := b.(io.Closer); ok {

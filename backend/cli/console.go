@@ -33,7 +33,7 @@ func parseConsoleFlags(args []string, sio Stdio) (consoleFlags, map[string]strin
 	var f consoleFlags
 	fs := newFlags("console", "[console] [--config FILE] [--server URL] [--ns NS [--label KEY=VALUE]... [--op OP]] [--theme dark|light|ansi16|mono] [--no-color] [--read-only]", sio)
 	fs.StringVar(&f.config, "config", "", "config file (default: $GSEPROC_CONFIG, then the usual places)")
-	fs.StringVar(&f.server, "server", "", "use the gseproc server at this URL instead of the embedded engine and simulated fleet")
+	fs.StringVar(&f.server, "server", "", "use the gseproc servers at `URL[,URL...]` (servers of one cluster: the others when one fails; default [server.client] servers) instead of the embedded engine and simulated fleet")
 	fs.StringVar(&f.ns, "ns", "", "open on this namespace")
 	fs.Var(&f.labels, "label", "open on the hosts whose processes carry KEY=VALUE (repeatable; needs --ns)")
 	fs.StringVar(&f.op, "op", "", "open the op picker on this op: start, stop, status, register, unregister, restart, reload, kill (needs --ns)")

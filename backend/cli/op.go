@@ -105,7 +105,7 @@ type commonFlags struct {
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.server, "server", "", "talk to the gseproc server at `URL` instead of the embedded engine and simulated fleet")
+	fs.StringVar(&c.server, "server", "", "talk to the gseproc servers at `URL[,URL...]` (servers of one cluster: the others when one fails; default [server.client] servers) instead of the embedded engine and simulated fleet")
 	fs.StringVar(&c.config, "config", "", "config `FILE` (default: $GSEPROC_CONFIG, then $XDG_CONFIG_HOME/gseproc/config.toml, then /etc/gseproc/config.toml)")
 	fs.BoolVar(&c.verbose, "v", false, "log at the configured level (default: warnings only)")
 }

@@ -3,7 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net/url"
+	"log/slog"
 	"os"
 	"os/user"
 	"time"
@@ -20,15 +20,17 @@ const (
 	envUsername  = "GSEPROC_USERNAME"
 )
 
-// newRemote opens a Backend on the gseproc server at rawURL through its
-// native API. Credentials come from [server.client] in the config, then
-// $GSEPROC_APP_CODE, $GSEPROC_APP_SECRET and $GSEPROC_USERNAME (the user
-// defaults to the local login name). It checks the server answers before
-// returning, so a wrong URL or secret is reported at once.
-func newRemote(rawURL string, cfg config.Config) (backend.Backend, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--server %q: want an http:// or https:// URL, e.g. http://127.0.0.1:8080", rawURL)
+// newRemote opens a Backend on the gseproc servers of one cluster at
+// rawURLs (comma-separated) through their native API: requests go to the
+// first that answers and fail over to the others. Credentials come from
+// [server.client] in the config, then $GSEPROC_APP_CODE,
+// $GSEPROC_APP_SECRET and $GSEPROC_USERNAME (the user defaults to the
+// local login name). It checks a server answers before returning, so a
+// wrong URL or secret is reported at once.
+func newRemote(rawURLs []string, cfg config.Config, log *slog.Logger) (backend.Backend, error) {
+	urls, err := config.ParseServerURLs(rawURLs)
+	if err != nil {
+		return nil, fmt.Errorf("--server: %w", err)
 	}
 	cr := cfg.Server.Client
 	for _, e := range []struct {
@@ -44,7 +46,7 @@ func newRemote(rawURL string, cfg config.Config) (backend.Backend, error) {
 			cr.Username = me.Username
 		}
 	}
-	c := client.New(rawURL, client.WithCredentials(cr.AppCode, cr.AppSecret, cr.Username))
+	c := client.NewCluster(urls, client.WithCredentials(cr.AppCode, cr.AppSecret, cr.Username), client.WithLogger(log))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := c.Info(ctx); err != nil {

@@ -2,6 +2,14 @@
 // (/api/v1/, see backend/server/openapi.yaml). Task results and host
 // events arrive through Server-Sent Events; a dropped task stream is
 // resumed with Last-Event-ID, so no result is lost or repeated.
+//
+// A client may know several servers of one cluster (they share their
+// state): a request a server cannot take goes to the next one, and a task
+// stream resumes on another server where it left off. A read (and any
+// request the server refused with 503, or that never reached it) is tried
+// on each server in turn; a change that reached a server which then failed
+// to answer is not sent again (it may have been carried out), its error is
+// returned.
 package client
 
 import (
@@ -12,20 +20,23 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gseproc/backend"
 	"gseproc/model"
 )
 
-// Client talks to one gseproc server. It is safe for concurrent use.
+// Client talks to gseproc servers. It is safe for concurrent use.
 type Client struct {
-	base    string
+	servers []string     // base URLs, in the order given
+	cur     atomic.Int32 // the server requests go to first (the last that answered)
 	hc      *http.Client // requests (with a timeout)
 	sc      *http.Client // streams (no timeout)
 	auth    string       // X-Bkapi-Authorization value, "" for none
@@ -71,8 +82,19 @@ func WithReconnect(min, max time.Duration, maxFailures int) Option {
 
 // New returns a client of the server at baseURL ("http://127.0.0.1:8080").
 func New(baseURL string, opts ...Option) *Client {
+	return NewCluster([]string{baseURL}, opts...)
+}
+
+// NewCluster returns a client of the servers at baseURLs (servers of one
+// cluster): it talks to the first, and fails over to the next when one
+// does not answer or is not ready.
+func NewCluster(baseURLs []string, opts ...Option) *Client {
+	var servers []string
+	for _, u := range baseURLs {
+		servers = append(servers, strings.TrimRight(u, "/"))
+	}
 	c := &Client{
-		base:    strings.TrimRight(baseURL, "/"),
+		servers: servers,
 		hc:      &http.Client{Timeout: 60 * time.Second},
 		log:     slog.New(slog.DiscardHandler),
 		backoff: [2]time.Duration{100 * time.Millisecond, 5 * time.Second},
@@ -139,8 +161,8 @@ type errData struct {
 	Errors []model.FieldError `json:"errors"`
 }
 
-func (c *Client) newRequest(ctx context.Context, method, path string, q url.Values, body any) (*http.Request, error) {
-	u := c.base + path
+func (c *Client) newRequest(ctx context.Context, base, method, path string, q url.Values, body any) (*http.Request, error) {
+	u := base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
@@ -196,13 +218,98 @@ func decodeEnvelope(resp *http.Response) (json.RawMessage, error) {
 	return nil, &APIError{Status: resp.StatusCode, Code: env.Code, Message: env.Message, RequestID: env.RequestID, Kind: ed.Kind}
 }
 
-// call sends one request and decodes the data into out (when not nil).
-func (c *Client) call(ctx context.Context, method, path string, q url.Values, body, out any) error {
-	req, err := c.newRequest(ctx, method, path, q, body)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+// Server is the server requests go to first: the last one that answered.
+func (c *Client) Server() string { return c.servers[c.cur.Load()] }
+
+// request is one request to send to whichever server takes it.
+type request struct {
+	method, path string
+	query        url.Values
+	body         any
+	// once: a change, not sent again to another server once a server may
+	// have received it.
+	once bool
+	// stream: an event stream (Accept, Last-Event-ID lastID, no timeout).
+	stream bool
+	lastID string
+}
+
+// send sends r to the current server and, when that server is down, not
+// ready (503) or unreachable, to the next ones in turn, once each. The
+// server that answered becomes the current one. When every server failed
+// it returns the last reply (a 503 and its reason) or the failures joined.
+func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
+	hc := c.hc
+	if r.stream {
+		hc = c.sc
 	}
-	resp, err := c.hc.Do(req)
+	n := len(c.servers)
+	first := int(c.cur.Load())
+	var errs []error
+	for i := range n {
+		k := (first + i) % n
+		base := c.servers[k]
+		req, err := c.newRequest(ctx, base, r.method, r.path, r.query, r.body)
+		if err != nil {
+			return nil, err
+		}
+		if r.stream {
+			req.Header.Set("Accept", "text/event-stream")
+			if r.lastID != "" {
+				req.Header.Set("Last-Event-ID", r.lastID)
+			}
+		}
+		resp, err := hc.Do(req)
+		last := i == n-1
+		switch {
+		case err == nil && resp.StatusCode != http.StatusServiceUnavailable:
+			if k != first {
+				c.cur.Store(int32(k))
+				c.log.Info("now talking to another server", "server", base, "was", c.servers[first])
+			}
+			return resp, nil
+		case err == nil: // 503: refused, nothing done
+			if last {
+				return resp, nil
+			}
+			c.log.Warn("server not ready; trying the next one", "server", base, "path", r.path)
+			resp.Body.Close()
+		default:
+			if n > 1 {
+				err = fmt.Errorf("%s: %w", base, err)
+			}
+			errs = append(errs, err)
+			if ctx.Err() != nil || last || (r.once && !notSent(err)) {
+				return nil, errors.Join(errs...)
+			}
+			c.log.Warn("server unreachable; trying the next one", "server", base, "path", r.path, "err", err)
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+// notSent says the request surely never reached the server: the
+// connection could not be opened.
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// call sends a request that may be repeated (a read) and decodes the data
+// into out (when not nil).
+func (c *Client) call(ctx context.Context, method, path string, q url.Values, body, out any) error {
+	return c.do(ctx, request{method: method, path: path, query: q, body: body}, out)
+}
+
+// change sends a change, which fails over only when no server can have
+// received it.
+func (c *Client) change(ctx context.Context, method, path string, q url.Values, body, out any) error {
+	return c.do(ctx, request{method: method, path: path, query: q, body: body, once: true}, out)
+}
+
+func (c *Client) do(ctx context.Context, r request, out any) error {
+	method, path := r.method, r.path
+	resp, err := c.send(ctx, r)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
@@ -229,7 +336,7 @@ func (c *Client) Info(ctx context.Context) (backend.Info, error) {
 	if err := c.call(ctx, http.MethodGet, "/api/v1/info", nil, nil, &info); err != nil {
 		return info, err
 	}
-	info.Mode, info.Endpoint = "remote", c.base
+	info.Mode, info.Endpoint = "remote", c.Server()
 	return info, nil
 }
 
@@ -269,18 +376,18 @@ func (c *Client) Processes(ctx context.Context, q backend.ProcQuery) ([]model.Pr
 
 // SaveProcess creates or replaces a definition.
 func (c *Client) SaveProcess(ctx context.Context, def model.ProcessDef) error {
-	return c.call(ctx, http.MethodPost, "/api/v1/processes", nil, def, nil)
+	return c.change(ctx, http.MethodPost, "/api/v1/processes", nil, def, nil)
 }
 
 // DeleteProcess removes a definition by "namespace:name".
 func (c *Client) DeleteProcess(ctx context.Context, key string) error {
-	return c.call(ctx, http.MethodDelete, "/api/v1/processes", url.Values{"key": {key}}, nil, nil)
+	return c.change(ctx, http.MethodDelete, "/api/v1/processes", url.Values{"key": {key}}, nil, nil)
 }
 
 // Operate starts an operation.
 func (c *Client) Operate(ctx context.Context, req backend.OperateRequest) (model.Task, error) {
 	var t model.Task
-	err := c.call(ctx, http.MethodPost, "/api/v1/operate", nil, req, &t)
+	err := c.change(ctx, http.MethodPost, "/api/v1/operate", nil, req, &t)
 	return t, err
 }
 
@@ -306,7 +413,7 @@ func (c *Client) Tasks(ctx context.Context, limit int) ([]model.Task, error) {
 
 // Cancel stops a running task.
 func (c *Client) Cancel(ctx context.Context, id string) error {
-	return c.call(ctx, http.MethodPost, taskPath(id)+"/cancel", nil, nil, nil)
+	return c.change(ctx, http.MethodPost, taskPath(id)+"/cancel", nil, nil, nil)
 }
 
 // Audit lists the audit trail's entries matching q, newest first.
@@ -345,7 +452,7 @@ func (c *Client) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEn
 // Simulate carries out a live control of the server's simulated fleet.
 func (c *Client) Simulate(ctx context.Context, req backend.SimRequest) (model.SimOutcome, error) {
 	var out model.SimOutcome
-	err := c.call(ctx, http.MethodPost, "/api/v1/sim", nil, req, &out)
+	err := c.change(ctx, http.MethodPost, "/api/v1/sim", nil, req, &out)
 	return out, err
 }
 

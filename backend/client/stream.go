@@ -73,16 +73,9 @@ func readEvents(r io.Reader, fn func(sseEvent) bool) error {
 }
 
 // openStream GETs an event stream; a non-200 reply is decoded as an error.
+// It fails over as any read does: a stream resumes on another server.
 func (c *Client) openStream(ctx context.Context, path, lastID string) (*http.Response, error) {
-	req, err := c.newRequest(ctx, http.MethodGet, path, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	if lastID != "" {
-		req.Header.Set("Last-Event-ID", lastID)
-	}
-	resp, err := c.sc.Do(req)
+	resp, err := c.send(ctx, request{method: http.MethodGet, path: path, stream: true, lastID: lastID})
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", path, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -99,11 +100,16 @@ type AppConfig struct {
 	Burst int     `toml:"burst"`
 }
 
-// ClientCredentials are the gateway fields a client sends.
+// ClientCredentials are the gateway fields a client sends, and the
+// servers it talks to.
 type ClientCredentials struct {
-	AppCode   string `toml:"bk_app_code"`
-	AppSecret string `toml:"bk_app_secret"`
-	Username  string `toml:"bk_username"`
+	// Servers are the servers of one cluster `gseproc op`, the console and
+	// the SSH console talk to when --server is not given (the first that
+	// answers; the others when it fails).
+	Servers   []string `toml:"servers"`
+	AppCode   string   `toml:"bk_app_code"`
+	AppSecret string   `toml:"bk_app_secret"`
+	Username  string   `toml:"bk_username"`
 }
 
 // HashSecret returns hex(sha256(salt + secret)), the form secrets are
@@ -183,8 +189,41 @@ func (c ServerConfig) validate() error {
 			add("%s: rate and burst must be >= 0", p)
 		}
 	}
+	if _, err := ParseServerURLs(c.Client.Servers); err != nil && len(c.Client.Servers) > 0 {
+		add("server.client.servers: %v", err)
+	}
 	if c.AnonymousApp != "" && !seen[c.AnonymousApp] {
 		add("server.anonymous_app: %q is not one of server.apps", c.AnonymousApp)
 	}
 	return errors.Join(errs...)
+}
+
+// ParseServerURLs parses the servers a client talks to: http:// or
+// https:// URLs with a host, given one by one or comma-separated
+// ("http://a:8080,http://b:8080"), each once.
+func ParseServerURLs(list []string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, item := range list {
+		for _, raw := range strings.Split(item, ",") {
+			raw = strings.TrimSpace(raw)
+			if raw == "" {
+				continue
+			}
+			u, err := url.Parse(raw)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+				return nil, fmt.Errorf("%q: want an http:// or https:// URL, e.g. http://127.0.0.1:8080", raw)
+			}
+			norm := strings.TrimRight(u.String(), "/")
+			if seen[norm] {
+				return nil, fmt.Errorf("%q appears twice", raw)
+			}
+			seen[norm] = true
+			out = append(out, norm)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no server URL")
+	}
+	return out, nil
 }

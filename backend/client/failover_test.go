@@ -1,0 +1,179 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gseproc/backend"
+	"gseproc/backend/client"
+	"gseproc/backend/config"
+	"gseproc/backend/engine"
+	"gseproc/backend/health"
+	"gseproc/backend/server"
+	"gseproc/model"
+)
+
+// twoServers serves one engine (one cluster's shared state) through two
+// real servers, A and B; A is ready while aReady is true. A cuts every
+// task stream after cut results (0: never).
+func twoServers(t *testing.T, hosts, cut int, aReady *atomic.Bool) (a, b *httptest.Server, eng *engine.Engine) {
+	t.Helper()
+	sc := config.Default().Simulator
+	sc.Hosts, sc.Seed, sc.Demo = hosts, 3, true
+	sc.LatencyMedian, sc.LatencyP99 = config.Duration(2*time.Millisecond), config.Duration(20*time.Millisecond)
+	sc.FailureRate, sc.OfflineRate, sc.UnreachableRate, sc.CrashRate = 0, 0, 0, 0
+	eng, _ = startEngine(t, sc)
+	cfg := config.Default().Server
+	cfg.Apps = []config.AppConfig{{Code: "console", Salt: "pepper", SecretSHA256: config.HashSecret("pepper", "s3cret"),
+		Biz: []int{1}, Namespaces: []string{"*"}}}
+	readiness := func() health.Status {
+		now := time.Now()
+		if aReady.Load() {
+			return health.Status{State: health.StateReady, Ready: true, Checked: now, Since: now}
+		}
+		return health.Status{State: health.StateNoQuorum, Reason: "JetStream has no quorum: waiting for 2 of 3 nodes (1 up)", Checked: now, Since: now}
+	}
+	for i, opts := range [][]server.Option{{server.WithReadiness(readiness), server.WithStreamCut(cut)}, nil} {
+		srv := server.New(eng, cfg, nil, opts...)
+		hs := httptest.NewServer(srv.Handler())
+		t.Cleanup(func() { hs.CloseClientConnections(); hs.Close(); _ = srv.Close() })
+		if i == 0 {
+			a = hs
+		} else {
+			b = hs
+		}
+	}
+	return a, b, eng
+}
+
+// deadURL is an address nothing listens on (a closed listener's).
+func deadURL(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "http://" + ln.Addr().String()
+	ln.Close()
+	return u
+}
+
+func clusterClient(t *testing.T, urls ...string) *client.Client {
+	c := client.NewCluster(urls, client.WithCredentials("console", "s3cret", "tester"),
+		client.WithReconnect(5*time.Millisecond, 50*time.Millisecond, 20))
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// TestFailover: with a dead server and a server that is not ready listed
+// first, reads and changes go to the server that can take them, which then
+// stays the one asked first; when every server refuses, the error is the
+// last one's reason.
+func TestFailover(t *testing.T) {
+	var aReady atomic.Bool
+	a, b, _ := twoServers(t, 30, 0, &aReady)
+	c := clusterClient(t, deadURL(t), a.URL, b.URL)
+	ctx := context.Background()
+	if _, err := c.Tasks(ctx, 10); err != nil {
+		t.Fatalf("read with a dead and an unready server first: %v", err)
+	}
+	if c.Server() != b.URL {
+		t.Fatalf("talking to %s, want %s", c.Server(), b.URL)
+	}
+	task, err := c.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "gse"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSeqs(t, collect(t, mustWatch(t, c, task.ID)), 0, task.Targets)
+
+	// A change fails over past a dead server and a refusal (neither did
+	// anything).
+	c2 := clusterClient(t, deadURL(t), a.URL, b.URL)
+	if _, err := c2.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "gse"}}); err != nil {
+		t.Fatalf("change past a dead and an unready server: %v", err)
+	}
+
+	// Only unready servers: the reason, as a 503.
+	c3 := clusterClient(t, deadURL(t), a.URL)
+	_, err = c3.Tasks(ctx, 10)
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || !strings.Contains(ae.Message, "waiting for 2 of 3 nodes") {
+		t.Fatalf("every server unready: %v", err)
+	}
+}
+
+// TestChangeNotRepeated: a change that reached a server which died before
+// answering is not sent to the next server (it may have been carried
+// out); a read is.
+func TestChangeNotRepeated(t *testing.T) {
+	var aReady atomic.Bool
+	_, b, eng := twoServers(t, 30, 0, &aReady)
+	// A server that takes the request and dies without a reply.
+	var got atomic.Int32
+	dying := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Add(1)
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	defer dying.Close()
+	c := clusterClient(t, dying.URL, b.URL)
+	ctx := context.Background()
+	before, err := eng.Tasks(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "gse"}}); err == nil {
+		t.Fatal("an operation whose server died before answering reported success")
+	}
+	if after, _ := eng.Tasks(ctx, 100); len(after) != len(before) {
+		t.Fatalf("the operation was sent again to the next server: %d tasks, were %d", len(after), len(before))
+	}
+	if _, err := c.Tasks(ctx, 10); err != nil {
+		t.Fatalf("a read is tried on the next server: %v", err)
+	}
+	if got.Load() < 2 {
+		t.Fatalf("the dying server saw %d requests, want the change and the read", got.Load())
+	}
+}
+
+// TestWatchResumesOnAnotherServer: a task stream on server A is cut while
+// A is no longer ready; the client resumes it on B where it left off: every
+// result exactly once, in order.
+func TestWatchResumesOnAnotherServer(t *testing.T) {
+	var aReady atomic.Bool
+	aReady.Store(true)
+	a, b, _ := twoServers(t, 150, 4, &aReady)
+	c := clusterClient(t, a.URL, b.URL)
+	ctx := context.Background()
+	task, err := c.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "web"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.Targets < 10 {
+		t.Fatalf("only %d targets; want more than the cut", task.Targets)
+	}
+	ch := mustWatch(t, c, task.ID)
+	aReady.Store(false) // the stream open on A goes on until A cuts it
+	checkSeqs(t, collect(t, ch), 0, task.Targets)
+	if c.Server() != b.URL {
+		t.Fatalf("the stream ended on %s, want %s", c.Server(), b.URL)
+	}
+}
+
+func mustWatch(t *testing.T, c *client.Client, id string) <-chan model.Result {
+	t.Helper()
+	ch, err := c.Watch(context.Background(), id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
