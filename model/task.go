@@ -150,10 +150,14 @@ type Task struct {
 	// task and never reads, so the v1 result keys are the same through
 	// every server and after a restart.
 	Suppliers map[string]int `json:"bk_supplier_ids,omitempty"`
-	Status    TaskStatus     `json:"status"`
-	Created   time.Time      `json:"created"`
-	Finished  time.Time      `json:"finished,omitzero"`
-	Counts    Counts         `json:"counts"`
+	// Selection is what the request selected beyond the namespaces, in
+	// one line ("name nginx · labels app=nginx · hosts 0:10.0.0.1"), so a
+	// list of tasks says what each acted on.
+	Selection string     `json:"selection,omitempty"`
+	Status    TaskStatus `json:"status"`
+	Created   time.Time  `json:"created"`
+	Finished  time.Time  `json:"finished,omitzero"`
+	Counts    Counts     `json:"counts"`
 }
 
 // HostFormAgentID marks a task whose hosts were named by agent id.

@@ -14,6 +14,7 @@ import (
 // ---- namespaces ----------------------------------------------------------
 
 type nsPage struct {
+	fresh
 	s      *shared
 	id     int
 	items  []backend.NamespaceSummary
@@ -116,6 +117,7 @@ func (p *nsPage) Update(msg tea.Msg) tea.Cmd {
 			p.err = nil
 			p.s.resolved("list namespaces")
 		}
+		p.fresh.at = p.s.now()
 		p.items = msg.items
 		sort.Slice(p.items, func(i, j int) bool { return p.items[i].Name < p.items[j].Name })
 		p.rebuild()
@@ -202,6 +204,7 @@ type lblItem struct {
 }
 
 type labelsPage struct {
+	fresh
 	s      *shared
 	id     int
 	ns     backend.NamespaceSummary
@@ -320,6 +323,7 @@ func (p *labelsPage) Update(msg tea.Msg) tea.Cmd {
 			p.err = nil
 			p.s.resolved("list processes")
 		}
+		p.fresh.at = p.s.now()
 		p.defs = msg.defs
 		p.build()
 	case tea.KeyMsg:

@@ -207,10 +207,13 @@ type formFlushMsg struct{ id, gen int }
 
 func (m formFlushMsg) pageID() int { return m.id }
 
+// readOnlyEdit says why a definition cannot be edited.
+const readOnlyEdit = "editing is disabled: read-only mode"
+
 // openForm opens the editor, unless the console is read-only.
 func openForm(s *shared, d model.ProcessDef, isNew bool) tea.Cmd {
 	if s.readOnly {
-		return s.post(flashMsg{"editing is disabled: read-only mode"})
+		return s.post(flashMsg{readOnlyEdit})
 	}
 	return s.post(pushMsg{newFormPage(s, d, isNew)})
 }

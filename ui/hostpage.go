@@ -17,6 +17,7 @@ import (
 // known status, and the host's recent events; o operates on the host.
 type hostPage struct {
 	textView
+	fresh
 	host   model.Host
 	v      backend.HostView
 	loaded bool
@@ -85,6 +86,7 @@ func (p *hostPage) Update(msg tea.Msg) tea.Cmd {
 			p.err = nil
 			p.s.resolved("load host " + p.host.AgentID())
 		}
+		p.fresh.at = p.s.now()
 		p.found = len(msg.hosts) > 0
 		if p.found {
 			p.v = msg.hosts[0]

@@ -20,6 +20,7 @@ import (
 // labels), space selects, a selects all shown; the selection is kept by
 // host id, so it survives filtering and refreshes.
 type hostsPage struct {
+	fresh
 	s       *shared
 	id      int
 	q       backend.HostQuery
@@ -386,6 +387,7 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 			p.err = nil
 			p.s.resolved("list hosts")
 		}
+		p.fresh.at = p.s.now()
 		p.rows = make([]hostRow, len(msg.hosts))
 		for i, h := range msg.hosts {
 			p.rows[i] = newHostRow(h)
@@ -465,7 +467,16 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 			if !ok || len(r.v.Procs) == 0 {
 				return p.s.post(flashMsg{"no process on this row to edit"})
 			}
-			return p.editProc(r.v.Procs[0].Key)
+			if len(r.v.Procs) == 1 {
+				return p.editProc(r.v.Procs[0].Key)
+			}
+			// Several processes on the host: ask which.
+			var cmds []Command
+			for _, pv := range r.v.Procs {
+				key := pv.Key
+				cmds = append(cmds, Command{Name: key, Help: procGlyph(pv.Status.State).text(), Run: func(string) tea.Cmd { return p.editProc(key) }})
+			}
+			return p.s.post(chooseMsg{prompt: "which process of " + r.id + " to edit?", kind: kindProcess, cmds: cmds})
 		case keyIs(msg, k.Open):
 			if r, ok := p.cursorRow(); ok {
 				return p.s.post(pushMsg{newHostPage(p.s, r.v.Host, &r.v)})
@@ -478,6 +489,9 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 }
 
 func (p *hostsPage) editProc(procKey string) tea.Cmd {
+	if p.s.readOnly {
+		return p.s.post(flashMsg{readOnlyEdit})
+	}
 	ctx, be := p.s.ctx, p.s.be
 	s := p.s
 	ns, name, _ := model.SplitKey(procKey)

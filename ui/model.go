@@ -465,6 +465,9 @@ func (m *Model) handle(msg tea.Msg) tea.Cmd {
 		return m.handle(flashMsg{string(msg)})
 	case Failure:
 		return m.handle(errMsg{msg.What, msg.Err})
+	case chooseMsg:
+		m.openChooser(msg)
+		return nil
 	case paletteLoadedMsg:
 		m.paletteLoaded(msg)
 		return nil
@@ -678,9 +681,21 @@ func (m *Model) breadcrumb() string {
 		}
 		return strings.Join(parts, sep)
 	}
+	// The age of a live list's data, on the right.
+	fresh := ""
+	if r, ok := m.top().(refresher); ok && !m.showHelp && !r.refreshedAt().IsZero() {
+		fresh = t.Muted.Render("↻ refreshed " + m.s.age(r.refreshedAt()))
+	}
+	room := m.s.width
+	if fresh != "" {
+		room -= ansi.StringWidth(fresh) + 2
+	}
 	out := render(titles, false)
-	for cut := 1; ansi.StringWidth(out) > m.s.width && cut < len(titles); cut++ {
+	for cut := 1; ansi.StringWidth(out) > room && cut < len(titles); cut++ {
 		out = render(titles[cut:], true)
+	}
+	if fresh != "" && ansi.StringWidth(out) <= room {
+		out += strings.Repeat(" ", m.s.width-ansi.StringWidth(out)-ansi.StringWidth(fresh)) + fresh
 	}
 	return out
 }

@@ -79,6 +79,7 @@ const (
 	kindLabel   palKind = "label"
 	kindTask    palKind = "task"
 	kindCommand palKind = "command"
+	kindProcess palKind = "process"
 )
 
 type palEntry struct {
@@ -111,6 +112,30 @@ type paletteLoadedMsg struct {
 	nss   []backend.NamespaceSummary
 	tasks []model.Task
 	err   error
+}
+
+// chooseMsg opens the palette on a fixed list of choices only, e.g. which
+// of a host's processes to edit.
+type chooseMsg struct {
+	prompt string
+	kind   palKind
+	cmds   []Command
+}
+
+// openChooser opens the palette on msg's choices.
+func (m *Model) openChooser(msg chooseMsg) {
+	in := textinput.New()
+	in.Prompt = "? "
+	in.Placeholder = msg.prompt
+	in.CharLimit = 200
+	in.Focus()
+	m.paletteSeq++
+	p := &palette{seq: m.paletteSeq, input: in}
+	for _, c := range msg.cmds {
+		p.fixed = append(p.fixed, palEntry{Command: c, kind: msg.kind})
+	}
+	p.match()
+	m.palette = p
 }
 
 // paletteRows is how many entries the palette shows at most.

@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -162,6 +163,33 @@ func (s *shared) openOp(o operable, op *model.OpType) tea.Cmd {
 		p.point(*op)
 	}
 	return s.post(pushMsg{p})
+}
+
+// fresh is when a live list last loaded; the root shows its age next to the
+// breadcrumb.
+type fresh struct{ at time.Time }
+
+func (f *fresh) refreshedAt() time.Time { return f.at }
+
+// refresher is a page that loads from the backend (see fresh).
+type refresher interface{ refreshedAt() time.Time }
+
+// age says how long ago t was, in steps the status tick keeps true (the
+// clock time when nothing ticks, for golden files).
+func (s *shared) age(t time.Time) string {
+	if s.static {
+		return "at " + t.Local().Format("15:04:05")
+	}
+	d := s.now().Sub(t)
+	switch {
+	case d < 10*time.Second:
+		return "just now"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds())/10*10)
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	}
+	return "at " + t.Local().Format("15:04")
 }
 
 // resolved tells the root that what failed before (an errMsg's what) worked.

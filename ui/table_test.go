@@ -217,3 +217,89 @@ func TestHLNavigation(t *testing.T) {
 		t.Fatalf("h or ← left the form: top %T, dialog %v", d.m.top(), d.m.dialog != nil)
 	}
 }
+
+// The breadcrumb line says when a live list last loaded; R refreshes it.
+func TestRefreshedIndicator(t *testing.T) {
+	e, _ := simBackend(t, quietSim(20))
+	clk := newClock()
+	d := newDriver(t, e, Options{Now: clk.Now}, 100, 30)
+	ns := d.m.stack[0].(*nsPage)
+	d.until("namespaces", func() bool { return ns.loaded })
+	top := func() string { return strings.Split(d.view(), "\n")[0] }
+	if !strings.Contains(top(), "↻ refreshed at 10:00:00") {
+		t.Fatalf("breadcrumb %q", top())
+	}
+	clk.Add(90 * time.Second)
+	d.keys("R")
+	d.until("the reload", func() bool { return strings.Contains(top(), "refreshed at 10:01:30") })
+
+	// The age, when the clock runs (not in golden files).
+	s := &shared{now: clk.Now}
+	at := clk.Now()
+	for _, c := range []struct {
+		after time.Duration
+		want  string
+	}{{3 * time.Second, "just now"}, {25 * time.Second, "20s ago"}, {3 * time.Minute, "3m ago"}, {2 * time.Hour, "at 08:01"}} {
+		if got := s.age(at.Add(-c.after)); got != c.want {
+			t.Errorf("age of %s = %q, want %q", c.after, got, c.want)
+		}
+	}
+}
+
+// e on a host with several processes asks which one; the recent tasks say
+// what each selected.
+func TestEditAsksWhichProcessAndTaskSelection(t *testing.T) {
+	e, _ := simBackend(t, quietSim(60, "web", "gse"))
+	d := newDriver(t, e, Options{Namespace: "web", Guard: time.Nanosecond}, 120, 30)
+	lp := topAs[*labelsPage](t, d)
+	d.until("labels", func() bool { return lp.loaded })
+	d.keys("enter") // every process of web
+	hp := topAs[*hostsPage](t, d)
+	d.until("hosts", func() bool { return hp.loaded })
+	pos := -1
+	for i, ri := range hp.shown {
+		if len(hp.rows[ri].v.Procs) > 1 && pos < 0 {
+			pos = i
+		}
+	}
+	if pos < 0 {
+		t.Fatal("no host with several processes in web")
+	}
+	hp.list.cursor = pos
+	r, _ := hp.cursorRow()
+	d.keys("e")
+	p := d.m.palette
+	if p == nil || len(p.matches) != len(r.v.Procs) {
+		t.Fatalf("e did not ask which of %d processes:\n%s", len(r.v.Procs), d.view())
+	}
+	if !strings.Contains(d.view(), "which process of "+r.id) {
+		t.Fatalf("the question is not shown:\n%s", d.view())
+	}
+	want := r.v.Procs[1].Key
+	d.keys("down", "enter")
+	d.until("the form", func() bool { _, ok := d.m.top().(*formPage); return ok })
+	f := topAs[*formPage](t, d)
+	if got := f.base.Process.Meta.Namespace + ":" + f.base.Process.Meta.Name; got != want {
+		t.Fatalf("editing %s, want %s", got, want)
+	}
+	d.keys("esc")
+	topAs[*hostsPage](t, d)
+
+	// Operate on two selected hosts; the tasks list names them.
+	d.keys("g", "space", "space", "o")
+	op := topAs[*opPage](t, d)
+	d.until("processes", func() bool { return op.loaded })
+	op.point(model.OpStatus)
+	d.keys("enter")
+	d.until("the watch", func() bool { _, ok := d.m.top().(*watchPage); return ok })
+	d.keys("t")
+	tp := topAs[*tasksPage](t, d)
+	d.until("tasks", func() bool { return tp.loaded && len(tp.tasks) == 1 })
+	h0, h1 := hp.rows[hp.shown[0]].id, hp.rows[hp.shown[1]].id
+	if sel := tp.tasks[0].Selection; sel != "hosts "+h0+","+h1 {
+		t.Fatalf("selection %q", sel)
+	}
+	if !strings.Contains(d.view(), "web · hosts "+h0) {
+		t.Fatalf("the tasks list does not show the selection:\n%s", d.view())
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 // tasksPage lists recent tasks, newest first; enter reopens one's watch.
 type tasksPage struct {
+	fresh
 	s      *shared
 	id     int
 	tasks  []model.Task
@@ -103,6 +104,7 @@ func (p *tasksPage) Update(msg tea.Msg) tea.Cmd {
 			p.err = nil
 			p.s.resolved("list tasks")
 		}
+		p.fresh.at = p.s.now()
 		p.tasks = msg.tasks
 		p.rebuild()
 	case tea.KeyMsg:
@@ -141,7 +143,11 @@ func taskCols() []column {
 
 // taskSelection is what a task acted on, as far as the task says.
 func taskSelection(t model.Task) string {
-	return strings.Join(t.Namespace, ",")
+	parts := []string{strings.Join(t.Namespace, ",")}
+	if t.Selection != "" {
+		parts = append(parts, t.Selection)
+	}
+	return strings.Join(parts, " · ")
 }
 
 // tail keeps the end of s (a task id's unique part) within w cells.

@@ -42,3 +42,24 @@ func TestResolveFewHostsOfALongList(t *testing.T) {
 		t.Fatalf("walked: %d targets, first %v", len(got), got[:1])
 	}
 }
+
+// TestSelection: a task says in one line what its request selected.
+func TestSelection(t *testing.T) {
+	h := func(ip string) model.Host { return model.Host{IP: ip} }
+	for _, c := range []struct {
+		req  backend.OperateRequest
+		want string
+	}{
+		{backend.OperateRequest{Selector: backend.Selector{Namespace: "web"}}, ""},
+		{backend.OperateRequest{Selector: backend.Selector{Namespace: "web", Name: "nginx", Labels: map[string]string{"env": "prod", "app": "x"}}},
+			"name nginx · labels app=x,env=prod"},
+		{backend.OperateRequest{Selector: backend.Selector{Hosts: []model.Host{h("10.0.0.1"), h("10.0.0.2")}}}, "hosts 0:10.0.0.1,0:10.0.0.2"},
+		{backend.OperateRequest{Selector: backend.Selector{Hosts: []model.Host{h("10.0.0.1"), h("10.0.0.2"), h("10.0.0.3"), h("10.0.0.4")}}}, "4 hosts"},
+		{backend.OperateRequest{Selector: backend.Selector{Targets: []model.Target{{Host: h("10.0.0.1"), ProcKey: "web:a"}}}}, "1 (host, process) pairs"},
+		{backend.OperateRequest{Items: []model.ProcessDef{{Hosts: []model.Host{h("10.0.0.1"), h("10.0.0.2")}}}}, "1 inline definition(s) on 2 host(s)"},
+	} {
+		if got := selection(c.req); got != c.want {
+			t.Errorf("selection(%+v) = %q, want %q", c.req, got, c.want)
+		}
+	}
+}

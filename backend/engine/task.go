@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,7 +129,8 @@ func (e *Engine) operate(ctx context.Context, req backend.OperateRequest) (model
 	sort.Strings(namespaces)
 	t := model.Task{
 		ID: id, Op: req.Op, Targets: len(targets), Namespace: namespaces,
-		Source: req.Source, Operator: req.Operator, HostForm: req.HostForm, Suppliers: req.Suppliers, Status: model.TaskPending, Created: now,
+		Source: req.Source, Operator: req.Operator, HostForm: req.HostForm, Suppliers: req.Suppliers, Selection: selection(req),
+		Status: model.TaskPending, Created: now,
 		Counts: model.Counts{Pending: len(targets)},
 	}
 	en := operateEntry(ctx, req)
@@ -153,6 +155,40 @@ func (e *Engine) operate(ctx context.Context, req backend.OperateRequest) (model
 		return model.Task{}, err
 	}
 	return t, nil
+}
+
+// selection is Task.Selection: the request's name, labels, hosts and
+// (host, process) pairs, or its inline definitions.
+func selection(req backend.OperateRequest) string {
+	if len(req.Items) > 0 {
+		n := 0
+		for _, it := range req.Items {
+			n += len(it.Hosts)
+		}
+		return fmt.Sprintf("%d inline definition(s) on %d host(s)", len(req.Items), n)
+	}
+	s := req.Selector
+	var parts []string
+	if s.Name != "" {
+		parts = append(parts, "name "+s.Name)
+	}
+	if len(s.Labels) > 0 {
+		parts = append(parts, "labels "+strings.Join(model.SortedLabels(s.Labels), ","))
+	}
+	switch n := len(s.Hosts); {
+	case n > 0 && n <= 3:
+		ids := make([]string, n)
+		for i, h := range s.Hosts {
+			ids[i] = h.AgentID()
+		}
+		parts = append(parts, "hosts "+strings.Join(ids, ","))
+	case n > 3:
+		parts = append(parts, fmt.Sprintf("%d hosts", n))
+	}
+	if len(s.Targets) > 0 {
+		parts = append(parts, fmt.Sprintf("%d (host, process) pairs", len(s.Targets)))
+	}
+	return strings.Join(parts, " · ")
 }
 
 func describeSelector(s backend.Selector) string {
