@@ -8,11 +8,19 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"gseproc/backend"
+	"gseproc/backend/client"
+	"gseproc/model"
 )
 
 // A three-server cluster on 127.0.0.1, each `gseproc server` run through
@@ -272,5 +280,279 @@ func TestClusterStartUp(t *testing.T) {
 	waitReady(t, "two of three ready", s1, s2)
 	if code := s1.stop(); code != 0 {
 		t.Fatalf("server exit %d", code)
+	}
+}
+
+// clusterEnv names the config file of a server process of
+// TestClusterWithAgents (so that it can be killed with SIGKILL).
+const clusterEnv = "GSEPROC_CLUSTER_SERVER"
+
+// TestClusterHelperServer is a server process of TestClusterWithAgents:
+// `gseproc server --config $GSEPROC_CLUSTER_SERVER` until killed.
+func TestClusterHelperServer(t *testing.T) {
+	cfg := os.Getenv(clusterEnv)
+	if cfg == "" {
+		t.Skip("a server process of TestClusterWithAgents")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	os.Exit(Main(ctx, []string{"server", "--config", cfg}, Stdio{In: strings.NewReader(""), Out: os.Stdout, Err: os.Stderr}))
+}
+
+// startServerProcess runs a server of the cluster in its own process (its
+// log in logFile) and returns once its health endpoint answers; kill
+// SIGKILLs it (the server and its NATS node die as in a crash).
+func startServerProcess(t *testing.T, cfgFile, logFile string) (s *clusterServer, kill func()) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestClusterHelperServer$")
+	cmd.Env = append(os.Environ(), clusterEnv+"="+cfgFile)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lf, err := os.OpenFile(logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	cmd.Stderr = lf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s = &clusterServer{out: &syncBuf{}, errb: &syncBuf{}}
+	copied := make(chan struct{})
+	go func() { _, _ = io.Copy(s.out, out); close(copied) }()
+	killed := false
+	kill = func() {
+		if !killed {
+			killed = true
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			<-copied
+		}
+	}
+	t.Cleanup(kill)
+	waitFor(t, "health address of "+cfgFile, 60*time.Second, func() bool {
+		select {
+		case <-copied:
+			b, _ := os.ReadFile(logFile)
+			t.Fatalf("server process %s exited:\n%s", cfgFile, b)
+		default:
+		}
+		m := healthRe.FindStringSubmatch(s.out.String())
+		if m != nil {
+			s.URL = m[1]
+		}
+		return m != nil
+	})
+	return s, kill
+}
+
+// TestClusterWithAgents: three servers (each in its own process, with its
+// NATS node) as one cluster, three real agents given every node's URL, one
+// client given every server's URL. Operations succeed; the server running
+// a restart task is killed (SIGKILL) while the hosts run it: the others
+// stay ready (2 of 3 nodes), one of them takes the task over, the client's
+// stream resumes there, every host is restarted exactly once (counted by
+// the commands' own side effects) and nothing is reported failed; further
+// operations succeed; the killed server comes back and is ready again.
+func TestClusterWithAgents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three server processes and three real agents")
+	}
+	dir, work := t.TempDir(), t.TempDir()
+	ports := pickClusterPorts(t)
+	clouds := []int{21, 22, 23}
+	var users strings.Builder
+	for _, c := range clouds {
+		fmt.Fprintf(&users, "[[nats.users]]\nuser = \"agent-%d\"\npassword = \"secret-%d\"\nhost = \"%d:127.0.0.1\"\n", c, c, c)
+	}
+	files := writeClusterConfigs(t, dir, ports, users.String())
+
+	// The hosted process logs its starts (start_cmd takes 2 s, so the kill
+	// lands while it runs) and its stops.
+	var items []model.ProcessDef
+	var pidFiles []string
+	for _, c := range clouds {
+		d := filepath.Join(work, fmt.Sprintf("h%d", c))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "daemon.sh"), []byte(faultDaemon), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("d%d", c)
+		pidFiles = append(pidFiles, filepath.Join(d, "d.pid"))
+		items = append(items, model.ProcessDef{
+			Process: model.Process{
+				Meta: model.Meta{Namespace: "web", Name: name},
+				Spec: model.Spec{
+					Identity: model.Identity{ProcName: name, SetupPath: d, PidPath: filepath.Join(d, "d.pid")},
+					Control:  model.Control{StartCmd: "echo start >> starts.log; sleep 2; ./daemon.sh >/dev/null 2>&1 &"},
+					Policy:   model.Policy{AutoType: model.AutoResident, OpTimeout: 30, StartCheckEndSecs: 10, InstanceNum: 1},
+				},
+			},
+			Hosts: []model.Host{{IP: "127.0.0.1", CloudID: c}},
+		})
+	}
+	count := func(i int, file, word string) int {
+		b, _ := os.ReadFile(filepath.Join(items[i].Process.Spec.Identity.SetupPath, file))
+		return strings.Count(string(b), word)
+	}
+	killAtEnd(t, pidFiles...) // before the agents: it runs after they stopped
+
+	t0 := time.Now()
+	phase := func(what string) { t.Logf("%6.1fs %s", time.Since(t0).Seconds(), what) }
+	var srv [3]*clusterServer
+	var kill [3]func()
+	logs := func(i int) string { return filepath.Join(dir, fmt.Sprintf("s%d.log", i+1)) }
+	for i := range 3 {
+		srv[i], kill[i] = startServerProcess(t, files[i], logs(i))
+	}
+	defer func() {
+		if t.Failed() {
+			for i := range 3 {
+				b, _ := os.ReadFile(logs(i))
+				t.Logf("server %d log:\n%s", i+1, b)
+			}
+		}
+	}()
+	waitReady(t, "three servers ready", srv[:]...)
+	phase("three servers ready")
+
+	var natsURLs []string
+	for _, p := range ports.nats {
+		natsURLs = append(natsURLs, fmt.Sprintf("nats://127.0.0.1:%d", p))
+	}
+	agentCfg := filepath.Join(work, "agent.toml")
+	if err := os.WriteFile(agentCfg, []byte("[nats]\nheartbeat_interval = \"200ms\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range clouds {
+		runCmd(t, "agent", "--config", agentCfg, "--nats", strings.Join(natsURLs, ","), "--user", fmt.Sprintf("agent-%d", c), "--password", fmt.Sprintf("secret-%d", c),
+			"--cloud", strconv.Itoa(c), "--ip", "127.0.0.1", "--data-dir", filepath.Join(work, fmt.Sprintf("agent%d", c)))
+	}
+	waitFor(t, "every server sees the three agents online", 60*time.Second, func() bool {
+		for _, s := range srv {
+			if r := s.readyz(t); !r.Ready || r.AgentsOnline != 3 {
+				return false
+			}
+		}
+		return true
+	})
+
+	c := client.NewCluster([]string{srv[0].URL, srv[1].URL, srv[2].URL})
+	defer c.Close()
+	ctx := context.Background()
+	run := func(what string, op model.OpType) []model.Result {
+		t.Helper()
+		task, err := c.Operate(ctx, backend.OperateRequest{Op: op, Items: items})
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		ch, err := c.Watch(ctx, task.ID, 0)
+		if err != nil {
+			t.Fatalf("%s: watch: %v", what, err)
+		}
+		rs := collectResults(t, ch)
+		if len(rs) != len(items) {
+			t.Fatalf("%s: %d results for %d hosts", what, len(rs), len(items))
+		}
+		for _, r := range rs {
+			if r.State != model.StateSuccess || r.Code != 0 {
+				t.Fatalf("%s: %s %s %d %s", what, r.Host, r.State, r.Code, r.Message)
+			}
+		}
+		return rs
+	}
+	phase("three agents online")
+	run("start", model.OpStart)
+	phase("started")
+
+	// A restart through server 1; server 1 dies while the hosts run it.
+	if c.Server() != srv[0].URL {
+		t.Fatalf("client talks to %s, want the first server", c.Server())
+	}
+	task, err := c.Operate(ctx, backend.OperateRequest{Op: model.OpRestart, Items: items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := c.Watch(ctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every host in the restart's start_cmd", 60*time.Second, func() bool {
+		for i := range items {
+			if count(i, "starts.log", "start") < 2 {
+				return false
+			}
+		}
+		return true
+	})
+	kill[0]()
+	phase("server 1 killed mid-task")
+
+	rs := collectResults(t, ch)
+	phase("restart complete (taken over)")
+	if len(rs) != len(items) {
+		t.Fatalf("restart across the kill: %d results for %d hosts", len(rs), len(items))
+	}
+	for _, r := range rs {
+		if r.State != model.StateSuccess || r.Code != 0 {
+			t.Fatalf("restart across the kill: %s %s %d %s", r.Host, r.State, r.Code, r.Message)
+		}
+	}
+	if c.Server() == srv[0].URL {
+		t.Fatal("the client still talks to the killed server")
+	}
+	for i := range items {
+		if s, p := count(i, "starts.log", "start"), count(i, "stops.log", "stop"); s != 2 || p != 1 {
+			t.Fatalf("host %d: %d starts and %d stops, want 2 and 1 (the restart exactly once)", clouds[i], s, p)
+		}
+	}
+	for _, s := range srv[1:] {
+		r := s.readyz(t)
+		if !r.Ready {
+			t.Fatalf("a survivor is not ready: %+v", r)
+		}
+	}
+	waitFor(t, "survivors count 2 of 3 nodes up", 60*time.Second, func() bool {
+		for _, s := range srv[1:] {
+			if r := s.readyz(t); !r.Ready || r.JS.NodesUp != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	run("status with a server down", model.OpStatus)
+	phase("status with a server down")
+
+	// Server 1 comes back, and serves.
+	srv[0], kill[0] = startServerProcess(t, files[0], logs(0))
+	waitReady(t, "server 1 ready again", srv[:]...)
+	waitFor(t, "three nodes up again", 60*time.Second, func() bool { return srv[0].readyz(t).JS.NodesUp == 3 })
+	phase("server 1 back and ready")
+	c1 := client.New(srv[0].URL)
+	defer c1.Close()
+	if ts, err := c1.Tasks(ctx, 10); err != nil || len(ts) < 3 {
+		t.Fatalf("tasks through the returned server: %d %v", len(ts), err)
+	}
+}
+
+// collectResults reads a watch channel until it closes (bounded).
+func collectResults(t *testing.T, ch <-chan model.Result) []model.Result {
+	t.Helper()
+	var out []model.Result
+	timeout := time.After(120 * time.Second)
+	for {
+		select {
+		case r, ok := <-ch:
+			if !ok {
+				return out
+			}
+			out = append(out, r)
+		case <-timeout:
+			t.Fatalf("watch not complete after 120s: %d results", len(out))
+		}
 	}
 }
