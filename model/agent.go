@@ -28,6 +28,17 @@ type AgentReply struct {
 	Message string      `json:"error_msg"`
 	Output  string      `json:"output,omitempty"` // command screen output
 	Status  *ProcStatus `json:"status,omitempty"` // the process after the op
+	// Cancelled: the op was stopped by a cancel of its task before it
+	// finished (its command's process group killed); Code and Message say
+	// where it stood.
+	Cancelled bool `json:"cancelled,omitempty"`
+}
+
+// CancelRequest asks a host's agent to stop an operation it is running
+// (or about to run): the op of OpID, of task TaskID.
+type CancelRequest struct {
+	TaskID string `json:"task_id"`
+	OpID   string `json:"op_id"`
 }
 
 // ProcState is the agent's state machine for one hosted process, after

@@ -13,6 +13,10 @@ var (
 	ErrReadOnly = errors.New("read-only mode")
 	// ErrConflict: the definition changed since it was read.
 	ErrConflict = errors.New("conflict")
+	// ErrCancelled: an operator cancelled the task. It is the cause
+	// (context.Cause) of the context of an operation cancelled while it
+	// runs: the agent stops the command and answers AgentReply.Cancelled.
+	ErrCancelled = errors.New("cancelled by the operator")
 )
 
 // ErrForbidden: the caller may not see or change that scope.

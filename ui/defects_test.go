@@ -365,8 +365,8 @@ func TestStatusWatchShowsProcesses(t *testing.T) {
 }
 
 // Defect 3: cancel says what really happens: hosts not sent the op are
-// cancelled (each row says so), hosts already running go on and are
-// counted; the task is not called cancelled while they run.
+// cancelled (each row says so), hosts already running are told to stop
+// and counted; the task is not called cancelled while they run.
 func TestCancelIsHonest(t *testing.T) {
 	sc := quietSim(30)
 	sc.LatencyMedian = config.Duration(3 * time.Second)
@@ -387,7 +387,7 @@ func TestCancelIsHonest(t *testing.T) {
 	w := topAs[*watchPage](t, d)
 	d.keys("x")
 	d.until("dialog", func() bool { return d.m.dialog != nil })
-	if !strings.Contains(d.view(), "not stopped by this") {
+	if !strings.Contains(d.view(), "are told to stop") {
 		t.Fatalf("the dialog promises more than cancel does:\n%s", d.view())
 	}
 	d.keys("y")
@@ -396,7 +396,7 @@ func TestCancelIsHonest(t *testing.T) {
 		t.Fatalf("notice %q", d.m.flash)
 	}
 	if !taskFinal(w.task.Status) {
-		if !strings.Contains(d.m.flash, "already running") || !strings.Contains(d.view(), "cancelling") {
+		if !strings.Contains(d.m.flash, "already running told to stop") || !strings.Contains(d.view(), "cancelling") {
 			t.Fatalf("hosts still run but the notice %q / screen does not say so:\n%s", d.m.flash, d.view())
 		}
 	}

@@ -294,7 +294,9 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 		return p.drain(msg.ch)
 	case watchCancelledMsg:
 		// Say what the cancel did, from the task as it is now: hosts not
-		// sent the op are cancelled; those already running go on.
+		// sent the op are cancelled; those already running are told to
+		// stop and report cancelled (or their outcome, if they finished
+		// first).
 		p.cancelAsked = true
 		p.task = msg.view.Task
 		p.apply(msg.view.Results)
@@ -307,7 +309,7 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 		}
 		text := fmt.Sprintf("cancel of %s: %d not-yet-sent hosts cancelled", p.task.ID, p.task.Counts.Cancelled)
 		if running > 0 {
-			text += fmt.Sprintf("; %d already running report their own outcome", running)
+			text += fmt.Sprintf("; %d already running told to stop", running)
 		}
 		return p.s.post(flashMsg{text})
 	case watchTaskMsg:
@@ -363,7 +365,7 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 			running := p.counts.Running
 			body := []string{p.task.ID,
 				"Hosts the op was not sent to yet are cancelled at once.",
-				fmt.Sprintf("Hosts already running it (%d now) are not stopped by this: each reports its own outcome, cancelled only if its agent stops in time.", running)}
+				fmt.Sprintf("Hosts already running it (%d now) are told to stop: the agent kills the command's process group and reports cancelled (a host that finished first reports its outcome).", running)}
 			d := newDialog("Cancel task", body, "", "", true, cancel)
 			return p.s.post(confirmMsg{d})
 		}

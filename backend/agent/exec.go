@@ -237,7 +237,7 @@ func run(ctx context.Context, p model.Process, command string, env []string, tim
 			c.poll(time.Second)
 			why := fmt.Sprintf("timed out after %s (op_timeout)", timeout.Round(time.Millisecond))
 			if ctx.Err() != nil {
-				why = "cancelled: " + ctx.Err().Error()
+				why = fmt.Sprintf("stopped (process group %d killed): %v", c.pid, context.Cause(ctx))
 			}
 			return -1, c.output(limit), fmt.Errorf("command %q %s", command, why)
 		}

@@ -19,9 +19,25 @@ import (
 
 // result is the outcome of one step of an op.
 type result struct {
-	code int
-	msg  string
-	out  string
+	code      int
+	msg       string
+	out       string
+	cancelled bool // stopped by a cancel of its task (model.ErrCancelled)
+}
+
+// cancelled reports whether ctx ended because an operator cancelled the
+// task (not its deadline).
+func cancelled(ctx context.Context) bool {
+	return ctx.Err() != nil && errors.Is(context.Cause(ctx), model.ErrCancelled)
+}
+
+// interrupted is the result of a step that ctx ended: a cancel of the
+// task, or the deadline. what says what was stopped.
+func interrupted(ctx context.Context, what string) result {
+	if cancelled(ctx) {
+		return result{code: model.CodeCommandFailed, cancelled: true, msg: what + ": " + model.ErrCancelled.Error()}
+	}
+	return fail(model.CodeTimeout, "%s: %s: %v", model.CodeText(model.CodeTimeout), what, ctx.Err())
 }
 
 func ok() result { return result{code: model.CodeSuccess} }
@@ -67,6 +83,8 @@ func (a *Agent) Handle(ctx context.Context, req model.AgentRequest) model.AgentR
 		rep := a.reply(e, ok())
 		rep.Status.Version = a.version(ctx, e, p)
 		return rep
+	case cancelled(ctx):
+		r = interrupted(ctx, req.Op.String()+" not started")
 	case ctx.Err() != nil:
 		r = fail(model.CodeTimeout, "%s: the deadline passed before %s started", model.CodeText(model.CodeTimeout), req.Op)
 	default:
@@ -81,11 +99,17 @@ func (a *Agent) once(ctx context.Context, e *entry, req model.AgentRequest) resu
 	out, repeat, err := a.ops.Do(ctx, req.OpID, func() (opledger.Outcome, bool) {
 		if !e.acquire(ctx) {
 			r := fail(model.CodeTimeout, "%s: another operation on %s is still in progress", model.CodeText(model.CodeTimeout), e.key)
-			return opledger.Outcome{Code: r.code, Message: r.msg}, false
+			if cancelled(ctx) {
+				r = interrupted(ctx, fmt.Sprintf("%s not started (another operation on %s was in progress)", req.Op, e.key))
+			}
+			return opledger.Outcome{Code: r.code, Message: r.msg, Cancelled: r.cancelled}, false
 		}
 		r := a.do(ctx, e, req.Op)
 		e.release()
-		return opledger.Outcome{Code: r.code, Message: r.msg, Output: r.out}, true
+		// Whatever step the cancel interrupted, the op as a whole was
+		// cancelled, unless it got through first.
+		r.cancelled = r.code != model.CodeSuccess && cancelled(ctx)
+		return opledger.Outcome{Code: r.code, Message: r.msg, Output: r.out, Cancelled: r.cancelled}, true
 	})
 	if err != nil {
 		code := model.CodeAgentAbnormal // the ledger cannot record: nothing runs unrecorded
@@ -97,7 +121,7 @@ func (a *Agent) once(ctx context.Context, e *entry, req model.AgentRequest) resu
 	if repeat {
 		a.log.Info("op answered from the ledger, not run again", "proc", e.key, "op", req.Op.String(), "op_id", req.OpID, "code", out.Code)
 	}
-	return result{code: out.Code, msg: out.Message, out: out.Output}
+	return result{code: out.Code, msg: out.Message, out: out.Output, cancelled: out.Cancelled}
 }
 
 // version runs version_cmd (at most 5 s) for a running process and
@@ -125,7 +149,7 @@ func (a *Agent) reply(e *entry, r result) model.AgentReply {
 	if msg == "" {
 		msg = model.CodeText(r.code)
 	}
-	return model.AgentReply{Code: r.code, Message: msg, Output: r.out, Status: &st}
+	return model.AgentReply{Code: r.code, Message: msg, Output: r.out, Status: &st, Cancelled: r.cancelled}
 }
 
 // beforeLocked is e as the op core (model/opsem) sees it.
@@ -608,7 +632,9 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 			out := c.output(a.cfg.OutputLimit)
 			c.close()
 			if ctx.Err() != nil {
-				return fail0(result{code: model.CodeTimeout, out: out, msg: fmt.Sprintf("%s: %s cancelled: %v", model.CodeText(model.CodeTimeout), what, ctx.Err())})
+				r := interrupted(ctx, fmt.Sprintf("%s stopped (its process group %d killed)", what, c.pid))
+				r.out = out
+				return fail0(r)
 			}
 			return fail0(result{code: model.CodeCommandFailed, out: out,
 				msg: fmt.Sprintf("%s did not finish within op_timeout %s and no process came up: killed", what, timeout)})
@@ -647,6 +673,11 @@ func (a *Agent) stopUnit(ctx context.Context, u *unit, p model.Process, why stri
 		}
 		_ = signalGroup(pid, syscall.SIGTERM, a.m)
 		if !a.waitDead(ctx, u, pid, st.StartTick, grace) {
+			if cancelled(ctx) {
+				// A cancelled stop does not escalate to SIGKILL.
+				a.restore(u, pid, st.StartTick, "stop cancelled")
+				return interrupted(ctx, fmt.Sprintf("stop: SIGTERM sent to pid %d, waiting for it to exit", pid))
+			}
 			a.log.Info("process ignored SIGTERM: SIGKILL to its group", "proc", u.e.key, "pid", pid, "grace", grace)
 			_ = signalGroup(pid, syscall.SIGKILL, a.m)
 		}

@@ -37,6 +37,7 @@ type Engine struct {
 	owner    string
 	leaser   Leaser
 	leaseTTL time.Duration
+	board    CancelBoard // cancels across engines, when st is one
 
 	ctx    context.Context // ends on Close; every goroutine watches it
 	cancel context.CancelFunc
@@ -122,6 +123,7 @@ func New(cfg config.EngineConfig, d Dispatcher, inv Inventory, st Store, opts ..
 	e.writes.init()
 	e.events.init()
 	e.leaser, _ = st.(Leaser)
+	e.board, _ = st.(CancelBoard)
 	e.owner = ownerID()
 	for _, o := range opts {
 		o(e)
@@ -164,6 +166,15 @@ func (e *Engine) Start(ctx context.Context) error {
 		src.SubscribeEvents(e.ctx, e.onEvent)
 	}
 
+	if e.board != nil {
+		// Watched before resuming, so that no cancel recorded after a
+		// resumed task's check is missed.
+		ids, err := e.board.WatchCancels(e.ctx)
+		if err != nil {
+			return fmt.Errorf("engine start: watch cancels: %w", err)
+		}
+		e.track(func() { e.cancelLoop(ids) })
+	}
 	if err := e.resume(ctx); err != nil {
 		return fmt.Errorf("engine start: %w", err)
 	}

@@ -152,3 +152,16 @@ type Leaser interface {
 type SimControl interface {
 	Control(ctx context.Context, c model.SimChange, targets []model.Target, scope string) (model.SimOutcome, error)
 }
+
+// CancelBoard is optional: a Store shared by several engines implements it
+// so that a cancel asked of any engine reaches the engine running the task,
+// and an engine that takes the task over later.
+type CancelBoard interface {
+	// RequestCancel records that taskID is to be cancelled.
+	RequestCancel(ctx context.Context, taskID string) error
+	// CancelRequested reports whether a cancel of taskID is recorded.
+	CancelRequested(ctx context.Context, taskID string) (bool, error)
+	// WatchCancels sends the id of every task whose cancel is recorded
+	// from the call on, until ctx ends; then the channel closes.
+	WatchCancels(ctx context.Context) (<-chan string, error)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -42,6 +43,10 @@ type run struct {
 	puts   sync.WaitGroup // results being stored
 
 	next atomic.Int64 // next target index a worker claims
+
+	// inflight stops the dispatch of a running target (by index) with
+	// model.ErrCancelled: the dispatcher tells the host to stop the op.
+	inflight map[int]context.CancelCauseFunc
 }
 
 // Operate validates the request, saves inline definitions, resolves the
@@ -396,12 +401,23 @@ func (e *Engine) execute(r *run) {
 
 // dispatchOne sends target i to its host and records the final result.
 func (e *Engine) dispatchOne(r *run, i int) {
+	cctx, stop := context.WithCancelCause(r.ctx)
+	defer stop(nil)
 	r.mu.Lock()
 	res := r.results[i]
 	if res.State != model.StatePending {
 		r.mu.Unlock()
 		return // cancelled, or final from before a restart
 	}
+	if r.inflight == nil {
+		r.inflight = map[int]context.CancelCauseFunc{}
+	}
+	r.inflight[i] = stop
+	defer func() {
+		r.mu.Lock()
+		delete(r.inflight, i)
+		r.mu.Unlock()
+	}()
 	now := e.now()
 	res.State, res.Started = model.StateRunning, now
 	r.results[i] = res
@@ -423,7 +439,7 @@ func (e *Engine) dispatchOne(r *run, i int) {
 	}
 
 	budget := time.Duration(p.Deadline(op))*time.Second + e.cfg.DeadlineSlack.D()
-	dctx, cancel := context.WithTimeout(r.ctx, budget)
+	dctx, cancel := context.WithTimeout(cctx, budget)
 	req := model.AgentRequest{TaskID: r.task.ID, OpID: model.OpID(r.task.ID, res.Host, res.ProcKey), Op: op, Process: p, Deadline: now.Add(budget)}
 	reply, err := e.d.Dispatch(dctx, res.Host, req)
 	for r.resumed && errors.Is(err, model.ErrUnreachable) && dctx.Err() == nil {
@@ -454,6 +470,10 @@ func (e *Engine) dispatchOne(r *run, i int) {
 		if res.Message == "" {
 			res.Message = model.CodeText(reply.Code)
 		}
+		if reply.Cancelled {
+			res.State, res.Code = model.StateCancelled, model.CodeCommandFailed
+			res.Message = "cancelled while running on the host: " + res.Message
+		}
 		if reply.Status != nil {
 			st := *reply.Status
 			hosted = st.Hosted
@@ -474,6 +494,9 @@ func (e *Engine) dispatchOne(r *run, i int) {
 	case errors.Is(err, model.ErrUnreachable):
 		res.State, res.Code = model.StateUnreachable, model.CodeAgentAbnormal
 		res.Message = err.Error()
+	case errors.Is(context.Cause(cctx), model.ErrCancelled) && r.ctx.Err() == nil:
+		res.State, res.Code = model.StateCancelled, model.CodeCommandFailed
+		res.Message = fmt.Sprintf("cancelled while running on the host; the host did not confirm that it stopped (%v)", err)
 	case deadlinePassed || errors.Is(err, context.DeadlineExceeded):
 		res.State, res.Code = model.StateTimeout, model.CodeTimeout
 		res.Message = fmt.Sprintf("no reply within %s", budget)
@@ -573,11 +596,15 @@ func (e *Engine) finishTask(r *run) {
 	e.recordFinished(t)
 }
 
-// Cancel stops a task: pending targets become cancelled, running ones finish.
-// Cancelling a finished task does nothing. Each call is recorded in the
-// audit trail.
+// Cancel stops a task: pending targets become cancelled, and the hosts
+// running a target are told to stop it (the agent kills the command's
+// process group and answers cancelled). A task run by another engine is
+// cancelled there: the request is recorded in the store (CancelBoard),
+// which the engine running it watches, and which an engine taking it over
+// later reads. Cancelling a finished task does nothing. Each call is
+// recorded in the audit trail.
 func (e *Engine) Cancel(ctx context.Context, id string) error {
-	t, n, err := e.cancelTask(ctx, id)
+	t, c, err := e.cancelTask(ctx, id)
 	en := model.AuditEntry{Actor: actor(ctx, "", ""), Action: model.AuditCancel, Namespaces: t.Namespace,
 		Targets: []string{id}, TargetCount: t.Targets, TaskID: id}
 	if t.ID != "" {
@@ -585,7 +612,7 @@ func (e *Engine) Cancel(ctx context.Context, id string) error {
 	}
 	en.Result, en.Summary = outcome(err)
 	if err == nil {
-		en.Summary = fmt.Sprintf("%d pending targets cancelled", n)
+		en.Summary = c.String()
 	}
 	if rerr := e.record(ctx, en); rerr != nil && err == nil {
 		return fmt.Errorf("cancel %s: cancelled, but %w", id, rerr)
@@ -593,50 +620,129 @@ func (e *Engine) Cancel(ctx context.Context, id string) error {
 	return err
 }
 
-// cancelTask cancels a task's pending targets; it returns the task (as far
-// as known) and how many targets it cancelled.
-func (e *Engine) cancelTask(ctx context.Context, id string) (model.Task, int, error) {
+// cancelled is what a cancel did.
+type cancelled struct {
+	pending, running int  // targets cancelled before being sent; told to stop
+	elsewhere        bool // the task runs on another engine: requested there
+	final            bool // the task was over already
+}
+
+func (c cancelled) String() string {
+	switch {
+	case c.final:
+		return "task already finished: nothing to cancel"
+	case c.elsewhere:
+		return "cancel requested of the server running the task"
+	}
+	return fmt.Sprintf("%d pending targets cancelled, %d running told to stop", c.pending, c.running)
+}
+
+// cancelTask cancels a task here, or records the request for the engine
+// running it; it returns the task (as far as known) and what it did.
+func (e *Engine) cancelTask(ctx context.Context, id string) (model.Task, cancelled, error) {
 	e.mu.RLock()
 	r := e.runs[id]
 	e.mu.RUnlock()
 	if r == nil {
 		t, _, err := e.st.Task(ctx, id)
 		if err != nil {
-			return t, 0, fmt.Errorf("cancel: %w", err)
+			return t, cancelled{}, fmt.Errorf("cancel: %w", err)
 		}
-		return t, 0, nil
+		if t.Status.Final() {
+			return t, cancelled{final: true}, nil
+		}
+		if e.board == nil {
+			return t, cancelled{}, nil
+		}
+		if err := e.board.RequestCancel(ctx, id); err != nil {
+			return t, cancelled{}, fmt.Errorf("cancel %s: %w", id, err)
+		}
+		e.log.Info("task cancel requested of the server running it", "task", id)
+		return t, cancelled{elsewhere: true}, nil
 	}
-	now := e.now()
-	var finals []model.Result
-	complete := false
+	if e.board != nil {
+		// Recorded first, so that an engine taking the task over should
+		// this one die cancels it too.
+		if err := e.board.RequestCancel(ctx, id); err != nil {
+			return r.snapshot(), cancelled{}, fmt.Errorf("cancel %s: %w", id, err)
+		}
+	}
+	c, err := e.cancelRun(r)
+	return r.snapshot(), c, err
+}
+
+// snapshot is the run's task now.
+func (r *run) snapshot() model.Task {
 	r.mu.Lock()
-	task := r.task
+	defer r.mu.Unlock()
+	return r.task
+}
+
+// cancelRun cancels r's pending targets and tells the hosts running one to
+// stop it (its dispatch ends with model.ErrCancelled).
+func (e *Engine) cancelRun(r *run) (cancelled, error) {
+	now := e.now()
+	r.mu.Lock()
+	id := r.task.ID
 	if r.lost {
 		r.mu.Unlock()
-		return task, 0, fmt.Errorf("cancel %s: another server took the task over: %w", id, model.ErrConflict)
+		return cancelled{}, fmt.Errorf("cancel %s: another server took the task over: %w", id, model.ErrConflict)
+	}
+	if r.done {
+		r.mu.Unlock()
+		return cancelled{final: true}, nil
 	}
 	r.cancelled = true
+	finals, complete := r.cancelPendingLocked(now, "cancelled before it was sent to the host")
+	stops := slices.Collect(maps.Values(r.inflight))
+	r.puts.Add(len(finals))
+	r.mu.Unlock()
+	for _, stop := range stops {
+		stop(model.ErrCancelled)
+	}
+	for i := range finals {
+		e.enqueue(write{res: &finals[i], done: r.puts.Done})
+	}
+	e.log.Info("task cancelled", "task", id, "cancelled_targets", len(finals), "running_told_to_stop", len(stops))
+	if complete {
+		e.finishTask(r)
+	}
+	return cancelled{pending: len(finals), running: len(stops)}, nil
+}
+
+// cancelPendingLocked makes every pending target cancelled (why); it
+// returns their final results and whether the task is now complete.
+func (r *run) cancelPendingLocked(now time.Time, why string) ([]model.Result, bool) {
+	var finals []model.Result
+	complete := false
 	for i, res := range r.results {
 		if res.State != model.StatePending {
 			continue
 		}
 		res.State, res.Code, res.Finished = model.StateCancelled, model.CodeCommandFailed, now
-		res.Message = "cancelled before it was sent to the host"
+		res.Message = why
 		var c bool
 		res, c = r.finishLocked(i, res, now)
 		complete = complete || c
 		finals = append(finals, res)
 	}
-	r.puts.Add(len(finals))
-	r.mu.Unlock()
-	for i := range finals {
-		e.enqueue(write{res: &finals[i], done: r.puts.Done})
+	return finals, complete
+}
+
+// cancelLoop cancels, as they are recorded in the store by any engine,
+// the tasks this engine runs.
+func (e *Engine) cancelLoop(ids <-chan string) {
+	for id := range ids {
+		e.mu.RLock()
+		r := e.runs[id]
+		e.mu.RUnlock()
+		if r == nil {
+			continue
+		}
+		if _, err := e.cancelRun(r); err != nil {
+			e.log.Warn("cancel requested by another server", "task", id, "err", err)
+		}
 	}
-	e.log.Info("task cancelled", "task", id, "cancelled_targets", len(finals))
-	if complete {
-		e.finishTask(r)
-	}
-	return task, len(finals), nil
 }
 
 // Task returns a task with every sub-result so far (pending ones included).
@@ -796,7 +902,30 @@ func (e *Engine) resumeTask(ctx context.Context, id, why string, defs map[string
 	if r.task.Counts.Final() < len(targets) {
 		r.task.Status = model.TaskRunning
 	}
+	var finals []model.Result
+	complete := false
+	if e.board != nil {
+		asked, err := e.board.CancelRequested(ctx, id)
+		if err != nil {
+			return fmt.Errorf("resume %s: %w", id, err)
+		}
+		if asked {
+			r.cancelled = true
+			finals, complete = r.cancelPendingLocked(e.now(),
+				"cancelled while no server ran the task (an op sent before may have run on the host)")
+			r.puts.Add(len(finals))
+		}
+	}
 	e.log.Info(why, "task", t.ID, "op", t.Op.String(), "targets", len(targets),
 		"final", r.task.Counts.Final(), "to_dispatch", r.task.Counts.Pending, "owner", e.owner)
-	return e.launch(r)
+	if err := e.launch(r); err != nil {
+		return err
+	}
+	for i := range finals {
+		e.enqueue(write{res: &finals[i], done: r.puts.Done})
+	}
+	if complete {
+		e.finishTask(r)
+	}
+	return nil
 }

@@ -38,6 +38,8 @@ type Outcome struct {
 	Code    int    `json:"code"`
 	Message string `json:"msg,omitempty"`
 	Output  string `json:"out,omitempty"`
+	// Cancelled: the op was stopped by a cancel of its task.
+	Cancelled bool `json:"cancelled,omitempty"`
 }
 
 // Interrupted is the outcome of an op that was running when the agent

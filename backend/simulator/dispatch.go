@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -65,7 +66,7 @@ func (f *Fleet) Dispatch(ctx context.Context, host model.Host, req model.AgentRe
 		if rerr != nil {
 			return opledger.Outcome{}, false
 		}
-		return opledger.Outcome{Code: rep.Code, Message: rep.Message, Output: rep.Output}, true
+		return opledger.Outcome{Code: rep.Code, Message: rep.Message, Output: rep.Output, Cancelled: rep.Cancelled}, true
 	})
 	switch {
 	case err != nil:
@@ -79,7 +80,7 @@ func (f *Fleet) Dispatch(ctx context.Context, host model.Host, req model.AgentRe
 	defer h.mu.Unlock()
 	now := f.now()
 	st := f.status(h, f.proc(i, h, req.Process, false), now)
-	return model.AgentReply{Code: out.Code, Message: out.Message, Output: out.Output, Status: &st}, nil
+	return model.AgentReply{Code: out.Code, Message: out.Message, Output: out.Output, Status: &st, Cancelled: out.Cancelled}, nil
 }
 
 // run applies req to host i after its latency; h.mu is held on entry and
@@ -103,6 +104,14 @@ func (f *Fleet) run(ctx context.Context, i int32, h *simHost, req model.AgentReq
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			if errors.Is(context.Cause(ctx), model.ErrCancelled) {
+				// As an agent does: the op stops, and says so.
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				st := f.status(h, f.proc(i, h, req.Process, false), f.now())
+				return model.AgentReply{Code: model.CodeCommandFailed, Cancelled: true, Status: &st,
+					Message: req.Op.String() + " stopped before the simulated host finished it: " + model.ErrCancelled.Error()}, nil
+			}
 			return model.AgentReply{}, ctx.Err()
 		case <-t.C:
 		}

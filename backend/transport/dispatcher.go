@@ -190,8 +190,10 @@ func (d *Dispatcher) Dispatch(ctx context.Context, host model.Host, req model.Ag
 	if err != nil {
 		return model.AgentReply{}, fmt.Errorf("dispatch %s: encode request: %w", host, err)
 	}
-	msg, err := d.request(ctx, id, data)
+	msg, err := d.request(ctx, id, req.OpID, req.TaskID, data)
 	switch {
+	case err != nil && errors.Is(err, model.ErrCancelled):
+		return model.AgentReply{}, fmt.Errorf("dispatch %s: %w", host, err)
 	case err != nil && ctx.Err() != nil:
 		return model.AgentReply{}, fmt.Errorf("dispatch %s: %w", host, ctx.Err())
 	case err != nil:
@@ -211,10 +213,15 @@ func (d *Dispatcher) Dispatch(ctx context.Context, host model.Host, req model.Ag
 	return rep, nil
 }
 
+// CancelGrace is how long a dispatch cancelled by the operator
+// (model.ErrCancelled) still waits for the agent's answer to the cancel.
+const CancelGrace = 5 * time.Second
+
 // request publishes data on host's op subject with the host's own reply
 // subject and waits for the answer (or NATS's no-responders status) until
-// ctx ends.
-func (d *Dispatcher) request(ctx context.Context, host model.HostID, data []byte) (*nats.Msg, error) {
+// ctx ends. When ctx ends with model.ErrCancelled, the agent is told to
+// stop op opID, and its answer is awaited up to CancelGrace more.
+func (d *Dispatcher) request(ctx context.Context, host model.HostID, opID, taskID string, data []byte) (*nats.Msg, error) {
 	ch := make(chan *nats.Msg, 1)
 	d.rmu.Lock()
 	d.replyN++
@@ -233,6 +240,22 @@ func (d *Dispatcher) request(ctx context.Context, host model.HostID, data []byte
 	case m := <-ch:
 		return m, nil
 	case <-ctx.Done():
+	}
+	if opID == "" || !errors.Is(context.Cause(ctx), model.ErrCancelled) {
+		return nil, ctx.Err()
+	}
+	cancel, _ := json.Marshal(model.CancelRequest{TaskID: taskID, OpID: opID})
+	if err := d.nc.Publish(CancelSubject(host), cancel); err != nil {
+		return nil, fmt.Errorf("%w; telling the agent to stop: %v", context.Cause(ctx), err)
+	}
+	t := time.NewTimer(CancelGrace)
+	defer t.Stop()
+	select {
+	case m := <-ch:
+		return m, nil
+	case <-t.C:
+		return nil, fmt.Errorf("%w; the agent did not answer the cancel within %s", context.Cause(ctx), CancelGrace)
+	case <-d.stop:
 		return nil, ctx.Err()
 	}
 }

@@ -13,6 +13,14 @@
 //	                             answers a JSON model.AgentReply there. No
 //	                             subscriber -> NATS "no responders" ->
 //	                             model.ErrUnreachable (117).
+//	gseproc.agent.<host>.cancel  the server publishes a JSON
+//	                             model.CancelRequest when the task of an op
+//	                             it sent is cancelled: the agent ends that
+//	                             op's context with model.ErrCancelled (the
+//	                             command's process group is killed) and
+//	                             answers the op's reply subject with
+//	                             Cancelled set; the dispatcher waits for
+//	                             that answer up to CancelGrace.
 //	gseproc.agent.<host>.hb      the agent publishes a JSON Heartbeat (identity,
 //	                             labels, process statuses) every heartbeat
 //	                             interval, at start, on reconnect and (Leaving)

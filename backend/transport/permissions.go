@@ -15,6 +15,7 @@ import (
 // the hosts it declares; an unbound agent under --demo: any host) may
 //
 //	subscribe  gseproc.agent.<host>.op      its own hosts' ops
+//	           gseproc.agent.<host>.cancel  and cancels of them
 //	           gseproc.server.hello
 //	publish    gseproc.agent.<host>.hb      its own hosts' heartbeats,
 //	           gseproc.agent.<host>.event   events
@@ -33,7 +34,7 @@ import (
 // "*") may publish and subscribe to.
 func hostSubjects(tok string) (pub, sub []string) {
 	p := subjectPrefix + tok
-	return []string{p + ".hb", p + ".event", p + ".reply.*"}, []string{p + ".op"}
+	return []string{p + ".hb", p + ".event", p + ".reply.*"}, []string{p + ".op", p + ".cancel"}
 }
 
 // patternToken is the subject token pattern of a host pattern.

@@ -89,25 +89,28 @@ func ServeAgent(ctx context.Context, nc *nats.Conn, a AgentHandler, opts ServeOp
 	defer cancel()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, opts.MaxConcurrent)
+	inflight := newInflight()
 	opSub, err := nc.Subscribe(OpSubject(id), func(m *nats.Msg) {
 		var req model.AgentRequest
 		if err := json.Unmarshal(m.Data, &req); err != nil {
 			respond(m, model.AgentReply{Code: model.CodeIllegalOp, Message: fmt.Sprintf("decode request: %v", err)}, log)
 			return
 		}
+		octx, done := inflight.begin(hctx, req.OpID)
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			respond(m, a.Handle(hctx, req), log)
+			defer done()
+			respond(m, a.Handle(octx, req), log)
 		}()
 	})
 	if err != nil {
 		return fmt.Errorf("serve agent %s: subscribe %s: %w", id, OpSubject(id), err)
 	}
 	verify := func() error {
-		if err := refused(nc, OpSubject(id)); err != nil {
+		if err := refused(nc, OpSubject(id), CancelSubject(id)); err != nil {
 			return fmt.Errorf("serve agent %s: %w (is this credential bound to host %s?)", id, err, id)
 		}
 		return nil
@@ -116,6 +119,26 @@ func ServeAgent(ctx context.Context, nc *nats.Conn, a AgentHandler, opts ServeOp
 		_ = opSub.Unsubscribe()
 		return err
 	}
+	// After the check: its refusal would hide the op subject's.
+	cancelSub, err := nc.Subscribe(CancelSubject(id), func(m *nats.Msg) {
+		var c model.CancelRequest
+		if err := json.Unmarshal(m.Data, &c); err != nil || c.OpID == "" {
+			log.Warn("agent: cancel request not understood; ignored", "err", err)
+			return
+		}
+		log.Info("agent: op cancelled by the server", "task", c.TaskID, "op_id", c.OpID, "running", inflight.cancel(c.OpID))
+	})
+	if err == nil {
+		err = verify()
+	}
+	if err != nil {
+		_ = opSub.Unsubscribe()
+		if cancelSub != nil {
+			_ = cancelSub.Unsubscribe()
+		}
+		return fmt.Errorf("serve agent %s: subscribe %s: %w", id, CancelSubject(id), err)
+	}
+	defer func() { _ = cancelSub.Unsubscribe() }()
 	plan := newBeatPlan(opts.FullEvery, 0)
 	hb := func(full bool, late, dropped int, leaving bool) {
 		h := Heartbeat{Info: a.Identity(), Time: time.Now(), Interval: opts.HeartbeatInterval, Full: full,
@@ -153,6 +176,69 @@ func ServeAgent(ctx context.Context, nc *nats.Conn, a AgentHandler, opts ServeOp
 		_ = nc.FlushTimeout(time.Second)
 	}
 	return err
+}
+
+// inflight are the ops an agent is running, by op id, so that a cancel
+// ends the right one. A cancel may overtake its op (two subscriptions,
+// two goroutines): it is remembered a while, and the op, when it comes,
+// starts cancelled.
+type inflight struct {
+	mu        sync.Mutex
+	ops       map[string]context.CancelCauseFunc
+	cancelled map[string]time.Time // op ids cancelled before they began
+}
+
+// cancelMemory is how long a cancel that came before its op is kept, and
+// cancelsKept how many at most.
+const (
+	cancelMemory = time.Minute
+	cancelsKept  = 4096
+)
+
+func newInflight() *inflight {
+	return &inflight{ops: map[string]context.CancelCauseFunc{}, cancelled: map[string]time.Time{}}
+}
+
+// begin registers op id's context; done forgets it.
+func (f *inflight) begin(ctx context.Context, id string) (context.Context, func()) {
+	octx, stop := context.WithCancelCause(ctx)
+	if id == "" {
+		return octx, func() { stop(nil) }
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.cancelled[id]; ok {
+		delete(f.cancelled, id)
+		stop(model.ErrCancelled)
+	}
+	f.ops[id] = stop
+	return octx, func() {
+		f.mu.Lock()
+		delete(f.ops, id)
+		f.mu.Unlock()
+		stop(nil)
+	}
+}
+
+// cancel ends op id's context with model.ErrCancelled; it reports whether
+// the op was running (else the cancel waits for it a while).
+func (f *inflight) cancel(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if stop, ok := f.ops[id]; ok {
+		stop(model.ErrCancelled)
+		return true
+	}
+	now := time.Now()
+	for k, at := range f.cancelled {
+		if now.Sub(at) > cancelMemory {
+			delete(f.cancelled, k)
+		}
+	}
+	if len(f.cancelled) < cancelsKept {
+		f.cancelled[id] = now
+	}
+	return false
 }
 
 // closedError says why a connection closed for good (credentials

@@ -51,6 +51,10 @@ func HostToken(id model.HostID) string {
 // OpSubject is the subject a host's agent serves operations on.
 func OpSubject(id model.HostID) string { return subject(id, ".op") }
 
+// CancelSubject is the subject a host's agent receives cancels of the ops
+// it runs on (a JSON model.CancelRequest).
+func CancelSubject(id model.HostID) string { return subject(id, ".cancel") }
+
 // HeartbeatSubject is the subject a host's agent publishes heartbeats on.
 func HeartbeatSubject(id model.HostID) string { return subject(id, ".hb") }
 

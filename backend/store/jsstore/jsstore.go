@@ -11,6 +11,7 @@
 //	KV  gseproc_targets   <enc(task id)>.<chunk>    -> []model.Target (2000 a chunk)
 //	KV  gseproc_results   <enc(task id)>.<index>    -> model.Result of the index-th target
 //	KV  gseproc_leases    <enc(task id)>            -> {owner, ttl_ms, at} of an unfinished task
+//	KV  gseproc_cancels   <enc(task id)>            -> task id: a cancel was asked (kept MaxAge)
 //	ST  gseproc_events    gseproc.store.events      model.Event, at most MaxEvents kept
 //	ST  gseproc_audit     gseproc.store.audit       model.AuditEntry (Seq = stream sequence), at most KeepAudit kept
 //
@@ -94,6 +95,7 @@ type Store struct {
 	opts Options
 
 	procs, status, seq, tasks, targets, results, leases jetstream.KeyValue
+	cancels                                             jetstream.KeyValue
 	events, audit                                       jetstream.Stream
 	eventsSubject, auditSubject                         string
 
@@ -158,15 +160,19 @@ func New(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, err
 	}{
 		{"procs", &s.procs}, {"status", &s.status}, {"seq", &s.seq},
 		{"tasks", &s.tasks}, {"targets", &s.targets}, {"results", &s.results},
-		{"leases", &s.leases},
+		{"leases", &s.leases}, {"cancels", &s.cancels},
 	}
 	for _, b := range buckets {
 		name := opts.Prefix + "_" + b.name
+		var ttl time.Duration
+		if b.kv == &s.cancels {
+			ttl = opts.MaxAge // a cancel outlives no task
+		}
 		var kv jetstream.KeyValue
 		err := retry(ctx, func(ctx context.Context) (err error) {
 			kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 				Bucket: name, History: 1, Storage: storage, Replicas: opts.Replicas,
-				Description: "gseproc " + b.name,
+				Description: "gseproc " + b.name, TTL: ttl,
 			})
 			return err
 		})

@@ -1,0 +1,227 @@
+//go:build linux
+
+package agent
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"gseproc/backend"
+	"gseproc/backend/config"
+	"gseproc/backend/engine"
+	"gseproc/backend/store"
+	"gseproc/backend/store/jsstore"
+	"gseproc/backend/transport"
+	"gseproc/model"
+)
+
+// slowStart is a resident process whose start_cmd runs long and never
+// writes the pid file: the start is in flight until op_timeout. The
+// command's shell writes its own pid first (the process group's leader),
+// and starts a child in its group.
+func slowStart(t *testing.T) (model.Process, string) {
+	t.Helper()
+	p, dir := setup(t, "slow", map[string]string{})
+	p.Spec.Control.StartCmd = `echo $$ > cmd.pid; sleep 300 & wait`
+	p.Spec.Policy.OpTimeout = 120
+	p.Spec.Policy.StartCheckEndSecs = 120
+	t.Cleanup(func() { killGroupOf(filepath.Join(dir, "cmd.pid")) })
+	return p, dir
+}
+
+// killGroupOf kills the process group whose leader's pid is in path.
+func killGroupOf(path string) {
+	if pid := pidFromFile(path); pid > 1 {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+}
+
+// groupGone reports whether no process is left in the group of leader pid.
+func groupGone(pid int) bool {
+	return errors.Is(syscall.Kill(-pid, 0), syscall.ESRCH)
+}
+
+// commandRunning waits until the long start_cmd runs and returns its
+// process group (its shell's pid).
+func commandRunning(t *testing.T, dir string) int {
+	t.Helper()
+	var pgid int
+	eventually(t, 30*time.Second, "start_cmd running", func() bool {
+		pgid = pidFromFile(filepath.Join(dir, "cmd.pid"))
+		return pgid > 1 && !groupGone(pgid)
+	})
+	return pgid
+}
+
+// cancelledResult collects a task's results and checks the one target was
+// cancelled while it ran.
+func cancelledResult(t *testing.T, ch <-chan model.Result) model.Result {
+	t.Helper()
+	var got []model.Result
+	for r := range ch {
+		got = append(got, r)
+	}
+	if len(got) != 1 {
+		t.Fatalf("want 1 result, got %d: %+v", len(got), got)
+	}
+	r := got[0]
+	if r.State != model.StateCancelled || !strings.Contains(r.Message, "cancelled while running on the host") ||
+		!strings.Contains(r.Message, model.ErrCancelled.Error()) {
+		t.Fatalf("result: want cancelled while running, got %s %d %q", r.State, r.Code, r.Message)
+	}
+	return r
+}
+
+// TestCancelStopsRunningCommand cancels a task while its start_cmd runs on
+// a real in-process agent: the command's whole process group is killed,
+// the result is cancelled (not a timeout), the task is cancelled, and the
+// agent's process is not left STARTING.
+func TestCancelStopsRunningCommand(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t, "")
+	l := NewLocal(a)
+	st := store.NewMemory()
+	t.Cleanup(func() { st.Close() })
+	eng := engine.New(config.Default().Engine, l, l, st)
+	ctx := context.Background()
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+
+	p, dir := slowStart(t)
+	task, err := eng.Operate(ctx, backend.OperateRequest{Op: model.OpStart, Items: []model.ProcessDef{{Process: p, Hosts: []model.Host{a.host}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	ch, err := eng.Watch(wctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgid := commandRunning(t, dir)
+	if err := eng.Cancel(ctx, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	cancelledResult(t, ch)
+	eventually(t, 10*time.Second, "start_cmd's process group gone", func() bool { return groupGone(pgid) })
+	tv, err := eng.Task(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tv.Task.Status != model.TaskCanceled || tv.Task.Counts.Cancelled != 1 {
+		t.Fatalf("task: %s %+v", tv.Task.Status, tv.Task.Counts)
+	}
+	rep := a.Handle(ctx, model.AgentRequest{Op: model.OpStatus, Process: p})
+	if rep.Status == nil || rep.Status.State.Up() {
+		t.Fatalf("after the cancel the process is %+v", rep.Status)
+	}
+	audit, err := eng.Audit(ctx, model.AuditQuery{Action: model.AuditCancel, TaskID: task.ID})
+	if err != nil || len(audit) != 1 || !strings.Contains(audit[0].Summary, "1 running told to stop") {
+		t.Fatalf("audit of the cancel: %+v %v", audit, err)
+	}
+}
+
+// TestCancelFromAnotherServer runs a task on one engine (server A) over
+// NATS with a real agent served by the transport, and cancels it through
+// another engine (server B) sharing A's JetStream store: B records the
+// cancel, A sees it, tells the agent, and the agent kills the command's
+// process group; both servers read the task as cancelled.
+func TestCancelFromAnotherServer(t *testing.T) {
+	t.Parallel()
+	nc := config.Default().NATS
+	nc.Listen = "127.0.0.1:-1"
+	nc.StoreDir = t.TempDir()
+	emb, err := transport.StartEmbedded(nc, transport.EmbeddedOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(emb.Shutdown)
+	ctx := context.Background()
+
+	a := newAgent(t, "")
+	anc, err := emb.Connect("agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(anc.Close)
+	sctx, stopServe := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- transport.ServeAgent(sctx, anc, a, transport.ServeOptions{}) }()
+	t.Cleanup(func() { stopServe(); <-served })
+
+	server := func(name string) *engine.Engine {
+		conn, err := emb.Connect(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(conn.Close)
+		js, err := jetstream.New(conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		st, err := jsstore.New(sctx, js, jsstore.Options{Memory: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		d, err := transport.NewDispatcher(conn, transport.DispatcherOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Close() })
+		e := engine.New(config.Default().Engine, d, d, st, engine.WithOwner(name))
+		if err := e.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.Close() })
+		return e
+	}
+	srvA, srvB := server("server-a"), server("server-b")
+
+	p, dir := slowStart(t)
+	eventually(t, 30*time.Second, "agent online at server A", func() bool {
+		hs, _ := srvA.Hosts(ctx, backend.HostQuery{Hosts: []model.Host{a.host}})
+		return len(hs) == 1 && hs[0].State == model.AgentOnline
+	})
+	task, err := srvA.Operate(ctx, backend.OperateRequest{Op: model.OpStart, Items: []model.ProcessDef{{Process: p, Hosts: []model.Host{a.host}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	ch, err := srvB.Watch(wctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgid := commandRunning(t, dir)
+	if err := srvB.Cancel(ctx, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	cancelledResult(t, ch)
+	eventually(t, 10*time.Second, "start_cmd's process group gone", func() bool { return groupGone(pgid) })
+	for name, srv := range map[string]*engine.Engine{"A": srvA, "B": srvB} {
+		eventually(t, 20*time.Second, "task cancelled at server "+name, func() bool {
+			tv, err := srv.Task(ctx, task.ID)
+			return err == nil && tv.Task.Status == model.TaskCanceled && tv.Task.Counts.Cancelled == 1
+		})
+	}
+	audit, err := srvB.Audit(ctx, model.AuditQuery{Action: model.AuditCancel, TaskID: task.ID})
+	if err != nil || len(audit) != 1 || !strings.Contains(audit[0].Summary, "requested of the server running the task") {
+		t.Fatalf("audit of the cancel at B: %+v %v", audit, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "slow.pid")); err == nil {
+		t.Fatal("the cancelled start wrote its pid file")
+	}
+}

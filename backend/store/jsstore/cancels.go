@@ -1,0 +1,88 @@
+package jsstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"gseproc/backend/engine"
+)
+
+var _ engine.CancelBoard = (*Store)(nil)
+
+// RequestCancel records that taskID is to be cancelled: a Put of its key
+// in the cancels bucket, the task id as the value (a key may be a digest).
+// A repeat is harmless.
+func (s *Store) RequestCancel(ctx context.Context, taskID string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if _, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.cancels.Put(ctx, enc(taskID), []byte(taskID)) }); err != nil {
+		return fmt.Errorf("request cancel of %s: %w", taskID, err)
+	}
+	return nil
+}
+
+// CancelRequested reports whether a cancel of taskID is recorded.
+func (s *Store) CancelRequested(ctx context.Context, taskID string) (bool, error) {
+	if err := s.check(); err != nil {
+		return false, err
+	}
+	_, err := do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.cancels.Get(ctx, enc(taskID)) })
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read cancel of %s: %w", taskID, err)
+	}
+	return true, nil
+}
+
+// WatchCancels sends the task id of every cancel recorded from the call
+// on (a KV watch of new keys, started again from where it was should it
+// end), until ctx ends.
+func (s *Store) WatchCancels(ctx context.Context) (<-chan string, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	w, err := do(ctx, func(context.Context) (jetstream.KeyWatcher, error) {
+		return s.cancels.WatchAll(ctx, jetstream.UpdatesOnly(), jetstream.IgnoreDeletes())
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch cancels: %w", err)
+	}
+	out := make(chan string, 64)
+	go func() {
+		defer close(out)
+		var high uint64
+		for {
+			for e := range w.Updates() {
+				if e == nil {
+					continue
+				}
+				high = max(high, e.Revision())
+				select {
+				case out <- string(e.Value()):
+				case <-ctx.Done():
+				}
+			}
+			_ = w.Stop()
+			for ctx.Err() == nil {
+				if w, err = s.cancels.WatchAll(ctx, jetstream.ResumeFromRevision(high+1), jetstream.IgnoreDeletes()); err == nil {
+					break
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+			if ctx.Err() != nil {
+				return
+			}
+		}
+	}()
+	return out, nil
+}
