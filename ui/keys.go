@@ -17,7 +17,7 @@ type KeyMap struct {
 	Op, New, Edit, Reload, Tasks, Events         key.Binding
 	FailedOnly, Retry, CancelTask, Confirm, Deny key.Binding
 	Messages, FindHost, Palette, Sort            key.Binding
-	SortReverse                                  key.Binding
+	SortReverse, FleetMap                        key.Binding
 	byName                                       map[string]*key.Binding
 }
 
@@ -47,6 +47,7 @@ func DefaultKeyMap() *KeyMap {
 		Reload:      b("R", "refresh", "R", "ctrl+r"),
 		Tasks:       b("t", "recent tasks", "t"),
 		Events:      b("E", "host events", "E"),
+		FleetMap:    b("M", "fleet map", "M"),
 		FailedOnly:  b("f", "failed only", "f"),
 		Retry:       b("r", "retry failed", "r"),
 		CancelTask:  b("x", "cancel task", "x"),
@@ -63,7 +64,7 @@ func DefaultKeyMap() *KeyMap {
 		"page_up": &k.PageUp, "page_down": &k.PageDown, "top": &k.Top, "bottom": &k.Bottom,
 		"open": &k.Open, "filter": &k.Filter, "select": &k.Select, "select_all": &k.SelectAll,
 		"clear_selection": &k.ClearSel, "op": &k.Op, "new": &k.New, "edit": &k.Edit,
-		"reload": &k.Reload, "tasks": &k.Tasks, "events": &k.Events, "failed_only": &k.FailedOnly,
+		"reload": &k.Reload, "tasks": &k.Tasks, "events": &k.Events, "fleet_map": &k.FleetMap, "failed_only": &k.FailedOnly,
 		"retry": &k.Retry, "cancel_task": &k.CancelTask, "confirm": &k.Confirm, "deny": &k.Deny,
 		"messages": &k.Messages, "find_host": &k.FindHost, "palette": &k.Palette,
 		"sort": &k.Sort, "sort_reverse": &k.SortReverse,

@@ -308,6 +308,21 @@ func (m *Model) openEvents() tea.Cmd {
 	return m.jump(func(p page) bool { _, ok := p.(*eventsPage); return ok }, func() page { return newEventsPage(m.s) })
 }
 
+// openMap opens the fleet map of the screen's selection: a hosts table's
+// query, a namespace's hosts, else the whole fleet.
+func (m *Model) openMap() tea.Cmd {
+	q := backend.HostQuery{}
+	switch p := m.top().(type) {
+	case *fleetMapPage:
+		return nil
+	case *hostsPage:
+		q = p.q
+	case *labelsPage:
+		q.Namespace = p.ns.Name
+	}
+	return m.push(newFleetMapPage(m.s, q))
+}
+
 func (m *Model) openMessages() tea.Cmd {
 	return m.jump(func(p page) bool { _, ok := p.(*messagesPage); return ok }, func() page { return newMessagesPage(m.s) })
 }
@@ -614,6 +629,8 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		return m.openTasks()
 	case keyIs(msg, k.Events):
 		return m.openEvents()
+	case keyIs(msg, k.FleetMap):
+		return m.openMap()
 	case keyIs(msg, k.Palette):
 		return m.openPalette()
 	}
@@ -802,7 +819,7 @@ func (m *Model) fullHelp() string {
 	t := m.s.theme
 	k := m.s.keys
 	groups := append([][]binding{}, m.top().Help().full...)
-	groups = append(groups, []binding{k.Palette, k.Tasks, k.Events, k.Messages, k.FindHost, k.Help, k.Back, k.Quit})
+	groups = append(groups, []binding{k.Palette, k.Tasks, k.Events, k.FleetMap, k.Messages, k.FindHost, k.Help, k.Back, k.Quit})
 	full := m.help
 	full.ShowAll = true
 	full.Width = 0

@@ -182,6 +182,7 @@ func (m *Model) fixedEntries() []palEntry {
 	add(kindScreen, Command{Name: "namespaces", Help: "every namespace (the first screen)", Run: func(string) tea.Cmd { return m.goTo() }})
 	add(kindScreen, Command{Name: "tasks", Help: "recent tasks", Run: func(string) tea.Cmd { return m.openTasks() }})
 	add(kindScreen, Command{Name: "events", Help: "host events (restarts, give-ups, limit breaches)", Run: func(string) tea.Cmd { return m.openEvents() }})
+	add(kindScreen, Command{Name: "map", Help: "the fleet map of this screen's hosts (the whole fleet from the top)", Run: func(string) tea.Cmd { return m.openMap() }})
 	add(kindScreen, Command{Name: "messages", Help: "every error, warning and notice shown", Run: func(string) tea.Cmd { return m.openMessages() }})
 	add(kindScreen, Command{Name: "help", Help: "every key of this screen", Run: func(string) tea.Cmd { m.showHelp = true; return nil }})
 	add(kindAction, Command{Name: "host", Arg: "CLOUD:IP", Help: "open a host (an IP alone is in cloud area 0)", Run: func(arg string) tea.Cmd {
