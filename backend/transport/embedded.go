@@ -36,6 +36,7 @@ type Embedded struct {
 	pass    string
 	tmpDir  string // removed at Shutdown when the store dir was temporary
 	tlsOpts config.NATSTLSConfig
+	routes  *routeWatch // nil when not clustered
 }
 
 // internalUser names the server's own (in-process) connection.
@@ -176,6 +177,9 @@ func StartEmbedded(cfg config.NATSConfig, opts EmbeddedOptions, log *slog.Logger
 		return nil, e.cleanup(fmt.Errorf("embedded nats on %s: %s", listen, msg))
 	}
 	log.Info("nats: embedded server ready", "url", e.ClientURL(), "store_dir", so.StoreDir, "server_name", so.ServerName, "demo", opts.Demo, "tls", cfg.TLS.Cert != "")
+	if cfg.Cluster.Listen != "" {
+		e.routes = watchRoutes(ns, log, time.Second)
+	}
 	return e, nil
 }
 
@@ -246,6 +250,9 @@ func (e *Embedded) Connect(name string, opts ...nats.Option) (*nats.Conn, error)
 func (e *Embedded) Shutdown() {
 	if e == nil || e.ns == nil {
 		return
+	}
+	if e.routes != nil {
+		e.routes.Stop()
 	}
 	e.ns.Shutdown()
 	e.ns.WaitForShutdown()

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -189,6 +190,19 @@ func TestRouteRefused(t *testing.T) {
 			if n := stolen.Load(); n != 0 || rogue.NumRoutes() != 0 {
 				t.Fatalf("the rogue read %d messages (routes %d)", n, rogue.NumRoutes())
 			}
+
+			// Node 1 said at info which peer it routed to, never the rogue,
+			// and says at warn when the peer is gone.
+			eventually(t, "node 1 logs the route to n2", 20*time.Second, func() bool {
+				return logHas(logs.String(), "level=INFO", "route to cluster peer established", "peer=n2", "addr=127.0.0.1")
+			})
+			if logHas(logs.String(), "established", "peer=rogue") {
+				t.Fatalf("the refused rogue was logged as a peer:\n%s", logs)
+			}
+			nodes[1].Shutdown()
+			eventually(t, "node 1 logs the route to n2 lost", 20*time.Second, func() bool {
+				return logHas(logs.String(), "level=WARN", "route to cluster peer lost", "peer=n2")
+			})
 		})
 	}
 }
@@ -199,5 +213,37 @@ func TestClusterListenerNeedsAuth(t *testing.T) {
 	_, err := StartEmbedded(c, EmbeddedOptions{}, nil)
 	if err == nil || !strings.Contains(err.Error(), "nats.cluster.user") {
 		t.Fatalf("cluster listener without credentials: %v, want a refusal naming nats.cluster.user", err)
+	}
+}
+
+// logHas says one line of logs holds every one of parts.
+func logHas(logs string, parts ...string) bool {
+	for _, l := range strings.Split(logs, "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(l, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRouteChanges(t *testing.T) {
+	for _, c := range []struct {
+		prev, cur map[string]string
+		up, down  []string
+	}{
+		{nil, nil, nil, nil},
+		{nil, map[string]string{"n2": "a", "n3": "b"}, []string{"n2", "n3"}, nil},
+		{map[string]string{"n2": "a", "n3": "b"}, map[string]string{"n3": "c"}, nil, []string{"n2"}},
+		{map[string]string{"n3": "b"}, map[string]string{"n2": "a", "n3": "c"}, []string{"n2"}, nil},
+		{map[string]string{"n2": "a"}, map[string]string{}, nil, []string{"n2"}},
+	} {
+		up, down := routeChanges(c.prev, c.cur)
+		if !slices.Equal(up, c.up) || !slices.Equal(down, c.down) {
+			t.Errorf("routeChanges(%v, %v) = %v %v, want %v %v", c.prev, c.cur, up, down, c.up, c.down)
+		}
 	}
 }
