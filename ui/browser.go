@@ -176,6 +176,7 @@ func (p *nsPage) View() string {
 	if len(p.tb.shown) == 0 {
 		b.WriteString("\n" + t.Muted.Render("  No namespace matches the filter (esc clears it)."))
 	}
+	p.list.first = strings.Count(b.String(), "\n") + 1 // where a click finds the rows
 	s, e := p.list.window()
 	for i := s; i < e; i++ {
 		c := p.cells(p.tb.shown[i])
@@ -391,6 +392,7 @@ func (p *labelsPage) View() string {
 		b.WriteString(t.Muted.Render("Choose hosts by label or process · enter hosts · o operate on all of them") + "\n")
 	}
 	b.WriteString(header(t, cols, wd))
+	p.list.first = strings.Count(b.String(), "\n") + 1 // where a click finds the rows
 	s, e := p.list.window()
 	for i := s; i < e; i++ {
 		it := p.items[i]
@@ -411,3 +413,7 @@ func (p *labelsPage) View() string {
 	}
 	return b.String()
 }
+
+func (p *nsPage) listPtr() *vlist { return &p.list }
+
+func (p *labelsPage) listPtr() *vlist { return &p.list }

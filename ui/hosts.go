@@ -571,6 +571,7 @@ func (p *hostsPage) View() string {
 			b.WriteString("\n" + t.Muted.Render("  No host matches the filter (esc clears it)."))
 		}
 	}
+	p.list.first = strings.Count(b.String(), "\n") + 1 // where a click finds the rows
 	s, e := p.list.window()
 	for i := s; i < e; i++ {
 		r := &p.rows[p.shown[i]]
@@ -593,4 +594,19 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// click moves the cursor to the row at page line y; a click in the
+// selection column (the first two cells) also selects or unselects it.
+func (p *hostsPage) click(x, y int) {
+	if !p.list.click(y) || x >= 2 {
+		return
+	}
+	if r, ok := p.cursorRow(); ok {
+		if p.sel[r.id] {
+			delete(p.sel, r.id)
+		} else {
+			p.sel[r.id] = true
+		}
+	}
 }

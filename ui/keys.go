@@ -17,7 +17,7 @@ type KeyMap struct {
 	Op, New, Edit, Reload, Tasks, Events         key.Binding
 	FailedOnly, Retry, CancelTask, Confirm, Deny key.Binding
 	Messages, FindHost, Palette, Sort            key.Binding
-	SortReverse, FleetMap                        key.Binding
+	SortReverse, FleetMap, Copy                  key.Binding
 	byName                                       map[string]*key.Binding
 }
 
@@ -58,6 +58,7 @@ func DefaultKeyMap() *KeyMap {
 		Palette:     b(":", "palette", ":"),
 		Sort:        b("s", "sort", "s"),
 		SortReverse: b("S", "reverse sort", "S"),
+		Copy:        b("c", "copy (IP, task id, message)", "c"),
 	}
 	k.byName = map[string]*key.Binding{
 		"quit": &k.Quit, "help": &k.Help, "back": &k.Back, "up": &k.Up, "down": &k.Down,
@@ -67,7 +68,7 @@ func DefaultKeyMap() *KeyMap {
 		"reload": &k.Reload, "tasks": &k.Tasks, "events": &k.Events, "fleet_map": &k.FleetMap, "failed_only": &k.FailedOnly,
 		"retry": &k.Retry, "cancel_task": &k.CancelTask, "confirm": &k.Confirm, "deny": &k.Deny,
 		"messages": &k.Messages, "find_host": &k.FindHost, "palette": &k.Palette,
-		"sort": &k.Sort, "sort_reverse": &k.SortReverse,
+		"sort": &k.Sort, "sort_reverse": &k.SortReverse, "copy": &k.Copy,
 	}
 	return k
 }

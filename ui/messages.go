@@ -144,6 +144,7 @@ func (p *messagesPage) View() string {
 	if len(p.s.log) == 0 {
 		b.WriteString("\n" + t.Muted.Render("  No message yet."))
 	}
+	p.list.first = strings.Count(b.String(), "\n") + 1 // where a click finds the rows
 	s, e := p.list.window()
 	for i := s; i < e; i++ {
 		en := p.entry(i)
@@ -206,3 +207,5 @@ func indent(s, pre string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+func (p *messagesPage) listPtr() *vlist { return &p.list }

@@ -71,6 +71,10 @@ type Options struct {
 	BatchWindow time.Duration
 	// Commands are added to the `:` command palette (see Register).
 	Commands []Command
+	// Copy puts text on the clipboard of the terminal the console draws on
+	// (termenv.Output.Copy: an OSC 52 sequence); c uses it. It runs in a
+	// command, never in Update. Nil: copying says it cannot.
+	Copy func(text string)
 }
 
 // Model is the root bubbletea model.
@@ -153,7 +157,7 @@ func New(ctx context.Context, o Options) (*Model, error) {
 	g := guard(o.Backend)
 	s := &shared{
 		ctx: ctx, be: g, theme: th, keys: keys, cfg: o.Config, readOnly: o.ReadOnly || o.Config.ReadOnly,
-		operator: o.Operator, now: o.Now, guard: o.Guard, batchMax: o.BatchMax, batchWin: o.BatchWindow, static: o.Static,
+		operator: o.Operator, now: o.Now, guard: o.Guard, copy: o.Copy, batchMax: o.BatchMax, batchWin: o.BatchWindow, static: o.Static,
 		width: 80, height: 24,
 	}
 	h := help.New()
@@ -374,7 +378,8 @@ func (m *Model) handle(msg tea.Msg) tea.Cmd {
 	case tea.KeyMsg:
 		return m.key(msg)
 	case tea.MouseMsg:
-		// Only with [console] mouse = true: the wheel scrolls like ↑/↓.
+		// Only with [console] mouse = true: the wheel scrolls like ↑/↓, a
+		// click moves the cursor.
 		if m.dialog != nil || m.palette != nil || m.tooSmall() || tea.MouseEvent(msg).Action != tea.MouseActionPress {
 			return nil
 		}
@@ -383,6 +388,16 @@ func (m *Model) handle(msg tea.Msg) tea.Cmd {
 			return m.top().Update(tea.KeyMsg{Type: tea.KeyUp})
 		case tea.MouseButtonWheelDown:
 			return m.top().Update(tea.KeyMsg{Type: tea.KeyDown})
+		case tea.MouseButtonLeft:
+			// A click on a row puts the cursor there (the first line is
+			// the breadcrumb); in the hosts' selection column it selects.
+			y := msg.Y - 1
+			switch p := m.top().(type) {
+			case interface{ click(x, y int) }:
+				p.click(msg.X, y)
+			case listed:
+				p.listPtr().click(y)
+			}
 		}
 		return nil
 	case pageMsg:
@@ -633,6 +648,13 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		return m.openMap()
 	case keyIs(msg, k.Palette):
 		return m.openPalette()
+	case keyIs(msg, k.Copy):
+		if c, ok := top.(copier); ok {
+			if what, text, ok := c.copyText(); ok {
+				return m.s.copyCmd(what, text)
+			}
+		}
+		return m.s.post(flashMsg{"nothing to copy here"})
 	}
 	return top.Update(msg)
 }
@@ -819,7 +841,7 @@ func (m *Model) fullHelp() string {
 	t := m.s.theme
 	k := m.s.keys
 	groups := append([][]binding{}, m.top().Help().full...)
-	groups = append(groups, []binding{k.Palette, k.Tasks, k.Events, k.FleetMap, k.Messages, k.FindHost, k.Help, k.Back, k.Quit})
+	groups = append(groups, []binding{k.Palette, k.Copy, k.Tasks, k.Events, k.FleetMap, k.Messages, k.FindHost, k.Help, k.Back, k.Quit})
 	full := m.help
 	full.ShowAll = true
 	full.Width = 0

@@ -193,6 +193,7 @@ func (p *opPage) View() string {
 	}
 	b.WriteString(ansi.Wrap(head, max(p.w, 20), " ,") + "\n\n")
 	nameW := 12
+	p.list.first = strings.Count(b.String(), "\n") // where a click finds the rows
 	for i, op := range p.ops {
 		cur := i == p.list.cursor
 		mark := "  "
@@ -235,3 +236,5 @@ func sortedKeys(m map[string]bool) []string {
 	sort.Strings(out)
 	return out
 }
+
+func (p *opPage) listPtr() *vlist { return &p.list }

@@ -223,7 +223,23 @@ func fit(s string, w, h int) string {
 // [offset, offset+height) are ever rendered.
 type vlist struct {
 	cursor, offset, height, n int
+	first                     int // the page line of the first row drawn (set by View), for clicks
 }
+
+// click puts the cursor on the row drawn at page line y; false when no
+// row is drawn there.
+func (v *vlist) click(y int) bool {
+	i := v.offset + y - v.first
+	if y < v.first || i >= v.offset+v.height || i >= v.n {
+		return false
+	}
+	v.cursor = i
+	v.clamp()
+	return true
+}
+
+// listed is a page with a list a click can move in.
+type listed interface{ listPtr() *vlist }
 
 func (v *vlist) setLen(n int) {
 	v.n = n

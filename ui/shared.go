@@ -30,6 +30,7 @@ type shared struct {
 	batchMax int           // results per batch message
 	batchWin time.Duration // how long a batch waits for more results
 	static   bool          // no live clocks (golden files)
+	copy     func(string)  // copies to the terminal's clipboard (nil: none)
 
 	width, height int
 	topID         int // the page on top (only it runs a clock)

@@ -189,6 +189,7 @@ func (p *tasksPage) View() string {
 	case len(p.tb.shown) == 0:
 		b.WriteString("\n" + t.Muted.Render("  No task matches the filter (esc clears it)."))
 	}
+	p.list.first = strings.Count(b.String(), "\n") + 1 // where a click finds the rows
 	s, e := p.list.window()
 	for i := s; i < e; i++ {
 		tk := p.tasks[p.tb.shown[i]]
@@ -329,6 +330,7 @@ func (p *eventsPage) View() string {
 	}
 	wd := layout(cols, p.w)
 	b.WriteString(header(t, cols, wd))
+	p.list.first = strings.Count(b.String(), "\n") + 1 // where a click finds the rows
 	s, e := p.list.window()
 	for i := s; i < e; i++ {
 		c := p.cells(p.tb.shown[i])
@@ -357,3 +359,7 @@ func eventGlyph(k model.EventKind) glyph {
 	}
 	return glyph{"•", string(k), styleMuted}
 }
+
+func (p *tasksPage) listPtr() *vlist { return &p.list }
+
+func (p *eventsPage) listPtr() *vlist { return &p.list }

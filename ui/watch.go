@@ -490,6 +490,7 @@ func (p *watchPage) View() string {
 			b.WriteString("\n" + t.Muted.Render("  No result yet."))
 		}
 	}
+	p.list.first = strings.Count(b.String(), "\n") + 1 // where a click finds the rows
 	s, e := p.list.window()
 	for i := s; i < e; i++ {
 		r := &p.rows[p.shown[i]]
@@ -614,3 +615,5 @@ func prettyJSON(s string) string {
 	}
 	return buf.String()
 }
+
+func (p *watchPage) listPtr() *vlist { return &p.list }

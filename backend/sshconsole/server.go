@@ -252,6 +252,7 @@ func (s *Server) program(sess ssh.Session) *tea.Program {
 		Theme:    th,
 		ReadOnly: k.ReadOnly,
 		Operator: k.Operator,
+		Copy:     termenv.NewOutput(sess, termenv.WithEnvironment(env)).Copy,
 	})
 	if err != nil {
 		wish.Fatalln(sess, "gseproc: console:", err)
