@@ -88,15 +88,7 @@ func startServerNode(ctx context.Context, cfg config.Config, demo bool, log *slo
 			}
 			return 0
 		},
-		Agents: func() (online, known int) {
-			hs, _ := nb.NATS.Hosts(context.Background())
-			for _, h := range hs {
-				if h.State == model.AgentOnline {
-					online++
-				}
-			}
-			return online, len(hs)
-		}}
+		Agents: nb.NATS.Count}
 	if nb.Embedded != nil {
 		o.Node = nb.Embedded.Server()
 	}

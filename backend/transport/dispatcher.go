@@ -317,6 +317,19 @@ func (d *Dispatcher) Hosts(ctx context.Context) ([]model.HostInfo, error) {
 	return out, nil
 }
 
+// Count returns how many hosts are online and how many are known, without
+// listing them (a health probe asks every second).
+func (d *Dispatcher) Count() (online, known int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, e := range d.hosts {
+		if e.online {
+			online++
+		}
+	}
+	return online, len(d.hosts)
+}
+
 // Online reports whether host's agent is heartbeating.
 func (d *Dispatcher) Online(host model.Host) bool {
 	d.mu.Lock()

@@ -127,6 +127,9 @@ func TestHeartbeatKeepalives(t *testing.T) {
 	if s := hostState(d, h1); s != model.AgentOnline {
 		t.Fatalf("state %q while sending keepalives", s)
 	}
+	if on, known := d.Count(); on != 1 || known != 1 {
+		t.Fatalf("count: %d online of %d known, want 1 of 1", on, known)
+	}
 	if st := d.Statuses(h1); len(st) != 1 || st[0].State != model.ProcRunning {
 		t.Fatalf("statuses %+v, want the last full beat's", st)
 	}
