@@ -22,7 +22,10 @@
 // NextSeq: every Put to a KV key gets the stream's next sequence as its
 // revision, assigned by the stream leader, so it never repeats for the
 // life of the bucket, across restarts and across any number of servers,
-// with one round trip and no CAS retry loop. Results are keyed by target
+// with one round trip and no CAS retry loop. A Put of revision r reserves
+// the block of seqBlock numbers from r*seqBlock for the store that made
+// it: one round trip per 64 tasks (numbers left in a block when the store
+// closes are never used; a later block is above every earlier one). Results are keyed by target
 // index, so Results lists them in target order, and a result for a target
 // that is not the task's is refused. Listing reads a whole bucket (or one
 // task's keys) with one ordered consumer (a KV watch), not a Get per key.
@@ -104,6 +107,9 @@ type Store struct {
 	cancel context.CancelFunc // of ctx
 	wg     sync.WaitGroup     // the registry watch
 
+	seqMu           sync.Mutex // held while a block is reserved
+	seqNext, seqEnd uint64     // the reserved block's numbers not handed out: [seqNext, seqEnd)
+
 	mu        sync.Mutex
 	index     map[string]*taskIndex       // task id -> target index (a small cache)
 	kvStreams map[string]jetstream.Stream // bucket -> its stream, looked up once
@@ -112,6 +118,7 @@ type Store struct {
 
 type taskIndex struct {
 	targets map[model.Target]int
+	rev     uint64 // the task record's revision as this store last wrote it (0: unknown)
 }
 
 const (
@@ -451,12 +458,21 @@ func (s *Store) NextSeq(ctx context.Context) (uint64, error) {
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	rev, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.seq.Put(ctx, "seq", nil) })
-	if err != nil {
-		return 0, fmt.Errorf("next task seq: %w", err)
+	s.seqMu.Lock()
+	defer s.seqMu.Unlock()
+	if s.seqNext == s.seqEnd {
+		rev, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.seq.Put(ctx, "seq", nil) })
+		if err != nil {
+			return 0, fmt.Errorf("next task seq: %w", err)
+		}
+		s.seqNext, s.seqEnd = rev*seqBlock, rev*seqBlock+seqBlock
 	}
-	return rev, nil
+	s.seqNext++
+	return s.seqNext - 1, nil
 }
+
+// seqBlock is how many sequence numbers one Put reserves (see NextSeq).
+const seqBlock = 64
 
 // PutTask creates a task with its targets (ErrConflict when the id exists).
 func (s *Store) PutTask(ctx context.Context, t model.Task, targets []model.Target) error {
@@ -486,11 +502,11 @@ func (s *Store) PutTask(ctx context.Context, t model.Task, targets []model.Targe
 	if err != nil {
 		return fmt.Errorf("put task %s: %w", t.ID, err)
 	}
-	_, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.tasks.Create(ctx, tk, data) })
+	idx.rev, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.tasks.Create(ctx, tk, data) })
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		// An earlier attempt may have been applied without its answer arriving.
 		if e, gerr := s.get(ctx, s.tasks, tk); gerr == nil && bytes.Equal(e.Value(), data) {
-			err = nil
+			idx.rev, err = e.Revision(), nil
 		}
 	}
 	if err != nil {
@@ -522,28 +538,46 @@ func (s *Store) UpdateTask(ctx context.Context, t model.Task) error {
 		return err
 	}
 	tk := enc(t.ID)
-	e, err := s.get(ctx, s.tasks, tk)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("update task %s: %w", t.ID, model.ErrNotFound)
-	}
-	if err != nil {
-		return fmt.Errorf("update task %s: %w", t.ID, err)
-	}
 	data, err := json.Marshal(t)
 	if err != nil {
 		return fmt.Errorf("update task %s: %w", t.ID, err)
 	}
+	// The revision this store wrote last saves reading it back (a round
+	// trip per task); a revision not known, or not current, is read.
+	s.mu.Lock()
+	idx := s.index[t.ID]
+	var rev uint64
+	if idx != nil {
+		rev = idx.rev
+	}
+	s.mu.Unlock()
+	if rev == 0 {
+		e, err := s.get(ctx, s.tasks, tk)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("update task %s: %w", t.ID, model.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("update task %s: %w", t.ID, err)
+		}
+		rev = e.Revision()
+	}
 	// Last writer wins, but never resurrect a task deleted meanwhile.
-	if _, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.tasks.Update(ctx, tk, data, e.Revision()) }); errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+	newRev, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.tasks.Update(ctx, tk, data, rev) })
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		if _, err := s.get(ctx, s.tasks, tk); err != nil {
 			return fmt.Errorf("update task %s: %w", t.ID, model.ErrNotFound)
 		}
-		_, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.tasks.Put(ctx, tk, data) })
+		newRev, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.tasks.Put(ctx, tk, data) })
 		if err != nil {
 			return fmt.Errorf("update task %s: %w", t.ID, err)
 		}
 	} else if err != nil {
 		return fmt.Errorf("update task %s: %w", t.ID, err)
+	}
+	if idx != nil {
+		s.mu.Lock()
+		idx.rev = newRev
+		s.mu.Unlock()
 	}
 	if t.Status.Final() {
 		// Its results are stored: the cache keeps the running tasks' indexes.

@@ -622,3 +622,36 @@ func BenchmarkPutResults(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/10k-results")
 }
+
+// TestNextSeqBlocksNeverOverlap: two stores on the same buckets (two
+// servers) each hand out numbers from blocks they reserved; over more
+// than a block each, interleaved, no number repeats and each store's
+// numbers increase; a store opened later starts above all of them.
+func TestNextSeqBlocksNeverOverlap(t *testing.T) {
+	e := startNATS(t, natsCfg(t, t.TempDir()))
+	a, b := open(t, e, Options{}), open(t, e, Options{})
+	ctx := tctx(t)
+	seen := map[uint64]bool{}
+	last := map[*Store]uint64{}
+	var top uint64
+	for i := range 3 * seqBlock {
+		s := a
+		if i%3 == 0 {
+			s = b
+		}
+		n, err := s.NextSeq(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[n] {
+			t.Fatalf("call %d: %d handed out twice", i, n)
+		}
+		if n <= last[s] {
+			t.Fatalf("call %d: %d after %d from the same store", i, n, last[s])
+		}
+		seen[n], last[s], top = true, n, max(top, n)
+	}
+	if n, err := open(t, e, Options{}).NextSeq(ctx); err != nil || n <= top {
+		t.Fatalf("a later store's first number %d (%v), want above %d", n, err, top)
+	}
+}
