@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/subtle"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 
@@ -233,8 +234,11 @@ func (s *Server) limit(a *app) *apiError {
 	if a == nil || a.limiter == nil || a.limiter.Allow() {
 		return nil
 	}
-	return &apiError{status: http.StatusTooManyRequests, code: CodeRateLimited,
-		msg: fmt.Sprintf("rate limit: app %q is over its limit of %.4g requests per second (burst %d); retry later", a.code, float64(a.limiter.Limit()), a.limiter.Burst())}
+	// Retry-After: whole seconds until the bucket holds a token again.
+	wait := (1 - a.limiter.Tokens()) / float64(a.limiter.Limit())
+	retry := max(1, int(math.Ceil(wait)))
+	return &apiError{status: http.StatusTooManyRequests, code: CodeRateLimited, retryAfter: retry,
+		msg: fmt.Sprintf("rate limit: app %q is over its limit of %.4g requests per second (burst %d); retry after %d s", a.code, float64(a.limiter.Limit()), a.limiter.Burst(), retry)}
 }
 
 // scopeDenied is the refusal for a scope the app may not touch.

@@ -41,6 +41,7 @@ type apiError struct {
 	msg        string
 	data       any // native API: {"kind": ..., "errors": [...]}
 	permission any
+	retryAfter int // seconds; sent as Retry-After (a rate-limit refusal)
 }
 
 func (e *apiError) Error() string { return e.msg }

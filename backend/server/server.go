@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
 
@@ -192,6 +193,9 @@ func (s *Server) wrap(name string, kind int, h handlerFunc) http.HandlerFunc {
 				// the message; the native API uses the HTTP status too.
 				if aerr.status != 0 && kind != kindGateway {
 					status = aerr.status
+				}
+				if aerr.retryAfter > 0 {
+					w.Header().Set("Retry-After", strconv.Itoa(aerr.retryAfter))
 				}
 			}
 			writeEnvelope(w, status, env)
