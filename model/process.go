@@ -125,7 +125,10 @@ func (p Process) Account() string {
 	return p.Spec.Identity.User
 }
 
-// WithDefaults fills zero policy values with the documented defaults.
+// WithDefaults fills zero policy values with the documented defaults: the
+// rule, applied where a definition enters the registry (the engine) or is
+// made (the API forms, the simulator's catalog); nothing downstream
+// defaults a field again.
 func (p Process) WithDefaults() Process {
 	pol := &p.Spec.Policy
 	if pol.StartCheckSecs == 0 {
@@ -179,10 +182,7 @@ func (p Process) CheckWindow() (begin, end int) {
 // Deadline is the per-host budget for one op in seconds: op_timeout plus the
 // start-check window for ops that start something.
 func (p Process) Deadline(op OpType) int {
-	d := p.Spec.Policy.OpTimeout
-	if d <= 0 {
-		d = DefaultOpTimeout
-	}
+	d := p.Spec.Policy.OpTimeout // filled by WithDefaults where the definition entered
 	switch op {
 	case OpStart, OpRestart:
 		_, end := p.CheckWindow()

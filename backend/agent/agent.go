@@ -299,7 +299,10 @@ func (a *Agent) Close() error {
 	return nil
 }
 
-// normalize fills what an op cannot do without.
+// normalize fills what an op cannot do without. The server sends every
+// definition with its policy defaults filled (the engine's registry is the
+// one place they are applied); the agent uses the policy it receives as it
+// is and only guards what no op can run without.
 func normalize(p model.Process) model.Process {
 	p = p.Clone()
 	if p.Spec.Policy.OpTimeout <= 0 {

@@ -125,10 +125,7 @@ func readDefs(path string, io Stdio) ([]model.ProcessDef, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, describeJSONError(err))
 	}
-	for i := range defs {
-		defs[i].Process = defs[i].Process.WithDefaults()
-	}
-	return defs, nil
+	return defs, nil // the engine fills the policy's defaults
 }
 
 // describeJSONError names the field of a type error.

@@ -164,8 +164,14 @@ func (c ServerConfig) validate() error {
 	if c.Rate > 0 && c.Burst < 1 {
 		add("server.burst: %d must be >= 1 when rate is set", c.Burst)
 	}
-	if c.ShutdownTimeout < 0 || c.ReadTimeout < 0 || c.SyncTimeout < 0 {
-		add("server: timeouts must be >= 0")
+	if c.ReadTimeout < 0 {
+		add("server.read_timeout: %s must be >= 0", c.ReadTimeout.D())
+	}
+	if c.ShutdownTimeout <= 0 {
+		add("server.shutdown_timeout: %s must be > 0", c.ShutdownTimeout.D())
+	}
+	if c.SyncTimeout <= 0 {
+		add("server.sync_timeout: %s must be > 0", c.SyncTimeout.D())
 	}
 	seen := map[string]bool{}
 	for i, a := range c.Apps {

@@ -192,9 +192,13 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 	return out, nil
 }
 
-// canonicalDef validates d into v and returns it in canonical form: paths
-// cleaned, hosts canonical.
+// canonicalDef validates d into v and returns it in canonical form: the
+// policy's documented defaults filled in, paths cleaned, hosts canonical.
+// Every definition passes here whichever way it came (API forms, native
+// API, console, apply): it is the one place those defaults are applied, so
+// the agent, the simulator and the task deadlines see the same values.
 func canonicalDef(v *model.Validator, prefix string, d model.ProcessDef) model.ProcessDef {
+	d.Process = d.Process.WithDefaults()
 	d.Process.ValidateInto(v, prefix+"process", nil)
 	if len(d.Hosts) == 0 {
 		v.Add(prefix+"hosts", "required: at least one host")

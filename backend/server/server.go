@@ -67,23 +67,11 @@ type Option func(*Server)
 // long-lived connections; 0 (the default) never cuts.
 func WithStreamCut(n int) Option { return func(s *Server) { s.streamCut = n } }
 
-// New makes a server on b. cfg is the [server] section (apps, limits).
+// New makes a server on b. cfg is the [server] section as config.Load
+// filled and checked it (apps, limits): New applies no defaults of its own.
 func New(b backend.Backend, cfg config.ServerConfig, log *slog.Logger, opts ...Option) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
-	}
-	def := config.Default().Server
-	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = def.MaxBodyBytes
-	}
-	if cfg.MaxHosts <= 0 {
-		cfg.MaxHosts = def.MaxHosts
-	}
-	if cfg.SyncTimeout <= 0 {
-		cfg.SyncTimeout = def.SyncTimeout
-	}
-	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = def.ShutdownTimeout
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{b: b, cfg: cfg, log: log, apps: newApps(cfg), metrics: newMetrics(),

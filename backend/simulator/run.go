@@ -212,7 +212,7 @@ func (h *simHost) find(key string) *procState {
 func (f *Fleet) policy(p *procState) opsem.Policy {
 	def := model.Process{Spec: model.Spec{Policy: model.Policy{StartRetries: model.DefaultStartRetries, StartInterval: model.DefaultStartInterval}}}
 	if p.def >= 0 {
-		def = f.defs[p.def].proc.WithDefaults()
+		def = f.defs[p.def].proc // defaults filled where it was made (gen)
 	}
 	if p.retries > 0 {
 		def.Spec.Policy.StartRetries = int(p.retries)
