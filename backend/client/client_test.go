@@ -166,7 +166,7 @@ func TestWatchResumesAfterServerCutsStream(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	m := regexp.MustCompile(`gseproc_http_requests_total\{endpoint="v1.task_stream",code="0"\} (\d+)`).FindSubmatch(b)
+	m := regexp.MustCompile(`gseproc_http_requests_total\{code="0",endpoint="v1.task_stream"\} (\d+)`).FindSubmatch(b)
 	if m == nil {
 		t.Fatalf("no task_stream requests in /metrics:\n%s", b)
 	}

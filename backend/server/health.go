@@ -3,9 +3,10 @@ package server
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"gseproc/backend/health"
 )
@@ -56,30 +57,44 @@ func (s *Server) readyz(context.Context, *call) (any, *apiError) {
 	return st, nil
 }
 
-// writeReadiness exports the readiness figures in the exposition format.
-func writeReadiness(w io.Writer, st health.Status) {
-	b := func(v bool) int {
-		if v {
-			return 1
-		}
-		return 0
+// readinessGauges are the readiness figures /metrics exports.
+var readinessGauges = []struct {
+	desc *prometheus.Desc
+	v    func(health.Status) float64
+}{
+	{gauge("gseproc_ready", "1 when the server is ready (see /readyz), 0 otherwise."), func(st health.Status) float64 { return b01(st.Ready) }},
+	{gauge("gseproc_nats_connected", "1 when the server's NATS connection is up."), func(st health.Status) float64 { return b01(st.NATS == "connected") }},
+	{gauge("gseproc_jetstream_ok", "1 when JetStream answered the last probe."), func(st health.Status) float64 { return b01(st.JetStream.OK) }},
+	{gauge("gseproc_cluster_nodes_up", "NATS cluster nodes up, this one included (embedded cluster node only)."), func(st health.Status) float64 { return float64(st.JetStream.NodesUp) }},
+	{gauge("gseproc_cluster_nodes", "NATS cluster size (embedded cluster node only)."), func(st health.Status) float64 { return float64(st.JetStream.NodesWant) }},
+	{gauge("gseproc_store_lag_ops", "Most operations any replica of the store's streams is behind its leader."), func(st health.Status) float64 { return float64(st.StoreLag) }},
+	{gauge("gseproc_store_replicas_behind", "Replicas of the store's streams not current."), func(st health.Status) float64 { return float64(st.StoreReplicasBehind) }},
+	{gauge("gseproc_leases_held", "Tasks this server runs (holds the lease of)."), func(st health.Status) float64 { return float64(st.LeasesHeld) }},
+	{gauge("gseproc_agents_online", "Agents heartbeating."), func(st health.Status) float64 { return float64(st.AgentsOnline) }},
+	{gauge("gseproc_agents_known", "Agents known (heard from or configured)."), func(st health.Status) float64 { return float64(st.AgentsKnown) }},
+}
+
+func gauge(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
+
+func b01(v bool) float64 {
+	if v {
+		return 1
 	}
-	gauges := []struct {
-		name, help string
-		v          any
-	}{
-		{"gseproc_ready", "1 when the server is ready (see /readyz), 0 otherwise.", b(st.Ready)},
-		{"gseproc_nats_connected", "1 when the server's NATS connection is up.", b(st.NATS == "connected")},
-		{"gseproc_jetstream_ok", "1 when JetStream answered the last probe.", b(st.JetStream.OK)},
-		{"gseproc_cluster_nodes_up", "NATS cluster nodes up, this one included (embedded cluster node only).", st.JetStream.NodesUp},
-		{"gseproc_cluster_nodes", "NATS cluster size (embedded cluster node only).", st.JetStream.NodesWant},
-		{"gseproc_store_lag_ops", "Most operations any replica of the store's streams is behind its leader.", st.StoreLag},
-		{"gseproc_store_replicas_behind", "Replicas of the store's streams not current.", st.StoreReplicasBehind},
-		{"gseproc_leases_held", "Tasks this server runs (holds the lease of).", st.LeasesHeld},
-		{"gseproc_agents_online", "Agents heartbeating.", st.AgentsOnline},
-		{"gseproc_agents_known", "Agents known (heard from or configured).", st.AgentsKnown},
+	return 0
+}
+
+// readinessCollector reads the last probed status once per scrape.
+type readinessCollector struct{ status func() health.Status }
+
+func (c readinessCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, g := range readinessGauges {
+		ch <- g.desc
 	}
-	for _, g := range gauges {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %v\n", g.name, g.help, g.name, g.name, g.v)
+}
+
+func (c readinessCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.status()
+	for _, g := range readinessGauges {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, g.v(st))
 	}
 }

@@ -173,8 +173,8 @@ func TestMetricsAndHealth(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	for _, want := range []string{
-		`gseproc_http_requests_total{endpoint="job.operate_proc",code="0"} 1`,
-		`gseproc_http_requests_total{endpoint="job.operate_proc",code="1306406"} 1`,
+		`gseproc_http_requests_total{code="0",endpoint="job.operate_proc"} 1`, // labels in name order, as client_golang writes them
+		`gseproc_http_requests_total{code="1306406",endpoint="job.operate_proc"} 1`,
 		`gseproc_http_request_duration_seconds_bucket{endpoint="job.operate_proc",le="+Inf"} 2`,
 		`gseproc_http_request_duration_seconds_count{endpoint="job.get_proc_result"}`,
 		`gseproc_tasks_created_total{op="stop",source="api:operate_proc"} 1`,
@@ -182,6 +182,8 @@ func TestMetricsAndHealth(t *testing.T) {
 		`gseproc_host_result_duration_seconds_count 1`,
 		"# TYPE gseproc_http_request_duration_seconds histogram",
 		"gseproc_sse_streams 0",
+		"# TYPE go_goroutines gauge", // the Go runtime and process collectors
+		"# TYPE process_cpu_seconds_total counter",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)

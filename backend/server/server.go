@@ -423,13 +423,10 @@ func (s *Server) routes() {
 
 	s.handle("GET /healthz", "healthz", kindOpen, s.healthz)
 	s.handle("GET /readyz", "readyz", kindOpen, s.readyz)
-	s.mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		s.metrics.write(w)
-		if s.readiness != nil {
-			writeReadiness(w, s.readiness())
-		}
-	})
+	if s.readiness != nil {
+		s.metrics.readiness(s.readiness)
+	}
+	s.mux.Handle("GET /metrics", s.metrics.handler())
 	s.mux.HandleFunc("GET /api/v1/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml; charset=utf-8")
 		_, _ = w.Write(openapiYAML)
