@@ -106,6 +106,7 @@ func TestCompatClients(t *testing.T) {
 				for n := 0; ; n++ {
 					e.t = t
 					r = e.do(method, subst(s.Path), body, hdr)
+					checkOpenAPI(t, method, subst(s.Path), body, hdr, r, false)
 					if !s.Poll || !stillRunning(r) {
 						break
 					}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -203,11 +204,20 @@ func TestMetricsAndHealth(t *testing.T) {
 	if !strings.HasPrefix(string(doc), "openapi: 3") {
 		t.Fatalf("openapi document: %.40s", doc)
 	}
-	for _, p := range []string{"/api/v1/info:", "/api/v1/namespaces:", "/api/v1/hosts:", "/api/v1/processes:", "/api/v1/operate:",
-		"/api/v1/tasks:", "/api/v1/tasks/{id}:", "/api/v1/tasks/{id}/cancel:", "/api/v1/tasks/{id}/stream:", "/api/v1/events:",
-		"/api/v1/events/recent:", "/api/v1/audit:", "/healthz:", "/readyz:", "/metrics:", "1306429", "1241002", "1000115"} {
-		if !strings.Contains(string(doc), p) {
-			t.Errorf("openapi.yaml does not document %s", p)
+	if !bytes.Equal(doc, OpenAPI()) {
+		t.Fatal("/api/v1/openapi.yaml is not the embedded document")
+	}
+	od, _ := openAPI(t) // parsed and validated by kin-openapi
+	for _, p := range []string{"/api/v1/info", "/api/v1/namespaces", "/api/v1/hosts", "/api/v1/processes", "/api/v1/operate",
+		"/api/v1/tasks", "/api/v1/tasks/{id}", "/api/v1/tasks/{id}/cancel", "/api/v1/tasks/{id}/stream", "/api/v1/events",
+		"/api/v1/events/recent", "/api/v1/audit", "/healthz", "/readyz", "/metrics"} {
+		if od.Paths.Find(p) == nil {
+			t.Errorf("openapi.yaml does not describe %s", p)
+		}
+	}
+	for _, code := range []string{"1306429", "1241002", "1000115"} {
+		if !strings.Contains(od.Info.Description, code) {
+			t.Errorf("openapi.yaml's description does not explain code %s", code)
 		}
 	}
 }
