@@ -82,12 +82,12 @@ func runAgent(ctx context.Context, args []string, io Stdio) error {
 		}
 		cancel()
 	}
-	nc, err := transport.Connect(co, log)
+	link, err := clientLink(co, log)
 	if err != nil {
 		_ = a.Close()
 		return &ExitError{Code: 2, Err: err}
 	}
-	defer nc.Close()
+	defer link.Close()
 	fmt.Fprintf(io.Out, "gseproc agent %s: supervising (registry in %s), serving over NATS at %s\n", id.AgentID(), cfg.Agent.DataDir, cfg.NATS.ClientURLs())
 	var wg sync.WaitGroup
 	var runErr error
@@ -95,7 +95,7 @@ func runAgent(ctx context.Context, args []string, io Stdio) error {
 		runErr = a.Run(ctx)
 		cancel() // the agent stopped on its own: stop serving too
 	})
-	serveErr := transport.ServeAgent(ctx, nc, a, transport.ServeOptions{
+	serveErr := transport.ServeAgentOn(ctx, link, a, transport.ServeOptions{
 		HeartbeatInterval: cfg.NATS.HeartbeatInterval.D(), Logger: log,
 	})
 	cancel()

@@ -38,7 +38,9 @@ type natsBackend struct {
 	// Embedded is the in-process NATS server, nil with external URLs.
 	Embedded *transport.Embedded
 
-	nc      *nats.Conn
+	// Link owns the server's own NATS connection: one closed for good is
+	// replaced, and the dispatcher and the store move onto the new one.
+	Link    *transport.Link
 	closeMu sync.Once
 	err     error
 }
@@ -78,21 +80,21 @@ func connectNATS(cfg config.Config, demo bool, log *slog.Logger) (_ *natsBackend
 		}
 	}()
 	nc := cfg.NATS
+	var dial func() (*nats.Conn, error)
 	if nc.External() {
 		o := transport.ClientOptionsFromConfig(nc, "gseproc-server")
-		if b.nc, err = transport.ConnectNow(o, log); err != nil {
-			return nil, err
-		}
+		dial = func() (*nats.Conn, error) { return transport.ConnectNow(o, log) }
 		b.ClientURL = nc.ClientURLs()
 		log.Info("nats: using external cluster", "urls", b.ClientURL)
 	} else {
 		if b.Embedded, err = transport.StartEmbedded(nc, transport.EmbeddedOptions{Demo: demo}, log); err != nil {
 			return nil, err
 		}
-		if b.nc, err = b.Embedded.Connect("gseproc-server"); err != nil {
-			return nil, err
-		}
+		dial = func() (*nats.Conn, error) { return b.Embedded.Connect("gseproc-server") }
 		b.ClientURL = b.Embedded.ClientURL()
+	}
+	if b.Link, err = transport.NewLink(dial, transport.LinkOptions{Name: "gseproc-server", Logger: log}); err != nil {
+		return nil, err
 	}
 
 	var static []model.HostInfo
@@ -107,9 +109,10 @@ func connectNATS(cfg config.Config, demo bool, log *slog.Logger) (_ *natsBackend
 	if demo {
 		do.Labels = demoAgentLabels
 	}
-	if b.NATS, err = transport.NewDispatcher(b.nc, do); err != nil {
+	if b.NATS, err = transport.NewDispatcher(b.Link.Conn(), do); err != nil {
 		return nil, err
 	}
+	b.Link.Bind("dispatcher", b.NATS.Rebind)
 	b.Dispatcher, b.Inventory = b.NATS, b.NATS
 	return b, nil
 }
@@ -122,7 +125,7 @@ func connectNATS(cfg config.Config, demo bool, log *slog.Logger) (_ *natsBackend
 // Dispatcher and Inventory then route a host to the fleet when the fleet
 // has it and to NATS otherwise.
 func (b *natsBackend) openStore(ctx context.Context, cfg config.Config, fleet transport.Router) error {
-	js, err := jetstream.New(b.nc)
+	js, err := jetstream.New(b.Link.Conn())
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
@@ -133,6 +136,13 @@ func (b *natsBackend) openStore(ctx context.Context, cfg config.Config, fleet tr
 		return err
 	}
 	b.Store = st
+	b.Link.Bind("store", func(ctx context.Context, nc *nats.Conn) error {
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return fmt.Errorf("jetstream: %w", err)
+		}
+		return st.Rebind(ctx, js)
+	})
 	if fleet != nil {
 		m := transport.Merge(fleet, b.NATS)
 		b.Dispatcher, b.Inventory = m, m
@@ -150,9 +160,11 @@ func (b *natsBackend) Close() error {
 		if b.Store != nil {
 			errs = append(errs, b.Store.Close())
 		}
-		if b.nc != nil {
-			errs = append(errs, b.nc.Drain())
-			b.nc.Close()
+		if b.Link != nil {
+			if err := b.Link.Conn().Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+				errs = append(errs, err)
+			}
+			b.Link.Close()
 		}
 		if b.Embedded != nil {
 			b.Embedded.Shutdown()
@@ -160,6 +172,20 @@ func (b *natsBackend) Close() error {
 		b.err = errors.Join(errs...)
 	})
 	return b.err
+}
+
+// clientLink connects an agent or a simulated fleet as co says, and keeps
+// the connection (transport.Link): when the NATS server closes it for
+// good, a new one is dialed. co.FailFast applies to the first connection
+// only: one that worked once is dialed again whatever the reason.
+func clientLink(co transport.ClientOptions, log *slog.Logger) (*transport.Link, error) {
+	first := true
+	return transport.NewLink(func() (*nats.Conn, error) {
+		o := co
+		o.FailFast = o.FailFast && first
+		first = false
+		return transport.Connect(o, log)
+	}, transport.LinkOptions{Name: co.Name, Logger: log})
 }
 
 // openNATSEngine builds and starts an engine whose agents are reached over

@@ -62,16 +62,16 @@ func runSim(ctx context.Context, args []string, io Stdio) error {
 		}
 		cancel()
 	}
-	nc, err := transport.Connect(co, log)
+	link, err := clientLink(co, log)
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
 	}
-	defer nc.Close()
+	defer link.Close()
 	fmt.Fprintf(io.Out, "gseproc sim: %d simulated hosts (seed %d) serving over NATS at %s\n", fleet.Len(), fleet.Seed(), cfg.NATS.ClientURLs())
 
 	var wg sync.WaitGroup
 	wg.Go(func() { fleet.Run(ctx) })
-	err = transport.ServeFleet(ctx, nc, fleet, transport.ServeOptions{HeartbeatInterval: cfg.NATS.HeartbeatInterval.D(), Logger: log})
+	err = transport.ServeFleetOn(ctx, link, fleet, transport.ServeOptions{HeartbeatInterval: cfg.NATS.HeartbeatInterval.D(), Logger: log})
 	cancel()
 	wg.Wait()
 	select {

@@ -81,7 +81,7 @@ func startServerNode(ctx context.Context, cfg config.Config, demo bool, log *slo
 	}
 	n.AgentsURL = nb.ClientURL
 	n.phase = "opening the store and resuming unfinished tasks"
-	o := health.Options{NC: nb.nc, Logger: log, Starting: n.why,
+	o := health.Options{Link: nb.Link, Logger: log, Starting: n.why,
 		Leases: func() int {
 			if e := n.engine(); e != nil {
 				return e.Runs()

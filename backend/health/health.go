@@ -18,6 +18,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"gseproc/backend/transport"
 )
 
 // States of a server, as /readyz reports them.
@@ -45,6 +47,10 @@ type Status struct {
 	// Since is when the state last changed.
 	Since time.Time `json:"since"`
 	NATS  string    `json:"nats"` // connected, reconnecting, disconnected, closed
+	// Link: the connection's owner (transport.Link): its state, how many
+	// times it replaced a connection the NATS server closed for good, and
+	// the last reason.
+	Link transport.LinkStatus `json:"nats_link"`
 	// JetStream: OK when it answered; on an embedded cluster node, the
 	// nodes up (this one included) of the cluster's size, and the leader.
 	JetStream JetStreamStatus `json:"jetstream"`
@@ -74,10 +80,10 @@ type JetStreamStatus struct {
 	Leader       string `json:"leader,omitempty"`
 }
 
-// Options say what the prober checks. NC is required; the others are
-// optional.
+// Options say what the prober checks. Link (the server's NATS
+// connection) is required; the others are optional.
 type Options struct {
-	NC *nats.Conn
+	Link *transport.Link
 	// Node is the embedded NATS server (nil on an external cluster): it
 	// tells how many cluster nodes are up.
 	Node *server.Server
@@ -104,6 +110,7 @@ type Options struct {
 // Prober probes in the background until Close.
 type Prober struct {
 	o    Options
+	nc   *nats.Conn // the link's connection js is on
 	js   jetstream.JetStream
 	stop chan struct{}
 	done chan struct{}
@@ -116,7 +123,7 @@ type Prober struct {
 // Start probes once (bounded by o.Timeout), then every o.Every in the
 // background.
 func Start(o Options) (*Prober, error) {
-	if o.NC == nil {
+	if o.Link == nil {
 		return nil, fmt.Errorf("health: no NATS connection")
 	}
 	if o.Every <= 0 {
@@ -134,13 +141,14 @@ func Start(o Options) (*Prober, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	js, err := jetstream.New(o.NC)
+	nc := o.Link.Conn()
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("health: jetstream: %w", err)
 	}
 	now := time.Now()
-	p := &Prober{o: o, js: js, stop: make(chan struct{}), done: make(chan struct{}),
-		last: Status{State: StateStarting, Reason: "not probed yet", Checked: now, Since: now, NATS: o.NC.Status().String()}}
+	p := &Prober{o: o, nc: nc, js: js, stop: make(chan struct{}), done: make(chan struct{}),
+		last: Status{State: StateStarting, Reason: "not probed yet", Checked: now, Since: now, NATS: nc.Status().String()}}
 	p.probeOnce()
 	go p.loop()
 	return p, nil
@@ -187,7 +195,13 @@ func (p *Prober) loop() {
 func (p *Prober) probeOnce() {
 	ctx, cancel := context.WithTimeout(context.Background(), p.o.Timeout)
 	defer cancel()
-	s := Status{Checked: time.Now(), NATS: strings.ToLower(p.o.NC.Status().String())}
+	if nc := p.o.Link.Conn(); nc != p.nc {
+		// The link replaced a connection closed for good.
+		if js, err := jetstream.New(nc); err == nil {
+			p.nc, p.js = nc, js
+		}
+	}
+	s := Status{Checked: time.Now(), NATS: strings.ToLower(p.nc.Status().String()), Link: p.o.Link.Status()}
 	if p.o.Leases != nil {
 		s.LeasesHeld = p.o.Leases()
 	}
@@ -206,7 +220,9 @@ func (p *Prober) probeOnce() {
 	}
 	var bad string
 	switch {
-	case !p.o.NC.IsConnected():
+	case s.Link.State == transport.LinkRedialing:
+		s.State, bad = StateNATSDown, "the NATS server closed the server's connection for good ("+s.Link.LastClosed+"); a new one is being dialed"
+	case !p.nc.IsConnected():
 		s.State, bad = StateNATSDown, "the server's NATS connection is "+s.NATS+" (it reconnects by itself)"
 	default:
 		if _, err := p.js.AccountInfo(ctx); err != nil {

@@ -71,7 +71,7 @@ func TestQuorumLostAndBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	p, err := Start(Options{NC: nc, Node: nodes[0].Server(), Every: 50 * time.Millisecond, Timeout: time.Second, FailAfter: 2,
+	p, err := Start(Options{Link: transport.FixedLink(nc), Node: nodes[0].Server(), Every: 50 * time.Millisecond, Timeout: time.Second, FailAfter: 2,
 		Leases: func() int { return 7 }, Agents: func() (int, int) { return 2, 3 }})
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestNATSDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	p, err := Start(Options{NC: nc, Every: 50 * time.Millisecond, FailAfter: 2})
+	p, err := Start(Options{Link: transport.FixedLink(nc), Every: 50 * time.Millisecond, FailAfter: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestClusterForming(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(nc.Close)
-		p, err := Start(Options{NC: nc, Node: n.Server(), Every: 50 * time.Millisecond, Timeout: time.Second, FailAfter: 1})
+		p, err := Start(Options{Link: transport.FixedLink(nc), Node: n.Server(), Every: 50 * time.Millisecond, Timeout: time.Second, FailAfter: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

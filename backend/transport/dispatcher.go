@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -36,7 +37,7 @@ type DispatcherOptions struct {
 // heartbeats and configuration) and EventSource (agent events plus
 // synthetic agent_online/agent_offline).
 type Dispatcher struct {
-	nc   *nats.Conn
+	nc   atomic.Pointer[nats.Conn] // in use; Rebind replaces it
 	opts DispatcherOptions
 	log  *slog.Logger
 
@@ -53,6 +54,7 @@ type Dispatcher struct {
 	replyPfx string
 	replyN   uint64
 
+	smu      sync.Mutex // natsSubs
 	natsSubs []*nats.Subscription
 	// Heartbeats are decoded by hbWorkers goroutines, each host always
 	// by the same one (its heartbeats stay in order): 100,000 agents
@@ -118,7 +120,7 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	d := &Dispatcher{
-		nc: nc, opts: opts, log: opts.Logger,
+		opts: opts, log: opts.Logger,
 		hosts:   map[model.Host]*hostEntry{},
 		subs:    map[int]func(model.Event){},
 		replies: map[string]pendingReply{}, replyPfx: randomSecret()[:12],
@@ -134,17 +136,48 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 		hi.State = model.AgentUnknown
 		d.hosts[hi.Host] = &hostEntry{info: hi, ord: hi.Host.Order()}
 	}
+	if err := d.attach(nc); err != nil {
+		close(d.stop)
+		d.hbWG.Wait()
+		return nil, err
+	}
+	go d.sweep()
+	return d, nil
+}
+
+// Rebind moves the dispatcher onto nc, a new connection (the one it used
+// was closed for good; transport.Link dials the new one and calls this):
+// it subscribes there and asks every agent for a full heartbeat. Requests
+// waiting for a reply sent on the old connection run to their deadline.
+func (d *Dispatcher) Rebind(_ context.Context, nc *nats.Conn) error {
+	select {
+	case <-d.stop:
+		return errors.New("dispatcher: closed")
+	default:
+	}
+	return d.attach(nc)
+}
+
+// attach subscribes to the agents' heartbeats, events and replies on nc,
+// makes nc the connection ops go out on, and says hello.
+func (d *Dispatcher) attach(nc *nats.Conn) error {
+	var subs []*nats.Subscription
 	for subj, cb := range map[string]nats.MsgHandler{AllHeartbeats: d.queueHeartbeat, AllEvents: d.onEvent, AllReplies: d.onReply} {
 		s, err := nc.Subscribe(subj, cb)
 		if err != nil {
-			d.unsubscribe()
-			close(d.stop)
-			d.hbWG.Wait()
-			return nil, fmt.Errorf("dispatcher: subscribe %s: %w", subj, err)
+			for _, s := range subs {
+				_ = s.Unsubscribe()
+			}
+			return fmt.Errorf("dispatcher: subscribe %s: %w", subj, err)
 		}
 		_ = s.SetPendingLimits(1<<20, 256<<20)
-		d.natsSubs = append(d.natsSubs, s)
+		subs = append(subs, s)
 	}
+	d.unsubscribe() // the old connection's (closed with it, if it is)
+	d.smu.Lock()
+	d.natsSubs = subs
+	d.smu.Unlock()
+	d.nc.Store(nc)
 	// The subscriptions must be in place before agents answer the hello.
 	if err := nc.Flush(); err != nil && !errors.Is(err, nats.ErrConnectionReconnecting) {
 		d.log.Warn("dispatcher: flush", "err", err)
@@ -152,8 +185,7 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 	if err := nc.Publish(HelloSubject, nil); err != nil {
 		d.log.Warn("dispatcher: hello", "err", err)
 	}
-	go d.sweep()
-	return d, nil
+	return nil
 }
 
 // Close stops the dispatcher and waits for its goroutine.
@@ -168,9 +200,12 @@ func (d *Dispatcher) Close() error {
 }
 
 func (d *Dispatcher) unsubscribe() {
+	d.smu.Lock()
+	defer d.smu.Unlock()
 	for _, s := range d.natsSubs {
 		_ = s.Unsubscribe()
 	}
+	d.natsSubs = nil
 }
 
 // Dispatch sends req to host's agent and waits for its reply until ctx
@@ -233,7 +268,7 @@ func (d *Dispatcher) request(ctx context.Context, host model.HostID, opID, taskI
 		delete(d.replies, id)
 		d.rmu.Unlock()
 	}()
-	if err := d.nc.PublishMsg(&nats.Msg{Subject: OpSubject(host), Reply: ReplySubject(host, id), Data: data}); err != nil {
+	if err := d.nc.Load().PublishMsg(&nats.Msg{Subject: OpSubject(host), Reply: ReplySubject(host, id), Data: data}); err != nil {
 		return nil, fmt.Errorf("publish request: %w", err)
 	}
 	select {
@@ -245,7 +280,7 @@ func (d *Dispatcher) request(ctx context.Context, host model.HostID, opID, taskI
 		return nil, ctx.Err()
 	}
 	cancel, _ := json.Marshal(model.CancelRequest{TaskID: taskID, OpID: opID})
-	if err := d.nc.Publish(CancelSubject(host), cancel); err != nil {
+	if err := d.nc.Load().Publish(CancelSubject(host), cancel); err != nil {
 		return nil, fmt.Errorf("%w; telling the agent to stop: %v", context.Cause(ctx), err)
 	}
 	t := time.NewTimer(CancelGrace)

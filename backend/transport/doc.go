@@ -55,4 +55,15 @@
 //     whole simulated fleet on one connection.
 //   - Merge routes hosts between a primary and a secondary dispatcher (real
 //     agents beside the simulated fleet under --demo).
+//   - Link owns a long-lived connection (the server's, an agent's, a
+//     simulated fleet's). nats.go reconnects a dropped connection by
+//     itself, but closes one for good on a server error it does not
+//     recover from ("maximum control line exceeded", a parser or payload
+//     violation, credentials refused twice); Link then dials a new one
+//     with backoff and moves its users onto it: the Dispatcher
+//     (Rebind subscribes again), the JetStream store (jsstore.Store.Rebind
+//     opens its buckets again), ServeAgentOn and ServeFleetOn (op
+//     subscriptions made again, events buffered meanwhile). Link.Status
+//     says what it is doing (connected, reconnecting, redialing, closed;
+//     redials, and why the last connection closed).
 package transport

@@ -29,9 +29,15 @@ type Fleet interface {
 // host that does not answer before the request's deadline is not answered.
 // Hosts added to the fleet later are picked up at the next heartbeat.
 func ServeFleet(ctx context.Context, nc *nats.Conn, f Fleet, opts ServeOptions) error {
+	return ServeFleetOn(ctx, FixedLink(nc), f, opts)
+}
+
+// ServeFleetOn is ServeFleet on the connections of l: when one is closed
+// for good, every host's op subject is subscribed again on the next one.
+func ServeFleetOn(ctx context.Context, l *Link, f Fleet, opts ServeOptions) error {
 	opts.defaults(4096)
-	s := newSession(nc, opts, opts.Logger)
-	fs := &fleetServer{f: f, nc: nc, s: s, subs: map[string]model.Host{}, msgs: make(chan *nats.Msg, 1<<16), done: make(chan struct{})}
+	s := newSession(l, opts, opts.Logger)
+	fs := &fleetServer{f: f, s: s, subs: map[string]model.Host{}, msgs: make(chan *nats.Msg, 1<<16), done: make(chan struct{})}
 	if err := fs.refresh(ctx); err != nil {
 		fs.unsubscribeAll()
 		return err
@@ -80,26 +86,25 @@ func ServeFleet(ctx context.Context, nc *nats.Conn, f Fleet, opts ServeOptions) 
 			}
 		})
 	}
-	err := s.run(ctx, events, hb, func() {
+	err := s.run(ctx, l, events, hb, func() {
 		if err := fs.refresh(ctx); err != nil && ctx.Err() == nil {
 			opts.Logger.Error("sim: refresh hosts", "err", err)
 		}
-	}, fs.verify)
+	}, fs.attach, fs.verify)
 	fs.unsubscribeAll()
 	cancel()
 	close(fs.done)
 	wg.Wait()
 	hb(false, 0, 0, true)
-	if nc.IsConnected() {
+	if nc := s.conn(); nc.IsConnected() {
 		_ = nc.FlushTimeout(2 * time.Second)
 	}
 	return err
 }
 
 type fleetServer struct {
-	f  Fleet
-	nc *nats.Conn
-	s  *session
+	f Fleet
+	s *session
 
 	mu    sync.Mutex
 	subs  map[string]model.Host // op subject -> host
@@ -128,7 +133,7 @@ func (fs *fleetServer) refresh(ctx context.Context) error {
 		if _, ok := fs.subs[subj]; ok {
 			continue
 		}
-		sub, err := fs.nc.ChanSubscribe(subj, fs.msgs)
+		sub, err := fs.s.conn().ChanSubscribe(subj, fs.msgs)
 		if err != nil {
 			fs.mu.Unlock()
 			return fmt.Errorf("sim fleet: subscribe %s: %w", subj, err)
@@ -138,7 +143,7 @@ func (fs *fleetServer) refresh(ctx context.Context) error {
 		added = append(added, subj)
 	}
 	fs.mu.Unlock()
-	if err := refused(fs.nc, added...); err != nil {
+	if err := refused(fs.s.conn(), added...); err != nil {
 		return fmt.Errorf("sim fleet: %w (does this credential's role sim declare every host of the fleet?)", err)
 	}
 	return nil
@@ -152,10 +157,19 @@ func (fs *fleetServer) verify() error {
 		subjects = append(subjects, s)
 	}
 	fs.mu.Unlock()
-	if err := refused(fs.nc, subjects...); err != nil {
+	if err := refused(fs.s.conn(), subjects...); err != nil {
 		return fmt.Errorf("sim fleet: %w (does this credential's role sim declare every host of the fleet?)", err)
 	}
 	return nil
+}
+
+// attach subscribes every host's op subject again on a new connection
+// (the session already uses it).
+func (fs *fleetServer) attach(ctx context.Context, _ *nats.Conn) error {
+	fs.mu.Lock()
+	fs.subs, fs.nsubs = map[string]model.Host{}, nil
+	fs.mu.Unlock()
+	return fs.refresh(ctx)
 }
 
 func (fs *fleetServer) unsubscribeAll() {

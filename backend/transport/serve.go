@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -74,8 +75,16 @@ func (o *ServeOptions) defaults(maxConc int) {
 // never blocks the agent: events are buffered (bounded) and published on
 // reconnect, followed by a full heartbeat that says how many were late or
 // dropped. On return it has sent a leaving heartbeat (when connected) and
-// waited for the ops in flight. It fails only when it cannot subscribe.
+// waited for the ops in flight. It fails when it cannot subscribe, and
+// when nc is closed for good (ErrClosed; ServeAgentOn serves on).
 func ServeAgent(ctx context.Context, nc *nats.Conn, a AgentHandler, opts ServeOptions) error {
+	return ServeAgentOn(ctx, FixedLink(nc), a, opts)
+}
+
+// ServeAgentOn is ServeAgent on the connections of l: when one is closed
+// for good, it serves on the next one l dials (the op subscription made
+// again, events buffered meanwhile, a full heartbeat first).
+func ServeAgentOn(ctx context.Context, l *Link, a AgentHandler, opts ServeOptions) error {
 	opts.defaults(256)
 	info := a.Identity()
 	id, err := hostID(info.Host)
@@ -83,14 +92,14 @@ func ServeAgent(ctx context.Context, nc *nats.Conn, a AgentHandler, opts ServeOp
 		return fmt.Errorf("serve agent: %w", err)
 	}
 	log := opts.Logger.With("host", id.String())
-	s := newSession(nc, opts, log)
+	s := newSession(l, opts, log)
 
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, opts.MaxConcurrent)
 	inflight := newInflight()
-	opSub, err := nc.Subscribe(OpSubject(id), func(m *nats.Msg) {
+	onOp := func(m *nats.Msg) {
 		var req model.AgentRequest
 		if err := json.Unmarshal(m.Data, &req); err != nil {
 			respond(m, model.AgentReply{Code: model.CodeIllegalOp, Message: fmt.Sprintf("decode request: %v", err)}, log)
@@ -105,12 +114,13 @@ func ServeAgent(ctx context.Context, nc *nats.Conn, a AgentHandler, opts ServeOp
 			defer done()
 			respond(m, a.Handle(octx, req), log)
 		}()
-	})
+	}
+	opSub, err := s.conn().Subscribe(OpSubject(id), onOp)
 	if err != nil {
 		return fmt.Errorf("serve agent %s: subscribe %s: %w", id, OpSubject(id), err)
 	}
 	verify := func() error {
-		if err := refused(nc, OpSubject(id), CancelSubject(id)); err != nil {
+		if err := refused(s.conn(), OpSubject(id), CancelSubject(id)); err != nil {
 			return fmt.Errorf("serve agent %s: %w (is this credential bound to host %s?)", id, err, id)
 		}
 		return nil
@@ -119,15 +129,16 @@ func ServeAgent(ctx context.Context, nc *nats.Conn, a AgentHandler, opts ServeOp
 		_ = opSub.Unsubscribe()
 		return err
 	}
-	// After the check: its refusal would hide the op subject's.
-	cancelSub, err := nc.Subscribe(CancelSubject(id), func(m *nats.Msg) {
+	onCancel := func(m *nats.Msg) {
 		var c model.CancelRequest
 		if err := json.Unmarshal(m.Data, &c); err != nil || c.OpID == "" {
 			log.Warn("agent: cancel request not understood; ignored", "err", err)
 			return
 		}
 		log.Info("agent: op cancelled by the server", "task", c.TaskID, "op_id", c.OpID, "running", inflight.cancel(c.OpID))
-	})
+	}
+	// After the check: its refusal would hide the op subject's.
+	cancelSub, err := s.conn().Subscribe(CancelSubject(id), onCancel)
 	if err == nil {
 		err = verify()
 	}
@@ -139,6 +150,19 @@ func ServeAgent(ctx context.Context, nc *nats.Conn, a AgentHandler, opts ServeOp
 		return fmt.Errorf("serve agent %s: subscribe %s: %w", id, CancelSubject(id), err)
 	}
 	defer func() { _ = cancelSub.Unsubscribe() }()
+	// attach subscribes the op and cancel subjects on a new connection.
+	attach := func(_ context.Context, nc *nats.Conn) error {
+		sub, err := nc.Subscribe(OpSubject(id), onOp)
+		if err != nil {
+			return fmt.Errorf("serve agent %s: subscribe %s: %w", id, OpSubject(id), err)
+		}
+		opSub = sub
+		if sub, err = nc.Subscribe(CancelSubject(id), onCancel); err != nil {
+			return fmt.Errorf("serve agent %s: subscribe %s: %w", id, CancelSubject(id), err)
+		}
+		cancelSub = sub
+		return nil
+	}
 	plan := newBeatPlan(opts.FullEvery, 0)
 	hb := func(full bool, late, dropped int, leaving bool) {
 		h := Heartbeat{Info: a.Identity(), Time: time.Now(), Interval: opts.HeartbeatInterval, Full: full,
@@ -167,12 +191,12 @@ func ServeAgent(ctx context.Context, nc *nats.Conn, a AgentHandler, opts ServeOp
 			fn(e)
 		})
 	}
-	err = s.run(ctx, events, hb, nil, verify)
+	err = s.run(ctx, l, events, hb, nil, attach, verify)
 	_ = opSub.Unsubscribe()
 	cancel()
 	wg.Wait()
 	hb(false, 0, 0, true)
-	if nc.IsConnected() {
+	if nc := s.conn(); nc.IsConnected() {
 		_ = nc.FlushTimeout(time.Second)
 	}
 	return err
@@ -241,13 +265,14 @@ func (f *inflight) cancel(id string) bool {
 	return false
 }
 
-// closedError says why a connection closed for good (credentials
-// refused twice, or closed by the process itself).
+// closedError says why a connection closed for good (a protocol error
+// from the server, credentials refused twice, or closed by the process
+// itself); it wraps ErrClosed.
 func closedError(nc *nats.Conn) error {
 	if err := nc.LastError(); err != nil {
-		return fmt.Errorf("nats connection closed: %w", err)
+		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
-	return errors.New("nats connection closed")
+	return ErrClosed
 }
 
 // ErrRefused marks a subscription NATS refused: the credential's
@@ -288,7 +313,8 @@ func respond(m *nats.Msg, rep model.AgentReply, log *slog.Logger) {
 // session is the publishing side shared by ServeAgent and ServeFleet:
 // heartbeats, the bounded event buffer and reconnect handling.
 type session struct {
-	nc   *nats.Conn
+	link *Link
+	nc   atomic.Pointer[nats.Conn] // the link's connection in use
 	opts ServeOptions
 	log  *slog.Logger
 
@@ -310,13 +336,18 @@ type pending struct {
 	late bool
 }
 
-func newSession(nc *nats.Conn, opts ServeOptions, log *slog.Logger) *session {
-	return &session{nc: nc, opts: opts, log: log, notify: make(chan struct{}, 1), hello: make(chan struct{}, 1)}
+func newSession(l *Link, opts ServeOptions, log *slog.Logger) *session {
+	s := &session{link: l, opts: opts, log: log, notify: make(chan struct{}, 1), hello: make(chan struct{}, 1)}
+	s.nc.Store(l.Conn())
+	return s
 }
+
+// conn is the connection the session publishes on.
+func (s *session) conn() *nats.Conn { return s.nc.Load() }
 
 // push keeps e for publishing; it never blocks.
 func (s *session) push(e model.Event) {
-	late := !s.nc.IsConnected()
+	late := !s.conn().IsConnected()
 	s.mu.Lock()
 	if len(s.buf) >= s.opts.EventBuffer {
 		s.buf = s.buf[1:]
@@ -340,7 +371,7 @@ func (s *session) flush() {
 			s.mu.Unlock()
 			return
 		}
-		if !s.nc.IsConnected() {
+		if !s.conn().IsConnected() {
 			for i := range s.buf {
 				s.buf[i].late = true
 			}
@@ -355,7 +386,7 @@ func (s *session) flush() {
 			data, err = json.Marshal(p.e)
 		}
 		if err == nil {
-			err = s.nc.Publish(EventSubject(id), data)
+			err = s.conn().Publish(EventSubject(id), data)
 		}
 		if errors.Is(err, ErrBadHost) {
 			s.log.Warn("agent: event for a host without a valid identity; dropped", "err", err)
@@ -389,7 +420,7 @@ func (s *session) takeCounts() (late, dropped int) {
 }
 
 func (s *session) publishJSON(subj string, v any) {
-	if !s.nc.IsConnected() {
+	if !s.conn().IsConnected() {
 		return // a stale heartbeat is worthless; a full one follows the reconnect
 	}
 	data, err := json.Marshal(v)
@@ -401,10 +432,10 @@ func (s *session) publishJSON(subj string, v any) {
 }
 
 func (s *session) publish(subj string, data []byte) {
-	if !s.nc.IsConnected() {
+	if !s.conn().IsConnected() {
 		return
 	}
-	if err := s.nc.Publish(subj, data); err != nil {
+	if err := s.conn().Publish(subj, data); err != nil {
 		s.log.Warn("agent: publish", "subject", subj, "err", err)
 	}
 }
@@ -465,21 +496,28 @@ func heartbeatPrint(hi model.HostInfo, sts []model.ProcStatus) uint64 {
 
 // run drives heartbeats and events until ctx ends. subscribe registers the
 // event callback; hb publishes heartbeats; tick (optional) runs before each
-// periodic heartbeat.
-func (s *session) run(ctx context.Context, subscribe func(context.Context, func(model.Event)),
-	hb func(full bool, late, dropped int, leaving bool), tick func(), verify func() error) error {
-	status := s.nc.StatusChanged(nats.CONNECTED, nats.RECONNECTING, nats.DISCONNECTED, nats.CLOSED)
-	defer s.nc.RemoveStatusListener(status)
-	helloSub, err := s.nc.Subscribe(HelloSubject, func(*nats.Msg) {
+// periodic heartbeat; attach subscribes the caller's own subjects on a new
+// connection of the link (the old one was closed for good); verify checks
+// after every (re)connection that NATS took the subscriptions.
+func (s *session) run(ctx context.Context, l *Link, subscribe func(context.Context, func(model.Event)),
+	hb func(full bool, late, dropped int, leaving bool), tick func(), attach func(context.Context, *nats.Conn) error, verify func() error) error {
+	nc := s.conn()
+	status := nc.StatusChanged(nats.CONNECTED, nats.RECONNECTING, nats.DISCONNECTED, nats.CLOSED)
+	onHello := func(*nats.Msg) {
 		select {
 		case s.hello <- struct{}{}:
 		default:
 		}
-	})
+	}
+	helloSub, err := nc.Subscribe(HelloSubject, onHello)
 	if err != nil {
+		nc.RemoveStatusListener(status)
 		return fmt.Errorf("subscribe %s: %w", HelloSubject, err)
 	}
-	defer func() { _ = helloSub.Unsubscribe() }()
+	defer func() {
+		_ = helloSub.Unsubscribe()
+		s.conn().RemoveStatusListener(status)
+	}()
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -493,17 +531,49 @@ func (s *session) run(ctx context.Context, subscribe func(context.Context, func(
 	// notices a reconnect first is up to the scheduler, and the server
 	// reports the counts only with the first heartbeat it sees.
 	beat := func(full bool) {
-		if !s.nc.IsConnected() {
+		if !s.conn().IsConnected() {
 			return
 		}
 		s.flush()
 		late, dropped := s.takeCounts()
 		hb(full || late > 0 || dropped > 0, late, dropped, false)
 	}
-	if s.nc.IsClosed() {
-		return closedError(s.nc)
+	// renew moves the session onto the link's next connection once the
+	// one in use was closed for good: everything subscribed again, events
+	// kept in the buffer meanwhile.
+	renew := func() error {
+		old := s.conn()
+		s.log.Warn("agent: nats connection closed for good; waiting for a new one", "err", closedError(old))
+		fresh, err := l.Next(ctx, old)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		old.RemoveStatusListener(status)
+		status = fresh.StatusChanged(nats.CONNECTED, nats.RECONNECTING, nats.DISCONNECTED, nats.CLOSED)
+		s.nc.Store(fresh)
+		if helloSub, err = fresh.Subscribe(HelloSubject, onHello); err != nil {
+			return fmt.Errorf("subscribe %s: %w", HelloSubject, err)
+		}
+		if err := attach(ctx, fresh); err != nil {
+			return err
+		}
+		if err := verify(); err != nil {
+			return err
+		}
+		s.log.Info("agent: serving on a new nats connection")
+		beat(true)
+		return nil
 	}
-	beat(true)
+	if s.conn().IsClosed() {
+		if err := renew(); err != nil || ctx.Err() != nil {
+			return err
+		}
+	} else {
+		beat(true)
+	}
 	t := time.NewTicker(s.opts.HeartbeatInterval)
 	defer t.Stop()
 	for {
@@ -521,7 +591,9 @@ func (s *session) run(ctx context.Context, subscribe func(context.Context, func(
 				}
 				beat(true)
 			case nats.CLOSED:
-				return closedError(s.nc)
+				if err := renew(); err != nil || ctx.Err() != nil {
+					return err
+				}
 			}
 		case <-s.hello:
 			beat(true)

@@ -25,20 +25,21 @@ const auditPage = 1000
 // with Since stops scanning back once entries are older than Since by more.
 const auditSkew = time.Minute
 
-func (s *Store) openAudit(ctx context.Context, storage jetstream.StorageType) error {
+func (s *Store) openAudit(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
 	name := s.opts.Prefix + "_audit"
-	s.auditSubject = s.opts.Prefix + ".store.audit"
-	return retry(ctx, func(ctx context.Context) (err error) {
-		s.audit, err = s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	var st jetstream.Stream
+	err := retry(ctx, func(ctx context.Context) (err error) {
+		st, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name: name, Subjects: []string{s.auditSubject}, MaxMsgs: int64(s.opts.KeepAudit),
-			Discard: jetstream.DiscardOld, Storage: storage, Replicas: s.opts.Replicas,
+			Discard: jetstream.DiscardOld, Storage: s.storage, Replicas: s.opts.Replicas,
 			Duplicates: 2 * time.Minute, Description: "gseproc audit trail",
 		})
-		if err != nil {
-			return fmt.Errorf("jsstore: stream %s: %w", name, err)
-		}
-		return nil
+		return err
 	})
+	if err != nil {
+		return nil, fmt.Errorf("jsstore: stream %s: %w", name, err)
+	}
+	return st, nil
 }
 
 // AppendAudit stores an entry; its Seq is the stream sequence.
@@ -55,7 +56,7 @@ func (s *Store) AppendAudit(ctx context.Context, e model.AuditEntry) (uint64, er
 	_, _ = rand.Read(b)
 	id := hex.EncodeToString(b)
 	ack, err := do(ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
-		return s.js.Publish(ctx, s.auditSubject, data, jetstream.WithMsgID(id))
+		return s.on().js.Publish(ctx, s.auditSubject, data, jetstream.WithMsgID(id))
 	})
 	if err != nil {
 		return 0, fmt.Errorf("append audit: %w", err)
@@ -70,7 +71,7 @@ func (s *Store) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEnt
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	info, err := do(ctx, func(ctx context.Context) (*jetstream.StreamInfo, error) { return s.audit.Info(ctx) })
+	info, err := do(ctx, func(ctx context.Context) (*jetstream.StreamInfo, error) { return s.on().audit.Info(ctx) })
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
@@ -112,7 +113,7 @@ func (s *Store) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEnt
 // auditRange reads the entries with sequence in [start, end], in order.
 func (s *Store) auditRange(ctx context.Context, start, end uint64) ([]model.AuditEntry, error) {
 	cons, err := do(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
-		return s.js.OrderedConsumer(ctx, s.audit.CachedInfo().Config.Name, jetstream.OrderedConsumerConfig{
+		return s.on().js.OrderedConsumer(ctx, s.on().audit.CachedInfo().Config.Name, jetstream.OrderedConsumerConfig{
 			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start,
 		})
 	})

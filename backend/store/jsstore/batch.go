@@ -37,7 +37,7 @@ func (s *Store) publishAll(ctx context.Context, msgs []pubMsg) error {
 		part := msgs[start:min(start+pubWindow, len(msgs))]
 		futs := make([]jetstream.PubAckFuture, len(part))
 		for i, m := range part {
-			f, err := s.js.PublishAsync(m.subject, m.data)
+			f, err := s.on().js.PublishAsync(m.subject, m.data)
 			if err == nil {
 				futs[i] = f
 			}
@@ -57,7 +57,7 @@ func (s *Store) publishAll(ctx context.Context, msgs []pubMsg) error {
 				}
 			}
 			m := part[i]
-			if _, err := do(ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return s.js.Publish(ctx, m.subject, m.data) }); err != nil {
+			if _, err := do(ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return s.on().js.Publish(ctx, m.subject, m.data) }); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", m.what, err))
 			}
 		}
@@ -95,7 +95,7 @@ func (s *Store) PutResults(ctx context.Context, rs []model.Result) error {
 			errs = append(errs, fmt.Errorf("put result of task %s: %w", r.TaskID, err))
 			continue
 		}
-		msgs = append(msgs, pubMsg{kvSubject(s.results, enc(r.TaskID)+"."+strconv.Itoa(i)), data,
+		msgs = append(msgs, pubMsg{kvSubject(s.on().results, enc(r.TaskID)+"."+strconv.Itoa(i)), data,
 			fmt.Sprintf("put result of task %s for %s %s", r.TaskID, r.Host, r.ProcKey)})
 	}
 	errs = append(errs, s.publishAll(ctx, msgs))
@@ -124,7 +124,7 @@ func (s *Store) PutProcStatuses(ctx context.Context, sts []engine.HostStatus) er
 			errs = append(errs, fmt.Errorf("put status on %s: %w", x.Host, err))
 			continue
 		}
-		msgs = append(msgs, pubMsg{kvSubject(s.status, key), data,
+		msgs = append(msgs, pubMsg{kvSubject(s.on().status, key), data,
 			fmt.Sprintf("put status of %s on %s", x.Status.ProcKey, x.Host)})
 	}
 	errs = append(errs, s.publishAll(ctx, msgs))

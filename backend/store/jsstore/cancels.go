@@ -20,7 +20,7 @@ func (s *Store) RequestCancel(ctx context.Context, taskID string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	if _, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.cancels.Put(ctx, enc(taskID), []byte(taskID)) }); err != nil {
+	if _, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.on().cancels.Put(ctx, enc(taskID), []byte(taskID)) }); err != nil {
 		return fmt.Errorf("request cancel of %s: %w", taskID, err)
 	}
 	return nil
@@ -31,7 +31,9 @@ func (s *Store) CancelRequested(ctx context.Context, taskID string) (bool, error
 	if err := s.check(); err != nil {
 		return false, err
 	}
-	_, err := do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.cancels.Get(ctx, enc(taskID)) })
+	_, err := do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
+		return s.on().cancels.Get(ctx, enc(taskID))
+	})
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return false, nil
@@ -49,7 +51,7 @@ func (s *Store) WatchCancels(ctx context.Context) (<-chan string, error) {
 		return nil, err
 	}
 	w, err := do(ctx, func(context.Context) (jetstream.KeyWatcher, error) {
-		return s.cancels.WatchAll(ctx, jetstream.UpdatesOnly(), jetstream.IgnoreDeletes())
+		return s.on().cancels.WatchAll(ctx, jetstream.UpdatesOnly(), jetstream.IgnoreDeletes())
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watch cancels: %w", err)
@@ -71,7 +73,7 @@ func (s *Store) WatchCancels(ctx context.Context) (<-chan string, error) {
 			}
 			_ = w.Stop()
 			for ctx.Err() == nil {
-				if w, err = s.cancels.WatchAll(ctx, jetstream.ResumeFromRevision(high+1), jetstream.IgnoreDeletes()); err == nil {
+				if w, err = s.on().cancels.WatchAll(ctx, jetstream.ResumeFromRevision(high+1), jetstream.IgnoreDeletes()); err == nil {
 					break
 				}
 				select {

@@ -58,6 +58,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -94,13 +95,12 @@ type Options struct {
 // Store is the JetStream engine.Store. It does not own the JetStream
 // context: Close releases nothing of the connection.
 type Store struct {
-	js   jetstream.JetStream
 	opts Options
-
-	procs, status, seq, tasks, targets, results, leases jetstream.KeyValue
-	cancels                                             jetstream.KeyValue
-	events, audit                                       jetstream.Stream
-	eventsSubject, auditSubject                         string
+	// cur is what belongs to the connection in use: Rebind moves the store
+	// onto a new one (the old connection was closed for good).
+	cur                         atomic.Pointer[bound]
+	storage                     jetstream.StorageType
+	eventsSubject, auditSubject string
 
 	reg    *registry          // the procs bucket, indexed by a watch
 	ctx    context.Context    // ends at Close: stops the registry watch
@@ -110,11 +110,25 @@ type Store struct {
 	seqMu           sync.Mutex // held while a block is reserved
 	seqNext, seqEnd uint64     // the reserved block's numbers not handed out: [seqNext, seqEnd)
 
-	mu        sync.Mutex
-	index     map[string]*taskIndex       // task id -> target index (a small cache)
-	kvStreams map[string]jetstream.Stream // bucket -> its stream, looked up once
-	closed    bool
+	mu     sync.Mutex
+	index  map[string]*taskIndex // task id -> target index (a small cache)
+	closed bool
 }
+
+// bound is the store's JetStream context and the bucket and stream
+// handles opened on it: all of one connection.
+type bound struct {
+	js                                                  jetstream.JetStream
+	procs, status, seq, tasks, targets, results, leases jetstream.KeyValue
+	cancels                                             jetstream.KeyValue
+	events, audit                                       jetstream.Stream
+
+	mu        sync.Mutex
+	kvStreams map[string]jetstream.Stream // bucket -> its stream, looked up once
+}
+
+// on is the store's current connection and handles.
+func (s *Store) on() *bound { return s.cur.Load() }
 
 type taskIndex struct {
 	targets map[model.Target]int
@@ -160,40 +174,73 @@ func New(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, err
 	if opts.Memory {
 		storage = jetstream.MemoryStorage
 	}
-	s := &Store{js: js, opts: opts, index: map[string]*taskIndex{}, kvStreams: map[string]jetstream.Stream{}, eventsSubject: opts.Prefix + ".store.events"}
+	s := &Store{opts: opts, storage: storage, index: map[string]*taskIndex{},
+		eventsSubject: opts.Prefix + ".store.events", auditSubject: opts.Prefix + ".store.audit"}
+	b, err := s.open(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	s.cur.Store(b)
+	s.reg = newRegistry()
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.wg.Go(func() { s.follow(s.ctx) })
+	s.wg.Go(func() { s.sweepLoop(s.ctx) })
+	return s, nil
+}
+
+// Rebind moves the store onto js, a JetStream context on a new connection
+// (the one it used was closed for good; transport.Link dials the new one):
+// the buckets and streams are opened again on it, and every later call
+// uses them. The registry watch, which ended with the old connection,
+// starts again on them by itself.
+func (s *Store) Rebind(ctx context.Context, js jetstream.JetStream) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	b, err := s.open(ctx, js)
+	if err != nil {
+		return err
+	}
+	s.cur.Store(b)
+	return nil
+}
+
+// open creates (or opens, when they exist) the buckets and streams on js.
+func (s *Store) open(ctx context.Context, js jetstream.JetStream) (*bound, error) {
+	opts := s.opts
+	b := &bound{js: js, kvStreams: map[string]jetstream.Stream{}}
 	buckets := []struct {
 		name string
 		kv   *jetstream.KeyValue
 	}{
-		{"procs", &s.procs}, {"status", &s.status}, {"seq", &s.seq},
-		{"tasks", &s.tasks}, {"targets", &s.targets}, {"results", &s.results},
-		{"leases", &s.leases}, {"cancels", &s.cancels},
+		{"procs", &b.procs}, {"status", &b.status}, {"seq", &b.seq},
+		{"tasks", &b.tasks}, {"targets", &b.targets}, {"results", &b.results},
+		{"leases", &b.leases}, {"cancels", &b.cancels},
 	}
-	for _, b := range buckets {
-		name := opts.Prefix + "_" + b.name
+	for _, bk := range buckets {
+		name := opts.Prefix + "_" + bk.name
 		var ttl time.Duration
-		if b.kv == &s.cancels {
+		if bk.kv == &b.cancels {
 			ttl = opts.MaxAge // a cancel outlives no task
 		}
 		var kv jetstream.KeyValue
 		err := retry(ctx, func(ctx context.Context) (err error) {
 			kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-				Bucket: name, History: 1, Storage: storage, Replicas: opts.Replicas,
-				Description: "gseproc " + b.name, TTL: ttl,
+				Bucket: name, History: 1, Storage: s.storage, Replicas: opts.Replicas,
+				Description: "gseproc " + bk.name, TTL: ttl,
 			})
 			return err
 		})
 		if err != nil {
 			return nil, fmt.Errorf("jsstore: bucket %s: %w", name, err)
 		}
-		*b.kv = kv
+		*bk.kv = kv
 	}
 	name := opts.Prefix + "_events"
-	var st jetstream.Stream
 	err := retry(ctx, func(ctx context.Context) (err error) {
-		st, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		b.events, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name: name, Subjects: []string{s.eventsSubject}, MaxMsgs: int64(opts.MaxEvents),
-			Discard: jetstream.DiscardOld, Storage: storage, Replicas: opts.Replicas,
+			Discard: jetstream.DiscardOld, Storage: s.storage, Replicas: opts.Replicas,
 			Description: "gseproc host events",
 		})
 		return err
@@ -201,15 +248,10 @@ func New(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, err
 	if err != nil {
 		return nil, fmt.Errorf("jsstore: stream %s: %w", name, err)
 	}
-	s.events = st
-	if err := s.openAudit(ctx, storage); err != nil {
+	if b.audit, err = s.openAudit(ctx, js); err != nil {
 		return nil, err
 	}
-	s.reg = newRegistry()
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.wg.Go(func() { s.follow(s.ctx) })
-	s.wg.Go(func() { s.sweepLoop(s.ctx) })
-	return s, nil
+	return b, nil
 }
 
 // retry runs f until it succeeds, fails for good, or ctx ends: a cluster
@@ -350,12 +392,12 @@ func (s *Store) PutProcess(ctx context.Context, def model.ProcessDef) error {
 	}
 	k := enc(key)
 	if want == 0 {
-		_, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.procs.Put(ctx, k, data) })
+		_, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.on().procs.Put(ctx, k, data) })
 	} else {
-		_, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.procs.Update(ctx, k, data, want) })
+		_, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.on().procs.Update(ctx, k, data, want) })
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			if _, gerr := s.get(ctx, s.procs, k); errors.Is(gerr, jetstream.ErrKeyNotFound) {
-				_, err = s.procs.Create(ctx, k, data) // nothing stored: as the memory store, accept
+			if _, gerr := s.get(ctx, s.on().procs, k); errors.Is(gerr, jetstream.ErrKeyNotFound) {
+				_, err = s.on().procs.Create(ctx, k, data) // nothing stored: as the memory store, accept
 			} else {
 				return fmt.Errorf("put process %s: revision %d is not the stored one: %w", key, want, model.ErrConflict)
 			}
@@ -375,14 +417,14 @@ func (s *Store) DeleteProcess(ctx context.Context, key string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	e, err := s.get(ctx, s.procs, enc(key))
+	e, err := s.get(ctx, s.on().procs, enc(key))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("delete process %s: %w", key, model.ErrNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("delete process %s: %w", key, err)
 	}
-	if err := s.procs.Delete(ctx, enc(key), jetstream.LastRevision(e.Revision())); err != nil {
+	if err := s.on().procs.Delete(ctx, enc(key), jetstream.LastRevision(e.Revision())); err != nil {
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return fmt.Errorf("delete process %s: changed meanwhile: %w", key, model.ErrConflict)
 		}
@@ -433,7 +475,7 @@ func (s *Store) ProcStatuses(ctx context.Context) (map[model.Host][]model.ProcSt
 		return nil, err
 	}
 	out := map[model.Host][]model.ProcStatus{}
-	err := s.each(ctx, s.status, ">", func(e jetstream.KeyValueEntry) error {
+	err := s.each(ctx, s.on().status, ">", func(e jetstream.KeyValueEntry) error {
 		var r statusRec
 		if err := json.Unmarshal(e.Value(), &r); err != nil {
 			return fmt.Errorf("decode %s: %w", e.Key(), err)
@@ -461,7 +503,7 @@ func (s *Store) NextSeq(ctx context.Context) (uint64, error) {
 	s.seqMu.Lock()
 	defer s.seqMu.Unlock()
 	if s.seqNext == s.seqEnd {
-		rev, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.seq.Put(ctx, "seq", nil) })
+		rev, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.on().seq.Put(ctx, "seq", nil) })
 		if err != nil {
 			return 0, fmt.Errorf("next task seq: %w", err)
 		}
@@ -494,7 +536,9 @@ func (s *Store) PutTask(ctx context.Context, t model.Task, targets []model.Targe
 		if err != nil {
 			return fmt.Errorf("put task %s: %w", t.ID, err)
 		}
-		if _, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.targets.Put(ctx, tk+"."+strconv.Itoa(c), data) }); err != nil {
+		if _, err := do(ctx, func(ctx context.Context) (uint64, error) {
+			return s.on().targets.Put(ctx, tk+"."+strconv.Itoa(c), data)
+		}); err != nil {
 			return fmt.Errorf("put task %s: targets: %w", t.ID, err)
 		}
 	}
@@ -502,10 +546,10 @@ func (s *Store) PutTask(ctx context.Context, t model.Task, targets []model.Targe
 	if err != nil {
 		return fmt.Errorf("put task %s: %w", t.ID, err)
 	}
-	idx.rev, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.tasks.Create(ctx, tk, data) })
+	idx.rev, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.on().tasks.Create(ctx, tk, data) })
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		// An earlier attempt may have been applied without its answer arriving.
-		if e, gerr := s.get(ctx, s.tasks, tk); gerr == nil && bytes.Equal(e.Value(), data) {
+		if e, gerr := s.get(ctx, s.on().tasks, tk); gerr == nil && bytes.Equal(e.Value(), data) {
 			idx.rev, err = e.Revision(), nil
 		}
 	}
@@ -552,7 +596,7 @@ func (s *Store) UpdateTask(ctx context.Context, t model.Task) error {
 	}
 	s.mu.Unlock()
 	if rev == 0 {
-		e, err := s.get(ctx, s.tasks, tk)
+		e, err := s.get(ctx, s.on().tasks, tk)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("update task %s: %w", t.ID, model.ErrNotFound)
 		}
@@ -562,12 +606,12 @@ func (s *Store) UpdateTask(ctx context.Context, t model.Task) error {
 		rev = e.Revision()
 	}
 	// Last writer wins, but never resurrect a task deleted meanwhile.
-	newRev, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.tasks.Update(ctx, tk, data, rev) })
+	newRev, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.on().tasks.Update(ctx, tk, data, rev) })
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		if _, err := s.get(ctx, s.tasks, tk); err != nil {
+		if _, err := s.get(ctx, s.on().tasks, tk); err != nil {
 			return fmt.Errorf("update task %s: %w", t.ID, model.ErrNotFound)
 		}
-		newRev, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.tasks.Put(ctx, tk, data) })
+		newRev, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.on().tasks.Put(ctx, tk, data) })
 		if err != nil {
 			return fmt.Errorf("update task %s: %w", t.ID, err)
 		}
@@ -605,7 +649,7 @@ func (s *Store) Task(ctx context.Context, id string) (model.Task, []model.Target
 }
 
 func (s *Store) task(ctx context.Context, id string) (model.Task, error) {
-	e, err := s.get(ctx, s.tasks, enc(id))
+	e, err := s.get(ctx, s.on().tasks, enc(id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return model.Task{}, fmt.Errorf("task %s: %w", id, model.ErrNotFound)
 	}
@@ -621,7 +665,7 @@ func (s *Store) task(ctx context.Context, id string) (model.Task, error) {
 
 func (s *Store) loadTargets(ctx context.Context, id string) ([]model.Target, error) {
 	chunks := map[int][]model.Target{}
-	err := s.each(ctx, s.targets, enc(id)+".*", func(e jetstream.KeyValueEntry) error {
+	err := s.each(ctx, s.on().targets, enc(id)+".*", func(e jetstream.KeyValueEntry) error {
 		_, c, _ := strings.Cut(e.Key(), ".")
 		n, err := strconv.Atoi(c)
 		if err != nil {
@@ -691,7 +735,7 @@ func (s *Store) Tasks(ctx context.Context, limit int) ([]model.Task, error) {
 // allTasks lists every task newest first (creation time, then sequence).
 func (s *Store) allTasks(ctx context.Context) ([]model.Task, error) {
 	var out []model.Task
-	err := s.each(ctx, s.tasks, ">", func(e jetstream.KeyValueEntry) error {
+	err := s.each(ctx, s.on().tasks, ">", func(e jetstream.KeyValueEntry) error {
 		var t model.Task
 		if err := json.Unmarshal(e.Value(), &t); err != nil {
 			return fmt.Errorf("decode %s: %w", e.Key(), err)
@@ -785,7 +829,7 @@ func (s *Store) sweep(ctx context.Context, now time.Time) (int, error) {
 // size is the bytes held by the task, target and result buckets.
 func (s *Store) size(ctx context.Context) (int64, error) {
 	var total int64
-	for _, kv := range []jetstream.KeyValue{s.tasks, s.targets, s.results} {
+	for _, kv := range []jetstream.KeyValue{s.on().tasks, s.on().targets, s.on().results} {
 		st, err := s.kvStream(ctx, kv)
 		if err != nil {
 			return 0, err
@@ -807,7 +851,7 @@ func (s *Store) deleteTask(ctx context.Context, id string) error {
 	for _, x := range []struct {
 		kv      jetstream.KeyValue
 		subject string
-	}{{s.results, tk + ".*"}, {s.targets, tk + ".*"}, {s.tasks, tk}} {
+	}{{s.on().results, tk + ".*"}, {s.on().targets, tk + ".*"}, {s.on().tasks, tk}} {
 		kv := x.kv
 		st, err := s.kvStream(ctx, kv)
 		if err != nil {
@@ -845,7 +889,7 @@ func (s *Store) Results(ctx context.Context, taskID string) ([]model.Result, err
 		r model.Result
 	}
 	var rs []indexed
-	err := s.each(ctx, s.results, enc(taskID)+".*", func(e jetstream.KeyValueEntry) error {
+	err := s.each(ctx, s.on().results, enc(taskID)+".*", func(e jetstream.KeyValueEntry) error {
 		_, c, _ := strings.Cut(e.Key(), ".")
 		i, err := strconv.Atoi(c)
 		if err != nil {
@@ -881,7 +925,7 @@ func (s *Store) Events(ctx context.Context, limit int) ([]model.Event, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	info, err := do(ctx, func(ctx context.Context) (*jetstream.StreamInfo, error) { return s.events.Info(ctx) })
+	info, err := do(ctx, func(ctx context.Context) (*jetstream.StreamInfo, error) { return s.on().events.Info(ctx) })
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
@@ -894,7 +938,7 @@ func (s *Store) Events(ctx context.Context, limit int) ([]model.Event, error) {
 	}
 	start := info.State.LastSeq - n + 1
 	cons, err := do(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
-		return s.js.OrderedConsumer(ctx, s.events.CachedInfo().Config.Name, jetstream.OrderedConsumerConfig{
+		return s.on().js.OrderedConsumer(ctx, s.on().events.CachedInfo().Config.Name, jetstream.OrderedConsumerConfig{
 			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start,
 		})
 	})
@@ -1013,19 +1057,20 @@ func (s *Store) list(ctx context.Context, kv jetstream.KeyValue, filter string) 
 // the handle only names the stream, so a listing or a watch does not pay
 // a stream info request each time.
 func (s *Store) kvStream(ctx context.Context, kv jetstream.KeyValue) (jetstream.Stream, error) {
-	s.mu.Lock()
-	st := s.kvStreams[kv.Bucket()]
-	s.mu.Unlock()
+	b := s.on()
+	b.mu.Lock()
+	st := b.kvStreams[kv.Bucket()]
+	b.mu.Unlock()
 	if st != nil {
 		return st, nil
 	}
-	st, err := s.js.Stream(ctx, "KV_"+kv.Bucket())
+	st, err := b.js.Stream(ctx, "KV_"+kv.Bucket())
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	s.kvStreams[kv.Bucket()] = st
-	s.mu.Unlock()
+	b.mu.Lock()
+	b.kvStreams[kv.Bucket()] = st
+	b.mu.Unlock()
 	return st, nil
 }
 

@@ -279,7 +279,7 @@ func TestRetentionByAge(t *testing.T) {
 			t.Fatalf("results of %s: %d, %v", id, len(rs), err)
 		}
 	}
-	st, _ := s.js.Stream(ctx, "KV_gseproc_results")
+	st, _ := s.on().js.Stream(ctx, "KV_gseproc_results")
 	info, _ := st.Info(ctx)
 	if info.State.Msgs != 2 {
 		t.Fatalf("%d results left, want those of the 2 kept tasks", info.State.Msgs)

@@ -31,7 +31,7 @@ func (s *Store) get(ctx context.Context, kv jetstream.KeyValue, key string) (jet
 func (s *Store) leaderGet(ctx context.Context, kv jetstream.KeyValue, key string) (jetstream.KeyValueEntry, error) {
 	stream := "KV_" + kv.Bucket()
 	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + kv.Bucket() + "." + key})
-	msg, err := s.js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	msg, err := s.on().js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
 	if err != nil {
 		return nil, fmt.Errorf("leader get %s %s: %w", kv.Bucket(), key, err)
 	}

@@ -83,7 +83,7 @@ func (s *Store) runProbes(p *probe) {
 	r := s.reg
 	for p != nil {
 		p.last, p.err = do(s.ctx, func(ctx context.Context) (uint64, error) {
-			st, err := s.kvStream(ctx, s.procs)
+			st, err := s.kvStream(ctx, s.on().procs)
 			if err != nil {
 				return 0, err
 			}
@@ -147,7 +147,7 @@ func (s *Store) follow(ctx context.Context) {
 }
 
 func (s *Store) followOnce(ctx context.Context) error {
-	w, err := s.procs.WatchAll(ctx)
+	w, err := s.on().procs.WatchAll(ctx)
 	if err != nil {
 		return fmt.Errorf("watch registry: %w", err)
 	}
