@@ -13,10 +13,6 @@ import (
 // request rate under concurrent clients). Everything runs on 127.0.0.1
 // and is stopped on return.
 func runBench(ctx context.Context, args []string, io Stdio) error {
-	if len(args) == 0 || (args[0] != "fleet" && args[0] != "operate") {
-		return usageError("bench", "want a measurement: fleet or operate")
-	}
-	what := args[0]
 	fs := newFlags("bench", "bench fleet|operate [flags]", io)
 	var s bench.Setup
 	fs.IntVar(&s.Hosts, "hosts", 10000, "simulated hosts in the fleet (`N`)")
@@ -32,14 +28,19 @@ func runBench(ctx context.Context, args []string, io Stdio) error {
 	clients := fs.Int("clients", 50, "operate: concurrent clients")
 	requests := fs.Int("requests", 40000, "operate: at most this many calls")
 	duration := fs.Duration("duration", 10*time.Second, "operate: at most this long")
-	if _, err := parseArgs(fs, args[1:]); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return err
 	}
+	if len(pos) != 1 || (pos[0] != "fleet" && pos[0] != "operate") {
+		return usageError("bench", "want one measurement: fleet or operate")
+	}
+	what := pos[0]
 	s.Out = io.Out
 	if what == "fleet" {
 		_, err := bench.Fleet(ctx, bench.FleetOptions{Setup: s, Runs: *runs})
 		return err
 	}
-	_, err := bench.Operate(ctx, bench.LoadOptions{Setup: s, Clients: *clients, Requests: *requests, Duration: *duration})
+	_, err = bench.Operate(ctx, bench.LoadOptions{Setup: s, Clients: *clients, Requests: *requests, Duration: *duration})
 	return err
 }

@@ -73,7 +73,7 @@ func Main(ctx context.Context, args []string, io Stdio) int {
 		switch a := args[0]; {
 		case a == "-h" || a == "--help" || a == "help":
 			if len(args) > 1 {
-				args = []string{args[1], "--help"}
+				cmd, args = args[1], []string{"--help"}
 				break
 			}
 			usage(io.Out)
@@ -81,6 +81,11 @@ func Main(ctx context.Context, args []string, io Stdio) int {
 		case !strings.HasPrefix(a, "-"):
 			cmd, args = a, args[1:]
 		}
+	}
+	// --help is an answer, not an error: the usage goes to stdout (a bad
+	// flag's message and usage still go to stderr).
+	if wantsHelp(args) {
+		io.Err = io.Out
 	}
 	// Every change a command makes is recorded under this operator.
 	via := "cli"
@@ -122,6 +127,20 @@ func usage(w io.Writer) {
 	fmt.Fprintf(w, "\nRun 'gseproc COMMAND --help' for a command's flags.\nConfig: --config FILE, or $GSEPROC_CONFIG, or $XDG_CONFIG_HOME/gseproc/config.toml, or /etc/gseproc/config.toml.\n")
 }
 
+// wantsHelp reports whether args ask for help (-h, -help or --help
+// before a "--").
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
 // newFlags makes a FlagSet whose usage names the command and its synopsis.
 func newFlags(name, synopsis string, io Stdio) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
@@ -139,7 +158,13 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
 
-func runVersion(_ context.Context, _ []string, io Stdio) error {
+func runVersion(_ context.Context, args []string, io Stdio) error {
+	fs := newFlags("version", "version", io)
+	if pos, err := parseArgs(fs, args); err != nil {
+		return err
+	} else if len(pos) > 0 {
+		return usageError("version", "unexpected argument %q", pos[0])
+	}
 	fmt.Fprintln(io.Out, "gseproc", Version)
 	return nil
 }

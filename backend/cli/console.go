@@ -25,6 +25,7 @@ type consoleFlags struct {
 	config, server, ns, op, theme string
 	labels                        multiFlag
 	noColor, readOnly             bool
+	sim                           simFlags
 }
 
 // parseConsoleFlags parses and checks the flags; the opening labels and op
@@ -40,6 +41,7 @@ func parseConsoleFlags(args []string, sio Stdio) (consoleFlags, map[string]strin
 	fs.StringVar(&f.theme, "theme", "", "colour theme: dark, light, ansi16 (the terminal's 16 colours) or mono (default: [console] theme)")
 	fs.BoolVar(&f.noColor, "no-color", false, "no colour at all (NO_COLOR in the environment does the same)")
 	fs.BoolVar(&f.readOnly, "read-only", false, "refuse every change: only status runs, the process editor is off")
+	f.sim.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return f, nil, nil, err
@@ -105,6 +107,7 @@ func runConsole(ctx context.Context, args []string, sio Stdio) error {
 	if f.readOnly {
 		cfg.Engine.ReadOnly = true
 	}
+	f.sim.apply(&cfg)
 	be, closeBackend, err := openBackend(ctx, cfg, f.server, log)
 	if err != nil {
 		return err

@@ -102,10 +102,12 @@ func (t *targetFlags) parse(cmd string) (map[string]string, []model.Host, error)
 type commonFlags struct {
 	server, config string
 	verbose        bool
+	sim            simFlags
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.server, "server", "", "talk to the gseproc servers at `URL[,URL...]` (servers of one cluster: the others when one fails; default [server.client] servers) instead of the embedded engine and simulated fleet")
+	fs.StringVar(&c.server, "server", "", serverHelp)
+	c.sim.register(fs)
 	fs.StringVar(&c.config, "config", "", "config `FILE` (default: $GSEPROC_CONFIG, then $XDG_CONFIG_HOME/gseproc/config.toml, then /etc/gseproc/config.toml)")
 	fs.BoolVar(&c.verbose, "v", false, "log at the configured level (default: warnings only)")
 }
@@ -120,7 +122,12 @@ func (c *commonFlags) open(ctx context.Context, io Stdio) (backend.Backend, func
 	if !c.verbose && cfg.Log.File == "" {
 		logCfg.Level = "warn"
 	}
-	return openBackend(ctx, cfg, c.server, newLogger(logCfg, io.Err))
+	c.sim.apply(&cfg)
+	server := c.server
+	if server == "" {
+		server = chooseServer(ctx, cfg, c.sim, io)
+	}
+	return openBackend(ctx, cfg, server, newLogger(logCfg, io.Err))
 }
 
 func opUsage(fs *flag.FlagSet) func() {

@@ -70,19 +70,19 @@ func jsonResults(t *testing.T, stdout string) []opLine {
 }
 
 func TestOpHelpNamesEveryFlag(t *testing.T) {
-	code, _, stderr := run(t, "op", "--help")
+	code, stdout, _ := run(t, "op", "--help") // help is on stdout (TestHelpGoesToStdout)
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"-ns", "-name", "-label", "-host", "-json", "-quiet", "-timeout", "-server", "-config", "restart", "op_type", "Exit status"} {
-		if !strings.Contains(stderr, want) {
+	for _, want := range []string{"-ns", "-name", "-label", "-host", "-json", "-quiet", "-timeout", "-server", "-config", "-hosts", "-seed", "restart", "op_type", "Exit status"} {
+		if !strings.Contains(stdout, want) {
 			t.Errorf("op --help does not mention %q", want)
 		}
 	}
 	for _, cmd := range []string{"hosts", "procs"} {
-		code, _, stderr := run(t, cmd, "--help")
-		if code != 0 || !strings.Contains(stderr, "-json") || !strings.Contains(stderr, "-ns") || !strings.Contains(stderr, "-label") {
-			t.Errorf("%s --help: exit %d\n%s", cmd, code, stderr)
+		code, stdout, _ := run(t, cmd, "--help")
+		if code != 0 || !strings.Contains(stdout, "-json") || !strings.Contains(stdout, "-ns") || !strings.Contains(stdout, "-label") {
+			t.Errorf("%s --help: exit %d\n%s", cmd, code, stdout)
 		}
 	}
 }

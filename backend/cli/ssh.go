@@ -41,6 +41,7 @@ func runSSH(ctx context.Context, args []string, io Stdio) error {
 	if *idle != 0 {
 		cfg.SSH.IdleTimeout = config.Duration(*idle)
 	}
+	cf.sim.apply(&cfg)
 	if err := cfg.Validate(); err != nil {
 		return &ExitError{Code: 2, Err: err}
 	}
