@@ -410,6 +410,15 @@ func startSSE(c *call) *sse {
 }
 
 func (e *sse) event(id, name string, v any) error {
+	if err := e.write(id, name, v); err != nil {
+		return err
+	}
+	return e.f.Flush()
+}
+
+// write writes an event without flushing it: the caller flushes once
+// several are written (a stream of 100,000 results is not 100,000 writes).
+func (e *sse) write(id, name string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -419,10 +428,8 @@ func (e *sse) event(id, name string, v any) error {
 			return err
 		}
 	}
-	if _, err := fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", name, b); err != nil {
-		return err
-	}
-	return e.f.Flush()
+	_, err = fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", name, b)
+	return err
 }
 
 func (e *sse) ping() error {
@@ -487,8 +494,15 @@ func (s *Server) v1TaskStream(ctx context.Context, c *call) (any, *apiError) {
 				}
 				return nil, nil
 			}
-			if err := out.event(strconv.FormatInt(r.Seq, 10), "result", r); err != nil {
+			// Flushed when no further result is waiting: results that
+			// arrive together leave in one write, a lone one at once.
+			if err := out.write(strconv.FormatInt(r.Seq, 10), "result", r); err != nil {
 				return nil, nil
+			}
+			if len(ch) == 0 {
+				if err := out.f.Flush(); err != nil {
+					return nil, nil
+				}
 			}
 			sent++
 			if s.streamCut > 0 && sent >= s.streamCut {
