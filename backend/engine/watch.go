@@ -11,9 +11,17 @@ import (
 	"gseproc/model"
 )
 
-// watchBuffer is each watcher's channel capacity. A watcher that does not
-// read only holds up its own goroutine, never the fan-out or other watchers.
+// watchBuffer is each watcher's channel capacity at most; a task of fewer
+// targets gets one of its size (a watcher per small task, e.g. the metrics'
+// one for every task, must not cost 256 results of memory each). A watcher
+// that does not read only holds up its own goroutine, never the fan-out or
+// other watchers.
 const watchBuffer = 256
+
+// watchChan is a watcher's channel for a task of n targets.
+func watchChan(n int) chan model.Result {
+	return make(chan model.Result, max(1, min(watchBuffer, n)))
+}
 
 // Watch streams a task's final results: first those with Seq > after, in Seq
 // order, then new ones as they arrive; the channel closes when the task is
@@ -25,12 +33,13 @@ func (e *Engine) Watch(ctx context.Context, id string, after int64) (<-chan mode
 		r = e.recent.get(id)
 	}
 	e.mu.RUnlock()
-	out := make(chan model.Result, watchBuffer)
+	var out chan model.Result
 	if r == nil {
 		t, _, err := e.st.Task(ctx, id)
 		if err != nil {
 			return nil, fmt.Errorf("watch: %w", err)
 		}
+		out = watchChan(t.Targets)
 		if rw, ok := e.st.(ResultWatcher); ok && !t.Status.Final() {
 			// Another engine runs it: follow its results as they are stored.
 			wctx, src, end, err := e.watchStored(ctx, rw, id)
@@ -67,6 +76,7 @@ func (e *Engine) Watch(ctx context.Context, id string, after int64) (<-chan mode
 		}
 		return out, nil
 	}
+	out = watchChan(len(r.targets))
 	started := e.track(func() {
 		defer close(out)
 		r.mu.Lock()
