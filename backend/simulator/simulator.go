@@ -67,6 +67,7 @@ type simHost struct {
 	rng     uint64
 	nextPID int32
 	procs   []*procState
+	labels  map[string]string // built on first use, then shared read-only (hostLabels)
 
 	// Live controls (control.go): nil lat and unset fail follow the profile.
 	lat       *latency
@@ -425,8 +426,9 @@ func (f *Fleet) Hosts(ctx context.Context) ([]model.HostInfo, error) {
 		h := &f.hosts[i]
 		h.mu.Lock()
 		off := h.offline || h.kind != kindNormal
+		labels := f.hostLabels(h)
 		h.mu.Unlock()
-		hi := model.HostInfo{Host: h.host, Labels: f.hostLabels(h), State: model.AgentOnline, LastSeen: now, Version: AgentVersion,
+		hi := model.HostInfo{Host: h.host, Labels: labels, State: model.AgentOnline, LastSeen: now, Version: AgentVersion,
 			AgentID: AgentID(h.host)}
 		if off {
 			hi.State = model.AgentOffline
@@ -437,7 +439,17 @@ func (f *Fleet) Hosts(ctx context.Context) ([]model.HostInfo, error) {
 	return out, nil
 }
 
+// hostLabels is h's labels, built once (a host's labels never change):
+// listing 100,000 hosts then allocates no label map. Callers share the map
+// and must not modify it. h.mu must be held.
 func (f *Fleet) hostLabels(h *simHost) map[string]string {
+	if h.labels == nil {
+		h.labels = f.makeLabels(h)
+	}
+	return h.labels
+}
+
+func (f *Fleet) makeLabels(h *simHost) map[string]string {
 	zone := ""
 	if c := h.host.CloudID; c < len(f.zones) {
 		zone = f.zones[c][h.zone%3]
@@ -537,17 +549,30 @@ func (f *Fleet) Host(h model.Host) (HostSnapshot, bool) {
 // procStatuses is the status of every process host i knows (its
 // deployments, and those operations created), sorted by key. sh.mu must be held.
 func (f *Fleet) procStatuses(i int32, sh *simHost, now time.Time) []model.ProcStatus {
-	var out []model.ProcStatus
-	seen := map[string]bool{}
+	// A host has a few processes: one slice of the exact size, and a scan
+	// instead of a set (listing 100,000 hosts asks this 100,000 times).
+	known := func(key string) bool {
+		for _, p := range sh.procs {
+			if p.key == key {
+				return true
+			}
+		}
+		return false
+	}
+	var buf [32]int32
+	untouched := buf[:0] // deployments no operation touched yet
+	for d := range f.defs {
+		if f.deployed(int32(d), i) && !known(f.defs[d].key) {
+			untouched = append(untouched, int32(d))
+		}
+	}
+	out := make([]model.ProcStatus, 0, len(sh.procs)+len(untouched))
 	for _, p := range sh.procs {
-		seen[p.key] = true
 		out = append(out, f.status(sh, p, now))
 	}
-	for d := range f.defs {
-		if !seen[f.defs[d].key] && f.deployed(int32(d), i) {
-			p := f.initial(i, int32(d))
-			out = append(out, f.status(sh, &p, now))
-		}
+	for _, d := range untouched {
+		p := f.initial(i, d)
+		out = append(out, f.status(sh, &p, now))
 	}
 	slices.SortFunc(out, func(a, b model.ProcStatus) int { return strings.Compare(a.ProcKey, b.ProcKey) })
 	return out
