@@ -31,3 +31,9 @@ const (
 	OperatorHeader = "X-Gseproc-Operator"
 	ViaHeader      = "X-Gseproc-Via"
 )
+
+// NotReadyHeader is set (to the server's state, e.g. "no_quorum") on a 503
+// a server answers because it is not ready: the request was refused before
+// anything was done, so a client may send it to another server, a change
+// included. Another 503 (a store call timed out) may follow work done.
+const NotReadyHeader = "X-Gseproc-Not-Ready"

@@ -371,29 +371,17 @@ func TestClusterWithAgents(t *testing.T) {
 
 	// The hosted process logs its starts (start_cmd takes 2 s, so the kill
 	// lands while it runs) and its stops.
-	var items []model.ProcessDef
+	items := daemonItems(work, "web", clouds)
 	var pidFiles []string
-	for _, c := range clouds {
-		d := filepath.Join(work, fmt.Sprintf("h%d", c))
+	for _, it := range items {
+		d := it.Process.Spec.Identity.SetupPath
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(d, "daemon.sh"), []byte(faultDaemon), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		name := fmt.Sprintf("d%d", c)
-		pidFiles = append(pidFiles, filepath.Join(d, "d.pid"))
-		items = append(items, model.ProcessDef{
-			Process: model.Process{
-				Meta: model.Meta{Namespace: "web", Name: name},
-				Spec: model.Spec{
-					Identity: model.Identity{ProcName: name, SetupPath: d, PidPath: filepath.Join(d, "d.pid")},
-					Control:  model.Control{StartCmd: "echo start >> starts.log; sleep 2; ./daemon.sh >/dev/null 2>&1 &"},
-					Policy:   model.Policy{AutoType: model.AutoResident, OpTimeout: 30, StartCheckEndSecs: 10, InstanceNum: 1},
-				},
-			},
-			Hosts: []model.Host{{IP: "127.0.0.1", CloudID: c}},
-		})
+		pidFiles = append(pidFiles, it.Process.Spec.Identity.PidPath)
 	}
 	count := func(i int, file, word string) int {
 		b, _ := os.ReadFile(filepath.Join(items[i].Process.Spec.Identity.SetupPath, file))

@@ -41,21 +41,30 @@ func faultCfg(dir, listen string) config.Config {
 }
 
 // faultItems are one definition per real agent (cloud 11..15 on
-// 127.0.0.1), each in its own directory under work. start_cmd logs each
-// start and takes 2 s, so a kill lands while it runs.
+// 127.0.0.1): daemonItems in namespace biz_1.
 func faultItems(work string) []model.ProcessDef {
-	var items []model.ProcessDef
+	var clouds []int
 	for i := range faultHosts {
-		cloud := 11 + i
+		clouds = append(clouds, 11+i)
+	}
+	return daemonItems(work, "biz_1", clouds)
+}
+
+// daemonItems are one definition of faultDaemon per real agent (cloud c on
+// 127.0.0.1), each in its own directory under work (h<cloud>). start_cmd
+// logs each start and takes 2 s, so a kill lands while it runs.
+func daemonItems(work, ns string, clouds []int) []model.ProcessDef {
+	var items []model.ProcessDef
+	for _, cloud := range clouds {
 		dir := filepath.Join(work, "h"+strconv.Itoa(cloud))
 		name := "d" + strconv.Itoa(cloud)
 		items = append(items, model.ProcessDef{
 			Process: model.Process{
-				Meta: model.Meta{Namespace: "biz_1", Name: name},
+				Meta: model.Meta{Namespace: ns, Name: name},
 				Spec: model.Spec{
 					Identity: model.Identity{ProcName: name, SetupPath: dir, PidPath: filepath.Join(dir, "d.pid")},
 					Control:  model.Control{StartCmd: "echo start >> starts.log; sleep 2; ./daemon.sh >/dev/null 2>&1 &"},
-					Policy:   model.Policy{AutoType: model.AutoResident, OpTimeout: 20, StartCheckEndSecs: 10, InstanceNum: 1},
+					Policy:   model.Policy{AutoType: model.AutoResident, OpTimeout: 30, StartCheckEndSecs: 10, InstanceNum: 1},
 				},
 			},
 			Hosts: []model.Host{{IP: "127.0.0.1", CloudID: cloud}},

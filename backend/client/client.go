@@ -5,11 +5,11 @@
 //
 // A client may know several servers of one cluster (they share their
 // state): a request a server cannot take goes to the next one, and a task
-// stream resumes on another server where it left off. A read (and any
-// request the server refused with 503, or that never reached it) is tried
-// on each server in turn; a change that reached a server which then failed
-// to answer is not sent again (it may have been carried out), its error is
-// returned.
+// stream resumes on another server where it left off. A read, a request a
+// server refused as not ready, and one that never reached a server are
+// tried on each server in turn; a change that reached a server which then
+// failed to answer (or answered another 503) is not sent again (it may
+// have been carried out): its error is returned.
 package client
 
 import (
@@ -235,9 +235,11 @@ type request struct {
 }
 
 // send sends r to the current server and, when that server is down, not
-// ready (503) or unreachable, to the next ones in turn, once each. The
-// server that answered becomes the current one. When every server failed
-// it returns the last reply (a 503 and its reason) or the failures joined.
+// ready (503 with backend.NotReadyHeader: refused before anything was
+// done) or unreachable, to the next ones in turn, once each; a change
+// only when no server can have carried it out. The server that answered
+// becomes the current one. When every server failed it returns the last
+// reply (a 503 and its reason) or the failures joined.
 func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	hc := c.hc
 	if r.stream {
@@ -268,11 +270,15 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 				c.log.Info("now talking to another server", "server", base, "was", c.servers[first])
 			}
 			return resp, nil
-		case err == nil: // 503: refused, nothing done
-			if last {
+		case err == nil: // 503
+			// Not ready: refused before anything was done. Another 503 (a
+			// store call timed out) may follow work done: a change is not
+			// sent again.
+			notReady := resp.Header.Get(backend.NotReadyHeader) != ""
+			if last || (r.once && !notReady) {
 				return resp, nil
 			}
-			c.log.Warn("server not ready; trying the next one", "server", base, "path", r.path)
+			c.log.Warn("server not ready; trying the next one", "server", base, "path", r.path, "state", resp.Header.Get(backend.NotReadyHeader))
 			resp.Body.Close()
 		default:
 			if n > 1 {

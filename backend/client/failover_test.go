@@ -143,6 +143,23 @@ func TestChangeNotRepeated(t *testing.T) {
 	if got.Load() < 2 {
 		t.Fatalf("the dying server saw %d requests, want the change and the read", got.Load())
 	}
+
+	// A 503 that is not "not ready" (a store call timed out after the
+	// task may have been stored): the change is not sent again either.
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"result":false,"code":1306201,"message":"operate: context deadline exceeded","data":null}`))
+	}))
+	defer slow.Close()
+	c2 := clusterClient(t, slow.URL, b.URL)
+	_, err = c2.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "gse"}})
+	if err == nil || !strings.Contains(err.Error(), "deadline exceeded") {
+		t.Fatalf("an operation answered by a timed-out store: %v", err)
+	}
+	if after, _ := eng.Tasks(ctx, 100); len(after) != len(before) {
+		t.Fatalf("the operation was sent again after a 503 that was not a readiness refusal: %d tasks, were %d", len(after), len(before))
+	}
 }
 
 // TestWatchResumesOnAnotherServer: a task stream on server A is cut while

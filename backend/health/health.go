@@ -52,7 +52,8 @@ type Status struct {
 	// the last reason.
 	Link transport.LinkStatus `json:"nats_link"`
 	// JetStream: OK when it answered; on an embedded cluster node, the
-	// nodes up (this one included) of the cluster's size, and the leader.
+	// nodes up (this one and those it has a route to) of the cluster's
+	// size, the quorum, the meta leader and whether the cluster has formed.
 	JetStream JetStreamStatus `json:"jetstream"`
 	// StoreLag is the most operations any replica of the store's streams
 	// is behind its leader; StoreReplicasBehind counts the replicas not
