@@ -95,6 +95,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	GOOS=darwin $(GO) vet $(PKGS)
+	GOOS=windows $(GO) vet $(PKGS)
 
 # package builds bin/gseproc_<version>_<arch>.deb and the .rpm (see backend/dist).
 package:

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -433,7 +432,7 @@ func (e *env) runOp(ctx context.Context, o FleetOptions) (FleetRun, error) {
 	}
 	cmd := exec.CommandContext(ctx, e.setup.Bin, "op", o.Op.String(), "--server", e.url, "--config", e.cfg,
 		"--ns", o.Namespace, "--name", o.Name, "--json")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = ownGroup()
 	cmd.Stdout = nil
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

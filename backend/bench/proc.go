@@ -19,7 +19,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -44,7 +43,7 @@ const maxLines = 2000
 // Lines containing one of watch are counted (count), all of them.
 func startChild(name string, watch []string, bin string, args ...string) (*child, error) {
 	c := &child{name: name, cmd: exec.Command(bin, args...), done: make(chan struct{}), seen: make(chan struct{}), counts: map[string]int{}}
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.cmd.SysProcAttr = ownGroup()
 	pr, pw := io.Pipe()
 	c.cmd.Stdout, c.cmd.Stderr = pw, pw
 	if err := c.cmd.Start(); err != nil {
@@ -113,18 +112,19 @@ func (c *child) output() string {
 	return strings.Join(c.lines[max(0, len(c.lines)-20):], "\n")
 }
 
-// stop ends the child: SIGTERM to its group, SIGKILL after a grace.
+// stop ends the child: SIGTERM to its group, SIGKILL after a grace (on
+// a system without process groups, a kill at once).
 func (c *child) stop() {
 	select {
 	case <-c.done:
 		return
 	default:
 	}
-	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGTERM)
+	_ = signalGroup(c.cmd.Process, false)
 	select {
 	case <-c.done:
 	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+		_ = signalGroup(c.cmd.Process, true)
 		<-c.done
 	}
 }
