@@ -41,6 +41,8 @@ type watchPage struct {
 	streaming   bool  // the Watch channel is open
 	ticking     bool
 	bar         progress.Model
+	stats       watchStats // durations and results per second (watchstats.go), kept as results arrive
+	statsFrom   time.Time  // the task's creation the stats count seconds from
 	w, h        int
 }
 
@@ -166,7 +168,7 @@ func (p *watchPage) refreshTask() tea.Cmd {
 func (p *watchPage) SetSize(w, h int) {
 	p.w, p.h = w, h
 	p.bar.Width = max(w-7, 10)
-	p.list.setHeight(h - 5)
+	p.list.setHeight(h - 7)
 }
 
 func (p *watchPage) Help() keyHelp {
@@ -187,12 +189,14 @@ func (p *watchPage) apply(rs []model.Result) {
 				continue // a late non-final update never undoes a final one
 			}
 			p.counts.Add(old.State, -1)
+			p.stats.add(&old, p.statsFrom, -1)
 			p.rows[i].r = r
 		} else {
 			p.index[k] = len(p.rows)
 			p.rows = append(p.rows, watchRow{r: r, host: r.Host.AgentID(), ord: r.Host.Order()})
 		}
 		p.counts.Add(r.State, 1)
+		p.stats.add(&r, p.statsFrom, 1)
 	}
 	p.dirty = true
 }
@@ -463,6 +467,12 @@ func (p *watchPage) View() string {
 		pct = float64(c.Final()) / float64(total)
 	}
 	b.WriteString(p.bar.ViewAs(pct) + fmt.Sprintf(" %3d%%", c.Final()*100/max(total, 1)) + "\n")
+	if !p.statsFrom.Equal(p.task.Created) { // the task arrived after its results
+		p.statsFrom = p.task.Created
+		p.stats = taskStats(p.rows, p.statsFrom)
+	}
+	b.WriteString(cut(p.stats.durationLine(t, p.w), p.w) + "\n")
+	b.WriteString(cut(p.stats.rateLine(t, p.w, p.elapsed()), p.w) + "\n")
 	filter := "all results"
 	if p.failedOnly {
 		filter = "failed only (f shows all)"
