@@ -116,6 +116,27 @@ func (s Selector) Scope() string {
 	return strings.Join(parts, " ")
 }
 
+// RefusalRecorder is a Backend that keeps the audit trail (the engine).
+// A layer that refuses a request itself because it reaches outside the
+// caller's scopes (the API server for an app, Restrict for an SSH
+// operator) records the refusal there (RecordRefusal), so that a denied
+// attempt is in the trail with who made it, what it asked for and why it
+// was refused, like the refusals of the engine itself.
+type RefusalRecorder interface {
+	// RecordRefusal appends en as a refusal (Result refused) made by the
+	// actor of ctx.
+	RecordRefusal(ctx context.Context, en model.AuditEntry) error
+}
+
+// RecordRefusal records en in be's audit trail when be keeps one (see
+// RefusalRecorder); a failure to record is logged by be and not returned:
+// the request is refused either way.
+func RecordRefusal(ctx context.Context, be Backend, en model.AuditEntry) {
+	if r, ok := be.(RefusalRecorder); ok {
+		_ = r.RecordRefusal(ctx, en)
+	}
+}
+
 // Info describes a backend.
 type Info struct {
 	Mode      string `json:"mode"` // "embedded" or "remote"

@@ -36,8 +36,21 @@ type restricted struct {
 	allow func(string) bool
 }
 
-func (r *restricted) deny(field, ns string) error {
-	return fmt.Errorf("%s: namespace %q: %w", field, ns, model.ErrForbidden)
+// deny refuses a call (op) that reaches outside the allowed namespaces,
+// and records the refusal in the audit trail.
+func (r *restricted) deny(ctx context.Context, op, field, ns string) error {
+	err := fmt.Errorf("%s: namespace %q: %w", field, ns, model.ErrForbidden)
+	RecordRefusal(ctx, r.be, model.AuditEntry{Action: model.AuditScopeDenied, Op: op, Namespaces: []string{ns}, Summary: err.Error()})
+	return err
+}
+
+// RecordRefusal passes a refusal on to the backend under r (see
+// RefusalRecorder).
+func (r *restricted) RecordRefusal(ctx context.Context, en model.AuditEntry) error {
+	if rr, ok := r.be.(RefusalRecorder); ok {
+		return rr.RecordRefusal(ctx, en)
+	}
+	return nil
 }
 
 // allowAll reports whether every namespace of nss is allowed (and there is one).
@@ -50,7 +63,62 @@ func (r *restricted) allowAll(nss []string) bool {
 	return len(nss) > 0
 }
 
-func (r *restricted) Info(ctx context.Context) (Info, error) { return r.be.Info(ctx) }
+func (r *restricted) Info(ctx context.Context) (Info, error) {
+	return ScopedInfo(ctx, r.be, r.allow, nil)
+}
+
+// ScopedTasks is how many of the latest tasks ScopedInfo looks through for
+// running ones.
+const ScopedTasks = 1000
+
+// ScopedInfo is be's Info counted within a scope, for a caller who may see
+// only the namespaces allow accepts (and, when owns is set, the hosts it
+// owns): the hosts it sees (those carrying a process of an allowed
+// namespace, or owned), those of them online, the definitions of allowed
+// namespaces, and the tasks running (of the latest ScopedTasks) whose
+// namespaces are all allowed. Counts of the rest of the fleet are not
+// revealed; mode, endpoint, version and read-only are be's.
+func ScopedInfo(ctx context.Context, be Backend, allow func(ns string) bool, owns func(model.HostInfo) bool) (Info, error) {
+	info, err := be.Info(ctx)
+	if err != nil {
+		return Info{}, err
+	}
+	hosts, err := be.Hosts(ctx, HostQuery{})
+	if err != nil {
+		return Info{}, fmt.Errorf("info: %w", err)
+	}
+	info.Hosts, info.Online = 0, 0
+	for _, h := range hosts {
+		seen := owns != nil && owns(h.HostInfo)
+		for _, p := range h.Procs {
+			if ns, _, _ := model.SplitKey(p.Key); !seen && allow(ns) {
+				seen = true
+			}
+		}
+		if seen {
+			info.Hosts++
+			if h.State == model.AgentOnline {
+				info.Online++
+			}
+		}
+	}
+	defs, err := be.Processes(ctx, ProcQuery{})
+	if err != nil {
+		return Info{}, fmt.Errorf("info: %w", err)
+	}
+	info.Processes = len(keep(defs, func(d model.ProcessDef) bool { return allow(d.Process.Meta.Namespace) }))
+	tasks, err := be.Tasks(ctx, ScopedTasks)
+	if err != nil {
+		return Info{}, fmt.Errorf("info: %w", err)
+	}
+	info.Running = 0
+	for _, t := range tasks {
+		if !t.Status.Final() && len(t.Namespace) > 0 && !slices.ContainsFunc(t.Namespace, func(ns string) bool { return !allow(ns) }) {
+			info.Running++
+		}
+	}
+	return info, nil
+}
 
 func (r *restricted) Namespaces(ctx context.Context) ([]NamespaceSummary, error) {
 	nss, err := r.be.Namespaces(ctx)
@@ -59,7 +127,7 @@ func (r *restricted) Namespaces(ctx context.Context) ([]NamespaceSummary, error)
 
 func (r *restricted) Hosts(ctx context.Context, q HostQuery) ([]HostView, error) {
 	if q.Namespace != "" && !r.allow(q.Namespace) {
-		return nil, r.deny("namespace", q.Namespace)
+		return nil, r.deny(ctx, "hosts", "namespace", q.Namespace)
 	}
 	hv, err := r.be.Hosts(ctx, q)
 	if err != nil {
@@ -80,7 +148,7 @@ func (r *restricted) Hosts(ctx context.Context, q HostQuery) ([]HostView, error)
 
 func (r *restricted) Processes(ctx context.Context, q ProcQuery) ([]model.ProcessDef, error) {
 	if q.Namespace != "" && !r.allow(q.Namespace) {
-		return nil, r.deny("namespace", q.Namespace)
+		return nil, r.deny(ctx, "processes", "namespace", q.Namespace)
 	}
 	defs, err := r.be.Processes(ctx, q)
 	return keep(defs, func(d model.ProcessDef) bool { return r.allow(d.Process.Meta.Namespace) }), err
@@ -88,28 +156,28 @@ func (r *restricted) Processes(ctx context.Context, q ProcQuery) ([]model.Proces
 
 func (r *restricted) SaveProcess(ctx context.Context, def model.ProcessDef) error {
 	if ns := def.Process.Meta.Namespace; !r.allow(ns) {
-		return r.deny("process.meta.namespace", ns)
+		return r.deny(ctx, "save_process", "process.meta.namespace", ns)
 	}
 	return r.be.SaveProcess(ctx, def)
 }
 
 func (r *restricted) DeleteProcess(ctx context.Context, key string) error {
 	if ns, _, _ := model.SplitKey(key); !r.allow(ns) {
-		return r.deny("key", ns)
+		return r.deny(ctx, "delete_process", "key", ns)
 	}
 	return r.be.DeleteProcess(ctx, key)
 }
 
 func (r *restricted) Operate(ctx context.Context, req OperateRequest) (model.Task, error) {
 	if len(req.Items) == 0 && req.Selector.Namespace == "" {
-		return model.Task{}, r.deny("selector.namespace", "(every namespace)")
+		return model.Task{}, r.deny(ctx, "operate", "selector.namespace", "(every namespace)")
 	}
 	if ns := req.Selector.Namespace; ns != "" && !r.allow(ns) {
-		return model.Task{}, r.deny("selector.namespace", ns)
+		return model.Task{}, r.deny(ctx, "operate", "selector.namespace", ns)
 	}
 	for i, it := range req.Items {
 		if ns := it.Process.Meta.Namespace; !r.allow(ns) {
-			return model.Task{}, r.deny(fmt.Sprintf("items[%d].process.meta.namespace", i), ns)
+			return model.Task{}, r.deny(ctx, "operate", fmt.Sprintf("items[%d].process.meta.namespace", i), ns)
 		}
 	}
 	return r.be.Operate(ctx, req)
@@ -187,7 +255,7 @@ func (r *restricted) RecentEvents(ctx context.Context, n int) ([]model.Event, er
 
 func (r *restricted) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEntry, error) {
 	if q.Namespace != "" && !r.allow(q.Namespace) {
-		return nil, r.deny("namespace", q.Namespace)
+		return nil, r.deny(ctx, "audit", "namespace", q.Namespace)
 	}
 	es, err := r.be.Audit(ctx, q)
 	return keep(es, func(e model.AuditEntry) bool { return r.allowAll(e.Namespaces) }), err
@@ -198,7 +266,7 @@ func (r *restricted) Simulate(ctx context.Context, req SimRequest) (model.SimOut
 		if ns == "" {
 			ns = "(every namespace)"
 		}
-		return model.SimOutcome{}, r.deny("selector.namespace", ns)
+		return model.SimOutcome{}, r.deny(ctx, "simulate", "selector.namespace", ns)
 	}
 	return r.be.Simulate(ctx, req)
 }

@@ -63,7 +63,16 @@ const (
 	AuditSaveProcess   = "save_process"   // a definition created or replaced
 	AuditDeleteProcess = "delete_process" // a definition removed
 	AuditSimulate      = "simulate"       // a live control of the simulated fleet (Op names it)
+	AuditSeed          = "seed"           // definitions of the simulated fleet added to the registry at start
+	// AuditScopeDenied: a request refused because it reached outside the
+	// caller's scopes (a namespace or business not granted); Op names the
+	// endpoint, Namespaces what was asked for, Summary the field and why.
+	AuditScopeDenied = "scope_denied"
 )
+
+// AuditActions lists every audit action.
+var AuditActions = []string{AuditOperate, AuditTaskFinished, AuditCancel, AuditSaveProcess, AuditDeleteProcess,
+	AuditSimulate, AuditSeed, AuditScopeDenied}
 
 // Audit outcomes.
 const (
@@ -162,10 +171,8 @@ func (q AuditQuery) ValidateInto(v *Validator) {
 	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
 		v.Add("until", "must be after since")
 	}
-	switch q.Action {
-	case "", AuditOperate, AuditTaskFinished, AuditCancel, AuditSaveProcess, AuditDeleteProcess, AuditSimulate:
-	default:
-		v.Addf("action", "%q is not one of operate, task_finished, cancel, save_process, delete_process, simulate", q.Action)
+	if q.Action != "" && !slices.Contains(AuditActions, q.Action) {
+		v.Addf("action", "%q is not one of %s", q.Action, strings.Join(AuditActions, ", "))
 	}
 	switch q.Result {
 	case "", AuditOK, AuditRefused, AuditError:

@@ -23,7 +23,7 @@ func runAudit(ctx context.Context, args []string, io Stdio) error {
 	fs.StringVar(&q.User, "user", "", "only entries on behalf of this `user` (bk_username)")
 	fs.StringVar(&q.Operator, "operator", "", "only entries of this `operator` (a terminal's user, an SSH key's operator)")
 	fs.StringVar(&q.Namespace, "ns", "", "only entries touching this `namespace`")
-	fs.StringVar(&q.Action, "action", "", "only this `action`: operate, task_finished, cancel, save_process, delete_process")
+	fs.StringVar(&q.Action, "action", "", "only this `action`: "+strings.Join(model.AuditActions, ", "))
 	fs.StringVar(&q.Op, "op", "", "only this `op` (start, stop, restart, ...)")
 	fs.StringVar(&q.TaskID, "task", "", "only entries of this task `id`")
 	fs.StringVar(&q.Result, "result", "", "only this `result`: ok, refused, error")

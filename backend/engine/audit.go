@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"unicode/utf8"
 
 	"gseproc/backend"
 	"gseproc/model"
@@ -131,6 +132,38 @@ func (e *Engine) recordFinished(t model.Task) {
 		en.Result = model.AuditError
 	}
 	_ = e.record(e.ctx, en)
+}
+
+// RecordRefusal records a request refused before it reached the engine
+// because it reached outside the caller's scopes (backend.RefusalRecorder):
+// the actor is ctx's, the result refused; the caller's texts are capped.
+func (e *Engine) RecordRefusal(ctx context.Context, en model.AuditEntry) error {
+	en.Seq, en.TaskID, en.Result = 0, "", model.AuditRefused
+	en.Actor = actor(ctx, en.Actor.Operator, en.Actor.Via)
+	en.Op = capText(en.Op)
+	en.Summary = capText(en.Summary)
+	for i := range en.Namespaces {
+		en.Namespaces[i] = capText(en.Namespaces[i])
+	}
+	for i := range en.Targets {
+		en.Targets[i] = capText(en.Targets[i])
+	}
+	return e.record(ctx, en)
+}
+
+// maxAuditText bounds one text of an entry that quotes a request.
+const maxAuditText = 1024
+
+// capText cuts s to maxAuditText bytes (on a rune boundary) and says so.
+func capText(s string) string {
+	if len(s) <= maxAuditText {
+		return s
+	}
+	cut := maxAuditText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("... (%d bytes)", len(s))
 }
 
 // Audit lists the audit trail's entries matching q, newest first.

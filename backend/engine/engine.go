@@ -214,7 +214,9 @@ func sameValue(a, b any) bool {
 	return ta == tb && ta != nil && ta.Comparable() && a == b
 }
 
-// Seed puts the definitions that are not in the registry yet (by key).
+// Seed puts the definitions that are not in the registry yet (by key):
+// the simulated fleet's, at start. What it added (or failed to add) is
+// recorded in the audit trail, as one entry naming every key added.
 func (e *Engine) Seed(ctx context.Context, defs []model.ProcessDef) error {
 	have, err := e.st.Processes(ctx)
 	if err != nil {
@@ -224,7 +226,7 @@ func (e *Engine) Seed(ctx context.Context, defs []model.ProcessDef) error {
 	for _, d := range have {
 		keys[d.Process.Key()] = true
 	}
-	n := 0
+	var added, nss []string
 	for _, d := range defs {
 		if keys[d.Process.Key()] {
 			continue
@@ -233,13 +235,30 @@ func (e *Engine) Seed(ctx context.Context, defs []model.ProcessDef) error {
 		if d.Updated == 0 {
 			d.Updated = e.now().Unix()
 		}
-		if err := e.st.PutProcess(ctx, d); err != nil {
-			return fmt.Errorf("seed %s: %w", d.Process.Key(), err)
+		if err = e.st.PutProcess(ctx, d); err != nil {
+			err = fmt.Errorf("seed %s: %w", d.Process.Key(), err)
+			break
 		}
 		keys[d.Process.Key()] = true
-		n++
+		added = append(added, d.Process.Key())
+		nss = append(nss, d.Process.Meta.Namespace)
 	}
-	e.log.Info("registry seeded", "added", n, "present", len(have))
+	if len(added) > 0 || err != nil {
+		en := model.AuditEntry{Actor: actor(ctx, "", "seed"), Action: model.AuditSeed, Namespaces: nss,
+			Targets: added, TargetCount: len(added)}
+		en.Result, _ = outcome(err)
+		en.Summary = fmt.Sprintf("%d definitions of the simulated fleet added (%d were present)", len(added), len(have))
+		if err != nil {
+			en.Summary += "; then: " + err.Error()
+		}
+		if rerr := e.record(ctx, en); rerr != nil && err == nil {
+			err = fmt.Errorf("seed: added %d definitions, but %w", len(added), rerr)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	e.log.Info("registry seeded", "added", len(added), "present", len(have))
 	return nil
 }
 

@@ -245,12 +245,14 @@ func (s *Server) limit(a *app) *apiError {
 func scopeDenied(a *app, s wire.Scope) *apiError {
 	return &apiError{status: http.StatusForbidden, code: CodeAppDenied,
 		msg:        fmt.Sprintf("bk_scope_id: app %q may not touch %s %s", a.code, s.Type, s.ID),
-		permission: map[string]any{"bk_app_code": a.code, "scope_type": s.Type, "scope_id": s.ID}}
+		permission: map[string]any{"bk_app_code": a.code, "scope_type": s.Type, "scope_id": s.ID},
+		denied:     s.Namespace()}
 }
 
 // namespaceDenied is the refusal for a namespace the app may not touch.
 func namespaceDenied(a *app, field, ns string) *apiError {
 	return &apiError{status: http.StatusForbidden, code: CodeAppDenied,
 		msg:        fmt.Sprintf("%s: app %q may not touch namespace %q", field, a.code, ns),
-		permission: map[string]any{"bk_app_code": a.code, "namespace": ns}}
+		permission: map[string]any{"bk_app_code": a.code, "namespace": ns},
+		denied:     ns}
 }

@@ -41,6 +41,9 @@ type apiError struct {
 	msg        string
 	data       any // native API: {"kind": ..., "errors": [...]}
 	permission any
+	// denied is the namespace a refusal by scope was about: the refusal
+	// is audited (Server.run).
+	denied     string
 	retryAfter int // seconds; sent as Retry-After (a rate-limit refusal)
 }
 

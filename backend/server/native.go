@@ -71,7 +71,14 @@ func (s *Server) v1Sim(ctx context.Context, c *call) (any, *apiError) {
 }
 
 func (s *Server) v1Info(ctx context.Context, c *call) (any, *apiError) {
-	info, err := s.b.Info(ctx)
+	var info backend.Info
+	var err error
+	if c.app == nil || c.app.allNS {
+		info, err = s.b.Info(ctx)
+	} else {
+		// An app granted some businesses sees counts within them only.
+		info, err = backend.ScopedInfo(ctx, s.b, c.app.allowNamespace, c.app.ownsHost)
+	}
 	if err != nil {
 		return nil, backendError(CodeGSE, "info", err)
 	}

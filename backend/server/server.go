@@ -262,7 +262,14 @@ func (s *Server) run(c *call, kind int, h handlerFunc) (data any, aerr *apiError
 	if aerr != nil {
 		return nil, aerr
 	}
-	return h(ctx, c)
+	data, aerr = h(ctx, c)
+	if aerr != nil && aerr.denied != "" {
+		// A refusal by scope is audited: who (the context's actor), what
+		// (endpoint, namespace, path) and why (the message names the field).
+		backend.RecordRefusal(ctx, s.b, model.AuditEntry{Action: model.AuditScopeDenied, Op: c.endpoint,
+			Namespaces: []string{aerr.denied}, Targets: []string{c.r.Method + " " + c.r.URL.Path}, Summary: aerr.msg})
+	}
+	return data, aerr
 }
 
 // actorContext is the request's context carrying its actor, which the

@@ -167,10 +167,11 @@ func TestSSHConsole(t *testing.T) {
 }
 
 // TestRestrict: the restricted backend keeps an operator within its
-// namespaces, for reads and for changes.
+// namespaces, for reads and for changes; each refusal is in the audit
+// trail under the operator's name, and Info counts within the namespaces.
 func TestRestrict(t *testing.T) {
 	e := fleet(t)
-	ctx := context.Background()
+	ctx := backend.WithActor(context.Background(), model.Actor{Operator: "alice", Via: "ssh"})
 	r := backend.Restrict(e, backend.AllowNamespaces([]string{"alpha"}))
 	nss, err := r.Namespaces(ctx)
 	if err != nil || len(nss) != 1 || nss[0].Name != "alpha" {
@@ -204,6 +205,22 @@ func TestRestrict(t *testing.T) {
 		if !errors.Is(err, model.ErrForbidden) {
 			t.Errorf("%s: %v, want ErrForbidden", name, err)
 		}
+	}
+	denied, err := e.Audit(ctx, model.AuditQuery{Action: model.AuditScopeDenied})
+	if err != nil || len(denied) != 6 {
+		t.Fatalf("scope_denied entries: %+v %v, want the 6 refusals", denied, err)
+	}
+	for _, x := range denied {
+		if x.Actor.Operator != "alice" || x.Actor.Via != "ssh" || x.Result != model.AuditRefused || x.Op == "" ||
+			len(x.Namespaces) != 1 || !strings.Contains(x.Summary, "not allowed") {
+			t.Errorf("refusal entry %+v", x)
+		}
+	}
+	info, err := r.Info(ctx)
+	all, _ := e.Info(ctx)
+	defs, _ := r.Processes(ctx, backend.ProcQuery{})
+	if err != nil || info.Hosts != len(hv) || info.Processes != len(defs) || info.Hosts >= all.Hosts || info.Processes >= all.Processes {
+		t.Errorf("restricted info %+v (%v), whole %+v: want the %d hosts and %d definitions of alpha", info, err, all, len(hv), len(defs))
 	}
 	// A task of omega is not found through the restricted view.
 	omega, err := e.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "omega"}})
