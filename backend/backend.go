@@ -218,9 +218,13 @@ type OperateRequest struct {
 	Items    []model.ProcessDef `json:"items,omitempty"`
 	Source   string             `json:"source,omitempty"`
 	Operator string             `json:"operator,omitempty"`
-	HostForm string             `json:"host_form,omitempty"` // model.HostFormAgentID: hosts were named by agent id
 	// Suppliers is stored with the task as it is (model.Task.Suppliers).
 	Suppliers map[string]int `json:"bk_supplier_ids,omitempty"`
+	// ByAgentID lists the targets whose host the request named by GSE 2.0
+	// agent id, each with that id (Target.AgentID): their results carry it,
+	// so that the result queries key each host the way the request named
+	// it. A target not listed was named "cloud:ip".
+	ByAgentID []model.Target `json:"by_agent_id,omitempty"`
 }
 
 // TaskView is a task with its sub-results (final and not).

@@ -69,19 +69,38 @@ func (s ResultState) OK() bool { return s == StateSuccess || s == StateSkipped }
 type Target struct {
 	Host    Host   `json:"host"`
 	ProcKey string `json:"proc"` // namespace:name
+	// AgentID is the GSE 2.0 agent id the request named Host by (canonical),
+	// empty when it named it "cloud:ip": results are keyed the way the
+	// request named each host. It is not part of the pair's identity (Pair).
+	AgentID string `json:"agent_id,omitempty"`
+}
+
+// Pair is the target's identity: its host and process, without how
+// the request named the host.
+func (t Target) Pair() Target { return Target{Host: t.Host, ProcKey: t.ProcKey} }
+
+// HostRef is how the request named the target's host: its agent id, or
+// "cloud:ip".
+func (t Target) HostRef() string {
+	if t.AgentID != "" {
+		return t.AgentID
+	}
+	return t.Host.AgentID()
 }
 
 // Result is one sub-result of a task.
 type Result struct {
-	TaskID   string      `json:"task_id"`
-	Seq      int64       `json:"seq"` // order in which final results arrived, from 1; 0 while not final
-	Host     Host        `json:"host"`
-	ProcKey  string      `json:"proc"`
-	ValueKey string      `json:"value_key,omitempty"`
-	Op       OpType      `json:"op_type"`
-	State    ResultState `json:"state"`
-	Code     int         `json:"error_code"`
-	Message  string      `json:"error_msg"`
+	TaskID   string `json:"task_id"`
+	Seq      int64  `json:"seq"` // order in which final results arrived, from 1; 0 while not final
+	Host     Host   `json:"host"`
+	ProcKey  string `json:"proc"`
+	ValueKey string `json:"value_key,omitempty"`
+	// AgentID is the agent id the request named Host by (Target.AgentID).
+	AgentID string      `json:"agent_id,omitempty"`
+	Op      OpType      `json:"op_type"`
+	State   ResultState `json:"state"`
+	Code    int         `json:"error_code"`
+	Message string      `json:"error_msg"`
 	// Proc is the identity of the definition the op ran with (what the
 	// API's result content names).
 	Proc ResultProc `json:"proc_identity,omitzero"`
@@ -107,6 +126,12 @@ type ResultProc struct {
 func ResultProcOf(p Process) ResultProc {
 	id := p.Spec.Identity
 	return ResultProc{ProcName: id.ProcName, SetupPath: id.SetupPath, FuncID: id.FuncID, InstanceID: id.InstanceID}
+}
+
+// HostRef is how the request named the result's host: its agent id, or
+// "cloud:ip".
+func (r Result) HostRef() string {
+	return Target{Host: r.Host, AgentID: r.AgentID}.HostRef()
 }
 
 // Duration is how long the host took (0 while not final).
@@ -142,9 +167,6 @@ type Task struct {
 	Namespace []string `json:"namespaces,omitempty"`
 	Source    string   `json:"source,omitempty"`   // cli, console, api:<endpoint>
 	Operator  string   `json:"operator,omitempty"` // bk_username / app code / local user
-	// HostForm is HostFormAgentID when the request named hosts by agent id
-	// (GSE 2.0 agent_id_list): its results are then keyed by agent id.
-	HostForm string `json:"host_form,omitempty"`
 	// Suppliers holds the bk_supplier_id a v1 API request gave a host
 	// (by "cloud:ip"; none for 0): an API detail the engine stores with the
 	// task and never reads, so the v1 result keys are the same through
@@ -159,9 +181,6 @@ type Task struct {
 	Finished  time.Time  `json:"finished,omitzero"`
 	Counts    Counts     `json:"counts"`
 }
-
-// HostFormAgentID marks a task whose hosts were named by agent id.
-const HostFormAgentID = "agent_id"
 
 // Counts tallies sub-results by state.
 type Counts struct {

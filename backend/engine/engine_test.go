@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -192,6 +193,9 @@ func TestOperateValidation(t *testing.T) {
 		}}, []string{"items[0].hosts[0].bk_cloud_id", "items[0].hosts[0].ip", "items[0].process.spec.identity.setup_path", "items[0].process.spec.resource.cpu", "items[1].hosts"}},
 		{"no match", backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "nope"}}, []string{"selector"}},
 		{"host outside the definition", backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns", Hosts: []model.Host{{IP: "192.168.9.9"}}}}, []string{"selector"}},
+		{"bad naming by agent id", backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns"},
+			ByAgentID: []model.Target{{Host: model.Host{IP: "10.0.0.300"}, ProcKey: "ns", AgentID: "zz:top"}}},
+			[]string{"by_agent_id[0].agent_id", "by_agent_id[0].host.ip", "by_agent_id[0].proc"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -236,6 +240,19 @@ func TestSelectorTargets(t *testing.T) {
 	for _, p := range pairs[:3] {
 		if !got[p] {
 			t.Fatalf("pair %v missing from %v", p, got)
+		}
+	}
+	// Pairs named by agent id carry that id in their results; the others none.
+	const id = "0200000000000000000000000000000abc"
+	_, res = operate(t, e, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Targets: pairs},
+		ByAgentID: []model.Target{{Host: hostN(0), ProcKey: "ns:db", AgentID: strings.ToUpper(id)}}})
+	for _, r := range res {
+		want := ""
+		if r.Host == hostN(0) && r.ProcKey == "ns:db" {
+			want = id
+		}
+		if r.AgentID != want {
+			t.Fatalf("result %s %s named %q, want %q", r.Host, r.ProcKey, r.AgentID, want)
 		}
 	}
 	_, err := e.Operate(context.Background(), backend.OperateRequest{Op: model.OpStatus,

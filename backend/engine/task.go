@@ -85,6 +85,7 @@ func (e *Engine) operate(ctx context.Context, req backend.OperateRequest) (model
 	if len(targets) == 0 {
 		return model.Task{}, model.ValidationError{{Field: "selector", Reason: "matches no (host, process) target: " + describeSelector(req.Selector)}}
 	}
+	nameByAgentID(targets, req.ByAgentID)
 	if len(targets) > e.cfg.MaxTargets {
 		return model.Task{}, model.ValidationError{{Field: "selector", Reason: fmt.Sprintf(
 			"matches %d (host, process) targets, more than engine.max_targets %d: narrow it by name, label or host", len(targets), e.cfg.MaxTargets)}}
@@ -134,7 +135,7 @@ func (e *Engine) operate(ctx context.Context, req backend.OperateRequest) (model
 	sort.Strings(namespaces)
 	t := model.Task{
 		ID: id, Op: req.Op, Targets: len(targets), Namespace: namespaces,
-		Source: req.Source, Operator: req.Operator, HostForm: req.HostForm, Suppliers: req.Suppliers, Selection: selection(req),
+		Source: req.Source, Operator: req.Operator, Suppliers: req.Suppliers, Selection: selection(req),
 		Status: model.TaskPending, Created: now,
 		Counts: model.Counts{Pending: len(targets)},
 	}
@@ -255,6 +256,21 @@ func validateRequest(req backend.OperateRequest) (backend.OperateRequest, error)
 	if req.Selector.Targets != nil {
 		req.Selector.Targets = targets
 	}
+	named := make([]model.Target, len(req.ByAgentID))
+	for i, t := range req.ByAgentID {
+		f := fmt.Sprintf("by_agent_id[%d]", i)
+		t.Host = t.Host.Canonicalize(v, f+".host")
+		if ns, name, ok := model.SplitKey(t.ProcKey); !ok || ns == "" || name == "" {
+			v.Add(f+".proc", fmt.Sprintf("want namespace:name, got %q", t.ProcKey))
+		}
+		id, err := model.CheckAgentID(t.AgentID)
+		if err != nil {
+			v.Add(f+".agent_id", err.Error())
+		}
+		t.AgentID = id
+		named[i] = t
+	}
+	req.ByAgentID = named
 	items := make([]model.ProcessDef, len(req.Items))
 	for i, it := range req.Items {
 		items[i] = canonicalDef(v, fmt.Sprintf("items[%d].", i), it)
@@ -280,6 +296,23 @@ func itemTargets(items []model.ProcessDef) ([]model.Target, map[string]model.Pro
 		}
 	}
 	return targets, procs
+}
+
+// nameByAgentID sets the agent id of each target its host was named by
+// (named lists them; a pair named twice keeps its first id).
+func nameByAgentID(targets []model.Target, named []model.Target) {
+	if len(named) == 0 {
+		return
+	}
+	ids := make(map[model.Target]string, len(named))
+	for _, t := range named {
+		if _, ok := ids[t.Pair()]; !ok {
+			ids[t.Pair()] = t.AgentID
+		}
+	}
+	for i := range targets {
+		targets[i].AgentID = ids[targets[i].Pair()]
+	}
 }
 
 // saveItems puts inline definitions into the registry; the hosts they name
@@ -329,7 +362,8 @@ func newRun(t model.Task, targets []model.Target, procs map[string]model.Process
 	}
 	for i, tg := range targets {
 		p := procs[tg.ProcKey]
-		r.results[i] = model.Result{TaskID: t.ID, Host: tg.Host, ProcKey: tg.ProcKey, ValueKey: p.Spec.Identity.ValueKey, Op: t.Op, State: model.StatePending}
+		r.results[i] = model.Result{TaskID: t.ID, Host: tg.Host, ProcKey: tg.ProcKey, ValueKey: p.Spec.Identity.ValueKey,
+			AgentID: tg.AgentID, Op: t.Op, State: model.StatePending}
 	}
 	for _, res := range prior {
 		i, ok := index[model.Target{Host: res.Host, ProcKey: res.ProcKey}]
@@ -774,7 +808,7 @@ func (e *Engine) Task(ctx context.Context, id string) (backend.TaskView, error) 
 	for i, tg := range targets {
 		res, ok := byTarget[model.Target{Host: tg.Host, ProcKey: tg.ProcKey}]
 		if !ok {
-			res = model.Result{TaskID: id, Host: tg.Host, ProcKey: tg.ProcKey, Op: t.Op, State: model.StatePending}
+			res = model.Result{TaskID: id, Host: tg.Host, ProcKey: tg.ProcKey, AgentID: tg.AgentID, Op: t.Op, State: model.StatePending}
 		}
 		out[i] = res
 	}

@@ -355,17 +355,15 @@ func (s *Server) gse2TaskState(ctx context.Context, c *call) (any, *apiError) {
 	if err := v.Err(); err != nil {
 		return nil, validationError(CodeArgument, err)
 	}
-	ids, aerr := s.resultAgentIDs(ctx, tv)
-	if aerr != nil {
-		return nil, aerr
-	}
 	// Each host's outcome over its processes, by "cloud:ip".
 	rank := map[string]int{"successed": 0, "failed": 1, "offline": 2, "timeout": 3, "pending": 4}
 	outcome := map[string]string{}
-	named := map[string]string{} // "cloud:ip" -> name as the task named it
+	named := map[string]string{} // "cloud:ip" -> the host as the task named it (by agent id when any target did)
 	for _, r := range tv.Results {
 		k := r.Host.AgentID()
-		named[k] = hostKey(r.Host, ids)
+		if cur, ok := named[k]; !ok || cur == k {
+			named[k] = r.HostRef()
+		}
 		o := "successed"
 		switch {
 		case !r.State.Final():

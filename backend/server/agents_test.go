@@ -44,13 +44,21 @@ func TestAgentIDs(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
-			// A task that names hosts by agent id is keyed by agent id (every
-			// host of it that has one; see README, GSE 2.0 agent ids).
-			id1 := simulator.AgentID(model.Host{IP: "10.0.0.1", CloudID: 1})
-			want := []string{id0 + ":gse:proc-test", id1 + ":gse:proc-test"}
+			// Each host is keyed as the request named it: one list mixes an
+			// agent id and a cloud:ip (the host at 1:10.0.0.1 has an agent
+			// id too, but was not named by it).
+			want := []string{id0 + ":gse:proc-test", "1:10.0.0.1:gse:proc-test"}
 			slices.Sort(want)
 			if got := keysOf(res); !slices.Equal(got, want) {
 				t.Fatalf("result keys %v, want %v", got, want)
+			}
+			r = e.post(root+"task/get_task_state", withAuth(map[string]any{"task_id": id}))
+			if all := decode[struct {
+				Result struct {
+					Successed []string `json:"successed_agents"`
+				} `json:"result"`
+			}](t, r.Data); !r.Result || !slices.Equal(all.Result.Successed, []string{id0, "1:10.0.0.1"}) {
+				t.Fatalf("get_task_state of every host: want each named as the task named it: %s %s", r.Message, r.Data)
 			}
 			r = e.post(root+"task/get_task_state", withAuth(map[string]any{"task_id": id, "agent_id_list": []string{id0}}))
 			ts := decode[struct {
@@ -69,10 +77,11 @@ func TestAgentIDs(t *testing.T) {
 				t.Fatalf("get_task_state: %d %s %s", r.Code, r.Message, r.Data)
 			}
 
-			r = e.post(root+"proc/get_proc_status_v2", withAuth(map[string]any{"meta": map[string]any{"namespace": "gse", "name": "proc-test"}, "agent_id_list": []string{id0}}))
+			r = e.post(root+"proc/get_proc_status_v2", withAuth(map[string]any{"meta": map[string]any{"namespace": "gse", "name": "proc-test"}, "agent_id_list": []string{id0, "1:10.0.0.1"}}))
 			d := decode[procInfosReply](t, r.Data)
-			if !r.Result || len(d.ProcInfos) != 1 || d.ProcInfos[0].AgentID != id0 || d.ProcInfos[0].Host.IP != "10.0.0.1" {
-				t.Fatalf("get_proc_status_v2 by agent id: %s %s", r.Message, r.Data)
+			if !r.Result || len(d.ProcInfos) != 2 || d.ProcInfos[0].AgentID != id0 || d.ProcInfos[0].Host.IP != "10.0.0.1" ||
+				d.ProcInfos[1].AgentID != "1:10.0.0.1" || d.ProcInfos[1].Host.CloudID != 1 {
+				t.Fatalf("get_proc_status_v2 by agent id and cloud:ip: %s %s", r.Message, r.Data)
 			}
 
 			r = e.post(root+"cluster/list_agent_state", withAuth(map[string]any{"agent_id_list": []string{id0, "1:10.0.0.1", unknown}}))

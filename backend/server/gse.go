@@ -97,15 +97,15 @@ func (s *Server) started(t model.Task) (any, *apiError) {
 // metaHostsRequest decodes and checks a meta + hosts request (operate_proc,
 // unregister_proc_info, get_proc_status): meta (its name required when
 // needName), the hosts or agent_id_list (agent ids resolved to hosts), and
-// what extra checks; every bad field is named in one error. byAgentID says
-// whether the request named hosts by agent id.
-func (s *Server) metaHostsRequest(ctx context.Context, c *call, needName bool, extra func(*model.Validator, metaRequest)) (req metaRequest, hosts []model.Host, byAgentID bool, aerr *apiError) {
+// what extra checks; every bad field is named in one error. named holds
+// the hosts the request named by agent id, with the id.
+func (s *Server) metaHostsRequest(ctx context.Context, c *call, needName bool, extra func(*model.Validator, metaRequest)) (req metaRequest, hosts []model.Host, named map[model.Host]string, aerr *apiError) {
 	if err := decodeInto(c.body, c.obj, &req); err != nil {
-		return req, nil, false, validationError(CodeArgument, err)
+		return req, nil, nil, validationError(CodeArgument, err)
 	}
 	v := &model.Validator{}
 	if aerr := checkMeta(v, c, req.Meta, "", needName); aerr != nil {
-		return req, nil, false, aerr
+		return req, nil, nil, aerr
 	}
 	if extra != nil {
 		extra(v, req)
@@ -113,24 +113,25 @@ func (s *Server) metaHostsRequest(ctx context.Context, c *call, needName bool, e
 	refs := req.Targets(v, "")
 	s.checkHosts(v, "hosts", len(refs))
 	if err := v.Err(); err != nil {
-		return req, nil, false, validationError(CodeArgument, err)
+		return req, nil, nil, validationError(CodeArgument, err)
 	}
 	known, aerr := s.agentHosts(ctx, agentIDsOf(refs))
 	if aerr != nil {
-		return req, nil, false, aerr
+		return req, nil, nil, aerr
 	}
-	hosts, byAgentID = hostsOf(v, "", refs, known)
+	named = map[model.Host]string{}
+	hosts = hostsOf(v, "", refs, known, named)
 	if err := v.Err(); err != nil {
-		return req, nil, false, validationError(CodeArgument, err)
+		return req, nil, nil, validationError(CodeArgument, err)
 	}
-	return req, hosts, byAgentID, nil
+	return req, hosts, named, nil
 }
 
 // gseOperate serves GSE operate_proc (v1, seed 004): meta + hosts + op_type
 // on a process registered earlier; the commands come from its spec.
 func (s *Server) gseOperate(ctx context.Context, c *call) (any, *apiError) {
 	var op model.OpType
-	req, hosts, byAgentID, aerr := s.metaHostsRequest(ctx, c, true, func(v *model.Validator, req metaRequest) {
+	req, hosts, named, aerr := s.metaHostsRequest(ctx, c, true, func(v *model.Validator, req metaRequest) {
 		op = checkOp(v, "op_type", req.OpType)
 	})
 	if aerr != nil {
@@ -154,9 +155,10 @@ func (s *Server) gseOperate(ctx context.Context, c *call) (any, *apiError) {
 	if err := v.Err(); err != nil {
 		return nil, validationError(CodeArgument, err)
 	}
-	t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op, Source: "api:gse.operate_proc", Operator: c.operator, HostForm: hostForm(byAgentID),
+	t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op, Source: "api:gse.operate_proc", Operator: c.operator,
 		Suppliers: wire.Suppliers(nil, req.Hosts),
-		Selector:  backend.Selector{Namespace: req.Meta.Namespace, Name: req.Meta.Name, Hosts: hosts}})
+		Selector:  backend.Selector{Namespace: req.Meta.Namespace, Name: req.Meta.Name, Hosts: hosts},
+		ByAgentID: namedTargets(def.Process.Key(), hosts, named)})
 	if err != nil {
 		return nil, backendError(CodeArgument, "operate_proc", err)
 	}
@@ -190,40 +192,41 @@ func (s *Server) checkProcRequest(v *model.Validator, c *call, r wire.ProcReques
 // singleProcRequest decodes and checks a meta request for one process
 // (operate_proc_v2, register/update_proc_info): every bad field named.
 // sup holds the supplier ids the hosts were given.
-func (s *Server) singleProcRequest(ctx context.Context, c *call, needOp bool) (def model.ProcessDef, op model.OpType, hosts []model.Host, byAgentID bool, sup map[string]int, aerr *apiError) {
+func (s *Server) singleProcRequest(ctx context.Context, c *call, needOp bool) (def model.ProcessDef, op model.OpType, hosts []model.Host, named map[model.Host]string, sup map[string]int, aerr *apiError) {
 	var req metaRequest
 	if err := decodeInto(c.body, c.obj, &req); err != nil {
-		return def, 0, nil, false, nil, validationError(CodeArgument, err)
+		return def, 0, nil, nil, nil, validationError(CodeArgument, err)
 	}
 	v := &model.Validator{}
 	def, op, refs, aerr := s.checkProcRequest(v, c, req.ProcRequest, "", needOp)
 	if aerr != nil {
-		return def, 0, nil, false, nil, aerr
+		return def, 0, nil, nil, nil, aerr
 	}
 	s.checkHosts(v, "hosts", len(refs))
 	if err := v.Err(); err != nil {
-		return def, 0, nil, false, nil, validationError(CodeArgument, err)
+		return def, 0, nil, nil, nil, validationError(CodeArgument, err)
 	}
 	known, aerr := s.agentHosts(ctx, agentIDsOf(refs))
 	if aerr != nil {
-		return def, 0, nil, false, nil, aerr
+		return def, 0, nil, nil, nil, aerr
 	}
-	hosts, byAgentID = hostsOf(v, "", refs, known)
+	named = map[model.Host]string{}
+	hosts = hostsOf(v, "", refs, known, named)
 	if err := v.Err(); err != nil {
-		return def, 0, nil, false, nil, validationError(CodeArgument, err)
+		return def, 0, nil, nil, nil, validationError(CodeArgument, err)
 	}
 	def.Hosts = unionHosts(nil, hosts)
-	return def, op, hosts, byAgentID, wire.Suppliers(nil, req.Hosts), nil
+	return def, op, hosts, named, wire.Suppliers(nil, req.Hosts), nil
 }
 
 // gseOperateV2 serves operate_proc_v2: meta + spec + hosts in one call.
 func (s *Server) gseOperateV2(ctx context.Context, c *call) (any, *apiError) {
-	def, op, _, byAgentID, sup, aerr := s.singleProcRequest(ctx, c, true)
+	def, op, hosts, named, sup, aerr := s.singleProcRequest(ctx, c, true)
 	if aerr != nil {
 		return nil, aerr
 	}
 	t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op, Items: []model.ProcessDef{def},
-		Source: "api:gse.operate_proc_v2", Operator: c.operator, HostForm: hostForm(byAgentID), Suppliers: sup})
+		Source: "api:gse.operate_proc_v2", Operator: c.operator, Suppliers: sup, ByAgentID: namedTargets(def.Process.Key(), hosts, named)})
 	if err != nil {
 		return nil, backendError(CodeArgument, "operate_proc_v2", err)
 	}
@@ -269,12 +272,13 @@ func (s *Server) gseOperateMulti(ctx context.Context, c *call) (any, *apiError) 
 	}
 	var items []model.ProcessDef
 	var sup map[string]int
+	var byID []model.Target
 	index := map[string]int{}
-	anyByID := false
 	for i, r := range req.ProcOperateReq {
 		prefix := fmt.Sprintf("proc_operate_req[%d]", i)
-		hosts, byID := hostsOf(v, prefix+".", refs[i], known)
-		anyByID = anyByID || byID
+		named := map[model.Host]string{} // per element: each names its hosts its own way
+		hosts := hostsOf(v, prefix+".", refs[i], known, named)
+		byID = append(byID, namedTargets(r.Meta.Namespace+":"+r.Meta.Name, hosts, named)...)
 		sup = wire.Suppliers(sup, r.Hosts)
 		if r.Spec == nil {
 			continue
@@ -297,7 +301,7 @@ func (s *Server) gseOperateMulti(ctx context.Context, c *call) (any, *apiError) 
 		return nil, validationError(CodeArgument, err)
 	}
 	t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op0, Items: items,
-		Source: "api:gse.operate_proc_multi", Operator: c.operator, HostForm: hostForm(anyByID), Suppliers: sup})
+		Source: "api:gse.operate_proc_multi", Operator: c.operator, Suppliers: sup, ByAgentID: byID})
 	if err != nil {
 		return nil, backendError(CodeArgument, "operate_proc_multi", err)
 	}
@@ -350,14 +354,10 @@ func (s *Server) gseResult(v1 bool) handlerFunc {
 			return nil, &apiError{status: http.StatusOK, code: CodeTaskNotDispatched,
 				msg: fmt.Sprintf("task %s is waiting to be dispatched; poll again", tv.Task.ID), data: map[string]entry{}}
 		}
-		ids, aerr := s.resultAgentIDs(ctx, tv)
-		if aerr != nil {
-			return nil, aerr
-		}
 		out := make(map[string]entry, len(tv.Results))
 		for _, r := range tv.Results {
 			ns, name, _ := model.SplitKey(r.ProcKey)
-			key := hostKey(r.Host, ids) + ":" + ns + ":" + name
+			key := r.HostRef() + ":" + ns + ":" + name
 			if v1 {
 				key = v1Key(r.Host, tv.Task.Suppliers, ns, name)
 			}
@@ -610,11 +610,11 @@ func toProcInfo(h model.Host, supplier int, agentID string, pv backend.ProcView)
 // gseStatus serves get_proc_status (v1: hosts with bk_supplier_id) and
 // get_proc_status_v2: the last known state of meta's processes on the
 // hosts; a host without the process has no entry (unregistered).
-// bk_agent_id is the host as the request named it: its agent id when the
-// request used agent ids, else "cloud:ip".
+// bk_agent_id is each host as the request named it: by its agent id, or
+// "cloud:ip".
 func (s *Server) gseStatus(v1 bool) handlerFunc {
 	return func(ctx context.Context, c *call) (any, *apiError) {
-		req, hosts, byAgentID, aerr := s.metaHostsRequest(ctx, c, false, nil)
+		req, hosts, named, aerr := s.metaHostsRequest(ctx, c, false, nil)
 		if aerr != nil {
 			return nil, aerr
 		}
@@ -636,10 +636,7 @@ func (s *Server) gseStatus(v1 bool) handlerFunc {
 			if !ok {
 				continue
 			}
-			id := ""
-			if byAgentID {
-				id = hv.AgentID
-			}
+			id := named[hv.Host]
 			for _, pv := range hv.Procs {
 				if matchProc(pv.Key, req.Meta) {
 					infos = append(infos, toProcInfo(h, sup[h.AgentID()], id, pv))

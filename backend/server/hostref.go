@@ -49,15 +49,16 @@ func (s *Server) agentHosts(ctx context.Context, ids []string) (map[string]model
 
 // hostsOf turns refs into hosts: an agent id becomes its agent's host; one
 // no agent reports (or two do) is named in v under
-// prefix + "agent_id_list[i]". byAgentID says whether any ref was an id.
-func hostsOf(v *model.Validator, prefix string, refs []wire.HostRef, known map[string]model.Host) (hosts []model.Host, byAgentID bool) {
+// prefix + "agent_id_list[i]". named maps each host the refs named by agent
+// id to that id (the first, when a host is named twice), so that replies
+// key each host the way the request named it.
+func hostsOf(v *model.Validator, prefix string, refs []wire.HostRef, known map[string]model.Host, named map[model.Host]string) (hosts []model.Host) {
 	hosts = make([]model.Host, 0, len(refs))
 	for i, r := range refs {
 		if r.AgentID == "" {
 			hosts = append(hosts, r.Host)
 			continue
 		}
-		byAgentID = true
 		h, ok := known[r.AgentID]
 		switch {
 		case !ok:
@@ -66,61 +67,22 @@ func hostsOf(v *model.Validator, prefix string, refs []wire.HostRef, known map[s
 			v.Addf(fmt.Sprintf("%sagent_id_list[%d]", prefix, i), "agent id %s is reported by more than one host: refused until that is fixed", r.AgentID)
 		default:
 			hosts = append(hosts, h)
+			if _, dup := named[h]; !dup {
+				named[h] = r.AgentID
+			}
 		}
 	}
-	return hosts, byAgentID
+	return hosts
 }
 
-// hostForm is the task's HostForm for a request that did or did not name
-// hosts by agent id.
-func hostForm(byAgentID bool) string {
-	if byAgentID {
-		return model.HostFormAgentID
-	}
-	return ""
-}
-
-// resultAgentIDs returns the agent id of each host of a task whose hosts
-// were named by agent id (keyed by "cloud:ip"); nil otherwise.
-func (s *Server) resultAgentIDs(ctx context.Context, tv backend.TaskView) (map[string]string, *apiError) {
-	if tv.Task.HostForm != model.HostFormAgentID {
-		return nil, nil
-	}
-	seen := map[model.Host]bool{}
-	var hosts []model.Host
-	for _, r := range tv.Results {
-		if h := r.Host; !seen[h] {
-			seen[h] = true
-			hosts = append(hosts, h)
+// namedTargets lists the targets of process key on hosts that the request
+// named by agent id (backend.OperateRequest.ByAgentID).
+func namedTargets(key string, hosts []model.Host, named map[model.Host]string) []model.Target {
+	var out []model.Target
+	for _, h := range hosts {
+		if id, ok := named[h]; ok {
+			out = append(out, model.Target{Host: h, ProcKey: key, AgentID: id})
 		}
 	}
-	return s.hostAgentIDs(ctx, hosts)
-}
-
-// hostAgentIDs returns the agent id each of hosts reports, by "cloud:ip".
-func (s *Server) hostAgentIDs(ctx context.Context, hosts []model.Host) (map[string]string, *apiError) {
-	if len(hosts) == 0 {
-		return map[string]string{}, nil
-	}
-	views, err := s.b.Hosts(ctx, backend.HostQuery{Hosts: hosts})
-	if err != nil {
-		return nil, backendError(CodeGSE, "agent ids of the task's hosts", err)
-	}
-	out := make(map[string]string, len(views))
-	for _, hv := range views {
-		if hv.AgentID != "" {
-			out[hv.Host.AgentID()] = hv.AgentID
-		}
-	}
-	return out, nil
-}
-
-// hostKey is the host part of a GSE 2.0 result key: the agent id when the
-// task named hosts by agent id and the host has one, else "cloud:ip".
-func hostKey(h model.Host, ids map[string]string) string {
-	k := h.AgentID()
-	if id := ids[k]; id != "" {
-		return id
-	}
-	return k
+	return out
 }

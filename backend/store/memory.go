@@ -205,10 +205,10 @@ func (m *Memory) NextSeq(_ context.Context) (uint64, error) { return m.seq.Add(1
 func (m *Memory) PutTask(_ context.Context, t model.Task, targets []model.Target) error {
 	rec := &taskRec{task: t, targets: slices.Clone(targets), index: make(map[model.Target]int, len(targets))}
 	for i, tg := range targets {
-		if _, dup := rec.index[tg]; dup {
+		if _, dup := rec.index[tg.Pair()]; dup {
 			return fmt.Errorf("put task %s: target %s %s given twice", t.ID, tg.Host, tg.ProcKey)
 		}
-		rec.index[tg] = i
+		rec.index[tg.Pair()] = i
 	}
 	rec.results = make([]model.Result, len(targets))
 	m.mu.Lock()
@@ -297,7 +297,7 @@ func (m *Memory) PutResult(_ context.Context, r model.Result) error {
 	if !ok {
 		return fmt.Errorf("put result of task %s: %w", r.TaskID, model.ErrNotFound)
 	}
-	i, ok := rec.index[model.Target{Host: r.Host, ProcKey: r.ProcKey}]
+	i, ok := rec.index[model.Target{Host: r.Host, ProcKey: r.ProcKey}.Pair()]
 	if !ok {
 		return fmt.Errorf("put result of task %s: %s %s is not a target: %w", r.TaskID, r.Host, r.ProcKey, model.ErrNotFound)
 	}

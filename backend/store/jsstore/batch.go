@@ -82,7 +82,7 @@ func (s *Store) PutResults(ctx context.Context, rs []model.Result) error {
 			errs = append(errs, fmt.Errorf("put result of task %s: %w", r.TaskID, err))
 			continue
 		}
-		i, ok := idx.targets[model.Target{Host: r.Host, ProcKey: r.ProcKey}]
+		i, ok := idx.targets[model.Target{Host: r.Host, ProcKey: r.ProcKey}.Pair()]
 		if !ok {
 			errs = append(errs, fmt.Errorf("put result of task %s: %s %s is not a target: %w", r.TaskID, r.Host, r.ProcKey, model.ErrNotFound))
 			continue

@@ -523,10 +523,10 @@ func (s *Store) PutTask(ctx context.Context, t model.Task, targets []model.Targe
 	}
 	idx := &taskIndex{targets: make(map[model.Target]int, len(targets))}
 	for i, tg := range targets {
-		if _, dup := idx.targets[tg]; dup {
+		if _, dup := idx.targets[tg.Pair()]; dup {
 			return fmt.Errorf("put task %s: target %s %s given twice", t.ID, tg.Host, tg.ProcKey)
 		}
-		idx.targets[tg] = i
+		idx.targets[tg.Pair()] = i
 	}
 	tk := enc(t.ID)
 	// Targets first: a task record always has its targets.
@@ -709,7 +709,7 @@ func (s *Store) targetIndex(ctx context.Context, id string) (*taskIndex, error) 
 	}
 	idx = &taskIndex{targets: make(map[model.Target]int, len(targets))}
 	for i, tg := range targets {
-		idx.targets[tg] = i
+		idx.targets[tg.Pair()] = i
 	}
 	s.mu.Lock()
 	s.cacheIndex(id, idx)

@@ -378,10 +378,13 @@ func TestRestart(t *testing.T) {
 	seq, _ := s.NextSeq(ctx)
 	id := model.FormatTaskID(time.Now(), seq)
 	tg := targets(3)
+	// Two hosts named by agent id: the naming is kept with the targets and
+	// the results (it is not part of a target's identity).
+	tg[1].AgentID, tg[2].AgentID = "0200000000000000000000000000000001", "0200000000000000000000000000000002"
 	if err := s.PutTask(ctx, model.Task{ID: id, Status: model.TaskRunning}, tg); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutResult(ctx, model.Result{TaskID: id, Host: tg[1].Host, ProcKey: tg[1].ProcKey, State: model.StateSuccess, Seq: 1}); err != nil {
+	if err := s.PutResult(ctx, model.Result{TaskID: id, Host: tg[1].Host, ProcKey: tg[1].ProcKey, AgentID: tg[1].AgentID, State: model.StateSuccess, Seq: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.AppendEvent(ctx, model.Event{Kind: model.EventGiveUp}); err != nil {
@@ -399,10 +402,10 @@ func TestRestart(t *testing.T) {
 	if seq2, err := s2.NextSeq(ctx); err != nil || seq2 <= seq {
 		t.Fatalf("NextSeq after restart = %d (%v), want > %d", seq2, err, seq)
 	}
-	if _, got, err := s2.Task(ctx, id); err != nil || len(got) != 3 {
+	if _, got, err := s2.Task(ctx, id); err != nil || len(got) != 3 || got[1] != tg[1] || got[0].AgentID != "" {
 		t.Fatalf("task after restart: %v %v", got, err)
 	}
-	if rs, err := s2.Results(ctx, id); err != nil || len(rs) != 1 || rs[0].Host != tg[1].Host {
+	if rs, err := s2.Results(ctx, id); err != nil || len(rs) != 1 || rs[0].Host != tg[1].Host || rs[0].AgentID != tg[1].AgentID {
 		t.Fatalf("results after restart: %v %v", rs, err)
 	}
 	if evs, err := s2.Events(ctx, 0); err != nil || len(evs) != 1 {
