@@ -91,17 +91,12 @@ func (p *nsPage) cells(i int) []string {
 	return []string{ns.Name, fmt.Sprint(ns.Processes), fmt.Sprint(ns.Hosts), strings.Join(keys, " ")}
 }
 
-// rebuild applies the filter and the sort, keeping the cursor on its namespace.
-func (p *nsPage) rebuild() {
-	cur, _ := p.selected()
-	p.tb.rebuild(nsCols(), len(p.items), p.cells)
-	p.list.setLen(len(p.tb.shown))
-	for pos, i := range p.tb.shown {
-		if p.items[i].Name == cur.Name {
-			p.list.cursor = pos
-			p.list.clamp()
-		}
-	}
+func (p *nsPage) curName() string { ns, _ := p.selected(); return ns.Name }
+
+// rebuild applies the filter and the sort, keeping the cursor on the
+// namespace cur.
+func (p *nsPage) rebuild(cur string) {
+	p.tb.refresh(&p.list, nsCols(), len(p.items), p.cells, func(i int) string { return p.items[i].Name }, cur)
 }
 
 func (p *nsPage) Update(msg tea.Msg) tea.Cmd {
@@ -118,9 +113,10 @@ func (p *nsPage) Update(msg tea.Msg) tea.Cmd {
 			p.s.resolved("list namespaces")
 		}
 		p.fresh.at = p.s.now()
+		cur := p.curName() // of the rows before the new ones
 		p.items = msg.items
 		sort.Slice(p.items, func(i, j int) bool { return p.items[i].Name < p.items[j].Name })
-		p.rebuild()
+		p.rebuild(cur)
 	case tea.KeyMsg:
 		if !p.tb.filter.typing && p.list.navigate(k, msg) {
 			return nil
@@ -129,13 +125,13 @@ func (p *nsPage) Update(msg tea.Msg) tea.Cmd {
 			return p.s.notReady("namespaces")
 		}
 		if ok, cmd := p.tb.key(k, msg, len(nsCols())); ok {
-			p.rebuild()
+			p.rebuild(p.curName())
 			return cmd
 		}
 		switch {
 		case keyIs(msg, k.Back):
 			p.tb.filter.clear()
-			p.rebuild()
+			p.rebuild(p.curName())
 		case keyIs(msg, k.Open):
 			if ns, ok := p.selected(); ok {
 				return p.s.post(pushMsg{newLabelsPage(p.s, ns)})

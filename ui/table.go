@@ -221,6 +221,24 @@ func (tb *table) rebuild(cols []column, n int, cells func(i int) []string) {
 	}
 }
 
+// refresh rebuilds shown and sets list to it, putting the cursor back on
+// the row whose id is cur (when it is still shown). Take cur before the
+// rows change: shown indexes the old rows until then.
+func (tb *table) refresh(list *vlist, cols []column, n int, cells func(i int) []string, id func(i int) string, cur string) {
+	tb.rebuild(cols, n, cells)
+	list.setLen(len(tb.shown))
+	if cur == "" {
+		return
+	}
+	for pos, i := range tb.shown {
+		if id(i) == cur {
+			list.cursor = pos
+			list.clamp()
+			return
+		}
+	}
+}
+
 // key handles the filter and sort keys; handled reports msg was one.
 func (tb *table) key(k *KeyMap, msg tea.KeyMsg, ncols int) (handled bool, cmd tea.Cmd) {
 	switch {

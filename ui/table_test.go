@@ -303,3 +303,22 @@ func TestEditAsksWhichProcessAndTaskSelection(t *testing.T) {
 		t.Fatalf("the tasks list does not show the selection:\n%s", d.view())
 	}
 }
+
+// A reload with fewer rows (a namespace or task gone) keeps the cursor on
+// its row when it is still there, and never reads past the new rows.
+func TestReloadFewerRows(t *testing.T) {
+	e, _ := simBackend(t, quietSim(20, "web", "db", "gse"))
+	d := newDriver(t, e, Options{}, 100, 30)
+	ns := d.m.stack[0].(*nsPage)
+	d.until("namespaces", func() bool { return ns.loaded })
+	d.keys("G") // web, the last of db, gse, web
+	d.send(nsLoadedMsg{id: ns.id, items: []backend.NamespaceSummary{{Name: "web"}}})
+	if got, _ := ns.selected(); got.Name != "web" || len(ns.tb.shown) != 1 {
+		t.Fatalf("after the reload: on %q, %d shown", got.Name, len(ns.tb.shown))
+	}
+	d.send(nsLoadedMsg{id: ns.id, items: []backend.NamespaceSummary{{Name: "a"}, {Name: "b"}}})
+	if got, _ := ns.selected(); got.Name != "a" {
+		t.Fatalf("web gone: on %q", got.Name)
+	}
+	_ = d.view()
+}

@@ -78,17 +78,11 @@ func (p *tasksPage) cursorTask() (model.Task, bool) {
 	return p.tasks[p.tb.shown[p.list.cursor]], true
 }
 
-// rebuild applies the filter and the sort, keeping the cursor on its task.
-func (p *tasksPage) rebuild() {
-	cur, _ := p.cursorTask()
-	p.tb.rebuild(taskCols(), len(p.tasks), p.cells)
-	p.list.setLen(len(p.tb.shown))
-	for pos, i := range p.tb.shown {
-		if p.tasks[i].ID == cur.ID {
-			p.list.cursor = pos
-			p.list.clamp()
-		}
-	}
+func (p *tasksPage) curID() string { tk, _ := p.cursorTask(); return tk.ID }
+
+// rebuild applies the filter and the sort, keeping the cursor on the task cur.
+func (p *tasksPage) rebuild(cur string) {
+	p.tb.refresh(&p.list, taskCols(), len(p.tasks), p.cells, func(i int) string { return p.tasks[i].ID }, cur)
 }
 
 func (p *tasksPage) Update(msg tea.Msg) tea.Cmd {
@@ -105,8 +99,9 @@ func (p *tasksPage) Update(msg tea.Msg) tea.Cmd {
 			p.s.resolved("list tasks")
 		}
 		p.fresh.at = p.s.now()
+		cur := p.curID() // of the rows before the new ones
 		p.tasks = msg.tasks
-		p.rebuild()
+		p.rebuild(cur)
 	case tea.KeyMsg:
 		if !p.tb.filter.typing && p.list.navigate(k, msg) {
 			return nil
@@ -115,13 +110,13 @@ func (p *tasksPage) Update(msg tea.Msg) tea.Cmd {
 			return p.s.notReady("tasks")
 		}
 		if ok, cmd := p.tb.key(k, msg, len(taskCols())); ok {
-			p.rebuild()
+			p.rebuild(p.curID())
 			return cmd
 		}
 		switch {
 		case keyIs(msg, k.Back):
 			p.tb.filter.clear()
-			p.rebuild()
+			p.rebuild(p.curID())
 		case keyIs(msg, k.Open):
 			if tk, ok := p.cursorTask(); ok {
 				return p.s.post(pushMsg{newWatchPage(p.s, tk)})
