@@ -5,7 +5,6 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -40,21 +39,7 @@ func TestHostileInput(t *testing.T) {
 
 	call := func(method, path string, body []byte) envelopeReply {
 		t.Helper()
-		req, err := http.NewRequest(method, base+path, bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		var r envelopeReply
-		if err := json.Unmarshal(raw, &r); err != nil {
-			t.Fatalf("%s %s: not an envelope: %.300s", method, path, raw)
-		}
-		return r
+		return callJSON(t, method, base+path, body)
 	}
 	count := func(path string) int {
 		t.Helper()

@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -63,21 +61,7 @@ func TestNATSConnectionsComeBack(t *testing.T) {
 
 	call := func(method, path string, body []byte) envelopeReply {
 		t.Helper()
-		req, err := http.NewRequest(method, base+path, bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		var r envelopeReply
-		if err := json.Unmarshal(raw, &r); err != nil {
-			t.Fatalf("%s %s: not an envelope: %.300s", method, path, raw)
-		}
-		return r
+		return callJSON(t, method, base+path, body)
 	}
 	waitFor(t, "agent online", 30*time.Second, func() bool {
 		r := call(http.MethodGet, "/api/v1/hosts?host=0:"+ip, nil)

@@ -71,7 +71,20 @@ type envelopeReply struct {
 
 func postJSON(t *testing.T, url string, body []byte) envelopeReply {
 	t.Helper()
-	resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+	return callJSON(t, http.MethodPost, url, body)
+}
+
+// callJSON sends body (JSON, or nothing) to url and decodes the envelope.
+func callJSON(t *testing.T, method, url string, body []byte) envelopeReply {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +92,7 @@ func postJSON(t *testing.T, url string, body []byte) envelopeReply {
 	raw, _ := io.ReadAll(resp.Body)
 	var r envelopeReply
 	if err := json.Unmarshal(raw, &r); err != nil {
-		t.Fatalf("POST %s: not an envelope: %s", url, raw)
+		t.Fatalf("%s %s: not an envelope: %.300s", method, url, raw)
 	}
 	return r
 }
