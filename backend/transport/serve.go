@@ -313,7 +313,6 @@ func respond(m *nats.Msg, rep model.AgentReply, log *slog.Logger) {
 // session is the publishing side shared by ServeAgent and ServeFleet:
 // heartbeats, the bounded event buffer and reconnect handling.
 type session struct {
-	link *Link
 	nc   atomic.Pointer[nats.Conn] // the link's connection in use
 	opts ServeOptions
 	log  *slog.Logger
@@ -337,7 +336,7 @@ type pending struct {
 }
 
 func newSession(l *Link, opts ServeOptions, log *slog.Logger) *session {
-	s := &session{link: l, opts: opts, log: log, notify: make(chan struct{}, 1), hello: make(chan struct{}, 1)}
+	s := &session{opts: opts, log: log, notify: make(chan struct{}, 1), hello: make(chan struct{}, 1)}
 	s.nc.Store(l.Conn())
 	return s
 }
