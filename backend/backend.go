@@ -49,6 +49,18 @@ type Backend interface {
 	Events(ctx context.Context) (<-chan model.Event, error)
 	RecentEvents(ctx context.Context, n int) ([]model.Event, error)
 
+	// SetProcessGroups sets the process group (resource pool) of
+	// req.Namespace on each of req.Hosts, or clears it when req.Resource
+	// limits nothing: each host's agent is told at once and enforces it;
+	// the group is stored for the hosts whose agent took it. One result
+	// per host, in order: 0, or the agent's refusal, 117 unreachable, 116
+	// no reply in time. A model.ValidationError names every bad field.
+	SetProcessGroups(ctx context.Context, req GroupRequest) ([]GroupResult, error)
+	// ProcessGroups lists the stored process groups of q.Namespace (every
+	// namespace when empty) on q.Hosts (every host when empty), by
+	// namespace and host.
+	ProcessGroups(ctx context.Context, q GroupQuery) ([]model.ProcessGroup, error)
+
 	// Audit lists the audit trail's entries matching q, newest first: every
 	// change and operation with who asked for it (the actor of the call's
 	// context, see WithActor), its scope, targets, task and outcome.
@@ -231,4 +243,26 @@ type OperateRequest struct {
 type TaskView struct {
 	Task    model.Task     `json:"task"`
 	Results []model.Result `json:"results"`
+}
+
+// GroupRequest sets a namespace's process group on hosts.
+type GroupRequest struct {
+	Namespace string              `json:"namespace"`
+	Hosts     []model.Host        `json:"hosts"`
+	Resource  model.GroupResource `json:"resource"`
+	// Suppliers is stored with each group as it is (ProcessGroup.SupplierID).
+	Suppliers map[string]int `json:"bk_supplier_ids,omitempty"`
+}
+
+// GroupResult is one host's answer to a GroupRequest.
+type GroupResult struct {
+	Host    model.Host `json:"host"`
+	Code    int        `json:"error_code"`
+	Message string     `json:"error_msg"`
+}
+
+// GroupQuery selects process groups. Zero fields do not filter.
+type GroupQuery struct {
+	Namespace string       `json:"namespace,omitempty"`
+	Hosts     []model.Host `json:"hosts,omitempty"`
 }

@@ -271,6 +271,21 @@ func (r *restricted) Simulate(ctx context.Context, req SimRequest) (model.SimOut
 	return r.be.Simulate(ctx, req)
 }
 
+func (r *restricted) SetProcessGroups(ctx context.Context, req GroupRequest) ([]GroupResult, error) {
+	if !r.allow(req.Namespace) {
+		return nil, r.deny(ctx, "set_process_group", "namespace", req.Namespace)
+	}
+	return r.be.SetProcessGroups(ctx, req)
+}
+
+func (r *restricted) ProcessGroups(ctx context.Context, q GroupQuery) ([]model.ProcessGroup, error) {
+	if q.Namespace != "" && !r.allow(q.Namespace) {
+		return nil, r.deny(ctx, "process_groups", "namespace", q.Namespace)
+	}
+	gs, err := r.be.ProcessGroups(ctx, q)
+	return keep(gs, func(g model.ProcessGroup) bool { return r.allow(g.Namespace) }), err
+}
+
 // keep returns the elements of xs f accepts (a new slice).
 func keep[T any](xs []T, f func(T) bool) []T {
 	out := make([]T, 0, len(xs))

@@ -13,6 +13,10 @@ type AgentRequest struct {
 	Op       OpType    `json:"op_type"`
 	Process  Process   `json:"process"`
 	Deadline time.Time `json:"deadline,omitzero"`
+	// Group, when set, is the whole request: set the process group of
+	// Group.Namespace on the host (cleared when its resource limits
+	// nothing); Op and Process are not read. Setting a group is idempotent.
+	Group *ProcessGroup `json:"process_group,omitempty"`
 }
 
 // OpID is the operation id of task taskID on one target: the same every
@@ -102,6 +106,9 @@ const (
 	EventRestartFailed  EventKind = "process_restart_failed"
 	EventGiveUp         EventKind = "process_cancel_restart"
 	EventLimitExceeded  EventKind = "process_resource_limit_exceed"
-	EventAgentOnline    EventKind = "agent_online"
-	EventAgentOffline   EventKind = "agent_offline"
+	// EventGroupLimitExceeded: a process group (the namespace's pool) was
+	// over its limit; the event names the process stopped for it.
+	EventGroupLimitExceeded EventKind = "process_group_resource_limit_exceed"
+	EventAgentOnline        EventKind = "agent_online"
+	EventAgentOffline       EventKind = "agent_offline"
 )

@@ -68,11 +68,12 @@ const (
 	// caller's scopes (a namespace or business not granted); Op names the
 	// endpoint, Namespaces what was asked for, Summary the field and why.
 	AuditScopeDenied = "scope_denied"
+	AuditSetGroup    = "set_process_group" // a namespace's process group set (or cleared) on hosts
 )
 
 // AuditActions lists every audit action.
 var AuditActions = []string{AuditOperate, AuditTaskFinished, AuditCancel, AuditSaveProcess, AuditDeleteProcess,
-	AuditSimulate, AuditSeed, AuditScopeDenied}
+	AuditSimulate, AuditSeed, AuditScopeDenied, AuditSetGroup}
 
 // Audit outcomes.
 const (

@@ -145,6 +145,22 @@ func (g *guarded) RecentEvents(ctx context.Context, n int) ([]model.Event, error
 	return g.be.RecentEvents(ctx, n)
 }
 
+func (g *guarded) SetProcessGroups(ctx context.Context, req backend.GroupRequest) ([]backend.GroupResult, error) {
+	if err := g.enter(); err != nil {
+		return nil, err
+	}
+	defer g.mu.RUnlock()
+	return g.be.SetProcessGroups(ctx, req)
+}
+
+func (g *guarded) ProcessGroups(ctx context.Context, q backend.GroupQuery) ([]model.ProcessGroup, error) {
+	if err := g.enter(); err != nil {
+		return nil, err
+	}
+	defer g.mu.RUnlock()
+	return g.be.ProcessGroups(ctx, q)
+}
+
 func (g *guarded) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEntry, error) {
 	if err := g.enter(); err != nil {
 		return nil, err

@@ -40,12 +40,17 @@ type Agent struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	procs   map[string]*entry
-	subs    map[*subscriber]struct{}
-	started bool
-	closed  bool
-	dropped int
+	mu    sync.Mutex
+	procs map[string]*entry
+	// groups are the process groups (namespace -> pool limits), kept in
+	// groupsPath; poolBreaches counts each pool's samples over in a row.
+	groups       map[string]model.GroupResource
+	groupsPath   string
+	poolBreaches map[string]int
+	subs         map[*subscriber]struct{}
+	started      bool
+	closed       bool
+	dropped      int
 }
 
 // entry is one process definition known to the agent.
@@ -128,10 +133,12 @@ func New(cfg config.AgentConfig, log *slog.Logger) (*Agent, error) {
 	}
 	a := &Agent{
 		cfg: cfg, host: host, agentID: agentID, m: readMachine(),
-		log:     log.With("agent", host.AgentID()),
-		regPath: filepath.Join(cfg.DataDir, RegistryFile),
-		procs:   map[string]*entry{},
-		subs:    map[*subscriber]struct{}{},
+		log:          log.With("agent", host.AgentID()),
+		regPath:      filepath.Join(cfg.DataDir, RegistryFile),
+		procs:        map[string]*entry{},
+		groupsPath:   filepath.Join(cfg.DataDir, GroupsFile),
+		poolBreaches: map[string]int{},
+		subs:         map[*subscriber]struct{}{},
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	recs, err := loadRegistry(a.regPath)
@@ -140,6 +147,10 @@ func New(cfg config.AgentConfig, log *slog.Logger) (*Agent, error) {
 		return nil, err
 	}
 	if a.ops, err = opledger.Open(filepath.Join(cfg.DataDir, OpsFile), opledger.DefaultKeep); err != nil {
+		a.cancel()
+		return nil, err
+	}
+	if a.groups, err = loadGroups(a.groupsPath); err != nil {
 		a.cancel()
 		return nil, err
 	}

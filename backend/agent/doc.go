@@ -22,6 +22,12 @@
 //   - A process over cpu_lmt or mem_lmt for breach_count consecutive samples
 //     is stopped (stop_cmd, then SIGKILL to its process group) and held: it
 //     stays in the registry but is not restarted until a manual start.
+//   - A process group (set_process_group_info; groups.go) pools a
+//     namespace's hosted processes: over its cpu or mem pool limit for
+//     breach_count samples in a row, the member with the highest score
+//     (model.GroupResource.PoolVictim) is stopped and held the same way
+//     (event process_group_resource_limit_exceed). Groups are kept in
+//     procgroupinfo.json in the data dir.
 //   - instance_num N (type 1): instance 1 uses pid_path, instance i > 1 uses
 //     pid_path + "." + i; each start_cmd sees GSEPROC_INSTANCE (1..N),
 //     GSEPROC_INSTANCE_NUM and GSEPROC_PID_FILE in its environment. An op

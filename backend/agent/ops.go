@@ -49,6 +49,9 @@ func fail(code int, format string, args ...any) result {
 // Handle performs one operation synchronously, within ctx and the
 // request's deadline, and replies with the process's status after it.
 func (a *Agent) Handle(ctx context.Context, req model.AgentRequest) model.AgentReply {
+	if req.Group != nil {
+		return a.setGroup(*req.Group)
+	}
 	if !req.Deadline.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, req.Deadline)

@@ -372,6 +372,9 @@ func (a *Agent) sample() {
 		}
 		a.mu.Unlock()
 	}
+	a.mu.Lock()
+	a.checkPoolsLocked()
+	a.mu.Unlock()
 }
 
 // enforce stops a process over its limits: stop_cmd (or SIGTERM), then

@@ -195,6 +195,19 @@ func TestNATSEngineRealAgent(t *testing.T) {
 		}
 	}
 
+	// A process group over NATS: the real agent and the simulated host take
+	// it (the agent keeps it in its data dir), an unknown host is 117 and
+	// is not stored.
+	pool := model.GroupResource{CPUPoolLimit: 90, MemPoolLimit: 80, MemPoolWeight: 1}
+	gr, err := e.SetProcessGroups(ctx, backend.GroupRequest{Namespace: "biz_1", Resource: pool,
+		Hosts: []model.Host{me, sim, {IP: "10.250.0.1", CloudID: 9}}})
+	if err != nil || len(gr) != 3 || gr[0].Code != 0 || gr[1].Code != 0 || gr[2].Code != model.CodeAgentAbnormal {
+		t.Fatalf("set process group: %+v %v", gr, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(work, "agent", "procgroupinfo.json")); err != nil || !strings.Contains(string(b), `"id": "biz_1"`) {
+		t.Fatalf("the agent's procgroupinfo.json: %s %v", b, err)
+	}
+
 	// The server restarts on the same store dir and address: registry and
 	// tasks are there, and the agent, which kept supervising, reconnects.
 	tasks, _ := e.Tasks(ctx, 0)
@@ -212,6 +225,10 @@ func TestNATSEngineRealAgent(t *testing.T) {
 		t.Fatalf("tasks after restart: %d, want %d", len(tasks2), len(tasks))
 	}
 	waitFor(t, "agent back online", 30*time.Second, func() bool { return hostOnline(e2, me) })
+	if gs, err := e2.ProcessGroups(ctx, backend.GroupQuery{Namespace: "biz_1"}); err != nil || len(gs) != 2 ||
+		gs[0].Host != sim || gs[1].Host != me || gs[1].Resource != pool {
+		t.Fatalf("process groups after a restart: %+v %v", gs, err)
+	}
 	rs = operate(t, e2, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "biz_1", Name: "daemon", Hosts: []model.Host{me}}})
 	if len(rs) != 1 || rs[0].Code != 0 || !rs[0].Hosted {
 		t.Fatalf("status after restarts: %+v", rs)

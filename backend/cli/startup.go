@@ -335,3 +335,19 @@ func (n *serverNode) Simulate(ctx context.Context, req backend.SimRequest) (mode
 	}
 	return b.Simulate(ctx, req)
 }
+
+func (n *serverNode) SetProcessGroups(ctx context.Context, req backend.GroupRequest) ([]backend.GroupResult, error) {
+	b, err := n.backend()
+	if err != nil {
+		return nil, err
+	}
+	return b.SetProcessGroups(ctx, req)
+}
+
+func (n *serverNode) ProcessGroups(ctx context.Context, q backend.GroupQuery) ([]model.ProcessGroup, error) {
+	b, err := n.backend()
+	if err != nil {
+		return nil, err
+	}
+	return b.ProcessGroups(ctx, q)
+}

@@ -422,6 +422,27 @@ func (c *Client) Cancel(ctx context.Context, id string) error {
 	return c.change(ctx, http.MethodPost, taskPath(id)+"/cancel", nil, nil, nil)
 }
 
+// SetProcessGroups sets (or clears) a namespace's process group on hosts.
+func (c *Client) SetProcessGroups(ctx context.Context, req backend.GroupRequest) ([]backend.GroupResult, error) {
+	var out []backend.GroupResult
+	err := c.call(ctx, http.MethodPost, "/api/v1/process_groups", nil, req, &out)
+	return out, err
+}
+
+// ProcessGroups lists the stored process groups matching q.
+func (c *Client) ProcessGroups(ctx context.Context, q backend.GroupQuery) ([]model.ProcessGroup, error) {
+	v := url.Values{}
+	if q.Namespace != "" {
+		v.Set("namespace", q.Namespace)
+	}
+	for _, h := range q.Hosts {
+		v.Add("host", h.AgentID())
+	}
+	out := []model.ProcessGroup{}
+	err := c.call(ctx, http.MethodGet, "/api/v1/process_groups", v, nil, &out)
+	return out, err
+}
+
 // Audit lists the audit trail's entries matching q, newest first.
 func (c *Client) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEntry, error) {
 	v := url.Values{}

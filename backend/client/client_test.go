@@ -544,3 +544,34 @@ func TestSentinelsThroughServer(t *testing.T) {
 		t.Fatalf("stop on a read-only server: %v, want ErrReadOnly", err)
 	}
 }
+
+// TestProcessGroupsThroughServer: the HTTP client sets and reads process
+// groups as the engine does (validation named by field, 117 for a host
+// without an agent, the audit trail records the set).
+func TestProcessGroupsThroughServer(t *testing.T) {
+	c, _, _ := serve(t, 20)
+	ctx := context.Background()
+	h := model.Host{IP: "10.0.0.1", CloudID: 0}
+	none := model.Host{IP: "10.254.0.9", CloudID: 0}
+	pool := model.GroupResource{CPUPoolLimit: 30, MemPoolLimit: 40, CPUPoolWeight: 1}
+	rs, err := c.SetProcessGroups(ctx, backend.GroupRequest{Namespace: "web", Hosts: []model.Host{h, none}, Resource: pool})
+	if err != nil || len(rs) != 2 || rs[0].Host != h || rs[0].Code != 0 || rs[1].Code != model.CodeAgentAbnormal {
+		t.Fatalf("set: %+v %v", rs, err)
+	}
+	gs, err := c.ProcessGroups(ctx, backend.GroupQuery{Namespace: "web"})
+	if err != nil || len(gs) != 1 || gs[0].Host != h || gs[0].Resource != pool || gs[0].Namespace != "web" {
+		t.Fatalf("groups: %+v %v", gs, err)
+	}
+	if gs, err := c.ProcessGroups(ctx, backend.GroupQuery{Hosts: []model.Host{none}}); err != nil || len(gs) != 0 {
+		t.Fatalf("groups of a host without one: %+v %v", gs, err)
+	}
+	_, err = c.SetProcessGroups(ctx, backend.GroupRequest{Namespace: "web", Hosts: []model.Host{h}, Resource: model.GroupResource{CPUPoolLimit: -1}})
+	var ve model.ValidationError
+	if !errors.As(err, &ve) || len(ve) != 1 || ve[0].Field != "resource.cpu_pool_limit" {
+		t.Fatalf("a bad limit: %v", err)
+	}
+	es, err := c.Audit(ctx, model.AuditQuery{Action: model.AuditSetGroup})
+	if err != nil || len(es) != 2 || es[0].Result != model.AuditRefused || es[1].Result != model.AuditOK || es[1].TargetCount != 2 {
+		t.Fatalf("audit: %+v %v", es, err)
+	}
+}

@@ -56,6 +56,13 @@ type Store interface {
 	PutResult(ctx context.Context, r model.Result) error
 	Results(ctx context.Context, taskID string) ([]model.Result, error)
 
+	// Process groups: a namespace's resource pool on a host. PutGroups
+	// creates or replaces them by (namespace, host); one whose resource
+	// limits nothing is removed. Groups lists those of namespace ns
+	// (every namespace when empty), by namespace and host.
+	PutGroups(ctx context.Context, gs []model.ProcessGroup) error
+	Groups(ctx context.Context, ns string) ([]model.ProcessGroup, error)
+
 	// Host events, newest last.
 	AppendEvent(ctx context.Context, e model.Event) error
 	Events(ctx context.Context, limit int) ([]model.Event, error)

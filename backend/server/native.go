@@ -36,6 +36,8 @@ func (s *Server) nativeRoutes() {
 	s.handle("GET /api/v1/events/recent", "v1.recent_events", kindNative, s.v1RecentEvents)
 	s.handle("GET /api/v1/audit", "v1.audit", kindNative, s.v1Audit)
 	s.handle("POST /api/v1/sim", "v1.sim", kindNative, s.v1Sim)
+	s.handle("GET /api/v1/process_groups", "v1.process_groups", kindNative, s.v1Groups)
+	s.handle("POST /api/v1/process_groups", "v1.set_process_groups", kindNative, s.v1SetGroups)
 }
 
 // v1Sim is a live control of the simulated fleet (backend.SimRequest);

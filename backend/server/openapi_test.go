@@ -74,8 +74,11 @@ func gseReplySchema(path string) string {
 			return "JOBTaskReply"
 		}
 		return "GSETaskReply"
-	case "get_proc_operate_result", "get_proc_operate_result_v2", "register_proc_info", "update_proc_info", "unregister_proc_info":
+	case "get_proc_operate_result", "get_proc_operate_result_v2", "register_proc_info", "update_proc_info", "unregister_proc_info",
+		"set_process_group_info":
 		return "GSEEntries"
+	case "get_process_group_info":
+		return "ProcessGroupInfos"
 	case "get_proc_result":
 		return "JOBResult"
 	case "get_proc_status", "get_proc_status_v2", "sync_proc_status":
@@ -184,5 +187,14 @@ func TestNativeAPIMatchesOpenAPI(t *testing.T) {
 	}
 	if r := call(http.MethodPost, "/api/v1/operate", map[string]any{"op_type": 6}, true); r.Status != http.StatusBadRequest {
 		t.Fatalf("op_type 6: %d %s", r.Status, r.raw)
+	}
+	if r := call(http.MethodPost, "/api/v1/process_groups", map[string]any{"namespace": "gse", "hosts": []any{map[string]any{"ip": "10.0.0.1", "bk_cloud_id": 0}},
+		"resource": map[string]any{"cpu_pool_limit": 20, "mem_pool_limit": 0, "cpu_pool_weight": 0, "mem_pool_weight": 1}}, false); !r.Result {
+		t.Fatalf("process group: %s", r.raw)
+	}
+	call(http.MethodGet, "/api/v1/process_groups?namespace=gse", nil, false)
+	if r := call(http.MethodPost, "/api/v1/process_groups", map[string]any{"namespace": "gse", "hosts": []any{},
+		"resource": map[string]any{"cpu_pool_limit": 200}}, true); r.Status != http.StatusBadRequest {
+		t.Fatalf("a bad process group: %d %s", r.Status, r.raw)
 	}
 }

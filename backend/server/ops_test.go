@@ -210,7 +210,7 @@ func TestMetricsAndHealth(t *testing.T) {
 	od, _ := openAPI(t) // parsed and validated by kin-openapi
 	for _, p := range []string{"/api/v1/info", "/api/v1/namespaces", "/api/v1/hosts", "/api/v1/processes", "/api/v1/operate",
 		"/api/v1/tasks", "/api/v1/tasks/{id}", "/api/v1/tasks/{id}/cancel", "/api/v1/tasks/{id}/stream", "/api/v1/events",
-		"/api/v1/events/recent", "/api/v1/audit", "/healthz", "/readyz", "/metrics"} {
+		"/api/v1/events/recent", "/api/v1/audit", "/api/v1/process_groups", "/healthz", "/readyz", "/metrics"} {
 		if od.Paths.Find(p) == nil {
 			t.Errorf("openapi.yaml does not describe %s", p)
 		}

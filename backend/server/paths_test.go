@@ -140,7 +140,7 @@ func TestREADMEListsEveryPath(t *testing.T) {
 	readme := string(readFile(t, "../../README.md"))
 	paths := append([]string(nil), e.srv.gatewayPaths...)
 	paths = append(paths, "/api/v1/info", "/api/v1/namespaces", "/api/v1/hosts", "/api/v1/processes", "/api/v1/operate",
-		"/api/v1/tasks", "/api/v1/events", "/api/v1/audit", "/api/v1/openapi.yaml", "/healthz", "/metrics")
+		"/api/v1/tasks", "/api/v1/events", "/api/v1/audit", "/api/v1/process_groups", "/api/v1/openapi.yaml", "/healthz", "/metrics")
 	for _, p := range paths {
 		if !strings.Contains(readme, "`"+p+"`") {
 			t.Errorf("README does not list `%s`", p)

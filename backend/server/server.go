@@ -411,6 +411,8 @@ func (s *Server) routes() {
 	s.gateway(gse+"sync_proc_status", "gse.sync_proc_status", s.gseSync)
 	s.gateway(gse+"get_agent_status", "gse.get_agent_status", s.gseAgentStatus)
 	s.gateway(gse+"get_agent_info", "gse.get_agent_info", s.gseAgentInfo)
+	s.gateway(gse+"set_process_group_info", "gse.set_process_group_info", s.gseSetGroup)
+	s.gateway(gse+"get_process_group_info", "gse.get_process_group_info", s.gseGetGroup)
 
 	// GSE 2.0 spellings (bk-gse /api/v2/proc/...) under each of its roots.
 	for _, root := range []string{rootGSE2, rootGSE2Gateway, rootGSE2ESB} {

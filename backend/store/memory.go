@@ -77,6 +77,7 @@ type Memory struct {
 	procs    map[string]model.ProcessDef
 	rev      uint64
 	statuses map[model.Host]map[string]model.ProcStatus
+	groups   map[groupKey]model.ProcessGroup
 	tasks    map[string]*taskRec
 	order    []string // task ids in creation order, oldest first
 
@@ -108,6 +109,7 @@ func NewMemory(opts ...Option) *Memory {
 	m := &Memory{
 		procs:       make(map[string]model.ProcessDef),
 		statuses:    make(map[model.Host]map[string]model.ProcStatus),
+		groups:      make(map[groupKey]model.ProcessGroup),
 		tasks:       make(map[string]*taskRec),
 		keepTasks:   DefaultKeepTasks,
 		keepResults: DefaultKeepResults,

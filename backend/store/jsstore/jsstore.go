@@ -12,6 +12,7 @@
 //	KV  gseproc_results   <enc(task id)>.<index>    -> model.Result of the index-th target
 //	KV  gseproc_leases    <enc(task id)>            -> {owner, ttl_ms, at} of an unfinished task
 //	KV  gseproc_cancels   <enc(task id)>            -> task id: a cancel was asked (kept MaxAge)
+//	KV  gseproc_groups    <enc(ns)>.<enc(host)>     -> model.ProcessGroup (a namespace's pool on a host)
 //	ST  gseproc_events    gseproc.store.events      model.Event, at most MaxEvents kept
 //	ST  gseproc_audit     gseproc.store.audit       model.AuditEntry (Seq = stream sequence), at most KeepAudit kept
 //
@@ -120,7 +121,7 @@ type Store struct {
 type bound struct {
 	js                                                  jetstream.JetStream
 	procs, status, seq, tasks, targets, results, leases jetstream.KeyValue
-	cancels                                             jetstream.KeyValue
+	cancels, groups                                     jetstream.KeyValue
 	events, audit                                       jetstream.Stream
 
 	mu        sync.Mutex
@@ -215,7 +216,7 @@ func (s *Store) open(ctx context.Context, js jetstream.JetStream) (*bound, error
 	}{
 		{"procs", &b.procs}, {"status", &b.status}, {"seq", &b.seq},
 		{"tasks", &b.tasks}, {"targets", &b.targets}, {"results", &b.results},
-		{"leases", &b.leases}, {"cancels", &b.cancels},
+		{"leases", &b.leases}, {"cancels", &b.cancels}, {"groups", &b.groups},
 	}
 	for _, bk := range buckets {
 		name := opts.Prefix + "_" + bk.name
