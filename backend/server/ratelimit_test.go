@@ -102,8 +102,10 @@ func TestRateLimitUnderLoad(t *testing.T) {
 			t.Fatalf("call %d: status %d code %d (%s): neither accepted nor the rate-limit refusal", i, a.status, a.code, a.msg)
 		}
 	}
-	if limited == 0 || accepted < burst {
-		t.Fatalf("%d accepted, %d limited of %d calls in %s: want the burst accepted and the limit to fire", accepted, limited, len(answers), elapsed)
+	// The host lookup above took one token of the same app's bucket, and
+	// 300 refusals can come back before the bucket refills one more.
+	if limited == 0 || accepted < burst-1 {
+		t.Fatalf("%d accepted, %d limited of %d calls in %s: want the burst (less the lookup's token) accepted and the limit to fire", accepted, limited, len(answers), elapsed)
 	}
 	if most := burst + int(rate*elapsed.Seconds()) + 1; accepted > most {
 		t.Fatalf("%d accepted in %s: more than burst %d + %d/s allow (%d)", accepted, elapsed, burst, rate, most)
