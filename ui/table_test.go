@@ -143,25 +143,29 @@ func TestListsFilterAndSort(t *testing.T) {
 	}
 
 	// Events: one crash gives a restart event; a filter on its host finds it.
+	// The fleet's statuses reach the engine through its reports: under load
+	// the first ones may not be in yet, so poll until one process crashes.
 	var host model.Host
 	var key string
-	hv, err := e.Hosts(ctx, backend.HostQuery{})
-	if err != nil || len(hv) == 0 {
-		t.Fatal(hv, err)
-	}
 	d.keys("E")
 	ep := topAs[*eventsPage](t, d)
 	crashed := false
-	for _, h := range hv {
-		for _, pv := range h.Procs {
-			if !crashed {
-				host, key = h.Host, pv.Key
-				crashed = fleet.Crash(host, key, false)
+	for deadline := time.Now().Add(30 * time.Second); !crashed; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no hosted running process to crash (the simulator hosts some from the start)")
+		}
+		hv, err := e.Hosts(ctx, backend.HostQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hv {
+			for _, pv := range h.Procs {
+				if !crashed {
+					host, key = h.Host, pv.Key
+					crashed = fleet.Crash(host, key, false)
+				}
 			}
 		}
-	}
-	if !crashed {
-		t.Fatal("no hosted running process to crash (the simulator hosts some from the start)")
 	}
 	d.until("the crash's event", func() bool { return len(ep.tb.shown) > 0 })
 	d.keys("/")
