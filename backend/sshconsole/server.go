@@ -10,9 +10,10 @@
 // audit trail records each action under that name, via "ssh".
 //
 // The host key is generated on first start (ed25519, mode 0600) and kept;
-// a session without a key press for IdleTimeout is closed (the
-// connection's own idle timeout, which output alone keeps alive, closes
-// dead connections); window resizes reach the console as
+// a session without a key press for IdleTimeout is closed, saying why (the
+// connection's own idle timeout, a minute later and kept alive by output
+// alone, closes dead connections: it must never win the race against the
+// key watcher, which would close the session without a word); window resizes reach the console as
 // tea.WindowSizeMsg; at most MaxSessions sessions run at once.
 package sshconsole
 
@@ -103,7 +104,7 @@ func New(o Options) (*Server, error) {
 	srv, err := wish.NewServer(
 		wish.WithHostKeyPath(o.HostKeyPath),
 		wish.WithPublicKeyAuth(s.authorize),
-		wish.WithIdleTimeout(o.IdleTimeout),
+		wish.WithIdleTimeout(o.IdleTimeout+time.Minute),
 		wish.WithVersion("gseproc_"+o.Version),
 		wish.WithMiddleware(
 			bm.MiddlewareWithProgramHandler(s.program, termenv.ANSI256),
