@@ -38,6 +38,7 @@ type Engine struct {
 	leaser   Leaser
 	leaseTTL time.Duration
 	board    CancelBoard // cancels across engines, when st is one
+	fencer   Fencer      // fenced writes, when st is one (and a Leaser)
 
 	ctx    context.Context // ends on Close; every goroutine watches it
 	cancel context.CancelFunc
@@ -124,6 +125,9 @@ func New(cfg config.EngineConfig, d Dispatcher, inv Inventory, st Store, opts ..
 	e.events.init()
 	e.leaser, _ = st.(Leaser)
 	e.board, _ = st.(CancelBoard)
+	if e.leaser != nil {
+		e.fencer, _ = st.(Fencer)
+	}
 	e.owner = ownerID()
 	for _, o := range opts {
 		o(e)

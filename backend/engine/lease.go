@@ -183,9 +183,14 @@ func (e *Engine) takeOver(l Lease, unrenewed time.Duration) {
 
 // abandon stops a run whose lease another engine holds now: no more
 // dispatches, no more stored results; its watchers go on from the store.
-func (e *Engine) abandon(r *run, why error) {
+// A complete run is left alone (it is storing its end).
+func (e *Engine) abandon(r *run, why error) { e.lose(r, why, false) }
+
+// lose abandons r; a complete one only when evenDone (finishTask, when the
+// task's end was refused: another engine fenced the task off).
+func (e *Engine) lose(r *run, why error, evenDone bool) {
 	r.mu.Lock()
-	if r.done || r.lost {
+	if r.lost || (r.done && !evenDone) {
 		r.mu.Unlock()
 		return
 	}
@@ -200,7 +205,7 @@ func (e *Engine) abandon(r *run, why error) {
 		delete(e.runs, id)
 	}
 	e.mu.Unlock()
-	e.log.Warn("task abandoned: its lease was taken over", "task", id, "err", why)
+	e.log.Warn("task abandoned: another server owns it now", "task", id, "err", why)
 }
 
 // releaseLeases lets the leases of the runs left unfinished by Close go,

@@ -172,3 +172,21 @@ type CancelBoard interface {
 	// from the call on, until ctx ends; then the channel closes.
 	WatchCancels(ctx context.Context) (<-chan string, error)
 }
+
+// Fencer is optional: a Leaser whose writes can be fenced implements it,
+// so that an engine that lost a task's lease (paused, partitioned) and
+// has not noticed yet cannot overwrite what the task's new owner stores.
+// The creator of a task holds token 0 (never fenced); an engine that
+// resumes or takes a task over calls Fence and holds the token it gets.
+// A write with a token that is not the task's latest is refused with
+// model.ErrConflict.
+type Fencer interface {
+	// Fence makes the caller the only writer of taskID's results and
+	// task record, and returns its token.
+	Fence(ctx context.Context, taskID string) (uint64, error)
+	// PutResultsFenced stores results of taskID (only) as
+	// BatchStore.PutResults does, with token fence.
+	PutResultsFenced(ctx context.Context, taskID string, fence uint64, rs []model.Result) error
+	// UpdateTaskFenced stores t as Store.UpdateTask does, with token fence.
+	UpdateTaskFenced(ctx context.Context, fence uint64, t model.Task) error
+}

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -352,5 +353,76 @@ func TestSharedStoreRestartSameOwner(t *testing.T) {
 	v, err := e2.Task(ctx, task.ID)
 	if err != nil || v.Task.Status != model.TaskDone || countFinal(v.Results) != hosts || len(got) != hosts {
 		t.Fatalf("after restart: %+v, %d watched (%v)", v.Task, len(got), err)
+	}
+}
+
+// pausedRenewals is a store whose engine believes it renews its leases
+// but does not: a server paused or cut off from the store's lease keys
+// that has not noticed yet.
+type pausedRenewals struct{ *jsstore.Store }
+
+func (pausedRenewals) RenewLease(context.Context, string, string, time.Duration) error { return nil }
+
+// TestSharedStoreFencing: A creates a task and stops renewing its lease
+// without knowing (pausedRenewals) while its hosts are slow; B takes the
+// task over, runs it and stores it done. Then A's hosts answer: A's
+// results and its task end are refused by the fence, A abandons the run,
+// and what B stored stays, every result and the task. (A may dispatch a
+// few more targets before its refused writes come back: their op ids are
+// B's, so a host answers them from its ledger and runs nothing again.)
+func TestSharedStoreFencing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a NATS server")
+	}
+	emb := sharedNATS(t)
+	cfg := testCfg()
+	cfg.Concurrency = 2
+	cfg.LeaseTTL = config.Duration(500 * time.Millisecond)
+	const hosts = 6
+	release := make(chan struct{})
+	fa := newFake(hosts)
+	var callsA atomic.Int64
+	fa.reply = func(ctx context.Context, h model.Host, req model.AgentRequest) (model.AgentReply, error) {
+		callsA.Add(1)
+		<-release // A's hosts answer only once B is through
+		return model.AgentReply{Code: model.CodeSuccess, Message: "by A", Status: &model.ProcStatus{State: model.ProcRunning, PID: 1}}, nil
+	}
+	fb := newFake(hosts)
+	fb.reply = func(ctx context.Context, h model.Host, req model.AgentRequest) (model.AgentReply, error) {
+		return model.AgentReply{Code: model.CodeSuccess, Message: "by B", Status: &model.ProcStatus{State: model.ProcRunning, PID: 2}}, nil
+	}
+	ctx := context.Background()
+	a := engine.New(cfg, fa, fa, pausedRenewals{sharedStore(t, emb)}, engine.WithOwner("A"))
+	b := engine.New(cfg, fb, fb, sharedStore(t, emb), engine.WithOwner("B"))
+	startAll(t, a, b)
+	task := operateOnAll(t, a, fa)
+	waitUntil(t, "A dispatching", 20*time.Second, func() bool { return callsA.Load() == int64(cfg.Concurrency) })
+	waitUntil(t, "B took the task over and finished it", 30*time.Second, func() bool {
+		v, err := b.Task(ctx, task.ID)
+		return err == nil && v.Task.Status == model.TaskDone
+	})
+	close(release)
+	// A stores nothing more: its results are refused, it abandons the run.
+	waitUntil(t, "A abandoned the run", 20*time.Second, func() bool {
+		info, err := a.Info(ctx)
+		return err == nil && info.Running == 0
+	})
+	// Read from the store (not from B's memory of the task).
+	st := sharedStore(t, emb)
+	stored, _, err := st.Task(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := st.Results(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.Status != model.TaskDone || countFinal(rs) != hosts || stored.Counts.Success != hosts {
+		t.Fatalf("stored task %s %+v with %d/%d final results", stored.Status, stored.Counts, countFinal(rs), hosts)
+	}
+	for _, r := range rs {
+		if r.Message != "by B" {
+			t.Fatalf("%s: the deposed owner's result was stored: %q", r.Host, r.Message)
+		}
 	}
 }

@@ -44,6 +44,11 @@ type run struct {
 
 	next atomic.Int64 // next target index a worker claims
 
+	// fence is the token its results and task are stored with (Fencer):
+	// 0 for the task's creator, the one Fence gave for a resumed task. Set
+	// before the run is launched.
+	fence uint64
+
 	// inflight stops the dispatch of a running target (by index) with
 	// model.ErrCancelled: the dispatcher tells the host to stop the op.
 	inflight map[int]context.CancelCauseFunc
@@ -584,7 +589,7 @@ func (e *Engine) finishResult(r *run, i int, res model.Result) {
 	res, complete := r.finishLocked(i, res, e.now())
 	r.puts.Add(1)
 	r.mu.Unlock()
-	e.enqueue(write{res: &res, done: r.puts.Done})
+	e.enqueue(write{res: &res, fence: r.fence, done: r.puts.Done})
 	if complete {
 		e.finishTask(r)
 	}
@@ -598,7 +603,16 @@ func (e *Engine) finishTask(r *run) {
 	r.mu.Lock()
 	t := r.task
 	r.mu.Unlock()
-	err := e.st.UpdateTask(e.ctx, t)
+	var err error
+	if e.fencer != nil {
+		err = e.fencer.UpdateTaskFenced(e.ctx, r.fence, t)
+	} else {
+		err = e.st.UpdateTask(e.ctx, t)
+	}
+	if errors.Is(err, model.ErrConflict) {
+		e.lose(r, err, true) // another engine runs the task now: it stores its end
+		return
+	}
 	if err != nil {
 		e.log.Warn("store task", "task", t.ID, "err", err)
 	}
@@ -735,7 +749,7 @@ func (e *Engine) cancelRun(r *run) (cancelled, error) {
 		stop(model.ErrCancelled)
 	}
 	for i := range finals {
-		e.enqueue(write{res: &finals[i], done: r.puts.Done})
+		e.enqueue(write{res: &finals[i], fence: r.fence, done: r.puts.Done})
 	}
 	e.log.Info("task cancelled", "task", id, "cancelled_targets", len(finals), "running_told_to_stop", len(stops))
 	if complete {
@@ -936,6 +950,12 @@ func (e *Engine) resumeTask(ctx context.Context, id, why string, defs map[string
 	if r.task.Counts.Final() < len(targets) {
 		r.task.Status = model.TaskRunning
 	}
+	if e.fencer != nil {
+		// From now on, what the engine that ran it before stores is refused.
+		if r.fence, err = e.fencer.Fence(ctx, id); err != nil {
+			return fmt.Errorf("resume %s: %w", id, err)
+		}
+	}
 	var finals []model.Result
 	complete := false
 	if e.board != nil {
@@ -956,7 +976,7 @@ func (e *Engine) resumeTask(ctx context.Context, id, why string, defs map[string
 		return err
 	}
 	for i := range finals {
-		e.enqueue(write{res: &finals[i], done: r.puts.Done})
+		e.enqueue(write{res: &finals[i], fence: r.fence, done: r.puts.Done})
 	}
 	if complete {
 		e.finishTask(r)

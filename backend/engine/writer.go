@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ const writeQueueMax = 1 << 15
 // once stored (nil: nothing).
 type write struct {
 	res    *model.Result
+	fence  uint64 // res's run's token (Fencer)
 	status *HostStatus
 	done   func()
 }
@@ -101,7 +103,9 @@ func (e *Engine) writeLoop() {
 const finalFlush = 5 * time.Second
 
 // writeBatch stores ws: statuses (the last of each host and process)
-// first, then results; then runs every done.
+// first, then results; then runs every done. With a Fencer, results are
+// stored per task with their run's token, and a run whose results are
+// refused (another engine fenced the task) is abandoned.
 func (e *Engine) writeBatch(ctx context.Context, ws []write) {
 	type key struct {
 		h    model.Host
@@ -110,6 +114,12 @@ func (e *Engine) writeBatch(ctx context.Context, ws []write) {
 	var sts []HostStatus
 	at := map[key]int{}
 	var rs []model.Result
+	type fenced struct {
+		fence uint64
+		rs    []model.Result
+	}
+	byTask := map[string]*fenced{}
+	var tasks []string // of byTask, in order
 	for _, w := range ws {
 		if w.status != nil {
 			k := key{w.status.Host, w.status.Status.ProcKey}
@@ -120,7 +130,16 @@ func (e *Engine) writeBatch(ctx context.Context, ws []write) {
 				sts = append(sts, *w.status)
 			}
 		}
-		if w.res != nil {
+		switch {
+		case w.res != nil && e.fencer != nil:
+			f := byTask[w.res.TaskID]
+			if f == nil {
+				f = &fenced{fence: w.fence}
+				byTask[w.res.TaskID] = f
+				tasks = append(tasks, w.res.TaskID)
+			}
+			f.rs = append(f.rs, *w.res)
+		case w.res != nil:
 			rs = append(rs, *w.res)
 		}
 	}
@@ -145,6 +164,21 @@ func (e *Engine) writeBatch(ctx context.Context, ws []write) {
 			if err := e.st.PutResult(ctx, r); err != nil {
 				e.log.Warn("store result", "task", r.TaskID, "host", r.Host.String(), "err", err)
 			}
+		}
+	}
+	for _, id := range tasks {
+		f := byTask[id]
+		err := e.fencer.PutResultsFenced(ctx, id, f.fence, f.rs)
+		switch {
+		case errors.Is(err, model.ErrConflict):
+			e.mu.RLock()
+			r := e.runs[id]
+			e.mu.RUnlock()
+			if r != nil {
+				e.abandon(r, err)
+			}
+		case err != nil:
+			e.log.Warn("store results", "task", id, "n", len(f.rs), "err", err)
 		}
 	}
 	for _, w := range ws {

@@ -10,6 +10,7 @@
 //	KV  gseproc_tasks     <enc(task id)>            -> model.Task
 //	KV  gseproc_targets   <enc(task id)>.<chunk>    -> []model.Target (2000 a chunk)
 //	KV  gseproc_results   <enc(task id)>.<index>    -> model.Result of the index-th target
+//	                      <enc(task id)>.fence.epoch (empty): its revision fences the task's writes (fence.go)
 //	KV  gseproc_leases    <enc(task id)>            -> {owner, ttl_ms, at} of an unfinished task
 //	KV  gseproc_cancels   <enc(task id)>            -> task id: a cancel was asked (kept MaxAge)
 //	KV  gseproc_groups    <enc(ns)>.<enc(host)>     -> model.ProcessGroup (a namespace's pool on a host)
@@ -624,13 +625,18 @@ func (s *Store) UpdateTask(ctx context.Context, t model.Task) error {
 		idx.rev = newRev
 		s.mu.Unlock()
 	}
+	s.forgetIndex(t)
+	return nil
+}
+
+// forgetIndex drops t's target index once t is complete: its results are
+// stored, and the cache keeps the running tasks' indexes.
+func (s *Store) forgetIndex(t model.Task) {
 	if t.Status.Final() {
-		// Its results are stored: the cache keeps the running tasks' indexes.
 		s.mu.Lock()
 		delete(s.index, t.ID)
 		s.mu.Unlock()
 	}
-	return nil
 }
 
 // Task returns a task and its targets (ErrNotFound when absent).
@@ -852,7 +858,7 @@ func (s *Store) deleteTask(ctx context.Context, id string) error {
 	for _, x := range []struct {
 		kv      jetstream.KeyValue
 		subject string
-	}{{s.on().results, tk + ".*"}, {s.on().targets, tk + ".*"}, {s.on().tasks, tk}} {
+	}{{s.on().results, tk + ".>"}, {s.on().targets, tk + ".*"}, {s.on().tasks, tk}} { // results: and the fence
 		kv := x.kv
 		st, err := s.kvStream(ctx, kv)
 		if err != nil {

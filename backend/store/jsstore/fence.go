@@ -1,0 +1,120 @@
+package jsstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"gseproc/backend/engine"
+	"gseproc/model"
+)
+
+var _ engine.Fencer = (*Store)(nil)
+
+// Fencing (engine.Fencer). A task's fence is the key <enc(task)>.fence.epoch
+// of the results bucket (two tokens: no result filter "<enc(task)>.*"
+// matches it). An engine that gets a task's lease (its creator needs no
+// fence: its token is 0, "never fenced"; a resume or a takeover writes the
+// fence) holds the fence's revision as its token. Every batch of its
+// results is stored only after the fence is read back (from the stream
+// leader) and found to be still its token, and a task update is that
+// check plus a compare-and-set on the task key: once another engine has
+// written the fence, the deposed owner's writes are refused
+// (model.ErrConflict) and it abandons the task.
+//
+// The result check is not atomic with the write: a batch already checked
+// when the takeover happens is still stored. A per-message expectation on
+// the fence (Nats-Expected-Last-Subject-Sequence-Subject) would be, but a
+// replicated stream refuses concurrent messages expecting on one subject,
+// so pipelined writes would be serialized; a takeover waits out a lease
+// TTL, far longer than one batch write, and the successor's own results
+// (written after its dispatches) come later and win.
+
+// fenceKey is the results-bucket key whose revision fences taskID.
+func fenceKey(taskID string) string { return enc(taskID) + ".fence.epoch" }
+
+// Fence makes the caller taskID's only writer: it returns the token its
+// writes carry from now on; writes with an older token are refused.
+func (s *Store) Fence(ctx context.Context, taskID string) (uint64, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	rev, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.on().results.Put(ctx, fenceKey(taskID), nil) })
+	if err != nil {
+		return 0, fmt.Errorf("fence task %s: %w", taskID, err)
+	}
+	return rev, nil
+}
+
+// fence returns taskID's fence token now (0: never fenced).
+func (s *Store) fence(ctx context.Context, taskID string) (uint64, error) {
+	e, err := do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
+		return s.leaderGet(ctx, s.on().results, fenceKey(taskID))
+	})
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	return e.Revision(), nil
+}
+
+// PutResultsFenced stores results of taskID as PutResults does, once the
+// task's fence is found to be still fence (else model.ErrConflict).
+func (s *Store) PutResultsFenced(ctx context.Context, taskID string, fence uint64, rs []model.Result) error {
+	for _, r := range rs {
+		if r.TaskID != taskID {
+			return fmt.Errorf("put results of task %s: a result of task %s among them", taskID, r.TaskID)
+		}
+	}
+	now, err := s.fence(ctx, taskID)
+	if err != nil {
+		return fmt.Errorf("put results of task %s: read its fence: %w", taskID, err)
+	}
+	if now != fence {
+		return fmt.Errorf("put results of task %s: a newer owner fenced the task (fence %d, ours %d): %w", taskID, now, fence, model.ErrConflict)
+	}
+	return s.PutResults(ctx, rs)
+}
+
+// UpdateTaskFenced stores t as UpdateTask does, unless the task's fence is
+// no longer fence (model.ErrConflict): a compare-and-set on the task key
+// after the fence is checked, repeated when the key changed meanwhile.
+func (s *Store) UpdateTaskFenced(ctx context.Context, fence uint64, t model.Task) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	tk := enc(t.ID)
+	data, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("update task %s: %w", t.ID, err)
+	}
+	for attempt := 0; ; attempt++ {
+		e, err := do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.leaderGet(ctx, s.on().tasks, tk) })
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("update task %s: %w", t.ID, model.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("update task %s: %w", t.ID, err)
+		}
+		now, err := s.fence(ctx, t.ID)
+		if err != nil {
+			return fmt.Errorf("update task %s: read its fence: %w", t.ID, err)
+		}
+		if now != fence {
+			return fmt.Errorf("update task %s: a newer owner fenced the task (fence %d, ours %d): %w", t.ID, now, fence, model.ErrConflict)
+		}
+		_, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.on().tasks.Update(ctx, tk, data, e.Revision()) })
+		switch {
+		case err == nil:
+			s.forgetIndex(t)
+			return nil
+		case !errors.Is(err, jetstream.ErrKeyRevisionMismatch) || attempt >= 10:
+			return fmt.Errorf("update task %s: %w", t.ID, err)
+		}
+	}
+}
