@@ -841,7 +841,11 @@ func (m *Model) fullHelp() string {
 	t := m.s.theme
 	k := m.s.keys
 	groups := append([][]binding{}, m.top().Help().full...)
-	groups = append(groups, []binding{k.Palette, k.Copy, k.Tasks, k.Events, k.FleetMap, k.Messages, k.FindHost, k.Help, k.Back, k.Quit})
+	// The console-wide keys in two columns of five, so that with a page's
+	// keys they fit 80x24 (one column of ten pushed the last lines off).
+	groups = append(groups,
+		[]binding{k.Palette, k.Copy, k.Tasks, k.Events, k.FleetMap},
+		[]binding{k.Messages, k.FindHost, k.Help, k.Back, k.Quit})
 	full := m.help
 	full.ShowAll = true
 	full.Width = 0
