@@ -8,6 +8,7 @@ import (
 
 	"gseproc/backend/agent"
 	"gseproc/backend/config"
+	"gseproc/backend/node"
 	"gseproc/backend/transport"
 	"gseproc/model"
 )
@@ -82,7 +83,7 @@ func runAgent(ctx context.Context, args []string, io Stdio) error {
 		}
 		cancel()
 	}
-	link, err := clientLink(co, log)
+	link, err := node.ClientLink(co, log)
 	if err != nil {
 		_ = a.Close()
 		return &ExitError{Code: 2, Err: err}

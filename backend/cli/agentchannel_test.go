@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"gseproc/backend/config"
+	"gseproc/backend/node"
 	"gseproc/model"
 )
 
@@ -166,7 +167,7 @@ func TestAgentSaysWhatIsWrong(t *testing.T) {
 		done <- Main(ctx, agentArgs("--user", "a1", "--password", "right"), Stdio{In: strings.NewReader(""), Out: &syncBuf{}, Err: errb})
 	}()
 	waitFor(t, "the agent says no server answers", 20*time.Second, func() bool { return strings.Contains(errb.String(), "no NATS server") })
-	nb, err := startNATSBackend(context.Background(), cfg, false, nil, nil)
+	nb, err := node.StartNATS(context.Background(), cfg, false, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"gseproc/backend/node"
 	"gseproc/backend/scenario"
 	"gseproc/ui"
 )
@@ -55,7 +56,7 @@ func runDemo(ctx context.Context, args []string, sio Stdio) error {
 		return &ExitError{Code: 1, Err: err}
 	}
 	log := newLogger(cfg.Log, io.Discard)
-	e, fleet, closeBackend, err := openEmbeddedFleet(ctx, cfg, log)
+	e, fleet, closeBackend, err := node.OpenEmbeddedFleet(ctx, cfg, Version, log)
 	if err != nil {
 		return err
 	}

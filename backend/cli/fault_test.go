@@ -14,6 +14,7 @@ import (
 
 	"gseproc/backend"
 	"gseproc/backend/config"
+	"gseproc/backend/node"
 	"gseproc/model"
 )
 
@@ -82,7 +83,7 @@ func TestFaultHelperServer(t *testing.T) {
 		t.Skip("the server process of TestRestartTaskSurvivesServerKill9")
 	}
 	ctx := context.Background()
-	e, nb, _, err := openNATSEngine(ctx, faultCfg(dir, "127.0.0.1:-1"), true, false, nil)
+	e, nb, _, err := node.OpenNATSEngine(ctx, faultCfg(dir, "127.0.0.1:-1"), true, false, Version, nil)
 	if err != nil {
 		fmt.Println("ERROR", err)
 		return
@@ -238,7 +239,7 @@ func TestRestartTaskSurvivesServerKill9(t *testing.T) {
 
 	// The same server again: same store dir and NATS address.
 	up := time.Now()
-	e, _, closer, err := openNATSEngine(context.Background(), faultCfg(dir, strings.TrimPrefix(natsURL, "nats://")), true, false, nil)
+	e, _, closer, err := node.OpenNATSEngine(context.Background(), faultCfg(dir, strings.TrimPrefix(natsURL, "nats://")), true, false, Version, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

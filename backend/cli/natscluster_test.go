@@ -11,6 +11,7 @@ import (
 	"gseproc/backend"
 	"gseproc/backend/config"
 	"gseproc/backend/engine"
+	"gseproc/backend/node"
 	"gseproc/backend/simulator"
 	"gseproc/backend/transport"
 	"gseproc/model"
@@ -108,9 +109,9 @@ func TestNATSClusterFailover(t *testing.T) {
 	defer func() { stopSim(); <-simDone }()
 
 	const leaseTTL = 2 * time.Second
-	serverCfg := func(node int) config.Config {
+	serverCfg := func(i int) config.Config {
 		c := config.Default()
-		c.NATS.URLs = []string{nodes[node].ClientURL()}
+		c.NATS.URLs = []string{nodes[i].ClientURL()}
 		c.NATS.User, c.NATS.Password = "server", "spw"
 		c.NATS.Replicas = 3
 		c.Engine.Concurrency = 4
@@ -119,15 +120,15 @@ func TestNATSClusterFailover(t *testing.T) {
 	}
 	type server struct {
 		e  *engine.Engine
-		nb *natsBackend
+		nb *node.NATS
 	}
-	openServer := func(node int) server {
+	openServer := func(i int) server {
 		t.Helper()
-		nb, err := startNATSBackend(ctx, serverCfg(node), false, nil, nil)
+		nb, err := node.StartNATS(ctx, serverCfg(i), false, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := engine.New(serverCfg(node).Engine, nb.Dispatcher, nb.Inventory, nb.Store)
+		e := engine.New(serverCfg(i).Engine, nb.Dispatcher, nb.Inventory, nb.Store)
 		if err := e.Start(ctx); err != nil {
 			t.Fatal(err)
 		}

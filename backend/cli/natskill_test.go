@@ -14,6 +14,7 @@ import (
 
 	"gseproc/backend"
 	"gseproc/backend/config"
+	"gseproc/backend/node"
 	"gseproc/backend/store/jsstore"
 	"gseproc/backend/transport"
 	"gseproc/model"
@@ -50,7 +51,7 @@ func TestKillHelperServer(t *testing.T) {
 	}
 	ctx := context.Background()
 	// NATS listens on a port of its own choosing, named to the test.
-	e, nb, _, err := openNATSEngine(ctx, killCfg(dir, "127.0.0.1:-1"), false, true, nil)
+	e, nb, _, err := node.OpenNATSEngine(ctx, killCfg(dir, "127.0.0.1:-1"), false, true, Version, nil)
 	if err != nil {
 		fmt.Println("ERROR", err)
 		return
@@ -156,7 +157,7 @@ func TestKill9MidTask(t *testing.T) {
 
 	// The next server on the same store dir resumes the task.
 	up := time.Now()
-	e, _, closer, err := openNATSEngine(ctx, killCfg(dir, "127.0.0.1:-1"), false, true, nil)
+	e, _, closer, err := node.OpenNATSEngine(ctx, killCfg(dir, "127.0.0.1:-1"), false, true, Version, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

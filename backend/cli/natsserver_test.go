@@ -14,6 +14,7 @@ import (
 	"gseproc/backend"
 	"gseproc/backend/config"
 	"gseproc/backend/engine"
+	"gseproc/backend/node"
 	"gseproc/model"
 )
 
@@ -137,7 +138,7 @@ func TestNATSEngineRealAgent(t *testing.T) {
 	storeDir := t.TempDir()
 	cfg := natsTestConfig(storeDir)
 	ctx := context.Background()
-	e, nb, closeEngine, err := openNATSEngine(ctx, cfg, true, false, nil)
+	e, nb, closeEngine, err := node.OpenNATSEngine(ctx, cfg, true, false, Version, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +216,7 @@ func TestNATSEngineRealAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.NATS.Listen = strings.TrimPrefix(nb.ClientURL, "nats://")
-	e2, _, close2, err := openNATSEngine(ctx, cfg, true, false, nil)
+	e2, _, close2, err := node.OpenNATSEngine(ctx, cfg, true, false, Version, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +250,7 @@ func TestNATSEngineRealAgent(t *testing.T) {
 // fleet to a NATS-backed server.
 func TestSimOverNATS(t *testing.T) {
 	cfg := natsTestConfig(t.TempDir())
-	nb, err := startNATSBackend(context.Background(), cfg, true, nil, nil)
+	nb, err := node.StartNATS(context.Background(), cfg, true, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

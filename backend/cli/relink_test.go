@@ -14,6 +14,7 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 
 	"gseproc/backend/health"
+	"gseproc/backend/node"
 	"gseproc/backend/server"
 	"gseproc/backend/transport"
 	"gseproc/model"
@@ -35,7 +36,7 @@ func TestNATSConnectionsComeBack(t *testing.T) {
 	logs := &syncBuf{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	ctx := context.Background()
-	e, nb, closeEngine, err := openNATSEngine(ctx, cfg, true, false, log)
+	e, nb, closeEngine, err := node.OpenNATSEngine(ctx, cfg, true, false, Version, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,13 +8,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
 
 	"gseproc/backend/config"
+	"gseproc/backend/node"
 	"gseproc/backend/server"
 )
 
@@ -75,7 +74,7 @@ func runServer(ctx context.Context, args []string, io Stdio) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	node, err := startServerNode(ctx, cfg, *demo, log)
+	node, err := node.StartServer(ctx, cfg, *demo, Version, log)
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("server backend: %w", err)
@@ -135,21 +134,6 @@ func runServer(ctx context.Context, args []string, io Stdio) error {
 	}
 	log.Info("server stopped")
 	return nil
-}
-
-// defaultStoreDir is where a server keeps its JetStream state when
-// [nats] store_dir is empty: $XDG_STATE_HOME/gseproc/jetstream, or
-// ~/.local/state/gseproc/jetstream.
-func defaultStoreDir() (string, error) {
-	base := os.Getenv("XDG_STATE_HOME")
-	if base == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("nats.store_dir: empty and no home directory for the default: %w", err)
-		}
-		base = filepath.Join(home, ".local", "state")
-	}
-	return filepath.Join(base, "gseproc", "jetstream"), nil
 }
 
 // applyDemo turns cfg into the demo: the documents' hosts and processes in

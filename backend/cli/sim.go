@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"gseproc/backend/node"
 	"gseproc/backend/simulator"
 	"gseproc/backend/transport"
 	"gseproc/model"
@@ -62,7 +63,7 @@ func runSim(ctx context.Context, args []string, io Stdio) error {
 		}
 		cancel()
 	}
-	link, err := clientLink(co, log)
+	link, err := node.ClientLink(co, log)
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
 	}

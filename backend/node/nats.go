@@ -1,4 +1,4 @@
-package cli
+package node
 
 import (
 	"context"
@@ -22,9 +22,9 @@ import (
 // they join biz 1, beside the simulated fleet.
 var demoAgentLabels = map[string]string{"bk_biz_id": "1"}
 
-// natsBackend is the server side of the NATS transport, as
-// startNATSBackend built it.
-type natsBackend struct {
+// NATS is the server side of the NATS transport, as
+// StartNATS built it.
+type NATS struct {
 	// Dispatcher and Inventory are what the engine is given: the NATS
 	// dispatcher, or (with a fleet) the fleet merged with it.
 	Dispatcher engine.Dispatcher
@@ -45,11 +45,11 @@ type natsBackend struct {
 	err     error
 }
 
-// startNATSBackend connects to NATS (connectNATS) and opens the JetStream
+// StartNATS connects to NATS (connectNATS) and opens the JetStream
 // store on it (openStore), waiting for the store as long as ctx lasts.
 // Close (in this order) stops the dispatcher, the store, the connection and
 // the embedded server; call it after closing the engine.
-func startNATSBackend(ctx context.Context, cfg config.Config, demo bool, fleet transport.Router, log *slog.Logger) (*natsBackend, error) {
+func StartNATS(ctx context.Context, cfg config.Config, demo bool, fleet transport.Router, log *slog.Logger) (*NATS, error) {
 	b, err := connectNATS(cfg, demo, log)
 	if err != nil {
 		return nil, err
@@ -69,11 +69,11 @@ func startNATSBackend(ctx context.Context, cfg config.Config, demo bool, fleet t
 //
 // Under demo, agents join without credentials (the listen address must be
 // loopback) and get the labels of biz 1.
-func connectNATS(cfg config.Config, demo bool, log *slog.Logger) (_ *natsBackend, err error) {
+func connectNATS(cfg config.Config, demo bool, log *slog.Logger) (_ *NATS, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	b := &natsBackend{}
+	b := &NATS{}
 	defer func() {
 		if err != nil {
 			_ = b.Close()
@@ -124,7 +124,7 @@ func connectNATS(cfg config.Config, demo bool, log *slog.Logger) (_ *natsBackend
 // once. When fleet is not nil (the simulated fleet under --demo),
 // Dispatcher and Inventory then route a host to the fleet when the fleet
 // has it and to NATS otherwise.
-func (b *natsBackend) openStore(ctx context.Context, cfg config.Config, fleet transport.Router) error {
+func (b *NATS) openStore(ctx context.Context, cfg config.Config, fleet transport.Router) error {
 	js, err := jetstream.New(b.Link.Conn())
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
@@ -150,8 +150,8 @@ func (b *natsBackend) openStore(ctx context.Context, cfg config.Config, fleet tr
 	return nil
 }
 
-// Close stops everything startNATSBackend started; safe to call twice.
-func (b *natsBackend) Close() error {
+// Close stops everything StartNATS started; safe to call twice.
+func (b *NATS) Close() error {
 	b.closeMu.Do(func() {
 		var errs []error
 		if b.NATS != nil {
@@ -174,11 +174,11 @@ func (b *natsBackend) Close() error {
 	return b.err
 }
 
-// clientLink connects an agent or a simulated fleet as co says, and keeps
+// ClientLink connects an agent or a simulated fleet as co says, and keeps
 // the connection (transport.Link): when the NATS server closes it for
 // good, a new one is dialed. co.FailFast applies to the first connection
 // only: one that worked once is dialed again whatever the reason.
-func clientLink(co transport.ClientOptions, log *slog.Logger) (*transport.Link, error) {
+func ClientLink(co transport.ClientOptions, log *slog.Logger) (*transport.Link, error) {
 	first := true
 	return transport.NewLink(func() (*nats.Conn, error) {
 		o := co
@@ -188,7 +188,7 @@ func clientLink(co transport.ClientOptions, log *slog.Logger) (*transport.Link, 
 	}, transport.LinkOptions{Name: co.Name, Logger: log})
 }
 
-// openNATSEngine builds and starts an engine whose agents are reached over
+// OpenNATSEngine builds and starts an engine whose agents are reached over
 // NATS and whose state is in JetStream: a server `kill -9`ed mid-task
 // resumes its unfinished tasks at the next start, and several servers on
 // one NATS cluster share tasks and data. Under demo (or with
@@ -197,7 +197,7 @@ func clientLink(co transport.ClientOptions, log *slog.Logger) (*transport.Link, 
 //
 // It returns the engine, the NATS backend (ClientURL is where agents
 // connect) and a closer that stops everything in order.
-func openNATSEngine(ctx context.Context, cfg config.Config, demo, withFleet bool, log *slog.Logger) (*engine.Engine, *natsBackend, func() error, error) {
+func OpenNATSEngine(ctx context.Context, cfg config.Config, demo, withFleet bool, version string, log *slog.Logger) (*engine.Engine, *NATS, func() error, error) {
 	fleet, err := serverFleet(cfg, demo || withFleet)
 	if err != nil {
 		return nil, nil, nil, err
@@ -209,7 +209,7 @@ func openNATSEngine(ctx context.Context, cfg config.Config, demo, withFleet bool
 		}
 		return nil, nil, nil, err
 	}
-	e, closer, err := startNATSEngine(ctx, cfg, nb, fleet, log)
+	e, closer, err := startNATSEngine(ctx, cfg, nb, fleet, version, log)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -229,7 +229,7 @@ func serverFleet(cfg config.Config, with bool) (*simulator.Fleet, error) {
 // ctx lasts), then builds and starts the engine on it, beside fleet when
 // not nil. It owns nb and fleet from then on: the returned closer (or a
 // failure) closes them.
-func startNATSEngine(ctx context.Context, cfg config.Config, nb *natsBackend, fleet *simulator.Fleet, log *slog.Logger) (*engine.Engine, func() error, error) {
+func startNATSEngine(ctx context.Context, cfg config.Config, nb *NATS, fleet *simulator.Fleet, version string, log *slog.Logger) (*engine.Engine, func() error, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -250,11 +250,11 @@ func startNATSEngine(ctx context.Context, cfg config.Config, nb *natsBackend, fl
 	if err := nb.openStore(ctx, cfg, router); err != nil {
 		return fail(err)
 	}
-	id, err := serverID(cfg)
+	id, err := ServerID(cfg)
 	if err != nil {
 		return fail(err)
 	}
-	opts := []engine.Option{engine.WithLogger(log), engine.WithReadOnly(cfg.Engine.ReadOnly), engine.WithVersion(Version), engine.WithOwner(id)}
+	opts := []engine.Option{engine.WithLogger(log), engine.WithReadOnly(cfg.Engine.ReadOnly), engine.WithVersion(version), engine.WithOwner(id)}
 	if fleet != nil {
 		opts = append(opts, engine.WithSimulator(fleet))
 	}

@@ -1,4 +1,4 @@
-package cli
+package node
 
 import (
 	"crypto/rand"
@@ -17,10 +17,10 @@ import (
 // owns, so that a restarted server is the same server.
 const ServerIDFile = "server-id"
 
-// serverID is the id the server holds task leases under: engine.server_id,
+// ServerID is the id the server holds task leases under: engine.server_id,
 // else the one kept in nats.store_dir (made on first use), else "" (the
 // engine makes one per start).
-func serverID(cfg config.Config) (string, error) {
+func ServerID(cfg config.Config) (string, error) {
 	if cfg.Engine.ServerID != "" {
 		return cfg.Engine.ServerID, nil
 	}

@@ -1,9 +1,11 @@
-package cli
+package node
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -14,7 +16,7 @@ import (
 	"gseproc/model"
 )
 
-// serverNode is what `gseproc server` serves: its engine once started, and
+// Server is what `gseproc server` serves: its engine once started, and
 // until then why not. A server on NATS starts in two steps: it connects to
 // NATS at once (a cluster node started alone accepts its agents and its
 // health answers), then opens its store and starts its engine in the
@@ -23,7 +25,7 @@ import (
 // /readyz and the log) instead of giving up. Backend calls before that are
 // refused with the reason (the API server refuses them earlier, as /readyz
 // says).
-type serverNode struct {
+type Server struct {
 	// AgentsURL is where agents connect ("" without NATS).
 	AgentsURL string
 
@@ -40,16 +42,16 @@ type serverNode struct {
 	err    error        // why it could not start
 }
 
-// startServerNode builds the backend `gseproc server` serves, as [server]
+// StartServer builds the backend `gseproc server` serves, as [server]
 // fleet says: "nats" (real agents over NATS, state in JetStream), "mixed"
 // (the same plus the simulated fleet of [simulator]; --demo) or
 // "simulated" (in-process fleet, in-memory state, no NATS, started before
 // it returns). Close stops it, whatever it got to.
-func startServerNode(ctx context.Context, cfg config.Config, demo bool, log *slog.Logger) (*serverNode, error) {
-	n := &serverNode{log: log, started: make(chan struct{}), stop: func() {}}
+func StartServer(ctx context.Context, cfg config.Config, demo bool, version string, log *slog.Logger) (*Server, error) {
+	n := &Server{log: log, started: make(chan struct{}), stop: func() {}}
 	switch cfg.Server.Fleet {
 	case "simulated":
-		e, closer, err := openEmbedded(ctx, cfg, log)
+		e, closer, err := OpenEmbedded(ctx, cfg, version, log)
 		if err != nil {
 			return nil, err
 		}
@@ -106,7 +108,7 @@ func startServerNode(ctx context.Context, cfg config.Config, demo bool, log *slo
 		defer close(n.started)
 		waitDone := make(chan struct{})
 		n.wg.Go(func() { n.sayWaiting(sctx, waitDone) })
-		e, closer, err := startNATSEngine(sctx, cfg, nb, fleet, log)
+		e, closer, err := startNATSEngine(sctx, cfg, nb, fleet, version, log)
 		close(waitDone)
 		phase := ""
 		if err != nil && sctx.Err() != nil {
@@ -125,7 +127,7 @@ func startServerNode(ctx context.Context, cfg config.Config, demo bool, log *slo
 // sayWaiting logs, every 10 s until done, why the store is not open yet
 // (the prober's reason: "waiting for 2 of 3 nodes"), so that a node left
 // alone says what it waits for.
-func (n *serverNode) sayWaiting(ctx context.Context, done <-chan struct{}) {
+func (n *Server) sayWaiting(ctx context.Context, done <-chan struct{}) {
 	t := time.NewTicker(10 * time.Second)
 	defer t.Stop()
 	for {
@@ -143,21 +145,21 @@ func (n *serverNode) sayWaiting(ctx context.Context, done <-chan struct{}) {
 }
 
 // Started is closed once the node has started, or failed to (Err).
-func (n *serverNode) Started() <-chan struct{} { return n.started }
+func (n *Server) Started() <-chan struct{} { return n.started }
 
 // Err is why the node could not start (nil while starting or once started).
-func (n *serverNode) Err() error {
+func (n *Server) Err() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.err
 }
 
 // Running says the engine has started.
-func (n *serverNode) Running() bool { return n.engine() != nil }
+func (n *Server) Running() bool { return n.engine() != nil }
 
 // Readiness is the readiness as the prober last found it; nil without NATS
 // (an in-process fleet is always ready).
-func (n *serverNode) Readiness() func() health.Status {
+func (n *Server) Readiness() func() health.Status {
 	if n.prober == nil {
 		return nil
 	}
@@ -165,7 +167,7 @@ func (n *serverNode) Readiness() func() health.Status {
 }
 
 // why is what the node is doing while it has not started ("" once started).
-func (n *serverNode) why() string {
+func (n *Server) why() string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.err != nil {
@@ -174,7 +176,7 @@ func (n *serverNode) why() string {
 	return n.phase
 }
 
-func (n *serverNode) engine() *engine.Engine {
+func (n *Server) engine() *engine.Engine {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.e
@@ -182,7 +184,7 @@ func (n *serverNode) engine() *engine.Engine {
 
 // Close stops the start if under way, the prober, then the engine and
 // everything it runs on.
-func (n *serverNode) Close() error {
+func (n *Server) Close() error {
 	n.stop()
 	n.wg.Wait()
 	if n.prober != nil {
@@ -198,7 +200,7 @@ func (n *serverNode) Close() error {
 }
 
 // backend is the engine, or an error saying why there is none yet.
-func (n *serverNode) backend() (backend.Backend, error) {
+func (n *Server) backend() (backend.Backend, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	switch {
@@ -214,9 +216,9 @@ type errNotStarted struct{ phase string }
 
 func (e errNotStarted) Error() string { return "server starting: " + e.phase }
 
-var _ backend.Backend = (*serverNode)(nil)
+var _ backend.Backend = (*Server)(nil)
 
-func (n *serverNode) Info(ctx context.Context) (backend.Info, error) {
+func (n *Server) Info(ctx context.Context) (backend.Info, error) {
 	b, err := n.backend()
 	if err != nil {
 		return backend.Info{}, err
@@ -224,7 +226,7 @@ func (n *serverNode) Info(ctx context.Context) (backend.Info, error) {
 	return b.Info(ctx)
 }
 
-func (n *serverNode) Namespaces(ctx context.Context) ([]backend.NamespaceSummary, error) {
+func (n *Server) Namespaces(ctx context.Context) ([]backend.NamespaceSummary, error) {
 	b, err := n.backend()
 	if err != nil {
 		return nil, err
@@ -232,7 +234,7 @@ func (n *serverNode) Namespaces(ctx context.Context) ([]backend.NamespaceSummary
 	return b.Namespaces(ctx)
 }
 
-func (n *serverNode) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.HostView, error) {
+func (n *Server) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.HostView, error) {
 	b, err := n.backend()
 	if err != nil {
 		return nil, err
@@ -240,7 +242,7 @@ func (n *serverNode) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.
 	return b.Hosts(ctx, q)
 }
 
-func (n *serverNode) Processes(ctx context.Context, q backend.ProcQuery) ([]model.ProcessDef, error) {
+func (n *Server) Processes(ctx context.Context, q backend.ProcQuery) ([]model.ProcessDef, error) {
 	b, err := n.backend()
 	if err != nil {
 		return nil, err
@@ -248,7 +250,7 @@ func (n *serverNode) Processes(ctx context.Context, q backend.ProcQuery) ([]mode
 	return b.Processes(ctx, q)
 }
 
-func (n *serverNode) SaveProcess(ctx context.Context, def model.ProcessDef) error {
+func (n *Server) SaveProcess(ctx context.Context, def model.ProcessDef) error {
 	b, err := n.backend()
 	if err != nil {
 		return err
@@ -256,7 +258,7 @@ func (n *serverNode) SaveProcess(ctx context.Context, def model.ProcessDef) erro
 	return b.SaveProcess(ctx, def)
 }
 
-func (n *serverNode) DeleteProcess(ctx context.Context, key string) error {
+func (n *Server) DeleteProcess(ctx context.Context, key string) error {
 	b, err := n.backend()
 	if err != nil {
 		return err
@@ -264,7 +266,7 @@ func (n *serverNode) DeleteProcess(ctx context.Context, key string) error {
 	return b.DeleteProcess(ctx, key)
 }
 
-func (n *serverNode) Operate(ctx context.Context, req backend.OperateRequest) (model.Task, error) {
+func (n *Server) Operate(ctx context.Context, req backend.OperateRequest) (model.Task, error) {
 	b, err := n.backend()
 	if err != nil {
 		return model.Task{}, err
@@ -272,7 +274,7 @@ func (n *serverNode) Operate(ctx context.Context, req backend.OperateRequest) (m
 	return b.Operate(ctx, req)
 }
 
-func (n *serverNode) Task(ctx context.Context, id string) (backend.TaskView, error) {
+func (n *Server) Task(ctx context.Context, id string) (backend.TaskView, error) {
 	b, err := n.backend()
 	if err != nil {
 		return backend.TaskView{}, err
@@ -280,7 +282,7 @@ func (n *serverNode) Task(ctx context.Context, id string) (backend.TaskView, err
 	return b.Task(ctx, id)
 }
 
-func (n *serverNode) Tasks(ctx context.Context, limit int) ([]model.Task, error) {
+func (n *Server) Tasks(ctx context.Context, limit int) ([]model.Task, error) {
 	b, err := n.backend()
 	if err != nil {
 		return nil, err
@@ -288,7 +290,7 @@ func (n *serverNode) Tasks(ctx context.Context, limit int) ([]model.Task, error)
 	return b.Tasks(ctx, limit)
 }
 
-func (n *serverNode) Watch(ctx context.Context, id string, after int64) (<-chan model.Result, error) {
+func (n *Server) Watch(ctx context.Context, id string, after int64) (<-chan model.Result, error) {
 	b, err := n.backend()
 	if err != nil {
 		return nil, err
@@ -296,7 +298,7 @@ func (n *serverNode) Watch(ctx context.Context, id string, after int64) (<-chan 
 	return b.Watch(ctx, id, after)
 }
 
-func (n *serverNode) Cancel(ctx context.Context, id string) error {
+func (n *Server) Cancel(ctx context.Context, id string) error {
 	b, err := n.backend()
 	if err != nil {
 		return err
@@ -304,7 +306,7 @@ func (n *serverNode) Cancel(ctx context.Context, id string) error {
 	return b.Cancel(ctx, id)
 }
 
-func (n *serverNode) Events(ctx context.Context) (<-chan model.Event, error) {
+func (n *Server) Events(ctx context.Context) (<-chan model.Event, error) {
 	b, err := n.backend()
 	if err != nil {
 		return nil, err
@@ -312,7 +314,7 @@ func (n *serverNode) Events(ctx context.Context) (<-chan model.Event, error) {
 	return b.Events(ctx)
 }
 
-func (n *serverNode) RecentEvents(ctx context.Context, k int) ([]model.Event, error) {
+func (n *Server) RecentEvents(ctx context.Context, k int) ([]model.Event, error) {
 	b, err := n.backend()
 	if err != nil {
 		return nil, err
@@ -320,7 +322,7 @@ func (n *serverNode) RecentEvents(ctx context.Context, k int) ([]model.Event, er
 	return b.RecentEvents(ctx, k)
 }
 
-func (n *serverNode) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEntry, error) {
+func (n *Server) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEntry, error) {
 	b, err := n.backend()
 	if err != nil {
 		return nil, err
@@ -328,7 +330,7 @@ func (n *serverNode) Audit(ctx context.Context, q model.AuditQuery) ([]model.Aud
 	return b.Audit(ctx, q)
 }
 
-func (n *serverNode) Simulate(ctx context.Context, req backend.SimRequest) (model.SimOutcome, error) {
+func (n *Server) Simulate(ctx context.Context, req backend.SimRequest) (model.SimOutcome, error) {
 	b, err := n.backend()
 	if err != nil {
 		return model.SimOutcome{}, err
@@ -336,7 +338,7 @@ func (n *serverNode) Simulate(ctx context.Context, req backend.SimRequest) (mode
 	return b.Simulate(ctx, req)
 }
 
-func (n *serverNode) SetProcessGroups(ctx context.Context, req backend.GroupRequest) ([]backend.GroupResult, error) {
+func (n *Server) SetProcessGroups(ctx context.Context, req backend.GroupRequest) ([]backend.GroupResult, error) {
 	b, err := n.backend()
 	if err != nil {
 		return nil, err
@@ -344,10 +346,25 @@ func (n *serverNode) SetProcessGroups(ctx context.Context, req backend.GroupRequ
 	return b.SetProcessGroups(ctx, req)
 }
 
-func (n *serverNode) ProcessGroups(ctx context.Context, q backend.GroupQuery) ([]model.ProcessGroup, error) {
+func (n *Server) ProcessGroups(ctx context.Context, q backend.GroupQuery) ([]model.ProcessGroup, error) {
 	b, err := n.backend()
 	if err != nil {
 		return nil, err
 	}
 	return b.ProcessGroups(ctx, q)
+}
+
+// defaultStoreDir is where a server keeps its JetStream state when
+// [nats] store_dir is empty: $XDG_STATE_HOME/gseproc/jetstream, or
+// ~/.local/state/gseproc/jetstream.
+func defaultStoreDir() (string, error) {
+	base := os.Getenv("XDG_STATE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("nats.store_dir: empty and no home directory for the default: %w", err)
+		}
+		base = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(base, "gseproc", "jetstream"), nil
 }

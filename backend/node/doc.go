@@ -1,0 +1,21 @@
+// Package node builds a running gseproc from its configuration: the engine,
+// its store, its transport, the health prober and, as the config says, the
+// simulated fleet beside or instead of real agents. The subcommands (server,
+// console, demo, ssh, op, sim, agent) parse flags and call it; they do not
+// assemble parts themselves.
+//
+// The contract:
+//   - StartServer is what `gseproc server` serves: a backend.Backend that
+//     refuses calls, with the reason, until its engine has started.
+//   - OpenEmbedded and OpenEmbeddedFleet start an engine over an in-process
+//     simulated fleet with an in-memory store (console, demo, op without a
+//     server).
+//   - OpenNATSEngine and StartNATS start the NATS side (embedded server or
+//     external cluster, dispatcher, JetStream store) and the engine on it.
+//   - ClientLink connects an agent or a simulated fleet to NATS.
+//
+// Every constructor returns what closes everything it started (a Close
+// method or a closer func), in order and safe to call twice; a constructor
+// that fails has closed what it had. The version is the caller's (the
+// binary's, set at build time) and is handed in, not read from a global.
+package node
