@@ -422,10 +422,11 @@ func (c *Client) Cancel(ctx context.Context, id string) error {
 	return c.change(ctx, http.MethodPost, taskPath(id)+"/cancel", nil, nil, nil)
 }
 
-// SetProcessGroups sets (or clears) a namespace's process group on hosts.
+// SetProcessGroups sets (or clears) a namespace's process group on hosts:
+// a change (not sent to another server once one may have received it).
 func (c *Client) SetProcessGroups(ctx context.Context, req backend.GroupRequest) ([]backend.GroupResult, error) {
 	var out []backend.GroupResult
-	err := c.call(ctx, http.MethodPost, "/api/v1/process_groups", nil, req, &out)
+	err := c.change(ctx, http.MethodPost, "/api/v1/process_groups", nil, req, &out)
 	return out, err
 }
 

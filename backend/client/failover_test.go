@@ -137,11 +137,19 @@ func TestChangeNotRepeated(t *testing.T) {
 	if after, _ := eng.Tasks(ctx, 100); len(after) != len(before) {
 		t.Fatalf("the operation was sent again to the next server: %d tasks, were %d", len(after), len(before))
 	}
+	// Setting a process group is a change too: it is not sent on.
+	if _, err := c.SetProcessGroups(ctx, backend.GroupRequest{Namespace: "gse", Hosts: []model.Host{{IP: "10.0.0.1"}},
+		Resource: model.GroupResource{CPUPoolLimit: 30}}); err == nil {
+		t.Fatal("a process group set whose server died before answering reported success")
+	}
+	if es, err := eng.Audit(ctx, model.AuditQuery{Action: model.AuditSetGroup}); err != nil || len(es) != 0 {
+		t.Fatalf("the process group set was sent again to the next server: %+v %v", es, err)
+	}
 	if _, err := c.Tasks(ctx, 10); err != nil {
 		t.Fatalf("a read is tried on the next server: %v", err)
 	}
-	if got.Load() < 2 {
-		t.Fatalf("the dying server saw %d requests, want the change and the read", got.Load())
+	if got.Load() < 3 {
+		t.Fatalf("the dying server saw %d requests, want the two changes and the read", got.Load())
 	}
 
 	// A 503 that is not "not ready" (a store call timed out after the
