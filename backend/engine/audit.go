@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"unicode/utf8"
 
 	"gseproc/backend"
@@ -91,12 +92,16 @@ func operateEntry(ctx context.Context, req backend.OperateRequest) model.AuditEn
 
 // selectorText says what a selector picks, in one line.
 func selectorText(s backend.Selector) string {
-	out := ""
+	// A builder, not +=: a selector can name tens of thousands of hosts,
+	// and appending to a string copies it whole each time.
+	var b strings.Builder
 	add := func(k, v string) {
-		if out != "" {
-			out += " "
+		if b.Len() > 0 {
+			b.WriteByte(' ')
 		}
-		out += k + "=" + v
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(v)
 	}
 	if s.Namespace != "" {
 		add("namespace", s.Namespace)
@@ -110,10 +115,10 @@ func selectorText(s backend.Selector) string {
 	for _, h := range s.Hosts {
 		add("host", h.AgentID())
 	}
-	if out == "" {
+	if b.Len() == 0 {
 		return "(everything)"
 	}
-	return out
+	return b.String()
 }
 
 // countsText is a task's outcome in one line.
