@@ -213,8 +213,14 @@ func TestNATSClusterFailover(t *testing.T) {
 	case <-wctx.Done():
 	}
 	if wctx.Err() != nil {
-		t.Fatalf("task not completed after failover: %d/%d results", len(seen), total)
+		// The watcher may still be appending: read seen under mu.
+		mu.Lock()
+		n := len(seen)
+		mu.Unlock()
+		t.Fatalf("task not completed after failover: %d/%d results", n, total)
 	}
+	// From here the watcher has returned (watchDone is closed): seen is
+	// read without mu.
 	v, err := b.Task(ctx, task.ID)
 	if err != nil {
 		t.Fatal(err)
