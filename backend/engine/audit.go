@@ -90,7 +90,8 @@ func operateEntry(ctx context.Context, req backend.OperateRequest) model.AuditEn
 	return en
 }
 
-// selectorText says what a selector picks, in one line.
+// selectorText says what a selector picks, in one line: every field it
+// narrows by, each host and (host, process) pair named.
 func selectorText(s backend.Selector) string {
 	// A builder, not +=: a selector can name tens of thousands of hosts,
 	// and appending to a string copies it whole each time.
@@ -114,6 +115,9 @@ func selectorText(s backend.Selector) string {
 	}
 	for _, h := range s.Hosts {
 		add("host", h.AgentID())
+	}
+	for _, t := range s.Targets {
+		add("target", t.Host.AgentID()+"/"+t.ProcKey)
 	}
 	if b.Len() == 0 {
 		return "(everything)"

@@ -63,3 +63,27 @@ func TestSelection(t *testing.T) {
 		}
 	}
 }
+
+// TestSelectorText: an operation's audit entry names every field its
+// selector narrows by, each host and each (host, process) pair (a retry
+// of a task's failed pairs is not "everything").
+func TestSelectorText(t *testing.T) {
+	h := func(ip string) model.Host { return model.Host{IP: ip} }
+	for _, c := range []struct {
+		sel  backend.Selector
+		want string
+	}{
+		{backend.Selector{}, "(everything)"},
+		{backend.Selector{Namespace: "web", Name: "nginx", Labels: map[string]string{"env": "prod", "app": "x"}},
+			"namespace=web name=nginx label=app=x label=env=prod"},
+		{backend.Selector{Hosts: []model.Host{h("10.0.0.1"), h("10.0.0.2")}}, "host=0:10.0.0.1 host=0:10.0.0.2"},
+		{backend.Selector{Targets: []model.Target{{Host: h("10.0.0.1"), ProcKey: "web:a"}, {Host: h("10.0.0.2"), ProcKey: "db:b"}}},
+			"target=0:10.0.0.1/web:a target=0:10.0.0.2/db:b"},
+		{backend.Selector{Namespace: "web", Targets: []model.Target{{Host: h("10.0.0.1"), ProcKey: "web:a"}}},
+			"namespace=web target=0:10.0.0.1/web:a"},
+	} {
+		if got := selectorText(c.sel); got != c.want {
+			t.Errorf("selectorText(%+v) = %q, want %q", c.sel, got, c.want)
+		}
+	}
+}
