@@ -150,6 +150,11 @@ func (s *Server) v1SetGroups(ctx context.Context, c *call) (any, *apiError) {
 	if aerr := c.decode(&req); aerr != nil {
 		return nil, aerr
 	}
+	v := &model.Validator{}
+	refuseSuppliers(v, req.Suppliers)
+	if err := v.Err(); err != nil {
+		return nil, validationError(CodeArgument, err)
+	}
 	if !c.app.allowNamespace(req.Namespace) {
 		return nil, namespaceDenied(c.app, "namespace", req.Namespace)
 	}

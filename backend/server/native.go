@@ -279,6 +279,7 @@ func (s *Server) v1Operate(ctx context.Context, c *call) (any, *apiError) {
 	if req.Selector.Empty() && len(req.Items) == 0 {
 		v.Add("selector", "required: a selector or items")
 	}
+	refuseSuppliers(v, req.Suppliers)
 	req.Selector.Hosts = model.CanonicalHosts(v, "selector.hosts", req.Selector.Hosts)
 	for i := range req.Items {
 		req.Items[i].Hosts = model.CanonicalHosts(v, fmt.Sprintf("items[%d].hosts", i), req.Items[i].Hosts)
@@ -310,13 +311,21 @@ func (s *Server) v1Operate(ctx context.Context, c *call) (any, *apiError) {
 	if c.operator != "" && (s.cfg.NativeAuth || req.Operator == "") {
 		req.Operator = c.operator
 	}
-	req.Suppliers = nil // the v1 forms' detail: not the native API's to set
 	t, err := s.b.Operate(ctx, req)
 	if err != nil {
 		return nil, backendError(CodeArgument, "operate", err)
 	}
 	s.track(t)
 	return t, nil
+}
+
+// refuseSuppliers refuses bk_supplier_ids in a native request: they are
+// the v1 forms' detail, which the server gathers from their hosts
+// (wire.Suppliers); the native API names hosts without them.
+func refuseSuppliers(v *model.Validator, sup map[string]int) {
+	if len(sup) > 0 {
+		v.Add("bk_supplier_ids", "not accepted by the native API: only the GSE 1.x forms carry supplier ids (hosts[].bk_supplier_id)")
+	}
 }
 
 func (s *Server) v1Tasks(ctx context.Context, c *call) (any, *apiError) {

@@ -145,6 +145,25 @@ func TestNativeQueries(t *testing.T) {
 	if ed.Kind != "validation" || len(ed.Errors) != 2 {
 		t.Fatalf("error data %s", r.Data)
 	}
+
+	// Supplier ids are the v1 forms' (gathered from their hosts): a native
+	// request that carries them is refused naming the field, and nothing is
+	// stored or dispatched.
+	tasks0, _ := e.eng.Tasks(t.Context(), 100000)
+	for _, x := range []struct{ path, body string }{
+		{"/api/v1/operate", `{"op_type":2,"selector":{"namespace":"gse"},"bk_supplier_ids":{"0:10.0.0.1":-5}}`},
+		{"/api/v1/process_groups", `{"namespace":"gse","hosts":[{"ip":"10.0.0.1","bk_cloud_id":0}],"resource":{"cpu_pool_limit":20},"bk_supplier_ids":{"0:10.0.0.1":-5}}`},
+	} {
+		if r := e.do(http.MethodPost, x.path, []byte(x.body), nil); r.Result || r.Status != http.StatusBadRequest || !strings.HasPrefix(r.Message, "invalid request: bk_supplier_ids: ") {
+			t.Errorf("POST %s with bk_supplier_ids: %d %s", x.path, r.Status, r.Message)
+		}
+	}
+	if ts, _ := e.eng.Tasks(t.Context(), 100000); len(ts) != len(tasks0) {
+		t.Errorf("%d tasks after the refused operate, were %d", len(ts), len(tasks0))
+	}
+	if gs, err := e.eng.ProcessGroups(t.Context(), backend.GroupQuery{}); err != nil || len(gs) != 0 {
+		t.Errorf("groups after the refused set: %+v %v", gs, err)
+	}
 }
 
 var sampleRe = regexp.MustCompile(`^[a-z_]+(\{[^}]*\})? [0-9.e+-]+$|^[a-z_]+(\{[^}]*\})? \+Inf$`)
