@@ -29,6 +29,23 @@ type groupWire struct {
 	} `json:"spec"`
 }
 
+// groupRequest decodes the body of either endpoint and checks what they
+// share: meta (a namespace the app may touch) and hosts, canonical (the
+// supplier ids left out). Bad fields are recorded in v, for the caller to
+// add its own and refuse them all at once.
+func (s *Server) groupRequest(v *model.Validator, c *call) (groupWire, []model.Host, *apiError) {
+	var req groupWire
+	if err := decodeInto(c.body, c.obj, &req); err != nil {
+		return req, nil, validationError(CodeArgument, err)
+	}
+	if aerr := checkMeta(v, c, req.Meta, "", false); aerr != nil {
+		return req, nil, aerr
+	}
+	hosts := wire.CanonicalHosts(v, "hosts", req.Hosts)
+	s.checkHosts(v, "hosts", len(req.Hosts))
+	return req, hosts, nil
+}
+
 // groupKey is set_process_group_info's key: cloud:supplier:ip:namespace.
 func groupKey(h model.Host, supplier int, ns string) string {
 	return strconv.Itoa(h.CloudID) + ":" + strconv.Itoa(supplier) + ":" + h.IP + ":" + ns
@@ -39,12 +56,9 @@ func groupKey(h model.Host, supplier int, ns string) string {
 // took the group, 117 when it is unreachable, 116 when it did not answer
 // in time (the group is then not stored for it).
 func (s *Server) gseSetGroup(ctx context.Context, c *call) (any, *apiError) {
-	var req groupWire
-	if err := decodeInto(c.body, c.obj, &req); err != nil {
-		return nil, validationError(CodeArgument, err)
-	}
 	v := &model.Validator{}
-	if aerr := checkMeta(v, c, req.Meta, "", false); aerr != nil {
+	req, hosts, aerr := s.groupRequest(v, c)
+	if aerr != nil {
 		return nil, aerr
 	}
 	ns := req.Meta.Namespace
@@ -54,8 +68,6 @@ func (s *Server) gseSetGroup(ctx context.Context, c *call) (any, *apiError) {
 	if len(req.Hosts) == 0 {
 		v.Add("hosts", "required: at least one host")
 	}
-	hosts := wire.CanonicalHosts(v, "hosts", req.Hosts)
-	s.checkHosts(v, "hosts", len(req.Hosts))
 	var res model.GroupResource
 	switch {
 	case req.Spec == nil || req.Spec.ProcessGroup == nil:
@@ -116,16 +128,11 @@ type groupInfo struct {
 // [{meta, host, id, resource}] of meta.namespace on the hosts asked (every
 // host when hosts is empty), by host; a host without a group has no entry.
 func (s *Server) gseGetGroup(ctx context.Context, c *call) (any, *apiError) {
-	var req groupWire
-	if err := decodeInto(c.body, c.obj, &req); err != nil {
-		return nil, validationError(CodeArgument, err)
-	}
 	v := &model.Validator{}
-	if aerr := checkMeta(v, c, req.Meta, "", false); aerr != nil {
+	req, hosts, aerr := s.groupRequest(v, c)
+	if aerr != nil {
 		return nil, aerr
 	}
-	hosts := wire.CanonicalHosts(v, "hosts", req.Hosts)
-	s.checkHosts(v, "hosts", len(req.Hosts))
 	if err := v.Err(); err != nil {
 		return nil, validationError(CodeArgument, err)
 	}
