@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"gseproc/backend"
 	"gseproc/backend/health"
 )
 
@@ -29,8 +30,11 @@ func (s *Server) ready() health.Status {
 	return s.readiness()
 }
 
-// unavailable refuses an API call while the server is not ready.
-func (s *Server) unavailable() *apiError {
+// unavailable refuses an API call while the server is not ready, and sets
+// backend.NotReadyHeader in h to the state (the call was refused before
+// anything was done: a client may send it to another server). Message and
+// header come from one reading of the readiness.
+func (s *Server) unavailable(h http.Header) *apiError {
 	if s.readiness == nil {
 		return nil
 	}
@@ -38,6 +42,7 @@ func (s *Server) unavailable() *apiError {
 	if st.Ready {
 		return nil
 	}
+	h.Set(backend.NotReadyHeader, st.State)
 	return &apiError{status: http.StatusServiceUnavailable, code: CodeSystem,
 		msg: fmt.Sprintf("service unavailable (%s since %s): %s", st.State, st.Since.UTC().Format(time.RFC3339), st.Reason)}
 }

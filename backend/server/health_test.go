@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"gseproc/backend"
 	"gseproc/backend/health"
 )
 
@@ -33,8 +34,9 @@ func TestReadiness(t *testing.T) {
 	if r := e.post("/api/c/compapi/v2/gse/operate_proc/", seed); r.Result || !strings.Contains(r.Message, "no_quorum") || !strings.Contains(r.Message, "2 of 3 nodes") {
 		t.Fatalf("operate_proc without quorum: %s", r.raw)
 	}
-	if r := e.do(http.MethodGet, "/api/v1/tasks", nil, nil); r.Status != http.StatusServiceUnavailable || !strings.Contains(r.Message, "2 of 3 nodes") {
-		t.Fatalf("native API without quorum: %d %s", r.Status, r.raw)
+	if r := e.do(http.MethodGet, "/api/v1/tasks", nil, nil); r.Status != http.StatusServiceUnavailable || !strings.Contains(r.Message, "2 of 3 nodes") ||
+		r.Header.Get(backend.NotReadyHeader) != health.StateNoQuorum {
+		t.Fatalf("native API without quorum: %d %s %s %q", r.Status, r.raw, backend.NotReadyHeader, r.Header.Get(backend.NotReadyHeader))
 	}
 	if ts, _ := e.eng.Tasks(context.Background(), 0); len(ts) != 0 {
 		t.Fatalf("%d tasks created while not ready", len(ts))

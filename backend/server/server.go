@@ -253,8 +253,7 @@ func (s *Server) run(c *call, kind int, h handlerFunc) (data any, aerr *apiError
 		}
 	}
 	if kind != kindOpen {
-		if aerr := s.unavailable(); aerr != nil {
-			c.w.Header().Set(backend.NotReadyHeader, s.ready().State)
+		if aerr := s.unavailable(c.w.Header()); aerr != nil {
 			return nil, aerr
 		}
 	}
