@@ -162,7 +162,7 @@ func BenchmarkFilterKeystroke100k(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		if i == len(text) {
-			p.filter.SetValue("")
+			p.filter.clear()
 			i = 0
 		}
 		p.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{text[i]}})

@@ -58,7 +58,7 @@ func BenchmarkHostsFilter10k(b *testing.B) {
 	p := newHostsPage(s, backend.HostQuery{Namespace: "web"})
 	p.SetSize(120, 36)
 	p.Update(hostsLoadedMsg{id: p.id, hosts: fleet10k(10000)})
-	p.filter.SetValue("z3 ngx")
+	p.filter.input.SetValue("z3 ngx")
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
@@ -28,8 +27,7 @@ type hostsPage struct {
 	shown   []int // indexes into rows after the filter
 	sel     map[string]bool
 	list    vlist
-	filter  textinput.Model
-	typing  bool
+	filter  listFilter
 	sort    sortState
 	loaded  bool
 	err     error // the last load failed
@@ -55,15 +53,11 @@ type hostsLoadedMsg struct {
 func (m hostsLoadedMsg) pageID() int { return m.id }
 
 func newHostsPage(s *shared, q backend.HostQuery) *hostsPage {
-	f := textinput.New()
-	f.Prompt = "/"
-	f.Placeholder = filterHint
-	f.CharLimit = 200
-	return &hostsPage{s: s, id: s.newID(), q: q, sel: map[string]bool{}, filter: f, sort: unsorted()}
+	return &hostsPage{s: s, id: s.newID(), q: q, sel: map[string]bool{}, filter: newListFilter(filterHint), sort: unsorted()}
 }
 
 func (p *hostsPage) ID() int         { return p.id }
-func (p *hostsPage) Capturing() bool { return p.typing }
+func (p *hostsPage) Capturing() bool { return p.filter.typing }
 func (p *hostsPage) Close()          {}
 func (p *hostsPage) Init() tea.Cmd   { return p.load() }
 func (p *hostsPage) Resume() tea.Cmd { return p.load() }
@@ -122,7 +116,7 @@ func (p *hostsPage) load() tea.Cmd {
 
 func (p *hostsPage) SetSize(w, h int) {
 	p.w, p.h = w, h
-	p.filter.Width = max(w-4, 10)
+	p.filter.input.Width = max(w-4, 10)
 	p.list.setHeight(h - 3)
 }
 
@@ -273,7 +267,7 @@ func (p *hostsPage) applyFilter() {
 	if r, ok := p.cursorRow(); ok {
 		cur = r.id
 	}
-	m := newHostMatcher(p.filter.Value(), p.rows)
+	m := newHostMatcher(p.filter.value(), p.rows)
 	keep := make([]int, 0, len(p.shown))
 	for i := range p.rows {
 		if m.match(&p.rows[i]) {
@@ -302,7 +296,7 @@ func (p *hostsPage) procLabels() map[string]string {
 	for k, v := range p.q.Labels {
 		out[k] = v
 	}
-	for _, tok := range strings.Fields(p.filter.Value()) {
+	for _, tok := range strings.Fields(p.filter.value()) {
 		k, v, ok := strings.Cut(tok, "=")
 		if !ok || k == "" {
 			continue
@@ -395,23 +389,12 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 		p.sortRows()
 		p.applyFilter()
 	case tea.KeyMsg:
-		if p.typing {
-			switch msg.Type {
-			case tea.KeyEnter:
-				p.typing = false
-				p.filter.Blur()
-			case tea.KeyEsc:
-				p.typing = false
-				p.filter.Blur()
-				p.filter.SetValue("")
+		if p.filter.typing {
+			changed, cmd := p.filter.key(msg)
+			if changed {
 				p.applyFilter()
-			default:
-				var cmd tea.Cmd
-				p.filter, cmd = p.filter.Update(msg)
-				p.applyFilter()
-				return cmd
 			}
-			return nil
+			return cmd
 		}
 		if p.list.navigate(k, msg) {
 			return nil
@@ -421,8 +404,7 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 		}
 		switch {
 		case keyIs(msg, k.Filter):
-			p.typing = true
-			return p.filter.Focus()
+			return p.filter.start()
 		case keyIs(msg, k.Sort), keyIs(msg, k.SortReverse):
 			if keyIs(msg, k.Sort) {
 				p.sort.next(len(hostCols()))
@@ -431,8 +413,8 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 			}
 			p.sortRows()
 			p.applyFilter()
-		case keyIs(msg, k.Back) && p.filter.Value() != "":
-			p.filter.SetValue("")
+		case keyIs(msg, k.Back) && p.filter.value() != "":
+			p.filter.clear()
 			p.applyFilter()
 		case keyIs(msg, k.Select):
 			if r, ok := p.cursorRow(); ok {
@@ -530,8 +512,8 @@ func (p *hostsPage) View() string {
 		hidden = len(p.sel) - vis
 	}
 	switch {
-	case p.typing:
-		b.WriteString(p.filter.View())
+	case p.filter.typing:
+		b.WriteString(p.filter.input.View())
 	case !p.loaded:
 		b.WriteString(t.Muted.Render("loading hosts…"))
 	case p.err != nil && len(p.rows) == 0:
@@ -543,7 +525,7 @@ func (p *hostsPage) View() string {
 		if len(p.shown) != len(p.rows) {
 			info += fmt.Sprintf(" · %d shown", len(p.shown))
 		}
-		if f := p.filter.Value(); f != "" {
+		if f := p.filter.value(); f != "" {
 			info += " · filter " + t.Title.Render(f)
 		}
 		if d := p.sort.describe(hostCols()); d != "" {

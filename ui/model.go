@@ -557,7 +557,7 @@ const whatBackend = "reach the backend"
 // backConsumer is a page that uses esc itself before it means "back".
 type backConsumer interface{ consumesBack() bool }
 
-func (p *hostsPage) consumesBack() bool { return p.filter.Value() != "" }
+func (p *hostsPage) consumesBack() bool { return p.filter.value() != "" }
 func (p *watchPage) consumesBack() bool { return false }
 
 func (m *Model) key(msg tea.KeyMsg) tea.Cmd {

@@ -202,8 +202,8 @@ func TestHLNavigation(t *testing.T) {
 	d.keys("/")
 	d.typeText("hl")
 	d.send(tea.KeyMsg{Type: tea.KeyLeft})
-	if topAs[*hostsPage](t, d).filter.Value() != "hl" {
-		t.Fatalf("h/l/← in the filter: %q", hp.filter.Value())
+	if topAs[*hostsPage](t, d).filter.value() != "hl" {
+		t.Fatalf("h/l/← in the filter: %q", hp.filter.value())
 	}
 	d.keys("esc")
 	d.keys("h")

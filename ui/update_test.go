@@ -201,7 +201,7 @@ func TestHostsFilterSelect(t *testing.T) {
 	// esc clears the filter before it goes back.
 	d.keys("esc")
 	topAs[*hostsPage](t, d)
-	if len(hp.shown) != n || hp.filter.Value() != "" {
+	if len(hp.shown) != n || hp.filter.value() != "" {
 		t.Fatal("esc did not clear the filter")
 	}
 	// A key=value filter on a host label narrows to hosts carrying it.
