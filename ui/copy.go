@@ -22,12 +22,13 @@ type copier interface {
 	copyText() (what, text string, ok bool)
 }
 
-// copyCmd copies text through the terminal (Options.Copy).
+// copyCmd copies text through the terminal (Options.Copy), without the
+// escape sequences and controls it may hold (clipSafe).
 func (s *shared) copyCmd(what, text string) tea.Cmd {
 	if s.copy == nil {
 		return s.post(flashMsg{"cannot copy: the console has no terminal to copy through"})
 	}
-	cp := s.copy
+	cp, text := s.copy, clipSafe(text)
 	return func() tea.Msg {
 		cp(text)
 		return flashMsg{fmt.Sprintf("copied %s (through the terminal: OSC 52)", what)}

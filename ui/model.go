@@ -668,7 +668,10 @@ func (m *Model) quit() tea.Cmd {
 
 // View draws the breadcrumb, the body (page, help or dialog), the host-event
 // ticker, the status bar and the short help line.
-func (m *Model) View() string {
+// View is the frame, with no escape sequence from data in it (termSafe).
+func (m *Model) View() string { return termSafe(m.frame()) }
+
+func (m *Model) frame() string {
 	t := m.s.theme
 	w, h := m.s.width, m.s.height
 	if m.tooSmall() {
