@@ -503,6 +503,9 @@ func (m *Model) handle(msg tea.Msg) tea.Cmd {
 		return nil
 	case recentEventsMsg:
 		m.addEvents(msg.events)
+		if p, ok := m.top().(*eventsPage); ok {
+			p.rebuild() // the history can come after the page opened (live events come through onEvents)
+		}
 		return nil
 	case eventsSubMsg:
 		if msg.err != nil {

@@ -204,7 +204,6 @@ func (p *tasksPage) View() string {
 type eventsPage struct {
 	s    *shared
 	id   int
-	n    int // events when shown was built
 	tb   table
 	list vlist
 	w, h int
@@ -222,7 +221,7 @@ func (p *eventsPage) Capturing() bool    { return p.tb.filter.typing }
 func (p *eventsPage) consumesBack() bool { return p.tb.filter.value() != "" }
 func (p *eventsPage) Close()             {}
 func (p *eventsPage) Init() tea.Cmd      { return nil }
-func (p *eventsPage) Resume() tea.Cmd    { p.rebuild(); return nil }
+func (p *eventsPage) Resume() tea.Cmd    { p.rebuild(); return nil } // events came while another page was on top
 func (p *eventsPage) SetSize(w, h int) {
 	p.w, p.h = w, h
 	p.list.setHeight(h - 2)
@@ -247,7 +246,6 @@ func (p *eventsPage) cells(i int) []string {
 // rebuild applies the filter and the sort to the events known now.
 func (p *eventsPage) rebuild() {
 	p.tb.rebuild(eventCols(), len(p.s.events), p.cells)
-	p.n = len(p.s.events)
 	p.list.setLen(len(p.tb.shown))
 }
 
@@ -309,9 +307,6 @@ func eventCols() []column {
 
 func (p *eventsPage) View() string {
 	t := p.s.theme
-	if p.n != len(p.s.events) {
-		p.rebuild() // events came while another page was on top
-	}
 	var b strings.Builder
 	cols := p.tb.sort.mark(eventCols())
 	if p.tb.filter.typing {
