@@ -41,8 +41,7 @@ type watchPage struct {
 	streaming   bool  // the Watch channel is open
 	ticking     bool
 	bar         progress.Model
-	stats       watchStats // durations and results per second (watchstats.go), kept as results arrive
-	statsFrom   time.Time  // the task's creation the stats count seconds from
+	stats       watchStats // durations and results per second (watchstats.go), kept as results arrive; seconds count from task.Created (setTask)
 	w, h        int
 }
 
@@ -165,6 +164,17 @@ func (p *watchPage) refreshTask() tea.Cmd {
 	}
 }
 
+// setTask takes the task as it is now; when its creation time, which the
+// stats count seconds from, changed (the page opened on a task not loaded
+// yet), the stats are counted again over the rows.
+func (p *watchPage) setTask(t model.Task) {
+	moved := !p.task.Created.Equal(t.Created)
+	p.task = t
+	if moved {
+		p.stats = taskStats(p.rows, t.Created)
+	}
+}
+
 func (p *watchPage) SetSize(w, h int) {
 	p.w, p.h = w, h
 	p.bar.Width = max(w-7, 10)
@@ -189,14 +199,14 @@ func (p *watchPage) apply(rs []model.Result) {
 				continue // a late non-final update never undoes a final one
 			}
 			p.counts.Add(old.State, -1)
-			p.stats.add(&old, p.statsFrom, -1)
+			p.stats.add(&old, p.task.Created, -1)
 			p.rows[i].r = r
 		} else {
 			p.index[k] = len(p.rows)
 			p.rows = append(p.rows, watchRow{r: r, host: r.Host.AgentID(), ord: r.Host.Order()})
 		}
 		p.counts.Add(r.State, 1)
-		p.stats.add(&r, p.statsFrom, 1)
+		p.stats.add(&r, p.task.Created, 1)
 	}
 	p.dirty = true
 }
@@ -281,7 +291,7 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 			p.err = nil
 			p.s.resolved("watch " + p.task.ID)
 		}
-		p.task = msg.view.Task
+		p.setTask(msg.view.Task)
 		p.apply(msg.view.Results)
 		p.resort()
 		if msg.ch != nil {
@@ -302,7 +312,7 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 		// stop and report cancelled (or their outcome, if they finished
 		// first).
 		p.cancelAsked = true
-		p.task = msg.view.Task
+		p.setTask(msg.view.Task)
 		p.apply(msg.view.Results)
 		p.resort()
 		running := 0
@@ -320,7 +330,7 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 		if msg.err != nil {
 			return errCmd("task "+p.task.ID, msg.err)
 		}
-		p.task = msg.task
+		p.setTask(msg.task)
 	case watchTickMsg:
 		// The elapsed-time clock runs only while the task runs and its page
 		// is on top; Resume starts it again.
@@ -467,10 +477,6 @@ func (p *watchPage) View() string {
 		pct = float64(c.Final()) / float64(total)
 	}
 	b.WriteString(p.bar.ViewAs(pct) + fmt.Sprintf(" %3d%%", c.Final()*100/max(total, 1)) + "\n")
-	if !p.statsFrom.Equal(p.task.Created) { // the task arrived after its results
-		p.statsFrom = p.task.Created
-		p.stats = taskStats(p.rows, p.statsFrom)
-	}
 	b.WriteString(cut(p.stats.durationLine(t, p.w), p.w) + "\n")
 	b.WriteString(cut(p.stats.rateLine(t, p.w, p.elapsed()), p.w) + "\n")
 	filter := "all results"
