@@ -509,11 +509,7 @@ func TestStructuredFilter(t *testing.T) {
 		t.Fatalf("state=stopped shows %d of %d", len(hp.shown), len(hp.rows))
 	}
 	for _, i := range hp.shown {
-		ok := false
-		for _, pv := range hp.rows[i].v.Procs {
-			ok = ok || pv.Status.State == model.ProcStopped
-		}
-		if !ok {
+		if !hasProcIn(hp.rows[i], model.ProcStopped) {
 			t.Fatalf("%s has no stopped process", hp.rows[i].id)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -267,3 +268,8 @@ func checkFrame(t *testing.T, s string, w, h int) {
 }
 
 var _ = model.OpRestart
+
+// hasProcIn reports a host row has a process in state st.
+func hasProcIn(r hostRow, st model.ProcState) bool {
+	return slices.ContainsFunc(r.v.Procs, func(pv backend.ProcView) bool { return pv.Status.State == st })
+}

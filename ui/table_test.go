@@ -65,11 +65,7 @@ func TestHostsSort(t *testing.T) {
 	d.typeText("state=running")
 	d.keys("enter")
 	for _, i := range hp.shown {
-		running := false
-		for _, pv := range hp.rows[i].v.Procs {
-			running = running || pv.Status.State == model.ProcRunning
-		}
-		if !running {
+		if !hasProcIn(hp.rows[i], model.ProcRunning) {
 			t.Fatalf("filter shows %s with no running process", hp.rows[i].id)
 		}
 	}
