@@ -61,6 +61,17 @@ type ProcessGroup struct {
 	Updated    int64 `json:"updated,omitempty"` // unix seconds of the last set
 }
 
+// Validate is an agent's check of a group it is told to enforce (the
+// request's process_group): its namespace and its limits, every bad field
+// named under process_group. A real agent and a simulated one refuse the
+// same groups.
+func (g ProcessGroup) Validate() error {
+	v := &Validator{}
+	ValidateNamespace(v, "process_group.namespace", g.Namespace)
+	g.Resource.Validate(v, "process_group.resource")
+	return v.Err()
+}
+
 // ValidateNamespace checks a group's namespace under field (the rule of
 // meta.namespace).
 func ValidateNamespace(v *Validator, field, ns string) {

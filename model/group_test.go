@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"testing"
@@ -61,5 +62,28 @@ func TestGroupResourceValidate(t *testing.T) {
 	GroupResource{CPUPoolLimit: 20, MemPoolLimit: 0, CPUPoolWeight: 1}.Validate(v, "r")
 	if err := v.Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestProcessGroupValidate: an agent's check names the namespace and the
+// limits under process_group, and takes a group that clears (limits
+// nothing).
+func TestProcessGroupValidate(t *testing.T) {
+	err := ProcessGroup{Namespace: "bad ns/..", Resource: GroupResource{MemPoolLimit: 200}}.Validate()
+	var ve ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("want a ValidationError, got %v", err)
+	}
+	var fields []string
+	for _, e := range ve {
+		fields = append(fields, e.Field)
+	}
+	if want := []string{"process_group.namespace", "process_group.resource.mem_pool_limit"}; !slices.Equal(fields, want) {
+		t.Fatalf("fields %v, want %v", fields, want)
+	}
+	for _, g := range []ProcessGroup{{Namespace: "web", Resource: GroupResource{CPUPoolLimit: 50, CPUPoolWeight: 1}}, {Namespace: "web"}} {
+		if err := g.Validate(); err != nil {
+			t.Fatalf("%+v: %v", g, err)
+		}
 	}
 }

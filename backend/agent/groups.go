@@ -69,10 +69,7 @@ func (a *Agent) saveGroupsLocked() error {
 // process group of g.Namespace: from the next sample on, the namespace's
 // hosted processes are held to the pool's limits.
 func (a *Agent) setGroup(g model.ProcessGroup) model.AgentReply {
-	v := &model.Validator{}
-	model.ValidateNamespace(v, "process_group.namespace", g.Namespace)
-	g.Resource.Validate(v, "process_group.resource")
-	if err := v.Err(); err != nil {
+	if err := g.Validate(); err != nil {
 		return model.AgentReply{Code: model.CodeCommandFailed, Message: err.Error()}
 	}
 	a.mu.Lock()

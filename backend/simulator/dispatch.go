@@ -58,10 +58,7 @@ func (f *Fleet) Dispatch(ctx context.Context, host model.Host, req model.AgentRe
 		// A process group is taken as an agent takes it; simulated
 		// processes use no real resources, so no pool is ever over.
 		h.mu.Unlock()
-		v := &model.Validator{}
-		model.ValidateNamespace(v, "process_group.namespace", req.Group.Namespace)
-		req.Group.Resource.Validate(v, "process_group.resource")
-		if err := v.Err(); err != nil {
+		if err := req.Group.Validate(); err != nil {
 			return model.AgentReply{Code: model.CodeCommandFailed, Message: err.Error()}, nil
 		}
 		return model.AgentReply{Code: model.CodeSuccess, Message: "success"}, nil

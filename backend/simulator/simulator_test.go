@@ -969,3 +969,19 @@ func TestOpIDRunsOnce(t *testing.T) {
 	st = send(model.OpStatus, "T5/0:10.0.0.1/x")
 	require.Equal(t, model.ProcStopped, st.Status.State)
 }
+
+// TestProcessGroupTaken: a simulated agent takes a process group as a real
+// one does (model.ProcessGroup.Validate): a bad one refused with its
+// fields named, a good one taken.
+func TestProcessGroupTaken(t *testing.T) {
+	f := New(quiet(10))
+	h := model.Host{IP: "10.0.0.1"}
+	ctx := context.Background()
+	r, err := f.Dispatch(ctx, h, model.AgentRequest{Group: &model.ProcessGroup{Namespace: "web", Resource: model.GroupResource{CPUPoolLimit: -1}}})
+	require.NoError(t, err)
+	assert.Equal(t, model.CodeCommandFailed, r.Code)
+	assert.Contains(t, r.Message, "process_group.resource.cpu_pool_limit")
+	r, err = f.Dispatch(ctx, h, model.AgentRequest{Group: &model.ProcessGroup{Namespace: "web", Resource: model.GroupResource{CPUPoolLimit: 50}}})
+	require.NoError(t, err)
+	assert.Equal(t, model.CodeSuccess, r.Code, r.Message)
+}
