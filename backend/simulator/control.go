@@ -213,7 +213,7 @@ func (f *Fleet) control(i int32, key string, c model.SimChange, now time.Time) b
 func (f *Fleet) setOffline(i int32, offline bool) bool {
 	sh := &f.hosts[i]
 	sh.mu.Lock()
-	was := sh.offline || sh.kind != kindNormal
+	was := sh.away()
 	sh.offline = offline
 	if !offline {
 		sh.kind = kindNormal
@@ -251,7 +251,7 @@ func (f *Fleet) flapStep(i int32, now time.Time) {
 	h.flapLeft--
 	left := h.flapLeft
 	h.flapNext = now.UnixNano() + int64(h.flapEvery)*int64(time.Millisecond)
-	offline := !(h.offline || h.kind != kindNormal)
+	offline := !h.away()
 	h.mu.Unlock()
 	if left == 0 {
 		offline = false // a flap ends with the agent back
@@ -278,19 +278,28 @@ func (f *Fleet) materialize(i int32, h *simHost, key string) *procState {
 	return &init
 }
 
+// runningHosted is process key of host i when the host's agent answers
+// and hosts it running (its state made from its deployment if still
+// lazy), else nil. h.mu must be held.
+func (f *Fleet) runningHosted(i int32, h *simHost, key string) *procState {
+	if h.away() {
+		return nil
+	}
+	if p := f.materialize(i, h, key); p != nil && p.running && p.hosted {
+		return p
+	}
+	return nil
+}
+
 // crashNow makes hosted, running process key on host i exit abnormally
 // (kill -9) and lets the agent's restart policy answer; the first
-// relaunch fails when fails is set, and a process left in BACKOFF is
-// relaunched by Advance when its delay is over.
+// relaunch fails when fails is set (never on a demo host), and a process
+// left in BACKOFF is relaunched by Advance when its delay is over.
 func (f *Fleet) crashNow(i int32, key string, fails bool, now time.Time) bool {
 	h := &f.hosts[i]
 	h.mu.Lock()
-	if h.offline || h.kind != kindNormal {
-		h.mu.Unlock()
-		return false
-	}
-	p := f.materialize(i, h, key)
-	if p == nil || !p.running || !p.hosted {
+	p := f.runningHosted(i, h, key)
+	if p == nil {
 		h.mu.Unlock()
 		return false
 	}
@@ -320,28 +329,26 @@ func (f *Fleet) crashNow(i int32, key string, fails bool, now time.Time) bool {
 func (f *Fleet) overLimit(i int32, key string, now time.Time) bool {
 	h := &f.hosts[i]
 	h.mu.Lock()
-	if h.offline || h.kind != kindNormal {
-		h.mu.Unlock()
-		return false
-	}
-	p := f.materialize(i, h, key)
-	if p == nil || !p.running || !p.hosted || p.def < 0 {
+	p := f.runningHosted(i, h, key)
+	if p == nil || p.def < 0 || f.defs[p.def].proc.Spec.Resource.Mem <= 0 {
 		h.mu.Unlock()
 		return false
 	}
 	lim := f.defs[p.def].proc.Spec.Resource.Mem
-	if lim <= 0 {
-		h.mu.Unlock()
-		return false
-	}
-	use := round2(lim * 1.25)
-	p.stop(137)
-	p.held = true
-	ev := model.Event{Time: now, Host: h.host, ProcKey: key, Kind: model.EventLimitExceeded, Value: use,
-		Message: fmt.Sprintf("process %s mem usage %.1f%% exceeds its limit %.0f%%, stopped, not restarted until a manual start", p.procName, use, lim)}
+	ev := h.holdOverLimit(p, round2(lim*1.25), lim, now)
 	h.mu.Unlock()
 	f.emit(ev)
 	return true
+}
+
+// holdOverLimit is the agent stopping running p, found using use percent
+// of memory over its limit lim, and holding it down until an operator's
+// start; it returns the EventLimitExceeded. h.mu must be held.
+func (h *simHost) holdOverLimit(p *procState, use, lim float64, now time.Time) model.Event {
+	p.stop(137)
+	p.held = true
+	return model.Event{Time: now, Host: h.host, ProcKey: p.key, Kind: model.EventLimitExceeded, Value: round2(use),
+		Message: fmt.Sprintf("process %s mem usage %.1f%% exceeds its limit %.0f%%, stopped, not restarted until a manual start", p.procName, use, lim)}
 }
 
 // Advance carries out the live controls due by now: flapping agents
@@ -377,7 +384,7 @@ func (f *Fleet) Advance(now time.Time) {
 		h.mu.Lock()
 		p := h.find(r.key)
 		var evs []model.Event
-		away := h.offline || h.kind != kindNormal
+		away := h.away()
 		if p != nil && !away && !p.running && p.phase == phaseBackoff && p.hosted && !p.held {
 			evs = f.attempt(h, p, "not running", false, now)
 		}

@@ -154,7 +154,7 @@ func (f *Fleet) Run(ctx context.Context) {
 func (f *Fleet) crash(i, d int32, key string, fail bool) {
 	h := &f.hosts[i]
 	h.mu.Lock()
-	if h.offline || h.kind != kindNormal {
+	if h.away() {
 		h.mu.Unlock()
 		return
 	}
@@ -181,10 +181,7 @@ func (f *Fleet) crash(i, d int32, key string, fail bool) {
 		// Now and then the agent itself stops it for breaking its limit,
 		// and holds it down.
 		lim := f.defs[d].proc.Spec.Resource.Mem
-		p.stop(137)
-		p.held = true
-		evs = append(evs, model.Event{Time: now, Host: h.host, ProcKey: key, Kind: model.EventLimitExceeded, Value: round2(lim * 1.12),
-			Message: fmt.Sprintf("process %s mem usage %.1f%% exceeds its limit %.0f%%, stopped, not restarted until a manual start", p.procName, lim*1.12, lim)})
+		evs = append(evs, h.holdOverLimit(p, lim*1.12, lim, now))
 	case p.running:
 		p.stop(139) // died abnormally
 		evs = f.exited(h, p, 139, "exited abnormally", true, fail, now)
@@ -196,6 +193,10 @@ func (f *Fleet) crash(i, d int32, key string, fail bool) {
 		f.emit(e)
 	}
 }
+
+// away reports whether h's agent does not answer: taken offline, or drawn
+// offline or unreachable by the profile. h.mu must be held.
+func (h *simHost) away() bool { return h.offline || h.kind != kindNormal }
 
 // find is the host's state for process key, nil when it has none. h.mu
 // must be held.
@@ -288,29 +289,13 @@ func (f *Fleet) follow(h *simHost, p *procState, next opsem.Next, what string, f
 }
 
 // Crash makes a hosted process on h exit abnormally now, as a kill -9
-// would, for rehearsals and tests: the simulated agent applies the restart
-// policy at once, and the relaunch fails when restartFails is set. It
-// reports whether h knew a hosted, running process with key.
+// would, for rehearsals and tests: the crash control (crashNow) on one
+// host. The simulated agent applies the restart policy at once, and the
+// first relaunch fails when restartFails is set. It reports whether h's
+// agent answers and has a hosted, running process with key.
 func (f *Fleet) Crash(h model.Host, key string, restartFails bool) bool {
 	i, ok := f.lookup(h)
-	if !ok {
-		return false
-	}
-	sh := &f.hosts[i]
-	sh.mu.Lock()
-	p := sh.find(key)
-	if p == nil || !p.running || !p.hosted {
-		sh.mu.Unlock()
-		return false
-	}
-	now := f.now()
-	p.stop(137)
-	evs := f.exited(sh, p, 137, "exited abnormally", false, restartFails, now)
-	sh.mu.Unlock()
-	for _, e := range evs {
-		f.emit(e)
-	}
-	return true
+	return ok && f.crashNow(i, key, restartFails, f.now())
 }
 
 // FailNext scripts the next command-running op on process key of h: it

@@ -425,7 +425,7 @@ func (f *Fleet) Hosts(ctx context.Context) ([]model.HostInfo, error) {
 		}
 		h := &f.hosts[i]
 		h.mu.Lock()
-		off := h.offline || h.kind != kindNormal
+		off := h.away()
 		labels := f.hostLabels(h)
 		h.mu.Unlock()
 		hi := model.HostInfo{Host: h.host, Labels: labels, State: model.AgentOnline, LastSeen: now, Version: AgentVersion,
@@ -614,7 +614,7 @@ func (f *Fleet) Statuses(h model.Host) []model.ProcStatus {
 	now := f.now()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.offline || sh.kind != kindNormal {
+	if sh.away() {
 		return nil
 	}
 	return f.procStatuses(i, sh, now)
