@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"gseproc/backend/engine"
@@ -28,6 +29,18 @@ type pubMsg struct {
 	subject string
 	data    []byte
 	what    string // for errors
+	del     bool   // a KV delete of the subject's key (data unused)
+}
+
+// msg is m as published: a KV delete is a message carrying the
+// KV-Operation header, as KeyValue.Delete publishes it.
+func (m pubMsg) msg() *nats.Msg {
+	msg := &nats.Msg{Subject: m.subject, Data: m.data}
+	if m.del {
+		msg.Data = nil
+		msg.Header = nats.Header{"KV-Operation": []string{"DEL"}}
+	}
+	return msg
 }
 
 // publishAll stores every message of msgs, pubWindow at a time.
@@ -37,7 +50,7 @@ func (s *Store) publishAll(ctx context.Context, msgs []pubMsg) error {
 		part := msgs[start:min(start+pubWindow, len(msgs))]
 		futs := make([]jetstream.PubAckFuture, len(part))
 		for i, m := range part {
-			f, err := s.on().js.PublishAsync(m.subject, m.data)
+			f, err := s.on().js.PublishMsgAsync(m.msg())
 			if err == nil {
 				futs[i] = f
 			}
@@ -57,7 +70,7 @@ func (s *Store) publishAll(ctx context.Context, msgs []pubMsg) error {
 				}
 			}
 			m := part[i]
-			if _, err := do(ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return s.on().js.Publish(ctx, m.subject, m.data) }); err != nil {
+			if _, err := do(ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return s.on().js.PublishMsg(ctx, m.msg()) }); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", m.what, err))
 			}
 		}
@@ -95,8 +108,8 @@ func (s *Store) PutResults(ctx context.Context, rs []model.Result) error {
 			errs = append(errs, fmt.Errorf("put result of task %s: %w", r.TaskID, err))
 			continue
 		}
-		msgs = append(msgs, pubMsg{kvSubject(s.on().results, enc(r.TaskID)+"."+strconv.Itoa(i)), data,
-			fmt.Sprintf("put result of task %s for %s %s", r.TaskID, r.Host, r.ProcKey)})
+		msgs = append(msgs, pubMsg{subject: kvSubject(s.on().results, enc(r.TaskID)+"."+strconv.Itoa(i)), data: data,
+			what: fmt.Sprintf("put result of task %s for %s %s", r.TaskID, r.Host, r.ProcKey)})
 	}
 	errs = append(errs, s.publishAll(ctx, msgs))
 	return errors.Join(errs...)
@@ -124,8 +137,8 @@ func (s *Store) PutProcStatuses(ctx context.Context, sts []engine.HostStatus) er
 			errs = append(errs, fmt.Errorf("put status on %s: %w", x.Host, err))
 			continue
 		}
-		msgs = append(msgs, pubMsg{kvSubject(s.on().status, key), data,
-			fmt.Sprintf("put status of %s on %s", x.Status.ProcKey, x.Host)})
+		msgs = append(msgs, pubMsg{subject: kvSubject(s.on().status, key), data: data,
+			what: fmt.Sprintf("put status of %s on %s", x.Status.ProcKey, x.Host)})
 	}
 	errs = append(errs, s.publishAll(ctx, msgs))
 	return errors.Join(errs...)
@@ -142,7 +155,7 @@ func (s *Store) AppendEvents(ctx context.Context, evs []model.Event) error {
 		if err != nil {
 			return fmt.Errorf("append event: %w", err)
 		}
-		msgs = append(msgs, pubMsg{s.eventsSubject, data, "append event"})
+		msgs = append(msgs, pubMsg{subject: s.eventsSubject, data: data, what: "append event"})
 	}
 	return s.publishAll(ctx, msgs)
 }

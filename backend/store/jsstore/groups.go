@@ -24,8 +24,9 @@ func groupKey(ns string, host model.Host) (string, error) {
 	return enc(ns) + "." + enc(id.String()), nil
 }
 
-// PutGroups creates or replaces process groups (by namespace and host),
-// pipelined; a group whose resource limits nothing is deleted.
+// PutGroups creates or replaces process groups (by namespace and host); a
+// group whose resource limits nothing is deleted. Puts and deletes alike
+// are pipelined (publishAll).
 func (s *Store) PutGroups(ctx context.Context, gs []model.ProcessGroup) error {
 	if err := s.check(); err != nil {
 		return err
@@ -39,10 +40,8 @@ func (s *Store) PutGroups(ctx context.Context, gs []model.ProcessGroup) error {
 			continue
 		}
 		if !g.Resource.Limited() {
-			err := s.on().groups.Delete(ctx, key)
-			if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-				errs = append(errs, fmt.Errorf("delete process group %s on %s: %w", g.Namespace, g.Host, err))
-			}
+			msgs = append(msgs, pubMsg{subject: kvSubject(s.on().groups, key), del: true,
+				what: fmt.Sprintf("delete process group %s on %s", g.Namespace, g.Host)})
 			continue
 		}
 		data, err := json.Marshal(g)
@@ -50,7 +49,7 @@ func (s *Store) PutGroups(ctx context.Context, gs []model.ProcessGroup) error {
 			errs = append(errs, fmt.Errorf("put process group %s on %s: %w", g.Namespace, g.Host, err))
 			continue
 		}
-		msgs = append(msgs, pubMsg{kvSubject(s.on().groups, key), data, fmt.Sprintf("put process group %s on %s", g.Namespace, g.Host)})
+		msgs = append(msgs, pubMsg{subject: kvSubject(s.on().groups, key), data: data, what: fmt.Sprintf("put process group %s on %s", g.Namespace, g.Host)})
 	}
 	errs = append(errs, s.publishAll(ctx, msgs))
 	return errors.Join(errs...)
