@@ -46,9 +46,11 @@ func (s *Server) groupRequest(v *model.Validator, c *call) (groupWire, []model.H
 	return req, hosts, nil
 }
 
-// groupKey is set_process_group_info's key: cloud:supplier:ip:namespace.
-func groupKey(h model.Host, supplier int, ns string) string {
-	return strconv.Itoa(h.CloudID) + ":" + strconv.Itoa(supplier) + ":" + h.IP + ":" + ns
+// groupKey is set_process_group_info's key cloud:supplier:ip:namespace
+// (a v1 result key without the process name, see v1Key); sup holds the
+// supplier ids the request gave (wire.Suppliers).
+func groupKey(h model.Host, sup map[string]int, ns string) string {
+	return strconv.Itoa(h.CloudID) + ":" + strconv.Itoa(sup[h.AgentID()]) + ":" + h.IP + ":" + ns
 }
 
 // gseSetGroup serves set_process_group_info: data {"cloud:supplier:ip:ns":
@@ -102,7 +104,7 @@ func (s *Server) gseSetGroup(ctx context.Context, c *call) (any, *apiError) {
 	}
 	out := make(map[string]entry, len(results))
 	for _, r := range results {
-		out[groupKey(r.Host, sup[r.Host.AgentID()], ns)] = entry{Code: r.Code, Message: r.Message}
+		out[groupKey(r.Host, sup, ns)] = entry{Code: r.Code, Message: r.Message}
 	}
 	return out, nil
 }

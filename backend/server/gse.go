@@ -370,7 +370,7 @@ func (s *Server) gseResult(v1 bool) handlerFunc {
 // v1Key is a v1 result key cloud:supplier:ip:namespace:name; sup holds
 // the supplier ids the request gave (wire.Suppliers).
 func v1Key(h model.Host, sup map[string]int, ns, name string) string {
-	return strconv.Itoa(h.CloudID) + ":" + strconv.Itoa(sup[h.AgentID()]) + ":" + h.IP + ":" + ns + ":" + name
+	return groupKey(h, sup, ns) + ":" + name
 }
 
 type infoKind int
