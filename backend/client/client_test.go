@@ -32,15 +32,8 @@ func serve(t *testing.T, hosts int, opts ...server.Option) (*client.Client, *sim
 
 func serveEngine(t *testing.T, hosts int, opts ...server.Option) (*client.Client, *simulator.Fleet, *httptest.Server, *engine.Engine) {
 	t.Helper()
-	sc := config.Default().Simulator
-	sc.Hosts, sc.Seed, sc.Demo = hosts, 3, true
-	sc.LatencyMedian, sc.LatencyP99 = config.Duration(2*time.Millisecond), config.Duration(20*time.Millisecond)
-	sc.FailureRate, sc.OfflineRate, sc.UnreachableRate, sc.CrashRate = 0, 0, 0, 0
-	eng, fleet := startEngine(t, sc)
-	cfg := config.Default().Server
-	cfg.Apps = []config.AppConfig{{Code: "console", Salt: "pepper", SecretSHA256: config.HashSecret("pepper", "s3cret"),
-		Biz: []int{1}, Namespaces: []string{"*"}}}
-	srv := server.New(eng, cfg, nil, opts...)
+	eng, fleet := startEngine(t, quietDemo(hosts))
+	srv := server.New(eng, consoleConfig(), nil, opts...)
 	hs := httptest.NewServer(srv.Handler())
 	c := client.New(hs.URL, client.WithCredentials("console", "s3cret", "tester"),
 		client.WithReconnect(5*time.Millisecond, 50*time.Millisecond, 20))
@@ -51,6 +44,24 @@ func serveEngine(t *testing.T, hosts int, opts ...server.Option) (*client.Client
 		_ = srv.Close()
 	})
 	return c, fleet, hs, eng
+}
+
+// quietDemo is a demo fleet of hosts whose agents answer fast and never fail.
+func quietDemo(hosts int) config.SimulatorConfig {
+	sc := config.Default().Simulator
+	sc.Hosts, sc.Seed, sc.Demo = hosts, 3, true
+	sc.LatencyMedian, sc.LatencyP99 = config.Duration(2*time.Millisecond), config.Duration(20*time.Millisecond)
+	sc.FailureRate, sc.OfflineRate, sc.UnreachableRate, sc.CrashRate = 0, 0, 0, 0
+	return sc
+}
+
+// consoleConfig is the server's default configuration with the app the
+// test clients use: "console" (secret s3cret), biz 1 and every namespace.
+func consoleConfig() config.ServerConfig {
+	cfg := config.Default().Server
+	cfg.Apps = []config.AppConfig{{Code: "console", Salt: "pepper", SecretSHA256: config.HashSecret("pepper", "s3cret"),
+		Biz: []int{1}, Namespaces: []string{"*"}}}
+	return cfg
 }
 
 // startEngine starts the real engine on a simulated fleet seeded with its

@@ -13,7 +13,6 @@ import (
 
 	"gseproc/backend"
 	"gseproc/backend/client"
-	"gseproc/backend/config"
 	"gseproc/backend/engine"
 	"gseproc/backend/health"
 	"gseproc/backend/server"
@@ -25,14 +24,8 @@ import (
 // task stream after cut results (0: never).
 func twoServers(t *testing.T, hosts, cut int, aReady *atomic.Bool) (a, b *httptest.Server, eng *engine.Engine) {
 	t.Helper()
-	sc := config.Default().Simulator
-	sc.Hosts, sc.Seed, sc.Demo = hosts, 3, true
-	sc.LatencyMedian, sc.LatencyP99 = config.Duration(2*time.Millisecond), config.Duration(20*time.Millisecond)
-	sc.FailureRate, sc.OfflineRate, sc.UnreachableRate, sc.CrashRate = 0, 0, 0, 0
-	eng, _ = startEngine(t, sc)
-	cfg := config.Default().Server
-	cfg.Apps = []config.AppConfig{{Code: "console", Salt: "pepper", SecretSHA256: config.HashSecret("pepper", "s3cret"),
-		Biz: []int{1}, Namespaces: []string{"*"}}}
+	eng, _ = startEngine(t, quietDemo(hosts))
+	cfg := consoleConfig()
 	readiness := func() health.Status {
 		now := time.Now()
 		if aReady.Load() {
