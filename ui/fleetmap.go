@@ -103,10 +103,11 @@ func buildGroups(views []backend.HostView, by string) []mapGroup {
 		g.hosts = append(g.hosts, mapHost{h, c})
 		g.counts[c]++
 	}
-	var worst [8]struct {
+	type nsCat struct {
 		ns  string
 		cat mapCat
 	}
+	var worst [8]nsCat
 	for i := range views {
 		v := &views[i]
 		off := v.State == model.AgentOffline
@@ -130,17 +131,9 @@ func buildGroups(views []backend.HostView, by string) []mapGroup {
 		for _, p := range v.Procs {
 			ns, _, _ := model.SplitKey(p.Key)
 			c := catOf(p.Status.State)
-			j := slices.IndexFunc(nss, func(x struct {
-				ns  string
-				cat mapCat
-			}) bool {
-				return x.ns == ns
-			})
+			j := slices.IndexFunc(nss, func(x nsCat) bool { return x.ns == ns })
 			if j < 0 {
-				nss = append(nss, struct {
-					ns  string
-					cat mapCat
-				}{ns, c})
+				nss = append(nss, nsCat{ns, c})
 			} else {
 				nss[j].cat = max(nss[j].cat, c)
 			}
@@ -537,7 +530,7 @@ func (p *fleetMapPage) Update(msg tea.Msg) tea.Cmd {
 			p.move(-1)
 		case keyIs(msg, k.Down):
 			p.move(1)
-		case msg.String() == "left" || msg.String() == "h":
+		case keyIs(msg, mapLeft):
 			if p.col > 0 {
 				p.col--
 			} else if r := p.row; r > 0 {
@@ -548,7 +541,7 @@ func (p *fleetMapPage) Update(msg tea.Msg) tea.Cmd {
 			}
 		case keyIs(msg, k.Back): // esc (left and h move)
 			return p.s.post(popMsg{})
-		case msg.String() == "right" || msg.String() == "l":
+		case keyIs(msg, mapRight):
 			if p.row < len(p.layout.rows) && p.col+1 < len(p.layout.rows[p.row].cells) {
 				p.col++
 			} else if r := p.row; r+1 < len(p.layout.rows) {
@@ -563,7 +556,7 @@ func (p *fleetMapPage) Update(msg tea.Msg) tea.Cmd {
 		case keyIs(msg, k.Bottom):
 			p.row = len(p.layout.rows) - 1
 			p.clampCursor()
-		case msg.String() == "b":
+		case keyIs(msg, mapGroupKey):
 			if len(p.bys) > 1 {
 				i := slices.Index(p.bys, p.by)
 				p.by = p.bys[(i+1)%len(p.bys)]
