@@ -598,7 +598,7 @@ func (p *fleetMapPage) open() tea.Cmd {
 // host label keys, in name order.
 func mapGroupings(views []backend.HostView) []string {
 	seen := map[string]bool{}
-	for i := range min(len(views), 64) { // label keys are the same across a fleet
+	for i := range views { // every host: a key only some hosts carry is offered too
 		for k := range views[i].Labels {
 			seen[k] = true
 		}

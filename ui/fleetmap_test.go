@@ -255,3 +255,14 @@ func BenchmarkFleetMap100k(b *testing.B) {
 		}
 	})
 }
+
+// b offers every host label key, also one only a host far down the fleet
+// carries.
+func TestMapGroupingsEveryKey(t *testing.T) {
+	views := synthFleet(1000)
+	views[900].Labels["rack"] = "r7"
+	got := mapGroupings(views)
+	if want := []string{groupByNamespace, "rack", "role", "zone"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("groupings %v, want %v", got, want)
+	}
+}
