@@ -60,7 +60,7 @@ func runSim(ctx context.Context, be backend.Backend, operator string, a model.Si
 }
 
 // parseSimArg reads a sim command's argument: words in any order, each
-// one of
+// one of (each given at most once; durations in whole milliseconds)
 //
 //	ns or ns:name   the processes whose hosts are selected
 //	key=value       a process label (rate, p99, times, every, fails and
@@ -73,6 +73,14 @@ func runSim(ctx context.Context, be backend.Backend, operator string, a model.Si
 func parseSimArg(a model.SimAction, arg string) (backend.SimRequest, error) {
 	req := backend.SimRequest{SimChange: model.SimChange{Action: a}}
 	var lat []time.Duration
+	given := map[string]string{} // what was given once: the count or share, each parameter and label
+	once := func(what, w string) error {
+		if prev, ok := given[what]; ok {
+			return fmt.Errorf("%q: %s is given already (%q): give it once", w, what, prev)
+		}
+		given[what] = w
+		return nil
+	}
 	for _, w := range strings.Fields(arg) {
 		switch {
 		case strings.HasPrefix(w, "@"):
@@ -83,6 +91,9 @@ func parseSimArg(a model.SimAction, arg string) (backend.SimRequest, error) {
 			req.Selector.Hosts = append(req.Selector.Hosts, h)
 		case strings.Contains(w, "="):
 			k, v, _ := strings.Cut(w, "=")
+			if err := once(k, w); err != nil {
+				return req, err
+			}
 			if err := simParam(&req, k, v); err != nil {
 				return req, err
 			}
@@ -91,13 +102,22 @@ func parseSimArg(a model.SimAction, arg string) (backend.SimRequest, error) {
 			if err != nil {
 				return req, err
 			}
+			if err := once("how many", w); err != nil {
+				return req, err
+			}
 			req.Share = x
 		default:
 			if n, err := strconv.Atoi(w); err == nil {
+				if err := once("how many", w); err != nil {
+					return req, err
+				}
 				req.Count = n
 				continue
 			}
 			if d, err := time.ParseDuration(w); err == nil {
+				if _, err := wholeMS(d); err != nil {
+					return req, fmt.Errorf("%s: %w", w, err)
+				}
 				lat = append(lat, d)
 				continue
 			}
@@ -113,6 +133,9 @@ func parseSimArg(a model.SimAction, arg string) (backend.SimRequest, error) {
 	case 1, 2:
 		if a != model.SimLatency {
 			return req, fmt.Errorf("a duration is a latency: only sim latency takes one")
+		}
+		if len(lat) == 2 && given["p99"] != "" {
+			return req, fmt.Errorf("%q: the p99 is given already (%q): give it once", lat[1].String(), given["p99"])
 		}
 		req.LatencyMS = int(lat[0].Milliseconds())
 		if len(lat) == 2 {
@@ -151,10 +174,14 @@ func simParam(req *backend.SimRequest, k, v string) error {
 		if err != nil {
 			return bad(err)
 		}
+		ms, err := wholeMS(d)
+		if err != nil {
+			return bad(err)
+		}
 		if k == "every" {
-			req.EveryMS = int(d.Milliseconds())
+			req.EveryMS = ms
 		} else {
-			req.LatencyP99MS = int(d.Milliseconds())
+			req.LatencyP99MS = ms
 		}
 	case "note":
 		req.Note = v
@@ -169,4 +196,14 @@ func simParam(req *backend.SimRequest, k, v string) error {
 		req.Selector.Labels[key] = val
 	}
 	return nil
+}
+
+// wholeMS is d in milliseconds, the unit the controls take; a duration
+// that is not a whole number of them (250us, 1.5ms) is refused rather
+// than cut (250us would be 0: no latency).
+func wholeMS(d time.Duration) (int, error) {
+	if d%time.Millisecond != 0 {
+		return 0, fmt.Errorf("%v is not a whole number of milliseconds", d)
+	}
+	return int(d.Milliseconds()), nil
 }

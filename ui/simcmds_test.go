@@ -36,6 +36,13 @@ func TestParseSimArg(t *testing.T) {
 		{model.SimCrash, "web 3", backend.SimRequest{}, "selector.name"},
 		{model.SimFailures, "web", backend.SimRequest{}, "rate"},
 		{model.SimFlap, "@nope", backend.SimRequest{}, "@nope"},
+		{model.SimOffline, "web 3 5", backend.SimRequest{}, "give it once"},
+		{model.SimOffline, "web 3 5%", backend.SimRequest{}, "give it once"},
+		{model.SimFlap, "@0:10.0.0.7 times=2 times=3", backend.SimRequest{}, "give it once"},
+		{model.SimLatency, "app=redis app=db 1s", backend.SimRequest{}, "give it once"},
+		{model.SimLatency, "web 800ms 3s p99=2s", backend.SimRequest{}, "p99 is given already"},
+		{model.SimLatency, "web 250us", backend.SimRequest{}, "whole number of milliseconds"},
+		{model.SimFlap, "@0:10.0.0.7 every=1500us", backend.SimRequest{}, "whole number of milliseconds"},
 	} {
 		t.Run(string(tc.a)+" "+tc.arg, func(t *testing.T) {
 			got, err := parseSimArg(tc.a, tc.arg)
