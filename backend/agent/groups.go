@@ -78,6 +78,11 @@ func (a *Agent) setGroup(g model.ProcessGroup) model.AgentReply {
 		return model.AgentReply{Code: model.CodeAgentAbnormal, Message: "agent is shutting down"}
 	}
 	old, had := a.groups[g.Namespace]
+	if had == g.Resource.Limited() && (!had || old == g.Resource) {
+		// What it holds already (the request repeated or redelivered):
+		// nothing is written, and the pool's breaches go on counting.
+		return model.AgentReply{Code: model.CodeSuccess, Message: "success"}
+	}
 	if g.Resource.Limited() {
 		a.groups[g.Namespace] = g.Resource
 	} else {

@@ -4,6 +4,7 @@ package agent
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -67,9 +68,23 @@ func TestProcessGroupStopsTheHungriestMember(t *testing.T) {
 	if err != nil || gs["pool"] != (model.GroupResource{CPUPoolLimit: 1}) || len(gs) != 1 {
 		t.Fatalf("groups on disk %v (%v)", gs, err)
 	}
+	// The same group again (a redelivered request) writes nothing.
+	before, err := os.Stat(filepath.Join(dir, GroupsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, setGroup(t, a, "pool", model.GroupResource{CPUPoolLimit: 1}), model.CodeSuccess, "the same group again")
+	if after, err := os.Stat(filepath.Join(dir, GroupsFile)); err != nil || !os.SameFile(before, after) {
+		t.Fatalf("the same group rewrote %s (%v)", GroupsFile, err)
+	}
 	wantCode(t, setGroup(t, a, "pool", model.GroupResource{}), model.CodeSuccess, "clear group")
 	if gs, err := loadGroups(filepath.Join(dir, GroupsFile)); err != nil || len(gs) != 0 {
 		t.Fatalf("groups on disk after clearing %v (%v)", gs, err)
+	}
+	before, _ = os.Stat(filepath.Join(dir, GroupsFile))
+	wantCode(t, setGroup(t, a, "pool", model.GroupResource{}), model.CodeSuccess, "clear it again")
+	if after, err := os.Stat(filepath.Join(dir, GroupsFile)); err != nil || !os.SameFile(before, after) {
+		t.Fatalf("clearing a group it does not hold rewrote %s (%v)", GroupsFile, err)
 	}
 	wantCode(t, setGroup(t, a, "elsewhere", model.GroupResource{MemPoolLimit: 50, MemPoolWeight: 1}), model.CodeSuccess, "set group")
 	a.Close()
