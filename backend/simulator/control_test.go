@@ -111,6 +111,31 @@ func (e *events) wait(t *testing.T, n int) []model.Event {
 	}
 }
 
+// before returns the events that came before the announcement msg, once
+// it has come: a subscriber hears events in the order they were emitted,
+// so nothing emitted before the announcement is still on its way.
+func (e *events) before(t *testing.T, f *Fleet, msg string) []model.Event {
+	t.Helper()
+	f.Announce(msg)
+	for {
+		got := e.wait(t, 1)
+		if i := slices.IndexFunc(got, func(ev model.Event) bool { return ev.Message == "sim: "+msg }); i >= 0 {
+			return got[:i]
+		}
+		e.wait(t, len(got)+1)
+	}
+}
+
+// clockedFleet is a fleet of n hosts on a scenario clock (time moves only
+// when the test says), its events collected.
+func clockedFleet(t *testing.T, n int) (*Fleet, *clock, *events) {
+	f := New(quiet(n))
+	t.Cleanup(func() { _ = f.Close() })
+	c := &clock{now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)}
+	f.SetClock(c.Now)
+	return f, c, collect(t, f)
+}
+
 func kinds(evs []model.Event) map[model.EventKind]int {
 	m := map[model.EventKind]int{}
 	for _, e := range evs {
@@ -171,11 +196,7 @@ func TestControlOfflineOnline(t *testing.T) {
 }
 
 func TestControlCrashAbsorbed(t *testing.T) {
-	f := New(quiet(300))
-	defer f.Close()
-	c := &clock{now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)}
-	f.SetClock(c.Now)
-	evs := collect(t, f)
+	f, c, evs := clockedFleet(t, 300)
 	const key = "web:nginx"
 	out, err := f.Control(context.Background(), model.SimChange{Action: model.SimCrash, Share: 0.5, RestartFails: 0.5}, deployedHosts(f, key), key)
 	require.NoError(t, err)
@@ -209,11 +230,7 @@ func TestControlCrashAbsorbed(t *testing.T) {
 }
 
 func TestControlFlap(t *testing.T) {
-	f := New(quiet(50))
-	defer f.Close()
-	c := &clock{now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)}
-	f.SetClock(c.Now)
-	evs := collect(t, f)
+	f, c, evs := clockedFleet(t, 50)
 	h := allHosts(f)[7]
 	s, _ := f.Host(h.Host)
 	require.Equal(t, "normal", s.Kind)
@@ -230,11 +247,13 @@ func TestControlFlap(t *testing.T) {
 	s, _ = f.Host(h.Host)
 	assert.False(t, s.Offline, "a flap ends with the agent back")
 	f.Advance(c.Add(time.Second))
-	got := evs.wait(t, 5)
-	assert.Equal(t, []model.EventKind{model.EventSimControl, model.EventAgentOffline, model.EventAgentOnline, model.EventAgentOffline, model.EventAgentOnline},
-		[]model.EventKind{got[0].Kind, got[1].Kind, got[2].Kind, got[3].Kind, got[4].Kind})
-	time.Sleep(20 * time.Millisecond) // nothing more may come (a lower bound, not a window)
-	assert.Len(t, evs.wait(t, 5), 5, "two flaps are four toggles")
+	got := evs.before(t, f, "end of the test")
+	var seq []model.EventKind
+	for _, e := range got {
+		seq = append(seq, e.Kind)
+	}
+	assert.Equal(t, []model.EventKind{model.EventSimControl, model.EventAgentOffline, model.EventAgentOnline, model.EventAgentOffline, model.EventAgentOnline}, seq)
+	assert.Len(t, got, 5, "two flaps are four toggles")
 }
 
 func TestControlMemory(t *testing.T) {
