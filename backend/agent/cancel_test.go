@@ -17,7 +17,6 @@ import (
 	"gseproc/backend"
 	"gseproc/backend/config"
 	"gseproc/backend/engine"
-	"gseproc/backend/store"
 	"gseproc/backend/store/jsstore"
 	"gseproc/backend/transport"
 	"gseproc/model"
@@ -87,15 +86,8 @@ func cancelledResult(t *testing.T, ch <-chan model.Result) model.Result {
 func TestCancelStopsRunningCommand(t *testing.T) {
 	t.Parallel()
 	a := newAgent(t, "")
-	l := NewLocal(a)
-	st := store.NewMemory()
-	t.Cleanup(func() { st.Close() })
-	eng := engine.New(config.Default().Engine, l, l, st)
+	eng := localEngine(t, a)
 	ctx := context.Background()
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
 
 	p, dir := slowStart(t)
 	task, err := eng.Operate(ctx, backend.OperateRequest{Op: model.OpStart, Items: []model.ProcessDef{{Process: p, Hosts: []model.Host{a.host}}}})

@@ -16,6 +16,21 @@ import (
 	"gseproc/model"
 )
 
+// localEngine is a started engine, on a memory store, over agents called
+// in process (Local).
+func localEngine(t *testing.T, agents ...*Agent) *engine.Engine {
+	t.Helper()
+	l := NewLocal(agents...)
+	st := store.NewMemory()
+	t.Cleanup(func() { st.Close() })
+	eng := engine.New(config.Default().Engine, l, l, st)
+	if err := eng.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	return eng
+}
+
 // TestEngineOverTwoLocalAgents runs the engine against two real agents on
 // this machine (different identities, one definition whose pid_path holds
 // $GSEPROC_HOST_IP): start, a SIGKILL brought back and reported as an
@@ -24,15 +39,8 @@ func TestEngineOverTwoLocalAgents(t *testing.T) {
 	t.Parallel()
 	a1 := newAgent(t, "")
 	a2 := newAgent(t, "", func(c *config.AgentConfig) { c.IP = "127.0.0.2"; c.CloudID = 1 })
-	l := NewLocal(a1, a2)
-	st := store.NewMemory()
-	t.Cleanup(func() { st.Close() })
-	eng := engine.New(config.Default().Engine, l, l, st)
+	eng := localEngine(t, a1, a2)
 	ctx := context.Background()
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
 	evs, err := eng.Events(ctx)
 	if err != nil {
 		t.Fatal(err)
