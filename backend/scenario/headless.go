@@ -119,11 +119,11 @@ func final(ctx context.Context, fleet *simulator.Fleet) (Final, error) {
 	}
 	f := Final{Hosts: len(his), States: map[string]map[model.ProcState]int{}}
 	for _, hi := range his {
-		s, _ := fleet.Host(hi.Host)
-		if s.Offline || s.Kind != "normal" {
-			f.Offline = append(f.Offline, s.Host)
+		if hi.State != model.AgentOnline { // taken offline, or drawn offline or unreachable
+			f.Offline = append(f.Offline, hi.Host)
 			continue
 		}
+		s, _ := fleet.Host(hi.Host)
 		for _, p := range s.Procs {
 			m := f.States[p.ProcKey]
 			if m == nil {
