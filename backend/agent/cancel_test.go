@@ -79,6 +79,34 @@ func cancelledResult(t *testing.T, ch <-chan model.Result) model.Result {
 	return r
 }
 
+// cancelWhileRunning starts slowStart's process on host through run,
+// cancels the task through at as soon as its start_cmd runs (watching it
+// there), and checks the one result is cancelled and the command's
+// process group killed. It returns the task, the process and its
+// directory.
+func cancelWhileRunning(t *testing.T, run, at *engine.Engine, host model.Host) (model.Task, model.Process, string) {
+	t.Helper()
+	ctx := context.Background()
+	p, dir := slowStart(t)
+	task, err := run.Operate(ctx, backend.OperateRequest{Op: model.OpStart, Items: []model.ProcessDef{{Process: p, Hosts: []model.Host{host}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	ch, err := at.Watch(wctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgid := commandRunning(t, dir)
+	if err := at.Cancel(ctx, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	cancelledResult(t, ch)
+	eventually(t, 10*time.Second, "start_cmd's process group gone", func() bool { return groupGone(pgid) })
+	return task, p, dir
+}
+
 // TestCancelStopsRunningCommand cancels a task while its start_cmd runs on
 // a real in-process agent: the command's whole process group is killed,
 // the result is cancelled (not a timeout), the task is cancelled, and the
@@ -89,23 +117,7 @@ func TestCancelStopsRunningCommand(t *testing.T) {
 	eng := localEngine(t, a)
 	ctx := context.Background()
 
-	p, dir := slowStart(t)
-	task, err := eng.Operate(ctx, backend.OperateRequest{Op: model.OpStart, Items: []model.ProcessDef{{Process: p, Hosts: []model.Host{a.host}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	ch, err := eng.Watch(wctx, task.ID, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pgid := commandRunning(t, dir)
-	if err := eng.Cancel(ctx, task.ID); err != nil {
-		t.Fatal(err)
-	}
-	cancelledResult(t, ch)
-	eventually(t, 10*time.Second, "start_cmd's process group gone", func() bool { return groupGone(pgid) })
+	task, p, _ := cancelWhileRunning(t, eng, eng, a.host)
 	tv, err := eng.Task(ctx, task.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -182,27 +194,11 @@ func TestCancelFromAnotherServer(t *testing.T) {
 	}
 	srvA, srvB := server("server-a"), server("server-b")
 
-	p, dir := slowStart(t)
 	eventually(t, 30*time.Second, "agent online at server A", func() bool {
 		hs, _ := srvA.Hosts(ctx, backend.HostQuery{Hosts: []model.Host{a.host}})
 		return len(hs) == 1 && hs[0].State == model.AgentOnline
 	})
-	task, err := srvA.Operate(ctx, backend.OperateRequest{Op: model.OpStart, Items: []model.ProcessDef{{Process: p, Hosts: []model.Host{a.host}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	ch, err := srvB.Watch(wctx, task.ID, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pgid := commandRunning(t, dir)
-	if err := srvB.Cancel(ctx, task.ID); err != nil {
-		t.Fatal(err)
-	}
-	cancelledResult(t, ch)
-	eventually(t, 10*time.Second, "start_cmd's process group gone", func() bool { return groupGone(pgid) })
+	task, _, dir := cancelWhileRunning(t, srvA, srvB, a.host)
 	for name, srv := range map[string]*engine.Engine{"A": srvA, "B": srvB} {
 		eventually(t, 20*time.Second, "task cancelled at server "+name, func() bool {
 			tv, err := srv.Task(ctx, task.ID)
