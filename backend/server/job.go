@@ -79,8 +79,8 @@ func (s *Server) jobOperate(form wire.InfoForm, name string) handlerFunc {
 				v.Add("op_type", err.Error())
 			}
 		}
-		wire.ValidateInfos(v, form, scope, req.ProcessInfos, s.cfg.MaxHosts)
-		items, sup := mergeItems(v, req.ProcessInfos, form, scope)
+		procs := wire.ValidateInfos(v, form, scope, req.ProcessInfos, s.cfg.MaxHosts)
+		items, sup := mergeItems(v, req.ProcessInfos, procs)
 		if err := v.Err(); err != nil {
 			return nil, validationError(CodeIllegalParam, err)
 		}
@@ -96,12 +96,13 @@ func (s *Server) jobOperate(form wire.InfoForm, name string) handlerFunc {
 // mergeItems turns process_infos into definitions with their hosts; entries
 // naming the same process (same value_key in the scope) merge when their
 // fields are the same and are refused in v when they differ. sup holds the
-// supplier ids the hosts were given.
-func mergeItems(v *model.Validator, infos []wire.ProcessInfo, form wire.InfoForm, scope wire.Scope) (items []model.ProcessDef, sup map[string]int) {
+// supplier ids the hosts were given. procs holds each entry's definition
+// (wire.ValidateInfos).
+func mergeItems(v *model.Validator, infos []wire.ProcessInfo, procs []model.Process) (items []model.ProcessDef, sup map[string]int) {
 	index := map[string]int{} // process key -> its item
 	first := map[string]int{} // process key -> its first entry
 	for i, pi := range infos {
-		p := pi.ToProcess(form, scope)
+		p := procs[i]
 		hosts := pi.Hosts()
 		sup = wire.Suppliers(sup, pi.IPList)
 		if j, ok := index[p.Key()]; ok {

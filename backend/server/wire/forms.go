@@ -229,11 +229,13 @@ func (pi ProcessInfo) Hosts() []model.Host {
 
 // ValidateInfos checks a process_infos array for the given form, naming
 // fields as the client sent them ("process_infos[2].cpu_lmt"), and puts
-// every ip_list host into its canonical form in place.
-func ValidateInfos(v *model.Validator, form InfoForm, scope Scope, infos []ProcessInfo, maxHosts int) {
+// every ip_list host into its canonical form in place. It returns each
+// entry's definition (ToProcess), which it checked.
+func ValidateInfos(v *model.Validator, form InfoForm, scope Scope, infos []ProcessInfo, maxHosts int) []model.Process {
 	if len(infos) == 0 {
 		v.Add("process_infos", "required: at least one entry")
 	}
+	procs := make([]model.Process, len(infos))
 	hosts := 0
 	for i, pi := range infos {
 		prefix := fmt.Sprintf("process_infos[%d]", i)
@@ -244,6 +246,7 @@ func ValidateInfos(v *model.Validator, form InfoForm, scope Scope, infos []Proce
 		}
 		p := pi.ToProcess(form, scope)
 		p.ValidateInto(v, prefix, infoNames)
+		procs[i] = p
 		if len(pi.IPList) == 0 {
 			v.Add(prefix+".ip_list", "required: at least one host")
 		}
@@ -256,6 +259,7 @@ func ValidateInfos(v *model.Validator, form InfoForm, scope Scope, infos []Proce
 	if maxHosts > 0 && hosts > maxHosts {
 		v.Addf("process_infos", "%d hosts in one request, more than the limit of %d", hosts, maxHosts)
 	}
+	return procs
 }
 
 // ProcRequest is the meta/spec form: operate_proc (GSE), operate_proc_v2,
