@@ -143,8 +143,9 @@ func Connect(o ClientOptions, log *slog.Logger) (*nats.Conn, error) {
 		return nil, fmt.Errorf("connect to nats %s: %w", urls, err)
 	}
 	if nc.IsConnected() {
+		// ConnectHandler says so (and logs it) too, but later, from
+		// nats.go's callback goroutine; failed must know now.
 		cs.connected.Store(true)
-		log.Info("nats: connected", "url", nc.ConnectedUrlRedacted())
 	}
 	if o.Home != "" && len(list) > 1 {
 		stop := make(chan struct{})

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"gseproc/backend/config"
 	"gseproc/model"
 )
@@ -142,4 +144,28 @@ func TestConnectSaysWhy(t *testing.T) {
 		startServer(t, c, true)
 		eventually(t, "connected once the server is up", 20*time.Second, nc.IsConnected)
 	})
+}
+
+// TestConnectedLoggedOnce: one connection is one "nats: connected" line
+// (nats.go's connect handler logs it; Connect does not say it again).
+func TestConnectedLoggedOnce(t *testing.T) {
+	e := startServer(t, testNATS(t), true)
+	logs := &logBuf{}
+	nc, err := Connect(ClientOptions{URLs: e.ClientURL()}, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// nats.go runs its callbacks in order on one goroutine: once the
+	// closed handler has run, the connect handler has too.
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	nc.Close()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("closed handler not called")
+	}
+	if n := strings.Count(logs.String(), "nats: connected"); n != 1 {
+		t.Fatalf("%d \"nats: connected\" lines for one connection, want 1:\n%s", n, logs)
+	}
 }
