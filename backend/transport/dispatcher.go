@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"hash/maphash"
 	"log/slog"
 	"maps"
 	"slices"
@@ -41,8 +41,11 @@ type Dispatcher struct {
 	opts DispatcherOptions
 	log  *slog.Logger
 
-	mu      sync.Mutex
-	hosts   map[model.Host]*hostEntry
+	mu    sync.Mutex
+	hosts map[model.Host]*hostEntry
+	// beats are the same entries by heartbeat subject: a keepalive (most
+	// heartbeats) finds its host without parsing its subject again.
+	beats   map[string]*hostEntry
 	subs    map[int]func(model.Event)
 	nextSub int
 
@@ -59,8 +62,9 @@ type Dispatcher struct {
 	// Heartbeats are decoded by hbWorkers goroutines, each host always
 	// by the same one (its heartbeats stay in order): 100,000 agents
 	// report 20,000 times a second, more than one goroutine decodes.
-	hbq  [hbWorkers]chan *nats.Msg
-	hbWG sync.WaitGroup
+	hbq    [hbWorkers]chan *nats.Msg
+	hbSeed maphash.Seed // picks a subject's worker
+	hbWG   sync.WaitGroup
 
 	stop    chan struct{}
 	done    chan struct{}
@@ -76,10 +80,8 @@ const (
 
 // queueHeartbeat hands m to its host's heartbeat worker.
 func (d *Dispatcher) queueHeartbeat(m *nats.Msg) {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(m.Subject))
 	select {
-	case d.hbq[h.Sum32()%hbWorkers] <- m:
+	case d.hbq[maphash.String(d.hbSeed, m.Subject)%hbWorkers] <- m:
 	case <-d.stop:
 	}
 }
@@ -122,6 +124,8 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 	d := &Dispatcher{
 		opts: opts, log: opts.Logger,
 		hosts:   map[model.Host]*hostEntry{},
+		beats:   map[string]*hostEntry{},
+		hbSeed:  maphash.MakeSeed(),
 		subs:    map[int]func(model.Event){},
 		replies: map[string]pendingReply{}, replyPfx: randomSecret()[:12],
 		stop: make(chan struct{}),
@@ -422,13 +426,13 @@ func (d *Dispatcher) emit(evs ...model.Event) {
 }
 
 func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
+	if len(m.Data) == 0 {
+		d.onKeepalive(m.Subject)
+		return
+	}
 	subjHost, err := hostFromSubject(m.Subject)
 	if err != nil {
 		d.log.Warn("dispatcher: heartbeat", "err", err)
-		return
-	}
-	if len(m.Data) == 0 {
-		d.onKeepalive(subjHost)
 		return
 	}
 	var hb Heartbeat
@@ -451,12 +455,7 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 	now := time.Now()
 	var ev []model.Event
 	d.mu.Lock()
-	k := hb.Info.Host
-	e := d.hosts[k]
-	if e == nil {
-		e = &hostEntry{ord: k.Order()}
-		d.hosts[k] = e
-	}
+	e := d.entry(hb.Info.Host, m.Subject)
 	e.info = hb.Info
 	e.statuses = hb.Statuses
 	// An agent that reports less often than the server expects gets three
@@ -479,27 +478,47 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 	d.emit(ev...)
 }
 
-// onKeepalive records a heartbeat that says nothing changed since the
-// host's last full one: the host is alive; what it said last still holds.
-// A host not known yet (its full beat was missed) is listed by its
-// address until its next full beat (at most ServeOptions.FullEvery beats).
-func (d *Dispatcher) onKeepalive(id model.HostID) {
-	host := id.Host()
+// onKeepalive records a heartbeat (on subject subj) that says nothing
+// changed since the host's last full one: the host is alive; what it said
+// last still holds. Its subject is parsed only when the dispatcher does
+// not know it yet: a host whose full beat was missed is then listed by
+// its address until its next full beat (at most ServeOptions.FullEvery
+// beats).
+func (d *Dispatcher) onKeepalive(subj string) {
+	d.mu.Lock()
+	e := d.beats[subj]
+	if e == nil {
+		d.mu.Unlock()
+		id, err := hostFromSubject(subj)
+		if err != nil {
+			d.log.Warn("dispatcher: heartbeat", "err", err)
+			return
+		}
+		d.mu.Lock()
+		e = d.entry(id.Host(), subj)
+	}
 	now := time.Now()
 	var ev []model.Event
-	d.mu.Lock()
+	e.lastSeen = now
+	if !e.online {
+		e.online = true
+		ev = append(ev, model.Event{Time: now, Host: e.info.Host, Kind: model.EventAgentOnline, Message: "agent online"})
+	}
+	d.mu.Unlock()
+	d.emit(ev...)
+}
+
+// entry is host's entry (a new one knows only the host), known from now on
+// by its heartbeat subject subj too. d.mu is held; host is canonical, the
+// host of subj.
+func (d *Dispatcher) entry(host model.Host, subj string) *hostEntry {
 	e := d.hosts[host]
 	if e == nil {
 		e = &hostEntry{info: model.HostInfo{Host: host}, ord: host.Order(), grace: d.opts.OfflineAfter}
 		d.hosts[host] = e
 	}
-	e.lastSeen = now
-	if !e.online {
-		e.online = true
-		ev = append(ev, model.Event{Time: now, Host: host, Kind: model.EventAgentOnline, Message: "agent online"})
-	}
-	d.mu.Unlock()
-	d.emit(ev...)
+	d.beats[subj] = e
+	return e
 }
 
 func (d *Dispatcher) onEvent(m *nats.Msg) {

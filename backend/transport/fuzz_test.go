@@ -51,13 +51,13 @@ func FuzzAgentMessages(f *testing.F) {
 	ev, _ := json.Marshal(model.Event{Host: model.Host{IP: "10.0.0.1"}, ProcKey: "gse:proc-test", Kind: model.EventRestartSuccess})
 	forged, _ := json.Marshal(Heartbeat{Info: model.HostInfo{Host: model.Host{IP: "::ffff:10.0.0.2"}}})
 	for _, s := range []string{"gseproc.agent.0.10_0_0_1.hb", "gseproc.agent.0.10_0_0_2.hb", "gseproc.agent.0.10_0_0_1.event"} {
-		for _, d := range [][]byte{hb, ev, forged, []byte(`{"host": {"ip": "fe80::1%x"}}`), []byte(`{`)} {
+		for _, d := range [][]byte{hb, ev, forged, []byte(`{"host": {"ip": "fe80::1%x"}}`), []byte(`{`), nil} {
 			f.Add(s, d)
 		}
 	}
 	f.Fuzz(func(t *testing.T, subj string, data []byte) {
 		d := &Dispatcher{opts: DispatcherOptions{OfflineAfter: time.Minute}, log: slog.New(slog.DiscardHandler),
-			hosts: map[model.Host]*hostEntry{}, subs: map[int]func(model.Event){}, replies: map[string]pendingReply{}}
+			hosts: map[model.Host]*hostEntry{}, beats: map[string]*hostEntry{}, subs: map[int]func(model.Event){}, replies: map[string]pendingReply{}}
 		var got []model.Event
 		d.subs[0] = func(e model.Event) { got = append(got, e) }
 		m := &nats.Msg{Subject: subj, Data: data}
@@ -71,6 +71,12 @@ func FuzzAgentMessages(f *testing.F) {
 			}
 			if sid, _ := hostFromSubject(subj); sid != id {
 				t.Fatalf("host %s kept from subject %q", id, subj)
+			}
+		}
+		// A subject is known by the entry of its own host only.
+		for s, e := range d.beats {
+			if sid, err := hostFromSubject(s); err != nil || sid.Host() != e.info.Host || d.hosts[e.info.Host] != e {
+				t.Fatalf("subject %q known as host %+v", s, e.info.Host)
 			}
 		}
 		for _, e := range got {
