@@ -3,13 +3,9 @@ package agent
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
-	"strings"
 
+	"gseproc/backend/kept"
 	"gseproc/model"
 )
 
@@ -22,29 +18,11 @@ const AgentIDFile = "agent_id"
 // file that does not hold a valid id is an error, not replaced, so an agent
 // never silently changes identity.
 func loadAgentID(dir string) (string, error) {
-	path := filepath.Join(dir, AgentIDFile)
-	b, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		id, cerr := model.CheckAgentID(strings.TrimSpace(string(b)))
-		if cerr != nil {
-			return "", fmt.Errorf("agent id file %s: %w (remove it to have a new id generated)", path, cerr)
+	return kept.ID(filepath.Join(dir, AgentIDFile), "agent id", model.CheckAgentID, func() (string, error) {
+		var raw [16]byte
+		if _, err := rand.Read(raw[:]); err != nil {
+			return "", err
 		}
-		return id, nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return "", fmt.Errorf("read agent id: %w", err)
-	}
-	var raw [16]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", fmt.Errorf("generate agent id: %w", err)
-	}
-	id := "02" + hex.EncodeToString(raw[:])
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o644); err != nil {
-		return "", fmt.Errorf("write agent id: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return "", fmt.Errorf("write agent id: %w", err)
-	}
-	return id, nil
+		return "02" + hex.EncodeToString(raw[:]), nil
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"gseproc/backend/kept"
 	"gseproc/model"
 )
 
@@ -62,7 +63,7 @@ func (a *Agent) saveGroupsLocked() error {
 	if err != nil {
 		return fmt.Errorf("encode process groups: %w", err)
 	}
-	return writeAtomic(a.groupsPath, append(b, '\n'))
+	return kept.WriteFile(a.groupsPath, append(b, '\n'))
 }
 
 // setGroup answers a request that sets (or, limiting nothing, clears) the

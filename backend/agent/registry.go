@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 
+	"gseproc/backend/kept"
 	"gseproc/model"
 )
 
@@ -101,7 +101,7 @@ func loadRegistry(path string) ([]procRecord, error) {
 	return f.Proc, nil
 }
 
-// saveRegistry writes the records atomically (writeAtomic).
+// saveRegistry writes the records atomically (kept.WriteFile).
 func saveRegistry(path string, recs []procRecord) error {
 	if recs == nil {
 		recs = []procRecord{}
@@ -110,38 +110,8 @@ func saveRegistry(path string, recs []procRecord) error {
 	if err != nil {
 		return fmt.Errorf("encode hosting registry: %w", err)
 	}
-	if err := writeAtomic(path, append(b, '\n')); err != nil {
+	if err := kept.WriteFile(path, append(b, '\n')); err != nil {
 		return fmt.Errorf("hosting registry: %w", err)
-	}
-	return nil
-}
-
-// writeAtomic replaces path with b: temp file, fsync, rename, fsync of the
-// directory, so a crash leaves the old file or the new one, whole.
-func writeAtomic(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*.tmp")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("replace %s: %w", path, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
 	}
 	return nil
 }
