@@ -211,7 +211,7 @@ func (p *Prober) probeOnce() {
 	}
 	if p.o.Node != nil {
 		if jsz, err := p.o.Node.Jsz(&server.JSzOptions{}); err == nil && jsz.Meta != nil && jsz.Meta.Size > 1 {
-			s.JetStream.NodesUp = 1 + routedPeers(p.o.Node)
+			s.JetStream.NodesUp = 1 + len(transport.RoutePeers(p.o.Node))
 			s.JetStream.NodesWant, s.JetStream.QuorumNeeded, s.JetStream.Leader = jsz.Meta.Size, jsz.Meta.QuorumNeeded, jsz.Meta.Leader
 			if s.JetStream.QuorumNeeded == 0 {
 				s.JetStream.QuorumNeeded = jsz.Meta.Size/2 + 1
@@ -277,20 +277,6 @@ func (p *Prober) probeOnce() {
 	p.last = s
 }
 
-// routedPeers counts the other nodes this node has a route to (a route is
-// a pool of connections: peers are counted by name).
-func routedPeers(n *server.Server) int {
-	rz, err := n.Routez(&server.RoutezOptions{})
-	if err != nil {
-		return 0
-	}
-	peers := map[string]bool{}
-	for _, r := range rz.Routes {
-		peers[r.RemoteID] = true
-	}
-	return len(peers)
-}
-
 // neverFormed says this node's JetStream meta group has never known a peer
 // nor a leader: without a leader the replica list holds this node alone
 // until the cluster has formed once; afterwards it keeps every peer, up or
@@ -308,22 +294,19 @@ func neverFormed(self string, meta *server.MetaClusterInfo) bool {
 }
 
 // storeLag is the largest replica lag of the store's streams and how many
-// replicas are not current.
+// replicas are not current: one listing of the streams' infos (a JetStream
+// request per 256 streams), not a request per stream.
 func (p *Prober) storeLag(ctx context.Context) (lag uint64, behind int) {
-	names := p.js.StreamNames(ctx)
-	for name := range names.Name() {
+	streams := p.js.ListStreams(ctx)
+	for info := range streams.Info() {
+		name := info.Config.Name
 		if !strings.HasPrefix(name, p.o.StreamPrefix+"_") && !strings.HasPrefix(name, "KV_"+p.o.StreamPrefix+"_") {
 			continue
 		}
-		st, err := p.js.Stream(ctx, name)
-		if err != nil {
+		if info.Cluster == nil {
 			continue
 		}
-		ci := st.CachedInfo().Cluster
-		if ci == nil {
-			continue
-		}
-		for _, r := range ci.Replicas {
+		for _, r := range info.Cluster.Replicas {
 			lag = max(lag, r.Lag)
 			if !r.Current {
 				behind++

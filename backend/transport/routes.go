@@ -26,7 +26,7 @@ func watchRoutes(ns *server.Server, log *slog.Logger, every time.Duration) *rout
 		defer t.Stop()
 		var prev map[string]string
 		for {
-			cur := routePeers(ns)
+			cur := RoutePeers(ns)
 			up, down := routeChanges(prev, cur)
 			for _, name := range up {
 				log.Info("nats: route to cluster peer established", "peer", name, "addr", cur[name])
@@ -55,10 +55,10 @@ func (w *routeWatch) Stop() {
 	<-w.done
 }
 
-// routePeers maps each peer node with a route to its address (the IP of
-// its route connections; their ports are ephemeral, a route being a pool
-// of connections).
-func routePeers(ns *server.Server) map[string]string {
+// RoutePeers maps each peer node ns has a route to (by name, else id) to
+// its address (the IP of its route connections; their ports are
+// ephemeral, a route being a pool of connections).
+func RoutePeers(ns *server.Server) map[string]string {
 	rz, err := ns.Routez(&server.RoutezOptions{})
 	if err != nil {
 		return nil
