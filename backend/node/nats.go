@@ -247,11 +247,13 @@ func startNATSEngine(ctx context.Context, cfg config.Config, nb *NATS, fleet *si
 	if fleet != nil {
 		router = fleet
 	}
-	if err := nb.openStore(ctx, cfg, router); err != nil {
-		return fail(err)
-	}
+	// The id before the store: a bad id file is said at once, not once
+	// JetStream has a quorum.
 	id, err := ServerID(cfg)
 	if err != nil {
+		return fail(err)
+	}
+	if err := nb.openStore(ctx, cfg, router); err != nil {
 		return fail(err)
 	}
 	opts := []engine.Option{engine.WithLogger(log), engine.WithReadOnly(cfg.Engine.ReadOnly), engine.WithVersion(version), engine.WithOwner(id)}
