@@ -440,14 +440,18 @@ func (e *Engine) execute(r *run) {
 
 // dispatchOne sends target i to its host and records the final result.
 func (e *Engine) dispatchOne(r *run, i int) {
-	cctx, stop := context.WithCancelCause(r.ctx)
-	defer stop(nil)
 	r.mu.Lock()
 	res := r.results[i]
 	if res.State != model.StatePending {
 		r.mu.Unlock()
 		return // cancelled, or final from before a restart
 	}
+	// Only a target about to be sent gets a context of its own, registered
+	// in the same critical section that makes it running: a cancel
+	// (cancelRun) finds it pending or stops it. (Made before the check,
+	// every target a resumed or cancelled task skips cost one.)
+	cctx, stop := context.WithCancelCause(r.ctx)
+	defer stop(nil)
 	if r.inflight == nil {
 		r.inflight = map[int]context.CancelCauseFunc{}
 	}
