@@ -271,24 +271,22 @@ func (c mapCell) text(cellW int) string {
 
 // fleetMapPage is the fleet map of a host query.
 type fleetMapPage struct {
-	s       *shared
-	id      int
-	q       backend.HostQuery
-	by      string   // groupByNamespace or a host label key
-	bys     []string // the groupings offered (b cycles)
-	groups  []mapGroup
-	total   int // hosts
-	layout  mapLayout
-	lines   []string // rendered rows without the cursor
-	row     int      // cursor: a row of cells, and a cell in it
-	col     int
-	top     int // first row shown
-	loaded  bool
-	err     error
-	loading bool
-	queued  bool
-	loadAt  time.Time
-	w, h    int
+	s      *shared
+	id     int
+	q      backend.HostQuery
+	by     string   // groupByNamespace or a host label key
+	bys    []string // the groupings offered (b cycles)
+	groups []mapGroup
+	total  int // hosts
+	layout mapLayout
+	lines  []string // rendered rows without the cursor
+	row    int      // cursor: a row of cells, and a cell in it
+	col    int
+	top    int // first row shown
+	loaded bool
+	err    error
+	rl     reloads
+	w, h   int
 }
 
 // mapLoadedMsg is the map's hosts, grouped already (off the UI's
@@ -345,8 +343,7 @@ func (p *fleetMapPage) Title() string {
 }
 
 func (p *fleetMapPage) load() tea.Cmd {
-	p.loading = true
-	p.loadAt = p.s.now()
+	p.rl.started(p.s.now())
 	ctx, be, id, q, by, w, h := p.s.ctx, p.s.be, p.id, p.q, p.by, p.w, p.h
 	return func() tea.Msg {
 		hosts, err := be.Hosts(ctx, q)
@@ -359,15 +356,11 @@ func (p *fleetMapPage) load() tea.Cmd {
 
 // onEvents reloads when host events arrive, at most every reloadGap.
 func (p *fleetMapPage) onEvents([]model.Event) tea.Cmd {
-	if p.loading || p.queued {
-		return nil
-	}
-	if wait := reloadGap - p.s.now().Sub(p.loadAt); wait > 0 {
-		p.queued = true
-		id := p.id
-		return tea.Tick(wait, func(time.Time) tea.Msg { return mapReloadMsg{id} })
-	}
-	return p.load()
+	return p.pace(p.rl.changed(p.s.now()))
+}
+
+func (p *fleetMapPage) pace(load bool, wait time.Duration) tea.Cmd {
+	return paced(load, wait, p.load, mapReloadMsg{p.id})
 }
 
 func (p *fleetMapPage) SetSize(w, h int) {
@@ -505,10 +498,10 @@ func (p *fleetMapPage) Update(msg tea.Msg) tea.Cmd {
 	k := p.s.keys
 	switch msg := msg.(type) {
 	case mapLoadedMsg:
-		p.loading = false
+		next := p.pace(p.rl.done(p.s.now())) // for the events told meanwhile
 		if msg.err != nil {
 			p.err = msg.err
-			return errCmd("load the fleet map", msg.err)
+			return tea.Batch(errCmd("load the fleet map", msg.err), next)
 		}
 		p.err = nil
 		p.loaded = true
@@ -520,9 +513,9 @@ func (p *fleetMapPage) Update(msg tea.Msg) tea.Cmd {
 			p.relayout()
 		}
 		p.s.resolved("load the fleet map")
-		return nil
+		return next
 	case mapReloadMsg:
-		p.queued = false
+		p.rl.fired()
 		return p.load()
 	case tea.KeyMsg:
 		switch {

@@ -20,21 +20,19 @@ import (
 // host id, so it survives filtering and refreshes.
 type hostsPage struct {
 	fresh
-	s       *shared
-	id      int
-	q       backend.HostQuery
-	rows    []hostRow
-	shown   []int // indexes into rows after the filter
-	sel     map[string]bool
-	list    vlist
-	filter  listFilter
-	sort    sortState
-	loaded  bool
-	err     error // the last load failed
-	loading bool  // a reload is in flight (events trigger at most one)
-	queued  bool  // a reload is scheduled (events reload at most every reloadGap)
-	loadAt  time.Time
-	w, h    int
+	s      *shared
+	id     int
+	q      backend.HostQuery
+	rows   []hostRow
+	shown  []int // indexes into rows after the filter
+	sel    map[string]bool
+	list   vlist
+	filter listFilter
+	sort   sortState
+	loaded bool
+	err    error   // the last load failed
+	rl     reloads // event-driven reloads: one in flight, one every reloadGap
+	w, h   int
 }
 
 type hostRow struct {
@@ -77,36 +75,28 @@ func (p *hostsPage) Title() string {
 // onEvents reloads the table when a host event concerns a shown host (one
 // reload at a time; nothing happens while nothing happens).
 func (p *hostsPage) onEvents(evs []model.Event) tea.Cmd {
-	if p.loading || p.queued {
-		return nil
-	}
 	ids := make(map[string]bool, len(evs))
 	for _, e := range evs {
 		ids[e.Host.AgentID()] = true
 	}
 	for i := range p.rows {
 		if ids[p.rows[i].id] {
-			if wait := reloadGap - p.s.now().Sub(p.loadAt); wait > 0 {
-				p.queued = true
-				id := p.id
-				return tea.Tick(wait, func(time.Time) tea.Msg { return hostsReloadMsg{id} })
-			}
-			return p.load()
+			return p.pace(p.rl.changed(p.s.now()))
 		}
 	}
 	return nil
 }
 
-// reloadGap is the shortest time between two event-driven reloads.
-const reloadGap = 2 * time.Second
-
 type hostsReloadMsg struct{ id int }
 
 func (m hostsReloadMsg) pageID() int { return m.id }
 
+func (p *hostsPage) pace(load bool, wait time.Duration) tea.Cmd {
+	return paced(load, wait, p.load, hostsReloadMsg{p.id})
+}
+
 func (p *hostsPage) load() tea.Cmd {
-	p.loading = true
-	p.loadAt = p.s.now()
+	p.rl.started(p.s.now())
 	ctx, be, id, q := p.s.ctx, p.s.be, p.id, p.q
 	return func() tea.Msg {
 		hosts, err := be.Hosts(ctx, q)
@@ -369,13 +359,14 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 	k := p.s.keys
 	switch msg := msg.(type) {
 	case hostsReloadMsg:
-		p.queued = false
+		p.rl.fired()
 		return p.load()
 	case hostsLoadedMsg:
-		p.loaded, p.loading = true, false
+		p.loaded = true
+		next := p.pace(p.rl.done(p.s.now())) // for the events told meanwhile
 		if msg.err != nil {
 			p.err = msg.err
-			return errCmd("list hosts", msg.err)
+			return tea.Batch(errCmd("list hosts", msg.err), next)
 		}
 		if p.err != nil {
 			p.err = nil
@@ -388,6 +379,7 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 		}
 		p.sortRows()
 		p.applyFilter()
+		return next
 	case tea.KeyMsg:
 		if p.filter.typing {
 			changed, cmd := p.filter.key(msg)

@@ -809,23 +809,23 @@ func TestHostsReloadOnEvent(t *testing.T) {
 	hp := openHosts(t, d, "app=nginx")
 	other := model.Event{Time: time.Now(), Host: model.Host{IP: "192.0.2.1"}, Kind: model.EventAgentOnline}
 	d.send(eventsMsg{events: []model.Event{other}, closed: true})
-	if hp.loading {
+	if hp.rl.loading {
 		t.Fatal("an event of another host reloaded the table")
 	}
 	mine := model.Event{Time: time.Now(), Host: hp.rows[0].v.Host, ProcKey: "web:nginx", Kind: model.EventRestartSuccess}
 	d.send(eventsMsg{events: []model.Event{mine}, closed: true})
-	if !hp.loading && !hp.queued {
+	if !hp.rl.loading && !hp.rl.queued {
 		t.Fatal("an event of a shown host did not reload the table")
 	}
 	// Right after a load, the reload waits (at most one every reloadGap).
-	d.until("reloaded", func() bool { return !hp.loading && !hp.queued })
-	hp.loadAt = time.Now().Add(-time.Hour)
+	d.until("reloaded", func() bool { return !hp.rl.loading && !hp.rl.queued })
+	hp.rl.at = time.Now().Add(-time.Hour)
 	d.send(eventsMsg{events: []model.Event{mine}, closed: true})
-	if !hp.loading {
+	if !hp.rl.loading {
 		t.Fatal("an event long after the last load did not reload at once")
 	}
 	d.send(eventsMsg{events: []model.Event{mine}, closed: true}) // one at a time
-	d.until("reloaded again", func() bool { return !hp.loading && !hp.queued })
+	d.until("reloaded again", func() bool { return !hp.rl.loading && !hp.rl.queued })
 }
 
 // The scrolling screens move with the navigation keys.
