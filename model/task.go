@@ -180,6 +180,10 @@ type Task struct {
 	Created   time.Time  `json:"created"`
 	Finished  time.Time  `json:"finished,omitzero"`
 	Counts    Counts     `json:"counts"`
+	// Rollout makes the task a roll: batch by batch (see DecideRoll);
+	// Roll is its progress. Both nil for an ordinary task.
+	Rollout *Rollout   `json:"rollout,omitempty"`
+	Roll    *RollState `json:"roll,omitempty"`
 }
 
 // Counts tallies sub-results by state.

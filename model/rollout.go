@@ -1,0 +1,429 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Rolling operations. A task with a Rollout does not send its op to every
+// host at once: it goes batch by batch over the hosts (all of a host's
+// targets in the same batch), an optional first canary batch, a pause
+// between batches (a duration, or until an operator resumes), and a
+// failure threshold that stops the roll. DecideRoll is the one rule: it
+// is told where the roll is and answers what to do next; the engine does
+// it.
+
+// Quantity is a count of hosts or a percentage ("10%") of them.
+type Quantity struct {
+	N       int
+	Percent bool
+}
+
+func (q Quantity) String() string {
+	if q.Percent {
+		return strconv.Itoa(q.N) + "%"
+	}
+	return strconv.Itoa(q.N)
+}
+
+// IsZero reports whether q is unset (0, as a count).
+func (q Quantity) IsZero() bool { return q.N == 0 && !q.Percent }
+
+// Of is q over total: a count as it is, a percentage rounded up.
+func (q Quantity) Of(total int) int {
+	if !q.Percent {
+		return q.N
+	}
+	return (total*q.N + 99) / 100
+}
+
+// Exceeded reports whether bad failures over size targets exceed q taken
+// as the failures tolerated: more than N, or more than N% of size.
+func (q Quantity) Exceeded(bad, size int) bool {
+	if q.Percent {
+		return bad*100 > q.N*size
+	}
+	return bad > q.N
+}
+
+// ParseQuantity reads "N" or "N%".
+func ParseQuantity(s string) (Quantity, error) {
+	s = strings.TrimSpace(s)
+	num, pct := strings.CutSuffix(s, "%")
+	n, err := strconv.Atoi(strings.TrimSpace(num))
+	if err != nil || num == "" || strings.HasPrefix(num, "+") {
+		return Quantity{}, fmt.Errorf("want a count (10) or a percentage (10%%), got %q", s)
+	}
+	return Quantity{N: n, Percent: pct}, nil
+}
+
+// FailScope is what a failure threshold is counted over.
+type FailScope string
+
+// Failure threshold scopes.
+const (
+	FailPerBatch FailScope = "batch" // the failures of the batch running
+	FailPerTask  FailScope = "task"  // every failure of the task so far
+)
+
+// PauseManual is RolloutSpec.Pause for "wait until an operator resumes".
+const PauseManual = "manual"
+
+// RolloutSpec is a rollout as requests and the task record write it.
+type RolloutSpec struct {
+	// Batch is the hosts of one batch: "10" or "10%" of the task's hosts.
+	Batch string `json:"batch"`
+	// Canary is the hosts of an optional first batch ("", "1", "5%"): a
+	// failure in it stops the roll whatever MaxFail says.
+	Canary string `json:"canary,omitempty"`
+	// Pause between batches: a duration ("30s"), "manual" (until an
+	// operator resumes) or "" / "0" (none).
+	Pause string `json:"pause,omitempty"`
+	// MaxFail is the failures tolerated ("0" when empty: the first
+	// failure stops the roll), a count or a percentage of FailScope's
+	// hosts. Unreachable and timed-out hosts are failures.
+	MaxFail string `json:"max_fail,omitempty"`
+	// FailScope is "batch" (default) or "task".
+	FailScope FailScope `json:"fail_scope,omitempty"`
+}
+
+// Rollout is a parsed, valid RolloutSpec.
+type Rollout struct {
+	Batch       Quantity
+	Canary      Quantity
+	Pause       time.Duration
+	PauseManual bool
+	MaxFail     Quantity
+	FailScope   FailScope
+}
+
+// MaxRollPause bounds a timed pause between batches.
+const MaxRollPause = 24 * time.Hour
+
+// Parse checks the spec at the entrance and returns it in canonical form;
+// every bad field is recorded in v under prefix (e.g. "rollout.").
+func (s RolloutSpec) Parse(v *Validator, prefix string) Rollout {
+	var r Rollout
+	quantity := func(field, val string, required, zeroOK bool) Quantity {
+		if strings.TrimSpace(val) == "" {
+			if required {
+				v.Add(prefix+field, "required: a count of hosts (10) or a percentage (10%)")
+			}
+			return Quantity{}
+		}
+		q, err := ParseQuantity(val)
+		switch {
+		case err != nil:
+			v.Add(prefix+field, err.Error())
+		case q.N < 0:
+			v.Addf(prefix+field, "must not be negative, got %s", q)
+		case q.Percent && q.N > 100:
+			v.Addf(prefix+field, "a percentage is at most 100%%, got %s", q)
+		case q.N == 0 && !zeroOK:
+			v.Addf(prefix+field, "must be at least 1 host or 1%%, got %s", q)
+		}
+		return q
+	}
+	r.Batch = quantity("batch", s.Batch, true, false)
+	if strings.TrimSpace(s.Canary) != "" {
+		r.Canary = quantity("canary", s.Canary, false, true)
+		if r.Canary.N == 0 {
+			r.Canary = Quantity{}
+		}
+	}
+	if r.Canary.N > 0 && r.Canary.Percent == r.Batch.Percent && r.Canary.N > r.Batch.N && r.Batch.N > 0 {
+		v.Addf(prefix+"canary", "the canary batch (%s) must not be larger than a batch (%s)", r.Canary, r.Batch)
+	}
+	r.MaxFail = quantity("max_fail", s.MaxFail, false, true)
+	switch p := strings.TrimSpace(s.Pause); p {
+	case "", "0":
+	case PauseManual:
+		r.PauseManual = true
+	default:
+		d, err := time.ParseDuration(p)
+		switch {
+		case err != nil:
+			v.Addf(prefix+"pause", "want a duration (30s, 5m) or %q, got %q", PauseManual, s.Pause)
+		case d < 0:
+			v.Addf(prefix+"pause", "must not be negative, got %s", p)
+		case d > MaxRollPause:
+			v.Addf(prefix+"pause", "at most %s (use %q to wait for an operator), got %s", MaxRollPause, PauseManual, p)
+		}
+		r.Pause = d
+	}
+	switch s.FailScope {
+	case "", FailPerBatch:
+		r.FailScope = FailPerBatch
+	case FailPerTask:
+		r.FailScope = FailPerTask
+	default:
+		v.Addf(prefix+"fail_scope", "want %q or %q, got %q", FailPerBatch, FailPerTask, s.FailScope)
+	}
+	return r
+}
+
+// ParseRollout parses s alone: a ValidationError names every bad field.
+func ParseRollout(s RolloutSpec) (Rollout, error) {
+	v := &Validator{}
+	r := s.Parse(v, "rollout.")
+	return r, v.Err()
+}
+
+// Spec is r written as a RolloutSpec (canonical strings).
+func (r Rollout) Spec() RolloutSpec {
+	s := RolloutSpec{Batch: r.Batch.String(), MaxFail: r.MaxFail.String(), FailScope: r.FailScope}
+	if r.Canary.N > 0 {
+		s.Canary = r.Canary.String()
+	}
+	switch {
+	case r.PauseManual:
+		s.Pause = PauseManual
+	case r.Pause > 0:
+		s.Pause = r.Pause.String()
+	}
+	return s
+}
+
+// String is the rollout in one line, e.g. "batch 10% · canary 1 · pause 30s · max-fail 2 per batch".
+func (r Rollout) String() string {
+	parts := []string{"batch " + r.Batch.String()}
+	if r.Canary.N > 0 {
+		parts = append(parts, "canary "+r.Canary.String())
+	}
+	switch {
+	case r.PauseManual:
+		parts = append(parts, "pause until resumed")
+	case r.Pause > 0:
+		parts = append(parts, "pause "+r.Pause.String())
+	}
+	parts = append(parts, "max-fail "+r.MaxFail.String()+" per "+string(r.FailScope))
+	return strings.Join(parts, " · ")
+}
+
+// MarshalJSON writes the spec form.
+func (r Rollout) MarshalJSON() ([]byte, error) { return json.Marshal(r.Spec()) }
+
+// UnmarshalJSON reads the spec form and checks it.
+func (r *Rollout) UnmarshalJSON(b []byte) error {
+	var s RolloutSpec
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	p, err := ParseRollout(s)
+	if err != nil {
+		return err
+	}
+	*r = p
+	return nil
+}
+
+// Batch is one batch of a plan: the targets [Lo, Hi) on Hosts hosts.
+type Batch struct {
+	Lo, Hi int
+	Hosts  int
+	Canary bool
+}
+
+// Plan cuts a task's targets into batches. hostTargets lists, in target
+// order, how many consecutive targets each host has (targets grouped by
+// host). The canary batch (if any) comes first; every batch has at least
+// one host; the plan is the same for the same input, so a resumed roll
+// finds the batches it started.
+func (r Rollout) Plan(hostTargets []int) []Batch {
+	hosts := len(hostTargets)
+	var out []Batch
+	lo, h := 0, 0
+	take := func(n int, canary bool) {
+		n = max(1, min(n, hosts-h))
+		b := Batch{Lo: lo, Hosts: n, Canary: canary}
+		for range n {
+			lo += hostTargets[h]
+			h++
+		}
+		b.Hi = lo
+		out = append(out, b)
+	}
+	if c := r.Canary.Of(hosts); c > 0 && hosts > 0 {
+		take(c, true)
+	}
+	size := max(1, r.Batch.Of(hosts))
+	for h < hosts {
+		take(size, false)
+	}
+	return out
+}
+
+// BatchProgress counts one batch's (or the whole task's) targets.
+type BatchProgress struct {
+	Size    int `json:"targets"`
+	Pending int `json:"pending"` // not sent yet
+	Running int `json:"running"`
+	OK      int `json:"ok"`
+	Bad     int `json:"failed"` // failed, timed out, unreachable or cancelled
+	// LastFinished is when its latest result came (zero when none).
+	LastFinished time.Time `json:"last_finished,omitzero"`
+}
+
+// Add counts one result.
+func (p *BatchProgress) Add(r Result) {
+	p.Size++
+	p.add(r, 1)
+}
+
+// Move counts a target that went from state from to r.
+func (p *BatchProgress) Move(from ResultState, r Result) {
+	p.add(Result{State: from}, -1)
+	p.add(r, 1)
+}
+
+func (p *BatchProgress) add(r Result, n int) {
+	switch {
+	case r.State == StatePending || r.State == "":
+		p.Pending += n
+	case r.State == StateRunning:
+		p.Running += n
+	case r.State.OK():
+		p.OK += n
+	default:
+		p.Bad += n
+	}
+	if n > 0 && r.Finished.After(p.LastFinished) {
+		p.LastFinished = r.Finished
+	}
+}
+
+// Complete reports whether every target of it is final.
+func (p BatchProgress) Complete() bool { return p.Pending == 0 && p.Running == 0 }
+
+// RollControl is what operators asked of a roll: kept apart from its
+// progress (written by whichever server runs it), so that any server can
+// pause, resume or abort it.
+type RollControl struct {
+	Paused   bool      `json:"paused,omitempty"`
+	PausedBy string    `json:"paused_by,omitempty"`
+	PausedAt time.Time `json:"paused_at,omitzero"`
+	// Waiting is the batch whose start waits for an operator (a manual
+	// pause), as the server running the roll wrote it; Released the
+	// latest such batch an operator resumed. 0: none (batch 0 never waits).
+	Waiting   int       `json:"waiting,omitempty"`
+	Released  int       `json:"released,omitempty"`
+	Aborted   bool      `json:"aborted,omitempty"`
+	AbortedBy string    `json:"aborted_by,omitempty"`
+	AbortedAt time.Time `json:"aborted_at,omitzero"`
+}
+
+// RollInput is where a roll is: what DecideRoll is told.
+type RollInput struct {
+	Batches []Batch // the plan
+	Started int     // batches started (0..len(Batches))
+	// Current is the progress of batch Started-1 (zero when Started is 0);
+	// Total that of the whole task.
+	Current, Total BatchProgress
+	Control        RollControl
+	Now            time.Time
+}
+
+// RollDo is what a roll does next.
+type RollDo string
+
+// Roll decisions.
+const (
+	RollDispatch   RollDo = "dispatch"    // send batch Batch's pending targets (start it when Batch == Started)
+	RollRunning    RollDo = "running"     // batch Batch is running: wait for its results
+	RollWait       RollDo = "wait"        // wait until Until, then decide again
+	RollWaitResume RollDo = "wait_resume" // wait for an operator to resume
+	RollStop       RollDo = "stop"        // stop: no more targets are sent; Reason says why
+	RollDone       RollDo = "done"        // every batch is over
+)
+
+// RollDecision is DecideRoll's answer.
+type RollDecision struct {
+	Do     RollDo
+	Batch  int       // the batch it concerns (0-based)
+	Until  time.Time // RollWait
+	Reason string    // in words, for the task view and the log
+	// Aborted: RollStop because an operator aborted the roll (not a threshold).
+	Aborted bool
+}
+
+// DecideRoll says what a roll in state in does next. It starts nothing
+// and reads no clock: in.Now is the time.
+func DecideRoll(r Rollout, in RollInput) RollDecision {
+	cur := in.Started - 1
+	if in.Control.Aborted {
+		by := in.Control.AbortedBy
+		if by == "" {
+			by = "an operator"
+		}
+		return RollDecision{Do: RollStop, Batch: max(cur, 0), Aborted: true, Reason: "aborted by " + by}
+	}
+	if cur >= 0 {
+		b := in.Batches[cur]
+		switch {
+		case b.Canary && in.Current.Bad > 0:
+			return RollDecision{Do: RollStop, Batch: cur, Reason: fmt.Sprintf(
+				"canary batch failed: %d of %d targets failed", in.Current.Bad, in.Current.Size)}
+		case r.FailScope == FailPerTask && r.MaxFail.Exceeded(in.Total.Bad, in.Total.Size):
+			return RollDecision{Do: RollStop, Batch: cur, Reason: fmt.Sprintf(
+				"failure threshold exceeded in batch %d: %d of the task's %d targets failed (max-fail %s per task)",
+				cur+1, in.Total.Bad, in.Total.Size, r.MaxFail)}
+		case r.FailScope != FailPerTask && r.MaxFail.Exceeded(in.Current.Bad, in.Current.Size):
+			return RollDecision{Do: RollStop, Batch: cur, Reason: fmt.Sprintf(
+				"failure threshold exceeded in batch %d: %d of its %d targets failed (max-fail %s per batch)",
+				cur+1, in.Current.Bad, in.Current.Size, r.MaxFail)}
+		}
+		if in.Current.Pending > 0 {
+			if in.Control.Paused {
+				return RollDecision{Do: RollWaitResume, Batch: cur, Reason: pausedBy(in.Control)}
+			}
+			return RollDecision{Do: RollDispatch, Batch: cur, Reason: fmt.Sprintf("batch %d of %d running", cur+1, len(in.Batches))}
+		}
+		if in.Current.Running > 0 {
+			reason := fmt.Sprintf("batch %d of %d running", cur+1, len(in.Batches))
+			if in.Control.Paused {
+				reason += "; " + pausedBy(in.Control) + ": no more hosts are sent the op"
+			}
+			return RollDecision{Do: RollRunning, Batch: cur, Reason: reason}
+		}
+	}
+	next := in.Started
+	if next >= len(in.Batches) {
+		return RollDecision{Do: RollDone, Batch: max(cur, 0), Reason: fmt.Sprintf("all %d batches done", len(in.Batches))}
+	}
+	if in.Control.Paused {
+		return RollDecision{Do: RollWaitResume, Batch: next, Reason: pausedBy(in.Control)}
+	}
+	if next > 0 {
+		switch {
+		case r.PauseManual && in.Control.Released < next:
+			return RollDecision{Do: RollWaitResume, Batch: next, Reason: fmt.Sprintf(
+				"batch %d of %d done: waiting for an operator to resume", next, len(in.Batches))}
+		case r.Pause > 0 && in.Now.Before(in.Current.LastFinished.Add(r.Pause)):
+			until := in.Current.LastFinished.Add(r.Pause)
+			return RollDecision{Do: RollWait, Batch: next, Until: until, Reason: fmt.Sprintf(
+				"batch %d of %d done: pausing %s before the next", next, len(in.Batches), r.Pause)}
+		}
+	}
+	return RollDecision{Do: RollDispatch, Batch: next, Reason: fmt.Sprintf("batch %d of %d starting", next+1, len(in.Batches))}
+}
+
+func pausedBy(c RollControl) string {
+	if c.PausedBy == "" {
+		return "paused"
+	}
+	return "paused by " + c.PausedBy
+}
+
+// RollState is a roll's progress as the task record keeps it (written
+// by the server running the task, fenced).
+type RollState struct {
+	Batches int `json:"batches"` // planned
+	Started int `json:"started"` // batches started
+	// Stopped says why the roll stopped before its last batch (a
+	// threshold, an abort); StoppedBatch is the batch (1-based) it was in.
+	Stopped      string `json:"stopped,omitempty"`
+	StoppedBatch int    `json:"stopped_batch,omitempty"`
+}
