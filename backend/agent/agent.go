@@ -46,11 +46,25 @@ type Agent struct {
 	// groupsPath; poolBreaches counts each pool's samples over in a row.
 	groups       map[string]model.GroupResource
 	groupsPath   string
+	groupsMu     sync.Mutex // one groups file write at a time (setGroup)
 	poolBreaches map[string]int
 	subs         map[*subscriber]struct{}
-	started      bool
-	closed       bool
-	dropped      int
+
+	// The registry writer (persist.go): regWant counts the changes made,
+	// regDone those on disk; regFlushed is closed (and replaced) at every
+	// write, regErr is its error. flushMu keeps writes one at a time.
+	regDelay   time.Duration
+	regKick    chan struct{}
+	regWant    uint64
+	regDone    uint64
+	regFlushed chan struct{}
+	regErr     error
+	regWrites  uint64 // attempted, for tests
+	flushMu    sync.Mutex
+
+	started bool
+	closed  bool
+	dropped int
 }
 
 // entry is one process definition known to the agent.
@@ -139,6 +153,9 @@ func New(cfg config.AgentConfig, log *slog.Logger) (*Agent, error) {
 		groupsPath:   filepath.Join(cfg.DataDir, GroupsFile),
 		poolBreaches: map[string]int{},
 		subs:         map[*subscriber]struct{}{},
+		regDelay:     registryDelay,
+		regKick:      make(chan struct{}, 1),
+		regFlushed:   make(chan struct{}),
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	recs, err := loadRegistry(a.regPath)
@@ -180,6 +197,8 @@ func New(cfg config.AgentConfig, log *slog.Logger) (*Agent, error) {
 			}
 		}
 	}
+	a.wg.Add(1)
+	go a.persister()
 	a.log.Info("agent ready", "agent_id", a.agentID, "hosted", len(recs), "registry", a.regPath, "cpus", a.m.ncpu, "mem_total", a.m.memTotal)
 	return a, nil
 }
@@ -246,7 +265,7 @@ func (a *Agent) adoptLocked(u *unit) {
 	recorded := u.tick
 	for _, pid := range []int{pidFromFile(u.pidPath), u.pid} {
 		st, live := alive(pid)
-		if !live || (recorded != 0 && st.StartTick != recorded) {
+		if !live || (recorded != 0 && st.StartTick != recorded && !a.missedRestart(u, pid, st, recorded)) {
 			continue
 		}
 		if recorded == 0 { // no start time on record: the pid file's own age must fit
@@ -273,6 +292,26 @@ func (a *Agent) adoptLocked(u *unit) {
 	a.afterExitLocked(u, -1, reason)
 }
 
+// missedRestart reports whether pid, named by the pid file of u and not
+// the process on record (started at tick recorded), is a restart the
+// registry had not recorded yet when the agent stopped (registry writes
+// are coalesced): the pid file was written after the recorded process
+// started, by a process started later than it and no later than the
+// write, that carries u's own environment (GSEPROC_AGENT_ID, GSEPROC_PROC,
+// GSEPROC_INSTANCE: an agent's command for u started it). A stranger that
+// took the pid, or that the file names, is refused.
+func (a *Agent) missedRestart(u *unit, pid int, st procStat, recorded uint64) bool {
+	filePid, mtime, err := readPidFile(u.pidPath)
+	if err != nil || filePid != pid || st.StartTick <= recorded {
+		return false
+	}
+	if !mtime.After(tickTime(recorded)) || tickTime(st.StartTick).After(mtime.Add(time.Second)) {
+		return false
+	}
+	return hasEnv(pid, "GSEPROC_AGENT_ID="+a.host.AgentID(), "GSEPROC_PROC="+u.e.key,
+		"GSEPROC_INSTANCE="+strconv.Itoa(u.idx))
+}
+
 func pidFromFile(path string) int {
 	pid, _, err := readPidFile(path)
 	if err != nil {
@@ -294,6 +333,9 @@ func (a *Agent) Close() error {
 	a.mu.Unlock()
 	a.cancel()
 	a.wg.Wait()
+	if err := a.flush(); err != nil {
+		a.log.Error("hosting registry not written at close", "err", err)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, e := range a.procs {
@@ -391,26 +433,6 @@ func (a *Agent) setStateLocked(u *unit, to model.ProcState, reason string) {
 	u.msg = reason
 	a.log.Info("process state", "proc", u.e.key, "instance", u.idx, "from", string(from), "to", string(to),
 		"pid", u.pid, "reason", reason)
-}
-
-// persistLocked writes the hosting registry: one entry per hosted process.
-func (a *Agent) persistLocked() {
-	var recs []procRecord
-	now := time.Now().Unix()
-	for _, e := range a.sortedEntries() {
-		if !e.hosted {
-			continue
-		}
-		h := &hostedRecord{Process: e.p, RegisterTime: e.registerTime}
-		for _, u := range e.units {
-			h.Instances = append(h.Instances, instanceRecord{PID: u.pid, StartTick: u.tick, State: u.state,
-				Held: u.held, Done: u.done, Restarts: u.restarts})
-		}
-		recs = append(recs, recordOf(e.p, e.lastOp, now, h))
-	}
-	if err := saveRegistry(a.regPath, recs); err != nil {
-		a.log.Error("persist hosting registry", "err", err)
-	}
 }
 
 // Statuses reports every process the agent knows (one per definition;

@@ -1155,7 +1155,7 @@ func TestRegistryFileIsAtomicAndGSEShaped(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
-	for _, want := range []string{`"proc": [`, `"valuekey": "test:reg"`, `"procName": "reg"`, `"startCmd"`, `"opTimeOut": 10`} {
+	for _, want := range []string{`"proc":[`, `"valuekey":"test:reg"`, `"procName":"reg"`, `"startCmd"`, `"opTimeOut":10`} {
 		if !strings.Contains(string(b), want) {
 			t.Fatalf("registry lacks %s:\n%s", want, b)
 		}

@@ -38,6 +38,28 @@
 //     rules. A periodic job runs every cycle_time seconds from its start
 //     and a tick is skipped while the previous run is alive.
 //
+// The hosting registry (procinfo.json) is written whole, compact and
+// atomically (kept.WriteFile), at most once per registryDelay (50 ms):
+// a change only marks it due, and one write after the first change takes
+// every change made meanwhile, outside the agent lock. An op answers only
+// once the write that holds its change is on disk, so what an op did and
+// answered survives a crash of the agent; Close writes what is left. A
+// crash loses at most the supervisor's own changes of the last interval
+// (a restart's new pid, a restart count, a give-up), and the next start
+// recovers them from the processes themselves: a process alive with the
+// recorded start time is re-adopted; a pid file written after the
+// recorded start by a process carrying the instance's environment
+// (GSEPROC_AGENT_ID, GSEPROC_PROC, GSEPROC_INSTANCE) is a restart not yet
+// recorded and is re-adopted too, never started twice; anything else is
+// not running and goes to the restart policy (a give-up lost this way is
+// decided again after start_retries).
+//
+// No command is launched, waited for, or file written or synced while
+// the agent-wide lock is held: the lock guards the state in memory only.
+// Every child is reaped: the command's shell when it exits, a killed one
+// late to exit in the background, a hosted process that is our child by
+// its watcher.
+//
 // The agent runs on Linux (pidfd, /proc, process groups); on other
 // systems New reports that it is not supported, so that the console and
 // the CLI still build and run there.

@@ -224,12 +224,12 @@ func (c *child) close() {
 // run launches command and waits for it to finish within timeout or ctx;
 // on timeout the command's process group is killed. It returns the exit
 // status and the output tail.
-func run(ctx context.Context, p model.Process, command string, env []string, timeout time.Duration, limit int) (int, string, error) {
+func (a *Agent) run(ctx context.Context, p model.Process, command string, env []string, timeout time.Duration, limit int) (int, string, error) {
 	c, err := launch(p, command, env)
 	if err != nil {
 		return -1, "", err
 	}
-	defer c.close()
+	defer a.reap(c) // reaped by now, but for a killed one slow to exit
 	deadline := time.Now().Add(timeout)
 	for !c.poll(50 * time.Millisecond) {
 		if ctx.Err() != nil || time.Now().After(deadline) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"sort"
 	"strconv"
@@ -51,53 +52,62 @@ func loadGroups(path string) (map[string]model.GroupResource, error) {
 	return out, nil
 }
 
-// saveGroupsLocked writes a.groups.
-func (a *Agent) saveGroupsLocked() error {
+// encodeGroups is the groups file for groups.
+func encodeGroups(groups map[string]model.GroupResource) ([]byte, error) {
 	f := groupsFile{ProcessGroup: []groupRecord{}}
 	now := time.Now().Unix()
-	for ns, r := range a.groups {
+	for ns, r := range groups {
 		f.ProcessGroup = append(f.ProcessGroup, groupRecord{ID: ns, Resource: r, Timestamp: now})
 	}
 	sort.Slice(f.ProcessGroup, func(i, j int) bool { return f.ProcessGroup[i].ID < f.ProcessGroup[j].ID })
 	b, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode process groups: %w", err)
+		return nil, fmt.Errorf("encode process groups: %w", err)
 	}
-	return kept.WriteFile(a.groupsPath, append(b, '\n'))
+	return append(b, '\n'), nil
 }
 
 // setGroup answers a request that sets (or, limiting nothing, clears) the
 // process group of g.Namespace: from the next sample on, the namespace's
-// hosted processes are held to the pool's limits.
+// hosted processes are held to the pool's limits. The groups file is
+// written (and synced) before the change applies, outside the agent lock;
+// groupsMu keeps such writes one at a time.
 func (a *Agent) setGroup(g model.ProcessGroup) model.AgentReply {
 	if err := g.Validate(); err != nil {
 		return model.AgentReply{Code: model.CodeCommandFailed, Message: err.Error()}
 	}
+	a.groupsMu.Lock()
+	defer a.groupsMu.Unlock()
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.closed {
+		a.mu.Unlock()
 		return model.AgentReply{Code: model.CodeAgentAbnormal, Message: "agent is shutting down"}
 	}
 	old, had := a.groups[g.Namespace]
 	if had == g.Resource.Limited() && (!had || old == g.Resource) {
 		// What it holds already (the request repeated or redelivered):
 		// nothing is written, and the pool's breaches go on counting.
+		a.mu.Unlock()
 		return model.AgentReply{Code: model.CodeSuccess, Message: "success"}
 	}
+	next := maps.Clone(a.groups)
+	a.mu.Unlock()
 	if g.Resource.Limited() {
-		a.groups[g.Namespace] = g.Resource
+		next[g.Namespace] = g.Resource
 	} else {
-		delete(a.groups, g.Namespace)
+		delete(next, g.Namespace)
 	}
-	delete(a.poolBreaches, g.Namespace)
-	if err := a.saveGroupsLocked(); err != nil {
-		if had {
-			a.groups[g.Namespace] = old
-		} else {
-			delete(a.groups, g.Namespace)
-		}
+	b, err := encodeGroups(next)
+	if err == nil {
+		err = kept.WriteFile(a.groupsPath, b)
+	}
+	if err != nil {
 		return model.AgentReply{Code: model.CodeAgentAbnormal, Message: "process group not recorded: " + err.Error()}
 	}
+	a.mu.Lock()
+	a.groups = next
+	delete(a.poolBreaches, g.Namespace)
+	a.mu.Unlock()
 	a.log.Info("process group set", "namespace", g.Namespace, "cpu_pool_limit", g.Resource.CPUPoolLimit,
 		"mem_pool_limit", g.Resource.MemPoolLimit, "cpu_pool_weight", g.Resource.CPUPoolWeight, "mem_pool_weight", g.Resource.MemPoolWeight)
 	return model.AgentReply{Code: model.CodeSuccess, Message: "success"}

@@ -109,6 +109,11 @@ func (a *Agent) once(ctx context.Context, e *entry, req model.AgentRequest) resu
 		}
 		r := a.do(ctx, e, req.Op)
 		e.release()
+		// The answer (and the ledger's record of it) comes after what the
+		// op changed is on disk: an answered op survives an agent crash.
+		if err := a.waitPersisted(ctx); err != nil {
+			a.log.Error("op answered before its change to the hosting registry was written", "proc", e.key, "op", req.Op.String(), "err", err)
+		}
 		// Whatever step the cancel interrupted, the op as a whole was
 		// cancelled, unless it got through first.
 		r.cancelled = r.code != model.CodeSuccess && cancelled(ctx)
@@ -137,7 +142,7 @@ func (a *Agent) version(ctx context.Context, e *entry, p model.Process) string {
 	if _, _, live := a.probe(e.units[0]); !live {
 		return ""
 	}
-	status, out, err := run(ctx, p, cmd, a.env(p, e.units[0]), min(opTimeout(ctx, p), 5*time.Second), a.cfg.OutputLimit)
+	status, out, err := a.run(ctx, p, cmd, a.env(p, e.units[0]), min(opTimeout(ctx, p), 5*time.Second), a.cfg.OutputLimit)
 	if err != nil || status != 0 {
 		a.log.Info("version_cmd failed", "proc", e.key, "status", status, "err", err)
 		return ""
@@ -300,7 +305,7 @@ func (a *Agent) reload(ctx context.Context, p model.Process, units []*unit) resu
 			if _, _, live := a.probe(u); !live {
 				continue
 			}
-			status, out, err := run(ctx, p, cmd, a.env(p, u), timeout, a.cfg.OutputLimit)
+			status, out, err := a.run(ctx, p, cmd, a.env(p, u), timeout, a.cfg.OutputLimit)
 			if ur := cmdResult("reload_cmd", status, out, err); ur.code != model.CodeSuccess {
 				return ur
 			} else if out != "" {
@@ -582,7 +587,8 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 			// job failing at once is a failure whatever the poll's timing).
 			if now.Sub(c.at) >= max(beginD, a.cfg.MinStartWait.D()) {
 				a.mu.Lock()
-				u.pid, u.tick, u.own = c.pid, c.tick, c
+				u.pid, u.tick = c.pid, c.tick
+				a.ownLocked(u, c)
 				u.lastStart, u.upSince = c.at.Unix(), now
 				a.setStateLocked(u, model.ProcRunning, what+" running")
 				a.watchLocked(u)
@@ -605,11 +611,10 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 					u.lastStart, u.upSince = c.at.Unix(), now
 					u.exitStatus = 0
 					if pid == c.pid {
-						u.own = c
-					} else if !exited {
-						a.reapLocked(c)
+						a.ownLocked(u, c)
 					} else {
-						c.close()
+						a.ownLocked(u, nil)
+						a.reapLocked(c)
 					}
 					a.setStateLocked(u, model.ProcRunning, what+" succeeded, pid "+strconv.Itoa(pid))
 					a.watchLocked(u)
@@ -633,7 +638,7 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 			_ = signalGroup(c.pid, syscall.SIGKILL, a.m)
 			c.poll(time.Second)
 			out := c.output(a.cfg.OutputLimit)
-			c.close()
+			a.reap(c)
 			if ctx.Err() != nil {
 				r := interrupted(ctx, fmt.Sprintf("%s stopped (its process group %d killed)", what, c.pid))
 				r.out = out
@@ -663,7 +668,7 @@ func (a *Agent) stopUnit(ctx context.Context, u *unit, p model.Process, why stri
 	timeout := opTimeout(ctx, p)
 	var out string
 	if cmd, has := p.Command(model.OpStop); has {
-		status, o, err := run(ctx, p, cmd, a.env(p, u), timeout, a.cfg.OutputLimit)
+		status, o, err := a.run(ctx, p, cmd, a.env(p, u), timeout, a.cfg.OutputLimit)
 		out = o
 		if r := cmdResult("stop_cmd", status, out, err); r.code != model.CodeSuccess {
 			a.restore(u, pid, st.StartTick, "stop_cmd failed")
@@ -697,7 +702,7 @@ func (a *Agent) killUnit(ctx context.Context, u *unit, p model.Process) result {
 	a.stopping(u, pid, st.StartTick, "kill requested")
 	var out string
 	if cmd, has := p.Command(model.OpKill); has {
-		status, o, err := run(ctx, p, cmd, a.env(p, u), opTimeout(ctx, p), a.cfg.OutputLimit)
+		status, o, err := a.run(ctx, p, cmd, a.env(p, u), opTimeout(ctx, p), a.cfg.OutputLimit)
 		out = o
 		if r := cmdResult("kill_cmd", status, out, err); r.code != model.CodeSuccess {
 			a.restore(u, pid, st.StartTick, "kill_cmd failed")

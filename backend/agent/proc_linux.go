@@ -97,6 +97,25 @@ func readCmdline(pid int) string {
 	return strings.TrimSpace(string(bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
 }
 
+// hasEnv reports whether pid's environment holds every one of vars
+// (NAME=value); false when it cannot be read.
+func hasEnv(pid int, vars ...string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return false
+	}
+	have := map[string]bool{}
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		have[string(kv)] = true
+	}
+	for _, v := range vars {
+		if !have[v] {
+			return false
+		}
+	}
+	return true
+}
+
 // machine holds the figures limits are relative to.
 type machine struct {
 	ncpu     int

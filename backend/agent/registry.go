@@ -101,12 +101,13 @@ func loadRegistry(path string) ([]procRecord, error) {
 	return f.Proc, nil
 }
 
-// saveRegistry writes the records atomically (kept.WriteFile).
+// saveRegistry writes the records atomically (kept.WriteFile), compact:
+// it is written whole at every change, for up to thousands of processes.
 func saveRegistry(path string, recs []procRecord) error {
 	if recs == nil {
 		recs = []procRecord{}
 	}
-	b, err := json.MarshalIndent(registryFile{Proc: recs}, "", "  ")
+	b, err := json.Marshal(registryFile{Proc: recs})
 	if err != nil {
 		return fmt.Errorf("encode hosting registry: %w", err)
 	}

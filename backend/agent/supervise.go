@@ -44,10 +44,19 @@ func (a *Agent) unwatchLocked(u *unit) {
 	}
 }
 
-// reapLocked collects a child of ours that is no longer what a unit
-// tracks (the sh of a start_cmd that is still running), when it exits.
+// reap collects a child of ours that is no longer what a unit tracks
+// (the sh of a start_cmd that is still running, a command killed that had
+// not exited within its wait, a run an op took over) when it exits, so
+// that no child is left a zombie. Once the agent closes, what is left
+// unreaped stays so until its process exits (or a subreaper collects it).
+func (a *Agent) reap(c *child) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.reapLocked(c)
+}
+
 func (a *Agent) reapLocked(c *child) {
-	if a.closed {
+	if c.exited || a.closed {
 		c.close()
 		return
 	}
@@ -63,21 +72,46 @@ func (a *Agent) reapLocked(c *child) {
 	}()
 }
 
+// ownLocked makes c (nil: none) the child behind u's process; a former
+// one, no longer tracked, is reaped.
+func (a *Agent) ownLocked(u *unit, c *child) {
+	if u.own != nil && u.own != c {
+		a.reapLocked(u.own)
+	}
+	u.own = c
+}
+
 // onExit handles the exit of the process u was watching.
 func (a *Agent) onExit(u *unit, gen uint64, pid int) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if u.gen != gen || a.closed {
+		a.mu.Unlock()
 		return // an op took over, or the agent is closing
 	}
-	u.stopWatch = nil
-	status := -1 // unknown: not our child
-	if u.own != nil && u.own.pid == pid {
-		u.own.poll(time.Second)
-		status = u.own.status
-		u.own.close()
+	// Our own child is reaped outside the agent lock: taken from u first,
+	// so that no one else waits for it meanwhile.
+	own := u.own
+	if own != nil && own.pid == pid {
 		u.own = nil
+	} else {
+		own = nil
 	}
+	a.mu.Unlock()
+	status := -1 // unknown: not our child
+	if own != nil {
+		if own.poll(time.Second) {
+			status = own.status
+			own.close()
+		} else {
+			a.reap(own) // exited, says the pidfd; the wait is late
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if u.gen != gen || a.closed {
+		return
+	}
+	u.stopWatch = nil
 	u.exitStatus = status
 	u.pid, u.tick = -1, 0
 	u.cpu, u.mem, u.rss, u.threads, u.breaches = 0, 0, 0, 0, 0
@@ -275,7 +309,8 @@ func (a *Agent) periodicTick(ctx context.Context, e *entry) {
 			a.emitLocked(u, model.EventRestartFailed, "periodic run of "+p.Spec.Identity.ProcName+" failed: "+err.Error(), 0)
 			continue
 		}
-		u.pid, u.tick, u.own = c.pid, c.tick, c
+		u.pid, u.tick = c.pid, c.tick
+		a.ownLocked(u, c)
 		u.lastStart, u.upSince = c.at.Unix(), c.at
 		a.setStateLocked(u, model.ProcRunning, "periodic run")
 		a.watchLocked(u)

@@ -1,0 +1,139 @@
+//go:build linux
+
+package agent
+
+import (
+	"context"
+	"time"
+)
+
+// registryDelay is how long after the first change the registry is
+// written: every change made meanwhile goes into the same write.
+const registryDelay = 50 * time.Millisecond
+
+// registryRetry is the wait before a failed registry write is tried again.
+const registryRetry = time.Second
+
+// persistLocked records that the hosting registry changed. Nothing is
+// written here: the registry writer (persister) writes the whole registry
+// once, compact, registryDelay after the first change, whatever the number
+// of changes meanwhile; an op waits for that write before it answers
+// (waitPersisted).
+func (a *Agent) persistLocked() {
+	a.regWant++
+	select {
+	case a.regKick <- struct{}{}:
+	default: // a write is already due
+	}
+}
+
+// persister writes the registry registryDelay after a change, until the
+// agent closes (Close writes what is left).
+func (a *Agent) persister() {
+	defer a.wg.Done()
+	for {
+		select {
+		case <-a.ctx.Done():
+			return
+		case <-a.regKick:
+		}
+		t := time.NewTimer(a.regDelay)
+		select {
+		case <-a.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if a.flush() != nil {
+			t := time.NewTimer(registryRetry)
+			select {
+			case <-a.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			select {
+			case a.regKick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// flush writes the registry if it changed since the last write: the
+// records are taken under the agent lock, encoded and written (kept.
+// WriteFile: temp file, fsync, rename) outside it. Writes are one at a
+// time, so a later state never lands before an earlier one.
+func (a *Agent) flush() error {
+	a.flushMu.Lock()
+	defer a.flushMu.Unlock()
+	a.mu.Lock()
+	want := a.regWant
+	if want == a.regDone {
+		a.mu.Unlock()
+		return nil
+	}
+	recs := a.recordsLocked()
+	a.mu.Unlock()
+
+	err := saveRegistry(a.regPath, recs)
+
+	a.mu.Lock()
+	a.regWrites++
+	if err == nil {
+		a.regDone = want
+	}
+	a.regErr = err
+	close(a.regFlushed)
+	a.regFlushed = make(chan struct{})
+	a.mu.Unlock()
+	if err != nil {
+		a.log.Error("persist hosting registry (tried again in "+registryRetry.String()+")", "err", err)
+	}
+	return err
+}
+
+// waitPersisted waits until every registry change made so far is on disk
+// (or ctx ends): an op answers only once what it changed would survive a
+// crash of the agent. It returns the write's error when it failed.
+func (a *Agent) waitPersisted(ctx context.Context) error {
+	a.mu.Lock()
+	want := a.regWant
+	for a.regDone < want {
+		ch := a.regFlushed
+		a.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		a.mu.Lock()
+		if a.regDone < want && a.regErr != nil {
+			err := a.regErr
+			a.mu.Unlock()
+			return err
+		}
+	}
+	a.mu.Unlock()
+	return nil
+}
+
+// recordsLocked is the registry as it stands: one record per hosted
+// process. The definitions are shared, not copied: an entry's definition
+// is replaced whole, never changed in place.
+func (a *Agent) recordsLocked() []procRecord {
+	var recs []procRecord
+	now := time.Now().Unix()
+	for _, e := range a.sortedEntries() {
+		if !e.hosted {
+			continue
+		}
+		h := &hostedRecord{Process: e.p, RegisterTime: e.registerTime}
+		for _, u := range e.units {
+			h.Instances = append(h.Instances, instanceRecord{PID: u.pid, StartTick: u.tick, State: u.state,
+				Held: u.held, Done: u.done, Restarts: u.restarts})
+		}
+		recs = append(recs, recordOf(e.p, e.lastOp, now, h))
+	}
+	return recs
+}

@@ -1,0 +1,130 @@
+//go:build linux
+
+package agent
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"gseproc/model"
+)
+
+// TestRegistryWritesCoalesced: a storm of crash-looping processes changes
+// the registry hundreds of times; it is written at most once per
+// registryDelay (each write waits that long after the change that asked
+// for it), and what is on disk after the agent closes is its last state.
+func TestRegistryWritesCoalesced(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	a, err := New(testConfig(dataDir), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	p, _ := setup(t, "loop", map[string]string{"loop.sh": `#!/bin/sh
+echo $$ > "$GSEPROC_PID_FILE"
+sleep 0.05
+exit 1
+`})
+	p.Spec.Control.StartCmd = "./loop.sh >/dev/null 2>&1 &"
+	p.Spec.Policy.InstanceNum = 10
+	p.Spec.Policy.StartRetries = 1000
+	p.Spec.Policy.StartCheckEndSecs = 30
+	t0 := time.Now()
+	wantCode(t, do(t, a, model.OpStart, p), model.CodeSuccess, "start")
+	a.mu.Lock()
+	first := a.regWant
+	a.mu.Unlock()
+	eventually(t, 60*time.Second, "200 registry changes", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.regWant >= first+200
+	})
+	wantCode(t, do(t, a, model.OpStop, p), model.CodeSuccess, "stop")
+	elapsed := time.Since(t0)
+	a.mu.Lock()
+	changes, writes := a.regWant, a.regWrites
+	a.mu.Unlock()
+	t.Logf("%d registry changes, %d writes in %s", changes, writes, elapsed.Round(time.Millisecond))
+	if max := uint64(elapsed/registryDelay) + 2; writes > max {
+		t.Fatalf("%d writes in %s: more than one per %s", writes, elapsed, registryDelay)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	recs, err := loadRegistry(filepath.Join(dataDir, RegistryFile))
+	if err != nil || len(recs) != 0 {
+		t.Fatalf("registry after stop and close: %v %+v", err, recs)
+	}
+}
+
+// TestAgentRestartAdoptsARestartNotYetRecorded: the agent restarted a
+// hosted process and died before the coalesced write recorded the new
+// pid. The next agent adopts the new process (written to the pid file
+// after the recorded start, by a process with the unit's environment)
+// instead of starting a second copy.
+func TestAgentRestartAdoptsARestartNotYetRecorded(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	a1, err := New(testConfig(dataDir), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	done1 := make(chan error, 1)
+	go func() { done1 <- a1.Run(ctx1) }()
+	p, dir := setup(t, "missed", nil)
+	p.Spec.Control.StartCmd = "echo start >> starts.log; ./daemon.sh >/dev/null 2>&1 &"
+	r := do(t, a1, model.OpStart, p)
+	wantCode(t, r, model.CodeSuccess, "start")
+	old := r.Status.PID
+	var u *unit
+	a1.mu.Lock()
+	u = a1.procs[p.Key()].units[0]
+	env := a1.env(p, u)
+	a1.mu.Unlock()
+	cancel1()
+	if err := <-done1; err != nil {
+		t.Fatal(err)
+	}
+	// What the dead agent's restart did, after its last registry write.
+	killPid(old)
+	cmd := exec.Command("/bin/sh", "-c", "./daemon.sh >/dev/null 2>&1 &")
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	var restarted int
+	eventually(t, 15*time.Second, "the restart's pid file", func() bool {
+		restarted = livePid(p.Spec.Identity.PidPath)
+		return restarted != 0 && restarted != old
+	})
+	t.Cleanup(func() { killPid(restarted) })
+
+	a2 := newAgent(t, dataDir)
+	eventually(t, 15*time.Second, "adopted", func() bool {
+		a2.mu.Lock()
+		defer a2.mu.Unlock()
+		u := a2.procs[p.Key()].units[0]
+		return u.state == model.ProcRunning && u.pid == restarted &&
+			strings.Contains(u.msg, "re-adopted") && strings.Contains(u.msg, strconv.Itoa(restarted))
+	})
+	if st := do(t, a2, model.OpStatus, p).Status; st.PID != restarted || !st.Hosted {
+		t.Fatalf("status %+v", *st)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "starts.log"))
+	if n := strings.Count(string(b), "start"); n != 1 {
+		t.Fatalf("start_cmd ran %d times, want 1: the unrecorded restart was not adopted", n)
+	}
+}
