@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,10 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"gseproc/backend"
 	"gseproc/backend/config"
 	"gseproc/backend/logging"
-	"gseproc/backend/node"
 )
 
 // loadConfig loads the config file (path, or the usual places when "") and
@@ -59,33 +56,4 @@ func newLogger(cfg config.LogConfig, w io.Writer) *slog.Logger {
 		l.Warn("log file unusable, logging here instead", "file", cfg.File, "err", fileErr)
 	}
 	return l
-}
-
-// openBackend opens the backend a command talks to: the servers at
-// serverURLs (--server, comma-separated) or else those of [server.client]
-// servers, when given; else the embedded engine over a simulated fleet.
-// The returned func closes everything it started.
-func openBackend(ctx context.Context, cfg config.Config, serverURLs string, log *slog.Logger) (backend.Backend, func() error, error) {
-	urls := cfg.Server.Client.Servers
-	if serverURLs != "" {
-		urls = []string{serverURLs}
-	}
-	if len(urls) > 0 {
-		b, err := newRemote(urls, cfg, log)
-		if err != nil {
-			return nil, nil, fmt.Errorf("connect to %s: %w", strings.Join(urls, ","), err)
-		}
-		closer := func() error {
-			if c, ok := b.(io.Closer); ok {
-				return c.Close()
-			}
-			return nil
-		}
-		return b, closer, nil
-	}
-	e, closer, err := node.OpenEmbedded(ctx, cfg, Version, log)
-	if err != nil {
-		return nil, nil, err
-	}
-	return e, closer, nil
 }

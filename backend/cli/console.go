@@ -15,6 +15,7 @@ import (
 
 	"gseproc/backend"
 	"gseproc/backend/config"
+	"gseproc/backend/node"
 	"gseproc/model"
 	"gseproc/theme"
 	"gseproc/ui"
@@ -108,7 +109,7 @@ func runConsole(ctx context.Context, args []string, sio Stdio) error {
 		cfg.Engine.ReadOnly = true
 	}
 	f.sim.apply(&cfg)
-	be, closeBackend, err := openBackend(ctx, cfg, f.server, log)
+	be, closeBackend, err := node.OpenBackend(ctx, cfg, f.server, Version, log)
 	if err != nil {
 		return err
 	}

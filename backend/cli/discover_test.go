@@ -8,13 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"gseproc/backend/node"
 	"gseproc/model"
 )
 
 func TestMain(m *testing.M) {
 	// A server someone runs on this machine must not answer the tests'
 	// commands: they act on their own simulated fleets unless a test says.
-	os.Setenv(envServer, "none")
+	os.Setenv(node.EnvServer, "none")
 	os.Exit(m.Run())
 }
 
@@ -42,7 +43,7 @@ func TestHelpGoesToStdout(t *testing.T) {
 // they say they act on a throwaway simulated fleet. --hosts and --seed
 // ask for a simulated fleet of that size.
 func TestLocalServerDiscovery(t *testing.T) {
-	t.Setenv(envServer, "")
+	t.Setenv(node.EnvServer, "")
 	base, _ := startDemoServer(t)
 	dir := t.TempDir()
 	cfgFile := func(name, listen string) string {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"gseproc/backend"
+	"gseproc/backend/node"
 	"gseproc/backend/server/wire"
 	"gseproc/model"
 )
@@ -127,7 +128,7 @@ func (c *commonFlags) open(ctx context.Context, io Stdio) (backend.Backend, func
 	if server == "" {
 		server = chooseServer(ctx, cfg, c.sim, io)
 	}
-	return openBackend(ctx, cfg, server, newLogger(logCfg, io.Err))
+	return node.OpenBackend(ctx, cfg, server, Version, newLogger(logCfg, io.Err))
 }
 
 func opUsage(fs *flag.FlagSet) func() {

@@ -32,7 +32,7 @@ func TestNATSConnectionsComeBack(t *testing.T) {
 		t.Skip("starts a server and an agent")
 	}
 	cfg := natsTestConfig(t.TempDir())
-	applyDemo(&cfg)
+	node.ApplyDemo(&cfg)
 	logs := &syncBuf{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	ctx := context.Background()

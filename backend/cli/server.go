@@ -2,25 +2,11 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/pprof"
-	"runtime"
-	"sync"
-	"time"
 
 	"gseproc/backend/config"
 	"gseproc/backend/node"
-	"gseproc/backend/server"
-)
-
-// Demo credentials: the documents' examples use app esb_test, secret xxx, biz 1.
-const (
-	demoAppCode = "esb_test"
-	demoSecret  = "xxx"
 )
 
 // runServer serves the HTTP API: `gseproc server --config FILE`,
@@ -37,7 +23,7 @@ func runServer(ctx context.Context, args []string, io Stdio) error {
 		return err
 	}
 	if *hash != "" {
-		salt := randomHex(8)
+		salt := config.NewSalt()
 		fmt.Fprintf(io.Out, "salt = %q\nsecret_sha256 = %q\n", salt, config.HashSecret(salt, *hash))
 		return nil
 	}
@@ -50,7 +36,7 @@ func runServer(ctx context.Context, args []string, io Stdio) error {
 		}
 	}
 	if *demo {
-		applyDemo(&cfg)
+		node.ApplyDemo(&cfg)
 	}
 	if *listen != "" {
 		cfg.Server.Listen = *listen
@@ -74,125 +60,35 @@ func runServer(ctx context.Context, args []string, io Stdio) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	node, err := node.StartServer(ctx, cfg, *demo, Version, log)
+	n, err := node.StartServer(ctx, cfg, *demo, Version, log)
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("server backend: %w", err)
 	}
-	defer node.Close()
-	if node.AgentsURL != "" {
-		fmt.Fprintf(io.Out, "agents connect to %s\n", node.AgentsURL)
+	defer n.Close()
+	if n.AgentsURL != "" {
+		fmt.Fprintf(io.Out, "agents connect to %s\n", n.AgentsURL)
 	}
 
 	if *pprofAddr != "" {
-		stop, err := servePprof(*pprofAddr, io)
+		addr, stop, err := node.ServePprof(*pprofAddr)
 		if err != nil {
 			_ = ln.Close()
 			return &ExitError{Code: 2, Err: err}
 		}
 		defer stop()
+		fmt.Fprintf(io.Out, "pprof on http://%s\n", addr)
 	}
 
-	var sopts []server.Option
-	if r := node.Readiness(); r != nil {
-		sopts = append(sopts, server.WithReadiness(r))
-	}
-	srv := server.New(node, cfg.Server, log, sopts...)
-	// The API answers from now on: /healthz and /readyz (which says why it
-	// is not ready: a cluster node waits for its peers), every other call
-	// 503 with the reason until the node has started.
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	serveCtx, stopServing := context.WithCancel(ctx)
-	defer stopServing() // before wg.Wait
-	wg.Go(func() {
-		select {
-		case <-serveCtx.Done():
-			return
-		case <-node.Started():
-		}
-		if err := node.Err(); err != nil {
-			log.Error("server could not start", "err", err)
-			stopServing()
-			return
-		}
-		if !node.Running() {
-			return // stopped while starting
-		}
-		fmt.Fprintf(io.Out, "gseproc server listening on http://%s\n", ln.Addr())
-		log.Info("serving", "addr", ln.Addr().String(), "fleet", cfg.Server.Fleet, "apps", len(cfg.Server.Apps), "demo", *demo)
-	})
 	fmt.Fprintf(io.Out, "gseproc server starting: health at http://%s/readyz\n", ln.Addr())
-	log.Info("starting: /healthz and /readyz answer", "addr", ln.Addr().String())
-	if err := srv.Serve(serveCtx, ln); err != nil {
+	if err := n.ServeAPI(ctx, ln, cfg.Server, func(addr net.Addr) {
+		fmt.Fprintf(io.Out, "gseproc server listening on http://%s\n", addr)
+	}); err != nil {
 		return err
 	}
-	stopServing()
-	wg.Wait()
-	if err := node.Err(); err != nil {
+	if err := n.Err(); err != nil {
 		return fmt.Errorf("server backend: %w", err)
 	}
 	log.Info("server stopped")
 	return nil
-}
-
-// applyDemo turns cfg into the demo: the documents' hosts and processes in
-// the simulated fleet, and the demo app.
-func applyDemo(cfg *config.Config) {
-	cfg.Simulator.Demo = true
-	if cfg.Server.Fleet != "simulated" {
-		cfg.Server.Fleet = "mixed"
-	}
-	salt := randomHex(8)
-	app := config.AppConfig{Code: demoAppCode, Salt: salt, SecretSHA256: config.HashSecret(salt, demoSecret),
-		Biz: []int{1}, BizSet: []int{1}, Namespaces: []string{"*"}}
-	apps := []config.AppConfig{app}
-	for _, a := range cfg.Server.Apps {
-		if a.Code != demoAppCode {
-			apps = append(apps, a)
-		}
-	}
-	cfg.Server.Apps = apps
-	cfg.Server.AnonymousApp = demoAppCode
-	cfg.Server.NativeAuth = false
-}
-
-// servePprof serves the Go profiles on addr (loopback only) with mutex
-// and block profiling turned on; stop ends it.
-func servePprof(addr string, io Stdio) (stop func(), err error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, fmt.Errorf("--pprof %q: %w", addr, err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("--pprof %q: profiles are served on a loopback address only", addr)
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--pprof: %w", err)
-	}
-	runtime.SetMutexProfileFraction(10)
-	runtime.SetBlockProfileRate(int(100 * time.Microsecond))
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = hs.Serve(ln)
-	}()
-	fmt.Fprintf(io.Out, "pprof on http://%s\n", ln.Addr())
-	return func() {
-		_ = hs.Close()
-		<-done
-	}, nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -3,10 +3,10 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net"
 	"time"
 
 	"gseproc/backend/config"
+	"gseproc/backend/node"
 	"gseproc/backend/sshconsole"
 )
 
@@ -50,7 +50,7 @@ func runSSH(ctx context.Context, args []string, io Stdio) error {
 		return &ExitError{Code: 2, Err: err}
 	}
 	log := newLogger(cfg.Log, io.Err)
-	be, closeBackend, err := openBackend(ctx, cfg, cf.server, log)
+	be, closeBackend, err := node.OpenBackend(ctx, cfg, cf.server, Version, log)
 	if err != nil {
 		return err
 	}
@@ -59,16 +59,11 @@ func runSSH(ctx context.Context, args []string, io Stdio) error {
 			log.Warn("close backend", "err", err)
 		}
 	}()
-	srv, err := sshconsole.New(sshconsole.Options{Backend: be, Console: cfg.Console, Keys: keys, HostKeyPath: cfg.SSH.HostKey,
-		IdleTimeout: cfg.SSH.IdleTimeout.D(), MaxSessions: cfg.SSH.MaxSessions, Log: log, Version: Version})
+	srv, err := node.StartSSH(cfg, keys, be, Version, log)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.SSH.Listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.SSH.Listen, err)
-	}
 	fmt.Fprintf(io.Out, "gseproc ssh console listening on %s (host key %s, %d authorized keys, idle timeout %s)\n",
-		ln.Addr(), srv.HostKeyFingerprint(), len(keys), cfg.SSH.IdleTimeout.D().Round(time.Second))
-	return srv.Serve(ctx, ln)
+		srv.Addr(), srv.HostKeyFingerprint(), len(keys), cfg.SSH.IdleTimeout.D().Round(time.Second))
+	return srv.Serve(ctx)
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -117,6 +118,13 @@ type ClientCredentials struct {
 func HashSecret(salt, secret string) string {
 	sum := sha256.Sum256([]byte(salt + secret))
 	return hex.EncodeToString(sum[:])
+}
+
+// NewSalt returns a fresh random salt for HashSecret (16 hex digits).
+func NewSalt() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
 }
 
 // DefaultListen is the address `gseproc server` serves on by default.

@@ -13,6 +13,12 @@
 //   - OpenNATSEngine and StartNATS start the NATS side (embedded server or
 //     external cluster, dispatcher, JetStream store) and the engine on it.
 //   - ClientLink connects an agent or a simulated fleet to NATS.
+//   - Server.ServeAPI serves the HTTP API on a node; ServePprof the Go
+//     profiles (loopback only); StartSSH the console over SSH on a backend.
+//   - OpenBackend is the backend a CLI or console command uses: the
+//     servers through the HTTP client, or the embedded engine;
+//     ChooseServer picks the server of a command given none (Choice).
+//   - ApplyDemo turns a config into the demo (`gseproc server --demo`).
 //
 // Every constructor returns what closes everything it started (a Close
 // method or a closer func), in order and safe to call twice; a constructor

@@ -30,6 +30,7 @@ type Server struct {
 	AgentsURL string
 
 	log     *slog.Logger
+	demo    bool
 	prober  *health.Prober // nil without NATS: always ready once started
 	started chan struct{}  // closed once the engine started or failed
 	stop    context.CancelFunc
@@ -48,7 +49,10 @@ type Server struct {
 // "simulated" (in-process fleet, in-memory state, no NATS, started before
 // it returns). Close stops it, whatever it got to.
 func StartServer(ctx context.Context, cfg config.Config, demo bool, version string, log *slog.Logger) (*Server, error) {
-	n := &Server{log: log, started: make(chan struct{}), stop: func() {}}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	n := &Server{log: log, demo: demo, started: make(chan struct{}), stop: func() {}}
 	switch cfg.Server.Fleet {
 	case "simulated":
 		e, closer, err := OpenEmbedded(ctx, cfg, version, log)
