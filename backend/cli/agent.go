@@ -2,22 +2,18 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 
-	"gseproc/backend/agent"
 	"gseproc/backend/config"
 	"gseproc/backend/node"
-	"gseproc/backend/transport"
 	"gseproc/model"
 )
 
 // runAgent runs the host agent: `gseproc agent --config FILE`, with flags
 // for the common settings so several agents with different identities can
-// run on one machine. It supervises the hosted processes (backend/agent)
-// and serves them over NATS (transport.ServeAgent); the supervision goes on
-// while the server is unreachable, and the connection is retried forever.
+// run on one machine. It supervises the hosted processes and serves them
+// over NATS (node.NewAgent); the supervision goes on while the server is
+// unreachable, and the connection is retried forever.
 func runAgent(ctx context.Context, args []string, io Stdio) error {
 	fs := newFlags("agent", "agent [--config FILE] [--nats URL] [--cloud N] [--ip ADDR] [--data-dir DIR] [--user U --password P | --nkey-seed FILE | --creds FILE] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--label k=v]...", io)
 	cfgPath := fs.String("config", "", "config `FILE` ([agent] identity and tuning, [nats] connection)")
@@ -62,57 +58,10 @@ func runAgent(ctx context.Context, args []string, io Stdio) error {
 	}
 	log := newLogger(cfg.Log, io.Err)
 
-	a, err := agent.New(cfg.Agent, log)
+	n, err := node.NewAgent(cfg, log)
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
 	}
-	id := a.Identity().Host
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	// A permanent connection failure at start (credentials or certificates
-	// wrong) ends the agent with the reason; transient ones are retried
-	// with the reason in the log. The agent spreads over the listed URLs by
-	// its identity, and moves back to its own node when it returns.
-	fatal := make(chan error, 1)
-	co := transport.ClientOptionsFromConfig(cfg.NATS, "gseproc-agent "+id.AgentID())
-	co.FailFast, co.Home = true, id.AgentID()
-	co.OnFatal = func(err error) {
-		select {
-		case fatal <- err:
-		default:
-		}
-		cancel()
-	}
-	link, err := node.ClientLink(co, log)
-	if err != nil {
-		_ = a.Close()
-		return &ExitError{Code: 2, Err: err}
-	}
-	defer link.Close()
-	fmt.Fprintf(io.Out, "gseproc agent %s: supervising (registry in %s), serving over NATS at %s\n", id.AgentID(), cfg.Agent.DataDir, cfg.NATS.ClientURLs())
-	var wg sync.WaitGroup
-	var runErr error
-	wg.Go(func() {
-		runErr = a.Run(ctx)
-		cancel() // the agent stopped on its own: stop serving too
-	})
-	serveErr := transport.ServeAgentOn(ctx, link, a, transport.ServeOptions{
-		HeartbeatInterval: cfg.NATS.HeartbeatInterval.D(), Logger: log,
-	})
-	cancel()
-	wg.Wait()
-	select {
-	case err := <-fatal:
-		return err
-	default:
-	}
-	if serveErr != nil {
-		log.Error("agent: cannot serve over NATS", "err", serveErr)
-		return serveErr
-	}
-	if runErr != nil && !errors.Is(runErr, context.Canceled) {
-		return runErr
-	}
-	log.Info("agent stopped; hosted processes keep running")
-	return nil
+	fmt.Fprintf(io.Out, "gseproc agent %s: supervising (registry in %s), serving over NATS at %s\n", n.ID(), cfg.Agent.DataDir, cfg.NATS.ClientURLs())
+	return n.Run(ctx)
 }

@@ -20,6 +20,7 @@ import (
 
 	"gseproc/backend"
 	"gseproc/backend/client"
+	"gseproc/backend/node/nodetest"
 	"gseproc/model"
 )
 
@@ -371,14 +372,14 @@ func TestClusterWithAgents(t *testing.T) {
 
 	// The hosted process logs its starts (start_cmd takes 2 s, so the kill
 	// lands while it runs) and its stops.
-	items := daemonItems(work, "web", clouds)
+	items := nodetest.DaemonItems(work, "web", clouds)
 	var pidFiles []string
 	for _, it := range items {
 		d := it.Process.Spec.Identity.SetupPath
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(d, "daemon.sh"), []byte(faultDaemon), 0o755); err != nil {
+		if err := os.WriteFile(filepath.Join(d, "daemon.sh"), []byte(nodetest.Daemon), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		pidFiles = append(pidFiles, it.Process.Spec.Identity.PidPath)

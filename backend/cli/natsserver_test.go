@@ -1,13 +1,10 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,30 +12,22 @@ import (
 	"gseproc/backend/config"
 	"gseproc/backend/engine"
 	"gseproc/backend/node"
+	"gseproc/backend/node/nodetest"
 	"gseproc/model"
 )
 
-// syncBuf is a Writer safe for a command goroutine and the test.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+// The helpers shared with backend/node's tests (nodetest).
+type syncBuf = nodetest.SyncBuf
 
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+var (
+	natsTestConfig = nodetest.NATSConfig
+	killAtEnd      = nodetest.KillAtEnd
+	hostOnline     = nodetest.HostOnline
+)
 
-// natsTestConfig is a config for a NATS-backed engine on 127.0.0.1 with
-// its JetStream files in dir and a small simulated fleet.
-func natsTestConfig(dir string) config.Config {
-	cfg := config.Default()
-	cfg.NATS.Listen = "127.0.0.1:-1"
-	cfg.NATS.StoreDir = dir
-	cfg.NATS.HeartbeatInterval = config.Duration(100 * time.Millisecond)
-	cfg.NATS.OfflineAfter = config.Duration(5 * time.Second) // wide: a loaded machine delays heartbeats
-	cfg.Simulator.Hosts = 20
-	cfg.Simulator.Seed = 3
-	cfg.Simulator.Demo = true
-	return cfg
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	nodetest.WaitFor(t, what, d, cond)
 }
 
 // runCmd runs `gseproc args...` through Main until the test ends.
@@ -66,42 +55,6 @@ func runCmd(t *testing.T, args ...string) (*syncBuf, context.CancelFunc) {
 	}
 	t.Cleanup(stop)
 	return out, stop
-}
-
-// killAtEnd SIGKILLs, when the test ends, the processes the pid files name
-// then (whatever a failing test leaves running). Call it before starting
-// the agents: cleanups run last-registered first, so the kill comes after
-// the agents have stopped and cannot be undone by a restart.
-func killAtEnd(t *testing.T, pidFiles ...string) {
-	t.Cleanup(func() {
-		for _, f := range pidFiles {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				continue
-			}
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
-				if p, err := os.FindProcess(pid); err == nil {
-					_ = p.Kill()
-				}
-			}
-		}
-	})
-}
-
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true after %s", what, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func hostOnline(e *engine.Engine, h model.Host) bool {
-	hs, err := e.Hosts(context.Background(), backend.HostQuery{Hosts: []model.Host{h}})
-	return err == nil && len(hs) == 1 && hs[0].State == model.AgentOnline
 }
 
 // operate runs one op to completion and returns its results.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"gseproc/backend/config"
+	"gseproc/backend/node/nodetest"
 )
 
 var listenRe = regexp.MustCompile(`listening on (http://\S+)`)
@@ -62,39 +62,16 @@ func startServer(t *testing.T, args ...string) (string, *syncBuf, func() int) {
 	}
 }
 
-type envelopeReply struct {
-	Result  bool            `json:"result"`
-	Code    int             `json:"code"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data"`
-}
+type envelopeReply = nodetest.Envelope
 
 func postJSON(t *testing.T, url string, body []byte) envelopeReply {
 	t.Helper()
-	return callJSON(t, http.MethodPost, url, body)
+	return nodetest.CallJSON(t, http.MethodPost, url, body)
 }
 
-// callJSON sends body (JSON, or nothing) to url and decodes the envelope.
 func callJSON(t *testing.T, method, url string, body []byte) envelopeReply {
 	t.Helper()
-	req, err := http.NewRequest(method, url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var r envelopeReply
-	if err := json.Unmarshal(raw, &r); err != nil {
-		t.Fatalf("%s %s: not an envelope: %.300s", method, url, raw)
-	}
-	return r
+	return nodetest.CallJSON(t, method, url, body)
 }
 
 // TestServerDemo: `gseproc server --demo` serves the documents' examples

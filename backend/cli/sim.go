@@ -3,11 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"gseproc/backend/node"
-	"gseproc/backend/simulator"
-	"gseproc/backend/transport"
 	"gseproc/model"
 )
 
@@ -46,42 +43,10 @@ func runSim(ctx context.Context, args []string, io Stdio) error {
 		return &ExitError{Code: 2, Err: err}
 	}
 	log := newLogger(cfg.Log, io.Err)
-	fleet, err := simulator.NewChecked(cfg.Simulator)
+	n, err := node.NewSim(cfg, log)
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
 	}
-	defer fleet.Close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	fatal := make(chan error, 1)
-	co := transport.ClientOptionsFromConfig(cfg.NATS, fmt.Sprintf("gseproc-sim %d hosts", fleet.Len()))
-	co.FailFast = true
-	co.OnFatal = func(err error) {
-		select {
-		case fatal <- err:
-		default:
-		}
-		cancel()
-	}
-	link, err := node.ClientLink(co, log)
-	if err != nil {
-		return &ExitError{Code: 2, Err: err}
-	}
-	defer link.Close()
-	fmt.Fprintf(io.Out, "gseproc sim: %d simulated hosts (seed %d) serving over NATS at %s\n", fleet.Len(), fleet.Seed(), cfg.NATS.ClientURLs())
-
-	var wg sync.WaitGroup
-	wg.Go(func() { fleet.Run(ctx) })
-	err = transport.ServeFleetOn(ctx, link, fleet, transport.ServeOptions{HeartbeatInterval: cfg.NATS.HeartbeatInterval.D(), Logger: log})
-	cancel()
-	wg.Wait()
-	select {
-	case ferr := <-fatal:
-		return ferr
-	default:
-	}
-	if err != nil {
-		log.Error("sim: cannot serve over NATS", "err", err)
-	}
-	return err
+	fmt.Fprintf(io.Out, "gseproc sim: %d simulated hosts (seed %d) serving over NATS at %s\n", n.Fleet.Len(), n.Fleet.Seed(), cfg.NATS.ClientURLs())
+	return n.Run(ctx)
 }

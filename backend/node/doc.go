@@ -12,7 +12,9 @@
 //     server).
 //   - OpenNATSEngine and StartNATS start the NATS side (embedded server or
 //     external cluster, dispatcher, JetStream store) and the engine on it.
-//   - ClientLink connects an agent or a simulated fleet to NATS.
+//   - ClientLink connects an agent or a simulated fleet to NATS; NewAgent
+//     and NewSim build the agent and the simulated fleet served over it
+//     (`gseproc agent`, `gseproc sim`), Run runs them.
 //   - Server.ServeAPI serves the HTTP API on a node; ServePprof the Go
 //     profiles (loopback only); StartSSH the console over SSH on a backend.
 //   - OpenBackend is the backend a CLI or console command uses: the

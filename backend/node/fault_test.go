@@ -1,4 +1,4 @@
-package cli
+package node_test
 
 import (
 	"bufio"
@@ -15,6 +15,7 @@ import (
 	"gseproc/backend"
 	"gseproc/backend/config"
 	"gseproc/backend/node"
+	"gseproc/backend/node/nodetest"
 	"gseproc/model"
 )
 
@@ -23,13 +24,6 @@ import (
 const faultEnv = "GSEPROC_FAULT_SERVER"
 
 const faultHosts = 5
-
-// faultDaemon is the hosted process: it logs its stop.
-const faultDaemon = `#!/bin/sh
-trap 'echo stop >> stops.log; exit 0' TERM
-echo $$ > "$GSEPROC_PID_FILE"
-while :; do sleep 0.05; done
-`
 
 func faultCfg(dir, listen string) config.Config {
 	cfg := config.Default()
@@ -42,36 +36,13 @@ func faultCfg(dir, listen string) config.Config {
 }
 
 // faultItems are one definition per real agent (cloud 11..15 on
-// 127.0.0.1): daemonItems in namespace biz_1.
+// 127.0.0.1): nodetest.DaemonItems in namespace biz_1.
 func faultItems(work string) []model.ProcessDef {
 	var clouds []int
 	for i := range faultHosts {
 		clouds = append(clouds, 11+i)
 	}
-	return daemonItems(work, "biz_1", clouds)
-}
-
-// daemonItems are one definition of faultDaemon per real agent (cloud c on
-// 127.0.0.1), each in its own directory under work (h<cloud>). start_cmd
-// logs each start and takes 2 s, so a kill lands while it runs.
-func daemonItems(work, ns string, clouds []int) []model.ProcessDef {
-	var items []model.ProcessDef
-	for _, cloud := range clouds {
-		dir := filepath.Join(work, "h"+strconv.Itoa(cloud))
-		name := "d" + strconv.Itoa(cloud)
-		items = append(items, model.ProcessDef{
-			Process: model.Process{
-				Meta: model.Meta{Namespace: ns, Name: name},
-				Spec: model.Spec{
-					Identity: model.Identity{ProcName: name, SetupPath: dir, PidPath: filepath.Join(dir, "d.pid")},
-					Control:  model.Control{StartCmd: "echo start >> starts.log; sleep 2; ./daemon.sh >/dev/null 2>&1 &"},
-					Policy:   model.Policy{AutoType: model.AutoResident, OpTimeout: 30, StartCheckEndSecs: 10, InstanceNum: 1},
-				},
-			},
-			Hosts: []model.Host{{IP: "127.0.0.1", CloudID: cloud}},
-		})
-	}
-	return items
+	return nodetest.DaemonItems(work, "biz_1", clouds)
 }
 
 // TestFaultHelperServer is the server process of
@@ -83,7 +54,7 @@ func TestFaultHelperServer(t *testing.T) {
 		t.Skip("the server process of TestRestartTaskSurvivesServerKill9")
 	}
 	ctx := context.Background()
-	e, nb, _, err := node.OpenNATSEngine(ctx, faultCfg(dir, "127.0.0.1:-1"), true, false, Version, nil)
+	e, nb, _, err := node.OpenNATSEngine(ctx, faultCfg(dir, "127.0.0.1:-1"), true, false, "test", nil)
 	if err != nil {
 		fmt.Println("ERROR", err)
 		return
@@ -93,7 +64,7 @@ func TestFaultHelperServer(t *testing.T) {
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		n := 0
 		for _, it := range items {
-			if hostOnline(e, it.Hosts[0]) {
+			if nodetest.HostOnline(e, it.Hosts[0]) {
 				n++
 			}
 		}
@@ -155,12 +126,12 @@ func TestRestartTaskSurvivesServerKill9(t *testing.T) {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(d, "daemon.sh"), []byte(faultDaemon), 0o755); err != nil {
+		if err := os.WriteFile(filepath.Join(d, "daemon.sh"), []byte(nodetest.Daemon), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		pidFiles = append(pidFiles, it.Process.Spec.Identity.PidPath)
 	}
-	killAtEnd(t, pidFiles...) // before the agents: it runs after they stopped
+	nodetest.KillAtEnd(t, pidFiles...) // before the agents: it runs after they stopped
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestFaultHelperServer$", "-test.v")
 	cmd.Env = append(os.Environ(), faultEnv+"="+dir, faultEnv+"_WORK="+work)
@@ -209,8 +180,7 @@ func TestRestartTaskSurvivesServerKill9(t *testing.T) {
 	}
 	natsURL := next("NATS")
 	for i := range faultHosts {
-		runCmd(t, "agent", "--nats", natsURL, "--cloud", strconv.Itoa(11+i), "--ip", "127.0.0.1",
-			"--data-dir", filepath.Join(work, "agent"+strconv.Itoa(i)))
+		nodetest.StartAgent(t, nodetest.AgentConfig(natsURL, 11+i, "127.0.0.1", filepath.Join(work, "agent"+strconv.Itoa(i))))
 	}
 	taskID := next("TASK")
 	go func() {
@@ -223,7 +193,7 @@ func TestRestartTaskSurvivesServerKill9(t *testing.T) {
 	}
 	// Kill the server once every host runs the restart's start_cmd (its
 	// 2 s sleep): the stop is done, the start is under way.
-	waitFor(t, "every host in the restart's start_cmd", 60*time.Second, func() bool {
+	nodetest.WaitFor(t, "every host in the restart's start_cmd", 60*time.Second, func() bool {
 		for i := range faultHosts {
 			if count(i, "starts.log", "start") < 2 {
 				return false
@@ -239,7 +209,7 @@ func TestRestartTaskSurvivesServerKill9(t *testing.T) {
 
 	// The same server again: same store dir and NATS address.
 	up := time.Now()
-	e, _, closer, err := node.OpenNATSEngine(context.Background(), faultCfg(dir, strings.TrimPrefix(natsURL, "nats://")), true, false, Version, nil)
+	e, _, closer, err := node.OpenNATSEngine(context.Background(), faultCfg(dir, strings.TrimPrefix(natsURL, "nats://")), true, false, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

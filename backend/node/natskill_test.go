@@ -1,4 +1,4 @@
-package cli
+package node_test
 
 import (
 	"bufio"
@@ -15,6 +15,7 @@ import (
 	"gseproc/backend"
 	"gseproc/backend/config"
 	"gseproc/backend/node"
+	"gseproc/backend/node/nodetest"
 	"gseproc/backend/store/jsstore"
 	"gseproc/backend/transport"
 	"gseproc/model"
@@ -51,7 +52,7 @@ func TestKillHelperServer(t *testing.T) {
 	}
 	ctx := context.Background()
 	// NATS listens on a port of its own choosing, named to the test.
-	e, nb, _, err := node.OpenNATSEngine(ctx, killCfg(dir, "127.0.0.1:-1"), false, true, Version, nil)
+	e, nb, _, err := node.OpenNATSEngine(ctx, killCfg(dir, "127.0.0.1:-1"), false, true, "test", nil)
 	if err != nil {
 		fmt.Println("ERROR", err)
 		return
@@ -138,7 +139,7 @@ func TestKill9MidTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	var before []model.Result
-	waitFor(t, "some final results", 30*time.Second, func() bool {
+	nodetest.WaitFor(t, "some final results", 30*time.Second, func() bool {
 		rs, err := st.Results(ctx, taskID)
 		before = rs
 		return err == nil && countFinal(rs) >= 10
@@ -157,7 +158,7 @@ func TestKill9MidTask(t *testing.T) {
 
 	// The next server on the same store dir resumes the task.
 	up := time.Now()
-	e, _, closer, err := node.OpenNATSEngine(ctx, killCfg(dir, "127.0.0.1:-1"), false, true, Version, nil)
+	e, _, closer, err := node.OpenNATSEngine(ctx, killCfg(dir, "127.0.0.1:-1"), false, true, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package cli
+package node_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"gseproc/backend/health"
 	"gseproc/backend/node"
+	"gseproc/backend/node/nodetest"
 	"gseproc/backend/server"
 	"gseproc/backend/transport"
 	"gseproc/model"
@@ -31,12 +32,12 @@ func TestNATSConnectionsComeBack(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a server and an agent")
 	}
-	cfg := natsTestConfig(t.TempDir())
+	cfg := nodetest.NATSConfig(t.TempDir())
 	node.ApplyDemo(&cfg)
-	logs := &syncBuf{}
+	logs := &nodetest.SyncBuf{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	ctx := context.Background()
-	e, nb, closeEngine, err := node.OpenNATSEngine(ctx, cfg, true, false, Version, log)
+	e, nb, closeEngine, err := node.OpenNATSEngine(ctx, cfg, true, false, "test", log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,13 +59,13 @@ func TestNATSConnectionsComeBack(t *testing.T) {
 
 	const ip = "127.0.0.31"
 	me := model.Host{IP: ip}
-	runCmd(t, "agent", "--nats", nb.ClientURL, "--ip", ip, "--data-dir", filepath.Join(t.TempDir(), "agent"))
+	nodetest.StartAgent(t, nodetest.AgentConfig(nb.ClientURL, 0, ip, filepath.Join(t.TempDir(), "agent")))
 
-	call := func(method, path string, body []byte) envelopeReply {
+	call := func(method, path string, body []byte) nodetest.Envelope {
 		t.Helper()
-		return callJSON(t, method, base+path, body)
+		return nodetest.CallJSON(t, method, base+path, body)
 	}
-	waitFor(t, "agent online", 30*time.Second, func() bool {
+	nodetest.WaitFor(t, "agent online", 30*time.Second, func() bool {
 		r := call(http.MethodGet, "/api/v1/hosts?host=0:"+ip, nil)
 		return r.Result && strings.Contains(string(r.Data), `"agent_state":"online"`)
 	})
@@ -129,17 +130,17 @@ func TestNATSConnectionsComeBack(t *testing.T) {
 	if err := old.Publish(strings.Repeat("x", 5000), nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "server connection closed by NATS", 15*time.Second, old.IsClosed)
+	nodetest.WaitFor(t, "server connection closed by NATS", 15*time.Second, old.IsClosed)
 	if err := old.LastError(); err == nil || !strings.Contains(strings.ToLower(err.Error()), "maximum control line") {
 		t.Fatalf("closed with %v", err)
 	}
-	waitFor(t, "the link in use again", 60*time.Second, func() bool {
+	nodetest.WaitFor(t, "the link in use again", 60*time.Second, func() bool {
 		st := nb.Link.Status()
 		return st.Redials == 1 && st.State == transport.LinkConnected
 	})
 	// Readiness says so: ready again, one connection replaced, and why.
 	var ready health.Status
-	waitFor(t, "ready again", 60*time.Second, func() bool {
+	nodetest.WaitFor(t, "ready again", 60*time.Second, func() bool {
 		r := call(http.MethodGet, "/readyz", nil)
 		return r.Result && json.Unmarshal(r.Data, &ready) == nil && ready.Ready && ready.Link.Redials == 1
 	})
@@ -148,11 +149,11 @@ func TestNATSConnectionsComeBack(t *testing.T) {
 	}
 	// Writes and reads of the store, and an op to the real agent, through
 	// the API of the same process.
-	waitFor(t, "a definition saved after the close", 60*time.Second, func() bool {
+	nodetest.WaitFor(t, "a definition saved after the close", 60*time.Second, func() bool {
 		return call(http.MethodPost, "/api/v1/processes", def("after")).Result
 	})
 	var res *model.Result
-	waitFor(t, "an op on the real agent after the close", 60*time.Second, func() bool {
+	nodetest.WaitFor(t, "an op on the real agent after the close", 60*time.Second, func() bool {
 		res = status("after")
 		return res != nil
 	})
@@ -183,7 +184,7 @@ func TestNATSConnectionsComeBack(t *testing.T) {
 	if !kicked {
 		t.Fatal("the agent's connection was not found")
 	}
-	waitFor(t, "an op on the real agent after its connection was cut", 60*time.Second, func() bool {
+	nodetest.WaitFor(t, "an op on the real agent after its connection was cut", 60*time.Second, func() bool {
 		return status("before") != nil
 	})
 }

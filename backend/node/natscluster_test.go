@@ -1,4 +1,4 @@
-package cli
+package node_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"gseproc/backend/config"
 	"gseproc/backend/engine"
 	"gseproc/backend/node"
+	"gseproc/backend/node/nodetest"
 	"gseproc/backend/simulator"
 	"gseproc/backend/transport"
 	"gseproc/model"
@@ -148,7 +149,7 @@ func TestNATSClusterFailover(t *testing.T) {
 	if ps, err := b.Processes(ctx, backend.ProcQuery{}); err != nil || len(ps) != 1 {
 		t.Fatalf("B's registry: %v %v", ps, err)
 	}
-	waitFor(t, "fleet online at B", 10*time.Second, func() bool {
+	nodetest.WaitFor(t, "fleet online at B", 10*time.Second, func() bool {
 		hs, _ := b.Hosts(ctx, backend.HostQuery{Hosts: def.Hosts[:1]})
 		return len(hs) == 1 && hs[0].State == model.AgentOnline
 	})
@@ -183,7 +184,7 @@ func TestNATSClusterFailover(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	waitFor(t, "some results live at B", 20*time.Second, func() bool {
+	nodetest.WaitFor(t, "some results live at B", 20*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(seen) >= 10
