@@ -288,7 +288,7 @@ func (e *Engine) Info(ctx context.Context) (backend.Info, error) {
 	if err != nil {
 		return backend.Info{}, fmt.Errorf("info: hosts: %w", err)
 	}
-	defs, err := e.st.Processes(ctx)
+	defs, err := e.definitions(ctx)
 	if err != nil {
 		return backend.Info{}, fmt.Errorf("info: processes: %w", err)
 	}

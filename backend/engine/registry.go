@@ -30,7 +30,7 @@ func hostSet(hs []model.Host) map[model.Host]bool {
 
 // Namespaces summarises the registry by namespace.
 func (e *Engine) Namespaces(ctx context.Context) ([]backend.NamespaceSummary, error) {
-	defs, err := e.st.Processes(ctx)
+	defs, err := e.definitions(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("namespaces: %w", err)
 	}
@@ -78,6 +78,16 @@ func (e *Engine) Namespaces(ctx context.Context) ([]backend.NamespaceSummary, er
 	return out, nil
 }
 
+// definitions returns the registry sorted by key, for reading only: the
+// store's own slice when it lends one (SharedRegistry), a copy otherwise.
+// A caller copies what it keeps or changes.
+func (e *Engine) definitions(ctx context.Context) ([]model.ProcessDef, error) {
+	if sr, ok := e.st.(SharedRegistry); ok {
+		return sr.SharedProcesses(ctx)
+	}
+	return e.st.Processes(ctx)
+}
+
 // Processes lists the definitions matching q, sorted by key.
 func (e *Engine) Processes(ctx context.Context, q backend.ProcQuery) ([]model.ProcessDef, error) {
 	if q.Host != nil {
@@ -87,11 +97,11 @@ func (e *Engine) Processes(ctx context.Context, q backend.ProcQuery) ([]model.Pr
 		}
 		q.Host = &h
 	}
-	defs, err := e.st.Processes(ctx)
+	defs, err := e.definitions(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("processes: %w", err)
 	}
-	out := defs[:0]
+	out := []model.ProcessDef{} // the matches, copied out of the shared registry
 	for _, d := range defs {
 		if !matchDef(d, q.Namespace, q.Name, q.Labels) {
 			continue

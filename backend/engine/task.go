@@ -81,7 +81,7 @@ func (e *Engine) operate(ctx context.Context, req backend.OperateRequest) (model
 	if len(req.Items) > 0 {
 		targets, procs = itemTargets(req.Items)
 	} else {
-		defs, err := e.st.Processes(ctx)
+		defs, err := e.definitions(ctx) // read only: resolve copies what it keeps
 		if err != nil {
 			return model.Task{}, fmt.Errorf("operate: load registry: %w", err)
 		}

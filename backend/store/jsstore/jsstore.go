@@ -442,7 +442,24 @@ func (s *Store) Processes(ctx context.Context) ([]model.ProcessDef, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	out, err := s.snapshot(ctx)
+	out, err := s.snapshot(ctx, false)
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	return out, nil
+}
+
+// SharedProcesses is Processes without the copy (engine.SharedRegistry):
+// the slice is the index's own, read-only for the caller. The index never
+// changes a slice it has lent: a write to the registry makes it build a
+// new one on the next read.
+var _ engine.SharedRegistry = (*Store)(nil)
+
+func (s *Store) SharedProcesses(ctx context.Context) ([]model.ProcessDef, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	out, err := s.snapshot(ctx, true)
 	if err != nil {
 		return nil, fmt.Errorf("list processes: %w", err)
 	}

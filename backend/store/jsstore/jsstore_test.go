@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -123,6 +125,42 @@ func TestRegistry(t *testing.T) {
 	ps, _ = s.Processes(ctx)
 	if len(ps) != 2 || len(ps[1].Hosts) != 1 {
 		t.Fatalf("after update and delete: %+v", ps)
+	}
+}
+
+// TestSharedProcesses: the lent registry reads as Processes does, and a
+// later write to the registry leaves a slice already lent unchanged.
+func TestSharedProcesses(t *testing.T) {
+	s := open(t, startNATS(t, natsCfg(t, t.TempDir())), Options{})
+	ctx := tctx(t)
+	for _, d := range []model.ProcessDef{proc("web", "nginx"), proc("db", "mysql")} {
+		if err := s.PutProcess(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lent, err := s.SharedProcesses(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied, _ := s.Processes(ctx)
+	if !reflect.DeepEqual(lent, copied) {
+		t.Fatalf("shared %+v, copied %+v", lent, copied)
+	}
+	before := slices.Clone(lent)
+	web := copied[1]
+	web.Hosts = web.Hosts[:1]
+	if err := s.PutProcess(ctx, web); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteProcess(ctx, "db:mysql"); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(lent, before) {
+		t.Fatalf("a lent registry changed under its reader: %+v, was %+v", lent, before)
+	}
+	now, _ := s.SharedProcesses(ctx)
+	if len(now) != 1 || now[0].Process.Key() != "web:nginx" || len(now[0].Hosts) != 1 {
+		t.Fatalf("after update and delete: %+v", now)
 	}
 }
 

@@ -185,9 +185,10 @@ func (s *Store) followOnce(ctx context.Context) error {
 
 // snapshot waits until the index holds every write the stream had when
 // it was called and returns the definitions sorted by key. The slice is
-// the caller's; the definitions' hosts and labels are shared with the
-// index and must not be modified.
-func (s *Store) snapshot(ctx context.Context) ([]model.ProcessDef, error) {
+// the caller's (shared: the index's own, see SharedProcesses); the
+// definitions' hosts and labels are shared with the index and must not be
+// modified.
+func (s *Store) snapshot(ctx context.Context, shared bool) ([]model.ProcessDef, error) {
 	last, err := s.lastProcSeq(ctx)
 	if err != nil {
 		return nil, err
@@ -208,6 +209,9 @@ func (s *Store) snapshot(ctx context.Context) ([]model.ProcessDef, error) {
 					r.sorted = append(r.sorted, d)
 				}
 				slices.SortFunc(r.sorted, func(a, b model.ProcessDef) int { return strings.Compare(a.Process.Key(), b.Process.Key()) })
+			}
+			if shared {
+				return r.sorted, nil
 			}
 			return slices.Clone(r.sorted), nil
 		}
