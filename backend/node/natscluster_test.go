@@ -20,8 +20,8 @@ import (
 
 // natsCluster starts n embedded NATS servers with JetStream clustered on
 // 127.0.0.1 (random ports); each accepts the gseproc servers' user
-// (role server) and the simulator's agent user.
-func natsCluster(t *testing.T, n int) []*transport.Embedded {
+// (role server), the simulator's agent user and the users extra.
+func natsCluster(t *testing.T, n int, extra ...config.NATSUser) []*transport.Embedded {
 	t.Helper()
 	// JetStream clustering needs every route up front, so the route ports
 	// are picked before the nodes listen on them; another process may take
@@ -29,7 +29,7 @@ func natsCluster(t *testing.T, n int) []*transport.Embedded {
 	var err error
 	for attempt := 1; attempt <= 5; attempt++ {
 		var nodes []*transport.Embedded
-		if nodes, err = tryNATSCluster(t, n); err == nil {
+		if nodes, err = tryNATSCluster(t, n, extra); err == nil {
 			return nodes
 		}
 		t.Logf("cluster attempt %d: %v", attempt, err)
@@ -38,7 +38,7 @@ func natsCluster(t *testing.T, n int) []*transport.Embedded {
 	return nil
 }
 
-func tryNATSCluster(t *testing.T, n int) ([]*transport.Embedded, error) {
+func tryNATSCluster(t *testing.T, n int, extra []config.NATSUser) ([]*transport.Embedded, error) {
 	var ports []int
 	var routes []string
 	for range n {
@@ -59,6 +59,7 @@ func tryNATSCluster(t *testing.T, n int) ([]*transport.Embedded, error) {
 		c.ServerName = fmt.Sprintf("n%d", i+1)
 		c.Cluster = config.NATSClusterConfig{Name: "gseproc-test", Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes, User: "route", Password: "routepw"}
 		c.Users = []config.NATSUser{{User: "server", Password: "spw", Role: config.NATSRoleServer}, {User: "sim", Password: "simpw", Role: config.NATSRoleSim, Hosts: []string{"0:*"}}}
+		c.Users = append(c.Users, extra...)
 		if err := c.Validate(); err != nil {
 			t.Fatal(err)
 		}

@@ -56,6 +56,14 @@ type Dispatcher struct {
 	replies  map[string]pendingReply
 	replyPfx string
 	replyN   uint64
+	// reconnected is closed (and replaced) whenever the connection in use
+	// comes back from a disconnection or is replaced (Rebind): an answer
+	// published meanwhile may have found no subscription, so every
+	// request waiting for one asks again (the agent answers a repeated op
+	// id from its ledger, without running it again). Guarded by rmu.
+	reconnected chan struct{}
+	// watchStop ends the status watch of the connection in use.
+	watchStop chan struct{}
 
 	smu      sync.Mutex // natsSubs
 	natsSubs []*nats.Subscription
@@ -64,7 +72,8 @@ type Dispatcher struct {
 	// report 20,000 times a second, more than one goroutine decodes.
 	hbq    [hbWorkers]chan *nats.Msg
 	hbSeed maphash.Seed // picks a subject's worker
-	hbWG   sync.WaitGroup
+	// wg: the heartbeat workers and the reconnect watch.
+	wg sync.WaitGroup
 
 	stop    chan struct{}
 	done    chan struct{}
@@ -87,7 +96,7 @@ func (d *Dispatcher) queueHeartbeat(m *nats.Msg) {
 }
 
 func (d *Dispatcher) heartbeatWorker(q <-chan *nats.Msg) {
-	defer d.hbWG.Done()
+	defer d.wg.Done()
 	for {
 		select {
 		case m := <-q:
@@ -128,12 +137,13 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 		hbSeed:  maphash.MakeSeed(),
 		subs:    map[int]func(model.Event){},
 		replies: map[string]pendingReply{}, replyPfx: randomSecret()[:12],
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
+		reconnected: make(chan struct{}),
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
 	}
 	for i := range d.hbq {
 		d.hbq[i] = make(chan *nats.Msg, hbQueue)
-		d.hbWG.Add(1)
+		d.wg.Add(1)
 		go d.heartbeatWorker(d.hbq[i])
 	}
 	for _, hi := range opts.StaticHosts {
@@ -142,7 +152,7 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 	}
 	if err := d.attach(nc); err != nil {
 		close(d.stop)
-		d.hbWG.Wait()
+		d.wg.Wait()
 		return nil, err
 	}
 	go d.sweep()
@@ -152,14 +162,49 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 // Rebind moves the dispatcher onto nc, a new connection (the one it used
 // was closed for good; transport.Link dials the new one and calls this):
 // it subscribes there and asks every agent for a full heartbeat. Requests
-// waiting for a reply sent on the old connection run to their deadline.
+// waiting for a reply are published again on the new connection (those
+// with an op id: the agent answers a repeat from its ledger).
 func (d *Dispatcher) Rebind(_ context.Context, nc *nats.Conn) error {
 	select {
 	case <-d.stop:
 		return errors.New("dispatcher: closed")
 	default:
 	}
-	return d.attach(nc)
+	if err := d.attach(nc); err != nil {
+		return err
+	}
+	d.askAgain()
+	return nil
+}
+
+// askAgain wakes every request waiting for a reply: it publishes its
+// request again.
+func (d *Dispatcher) askAgain() {
+	d.rmu.Lock()
+	close(d.reconnected)
+	d.reconnected = make(chan struct{})
+	d.rmu.Unlock()
+}
+
+// watchReconnects calls askAgain each time nc connects again, until stop
+// is closed.
+func (d *Dispatcher) watchReconnects(nc *nats.Conn, stop <-chan struct{}) {
+	st := nc.StatusChanged(nats.CONNECTED)
+	defer nc.RemoveStatusListener(st)
+	for {
+		select {
+		case <-st:
+			// The subscriptions are sent again by nats.go before its
+			// status says connected; a round trip makes sure the server
+			// has them before the requests go out again.
+			_ = nc.FlushTimeout(5 * time.Second)
+			d.askAgain()
+		case <-stop:
+			return
+		case <-d.stop:
+			return
+		}
+	}
 }
 
 // attach subscribes to the agents' heartbeats, events and replies on nc,
@@ -178,9 +223,16 @@ func (d *Dispatcher) attach(nc *nats.Conn) error {
 		subs = append(subs, s)
 	}
 	d.unsubscribe() // the old connection's (closed with it, if it is)
+	stop := make(chan struct{})
 	d.smu.Lock()
 	d.natsSubs = subs
+	if d.watchStop != nil {
+		close(d.watchStop)
+	}
+	d.watchStop = stop
 	d.smu.Unlock()
+	d.wg.Add(1)
+	go func() { defer d.wg.Done(); d.watchReconnects(nc, stop) }()
 	d.nc.Store(nc)
 	// The subscriptions must be in place before agents answer the hello.
 	if err := nc.Flush(); err != nil && !errors.Is(err, nats.ErrConnectionReconnecting) {
@@ -197,7 +249,7 @@ func (d *Dispatcher) Close() error {
 	d.closeMu.Do(func() {
 		close(d.stop)
 		<-d.done
-		d.hbWG.Wait()
+		d.wg.Wait()
 		d.unsubscribe()
 	})
 	return nil
@@ -238,7 +290,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, host model.Host, req model.Ag
 	case err != nil:
 		return model.AgentReply{}, fmt.Errorf("dispatch %s: %w", host, err)
 	}
-	if len(msg.Data) == 0 && msg.Header.Get("Status") == "503" {
+	if noResponders(msg) {
 		// NATS: nobody subscribes to the host's op subject.
 		return model.AgentReply{}, fmt.Errorf("dispatch %s: %w: no agent listening", host, model.ErrUnreachable)
 	}
@@ -251,6 +303,16 @@ func (d *Dispatcher) Dispatch(ctx context.Context, host model.Host, req model.Ag
 	}
 	return rep, nil
 }
+
+// noResponders reports whether m is NATS's answer that nobody subscribes
+// to the request's subject.
+func noResponders(m *nats.Msg) bool {
+	return len(m.Data) == 0 && m.Header.Get("Status") == "503"
+}
+
+// askAgainAfter is how long a request asked again after a reconnection
+// waits before asking once more when its agent was not there yet.
+const askAgainAfter = 250 * time.Millisecond
 
 // CancelGrace is how long a dispatch cancelled by the operator
 // (model.ErrCancelled) still waits for the agent's answer to the cancel.
@@ -266,19 +328,51 @@ func (d *Dispatcher) request(ctx context.Context, host model.HostID, opID, taskI
 	d.replyN++
 	id := d.replyPfx + strconv.FormatUint(d.replyN, 36)
 	d.replies[id] = pendingReply{host: host, ch: ch}
+	again := d.reconnected
 	d.rmu.Unlock()
 	defer func() {
 		d.rmu.Lock()
 		delete(d.replies, id)
 		d.rmu.Unlock()
 	}()
-	if err := d.nc.Load().PublishMsg(&nats.Msg{Subject: OpSubject(host), Reply: ReplySubject(host, id), Data: data}); err != nil {
+	msg := &nats.Msg{Subject: OpSubject(host), Reply: ReplySubject(host, id), Data: data}
+	if err := d.nc.Load().PublishMsg(msg); err != nil {
 		return nil, fmt.Errorf("publish request: %w", err)
 	}
-	select {
-	case m := <-ch:
-		return m, nil
-	case <-ctx.Done():
+	// A request with an op id is asked again after a reconnection (the
+	// answer may have been published while nobody subscribed); the agent
+	// answers the repeat from its ledger. While asked again, "no
+	// responders" means the agent has not reconnected yet: asked once
+	// more a moment later, until the deadline.
+	var retry <-chan time.Time
+	reasked := false
+wait:
+	for {
+		select {
+		case m := <-ch:
+			if !reasked || !noResponders(m) {
+				return m, nil
+			}
+			retry = time.After(askAgainAfter)
+		case <-again:
+			d.rmu.Lock()
+			again = d.reconnected
+			d.rmu.Unlock()
+			if opID == "" {
+				continue
+			}
+			reasked, retry = true, nil
+			if err := d.nc.Load().PublishMsg(msg); err != nil {
+				retry = time.After(askAgainAfter)
+			}
+		case <-retry:
+			retry = nil
+			if err := d.nc.Load().PublishMsg(msg); err != nil {
+				retry = time.After(askAgainAfter)
+			}
+		case <-ctx.Done():
+			break wait
+		}
 	}
 	if opID == "" || !errors.Is(context.Cause(ctx), model.ErrCancelled) {
 		return nil, ctx.Err()

@@ -41,6 +41,15 @@
 // payload names another host than their subject, and takes a reply only
 // from the reply subject of the host it addressed.
 //
+// A reply goes to the addressed host's own subject, which every node of
+// a cluster lets that host's credential publish: an agent whose node dies
+// mid-op reconnects to another and its answer still reaches the server.
+// When the server's own connection was down (or replaced), an answer may
+// have been published while nobody subscribed: every request with an op
+// id still waiting is then published again, and the agent answers the
+// repeat from its op ledger (waiting for the op if it still runs), never
+// running it twice.
+//
 // A reply may carry the header Gseproc-Status: unreachable, which a
 // simulated fleet uses to say "this host's agent is down" (the dispatcher
 // then reports model.ErrUnreachable, as for no responders).

@@ -1,0 +1,135 @@
+package transport
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"gseproc/backend/config"
+	"gseproc/model"
+)
+
+// cut closes the connections the relay carries now.
+func (r *relay) cut() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for c := range r.conns {
+		c.Close()
+		delete(r.conns, c)
+	}
+}
+
+// onceAgent answers each op id as an agent's ledger does: the first
+// request runs (and waits for release), a repeat waits for it and gets
+// the same answer.
+type onceAgent struct {
+	*fakeAgent
+	started, release chan struct{}
+
+	mu   sync.Mutex
+	runs map[string]int
+	done map[string]chan struct{}
+	reqs int
+}
+
+func newOnceAgent(h model.Host) *onceAgent {
+	a := &onceAgent{started: make(chan struct{}, 1), release: make(chan struct{}), runs: map[string]int{}, done: map[string]chan struct{}{}}
+	a.fakeAgent = &fakeAgent{info: model.HostInfo{Host: h}, handle: func(ctx context.Context, req model.AgentRequest) model.AgentReply {
+		a.mu.Lock()
+		a.reqs++
+		d, repeat := a.done[req.OpID]
+		if !repeat {
+			d = make(chan struct{})
+			a.done[req.OpID] = d
+			a.runs[req.OpID]++
+		}
+		a.mu.Unlock()
+		if !repeat {
+			a.started <- struct{}{}
+			<-a.release
+			close(d)
+		}
+		select {
+		case <-d:
+		case <-ctx.Done():
+			return model.AgentReply{Code: model.CodeTimeout, Message: "still running"}
+		}
+		return model.AgentReply{Code: model.CodeSuccess, Message: "started once"}
+	}}
+	return a
+}
+
+// TestReplyLostWhileServerAway: the server's connection drops while an
+// agent runs an op, and the agent answers while the server is away (core
+// NATS drops the answer: nobody subscribes). Once reconnected, the
+// dispatcher asks again with the same op id and gets the outcome, which
+// the agent did not run twice. Without asking again the dispatch waits
+// out its deadline (116 for a host that succeeded).
+func TestReplyLostWhileServerAway(t *testing.T) {
+	cfg := testNATS(t)
+	cfg.Users = []config.NATSUser{{User: "srv", Password: "srvpw", Role: config.NATSRoleServer}}
+	e := startServer(t, cfg, true)
+	a := newOnceAgent(h1)
+	runAgent(t, e.ClientURL(), ClientOptions{}, a, ServeOptions{HeartbeatInterval: 50 * time.Millisecond})
+
+	rl := newRelay(t)
+	rl.point(e.ClientURL())
+	nc, err := Connect(ClientOptions{URLs: rl.url(), User: "srv", Password: "srvpw", MaxReconnectDelay: 100 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	d := newDispatcher(t, nc, DispatcherOptions{})
+	eventually(t, "online", 15*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
+
+	// A witness sees the agent's answer go out.
+	watch := serverConn(t, e)
+	answered := make(chan struct{}, 4)
+	if _, err := watch.Subscribe(AllReplies, func(*nats.Msg) { answered <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	type out struct {
+		rep model.AgentReply
+		err error
+	}
+	res := make(chan out, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		rep, err := d.Dispatch(ctx, h1, model.AgentRequest{TaskID: "t1", OpID: model.OpID("t1", h1, "ns:p"), Op: model.OpStart,
+			Process: model.Process{Meta: model.Meta{Namespace: "ns", Name: "p"}}})
+		res <- out{rep, err}
+	}()
+	select {
+	case <-a.started:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the op never reached the agent")
+	}
+	rl.point("")
+	rl.cut()
+	eventually(t, "the server's connection down", 15*time.Second, func() bool { return !nc.IsConnected() })
+	close(a.release)
+	select {
+	case <-answered: // published while the server was away: lost to it
+	case <-time.After(15 * time.Second):
+		t.Fatal("the agent did not answer")
+	}
+	rl.point(e.ClientURL())
+
+	r := <-res
+	if r.err != nil || r.rep.Code != model.CodeSuccess {
+		t.Fatalf("dispatch after the server's reconnection: %+v %v, want the agent's success", r.rep, r.err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if n := a.runs[model.OpID("t1", h1, "ns:p")]; n != 1 || a.reqs < 2 {
+		t.Fatalf("op ran %d times over %d requests; want once, asked again", n, a.reqs)
+	}
+}
