@@ -51,7 +51,51 @@ func (t filterTerm) match(got string) bool {
 	if t.exact {
 		return strings.EqualFold(got, t.value)
 	}
-	return strings.Contains(strings.ToLower(got), strings.ToLower(t.value))
+	return containsFold(got, t.value)
+}
+
+// containsFold reports whether sub is within s, ignoring case, without
+// allocating when both are ASCII (a keystroke tests 100,000 rows).
+func containsFold(s, sub string) bool {
+	if !isASCII(s) || !isASCII(sub) {
+		return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+	}
+	n := len(sub)
+	for i := 0; i+n <= len(s); i++ {
+		if asciiEqualFold(s[i:i+n], sub) {
+			return true
+		}
+	}
+	return false
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// asciiEqualFold compares two ASCII strings of the same length ignoring case.
+func asciiEqualFold(a, b string) bool {
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if x == y {
+			continue
+		}
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // hostMatcher is a parsed filter ready to test rows; fuzzy words are
@@ -62,6 +106,29 @@ type hostMatcher struct {
 }
 
 func newHostMatcher(text string, rows []hostRow) hostMatcher {
+	return newHostMatcherOf(text, func() []string { return procNames(rows) })
+}
+
+// procNames is the distinct process names of rows, sorted (a host list
+// keeps them from its load: a keystroke does not scan every row for them).
+func procNames(rows []hostRow) []string {
+	distinct := map[string]bool{}
+	for i := range rows {
+		for _, pv := range rows[i].v.Procs {
+			distinct[procName(pv.Key)] = true
+		}
+	}
+	names := make([]string, 0, len(distinct))
+	for n := range distinct {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// newHostMatcherOf parses text for rows whose distinct process names
+// names gives (asked only when the text has a fuzzy word).
+func newHostMatcherOf(text string, names func() []string) hostMatcher {
 	m := hostMatcher{}
 	var words []string
 	for _, t := range parseFilter(text) {
@@ -74,19 +141,8 @@ func newHostMatcher(text string, rows []hostRow) hostMatcher {
 	if len(words) == 0 {
 		return m
 	}
-	distinct := map[string]bool{}
-	for i := range rows {
-		for _, pv := range rows[i].v.Procs {
-			distinct[procName(pv.Key)] = true
-		}
-	}
-	names := make([]string, 0, len(distinct))
-	for n := range distinct {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	m.names = map[string]bool{}
-	for _, n := range names {
+	for _, n := range names() {
 		all := true
 		for _, w := range words {
 			if len(fuzzy.Find(w, []string{n})) == 0 {

@@ -79,3 +79,28 @@ func TestHostMatcher(t *testing.T) {
 		}
 	}
 }
+
+func TestContainsFold(t *testing.T) {
+	tests := []struct {
+		s, sub string
+		want   bool
+	}{
+		{"Stopped", "stop", true},
+		{"stopped", "STOP", true},
+		{"10.0.1.2", "0.1", true},
+		{"nginx", "nginxx", false},
+		{"nginx", "", true},
+		{"", "a", false},
+		{"web-API", "i-a", false},
+		{"web-API", "b-a", true},
+		{"ZONE-Ä", "zone-ä", true}, // not ASCII: Unicode folding
+		{"zone-ä", "ZONE-Ö", false},
+		{"a[b", "[B", true}, // '[' is next to 'Z': no false fold
+		{"a{b", "[b", false},
+	}
+	for _, tc := range tests {
+		if got := containsFold(tc.s, tc.sub); got != tc.want {
+			t.Errorf("containsFold(%q, %q) = %v, want %v", tc.s, tc.sub, got, tc.want)
+		}
+	}
+}

@@ -24,7 +24,8 @@ type hostsPage struct {
 	id     int
 	q      backend.HostQuery
 	rows   []hostRow
-	shown  []int // indexes into rows after the filter
+	names  []string // the rows' distinct process names, sorted; nil until a filter needs them
+	shown  []int    // indexes into rows after the filter
 	sel    map[string]bool
 	list   vlist
 	filter listFilter
@@ -257,7 +258,12 @@ func (p *hostsPage) applyFilter() {
 	if r, ok := p.cursorRow(); ok {
 		cur = r.id
 	}
-	m := newHostMatcher(p.filter.value(), p.rows)
+	m := newHostMatcherOf(p.filter.value(), func() []string {
+		if p.names == nil {
+			p.names = procNames(p.rows)
+		}
+		return p.names
+	})
 	keep := make([]int, 0, len(p.shown))
 	for i := range p.rows {
 		if m.match(&p.rows[i]) {
@@ -373,6 +379,7 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 			p.s.resolved("list hosts")
 		}
 		p.fresh.at = p.s.now()
+		p.names = nil
 		p.rows = make([]hostRow, len(msg.hosts))
 		for i, h := range msg.hosts {
 			p.rows[i] = newHostRow(h)
