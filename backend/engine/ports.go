@@ -112,6 +112,13 @@ type StatusSource interface {
 	Statuses(host model.Host) []model.ProcStatus
 }
 
+// StatusAppender is optional, for a StatusSource: AppendStatuses appends
+// what Statuses(host) returns to dst, so that a listing of every host
+// reuses one buffer instead of a slice per host.
+type StatusAppender interface {
+	AppendStatuses(dst []model.ProcStatus, host model.Host) []model.ProcStatus
+}
+
 // ResultWatcher is optional: a Store shared by several engines (JetStream)
 // implements it so that an engine can follow, live, a task another engine
 // is running. Without it, Watch of a task that is not running here

@@ -138,21 +138,50 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 			byID[id] = true
 		}
 	}
-	onHost := map[model.Host][]int{}
-	keys := make([]string, len(defs)) // each definition's key, built once
+	// The matching definitions on each host of the inventory: hosts are
+	// numbered by their first place in it, and the (host, definition)
+	// pairs laid out flat by host, in definition order: two arrays
+	// instead of a slice per host (100,000 of them for a listing).
+	pos := make(map[model.Host]int32, len(inv))
+	for i := len(inv) - 1; i >= 0; i-- {
+		pos[inv[i].Host] = int32(i)
+	}
+	type pair struct{ host, def int32 }
+	var pairs []pair
+	first := make([]int32, len(inv)+1) // host p's pairs: defAt[first[p]:first[p+1]]
+	keys := make([]string, len(defs))  // each definition's key, built once
 	for i, d := range defs {
 		if !matchDef(d, q.Namespace, q.Name, q.Labels) {
 			continue
 		}
 		keys[i] = d.Process.Key()
 		for _, h := range d.Hosts {
-			onHost[h] = append(onHost[h], i)
+			if p, ok := pos[h]; ok {
+				pairs = append(pairs, pair{p, int32(i)})
+				first[p+1]++
+			}
 		}
 	}
+	for p := 1; p < len(first); p++ {
+		first[p] += first[p-1]
+	}
+	defAt := make([]int32, len(pairs))
+	next := slices.Clone(first[:len(inv)])
+	for _, pr := range pairs {
+		defAt[next[pr.host]] = pr.def
+		next[pr.host]++
+	}
+	pairs, next = nil, nil
 	src := e.statusSource()
+	app, _ := src.(StatusAppender)
 	size := len(inv)
 	if procFilter {
-		size = min(size, len(onHost))
+		size = 0
+		for p := range len(inv) {
+			if first[p+1] > first[p] {
+				size++
+			}
+		}
 	}
 	out := make([]backend.HostView, 0, size)
 	var sts []model.ProcStatus
@@ -164,7 +193,8 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 		if byID != nil && !byID[hi.AgentID] {
 			continue
 		}
-		idx := onHost[h]
+		p := pos[h]
+		idx := defAt[first[p]:first[p+1]]
 		if procFilter && len(idx) == 0 {
 			continue
 		}
@@ -172,7 +202,11 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 		sts = sts[:0]
 		if src != nil && len(idx) > 0 {
 			// Asked outside e.mu: the source has locks of its own.
-			sts = src.Statuses(hi.Host)
+			if app != nil {
+				sts = app.AppendStatuses(sts, hi.Host)
+			} else {
+				sts = src.Statuses(hi.Host)
+			}
 		}
 		if len(idx) > 0 {
 			v.Procs = make([]backend.ProcView, 0, len(idx))

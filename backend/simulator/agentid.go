@@ -2,7 +2,6 @@ package simulator
 
 import (
 	"encoding/binary"
-	"fmt"
 	"net/netip"
 
 	"gseproc/model"
@@ -18,5 +17,16 @@ func AgentID(h model.Host) string {
 		hi, lo = binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
 	}
 	c := uint64(h.CloudID)
-	return fmt.Sprintf("02%016x%016x", mix(hAgentID, c, hi, lo), mix(hAgentID, lo, hi, c))
+	// "02%016x%016x", written by hand: a listing of 100,000 hosts makes
+	// one per host, and Sprintf was a tenth of the listing's time.
+	const digits = "0123456789abcdef"
+	var b [34]byte
+	b[0], b[1] = '0', '2'
+	for i, x := range [2]uint64{mix(hAgentID, c, hi, lo), mix(hAgentID, lo, hi, c)} {
+		for j := 15; j >= 0; j-- {
+			b[2+16*i+j] = digits[x&0xf]
+			x >>= 4
+		}
+	}
+	return string(b[:])
 }

@@ -543,14 +543,14 @@ func (f *Fleet) Host(h model.Host) (HostSnapshot, bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	return HostSnapshot{Host: sh.host, Labels: f.hostLabels(sh), Kind: [...]string{"normal", "offline", "unreachable"}[sh.kind],
-		Offline: sh.offline, Procs: f.procStatuses(i, sh, now)}, true
+		Offline: sh.offline, Procs: f.procStatuses(nil, i, sh, now)}, true
 }
 
-// procStatuses is the status of every process host i knows (its
+// procStatuses appends to dst the status of every process host i knows (its
 // deployments, and those operations created), sorted by key. sh.mu must be held.
-func (f *Fleet) procStatuses(i int32, sh *simHost, now time.Time) []model.ProcStatus {
-	// A host has a few processes: one slice of the exact size, and a scan
-	// instead of a set (listing 100,000 hosts asks this 100,000 times).
+func (f *Fleet) procStatuses(dst []model.ProcStatus, i int32, sh *simHost, now time.Time) []model.ProcStatus {
+	// A host has a few processes: a scan instead of a set (listing 100,000
+	// hosts asks this 100,000 times).
 	known := func(key string) bool {
 		for _, p := range sh.procs {
 			if p.key == key {
@@ -566,16 +566,21 @@ func (f *Fleet) procStatuses(i int32, sh *simHost, now time.Time) []model.ProcSt
 			untouched = append(untouched, int32(d))
 		}
 	}
-	out := make([]model.ProcStatus, 0, len(sh.procs)+len(untouched))
+	start := len(dst)
+	dst = slices.Grow(dst, len(sh.procs)+len(untouched))
 	for _, p := range sh.procs {
-		out = append(out, f.status(sh, p, now))
+		dst = append(dst, f.status(sh, p, now))
 	}
 	for _, d := range untouched {
 		p := f.initial(i, d)
-		out = append(out, f.status(sh, &p, now))
+		dst = append(dst, f.status(sh, &p, now))
 	}
-	slices.SortFunc(out, func(a, b model.ProcStatus) int { return strings.Compare(a.ProcKey, b.ProcKey) })
-	return out
+	out := dst[start:]
+	byKey := func(a, b model.ProcStatus) int { return strings.Compare(a.ProcKey, b.ProcKey) }
+	if !slices.IsSortedFunc(out, byKey) { // an untouched host's are in definition order: sorted
+		slices.SortFunc(out, byKey)
+	}
+	return dst
 }
 
 // SetOffline takes a host away (its agent stops answering: Dispatch blocks
@@ -617,5 +622,22 @@ func (f *Fleet) Statuses(h model.Host) []model.ProcStatus {
 	if sh.away() {
 		return nil
 	}
-	return f.procStatuses(i, sh, now)
+	return f.procStatuses(nil, i, sh, now)
+}
+
+// AppendStatuses appends what Statuses(h) returns to dst
+// (engine.StatusAppender): a listing of every host reuses one buffer.
+func (f *Fleet) AppendStatuses(dst []model.ProcStatus, h model.Host) []model.ProcStatus {
+	i, ok := f.lookup(h)
+	if !ok {
+		return dst
+	}
+	sh := &f.hosts[i]
+	now := f.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.away() {
+		return dst
+	}
+	return f.procStatuses(dst, i, sh, now)
 }
