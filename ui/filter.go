@@ -99,14 +99,80 @@ func asciiEqualFold(a, b string) bool {
 }
 
 // hostMatcher is a parsed filter ready to test rows; fuzzy words are
-// matched once against the distinct process names, not per row.
+// matched once against the distinct process names, not per row, and so
+// are state terms against the states.
 type hostMatcher struct {
 	terms []filterTerm
 	names map[string]bool // process names matching every fuzzy word; nil when there is none
+
+	// For rows with keys (matchKeyed): nameBits has bit n when names[n]
+	// is in m.names (names of more than 64: nameBits unused); one mask of
+	// the state bits passing each state term; rest is the other terms.
+	nameBits   uint64
+	bitsOK     bool
+	stateTerms []stateTerm
+	rest       []filterTerm
+}
+
+type stateTerm struct {
+	t    filterTerm
+	mask uint16
 }
 
 func newHostMatcher(text string, rows []hostRow) hostMatcher {
-	return newHostMatcherOf(text, func() []string { return procNames(rows) })
+	return newHostMatcherOf(text, procNames(rows))
+}
+
+// Row keys: a keystroke in a list of 100,000 hosts tests the process
+// names and states (the terms most typed) on a few bits per row, kept in
+// an array of their own, instead of reading every row's processes.
+
+// knownStates are the process states with a bit of their own.
+var knownStates = [...]model.ProcState{model.ProcStopped, model.ProcStarting, model.ProcRunning, model.ProcBackoff,
+	model.ProcStopping, model.ProcExited, model.ProcFatal, model.ProcUnknown}
+
+const (
+	stateNone  = uint16(1) << len(knownStates) // the host has no process
+	stateOther = stateNone << 1                // a state not known: test the row itself
+)
+
+func stateBit(s model.ProcState) uint16 {
+	for i, k := range knownStates {
+		if s == k {
+			return 1 << i
+		}
+	}
+	return stateOther
+}
+
+// rowKey is what a keystroke tests of a row without reading it.
+type rowKey struct {
+	names  uint64 // bit n: the host runs names[n] (of at most 64 names)
+	states uint16 // knownStates' bits of its processes, stateNone, stateOther
+}
+
+// keyRows is each row's key, for rows whose distinct process names are
+// names (procNames).
+func keyRows(rows []hostRow, names []string) []rowKey {
+	idx := make(map[string]int, len(names))
+	for i, n := range names {
+		idx[n] = i
+	}
+	keys := make([]rowKey, len(rows))
+	for i := range rows {
+		k := &keys[i]
+		procs := rows[i].v.Procs
+		if len(procs) == 0 {
+			k.states = stateNone
+		}
+		for _, pv := range procs {
+			k.states |= stateBit(pv.Status.State)
+			if n, ok := idx[procName(pv.Key)]; ok && n < 64 {
+				k.names |= 1 << n
+			}
+		}
+	}
+	return keys
 }
 
 // procNames is the distinct process names of rows, sorted (a host list
@@ -126,10 +192,10 @@ func procNames(rows []hostRow) []string {
 	return names
 }
 
-// newHostMatcherOf parses text for rows whose distinct process names
-// names gives (asked only when the text has a fuzzy word).
-func newHostMatcherOf(text string, names func() []string) hostMatcher {
-	m := hostMatcher{}
+// newHostMatcherOf parses text for rows whose distinct process names are
+// names, sorted (procNames).
+func newHostMatcherOf(text string, names []string) hostMatcher {
+	m := hostMatcher{bitsOK: len(names) <= 64}
 	var words []string
 	for _, t := range parseFilter(text) {
 		if t.field == "" && !isAddress(t.value) {
@@ -137,12 +203,26 @@ func newHostMatcherOf(text string, names func() []string) hostMatcher {
 			continue
 		}
 		m.terms = append(m.terms, t)
+		if t.field != "state" {
+			m.rest = append(m.rest, t)
+			continue
+		}
+		st := stateTerm{t: t}
+		for i, k := range knownStates {
+			if t.match(string(k)) {
+				st.mask |= 1 << i
+			}
+		}
+		if t.match("none") {
+			st.mask |= stateNone
+		}
+		m.stateTerms = append(m.stateTerms, st)
 	}
 	if len(words) == 0 {
 		return m
 	}
 	m.names = map[string]bool{}
-	for _, n := range names() {
+	for i, n := range names {
 		all := true
 		for _, w := range words {
 			if len(fuzzy.Find(w, []string{n})) == 0 {
@@ -152,9 +232,51 @@ func newHostMatcherOf(text string, names func() []string) hostMatcher {
 		}
 		if all {
 			m.names[n] = true
+			if i < 64 {
+				m.nameBits |= 1 << i
+			}
 		}
 	}
 	return m
+}
+
+// matchKeyed is match for a row with its key k (from keyRows with the
+// names the matcher was made with).
+func (m hostMatcher) matchKeyed(k rowKey, r *hostRow) bool {
+	if m.names != nil {
+		if m.bitsOK {
+			if k.names&m.nameBits == 0 {
+				return false
+			}
+		} else if !m.matchNames(r) {
+			return false
+		}
+	}
+	for _, st := range m.stateTerms {
+		if k.states&stateOther != 0 {
+			if !m.matchTerm(st.t, r) {
+				return false
+			}
+		} else if k.states&st.mask == 0 {
+			return false
+		}
+	}
+	for _, t := range m.rest {
+		if !m.matchTerm(t, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// matchNames reports whether the row runs a process in m.names.
+func (m hostMatcher) matchNames(r *hostRow) bool {
+	for _, pv := range r.v.Procs {
+		if m.names[procName(pv.Key)] {
+			return true
+		}
+	}
+	return false
 }
 
 func procName(key string) string {
@@ -164,18 +286,8 @@ func procName(key string) string {
 
 // match reports whether the row passes every term.
 func (m hostMatcher) match(r *hostRow) bool {
-	v := &r.v
-	if m.names != nil {
-		ok := false
-		for _, pv := range v.Procs {
-			if m.names[procName(pv.Key)] {
-				ok = true
-				break
-			}
-		}
-		if !ok {
-			return false
-		}
+	if m.names != nil && !m.matchNames(r) {
+		return false
 	}
 	for _, t := range m.terms {
 		if !m.matchTerm(t, r) {

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"fmt"
 	"testing"
 
 	"gseproc/backend"
@@ -101,6 +102,54 @@ func TestContainsFold(t *testing.T) {
 	for _, tc := range tests {
 		if got := containsFold(tc.s, tc.sub); got != tc.want {
 			t.Errorf("containsFold(%q, %q) = %v, want %v", tc.s, tc.sub, got, tc.want)
+		}
+	}
+}
+
+// TestHostMatcherKeyed: a row tested on its key (names and states as bits)
+// passes exactly when the row itself does, including a state the console
+// does not know and more process names than the key has bits.
+func TestHostMatcherKeyed(t *testing.T) {
+	pv := func(key string, st model.ProcState) backend.ProcView {
+		return backend.ProcView{Key: key, Status: model.ProcStatus{State: st}}
+	}
+	var rows []hostRow
+	for i := range 140 { // 70 names: more than 64
+		st := []model.ProcState{model.ProcRunning, model.ProcStopped, model.ProcFatal, "zombie"}[i%4]
+		procs := []backend.ProcView{pv(fmt.Sprintf("web:app%02d", i%70), st)}
+		if i%3 == 0 {
+			procs = append(procs, pv("gse:agent", model.ProcBackoff))
+		}
+		if i%7 == 0 {
+			procs = nil
+		}
+		rows = append(rows, newHostRow(backend.HostView{HostInfo: model.HostInfo{Host: model.Host{IP: fmt.Sprintf("10.0.%d.%d", i/100, i%100)},
+			State: model.AgentOnline}, Procs: procs}))
+	}
+	filters := []string{"state=stopped", "state:o", "state=none", "state=zombie", "app0", "app69", "agent state=backoff",
+		"app1 state=running", "ip:10.0.1", "state=running state=backoff", "pp6 ip:10.0.0"}
+	for _, few := range []bool{true, false} {
+		rs := rows
+		if few {
+			rs = rows[:60] // 60 names: every name has a bit
+		}
+		names := procNames(rs)
+		keys := keyRows(rs, names)
+		for _, f := range filters {
+			m := newHostMatcherOf(f, names)
+			n := 0
+			for i := range rs {
+				got := m.match(&rs[i])
+				if keyed := m.matchKeyed(keys[i], &rs[i]); keyed != got {
+					t.Fatalf("%q (%d names): row %d keyed %v, row %v", f, len(names), i, keyed, got)
+				}
+				if got {
+					n++
+				}
+			}
+			if !few && (n == 0 || n == len(rs)) {
+				t.Errorf("%q (%d names) matched %d of %d rows: the case tests nothing", f, len(names), n, len(rs))
+			}
 		}
 	}
 }

@@ -13,13 +13,16 @@ import (
 // word of the text.
 func FuzzHostFilter(f *testing.F) {
 	for _, s := range []string{"ip:10.0.1 cloud=0 state=stopped agent=offline version:1.2 app=nginx", "nginx", "0:10.0.0.1",
-		"=x :y a=", "app=nginx bk_biz_id=1", "state=running proc:gse", "  ", "fe80::1", "ÿ:=:"} {
+		"=x :y a=", "app=nginx bk_biz_id=1", "state=running proc:gse", "  ", "fe80::1", "ÿ:=:",
+		"state=none", "state:o", "state=zombie", "test state=running", "stat"} {
 		f.Add(s)
 	}
 	rows := []hostRow{
 		newHostRow(backend.HostView{HostInfo: model.HostInfo{Host: model.Host{IP: "10.0.0.1"}, Labels: map[string]string{"app": "nginx"}, State: model.AgentOnline},
 			Procs: []backend.ProcView{{Key: "gse:proc-test", Status: model.ProcStatus{State: model.ProcRunning}}}}),
 		newHostRow(backend.HostView{HostInfo: model.HostInfo{Host: model.Host{IP: "fe80::1", CloudID: 2}, State: model.AgentOffline}}),
+		newHostRow(backend.HostView{HostInfo: model.HostInfo{Host: model.Host{IP: "10.0.0.2"}, State: model.AgentOnline},
+			Procs: []backend.ProcView{{Key: "web:nginx", Status: model.ProcStatus{State: "zombie"}}, {Key: "gse:proc-test", Status: model.ProcStatus{State: model.ProcStopped}}}}),
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		words := strings.Fields(s)
@@ -33,10 +36,14 @@ func FuzzHostFilter(f *testing.F) {
 			}
 		}
 		m := newHostMatcher(s, rows)
+		keys := keyRows(rows, procNames(rows))
 		for i := range rows {
 			got := m.match(&rows[i])
 			if len(words) == 0 && !got {
 				t.Fatalf("empty filter dropped row %d", i)
+			}
+			if keyed := m.matchKeyed(keys[i], &rows[i]); keyed != got {
+				t.Fatalf("%q: row %d: keyed %v, row %v", s, i, keyed, got)
 			}
 		}
 	})

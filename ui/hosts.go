@@ -24,7 +24,8 @@ type hostsPage struct {
 	id     int
 	q      backend.HostQuery
 	rows   []hostRow
-	names  []string // the rows' distinct process names, sorted; nil until a filter needs them
+	names  []string // the rows' distinct process names, sorted, and
+	keys   []rowKey // each row's key: both nil until a filter needs them
 	shown  []int    // indexes into rows after the filter
 	sel    map[string]bool
 	list   vlist
@@ -172,6 +173,7 @@ func (r *hostRow) display() hostCells {
 // sortRows orders the rows by the sort column (hosts in their canonical
 // order within equal keys, and when unsorted); the filter keeps this order.
 func (p *hostsPage) sortRows() {
+	p.keys = nil // by row
 	col := p.sort.col
 	if col < 0 || col == 1 { // IP: the canonical order is the address order
 		slices.SortStableFunc(p.rows, func(a, b hostRow) int { return p.sort.apply(a.ord.Compare(b.ord)) })
@@ -258,16 +260,22 @@ func (p *hostsPage) applyFilter() {
 	if r, ok := p.cursorRow(); ok {
 		cur = r.id
 	}
-	m := newHostMatcherOf(p.filter.value(), func() []string {
-		if p.names == nil {
-			p.names = procNames(p.rows)
-		}
-		return p.names
-	})
+	text := p.filter.value()
 	keep := make([]int, 0, len(p.shown))
-	for i := range p.rows {
-		if m.match(&p.rows[i]) {
+	if strings.TrimSpace(text) == "" {
+		for i := range p.rows {
 			keep = append(keep, i)
+		}
+	} else {
+		if p.keys == nil {
+			p.names = procNames(p.rows)
+			p.keys = keyRows(p.rows, p.names)
+		}
+		m := newHostMatcherOf(text, p.names)
+		for i := range p.rows {
+			if m.matchKeyed(p.keys[i], &p.rows[i]) {
+				keep = append(keep, i)
+			}
 		}
 	}
 	p.shown = keep
@@ -379,7 +387,7 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 			p.s.resolved("list hosts")
 		}
 		p.fresh.at = p.s.now()
-		p.names = nil
+		p.names, p.keys = nil, nil
 		p.rows = make([]hostRow, len(msg.hosts))
 		for i, h := range msg.hosts {
 			p.rows[i] = newHostRow(h)
