@@ -43,6 +43,14 @@ type Backend interface {
 	Watch(ctx context.Context, id string, after int64) (<-chan model.Result, error)
 	// Cancel stops a running task: pending targets become cancelled.
 	Cancel(ctx context.Context, id string) error
+	// ControlRoll pauses, resumes or aborts a rolling task (one whose
+	// OperateRequest had a Rollout), whichever server runs it; it returns
+	// the task as it was found. Pause: no more hosts are sent the op until
+	// a resume (those running it finish); resume: the roll goes on, past a
+	// manual pause between batches too; abort: the targets not sent yet
+	// are cancelled and the roll ends. model.ErrConflict when the task is
+	// not a roll or is over.
+	ControlRoll(ctx context.Context, id string, act model.RollAction) (model.Task, error)
 
 	// Events streams host events (restarts, give-ups, limit breaches,
 	// agents going on/offline) as they happen; RecentEvents lists the last n.
@@ -237,12 +245,18 @@ type OperateRequest struct {
 	// so that the result queries key each host the way the request named
 	// it. A target not listed was named "cloud:ip".
 	ByAgentID []model.Target `json:"by_agent_id,omitempty"`
+	// Rollout, when given, rolls the operation batch by batch over the
+	// targets' hosts (see model.Rollout); checked at the entrance.
+	Rollout *model.RolloutSpec `json:"rollout,omitempty"`
 }
 
 // TaskView is a task with its sub-results (final and not).
 type TaskView struct {
 	Task    model.Task     `json:"task"`
 	Results []model.Result `json:"results"`
+	// Roll is where a rolling task is: its state, batches, threshold and
+	// why it stopped (nil for another task).
+	Roll *model.RollView `json:"roll,omitempty"`
 }
 
 // GroupRequest sets a namespace's process group on hosts.

@@ -209,6 +209,13 @@ func (r *restricted) Watch(ctx context.Context, id string, after int64) (<-chan 
 	return r.be.Watch(ctx, id, after)
 }
 
+func (r *restricted) ControlRoll(ctx context.Context, id string, act model.RollAction) (model.Task, error) {
+	if _, err := r.task(ctx, id); err != nil {
+		return model.Task{}, err
+	}
+	return r.be.ControlRoll(ctx, id, act)
+}
+
 func (r *restricted) Cancel(ctx context.Context, id string) error {
 	if _, err := r.task(ctx, id); err != nil {
 		return err

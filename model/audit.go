@@ -69,11 +69,15 @@ const (
 	// endpoint, Namespaces what was asked for, Summary the field and why.
 	AuditScopeDenied = "scope_denied"
 	AuditSetGroup    = "set_process_group" // a namespace's process group set (or cleared) on hosts
+	// A rolling task paused, resumed or aborted (RollAction).
+	AuditPause  = string(RollPause)
+	AuditResume = string(RollResume)
+	AuditAbort  = string(RollAbort)
 )
 
 // AuditActions lists every audit action.
 var AuditActions = []string{AuditOperate, AuditTaskFinished, AuditCancel, AuditSaveProcess, AuditDeleteProcess,
-	AuditSimulate, AuditSeed, AuditScopeDenied, AuditSetGroup}
+	AuditSimulate, AuditSeed, AuditScopeDenied, AuditSetGroup, AuditPause, AuditResume, AuditAbort}
 
 // Audit outcomes.
 const (

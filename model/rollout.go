@@ -315,6 +315,49 @@ type RollControl struct {
 	AbortedAt time.Time `json:"aborted_at,omitzero"`
 }
 
+// RollAction is what an operator asks of a running roll.
+type RollAction string
+
+// Roll actions.
+const (
+	// RollPause: no more hosts are sent the op (those running it finish)
+	// until a resume.
+	RollPause RollAction = "pause"
+	// RollResume: the roll goes on (after a pause, or past a manual pause
+	// between batches).
+	RollResume RollAction = "resume"
+	// RollAbort: the roll stops for good; the targets not sent yet are
+	// cancelled (those running finish), and the task ends cancelled.
+	RollAbort RollAction = "abort"
+)
+
+// ParseRollAction reads an action: an error names the valid ones.
+func ParseRollAction(s string) (RollAction, error) {
+	switch a := RollAction(s); a {
+	case RollPause, RollResume, RollAbort:
+		return a, nil
+	}
+	return "", fmt.Errorf("want pause, resume or abort, got %q", s)
+}
+
+// Apply changes c as operator by asks with act at now.
+func (c RollControl) Apply(act RollAction, by string, now time.Time) RollControl {
+	switch act {
+	case RollPause:
+		if !c.Paused {
+			c.Paused, c.PausedBy, c.PausedAt = true, by, now
+		}
+	case RollResume:
+		c.Paused, c.PausedBy, c.PausedAt = false, "", time.Time{}
+		c.Released = max(c.Released, c.Waiting)
+	case RollAbort:
+		if !c.Aborted {
+			c.Aborted, c.AbortedBy, c.AbortedAt = true, by, now
+		}
+	}
+	return c
+}
+
 // RollInput is where a roll is: what DecideRoll is told.
 type RollInput struct {
 	Batches []Batch // the plan
@@ -426,4 +469,116 @@ type RollState struct {
 	// threshold, an abort); StoppedBatch is the batch (1-based) it was in.
 	Stopped      string `json:"stopped,omitempty"`
 	StoppedBatch int    `json:"stopped_batch,omitempty"`
+}
+
+// RollView is a roll as the task view shows it: where it is, why, and
+// every batch.
+type RollView struct {
+	// State: running, paused, waiting (a timed pause, until Until),
+	// waiting_resume (a manual pause), stopped (Stopped says why), done,
+	// cancelled (the task was cancelled).
+	State     string      `json:"state"`
+	Reason    string      `json:"reason"`
+	Until     time.Time   `json:"until,omitzero"`
+	Threshold string      `json:"threshold"` // "max-fail 2 per batch"
+	Stopped   string      `json:"stopped,omitempty"`
+	Started   int         `json:"started"` // batches started
+	Control   RollControl `json:"control"`
+	Batches   []BatchView `json:"batches"`
+}
+
+// BatchView is one batch of a RollView: its hosts, state (done, running,
+// waiting, not_sent) and progress.
+type BatchView struct {
+	Hosts  int    `json:"hosts"`
+	Canary bool   `json:"canary,omitempty"`
+	State  string `json:"state"`
+	BatchProgress
+}
+
+// Roll view and batch states.
+const (
+	RollStateRunning       = "running"
+	RollStatePaused        = "paused"
+	RollStateWaiting       = "waiting"
+	RollStateWaitingResume = "waiting_resume"
+	RollStateStopped       = "stopped"
+	RollStateDone          = "done"
+	RollStateCancelled     = "cancelled"
+	BatchNotSent           = "not_sent"
+)
+
+// Threshold is the failure threshold in words.
+func (r Rollout) Threshold() string {
+	return "max-fail " + r.MaxFail.String() + " per " + string(r.FailScope)
+}
+
+// HostRuns lists how many consecutive targets each host has, in order
+// (Plan's input): targets of a roll are grouped by host.
+func HostRuns(hosts []Host) []int {
+	var out []int
+	for i, h := range hosts {
+		if i > 0 && hosts[i-1] == h {
+			out[len(out)-1]++
+			continue
+		}
+		out = append(out, 1)
+	}
+	return out
+}
+
+// ViewRoll builds the view of task t (a rolling one) from its plan, the
+// progress of each batch and of the whole task, and its control.
+func ViewRoll(t Task, c RollControl, plan []Batch, prog []BatchProgress, total BatchProgress, now time.Time) RollView {
+	var st RollState
+	if t.Roll != nil {
+		st = *t.Roll
+	}
+	v := RollView{Threshold: t.Rollout.Threshold(), Stopped: st.Stopped, Started: st.Started, Control: c,
+		Batches: make([]BatchView, len(plan))}
+	in := RollInput{Batches: plan, Started: st.Started, Total: total, Control: c, Now: now}
+	if st.Started > 0 && st.Started <= len(prog) {
+		in.Current = prog[st.Started-1]
+	}
+	d := DecideRoll(*t.Rollout, in)
+	v.Reason = d.Reason
+	switch {
+	case st.Stopped != "":
+		v.State, v.Reason = RollStateStopped, st.Stopped
+	case t.Status == TaskCanceled:
+		v.State, v.Reason = RollStateCancelled, "the task was cancelled"
+	case t.Status.Final() || d.Do == RollDone:
+		v.State = RollStateDone
+	case d.Do == RollStop:
+		v.State = RollStateStopped
+	case d.Do == RollWait:
+		v.State, v.Until = RollStateWaiting, d.Until
+	case d.Do == RollWaitResume && !c.Paused && c.Waiting >= d.Batch:
+		// (Said once the server running the roll has stored that it
+		// waits there: a resume from then on releases it.)
+		v.State = RollStateWaitingResume
+	case c.Paused:
+		v.State = RollStatePaused
+	default:
+		v.State = RollStateRunning
+	}
+	over := v.State == RollStateStopped || v.State == RollStateCancelled || v.State == RollStateDone
+	for i, b := range plan {
+		bv := BatchView{Hosts: b.Hosts, Canary: b.Canary}
+		if i < len(prog) {
+			bv.BatchProgress = prog[i]
+		}
+		switch {
+		case i < st.Started && bv.Complete():
+			bv.State = RollStateDone
+		case i < st.Started:
+			bv.State = RollStateRunning
+		case over:
+			bv.State = BatchNotSent
+		default:
+			bv.State = RollStateWaiting
+		}
+		v.Batches[i] = bv
+	}
+	return v
 }

@@ -121,6 +121,14 @@ func (g *guarded) Watch(ctx context.Context, id string, after int64) (<-chan mod
 	return g.be.Watch(ctx, id, after)
 }
 
+func (g *guarded) ControlRoll(ctx context.Context, id string, act model.RollAction) (model.Task, error) {
+	if err := g.enter(); err != nil {
+		return model.Task{}, err
+	}
+	defer g.mu.RUnlock()
+	return g.be.ControlRoll(ctx, id, act)
+}
+
 func (g *guarded) Cancel(ctx context.Context, id string) error {
 	if err := g.enter(); err != nil {
 		return err

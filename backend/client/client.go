@@ -422,6 +422,17 @@ func (c *Client) Cancel(ctx context.Context, id string) error {
 	return c.change(ctx, http.MethodPost, taskPath(id)+"/cancel", nil, nil, nil)
 }
 
+// ControlRoll pauses, resumes or aborts a rolling task: a change (not
+// sent to another server once one may have received it).
+func (c *Client) ControlRoll(ctx context.Context, id string, act model.RollAction) (model.Task, error) {
+	if _, err := model.ParseRollAction(string(act)); err != nil {
+		return model.Task{}, model.ValidationError{{Field: "action", Reason: err.Error()}}
+	}
+	var t model.Task
+	err := c.change(ctx, http.MethodPost, taskPath(id)+"/"+string(act), nil, nil, &t)
+	return t, err
+}
+
 // SetProcessGroups sets (or clears) a namespace's process group on hosts:
 // a change (not sent to another server once one may have received it).
 func (c *Client) SetProcessGroups(ctx context.Context, req backend.GroupRequest) ([]backend.GroupResult, error) {

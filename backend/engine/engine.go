@@ -39,6 +39,7 @@ type Engine struct {
 	leaseTTL time.Duration
 	board    CancelBoard // cancels across engines, when st is one
 	fencer   Fencer      // fenced writes, when st is one (and a Leaser)
+	rolls    RollBoard   // rolls' controls, when st is one
 
 	ctx    context.Context // ends on Close; every goroutine watches it
 	cancel context.CancelFunc
@@ -125,6 +126,7 @@ func New(cfg config.EngineConfig, d Dispatcher, inv Inventory, st Store, opts ..
 	e.events.init()
 	e.leaser, _ = st.(Leaser)
 	e.board, _ = st.(CancelBoard)
+	e.rolls, _ = st.(RollBoard)
 	if e.leaser != nil {
 		e.fencer, _ = st.(Fencer)
 	}
@@ -178,6 +180,14 @@ func (e *Engine) Start(ctx context.Context) error {
 			return fmt.Errorf("engine start: watch cancels: %w", err)
 		}
 		e.track(func() { e.cancelLoop(ids) })
+	}
+	if e.rolls != nil {
+		// Watched before resuming, like the cancels.
+		ids, err := e.rolls.WatchRollControls(e.ctx)
+		if err != nil {
+			return fmt.Errorf("engine start: watch roll controls: %w", err)
+		}
+		e.track(func() { e.rollLoop(ids) })
 	}
 	if err := e.resume(ctx); err != nil {
 		return fmt.Errorf("engine start: %w", err)

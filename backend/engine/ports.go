@@ -207,3 +207,20 @@ type Fencer interface {
 	// UpdateTaskFenced stores t as Store.UpdateTask does, with token fence.
 	UpdateTaskFenced(ctx context.Context, fence uint64, t model.Task) error
 }
+
+// RollBoard keeps what operators asked of rolling tasks (pause, resume,
+// abort: model.RollControl), apart from the task record its running
+// engine writes, so that any engine can change it and the one running the
+// roll (or taking it over later) reads it. Both stores implement it; the
+// engine refuses a rolling operation on a store that does not.
+type RollBoard interface {
+	// RollControl returns taskID's control (the zero value when none).
+	RollControl(ctx context.Context, taskID string) (model.RollControl, error)
+	// UpdateRollControl applies fn to taskID's control atomically (a
+	// compare-and-set, repeated when another writer came between) and
+	// returns what it stored.
+	UpdateRollControl(ctx context.Context, taskID string, fn func(model.RollControl) model.RollControl) (model.RollControl, error)
+	// WatchRollControls sends the id of every task whose control is
+	// written from the call on, until ctx ends; then the channel closes.
+	WatchRollControls(ctx context.Context) (<-chan string, error)
+}

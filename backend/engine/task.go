@@ -52,6 +52,11 @@ type run struct {
 	// inflight stops the dispatch of a running target (by index) with
 	// model.ErrCancelled: the dispatcher tells the host to stop the op.
 	inflight map[int]context.CancelCauseFunc
+
+	// roll is the roll of a rolling task (roll.go); nil for another.
+	roll *rollRun
+	// store makes the writes of the task record one at a time (storeRun).
+	store sync.Mutex
 }
 
 // Operate validates the request, saves inline definitions, resolves the
@@ -91,6 +96,20 @@ func (e *Engine) operate(ctx context.Context, req backend.OperateRequest) (model
 		return model.Task{}, model.ValidationError{{Field: "selector", Reason: "matches no (host, process) target: " + describeSelector(req.Selector)}}
 	}
 	nameByAgentID(targets, req.ByAgentID)
+	var rollout *model.Rollout
+	var plan []model.Batch
+	if req.Rollout != nil {
+		if e.rolls == nil {
+			return model.Task{}, errors.New("operate: this engine's store keeps no roll controls: a rolling operation cannot run on it")
+		}
+		groupByHost(targets)
+		v := &model.Validator{}
+		ro, p := planRoll(v, *req.Rollout, targets)
+		if err := v.Err(); err != nil {
+			return model.Task{}, err
+		}
+		rollout, plan = &ro, p
+	}
 	if len(targets) > e.cfg.MaxTargets {
 		return model.Task{}, model.ValidationError{{Field: "selector", Reason: fmt.Sprintf(
 			"matches %d (host, process) targets, more than engine.max_targets %d: narrow it by name, label or host", len(targets), e.cfg.MaxTargets)}}
@@ -144,9 +163,15 @@ func (e *Engine) operate(ctx context.Context, req backend.OperateRequest) (model
 		Status: model.TaskPending, Created: now,
 		Counts: model.Counts{Pending: len(targets)},
 	}
+	if rollout != nil {
+		t.Rollout, t.Roll = rollout, &model.RollState{Batches: len(plan)}
+	}
 	en := operateEntry(ctx, req)
 	en.Namespaces, en.TargetCount, en.TaskID = namespaces, len(targets), id
 	en.Result, en.Summary = model.AuditOK, fmt.Sprintf("task created over %d (host, process) targets", len(targets))
+	if rollout != nil {
+		en.Summary += fmt.Sprintf(", rolled in %d batches (%s)", len(plan), rollout)
+	}
 	err = e.record(ctx, en)
 	if err == nil {
 		err = e.st.PutTask(ctx, t, targets)
@@ -160,6 +185,9 @@ func (e *Engine) operate(ctx context.Context, req backend.OperateRequest) (model
 		return model.Task{}, fmt.Errorf("operate: store task: %w", err)
 	}
 	r := newRun(t, targets, procs, nil)
+	if rollout != nil {
+		r.roll = newRollRun(r, model.RollControl{})
+	}
 	e.log.Info("task created", "task", t.ID, "op", t.Op.String(), "targets", t.Targets,
 		"namespaces", namespaces, "source", t.Source, "operator", t.Operator)
 	if err := e.launch(r); err != nil {
@@ -281,6 +309,10 @@ func validateRequest(req backend.OperateRequest) (backend.OperateRequest, error)
 		items[i] = canonicalDef(v, fmt.Sprintf("items[%d].", i), it)
 	}
 	req.Items = items
+	if req.Rollout != nil {
+		spec := req.Rollout.Parse(v, "rollout.").Spec()
+		req.Rollout = &spec
+	}
 	return req, v.Err()
 }
 
@@ -400,6 +432,10 @@ func (e *Engine) launch(r *run) error {
 	e.runs[r.task.ID] = r
 	e.wg.Add(1)
 	e.mu.Unlock()
+	if r.roll != nil {
+		go e.executeRoll(r)
+		return nil
+	}
 	go e.execute(r)
 	return nil
 }
@@ -466,6 +502,7 @@ func (e *Engine) dispatchOne(r *run, i int) {
 	r.results[i] = res
 	r.task.Counts.Add(model.StatePending, -1)
 	r.task.Counts.Add(model.StateRunning, 1)
+	r.rollMoveLocked(i, model.StatePending, res)
 	if r.task.Status == model.TaskPending {
 		r.task.Status = model.TaskRunning
 	}
@@ -566,6 +603,7 @@ func (r *run) finishLocked(i int, res model.Result, now time.Time) (model.Result
 	r.log = append(r.log, res)
 	r.task.Counts.Add(prev, -1)
 	r.task.Counts.Add(res.State, 1)
+	r.rollMoveLocked(i, prev, res)
 	close(r.notify)
 	r.notify = make(chan struct{})
 	return res, r.completeLocked(now)
@@ -604,15 +642,8 @@ func (e *Engine) finishResult(r *run, i int, res model.Result) {
 // results), releases its lease and forgets the run.
 func (e *Engine) finishTask(r *run) {
 	r.puts.Wait()
-	r.mu.Lock()
-	t := r.task
-	r.mu.Unlock()
-	var err error
-	if e.fencer != nil {
-		err = e.fencer.UpdateTaskFenced(e.ctx, r.fence, t)
-	} else {
-		err = e.st.UpdateTask(e.ctx, t)
-	}
+	t := r.snapshot()
+	err := e.storeRun(r)
 	if errors.Is(err, model.ErrConflict) {
 		e.lose(r, err, true) // another engine runs the task now: it stores its end
 		return
@@ -808,7 +839,7 @@ func (e *Engine) Task(ctx context.Context, id string) (backend.TaskView, error) 
 	if r != nil {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		return backend.TaskView{Task: r.task, Results: slices.Clone(r.results)}, nil
+		return backend.TaskView{Task: r.task, Results: slices.Clone(r.results), Roll: r.rollViewLocked(e.now())}, nil
 	}
 	t, targets, err := e.st.Task(ctx, id)
 	if err != nil {
@@ -840,7 +871,7 @@ func (e *Engine) Task(ctx context.Context, id string) (backend.TaskView, error) 
 			t.Status = model.TaskRunning
 		}
 	}
-	return backend.TaskView{Task: t, Results: out}, nil
+	return backend.TaskView{Task: t, Results: out, Roll: e.storedRollView(ctx, t, out)}, nil
 }
 
 // Tasks lists recent tasks, newest first, with live counts for running ones.
@@ -951,6 +982,16 @@ func (e *Engine) resumeTask(ctx context.Context, id, why string, defs map[string
 	}
 	r := newRun(t, targets, procs, prior)
 	r.resumed = true
+	if t.Rollout != nil {
+		if e.rolls == nil {
+			return fmt.Errorf("resume %s: a rolling task, and this engine's store keeps no roll controls", id)
+		}
+		c, err := e.rolls.RollControl(ctx, id)
+		if err != nil {
+			return fmt.Errorf("resume %s: %w", id, err)
+		}
+		r.roll = newRollRun(r, c)
+	}
 	if r.task.Counts.Final() < len(targets) {
 		r.task.Status = model.TaskRunning
 	}

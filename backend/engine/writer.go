@@ -72,6 +72,13 @@ func (e *Engine) enqueue(w write) {
 func (e *Engine) writeLoop() {
 	defer e.wg.Done()
 	x := &e.writes
+	// A batch being stored when the engine closes is given finalFlush
+	// to finish, like what is still queued: cut at once, the results in
+	// it were lost, and a graceful restart sent their targets again.
+	wctx, wcancel := context.WithCancel(context.WithoutCancel(e.ctx))
+	defer wcancel()
+	stop := context.AfterFunc(e.ctx, func() { time.AfterFunc(finalFlush, wcancel) })
+	defer stop()
 	for {
 		x.mu.Lock()
 		batch := x.q
@@ -79,7 +86,7 @@ func (e *Engine) writeLoop() {
 		x.cond.Broadcast()
 		x.mu.Unlock()
 		if len(batch) > 0 {
-			e.writeBatch(e.ctx, batch)
+			e.writeBatch(wctx, batch)
 			continue
 		}
 		select {

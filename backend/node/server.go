@@ -302,6 +302,14 @@ func (n *Server) Watch(ctx context.Context, id string, after int64) (<-chan mode
 	return b.Watch(ctx, id, after)
 }
 
+func (n *Server) ControlRoll(ctx context.Context, id string, act model.RollAction) (model.Task, error) {
+	b, err := n.backend()
+	if err != nil {
+		return model.Task{}, err
+	}
+	return b.ControlRoll(ctx, id, act)
+}
+
 func (n *Server) Cancel(ctx context.Context, id string) error {
 	b, err := n.backend()
 	if err != nil {

@@ -89,6 +89,8 @@ type Memory struct {
 
 	audit auditLog
 
+	rollSubs map[chan string]context.Context // WatchRollControls
+
 	keepTasks, keepResults, keepEvents, keepAudit int
 	maxAge                                        time.Duration
 }
@@ -99,6 +101,7 @@ type taskRec struct {
 	index   map[model.Target]int
 	results []model.Result // by target index; State "" = never put
 	n       int            // results put
+	roll    model.RollControl
 }
 
 // NewMemory returns an empty store. NextSeq is seeded from the current time

@@ -44,17 +44,25 @@ func (s *Store) CancelRequested(ctx context.Context, taskID string) (bool, error
 }
 
 // WatchCancels sends the task id of every cancel recorded from the call
-// on (a KV watch of new keys, started again from where it was should it
-// end), until ctx ends.
+// on, until ctx ends.
 func (s *Store) WatchCancels(ctx context.Context) (<-chan string, error) {
+	return s.watchNew(ctx, "cancels", func(b *bound) jetstream.KeyValue { return b.cancels },
+		func(v []byte) string { return string(v) })
+}
+
+// watchNew sends id(value) of every key of the bucket pick chooses
+// written from the call on (a KV watch of new values, started again from
+// where it was should it end, on the connection in use then), until ctx
+// ends.
+func (s *Store) watchNew(ctx context.Context, what string, pick func(*bound) jetstream.KeyValue, id func([]byte) string) (<-chan string, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
 	w, err := do(ctx, func(context.Context) (jetstream.KeyWatcher, error) {
-		return s.on().cancels.WatchAll(ctx, jetstream.UpdatesOnly(), jetstream.IgnoreDeletes())
+		return pick(s.on()).WatchAll(ctx, jetstream.UpdatesOnly(), jetstream.IgnoreDeletes())
 	})
 	if err != nil {
-		return nil, fmt.Errorf("watch cancels: %w", err)
+		return nil, fmt.Errorf("watch %s: %w", what, err)
 	}
 	out := make(chan string, 64)
 	go func() {
@@ -67,13 +75,13 @@ func (s *Store) WatchCancels(ctx context.Context) (<-chan string, error) {
 				}
 				high = max(high, e.Revision())
 				select {
-				case out <- string(e.Value()):
+				case out <- id(e.Value()):
 				case <-ctx.Done():
 				}
 			}
 			_ = w.Stop()
 			for ctx.Err() == nil {
-				if w, err = s.on().cancels.WatchAll(ctx, jetstream.ResumeFromRevision(high+1), jetstream.IgnoreDeletes()); err == nil {
+				if w, err = pick(s.on()).WatchAll(ctx, jetstream.ResumeFromRevision(high+1), jetstream.IgnoreDeletes()); err == nil {
 					break
 				}
 				select {

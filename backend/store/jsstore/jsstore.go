@@ -13,6 +13,7 @@
 //	                      <enc(task id)>.fence.epoch (empty): its revision fences the task's writes (fence.go)
 //	KV  gseproc_leases    <enc(task id)>            -> {owner, ttl_ms, at} of an unfinished task
 //	KV  gseproc_cancels   <enc(task id)>            -> task id: a cancel was asked (kept MaxAge)
+//	KV  gseproc_rolls     <enc(task id)>            -> {task_id, model.RollControl}: what operators asked of a roll (kept MaxAge)
 //	KV  gseproc_groups    <enc(ns)>.<enc(host)>     -> model.ProcessGroup (a namespace's pool on a host)
 //	ST  gseproc_events    gseproc.store.events      model.Event, at most MaxEvents kept
 //	ST  gseproc_audit     gseproc.store.audit       model.AuditEntry (Seq = stream sequence), at most KeepAudit kept
@@ -122,7 +123,7 @@ type Store struct {
 type bound struct {
 	js                                                  jetstream.JetStream
 	procs, status, seq, tasks, targets, results, leases jetstream.KeyValue
-	cancels, groups                                     jetstream.KeyValue
+	cancels, groups, rolls                              jetstream.KeyValue
 	events, audit                                       jetstream.Stream
 
 	mu        sync.Mutex
@@ -218,12 +219,13 @@ func (s *Store) open(ctx context.Context, js jetstream.JetStream) (*bound, error
 		{"procs", &b.procs}, {"status", &b.status}, {"seq", &b.seq},
 		{"tasks", &b.tasks}, {"targets", &b.targets}, {"results", &b.results},
 		{"leases", &b.leases}, {"cancels", &b.cancels}, {"groups", &b.groups},
+		{"rolls", &b.rolls},
 	}
 	for _, bk := range buckets {
 		name := opts.Prefix + "_" + bk.name
 		var ttl time.Duration
-		if bk.kv == &b.cancels {
-			ttl = opts.MaxAge // a cancel outlives no task
+		if bk.kv == &b.cancels || bk.kv == &b.rolls {
+			ttl = opts.MaxAge // a cancel or a roll's control outlives no task
 		}
 		var kv jetstream.KeyValue
 		err := retry(ctx, func(ctx context.Context) (err error) {
