@@ -33,6 +33,7 @@ type command struct {
 var commands = []command{
 	{"console", "open the terminal console (the default)", runConsole},
 	{"op", "send one operation (start, stop, status, register, unregister, restart, reload, kill)", runOp},
+	{"task", "show a task, or pause, resume, abort (a roll) or cancel it", runTask},
 	{"hosts", "list the fleet's hosts with their agent state", runHosts},
 	{"procs", "list the process definitions", runProcs},
 	{"apply", "create or replace process definitions from a JSON file", runApply},

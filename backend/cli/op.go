@@ -183,6 +183,8 @@ func runOp(ctx context.Context, args []string, io Stdio) error {
 	jsonOut := fs.Bool("json", false, "print one JSON object per host result, one per line, on stdout (the summary goes to stderr)")
 	quiet := fs.Bool("quiet", false, "print only the results that are not OK, and the summary")
 	timeout := fs.Duration("timeout", 0, "stop waiting after this long (e.g. 30s): pending targets are cancelled and the exit status is 1 (0 = wait for every host's own deadline)")
+	var rf rollFlags
+	rf.register(fs)
 	fs.Usage = opUsage(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -209,6 +211,10 @@ func runOp(ctx context.Context, args []string, io Stdio) error {
 	if *timeout < 0 {
 		return usageError("op", "--timeout %s must be >= 0", *timeout)
 	}
+	rollout, err := rf.parse()
+	if err != nil {
+		return err
+	}
 
 	b, closeBackend, err := cf.open(ctx, io)
 	if err != nil {
@@ -217,7 +223,7 @@ func runOp(ctx context.Context, args []string, io Stdio) error {
 	defer closeBackend()
 
 	start := time.Now()
-	task, err := b.Operate(ctx, backend.OperateRequest{Op: op, Selector: sel, Source: "cli", Operator: operator()})
+	task, err := b.Operate(ctx, backend.OperateRequest{Op: op, Selector: sel, Source: "cli", Operator: operator(), Rollout: rollout})
 	if err != nil {
 		var ve model.ValidationError
 		if errors.As(err, &ve) {
@@ -244,11 +250,18 @@ func runOp(ctx context.Context, args []string, io Stdio) error {
 	}
 
 	pr := &resultPrinter{out: io.Out, json: *jsonOut, quiet: *quiet, status: op == model.OpStatus}
-	if !pr.json {
+	var batches *batchPrinter
+	if !pr.json || task.Rollout != nil {
 		if view, err := b.Task(ctx, task.ID); err == nil {
 			pr.widths(view.Results)
+			batches = newBatchPrinter(view, io.Err)
 		}
+	}
+	if !pr.json {
 		fmt.Fprintf(io.Err, "%s: %s on %d target(s)\n", task.ID, op, task.Targets)
+		if task.Rollout != nil {
+			fmt.Fprintf(io.Err, "rolled: %s; %d batches (gseproc task pause|resume|abort %s)\n", task.Rollout, task.Roll.Batches, task.ID)
+		}
 		pr.header()
 	}
 	// A note on stderr when results stall (hosts that do not answer hold
@@ -266,11 +279,19 @@ wait:
 			}
 			got++
 			counts.Add(r.State, 1)
+			batches.result(r)
 			if err := pr.print(r); err != nil {
 				return err
 			}
 			stall.Reset(stallNote)
 		case <-stall.C:
+			if task.Rollout != nil {
+				// A roll holds its targets between batches: say why.
+				if v, err := b.Task(ctx, task.ID); err == nil && v.Roll != nil {
+					batches.state(*v.Roll)
+				}
+				break
+			}
 			if !*quiet {
 				fmt.Fprintf(io.Err, "waiting for %d of %d target(s); each host has its own deadline (op_timeout + start check; --timeout caps the wait)\n",
 					task.Targets-got, task.Targets)
@@ -309,6 +330,14 @@ wait:
 	}
 	if !(pr.json && *quiet) {
 		fmt.Fprintln(summaryTo, summary(t, time.Since(start)))
+	}
+	if task.Rollout != nil {
+		// The roll's end: its batches and why it stopped (read back once).
+		vctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if v, err := b.Task(vctx, task.ID); err == nil && v.Roll != nil {
+			printBatches(io.Err, *v.Roll)
+		}
+		cancel()
 	}
 	switch {
 	case cut:

@@ -31,6 +31,10 @@ func (s *Server) nativeRoutes() {
 	s.handle("GET /api/v1/tasks", "v1.tasks", kindNative, s.v1Tasks)
 	s.handle("GET /api/v1/tasks/{id}", "v1.task", kindNative, s.v1Task)
 	s.handle("POST /api/v1/tasks/{id}/cancel", "v1.cancel", kindNative, s.v1Cancel)
+	for _, act := range []model.RollAction{model.RollPause, model.RollResume, model.RollAbort} {
+		s.handle("POST /api/v1/tasks/{id}/"+string(act), "v1."+string(act), kindNative,
+			func(ctx context.Context, c *call) (any, *apiError) { return s.v1ControlRoll(ctx, c, act) })
+	}
 	s.handle("GET /api/v1/tasks/{id}/stream", "v1.task_stream", kindNative, s.v1TaskStream)
 	s.handle("GET /api/v1/events", "v1.events", kindNative, s.v1Events)
 	s.handle("GET /api/v1/events/recent", "v1.recent_events", kindNative, s.v1RecentEvents)
@@ -385,6 +389,20 @@ func (s *Server) v1Cancel(ctx context.Context, c *call) (any, *apiError) {
 		return nil, backendError(CodeArgument, "cancel "+id, err)
 	}
 	return map[string]string{"task_id": id}, nil
+}
+
+// v1ControlRoll pauses, resumes or aborts a rolling task within the
+// app's scopes; it answers the task as found.
+func (s *Server) v1ControlRoll(ctx context.Context, c *call, act model.RollAction) (any, *apiError) {
+	id := c.r.PathValue("id")
+	if _, aerr := s.nativeTask(ctx, c, id); aerr != nil {
+		return nil, aerr
+	}
+	t, err := s.b.ControlRoll(ctx, id, act)
+	if err != nil {
+		return nil, backendError(CodeArgument, string(act)+" "+id, err)
+	}
+	return t, nil
 }
 
 func (s *Server) v1RecentEvents(ctx context.Context, c *call) (any, *apiError) {

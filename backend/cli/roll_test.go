@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+var taskIDRe = regexp.MustCompile(`GSETASK:\d{14}:\d+`)
+
+// TestRollingOpCommand: `gseproc op restart --batch ... --pause manual`
+// against a real server rolls the restart; `gseproc task show` shows the
+// batches, `task resume` lets each batch go, and op prints each batch as
+// it starts and the roll's end. `task abort` stops another roll: the op
+// exits 1 and says why. Rollout flags without --batch, or a bad value,
+// are refused (exit 2) before anything is sent.
+func TestRollingOpCommand(t *testing.T) {
+	cfg := fleetConfig(t, "")
+	base, _, _ := startServer(t, "--demo", "--config", cfg, "--listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:-1")
+
+	if code, _, errOut := run(t, "op", "restart", "--ns", "web", "--canary", "1", "--server", base); code != 2 || !strings.Contains(errOut, "give --batch") {
+		t.Fatalf("--canary without --batch: exit %d\n%s", code, errOut)
+	}
+	if code, _, errOut := run(t, "op", "restart", "--ns", "web", "--batch", "0%", "--pause", "soon", "--server", base); code != 2 ||
+		!strings.Contains(errOut, "rollout.batch") || !strings.Contains(errOut, "rollout.pause") {
+		t.Fatalf("bad rollout: exit %d\n%s", code, errOut)
+	}
+
+	// op blocks at each manual pause: run it aside.
+	type result struct {
+		code     int
+		out, err string
+	}
+	start := func(args ...string) (<-chan result, *syncBuf) {
+		var out, errb syncBuf
+		done := make(chan result, 1)
+		go func() {
+			code := Main(context.Background(), args, Stdio{In: strings.NewReader(""), Out: &out, Err: &errb})
+			done <- result{code, out.String(), errb.String()}
+		}()
+		return done, &errb
+	}
+	taskOf := func(errb *syncBuf) string {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			if id := taskIDRe.FindString(errb.String()); id != "" {
+				return id
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("op printed no task id:\n%s", errb.String())
+		return ""
+	}
+	showUntil := func(id, want string) string {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			code, out, errOut := run(t, "task", "show", id, "--server", base)
+			if code != 0 {
+				t.Fatalf("task show: exit %d\n%s", code, errOut)
+			}
+			if strings.Contains(out, want) {
+				return out
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("task show never said %q:\n%s", want, out)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	done, errb := start("op", "restart", "--ns", "web", "--name", "nginx", "--batch", "50%", "--canary", "1", "--max-fail", "1", "--pause", "manual", "--server", base)
+	id := taskOf(errb)
+	out := showUntil(id, "roll waiting_resume")
+	for _, want := range []string{"max-fail 1 per batch", "BATCH", "1 (canary)", "done", "waiting"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("task show after the canary does not say %q:\n%s", want, out)
+		}
+	}
+	var res result
+	for resumed := 0; ; resumed++ {
+		if resumed > 5 {
+			t.Fatalf("still rolling after %d resumes", resumed)
+		}
+		if code, out, errOut := run(t, "task", "resume", id, "--server", base); code != 0 || !strings.Contains(out, "resume asked") {
+			if !strings.Contains(errOut, "over") {
+				t.Fatalf("task resume: exit %d\n%s%s", code, out, errOut)
+			}
+			select { // over meanwhile: op ends
+			case res = <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("the roll is over and op did not end")
+			}
+			break
+		}
+		select {
+		case res = <-done:
+		case <-time.After(200 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	if res.code != 0 {
+		t.Fatalf("op: exit %d\n%s\n%s", res.code, res.out, res.err)
+	}
+	for _, want := range []string{"rolled: batch 50% · canary 1 · pause until resumed · max-fail 1 per batch", "-- canary batch 1 of 3", "-- batch 2 of 3", "-- batch 3 of 3", "roll done: all 3 batches done"} {
+		if !strings.Contains(res.err, want) {
+			t.Fatalf("op's stderr does not say %q:\n%s", want, res.err)
+		}
+	}
+
+	done, errb = start("op", "restart", "--ns", "web", "--batch", "1", "--pause", "manual", "--server", base)
+	id = taskOf(errb)
+	showUntil(id, "roll waiting_resume")
+	if code, out, errOut := run(t, "task", "abort", id, "--server", base); code != 0 || !strings.Contains(out, "roll stopped: aborted by "+operator()) ||
+		!strings.Contains(out, "not_sent") {
+		t.Fatalf("task abort: exit %d\n%s%s", code, out, errOut)
+	}
+	select {
+	case res = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("op did not end after the abort")
+	}
+	if res.code != 1 || !strings.Contains(res.err, "roll stopped: aborted by") {
+		t.Fatalf("aborted op: exit %d\n%s", res.code, res.err)
+	}
+	if code, _, errOut := run(t, "task", "resume", id, "--server", base); code != 1 || !strings.Contains(errOut, "over") {
+		t.Fatalf("resume of an aborted roll: exit %d\n%s", code, errOut)
+	}
+}
