@@ -2,7 +2,9 @@ package transport
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -118,4 +120,48 @@ func BenchmarkKeepalive(b *testing.B) {
 	for i := range b.N {
 		d.onHeartbeat(msgs[i%n])
 	}
+}
+
+// BenchmarkFullBeats100k: the memory the dispatcher keeps for 100,000
+// hosts after one full heartbeat each (the simulator's labels: zone, os,
+// rack, role, mem), and the server's work per full heartbeat. Measured
+// 2026-11-23: ~785 bytes kept a host (79 MB at 100,000), 1.3 KB and 40
+// allocations a beat. The simulator's hosts carry 62,002 distinct label
+// sets in 100,000: sharing equal label maps saved 5 % of it (not kept).
+func BenchmarkFullBeats100k(b *testing.B) {
+	const n = 100000
+	f := simulator.New(config.SimulatorConfig{Hosts: n, Seed: 1, Clouds: 1, Namespaces: []string{"web"}})
+	defer f.Close()
+	hosts, _ := f.Hosts(context.Background())
+	msgs := make([]*nats.Msg, len(hosts))
+	for i, hi := range hosts {
+		data, err := json.Marshal(Heartbeat{Info: model.HostInfo{Host: hi.Host, Labels: hi.Labels, AgentID: hi.AgentID, Version: hi.Version},
+			Interval: 5 * time.Second, Full: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		msgs[i] = &nats.Msg{Subject: HeartbeatSubject(mustID(b, hi.Host)), Data: data}
+	}
+	e := startServer(b, testNATS(b), true)
+	// No host turns offline while a loaded machine feeds the beats.
+	d := newDispatcher(b, serverConn(b, e), DispatcherOptions{OfflineAfter: time.Hour})
+	var ms0, ms1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms0)
+	for _, m := range msgs {
+		d.onHeartbeat(m)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&ms1)
+	if on, _ := d.Count(); on != len(msgs) {
+		b.Fatalf("%d of %d hosts online", on, len(msgs))
+	}
+	kept := float64(int64(ms1.HeapAlloc)-int64(ms0.HeapAlloc)) / float64(len(msgs))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		d.onHeartbeat(msgs[i%len(msgs)])
+	}
+	b.ReportMetric(kept, "B/host-kept")
+	runtime.KeepAlive(hosts)
 }
