@@ -451,12 +451,12 @@ func (s *Store) Processes(ctx context.Context) ([]model.ProcessDef, error) {
 	return out, nil
 }
 
+var _ engine.SharedRegistry = (*Store)(nil)
+
 // SharedProcesses is Processes without the copy (engine.SharedRegistry):
 // the slice is the index's own, read-only for the caller. The index never
 // changes a slice it has lent: a write to the registry makes it build a
 // new one on the next read.
-var _ engine.SharedRegistry = (*Store)(nil)
-
 func (s *Store) SharedProcesses(ctx context.Context) ([]model.ProcessDef, error) {
 	if err := s.check(); err != nil {
 		return nil, err
