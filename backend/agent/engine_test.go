@@ -18,7 +18,7 @@ import (
 
 // localEngine is a started engine, on a memory store, over agents called
 // in process (Local).
-func localEngine(t *testing.T, agents ...*Agent) *engine.Engine {
+func localEngine(t testing.TB, agents ...*Agent) *engine.Engine {
 	t.Helper()
 	l := NewLocal(agents...)
 	st := store.NewMemory()

@@ -160,18 +160,25 @@ func (a *Agent) reply(e *entry, r result) model.AgentReply {
 	return model.AgentReply{Code: r.code, Message: msg, Output: r.out, Status: &st, Cancelled: r.cancelled}
 }
 
-// beforeLocked is e as the op core (model/opsem) sees it.
-func (a *Agent) beforeLocked(e *entry) opsem.Before {
+// before is e as the op core (model/opsem) sees it: its state taken
+// under the agent lock, its processes probed outside it.
+func (a *Agent) before(e *entry) opsem.Before {
+	a.mu.Lock()
 	b := opsem.Before{State: e.units[0].state, Instances: len(e.units), Hosted: e.hosted, Type: e.p.Spec.Policy.AutoType}
 	held := false
-	for _, u := range e.units {
-		if _, _, live := a.probeLocked(u); live {
-			b.Live++
-		}
+	seen := make([]unitSeen, len(e.units))
+	for i, u := range e.units {
+		seen[i] = u.seenLocked()
 		b.Pending = b.Pending || u.state == model.ProcBackoff
 		held = held || u.held != ""
 	}
 	b.Scheduled = e.stopPeriodic != nil && !held
+	a.mu.Unlock()
+	for _, s := range seen {
+		if _, _, live := s.probe(); live {
+			b.Live++
+		}
+	}
 	return b
 }
 
@@ -182,8 +189,8 @@ func (a *Agent) do(ctx context.Context, e *entry, op model.OpType) result {
 	p := e.p
 	units := append([]*unit(nil), e.units...)
 	e.lastOp = op
-	b := a.beforeLocked(e)
 	a.mu.Unlock()
+	b := a.before(e) // e.op is held: nothing else changes e meanwhile
 	d := opsem.Decide(op, b, opsem.CommandsOf(p), p.Spec.Identity.ProcName)
 	a.log.Info("op", "proc", e.key, "op", op.String(), "action", d.Action.String(), "code", d.Code)
 	if d.Action.Runs() || d.Action == opsem.Host {
@@ -786,22 +793,36 @@ func (a *Agent) waitDead(ctx context.Context, u *unit, pid int, tick uint64, d t
 	return !live || st.StartTick != tick
 }
 
+// unitSeen is what a probe of a unit needs, taken under the agent lock:
+// the probe itself (reads of /proc and the pid file) runs outside it.
+type unitSeen struct {
+	pid     int
+	tick    uint64
+	pidPath string
+}
+
+func (u *unit) seenLocked() unitSeen { return unitSeen{pid: u.pid, tick: u.tick, pidPath: u.pidPath} }
+
 // probe finds u's live process: the one it tracks (pid and start time
 // match), else the pid file's, if that process started no later than the
 // file was written (a later start means the pid was reused).
 func (a *Agent) probe(u *unit) (int, procStat, bool) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.probeLocked(u)
+	s := u.seenLocked()
+	a.mu.Unlock()
+	return s.probe()
 }
 
-func (a *Agent) probeLocked(u *unit) (int, procStat, bool) {
-	if u.pid > 0 {
-		if st, live := alive(u.pid); live && (u.tick == 0 || st.StartTick == u.tick) {
-			return u.pid, st, true
+// probeLocked is probe with a.mu held (rare paths: adoption, register).
+func (a *Agent) probeLocked(u *unit) (int, procStat, bool) { return u.seenLocked().probe() }
+
+func (s unitSeen) probe() (int, procStat, bool) {
+	if s.pid > 0 {
+		if st, live := alive(s.pid); live && (s.tick == 0 || st.StartTick == s.tick) {
+			return s.pid, st, true
 		}
 	}
-	pid, mtime, err := readPidFile(u.pidPath)
+	pid, mtime, err := readPidFile(s.pidPath)
 	if err != nil {
 		return 0, procStat{}, false
 	}
@@ -815,15 +836,33 @@ func (a *Agent) probeLocked(u *unit) (int, procStat, bool) {
 	return pid, st, true
 }
 
+// unitView is what a status report needs of a unit, taken under the
+// agent lock; the processes are read outside it.
+type unitView struct {
+	seen                 unitSeen
+	state                model.ProcState
+	msg, held            string
+	lastStart            int64
+	restarts, exitStatus int
+	cpu, mem             float64
+	rss                  uint64
+	threads              int
+}
+
 // statusOf reports e (instance 1, with a count when there are several).
 func (a *Agent) statusOf(e *entry) model.ProcStatus {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	p := e.p
 	st := model.ProcStatus{ProcKey: e.key, ProcName: p.Spec.Identity.ProcName, Hosted: e.hosted,
 		RegisterTime: e.registerTime, ReportTime: time.Now().Unix(), PID: -1}
-	up := 0
+	views := make([]unitView, len(e.units))
 	for i, u := range e.units {
+		views[i] = unitView{seen: u.seenLocked(), state: u.state, msg: u.msg, held: u.held, lastStart: u.lastStart,
+			restarts: u.restarts, exitStatus: u.exitStatus, cpu: u.cpu, mem: u.mem, rss: u.rss, threads: u.threads}
+	}
+	a.mu.Unlock()
+	up := 0
+	for i, u := range views {
 		var pid int
 		var ps procStat
 		var live bool
@@ -831,12 +870,12 @@ func (a *Agent) statusOf(e *entry) model.ProcStatus {
 		case model.ProcBackoff, model.ProcStarting, model.ProcFatal:
 			// The agent is the authority here: a pid file may name a
 			// stranger until the restart rewrites it.
-			if u.pid > 0 {
-				ps, live = alive(u.pid)
-				pid, live = u.pid, live && (u.tick == 0 || ps.StartTick == u.tick)
+			if u.seen.pid > 0 {
+				ps, live = alive(u.seen.pid)
+				pid, live = u.seen.pid, live && (u.seen.tick == 0 || ps.StartTick == u.seen.tick)
 			}
 		default:
-			pid, ps, live = a.probeLocked(u)
+			pid, ps, live = u.seen.probe()
 		}
 		if live {
 			up++
@@ -861,7 +900,7 @@ func (a *Agent) statusOf(e *entry) model.ProcStatus {
 			if a.m.memTotal > 0 {
 				st.Mem = round2(float64(st.MemRSS) * 100 / float64(a.m.memTotal))
 			}
-			if u.pid == pid {
+			if u.seen.pid == pid {
 				st.CPU = round2(u.cpu)
 				if u.rss > 0 {
 					st.MemRSS, st.Mem, st.Threads = u.rss, round2(u.mem), u.threads
@@ -871,8 +910,8 @@ func (a *Agent) statusOf(e *entry) model.ProcStatus {
 			st.State = model.ProcExited
 		}
 	}
-	if len(e.units) > 1 {
-		st.Message = strings.TrimSpace(fmt.Sprintf("%d/%d instances running. %s", up, len(e.units), st.Message))
+	if len(views) > 1 {
+		st.Message = strings.TrimSpace(fmt.Sprintf("%d/%d instances running. %s", up, len(views), st.Message))
 	}
 	return st
 }

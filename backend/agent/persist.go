@@ -4,7 +4,10 @@ package agent
 
 import (
 	"context"
+	"sort"
 	"time"
+
+	"gseproc/model"
 )
 
 // registryDelay is how long after the first change the registry is
@@ -73,10 +76,10 @@ func (a *Agent) flush() error {
 		a.mu.Unlock()
 		return nil
 	}
-	recs := a.recordsLocked()
+	hosted := a.hostedLocked()
 	a.mu.Unlock()
 
-	err := saveRegistry(a.regPath, recs)
+	err := saveRegistry(a.regPath, records(hosted))
 
 	a.mu.Lock()
 	a.regWrites++
@@ -118,22 +121,41 @@ func (a *Agent) waitPersisted(ctx context.Context) error {
 	return nil
 }
 
-// recordsLocked is the registry as it stands: one record per hosted
-// process. The definitions are shared, not copied: an entry's definition
-// is replaced whole, never changed in place.
-func (a *Agent) recordsLocked() []procRecord {
-	var recs []procRecord
-	now := time.Now().Unix()
-	for _, e := range a.sortedEntries() {
+// hostedView is a hosted entry as the registry records it, taken under
+// the agent lock; the records are built (and sorted) outside it.
+type hostedView struct {
+	p            model.Process
+	lastOp       model.OpType
+	registerTime int64
+	instances    []instanceRecord
+}
+
+// hostedLocked takes what the registry records of every hosted process.
+// The definitions are shared, not copied: an entry's definition is
+// replaced whole, never changed in place.
+func (a *Agent) hostedLocked() []hostedView {
+	out := make([]hostedView, 0, len(a.procs))
+	for _, e := range a.procs {
 		if !e.hosted {
 			continue
 		}
-		h := &hostedRecord{Process: e.p, RegisterTime: e.registerTime}
-		for _, u := range e.units {
-			h.Instances = append(h.Instances, instanceRecord{PID: u.pid, StartTick: u.tick, State: u.state,
-				Held: u.held, Done: u.done, Restarts: u.restarts})
+		v := hostedView{p: e.p, lastOp: e.lastOp, registerTime: e.registerTime, instances: make([]instanceRecord, len(e.units))}
+		for i, u := range e.units {
+			v.instances[i] = instanceRecord{PID: u.pid, StartTick: u.tick, State: u.state,
+				Held: u.held, Done: u.done, Restarts: u.restarts}
 		}
-		recs = append(recs, recordOf(e.p, e.lastOp, now, h))
+		out = append(out, v)
+	}
+	return out
+}
+
+// records is the registry of hosted, by process key.
+func records(hosted []hostedView) []procRecord {
+	sort.Slice(hosted, func(i, j int) bool { return hosted[i].p.Key() < hosted[j].p.Key() })
+	recs := make([]procRecord, len(hosted))
+	now := time.Now().Unix()
+	for i, v := range hosted {
+		recs[i] = recordOf(v.p, v.lastOp, now, &hostedRecord{Process: v.p, RegisterTime: v.registerTime, Instances: v.instances})
 	}
 	return recs
 }

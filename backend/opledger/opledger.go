@@ -60,6 +60,11 @@ type Ledger struct {
 	order []string // ids in the order they began, oldest first
 	f     *os.File
 	lines int // lines in f
+	// Begin lines are synced in groups (syncTo), outside mu: written is
+	// how many lines were written so far, synced how many of them are on
+	// disk; syncMu lets one fsync run at a time, for every line before it.
+	written, synced uint64
+	syncMu          sync.Mutex
 }
 
 type op struct {
@@ -178,8 +183,12 @@ func (l *Ledger) Do(ctx context.Context, id string, run func() (Outcome, bool)) 
 	o := &op{wait: make(chan struct{})}
 	l.ops[id] = o
 	l.order = append(l.order, id)
-	werr := l.appendLocked(line{ID: id, At: time.Now().Unix()}, true)
+	werr := l.appendLocked(line{ID: id, At: time.Now().Unix()})
+	seq := l.written
 	l.mu.Unlock()
+	if werr == nil {
+		werr = l.syncTo(seq)
+	}
 	if werr != nil {
 		l.forget(id, o)
 		return Outcome{}, false, fmt.Errorf("operation %s not run: %w", id, werr)
@@ -195,7 +204,7 @@ func (l *Ledger) Do(ctx context.Context, id string, run func() (Outcome, bool)) 
 	close(o.wait)
 	// Not synced: a process crash keeps it (the page cache); should the
 	// machine die first, a repeat says the outcome is unknown.
-	_ = l.appendLocked(line{ID: id, At: time.Now().Unix(), Outcome: &out}, false)
+	_ = l.appendLocked(line{ID: id, At: time.Now().Unix(), Outcome: &out})
 	l.trimLocked()
 	l.mu.Unlock()
 	return out, false, nil
@@ -216,7 +225,7 @@ func (l *Ledger) forget(id string, o *op) {
 	}
 	close(o.wait)
 	// A begin line without an end would read as interrupted.
-	_ = l.appendLocked(line{ID: id, At: time.Now().Unix(), NotRun: true}, false)
+	_ = l.appendLocked(line{ID: id, At: time.Now().Unix(), NotRun: true})
 }
 
 // Len is the number of ids recorded.
@@ -243,8 +252,9 @@ func (l *Ledger) trimLocked() {
 	}
 }
 
-// appendLocked writes one line; sync makes it durable before returning.
-func (l *Ledger) appendLocked(ln line, sync bool) error {
+// appendLocked writes one line (to the page cache: syncTo makes it
+// durable).
+func (l *Ledger) appendLocked(ln line) error {
 	if l.f == nil {
 		return nil
 	}
@@ -253,11 +263,34 @@ func (l *Ledger) appendLocked(ln line, sync bool) error {
 		return fmt.Errorf("op ledger %s: write: %w", l.path, err)
 	}
 	l.lines++
-	if sync {
-		if err := l.f.Sync(); err != nil {
-			return fmt.Errorf("op ledger %s: sync: %w", l.path, err)
-		}
+	l.written++
+	return nil
+}
+
+// syncTo makes the first seq lines written durable. One fsync runs at a
+// time, outside mu, and covers every line written before it began: ops
+// that begin together share it (group commit) instead of queueing one
+// fsync each behind the ledger's lock.
+func (l *Ledger) syncTo(seq uint64) error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.mu.Lock()
+	if l.synced >= seq || l.f == nil {
+		l.mu.Unlock()
+		return nil
 	}
+	f, upto := l.f, l.written
+	l.mu.Unlock()
+	err := f.Sync()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.synced >= seq {
+		return nil // a rewrite synced it meanwhile (and closed f)
+	}
+	if err != nil {
+		return fmt.Errorf("op ledger %s: sync: %w", l.path, err)
+	}
+	l.synced = upto
 	return nil
 }
 
@@ -306,6 +339,7 @@ func (l *Ledger) rewriteLocked() error {
 		l.f.Close()
 	}
 	l.f, l.lines = tmp, n
+	l.synced = l.written // all in the new file, synced
 	return nil
 }
 

@@ -122,7 +122,7 @@ func TestPersistedAcrossRestart(t *testing.T) {
 	ctx := context.Background()
 	l.Do(ctx, "done", func() (Outcome, bool) { return Outcome{Code: 828, Message: "already running"}, true })
 	// Simulate a crash mid-op: the begin line is on disk, the end is not.
-	if err := l.appendLocked(line{ID: "midway", At: time.Now().Unix()}, true); err != nil {
+	if err := l.appendLocked(line{ID: "midway", At: time.Now().Unix()}); err != nil {
 		t.Fatal(err)
 	}
 	l.f.WriteString(`{"id":"torn","at":1,"outc`)
@@ -195,4 +195,45 @@ func countLines(t *testing.T, path string) int {
 		n++
 	}
 	return n
+}
+
+// TestConcurrentBegins: ops that begin together on a ledger on disk (their
+// begin lines synced in groups, outside the lock) each run once, all at
+// the same time, and every outcome is kept across a reopen.
+func TestConcurrentBegins(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ops.jsonl")
+	l, err := Open(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	ctx := context.Background()
+	var begun sync.WaitGroup
+	begun.Add(n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			_, repeat, err := l.Do(ctx, fmt.Sprintf("op-%d", i), func() (Outcome, bool) {
+				begun.Done()
+				begun.Wait() // every op is inside its run at once
+				return Outcome{Code: i}, true
+			})
+			if err != nil || repeat {
+				t.Errorf("op %d: repeat %v, %v", i, repeat, err)
+			}
+		})
+	}
+	wg.Wait()
+	l.Close()
+	l2, err := Open(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	for i := range n {
+		out, repeat, err := l2.Do(ctx, fmt.Sprintf("op-%d", i), func() (Outcome, bool) { t.Fatal("ran again"); return Outcome{}, true })
+		if err != nil || !repeat || out.Code != i {
+			t.Fatalf("op %d after reopen: %+v repeat %v %v", i, out, repeat, err)
+		}
+	}
 }

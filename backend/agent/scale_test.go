@@ -1,0 +1,292 @@
+//go:build linux
+
+package agent
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"gseproc/backend"
+	"gseproc/backend/config"
+	"gseproc/backend/engine"
+	"gseproc/model"
+)
+
+// The agent's scale in processes (issue 12): many hosted processes on
+// one agent, started by one op through the engine, and a storm of
+// crash-looping ones. TestManyProcessesOneOp and TestCrashLoopsLeaveNoZombie
+// are the fast regular checks; BenchmarkAgentHolds1000 and
+// BenchmarkAgentCrashStorm measure the targets (make bench).
+
+// manyProcs saves n resident definitions in namespace ns on a's host (one
+// setup dir, one pid file each), each started by start (a shell line
+// that puts its process's pid in $GSEPROC_PID_FILE).
+func manyProcs(tb testing.TB, eng *engine.Engine, a *Agent, ns string, n int, start string, retries int) []model.Process {
+	tb.Helper()
+	dir := tb.TempDir()
+	ps := make([]model.Process, n)
+	for i := range ps {
+		name := fmt.Sprintf("p%04d", i)
+		p := model.Process{
+			Meta: model.Meta{Namespace: ns, Name: name},
+			Spec: model.Spec{
+				Identity: model.Identity{ProcName: name, SetupPath: dir, PidPath: filepath.Join(dir, name+".pid")},
+				Control:  model.Control{StartCmd: start},
+				Policy: model.Policy{AutoType: model.AutoResident, StartRetries: retries, OpTimeout: 60,
+					StartCheckEndSecs: 30, InstanceNum: 1},
+			},
+		}
+		if err := eng.SaveProcess(context.Background(), model.ProcessDef{Process: p, Hosts: []model.Host{a.host}}); err != nil {
+			tb.Fatal(err)
+		}
+		ps[i] = p
+		tb.Cleanup(func() { killByPidFiles(p) })
+	}
+	return ps
+}
+
+// operateNS runs op over every definition of ns as one task and returns
+// its results (all of them, or the test fails).
+func operateNS(tb testing.TB, eng *engine.Engine, ns string, op model.OpType, n int) []model.Result {
+	tb.Helper()
+	ctx := context.Background()
+	task, err := eng.Operate(ctx, backend.OperateRequest{Op: op, Selector: backend.Selector{Namespace: ns}})
+	if err != nil {
+		tb.Fatalf("%s: %v", op, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	ch, err := eng.Watch(wctx, task.ID, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []model.Result
+	for r := range ch {
+		out = append(out, r)
+	}
+	if len(out) != n {
+		tb.Fatalf("%s: %d results of %d targets", op, len(out), n)
+	}
+	return out
+}
+
+// codes counts results by code, for the report of a failure.
+func codes(rs []model.Result) map[int]int {
+	m := map[int]int{}
+	for _, r := range rs {
+		m[r.Code]++
+	}
+	return m
+}
+
+// hostedRunning counts a's hosted processes whose state is running with a
+// live pid.
+func hostedRunning(a *Agent) (hosted, running int) {
+	for _, st := range a.Statuses() {
+		if st.Hosted {
+			hosted++
+		}
+		if st.State == model.ProcRunning && st.PID > 0 {
+			if _, live := alive(st.PID); live {
+				running++
+			}
+		}
+	}
+	return hosted, running
+}
+
+// selfUsage is this process's cpu time so far (user + system, not its
+// children's) and its resident set now.
+func selfUsage() (cpu time.Duration, rss uint64) {
+	if st, err := readStat(os.Getpid()); err == nil {
+		cpu = time.Duration(st.Utime+st.Stime) * (time.Second / clkTck)
+	}
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				kb, _ := strconv.ParseUint(f[0], 10, 64)
+				rss = kb * 1024
+			}
+		}
+	}
+	return cpu, rss
+}
+
+// zombieChildren lists this process's children that are zombies (exited,
+// not reaped), from /proc/self/task/*/children.
+func zombieChildren() []int {
+	tasks, _ := os.ReadDir("/proc/self/task")
+	var out []int
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range bytes.Fields(b) {
+			pid, _ := strconv.Atoi(string(f))
+			if st, err := readStat(pid); err == nil && st.State == 'Z' {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+// durations is the p50 and max of the results' times (sent to answered).
+func durations(rs []model.Result) (p50, maxD time.Duration) {
+	var ds []time.Duration
+	for _, r := range rs {
+		ds = append(ds, r.Finished.Sub(r.Started))
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2], ds[len(ds)-1]
+}
+
+// holdMany starts n processes on a with one op and checks every one
+// started, hosted and running; it returns the op's wall time.
+func holdMany(tb testing.TB, eng *engine.Engine, a *Agent, ns string, n int) time.Duration {
+	tb.Helper()
+	manyProcs(tb, eng, a, ns, n, `sleep 3600 >/dev/null 2>&1 & echo $! > "$GSEPROC_PID_FILE"`, 3)
+	t0 := time.Now()
+	rs := operateNS(tb, eng, ns, model.OpStart, n)
+	took := time.Since(t0)
+	p50, maxD := durations(rs)
+	tb.Logf("start of %d: each answered in p50 %s, max %s", n, p50.Round(time.Millisecond), maxD.Round(time.Millisecond))
+	if c := codes(rs); c[model.CodeSuccess] != n {
+		tb.Fatalf("start of %d: codes %v", n, c)
+	}
+	if hosted, running := hostedRunning(a); hosted != n || running != n {
+		tb.Fatalf("after the start of %d: %d hosted, %d running", n, hosted, running)
+	}
+	return took
+}
+
+// TestManyProcessesOneOp: 200 processes started by one op on one agent are
+// all started, hosted and running (none timed out), and one op stops them.
+func TestManyProcessesOneOp(t *testing.T) {
+	t.Parallel()
+	const n = 200
+	a := newAgent(t, "")
+	eng := localEngine(t, a)
+	took := holdMany(t, eng, a, "many", n)
+	t.Logf("%d processes started by one op in %s", n, took.Round(time.Millisecond))
+	if c := codes(operateNS(t, eng, "many", model.OpStop, n)); c[model.CodeSuccess] != n {
+		t.Fatalf("stop of %d: codes %v", n, c)
+	}
+	if hosted, running := hostedRunning(a); hosted != 0 || running != 0 {
+		t.Fatalf("after the stop: %d hosted, %d running", hosted, running)
+	}
+}
+
+// BenchmarkAgentHolds1000: one op starts 1,000 hosted processes on one
+// agent (agent defaults, real processes): all started and hosted, none
+// timed out. Reports the op's time and the agent's cpu and memory.
+func BenchmarkAgentHolds1000(b *testing.B) {
+	const n = 1000
+	for range b.N {
+		a := newAgent(b, "", func(c *config.AgentConfig) { *c = benchConfig(c.DataDir) })
+		eng := localEngine(b, a)
+		cpu0, _ := selfUsage()
+		took := holdMany(b, eng, a, "hold", n)
+		cpu1, rss := selfUsage()
+		b.ReportMetric(took.Seconds(), "start-s")
+		b.ReportMetric(float64(rss)/(1<<20), "rss-MB")
+		b.ReportMetric((cpu1 - cpu0).Seconds(), "cpu-s")
+		b.Logf("%d processes started and hosted by one op in %s; agent (test process) cpu %s, rss %.1f MB",
+			n, took.Round(time.Millisecond), cpu1-cpu0, float64(rss)/(1<<20))
+		t0 := time.Now()
+		if c := codes(operateNS(b, eng, "hold", model.OpStop, n)); c[model.CodeSuccess] != n {
+			b.Fatalf("stop of %d: codes %v", n, c)
+		}
+		b.Logf("stopped by one op in %s", time.Since(t0).Round(time.Millisecond))
+	}
+}
+
+// benchConfig is the agent's defaults on dataDir.
+func benchConfig(dataDir string) config.AgentConfig {
+	cfg := config.DefaultAgent()
+	cfg.IP = "127.0.0.1"
+	cfg.DataDir = dataDir
+	return cfg
+}
+
+// storm starts n crash-looping processes (each dies life after it comes
+// up; start_retries high enough to loop through the window) with one op,
+// then watches the agent for window: its cpu (share of one core), its
+// peak rss, a status op's answer time every 100 ms, restarts, zombies.
+type stormFigures struct {
+	restarts   int
+	cpuShare   float64 // of one core
+	peakRSS    uint64
+	statusMax  time.Duration
+	statusP50  time.Duration
+	statusN    int
+	zombiesMax int
+}
+
+func storm(tb testing.TB, a *Agent, eng *engine.Engine, n int, life string, window time.Duration) stormFigures {
+	tb.Helper()
+	ev := collect(tb, a)
+	ps := manyProcs(tb, eng, a, "storm", n, `sleep `+life+` >/dev/null 2>&1 & echo $! > "$GSEPROC_PID_FILE"`, 1000)
+	if c := codes(operateNS(tb, eng, "storm", model.OpStart, n)); c[model.CodeSuccess] != n {
+		tb.Fatalf("start of %d: codes %v", n, c)
+	}
+	var f stormFigures
+	restarts0 := len(ev.of(model.EventRestartSuccess))
+	cpu0, _ := selfUsage()
+	t0 := time.Now()
+	var lat []time.Duration
+	for i := 0; time.Since(t0) < window; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		s := time.Now()
+		r := a.Handle(ctx, model.AgentRequest{Op: model.OpStatus, Process: ps[i%n]})
+		lat = append(lat, time.Since(s))
+		cancel()
+		if r.Code != model.CodeSuccess {
+			tb.Fatalf("status during the storm: %d %s", r.Code, r.Message)
+		}
+		if _, rss := selfUsage(); rss > f.peakRSS {
+			f.peakRSS = rss
+		}
+		f.zombiesMax = max(f.zombiesMax, len(zombieChildren()))
+		time.Sleep(100 * time.Millisecond)
+	}
+	cpu1, _ := selfUsage()
+	f.cpuShare = (cpu1 - cpu0).Seconds() / time.Since(t0).Seconds()
+	f.restarts = len(ev.of(model.EventRestartSuccess)) - restarts0
+	slices.Sort(lat)
+	f.statusN, f.statusMax, f.statusP50 = len(lat), lat[len(lat)-1], lat[len(lat)/2]
+	if c := codes(operateNS(tb, eng, "storm", model.OpStop, n)); c[model.CodeSuccess] != n {
+		tb.Fatalf("stop of %d: codes %v", n, c)
+	}
+	return f
+}
+
+// BenchmarkAgentCrashStorm: 500 hosted processes crash-looping (each dies
+// 1 s after it comes up) for 30 s under the agent's defaults (backoff 1 s
+// doubling to 1 min): the agent's cpu (share of one core), its peak rss,
+// a status op's answer time during the storm, and zombies.
+func BenchmarkAgentCrashStorm(b *testing.B) {
+	for range b.N {
+		a := newAgent(b, "", func(c *config.AgentConfig) { *c = benchConfig(c.DataDir) })
+		eng := localEngine(b, a)
+		f := storm(b, a, eng, 500, "1", 30*time.Second)
+		b.ReportMetric(f.cpuShare*100, "cpu-%core")
+		b.ReportMetric(float64(f.peakRSS)/(1<<20), "rss-MB")
+		b.ReportMetric(float64(f.statusMax.Microseconds())/1000, "status-max-ms")
+		b.ReportMetric(float64(f.restarts), "restarts")
+		b.ReportMetric(float64(f.zombiesMax), "zombies")
+		b.Logf("storm of 500 for 30s: %d restarts, agent cpu %.1f%% of a core, peak rss %.1f MB, status op p50 %s max %s (%d asked), zombies at most %d",
+			f.restarts, f.cpuShare*100, float64(f.peakRSS)/(1<<20), f.statusP50, f.statusMax, f.statusN, f.zombiesMax)
+	}
+}
