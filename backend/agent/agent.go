@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"gseproc/backend/config"
 	"gseproc/backend/opledger"
 	"gseproc/model"
@@ -61,6 +63,10 @@ type Agent struct {
 	regErr     error
 	regWrites  uint64 // attempted, for tests
 	flushMu    sync.Mutex
+
+	// stopReaper ends this agent's use of the orphan reaper (reaper.go),
+	// when it runs one.
+	stopReaper func()
 
 	started bool
 	closed  bool
@@ -224,6 +230,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		return errors.New("agent already running")
 	}
 	a.started = true
+	if a.cfg.Subreaper {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			a.log.Warn("agent.subreaper: cannot become a subreaper", "err", err)
+		}
+	}
+	if shouldReap() {
+		a.stopReaper = children.use()
+		a.log.Info("reaping orphans: the agent is pid 1 or a subreaper")
+	}
 	var periodic []*entry
 	for _, e := range a.sortedEntries() {
 		if !e.hosted {
@@ -333,6 +348,13 @@ func (a *Agent) Close() error {
 	a.mu.Unlock()
 	a.cancel()
 	a.wg.Wait()
+	a.mu.Lock()
+	stopReaper := a.stopReaper
+	a.stopReaper = nil
+	a.mu.Unlock()
+	if stopReaper != nil {
+		stopReaper()
+	}
 	if err := a.flush(); err != nil {
 		a.log.Error("hosting registry not written at close", "err", err)
 	}

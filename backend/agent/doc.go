@@ -58,7 +58,10 @@
 // the agent-wide lock is held: the lock guards the state in memory only.
 // Every child is reaped: the command's shell when it exits, a killed one
 // late to exit in the background, a hosted process that is our child by
-// its watcher.
+// its watcher. An agent that is pid 1, or a subreaper (agent.subreaper),
+// inherits what its commands leave behind (a daemon whose shell exited)
+// and reaps those orphans too, at each SIGCHLD and in a sweep every
+// second, never a command's child its owner still waits for (reaper.go).
 //
 // The agent runs on Linux (pidfd, /proc, process groups); on other
 // systems New reports that it is not supported, so that the console and

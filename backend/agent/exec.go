@@ -119,11 +119,14 @@ func launch(p model.Process, command string, env []string) (*child, error) {
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 	c := &child{cmd: cmd, out: out, pidfd: -1, launch: uptimeTicks(), at: time.Now()}
+	children.start() // an orphan reaper must not take it before its wait
 	if err := cmd.Start(); err != nil {
+		children.started(0)
 		out.Close()
 		return nil, fmt.Errorf("run %q as %s: %w", command, p.Account(), err)
 	}
 	c.pid = cmd.Process.Pid
+	children.started(c.pid)
 	if st, err := readStat(c.pid); err == nil {
 		c.tick = st.StartTick
 	}
@@ -167,6 +170,7 @@ func (c *child) reap() {
 		return
 	}
 	err := c.cmd.Wait()
+	children.waited(c.pid)
 	c.exited = true
 	c.status = 0
 	if err != nil {

@@ -55,6 +55,13 @@ type AgentConfig struct {
 	// EventBuffer bounds the events queued per subscriber; beyond it the
 	// oldest are dropped (and counted in the log).
 	EventBuffer int `toml:"event_buffer"`
+
+	// Subreaper makes the agent the subreaper of what its commands leave
+	// behind (Linux PR_SET_CHILD_SUBREAPER): a daemon whose shell exits
+	// becomes the agent's child instead of init's, and the agent reaps it
+	// when it exits. An agent that is pid 1 (in a container) reaps them
+	// whatever this says.
+	Subreaper bool `toml:"subreaper"`
 }
 
 // DefaultAgentDataDir is where the hosting registry lives by default.

@@ -1,0 +1,209 @@
+//go:build linux
+
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// children is the set of this process's children that an owner will wait
+// for (commands the agent launched, until reaped), and the reaper of every
+// other child: the orphans a subreaper or pid 1 inherits (a daemon whose
+// shell exited). It is one per process, as a process's children are,
+// whatever the number of agents in it: a reaper that knew only its own
+// agent's commands could take another agent's child from it.
+var children = newChildSet()
+
+type childSet struct {
+	// gate is held shared by a launch from before its fork until its pid
+	// is registered, and exclusively by the reaper while it reaps: so the
+	// reaper never sees a command's child it does not know yet.
+	gate sync.RWMutex
+	mu   sync.Mutex
+	own  map[int]struct{}
+	// users counts the agents that run the reaper; the first starts it,
+	// the last stops it (and waits for it).
+	users  int
+	stop   context.CancelFunc
+	done   chan struct{}
+	reaped uint64 // orphans reaped, for tests and the log
+}
+
+func newChildSet() *childSet { return &childSet{own: map[int]struct{}{}} }
+
+// start registers a launch: call before the fork, then started with its
+// pid (or 0 when the fork failed).
+func (k *childSet) start() { k.gate.RLock() }
+
+func (k *childSet) started(pid int) {
+	if pid > 0 {
+		k.mu.Lock()
+		k.own[pid] = struct{}{}
+		k.mu.Unlock()
+	}
+	k.gate.RUnlock()
+}
+
+// waited forgets pid once its owner has waited for it.
+func (k *childSet) waited(pid int) {
+	k.mu.Lock()
+	delete(k.own, pid)
+	k.mu.Unlock()
+}
+
+func (k *childSet) owned(pid int) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	_, ok := k.own[pid]
+	return ok
+}
+
+// shouldReap reports whether this process inherits orphans: it is pid 1
+// or a child subreaper.
+func shouldReap() bool {
+	if os.Getpid() == 1 {
+		return true
+	}
+	var v int32
+	if err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&v)), 0, 0, 0); err != nil {
+		return false
+	}
+	return v != 0
+}
+
+// use starts the reaper for one more agent (the first starts it); the
+// returned func stops it for that agent (the last stops it and waits).
+func (k *childSet) use() func() {
+	k.mu.Lock()
+	k.users++
+	if k.users == 1 {
+		ctx, cancel := context.WithCancel(context.Background())
+		k.stop, k.done = cancel, make(chan struct{})
+		go k.run(ctx, k.done)
+	}
+	k.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			k.mu.Lock()
+			k.users--
+			var done chan struct{}
+			if k.users == 0 {
+				k.stop()
+				done = k.done
+			}
+			k.mu.Unlock()
+			if done != nil {
+				<-done
+			}
+		})
+	}
+}
+
+// run reaps orphans at every SIGCHLD, and every second a full sweep (an
+// orphan behind a command's child its owner has not waited for yet).
+func (k *childSet) run(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGCHLD)
+	defer signal.Stop(sig)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	k.reap(true)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sig:
+			k.reap(false)
+		case <-t.C:
+			k.reap(true)
+		}
+	}
+}
+
+// reap waits for every exited child that no owner waits for. It peeks at
+// the next exited child (waitid WNOWAIT) and reaps it unless it is a
+// command's; when a command's child is first in line, full lists the
+// children (/proc/self/task/*/children) and reaps the orphans among them.
+func (k *childSet) reap(full bool) int {
+	k.gate.Lock()
+	defer k.gate.Unlock()
+	n := 0
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		pid := siginfoPid(&info)
+		if err != nil || pid <= 0 {
+			break // no child, or none exited
+		}
+		if k.owned(pid) {
+			if full {
+				n += k.reapListed()
+			}
+			break
+		}
+		var ws unix.WaitStatus
+		if got, _ := unix.Wait4(pid, &ws, unix.WNOHANG, nil); got != pid {
+			break
+		}
+		n++
+	}
+	k.mu.Lock()
+	k.reaped += uint64(n)
+	k.mu.Unlock()
+	return n
+}
+
+// reapListed reaps the zombies among this process's children that no
+// owner waits for. k.gate is held.
+func (k *childSet) reapListed() int {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range bytes.Fields(b) {
+			pid, err := strconv.Atoi(string(f))
+			if err != nil || k.owned(pid) {
+				continue
+			}
+			if st, err := readStat(pid); err != nil || st.State != 'Z' {
+				continue
+			}
+			var ws unix.WaitStatus
+			if got, _ := unix.Wait4(pid, &ws, unix.WNOHANG, nil); got == pid {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// siginfoPid is si_pid of a waitid answer: the first field of the union
+// after si_signo, si_errno and si_code, aligned to a pointer; 0 when no
+// child had exited (WNOHANG).
+func siginfoPid(info *unix.Siginfo) int {
+	b := (*[unsafe.Sizeof(unix.Siginfo{})]byte)(unsafe.Pointer(info))
+	off := 12
+	if unsafe.Sizeof(uintptr(0)) == 8 {
+		off = 16
+	}
+	return int(int32(binary.NativeEndian.Uint32(b[off : off+4])))
+}

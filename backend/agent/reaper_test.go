@@ -1,0 +1,103 @@
+//go:build linux
+
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"gseproc/backend/config"
+	"gseproc/model"
+)
+
+// zombieChildEnv makes the test binary act as a subreaper agent process
+// whose hosted processes crash-loop (TestCrashLoopsLeaveNoZombie).
+const zombieChildEnv = "GSEPROC_AGENT_ZOMBIE_CHILD"
+
+// TestCrashLoopsLeaveNoZombie: an agent that is a subreaper (agent.
+// subreaper) hosts 20 processes that crash-loop until they are given up:
+// daemons left behind by their start_cmd's shell (so the agent's children
+// once the shell exits) and foreground ones (the agent's own children).
+// After the loops no child of the agent is a zombie, and orphans were
+// reaped. It runs in a process of its own: being a subreaper is the
+// process's, not the test's.
+func TestCrashLoopsLeaveNoZombie(t *testing.T) {
+	if dir := os.Getenv(zombieChildEnv); dir != "" {
+		zombieChild(t, dir)
+		return
+	}
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCrashLoopsLeaveNoZombie$", "-test.v")
+	cmd.Env = append(os.Environ(), zombieChildEnv+"="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	m := regexp.MustCompile(`ZOMBIES (\d+) REAPED (\d+) RESTARTS (\d+)`).FindSubmatch(out)
+	if err != nil || m == nil {
+		t.Fatalf("agent process: %v\n%s", err, out)
+	}
+	zombies, _ := strconv.Atoi(string(m[1]))
+	reaped, _ := strconv.Atoi(string(m[2]))
+	restarts, _ := strconv.Atoi(string(m[3]))
+	t.Logf("%d restarts; %d orphans reaped; %d zombies left", restarts, reaped, zombies)
+	if zombies != 0 || reaped == 0 || restarts == 0 {
+		t.Fatalf("zombies %d (want 0), orphans reaped %d (want some), restarts %d\n%s", zombies, reaped, restarts, out)
+	}
+}
+
+func zombieChild(t *testing.T, dir string) {
+	a := newAgent(t, filepath.Join(dir, "data"), func(c *config.AgentConfig) { c.Subreaper = true })
+	ev := collect(t, a)
+	const n = 20
+	var ps []model.Process
+	for i := range n {
+		name := fmt.Sprintf("loop%02d", i)
+		start := `sleep 0.2 >/dev/null 2>&1 & echo $! > "$GSEPROC_PID_FILE"` // a daemon: an orphan once sh exits
+		if i%2 == 1 {
+			start = `echo $$ > "$GSEPROC_PID_FILE"; exec sleep 0.2` // the agent's own child
+		}
+		p := model.Process{
+			Meta: model.Meta{Namespace: "zombie", Name: name},
+			Spec: model.Spec{
+				Identity: model.Identity{ProcName: name, SetupPath: dir, PidPath: filepath.Join(dir, name+".pid")},
+				Control:  model.Control{StartCmd: start},
+				Policy: model.Policy{AutoType: model.AutoResident, StartRetries: 3, OpTimeout: 60,
+					StartCheckEndSecs: 30, InstanceNum: 1},
+			},
+		}
+		ps = append(ps, p)
+	}
+	for _, p := range ps {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		r := a.Handle(ctx, model.AgentRequest{TaskID: "z", Op: model.OpStart, Process: p})
+		cancel()
+		// A loaded machine may see it die before the check: both count.
+		if r.Code != model.CodeSuccess && r.Code != model.CodePostCheckFailed {
+			t.Fatalf("start %s: %d %s", p.Meta.Name, r.Code, r.Message)
+		}
+	}
+	eventually(t, 3*time.Minute, "every process given up", func() bool {
+		for _, st := range a.Statuses() {
+			if st.Hosted && st.State != model.ProcFatal {
+				return false
+			}
+		}
+		return true
+	})
+	var zombies []int
+	eventually(t, 30*time.Second, "no zombie", func() bool {
+		zombies = zombieChildren()
+		return len(zombies) == 0
+	})
+	children.mu.Lock()
+	reaped := children.reaped
+	children.mu.Unlock()
+	fmt.Printf("ZOMBIES %d REAPED %d RESTARTS %d\n", len(zombies), reaped, len(ev.of(model.EventRestartSuccess)))
+}
