@@ -18,6 +18,7 @@ type KeyMap struct {
 	FailedOnly, Retry, CancelTask, Confirm, Deny key.Binding
 	Messages, FindHost, Palette, Sort            key.Binding
 	SortReverse, FleetMap, Copy                  key.Binding
+	Rolling, PauseRoll, AbortRoll                key.Binding
 	byName                                       map[string]*key.Binding
 }
 
@@ -59,6 +60,9 @@ func DefaultKeyMap() *KeyMap {
 		Sort:        b("s", "sort", "s"),
 		SortReverse: b("S", "reverse sort", "S"),
 		Copy:        b("c", "copy (IP, task id, message)", "c"),
+		Rolling:     b("b", "roll in batches", "b"),
+		PauseRoll:   b("p", "pause/resume roll", "p"),
+		AbortRoll:   b("X", "abort roll", "X"),
 	}
 	k.byName = map[string]*key.Binding{
 		"quit": &k.Quit, "help": &k.Help, "back": &k.Back, "up": &k.Up, "down": &k.Down,
@@ -69,6 +73,7 @@ func DefaultKeyMap() *KeyMap {
 		"retry": &k.Retry, "cancel_task": &k.CancelTask, "confirm": &k.Confirm, "deny": &k.Deny,
 		"messages": &k.Messages, "find_host": &k.FindHost, "palette": &k.Palette,
 		"sort": &k.Sort, "sort_reverse": &k.SortReverse, "copy": &k.Copy,
+		"rolling": &k.Rolling, "pause_roll": &k.PauseRoll, "abort_roll": &k.AbortRoll,
 	}
 	return k
 }

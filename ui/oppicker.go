@@ -23,8 +23,21 @@ type opPage struct {
 	list     vlist
 	loaded   bool
 	err      error // the processes could not be listed
-	w, h     int
+	// roll, when set, rolls the op batch by batch (b toggles it, with
+	// consoleRollout's defaults; p cycles its pause).
+	roll *model.RolloutSpec
+	w, h int
 }
+
+// consoleRollout is what "roll in batches" starts from: a tenth of the
+// hosts a batch after a canary of one, stopping at the second failure of
+// a batch, no pause.
+func consoleRollout() model.RolloutSpec {
+	return model.RolloutSpec{Batch: "10%", Canary: "1", MaxFail: "1"}
+}
+
+// rollPauses are the pauses p cycles through.
+var rollPauses = []string{"", "30s", model.PauseManual}
 
 type opProcsMsg struct {
 	id   int
@@ -76,7 +89,7 @@ func (p *opPage) Help() keyHelp {
 	k := p.s.keys
 	run := k.Open
 	run.SetHelp(k.Open.Help().Key, "run")
-	return keyHelp{short: []binding{run}, full: [][]binding{{k.Up, k.Down, run}}}
+	return keyHelp{short: []binding{run, k.Rolling}, full: [][]binding{{k.Up, k.Down, run}, {k.Rolling, k.PauseRoll}}}
 }
 
 // setDisabled works out which ops cannot run and why.
@@ -162,6 +175,20 @@ func (p *opPage) Update(msg tea.Msg) tea.Cmd {
 			p.loaded, p.err = false, nil
 			p.setDisabled(nil)
 			return p.Init()
+		case keyIs(msg, k.Rolling):
+			if p.roll != nil {
+				p.roll = nil
+				return nil
+			}
+			r := consoleRollout()
+			p.roll = &r
+		case keyIs(msg, k.PauseRoll) && p.roll != nil:
+			for i, x := range rollPauses {
+				if x == p.roll.Pause {
+					p.roll.Pause = rollPauses[(i+1)%len(rollPauses)]
+					break
+				}
+			}
 		}
 	}
 	return nil
@@ -173,11 +200,19 @@ func (p *opPage) choose(op model.OpType) tea.Cmd {
 		return p.s.post(flashMsg{fmt.Sprintf("%s is disabled: %s", op, why)})
 	}
 	req := backend.OperateRequest{Op: op, Selector: p.tg.sel}
+	if p.roll != nil && op.Mutating() {
+		r := *p.roll
+		req.Rollout = &r
+	}
 	run := p.s.operate(p.id, req)
 	if !op.Mutating() {
 		return run
 	}
-	return p.s.post(confirmMsg{confirmOp(p.s, op, p.tg, run)})
+	d := confirmOp(p.s, op, p.tg, run)
+	if req.Rollout != nil {
+		d.body = append(d.body, "rolled in batches: "+rollText(*req.Rollout))
+	}
+	return p.s.post(confirmMsg{d})
 }
 
 func (p *opPage) View() string {
@@ -225,6 +260,13 @@ func (p *opPage) View() string {
 		b.WriteString(line + "\n")
 	}
 	b.WriteString("\n" + t.Muted.Render("! takes a running process away · status runs at once, every other op asks first"))
+	k := p.s.keys
+	if p.roll == nil {
+		b.WriteString("\n" + t.Muted.Render(fmt.Sprintf("all hosts at once · %s rolls the op in batches", k.Rolling.Help().Key)))
+	} else {
+		b.WriteString("\n" + t.Title.Render("rolling: ") + rollText(*p.roll) +
+			t.Muted.Render(fmt.Sprintf(" · %s all at once · %s changes the pause", k.Rolling.Help().Key, k.PauseRoll.Help().Key)))
+	}
 	return b.String()
 }
 
@@ -238,3 +280,13 @@ func sortedKeys(m map[string]bool) []string {
 }
 
 func (p *opPage) listPtr() *vlist { return &p.list }
+
+// rollText is a rollout in words (its own words when it is invalid: the
+// engine names the bad field).
+func rollText(r model.RolloutSpec) string {
+	ro, err := model.ParseRollout(r)
+	if err != nil {
+		return fmt.Sprintf("batch %s, canary %s, pause %s, max-fail %s", r.Batch, r.Canary, r.Pause, r.MaxFail)
+	}
+	return ro.String()
+}

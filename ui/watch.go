@@ -42,6 +42,10 @@ type watchPage struct {
 	ticking     bool
 	bar         progress.Model
 	stats       watchStats // durations and results per second (watchstats.go), kept as results arrive; seconds count from task.Created (setTask)
+	// roll is a rolling task's roll as last read (refreshed every tick
+	// while the task runs; rollLoading: a read is on its way).
+	roll        *model.RollView
+	rollLoading bool
 	w, h        int
 }
 
@@ -72,7 +76,13 @@ type (
 	watchTaskMsg struct {
 		id   int
 		task model.Task
+		roll *model.RollView
 		err  error
+	}
+	// watchRolledMsg: the backend took a pause, resume or abort.
+	watchRolledMsg struct {
+		id  int
+		act model.RollAction
 	}
 	watchTickMsg struct{ id int }
 	// watchCancelledMsg: the backend accepted the cancel; view is the
@@ -83,10 +93,11 @@ type (
 	}
 )
 
-func (m watchInitMsg) pageID() int  { return m.id }
-func (m watchBatchMsg) pageID() int { return m.id }
-func (m watchTaskMsg) pageID() int  { return m.id }
-func (m watchTickMsg) pageID() int  { return m.id }
+func (m watchInitMsg) pageID() int   { return m.id }
+func (m watchBatchMsg) pageID() int  { return m.id }
+func (m watchTaskMsg) pageID() int   { return m.id }
+func (m watchTickMsg) pageID() int   { return m.id }
+func (m watchRolledMsg) pageID() int { return m.id }
 func (m watchCancelledMsg) pageID() int {
 	return m.id
 }
@@ -160,7 +171,7 @@ func (p *watchPage) refreshTask() tea.Cmd {
 	ctx, be, id, tid := p.ctx, p.s.be, p.id, p.task.ID
 	return func() tea.Msg {
 		t, err := be.Task(ctx, tid)
-		return watchTaskMsg{id: id, task: t.Task, err: err}
+		return watchTaskMsg{id: id, task: t.Task, roll: t.Roll, err: err}
 	}
 }
 
@@ -178,15 +189,29 @@ func (p *watchPage) setTask(t model.Task) {
 func (p *watchPage) SetSize(w, h int) {
 	p.w, p.h = w, h
 	p.bar.Width = max(w-7, 10)
-	p.list.setHeight(h - 7)
+	p.list.setHeight(h - 7 - p.rollLines())
+}
+
+// setRoll takes the roll as read; the table gives it its lines.
+func (p *watchPage) setRoll(v *model.RollView) {
+	if v == nil {
+		return
+	}
+	p.roll = v
+	p.SetSize(p.w, p.h)
 }
 
 func (p *watchPage) Help() keyHelp {
 	k := p.s.keys
-	return keyHelp{
+	h := keyHelp{
 		short: []binding{k.Open, k.FailedOnly, k.Retry, k.CancelTask},
 		full:  [][]binding{k.nav(), {k.Open, k.FailedOnly, k.Retry, k.CancelTask}, {k.Reload, k.Tasks}},
 	}
+	if p.task.Rollout != nil {
+		h.short = append(h.short, k.PauseRoll, k.AbortRoll)
+		h.full = append(h.full, []binding{k.PauseRoll, k.AbortRoll})
+	}
+	return h
 }
 
 // apply merges results into the table.
@@ -292,6 +317,7 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 			p.s.resolved("watch " + p.task.ID)
 		}
 		p.setTask(msg.view.Task)
+		p.setRoll(msg.view.Roll)
 		p.apply(msg.view.Results)
 		p.resort()
 		if msg.ch != nil {
@@ -303,7 +329,13 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 		p.resort()
 		if msg.closed {
 			p.streaming = false
+			p.rollLoading = p.task.Rollout != nil
 			return tea.Batch(p.refreshTask(), p.s.refreshInfo())
+		}
+		if p.task.Rollout != nil && !p.rollLoading && len(msg.results) > 0 {
+			// Results move the roll on: read where it is (one read at a time).
+			p.rollLoading = true
+			return tea.Batch(p.drain(msg.ch), p.refreshTask())
 		}
 		return p.drain(msg.ch)
 	case watchCancelledMsg:
@@ -313,6 +345,7 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 		// first).
 		p.cancelAsked = true
 		p.setTask(msg.view.Task)
+		p.setRoll(msg.view.Roll)
 		p.apply(msg.view.Results)
 		p.resort()
 		running := 0
@@ -327,15 +360,31 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 		}
 		return p.s.post(flashMsg{text})
 	case watchTaskMsg:
+		p.rollLoading = false
 		if msg.err != nil {
 			return errCmd("task "+p.task.ID, msg.err)
 		}
 		p.setTask(msg.task)
+		p.setRoll(msg.roll)
+	case watchRolledMsg:
+		text := map[model.RollAction]string{
+			model.RollPause:  "roll paused: no more hosts are sent the op (those running it finish)",
+			model.RollResume: "roll resumed",
+			model.RollAbort:  "roll aborted: the hosts not sent the op yet are cancelled",
+		}[msg.act]
+		p.rollLoading = true
+		return tea.Batch(p.s.post(flashMsg{text}), p.refreshTask())
 	case watchTickMsg:
 		// The elapsed-time clock runs only while the task runs and its page
 		// is on top; Resume starts it again.
 		p.ticking = false
 		if p.ctx.Err() == nil && p.s.topID == p.id {
+			if p.task.Rollout != nil && !p.rollLoading && !taskFinal(p.task.Status) {
+				// The roll's state (a pause, a wait) is not in the
+				// results: read it with the task.
+				p.rollLoading = true
+				return tea.Batch(p.tick(), p.refreshTask())
+			}
 			return p.tick()
 		}
 	case tea.KeyMsg:
@@ -349,6 +398,10 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 		if p.err != nil && keyIs(msg, k.Reload) && !p.streaming {
 			p.loaded = false
 			return p.Init()
+		}
+		if keyIs(msg, k.Reload) && p.task.Rollout != nil && !p.rollLoading {
+			p.rollLoading = true
+			return p.refreshTask()
 		}
 		switch {
 		case keyIs(msg, k.Open):
@@ -382,6 +435,8 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 				fmt.Sprintf("Hosts already running it (%d now) are told to stop: the agent kills the command's process group and reports cancelled (a host that finished first reports its outcome).", running)}
 			d := newDialog("Cancel task", body, "", "", true, cancel)
 			return p.s.post(confirmMsg{d})
+		case keyIs(msg, k.PauseRoll), keyIs(msg, k.AbortRoll):
+			return p.controlRoll(keyIs(msg, k.AbortRoll))
 		}
 	}
 	return nil
@@ -458,6 +513,9 @@ func (p *watchPage) View() string {
 	line := fmt.Sprintf("%s %s · %d/%d finished · %s · %s", t.Title.Render(p.task.Op.String()),
 		status.style(t).Render(status.text()), c.Final(), total, fmtDuration(p.elapsed()), t.Muted.Render(p.task.ID))
 	b.WriteString(line + "\n")
+	if p.roll != nil {
+		b.WriteString(p.rollView())
+	}
 	counts := []string{t.OK.Render(fmt.Sprintf("✓ %d ok", c.Success+c.Skipped)), t.Error.Render(fmt.Sprintf("✗ %d failed", c.Failed))}
 	if c.Timeout > 0 {
 		counts = append(counts, t.Error.Render(fmt.Sprintf("◷ %d timeout", c.Timeout)))
@@ -633,3 +691,103 @@ func prettyJSON(s string) string {
 }
 
 func (p *watchPage) listPtr() *vlist { return &p.list }
+
+// controlRoll pauses or resumes the roll (p), or aborts it (X, after a
+// confirmation).
+func (p *watchPage) controlRoll(abort bool) tea.Cmd {
+	switch {
+	case p.task.Rollout == nil:
+		return p.s.post(flashMsg{"not a rolling task: x cancels it"})
+	case taskFinal(p.task.Status):
+		return p.s.post(flashMsg{"the task is already " + string(p.task.Status)})
+	case p.s.readOnly:
+		return p.s.post(flashMsg{"read-only mode"})
+	}
+	act := model.RollPause
+	switch {
+	case abort:
+		act = model.RollAbort
+	case p.roll != nil && (p.roll.State == model.RollStatePaused || p.roll.State == model.RollStateWaitingResume):
+		act = model.RollResume
+	}
+	ctx, be, tid, id := p.s.ctx, p.s.be, p.task.ID, p.id
+	run := func() tea.Msg {
+		if _, err := be.ControlRoll(ctx, tid, act); err != nil {
+			return errMsg{string(act) + " " + tid, err}
+		}
+		return watchRolledMsg{id: id, act: act}
+	}
+	if !abort {
+		return run
+	}
+	body := []string{p.task.ID, "The roll stops for good: the hosts not sent the op yet are cancelled.",
+		"Hosts running it now finish (x cancels them too)."}
+	return p.s.post(confirmMsg{newDialog("Abort roll", body, "", "", true, run)})
+}
+
+// rollLines is how many lines the roll takes above the table.
+func (p *watchPage) rollLines() int {
+	if p.roll == nil {
+		return 0
+	}
+	return 2
+}
+
+// rollView draws the roll: its state and why, its threshold, and a
+// strip of its batches (✓ done, ▶ running, · waiting, – not sent), or
+// their counts when they do not fit.
+func (p *watchPage) rollView() string {
+	t, r := p.s.theme, p.roll
+	st := t.Pending
+	switch r.State {
+	case model.RollStateStopped, model.RollStateCancelled:
+		st = t.Error
+	case model.RollStatePaused, model.RollStateWaitingResume, model.RollStateWaiting:
+		st = t.Warn
+	case model.RollStateDone:
+		st = t.OK
+	}
+	reason := r.Reason
+	if r.State == model.RollStateWaiting && !r.Until.IsZero() {
+		reason += fmt.Sprintf(" (%s left)", fmtDuration(max(r.Until.Sub(p.s.now()), 0)))
+	}
+	line := t.Title.Render("roll ") + st.Render(strings.ReplaceAll(r.State, "_", " ")+": "+reason) + t.Muted.Render(" · "+r.Threshold)
+	var done, running, waiting, notSent int
+	var strip strings.Builder
+	for _, b := range r.Batches {
+		g := "·"
+		switch b.State {
+		case model.RollStateDone:
+			done++
+			g = "✓"
+			if b.Bad > 0 {
+				g = "✗"
+			}
+		case model.RollStateRunning:
+			running++
+			g = "▶"
+		case model.BatchNotSent:
+			notSent++
+			g = "–"
+		default:
+			waiting++
+		}
+		strip.WriteString(g)
+	}
+	batches := fmt.Sprintf("batches %d: %d done, %d running, %d waiting", len(r.Batches), done, running, waiting)
+	if notSent > 0 {
+		batches += fmt.Sprintf(", %d not sent", notSent)
+	}
+	if s := strip.String(); len(r.Batches) <= p.w-len(batches)-3 {
+		batches += "  " + s
+	}
+	k := p.s.keys
+	if !taskFinal(p.task.Status) {
+		pause := "pause"
+		if r.State == model.RollStatePaused || r.State == model.RollStateWaitingResume {
+			pause = "resume"
+		}
+		batches += t.Muted.Render(fmt.Sprintf(" · %s %s · %s abort", k.PauseRoll.Help().Key, pause, k.AbortRoll.Help().Key))
+	}
+	return cut(line, p.w) + "\n" + cut(batches, p.w) + "\n"
+}
