@@ -38,6 +38,16 @@ type AgentReply struct {
 	Cancelled bool `json:"cancelled,omitempty"`
 }
 
+// LateReply is an agent's answer to the op OpID of task TaskID on Host
+// that came after the dispatch had given up waiting (its deadline
+// passed): the timeout recorded then can be corrected with it.
+type LateReply struct {
+	Host   Host
+	TaskID string
+	OpID   string
+	Reply  AgentReply
+}
+
 // CancelRequest asks a host's agent to stop an operation it is running
 // (or about to run): the op of OpID, of task TaskID.
 type CancelRequest struct {
@@ -111,4 +121,7 @@ const (
 	EventGroupLimitExceeded EventKind = "process_group_resource_limit_exceed"
 	EventAgentOnline        EventKind = "agent_online"
 	EventAgentOffline       EventKind = "agent_offline"
+	// EventResultCorrected: a host answered after its op's deadline; the
+	// timeout recorded for it was replaced by its real outcome.
+	EventResultCorrected EventKind = "result_corrected"
 )

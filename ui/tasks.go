@@ -346,6 +346,8 @@ func eventGlyph(k model.EventKind) glyph {
 		return glyph{"●", "agent online", styleOK}
 	case model.EventAgentOffline:
 		return glyph{"○", "agent offline", styleErr}
+	case model.EventResultCorrected:
+		return glyph{"✎", "result corrected", styleWarn}
 	}
 	return glyph{"•", string(k), styleMuted}
 }

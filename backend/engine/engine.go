@@ -171,6 +171,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	for _, src := range e.eventSources() {
 		src.SubscribeEvents(e.ctx, e.onEvent)
 	}
+	e.subscribeLate()
 
 	if e.board != nil {
 		// Watched before resuming, so that no cancel recorded after a

@@ -19,6 +19,16 @@ type Dispatcher interface {
 	Dispatch(ctx context.Context, host model.Host, req model.AgentRequest) (model.AgentReply, error)
 }
 
+// LateSource is optional: a Dispatcher that still receives a host's
+// answer after the dispatch gave up at its deadline (the NATS transport)
+// implements it, so the timeout recorded for the host is corrected with
+// the op's real outcome (see late.go).
+type LateSource interface {
+	// SubscribeLate calls fn with every late answer until ctx ends; it
+	// returns at once. fn must not block.
+	SubscribeLate(ctx context.Context, fn func(model.LateReply))
+}
+
 // Inventory knows the fleet: every host with its labels and agent state.
 type Inventory interface {
 	Hosts(ctx context.Context) ([]model.HostInfo, error)

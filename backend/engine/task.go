@@ -538,38 +538,9 @@ func (e *Engine) dispatchOne(r *run, i int) {
 	hosted := false
 	switch {
 	case err == nil:
-		res.Code = reply.Code
-		res.State = model.StateForCode(op, reply.Code)
-		if res.State == model.StateRunning { // 115: the agent had not finished at its deadline
-			res.State = model.StateTimeout
-		}
-		res.Message = reply.Message
-		if res.Message == "" {
-			res.Message = reply.Output
-		}
-		if res.Message == "" {
-			res.Message = model.CodeText(reply.Code)
-		}
-		if reply.Cancelled {
-			res.State, res.Code = model.StateCancelled, model.CodeCommandFailed
-			res.Message = "cancelled while running on the host: " + res.Message
-		}
-		if reply.Status != nil {
-			st := *reply.Status
+		if st := applyReply(&res, op, reply, p.Spec.Identity.ProcName, end); st != nil {
 			hosted = st.Hosted
-			if st.ProcKey == "" {
-				st.ProcKey = res.ProcKey
-			}
-			if st.ProcName == "" {
-				st.ProcName = p.Spec.Identity.ProcName
-			}
-			if st.ReportTime == 0 {
-				st.ReportTime = end.Unix()
-			}
-			e.recordStatus(res.Host, st)
-			if op == model.OpStatus {
-				res.Status = &st
-			}
+			e.recordStatus(res.Host, *st)
 		}
 	case errors.Is(err, model.ErrUnreachable):
 		res.State, res.Code = model.StateUnreachable, model.CodeAgentAbnormal
@@ -591,6 +562,46 @@ func (e *Engine) dispatchOne(r *run, i int) {
 	e.log.Debug("host result", "task", res.TaskID, "host", res.Host.String(), "proc", res.ProcKey,
 		"state", string(res.State), "code", res.Code, "duration", res.Duration())
 	e.finishResult(r, i, res)
+}
+
+// applyReply makes res what the host's reply to op says (state, code,
+// message) and returns the process status the reply carried (nil: none),
+// completed with its key, name (procName) and report time (end).
+func applyReply(res *model.Result, op model.OpType, reply model.AgentReply, procName string, end time.Time) *model.ProcStatus {
+	res.Code = reply.Code
+	res.State = model.StateForCode(op, reply.Code)
+	if res.State == model.StateRunning { // 115: the agent had not finished at its deadline
+		res.State = model.StateTimeout
+	}
+	res.Message = reply.Message
+	if res.Message == "" {
+		res.Message = reply.Output
+	}
+	if res.Message == "" {
+		res.Message = model.CodeText(reply.Code)
+	}
+	if reply.Cancelled {
+		res.State, res.Code = model.StateCancelled, model.CodeCommandFailed
+		res.Message = "cancelled while running on the host: " + res.Message
+	}
+	if reply.Status == nil {
+		return nil
+	}
+	st := *reply.Status
+	if st.ProcKey == "" {
+		st.ProcKey = res.ProcKey
+	}
+	if st.ProcName == "" {
+		st.ProcName = procName
+	}
+	if st.ReportTime == 0 {
+		st.ReportTime = end.Unix()
+	}
+	if op == model.OpStatus {
+		cp := st
+		res.Status = &cp
+	}
+	return &st
 }
 
 // finishLocked records a final result: it gets the next Seq, joins the log

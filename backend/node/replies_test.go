@@ -2,10 +2,13 @@ package node_test
 
 import (
 	"context"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -108,5 +111,222 @@ func TestReplySurvivesNodeLoss(t *testing.T) {
 	}
 	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err != nil || pid <= 1 || syscall.Kill(pid, 0) != nil {
 		t.Fatalf("the daemon (pid %q) is not running", b)
+	}
+}
+
+// relay is a TCP relay on 127.0.0.1 to the NATS server it points at; with
+// none, connections are closed at once. It lets a test cut an agent off
+// NATS and decide when it can come back.
+type relay struct {
+	ln net.Listener
+	wg sync.WaitGroup
+
+	mu     sync.Mutex
+	to     string
+	conns  map[net.Conn]bool
+	closed bool
+}
+
+func newRelay(t *testing.T, to string) *relay {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &relay{ln: ln, conns: map[net.Conn]bool{}, to: strings.TrimPrefix(to, "nats://")}
+	r.wg.Add(1)
+	go r.accept()
+	t.Cleanup(r.close)
+	return r
+}
+
+func (r *relay) url() string { return "nats://" + r.ln.Addr().String() }
+
+// point sends new connections to url ("" for none).
+func (r *relay) point(url string) {
+	r.mu.Lock()
+	r.to = strings.TrimPrefix(url, "nats://")
+	r.mu.Unlock()
+}
+
+// cut closes the connections it carries now.
+func (r *relay) cut() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for c := range r.conns {
+		c.Close()
+		delete(r.conns, c)
+	}
+}
+
+func (r *relay) accept() {
+	defer r.wg.Done()
+	for {
+		c, err := r.ln.Accept()
+		if err != nil {
+			return
+		}
+		r.mu.Lock()
+		to := r.to
+		r.mu.Unlock()
+		if to == "" {
+			c.Close()
+			continue
+		}
+		s, err := net.DialTimeout("tcp", to, 5*time.Second)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			c.Close()
+			s.Close()
+			return
+		}
+		r.conns[c], r.conns[s] = true, true
+		r.mu.Unlock()
+		pipe := func(dst, src net.Conn) {
+			defer r.wg.Done()
+			_, _ = io.Copy(dst, src)
+			c.Close()
+			s.Close()
+		}
+		r.wg.Add(2)
+		go pipe(s, c)
+		go pipe(c, s)
+	}
+}
+
+func (r *relay) close() {
+	r.ln.Close()
+	r.mu.Lock()
+	r.closed = true
+	for c := range r.conns {
+		c.Close()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+}
+
+// TestLateAnswerCorrectsTimeout: a real agent reaches NATS through a
+// relay; while it runs a start (1 s, within its 4 s deadline) the relay
+// cuts it off and keeps it off past the deadline: the server records 116.
+// The agent had started the process and answered (nats.go kept the answer
+// while it reconnected); let back in, its answer arrives late and
+// replaces the timeout by the success, once, with a result_corrected
+// event; the task ends done, in memory and in the store.
+func TestLateAnswerCorrectsTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real agent")
+	}
+	ctx := context.Background()
+	cfg := nodetest.NATSConfig(t.TempDir())
+	cfg.Engine.DeadlineSlack = 0
+	e, nb, closeEngine, err := node.OpenNATSEngine(ctx, cfg, true, false, "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = closeEngine() })
+	evs, err := e.Events(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	work := t.TempDir()
+	if err := os.WriteFile(filepath.Join(work, "daemon.sh"), []byte(nodetest.Daemon), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	nodetest.KillAtEnd(t, filepath.Join(work, "d.pid"))
+	rl := newRelay(t, nb.ClientURL)
+	me := model.Host{IP: "127.0.0.1", CloudID: 22}
+	ac := nodetest.AgentConfig(rl.url(), me.CloudID, me.IP, filepath.Join(work, "agent"))
+	ac.NATS.HeartbeatInterval = config.Duration(100 * time.Millisecond)
+	nodetest.StartAgent(t, ac)
+	nodetest.WaitFor(t, "the agent online", 30*time.Second, func() bool { return nodetest.HostOnline(e, me) })
+
+	item := model.ProcessDef{
+		Process: model.Process{
+			Meta: model.Meta{Namespace: "biz_1", Name: "late"},
+			Spec: model.Spec{
+				Identity: model.Identity{ProcName: "late", SetupPath: work, PidPath: filepath.Join(work, "d.pid")},
+				Control:  model.Control{StartCmd: "echo begun > begun; sleep 1; ./daemon.sh >/dev/null 2>&1 &"},
+				Policy:   model.Policy{AutoType: model.AutoResident, OpTimeout: 4, StartCheckEndSecs: 2, InstanceNum: 1},
+			},
+		},
+		Hosts: []model.Host{me},
+	}
+	task, err := e.Operate(ctx, backend.OperateRequest{Op: model.OpStart, Items: []model.ProcessDef{item}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodetest.WaitFor(t, "the start running on the host", 30*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(work, "begun"))
+		return err == nil
+	})
+	rl.point("")
+	rl.cut()
+
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	ch, err := e.Watch(wctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first []model.Result
+	for r := range ch {
+		first = append(first, r)
+	}
+	if len(first) != 1 || first[0].Code != model.CodeTimeout {
+		t.Fatalf("while the agent is cut off: %+v, want one 116", first)
+	}
+
+	rl.point(nb.ClientURL)
+	var corrected []model.Event
+	for len(corrected) == 0 {
+		select {
+		case ev := <-evs:
+			if ev.Kind == model.EventResultCorrected {
+				corrected = append(corrected, ev)
+			}
+		case <-wctx.Done():
+			t.Fatal("no result_corrected event")
+		}
+	}
+	if ev := corrected[0]; ev.Host != me || ev.ProcKey != item.Process.Key() || !strings.Contains(ev.Message, task.ID) || !strings.Contains(ev.Message, "116") {
+		t.Fatalf("event %+v: want the host, the process, the task and the 116 it corrects", ev)
+	}
+	check := func(where string, tk model.Task, rs []model.Result) {
+		t.Helper()
+		if tk.Status != model.TaskDone || tk.Counts.Success != 1 || tk.Counts.Timeout != 0 {
+			t.Fatalf("%s: task %s %+v, want done with one success", where, tk.Status, tk.Counts)
+		}
+		if len(rs) != 1 || rs[0].Code != model.CodeSuccess || rs[0].State != model.StateSuccess || rs[0].Seq <= first[0].Seq {
+			t.Fatalf("%s: results %+v, want the success, after the timeout", where, rs)
+		}
+	}
+	v, err := e.Task(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("engine", v.Task, v.Results)
+	nodetest.WaitFor(t, "the correction stored", 30*time.Second, func() bool {
+		tk, _, err := nb.Store.Task(ctx, task.ID)
+		return err == nil && tk.Status == model.TaskDone
+	})
+	st, _, _ := nb.Store.Task(ctx, task.ID)
+	srs, err := nb.Store.Results(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("store", st, srs)
+	// Once: no second correction comes (the agent's heartbeats go on).
+	select {
+	case ev := <-evs:
+		if ev.Kind == model.EventResultCorrected {
+			t.Fatalf("a second correction: %+v", ev)
+		}
+	case <-time.After(500 * time.Millisecond):
 	}
 }

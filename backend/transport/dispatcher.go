@@ -64,6 +64,12 @@ type Dispatcher struct {
 	reconnected chan struct{}
 	// watchStop ends the status watch of the connection in use.
 	watchStop chan struct{}
+	// Late answers: a request whose deadline passed stays in replies (late
+	// set) for lateWindow, at most lateMax of them, while someone
+	// subscribes to late answers (lateSubs).
+	lateSubs map[int]func(model.LateReply)
+	lateN    int // entries of replies that are late
+	nextLate int
 
 	smu      sync.Mutex // natsSubs
 	natsSubs []*nats.Subscription
@@ -109,8 +115,23 @@ func (d *Dispatcher) heartbeatWorker(q <-chan *nats.Msg) {
 
 type pendingReply struct {
 	host model.HostID
-	ch   chan *nats.Msg // buffered 1
+	ch   chan *nats.Msg // buffered 1; nil when late
+	late *lateOp
 }
+
+// lateOp is a request whose dispatch gave up waiting at its deadline: an
+// answer until `until` still says how the op ended.
+type lateOp struct {
+	taskID, opID string
+	until        time.Time
+}
+
+// How long, and for how many requests at most, an answer after the
+// deadline is still taken (see SubscribeLate).
+const (
+	lateWindow = 10 * time.Minute
+	lateMax    = 100_000
+)
 
 type hostEntry struct {
 	info     model.HostInfo
@@ -138,6 +159,7 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 		subs:    map[int]func(model.Event){},
 		replies: map[string]pendingReply{}, replyPfx: randomSecret()[:12],
 		reconnected: make(chan struct{}),
+		lateSubs:    map[int]func(model.LateReply){},
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 	}
@@ -330,10 +352,13 @@ func (d *Dispatcher) request(ctx context.Context, host model.HostID, opID, taskI
 	d.replies[id] = pendingReply{host: host, ch: ch}
 	again := d.reconnected
 	d.rmu.Unlock()
+	late := false // kept for a late answer
 	defer func() {
-		d.rmu.Lock()
-		delete(d.replies, id)
-		d.rmu.Unlock()
+		if !late {
+			d.rmu.Lock()
+			delete(d.replies, id)
+			d.rmu.Unlock()
+		}
 	}()
 	msg := &nats.Msg{Subject: OpSubject(host), Reply: ReplySubject(host, id), Data: data}
 	if err := d.nc.Load().PublishMsg(msg); err != nil {
@@ -374,6 +399,9 @@ wait:
 			break wait
 		}
 	}
+	if opID != "" && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		late = d.keepLate(id, host, taskID, opID)
+	}
 	if opID == "" || !errors.Is(context.Cause(ctx), model.ErrCancelled) {
 		return nil, ctx.Err()
 	}
@@ -393,6 +421,67 @@ wait:
 	}
 }
 
+// keepLate keeps request id, whose deadline passed, waiting for a late
+// answer (when anyone subscribes to them and fewer than lateMax wait).
+func (d *Dispatcher) keepLate(id string, host model.HostID, taskID, opID string) bool {
+	d.rmu.Lock()
+	defer d.rmu.Unlock()
+	if len(d.lateSubs) == 0 || d.lateN >= lateMax {
+		return false
+	}
+	d.replies[id] = pendingReply{host: host, late: &lateOp{taskID: taskID, opID: opID, until: time.Now().Add(lateWindow)}}
+	d.lateN++
+	return true
+}
+
+// SubscribeLate calls fn, until ctx ends, with every answer that comes
+// after its dispatch gave up at the deadline (within 10 minutes of it):
+// the op's real outcome, which the timeout recorded for it can be
+// corrected with. Each late answer is delivered once. fn must not block.
+func (d *Dispatcher) SubscribeLate(ctx context.Context, fn func(model.LateReply)) {
+	d.rmu.Lock()
+	id := d.nextLate
+	d.nextLate++
+	d.lateSubs[id] = fn
+	d.rmu.Unlock()
+	context.AfterFunc(ctx, func() {
+		d.rmu.Lock()
+		delete(d.lateSubs, id)
+		d.rmu.Unlock()
+	})
+}
+
+// onLate hands a late answer m of request p to the late subscribers.
+func (d *Dispatcher) onLate(p pendingReply, m *nats.Msg, fns []func(model.LateReply)) {
+	if noResponders(m) || m.Header.Get(StatusHeader) == statusUnreachable {
+		return
+	}
+	var rep model.AgentReply
+	if err := json.Unmarshal(m.Data, &rep); err != nil {
+		d.log.Warn("dispatcher: late reply: decode", "subject", m.Subject, "err", err)
+		return
+	}
+	lr := model.LateReply{Host: p.host.Host(), TaskID: p.late.taskID, OpID: p.late.opID, Reply: rep}
+	for _, fn := range fns {
+		fn(lr)
+	}
+}
+
+// dropLate forgets the late requests whose window passed at now.
+func (d *Dispatcher) dropLate(now time.Time) {
+	d.rmu.Lock()
+	defer d.rmu.Unlock()
+	if d.lateN == 0 {
+		return
+	}
+	for id, p := range d.replies {
+		if p.late != nil && now.After(p.late.until) {
+			delete(d.replies, id)
+			d.lateN--
+		}
+	}
+}
+
 // onReply delivers a reply to the Dispatch waiting for it, only when it
 // arrived on the reply subject of the host that Dispatch addressed: NATS
 // lets only that host's credential publish there, so an answer for
@@ -405,12 +494,20 @@ func (d *Dispatcher) onReply(m *nats.Msg) {
 	}
 	d.rmu.Lock()
 	p, ok := d.replies[id]
+	var fns []func(model.LateReply)
+	if ok && p.late != nil && p.host == from {
+		delete(d.replies, id) // a late answer counts once
+		d.lateN--
+		fns = slices.Collect(maps.Values(d.lateSubs))
+	}
 	d.rmu.Unlock()
 	switch {
 	case !ok:
 		d.log.Debug("dispatcher: reply nobody waits for (late, or answered twice)", "subject", m.Subject)
 	case p.host != from:
 		d.log.Warn("dispatcher: reply from another host than the one addressed; ignored", "addressed", p.host.String(), "from", from.String())
+	case p.late != nil:
+		d.onLate(p, m, fns)
 	default:
 		select {
 		case p.ch <- m:
@@ -651,6 +748,7 @@ func (d *Dispatcher) sweep() {
 		case <-d.stop:
 			return
 		case now := <-t.C:
+			d.dropLate(now)
 			var ev []model.Event
 			d.mu.Lock()
 			for _, e := range d.hosts {

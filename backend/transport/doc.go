@@ -48,7 +48,9 @@
 // have been published while nobody subscribed: every request with an op
 // id still waiting is then published again, and the agent answers the
 // repeat from its op ledger (waiting for the op if it still runs), never
-// running it twice.
+// running it twice. A request whose deadline passed is still listened for
+// 10 minutes (at most 100,000 of them): an answer then is handed to the
+// engine (Dispatcher.SubscribeLate), which corrects the 116 it recorded.
 //
 // A reply may carry the header Gseproc-Status: unreachable, which a
 // simulated fleet uses to say "this host's agent is down" (the dispatcher

@@ -146,3 +146,16 @@ func (m *Merged) Statuses(host model.Host) []model.ProcStatus {
 	}
 	return nil
 }
+
+// SubscribeLate subscribes fn to the late answers of both sides that
+// deliver them (see Dispatcher.SubscribeLate).
+func (m *Merged) SubscribeLate(ctx context.Context, fn func(model.LateReply)) {
+	type source interface {
+		SubscribeLate(ctx context.Context, fn func(model.LateReply))
+	}
+	for _, r := range []Router{m.primary, m.secondary} {
+		if s, ok := r.(source); ok {
+			s.SubscribeLate(ctx, fn)
+		}
+	}
+}
