@@ -54,8 +54,9 @@
 // not running and goes to the restart policy (a give-up lost this way is
 // decided again after start_retries).
 //
-// No command is launched, waited for, or file written or synced while
-// the agent-wide lock is held: the lock guards the state in memory only.
+// No command is launched or waited for, and no state file written or
+// synced, while the agent-wide lock is held: it guards the state in
+// memory (the state changes' log lines are still written under it).
 // Every child is reaped: the command's shell when it exits, a killed one
 // late to exit in the background, a hosted process that is our child by
 // its watcher. An agent that is pid 1, or a subreaper (agent.subreaper),
