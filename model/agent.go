@@ -17,6 +17,9 @@ type AgentRequest struct {
 	// Group.Namespace on the host (cleared when its resource limits
 	// nothing); Op and Process are not read. Setting a group is idempotent.
 	Group *ProcessGroup `json:"process_group,omitempty"`
+	// Tail, when set, asks for a piece of Process's log (see TailRequest):
+	// a read, never an op; Op is not read and no op id is used.
+	Tail *TailRequest `json:"tail,omitempty"`
 }
 
 // OpID is the operation id of task taskID on one target: the same every
@@ -36,6 +39,9 @@ type AgentReply struct {
 	// finished (its command's process group killed); Code and Message say
 	// where it stood.
 	Cancelled bool `json:"cancelled,omitempty"`
+	// Tail is the answer to a tail request (Code 0); a refused one has
+	// a non-zero Code and the reason in Message.
+	Tail *TailChunk `json:"tail,omitempty"`
 }
 
 // LateReply is an agent's answer to the op OpID of task TaskID on Host

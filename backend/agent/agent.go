@@ -68,6 +68,9 @@ type Agent struct {
 	// when it runs one.
 	stopReaper func()
 
+	// tails bounds the log tails served at once (maxTails).
+	tails chan struct{}
+
 	started bool
 	closed  bool
 	dropped int
@@ -162,6 +165,7 @@ func New(cfg config.AgentConfig, log *slog.Logger) (*Agent, error) {
 		regDelay:     registryDelay,
 		regKick:      make(chan struct{}, 1),
 		regFlushed:   make(chan struct{}),
+		tails:        make(chan struct{}, maxTails),
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	recs, err := loadRegistry(a.regPath)

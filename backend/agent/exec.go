@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -74,22 +75,33 @@ func accountEnv(name string) []string {
 }
 
 // child is a command the agent launched: sh -c CMD in its own process
-// group. Its output goes to an unlinked temporary file, not a pipe, so a
-// daemon it leaves behind neither blocks the wait nor dies of SIGPIPE.
+// group. Its output goes to files, not a pipe, so a daemon it leaves
+// behind neither blocks the wait nor dies of SIGPIPE (nor of an agent
+// restart): an unlinked temporary file, or for a start command with
+// capture on, the process's captured stdout and stderr files (opened for
+// appending, so that a rotation that empties them in place is followed).
 type child struct {
 	cmd    *exec.Cmd
 	pid    int
 	pidfd  int // -1 where pidfd_open is unavailable
 	tick   uint64
-	out    *os.File
-	launch uint64 // uptime ticks just before the launch
+	outs   []outFile // what the command prints, in the order output reads them
+	launch uint64    // uptime ticks just before the launch
 	at     time.Time
 	status int  // exit status, valid once exited
 	exited bool // reaped
 }
 
-// launch starts cmd for p with sh -c in setup_path as the account.
-func launch(p model.Process, command string, env []string) (*child, error) {
+// outFile is a file a child prints to and where its output began.
+type outFile struct {
+	f    *os.File
+	from int64
+}
+
+// launch starts cmd for p with sh -c in setup_path as the account; with
+// capture (its stdout and stderr paths), the command and what it leaves
+// running print there.
+func launch(p model.Process, command string, env []string, capture *captureFiles) (*child, error) {
 	if msg := p.Spec.Control.UnsupportedShell(); msg != "" {
 		return nil, errShellExt(msg)
 	}
@@ -101,14 +113,9 @@ func launch(p model.Process, command string, env []string) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := os.CreateTemp("", "gseproc-out-*")
+	outs, err := openOutputs(capture, cred)
 	if err != nil {
-		return nil, fmt.Errorf("capture output: %w", err)
-	}
-	os.Remove(out.Name())
-	if cred != nil {
-		// The command's account must be able to write its output.
-		_ = out.Chown(int(cred.Uid), int(cred.Gid))
+		return nil, err
 	}
 	cmd := exec.Command("/bin/sh", "-c", command)
 	cmd.Dir = dir
@@ -116,13 +123,13 @@ func launch(p model.Process, command string, env []string) (*child, error) {
 	if cred != nil {
 		cmd.Env = append(cmd.Env, accountEnv(p.Spec.Identity.User)...)
 	}
-	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Stdout, cmd.Stderr = outs[0].f, outs[len(outs)-1].f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
-	c := &child{cmd: cmd, out: out, pidfd: -1, launch: uptimeTicks(), at: time.Now()}
+	c := &child{cmd: cmd, outs: outs, pidfd: -1, launch: uptimeTicks(), at: time.Now()}
 	children.start() // an orphan reaper must not take it before its wait
 	if err := cmd.Start(); err != nil {
 		children.started(0)
-		out.Close()
+		c.close()
 		return nil, fmt.Errorf("run %q as %s: %w", command, p.Account(), err)
 	}
 	c.pid = cmd.Process.Pid
@@ -134,6 +141,46 @@ func launch(p model.Process, command string, env []string) (*child, error) {
 		c.pidfd = fd
 	}
 	return c, nil
+}
+
+// openOutputs opens where a command prints: capture's stdout and stderr
+// files, or one unlinked temporary file for both.
+func openOutputs(capture *captureFiles, cred *syscall.Credential) ([]outFile, error) {
+	own := func(f *os.File) {
+		if cred != nil {
+			// The command's account must be able to write its output.
+			_ = f.Chown(int(cred.Uid), int(cred.Gid))
+		}
+	}
+	if capture == nil {
+		out, err := os.CreateTemp("", "gseproc-out-*")
+		if err != nil {
+			return nil, fmt.Errorf("capture output: %w", err)
+		}
+		os.Remove(out.Name())
+		own(out)
+		return []outFile{{f: out}}, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(capture.stdout), 0o750); err != nil {
+		return nil, fmt.Errorf("capture output: %w", err)
+	}
+	var outs []outFile
+	for _, path := range []string{capture.stdout, capture.stderr} {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o640)
+		if err != nil {
+			for _, o := range outs {
+				o.f.Close()
+			}
+			return nil, fmt.Errorf("capture output: %w", err)
+		}
+		own(f)
+		var from int64
+		if fi, err := f.Stat(); err == nil {
+			from = fi.Size()
+		}
+		outs = append(outs, outFile{f: f, from: from})
+	}
+	return outs, nil
 }
 
 // poll waits up to d for the child to exit and reaps it when it has.
@@ -190,34 +237,48 @@ func (c *child) reap() {
 	}
 }
 
-// output returns the tail of what the command printed (limit bytes).
+// output returns the tail of what the command printed (limit bytes):
+// its stdout then its stderr when captured apart.
 func (c *child) output(limit int) string {
-	if c.out == nil {
-		return ""
+	var b []byte
+	cut := false
+	for _, o := range c.outs {
+		if o.f == nil {
+			continue
+		}
+		fi, err := o.f.Stat()
+		if err != nil {
+			continue
+		}
+		from := o.from
+		if fi.Size() < from { // rotated (emptied in place) meanwhile
+			from = 0
+		}
+		if fi.Size()-from > int64(limit) {
+			from, cut = fi.Size()-int64(limit), true
+		}
+		part := make([]byte, fi.Size()-from)
+		n, _ := o.f.ReadAt(part, from)
+		b = append(b, part[:n]...)
 	}
-	fi, err := c.out.Stat()
-	if err != nil {
-		return ""
+	if len(b) > limit {
+		b, cut = b[len(b)-limit:], true
 	}
-	off := fi.Size() - int64(limit)
-	if off < 0 {
-		off = 0
-	}
-	b := make([]byte, fi.Size()-off)
-	n, _ := c.out.ReadAt(b, off)
-	s := strings.ToValidUTF8(string(b[:n]), "?")
-	if off > 0 {
+	s := strings.ToValidUTF8(string(b), "?")
+	if cut {
 		s = "..." + s
 	}
 	return strings.TrimSpace(s)
 }
 
-// close releases the output file and the pidfd (the child keeps running
+// close releases the output files and the pidfd (the child keeps running
 // if alive; poll then falls back to /proc).
 func (c *child) close() {
-	if c.out != nil {
-		c.out.Close()
-		c.out = nil
+	for i := range c.outs {
+		if c.outs[i].f != nil {
+			c.outs[i].f.Close()
+			c.outs[i].f = nil
+		}
 	}
 	if c.pidfd >= 0 {
 		unix.Close(c.pidfd)
@@ -229,7 +290,7 @@ func (c *child) close() {
 // on timeout the command's process group is killed. It returns the exit
 // status and the output tail.
 func (a *Agent) run(ctx context.Context, p model.Process, command string, env []string, timeout time.Duration, limit int) (int, string, error) {
-	c, err := launch(p, command, env)
+	c, err := launch(p, command, env, nil)
 	if err != nil {
 		return -1, "", err
 	}

@@ -52,6 +52,9 @@ func (a *Agent) Handle(ctx context.Context, req model.AgentRequest) model.AgentR
 	if req.Group != nil {
 		return a.setGroup(*req.Group)
 	}
+	if req.Tail != nil {
+		return a.tail(ctx, req)
+	}
 	if !req.Deadline.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, req.Deadline)
@@ -482,7 +485,8 @@ func (a *Agent) hostVars() map[string]string {
 }
 
 // expand replaces $GSEPROC_HOST_IP, $GSEPROC_CLOUD_ID and $GSEPROC_AGENT_ID
-// (or ${...}) in setup_path and pid_path; any other $ is left alone.
+// (or ${...}) in setup_path, pid_path and log_path; any other $ is left
+// alone.
 func (a *Agent) expand(p model.Process) model.Process {
 	vars := a.hostVars()
 	f := func(s string) string {
@@ -497,7 +501,7 @@ func (a *Agent) expand(p model.Process) model.Process {
 		})
 	}
 	id := &p.Spec.Identity
-	id.SetupPath, id.PidPath = f(id.SetupPath), f(id.PidPath)
+	id.SetupPath, id.PidPath, id.LogPath = f(id.SetupPath), f(id.PidPath), f(id.LogPath)
 	return p
 }
 
@@ -540,7 +544,7 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 	// as the new one, even when it started within the launch's clock tick.
 	oldPid, oldSt, oldLive := a.probe(u)
 	pidPath := pidPathOf(p, u.idx)
-	c, err := launch(p, cmd, a.env(p, u))
+	c, err := launch(p, cmd, a.env(p, u), a.capture(p.Key(), u.idx))
 	if err != nil {
 		return fail0(cmdResult(what, -1, "", err))
 	}

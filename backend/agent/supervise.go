@@ -299,7 +299,7 @@ func (a *Agent) periodicTick(ctx context.Context, e *entry) {
 	kids := make([]*child, len(due))
 	errs := make([]error, len(due))
 	for i := range due {
-		kids[i], errs[i] = launch(p, p.Spec.Control.StartCmd, env[i])
+		kids[i], errs[i] = launch(p, p.Spec.Control.StartCmd, env[i], a.capture(p.Key(), due[i].idx))
 	}
 	a.mu.Lock()
 	for i, u := range due {
@@ -332,6 +332,9 @@ func (a *Agent) sampler() {
 		case <-t.C:
 		}
 		a.sample()
+		if a.cfg.LogCapture {
+			a.rotateLogs()
+		}
 	}
 }
 

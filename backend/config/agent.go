@@ -62,6 +62,18 @@ type AgentConfig struct {
 	// when it exits. An agent that is pid 1 (in a container) reaps them
 	// whatever this says.
 	Subreaper bool `toml:"subreaper"`
+
+	// LogCapture: the standard output and error of every process the agent
+	// starts go to files in DataDir/logs/<namespace>:<name>/ (stdout.log,
+	// stderr.log; instance i > 1: stdout.<i>.log ...), which `gseproc logs`
+	// tails. A file over LogMaxBytes is rotated (copied to .1, .2 ...; the
+	// oldest beyond LogKeep dropped; then emptied in place, so the process
+	// keeps writing to it), checked every sample_interval.
+	LogCapture  bool  `toml:"log_capture"`
+	LogMaxBytes int64 `toml:"log_max_bytes"`
+	LogKeep     int   `toml:"log_keep"`
+	// LogTailRate bounds the bytes per second one tail stream is served.
+	LogTailRate int `toml:"log_tail_rate"`
 }
 
 // DefaultAgentDataDir is where the hosting registry lives by default.
@@ -80,6 +92,10 @@ func defaultAgent() AgentConfig {
 		PollInterval:   Duration(50 * time.Millisecond),
 		OutputLimit:    4096,
 		EventBuffer:    1024,
+		LogCapture:     true,
+		LogMaxBytes:    10 << 20,
+		LogKeep:        3,
+		LogTailRate:    model.DefaultTailRate,
 	}
 }
 
@@ -139,6 +155,15 @@ func (c AgentConfig) validate() error {
 	}
 	if c.EventBuffer < 1 {
 		add("event_buffer", "%d must be >= 1", c.EventBuffer)
+	}
+	if c.LogMaxBytes < 4096 {
+		add("log_max_bytes", "%d must be >= 4096", c.LogMaxBytes)
+	}
+	if c.LogKeep < 0 || c.LogKeep > 100 {
+		add("log_keep", "%d is out of range [0,100]", c.LogKeep)
+	}
+	if c.LogTailRate < 1024 {
+		add("log_tail_rate", "%d must be >= 1024 (bytes per second)", c.LogTailRate)
 	}
 	return errors.Join(errs...)
 }

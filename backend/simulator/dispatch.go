@@ -63,6 +63,10 @@ func (f *Fleet) Dispatch(ctx context.Context, host model.Host, req model.AgentRe
 		}
 		return model.AgentReply{Code: model.CodeSuccess, Message: "success"}, nil
 	}
+	if req.Tail != nil {
+		h.mu.Unlock()
+		return f.tail(ctx, i, h, req)
+	}
 	if req.OpID == "" || !req.Op.Mutating() {
 		return f.run(ctx, i, h, req)
 	}

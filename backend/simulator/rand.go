@@ -54,6 +54,7 @@ const (
 	hFrac
 	hMemTotal
 	hAgentID
+	hLog
 )
 
 // latency is a log-normal fitted to a median and a 99th percentile:

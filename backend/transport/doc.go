@@ -13,6 +13,18 @@
 //	                             answers a JSON model.AgentReply there. No
 //	                             subscriber -> NATS "no responders" ->
 //	                             model.ErrUnreachable (117).
+//	                             A request with Tail set (a
+//	                             model.TailRequest) asks for a piece of
+//	                             a process's log instead of an op: the
+//	                             same subject, reply subject and
+//	                             permissions, so an agent serves only
+//	                             its own logs. A follow is a chain of such
+//	                             requests (each from the last answer's
+//	                             Next offset, held up to TailRequest.Wait
+//	                             for new lines): the agent keeps no
+//	                             state, and paces each answer to its
+//	                             tail rate (backend/logtail, which the
+//	                             simulator serves through too).
 //	gseproc.agent.<host>.cancel  the server publishes a JSON
 //	                             model.CancelRequest when the task of an op
 //	                             it sent is cancelled: the agent ends that
