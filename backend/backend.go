@@ -80,6 +80,69 @@ type Backend interface {
 	// it did; each change is also an event. A fleet of real agents refuses
 	// it with model.ErrNotSimulated.
 	Simulate(ctx context.Context, req SimRequest) (model.SimOutcome, error)
+
+	// Logs streams the log of one process on one host (LogQuery): its
+	// captured stdout or stderr, or a file under its log_path, from
+	// q.Bytes before the end (at a line boundary), in chunks of whole
+	// lines. Not following, the channel closes once what the log held at
+	// the first answer is sent; following, once the process has exited
+	// and its log is read, or ctx ends. A chunk with Error set is the
+	// last (the agent unreachable or refusing). A model.ValidationError
+	// names every bad field; a process not deployed on the host is
+	// model.ErrNotFound.
+	Logs(ctx context.Context, q LogQuery) (<-chan model.TailChunk, error)
+}
+
+// LogQuery asks for a process's log on a host (Backend.Logs).
+type LogQuery struct {
+	// Process is the process's key "namespace:name".
+	Process string     `json:"proc"`
+	Host    model.Host `json:"host"`
+	// Stream is stdout (when empty), stderr or file; File names a file
+	// under log_path (relative) for stream file: empty is log_path itself
+	// when a file, else its newest file.
+	Stream   model.LogStream `json:"stream,omitempty"`
+	File     string          `json:"file,omitempty"`
+	Instance int             `json:"instance,omitempty"`
+	// Bytes is how far before the end to start (model.DefaultTailBack
+	// when 0, at most model.MaxTailBack).
+	Bytes  int64 `json:"bytes,omitempty"`
+	Follow bool  `json:"follow,omitempty"`
+}
+
+// Validate checks the query at the entrance (every bad field named),
+// canonicalises its host and fills the stream's default.
+func (q *LogQuery) Validate() error {
+	v := &model.Validator{}
+	ns, name, ok := model.SplitKey(q.Process)
+	if !ok {
+		v.Addf("proc", "%q: want namespace:name", q.Process)
+	} else {
+		model.ValidateNamespace(v, "proc", ns)
+		v.CheckName("proc", name, true, 512)
+	}
+	if h, err := q.Host.Canonical(); err != nil {
+		v.Add("host", err.Error())
+	} else {
+		q.Host = h
+	}
+	if q.Stream == "" {
+		q.Stream = model.LogStdout
+	}
+	q.Tail().Validate(v, "")
+	if q.Bytes < 0 || q.Bytes > model.MaxTailBack {
+		v.Addf("bytes", "%d is out of range [0,%d]", q.Bytes, model.MaxTailBack)
+	}
+	return v.Err()
+}
+
+// Tail is the first request of the query's stream: from Bytes before the end.
+func (q LogQuery) Tail() model.TailRequest {
+	back := q.Bytes
+	if back == 0 {
+		back = model.DefaultTailBack
+	}
+	return model.TailRequest{Stream: q.Stream, File: q.File, Instance: q.Instance, Offset: -1, Back: min(back, model.MaxTailBack)}
 }
 
 // SimRequest is one simulator control: the change, and the hosts it may

@@ -303,3 +303,10 @@ func keep[T any](xs []T, f func(T) bool) []T {
 	}
 	return out
 }
+
+func (r *restricted) Logs(ctx context.Context, q LogQuery) (<-chan model.TailChunk, error) {
+	if ns, _, _ := model.SplitKey(q.Process); !r.allow(ns) {
+		return nil, r.deny(ctx, "logs", "proc", ns)
+	}
+	return r.be.Logs(ctx, q)
+}

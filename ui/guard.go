@@ -184,3 +184,11 @@ func (g *guarded) Simulate(ctx context.Context, req backend.SimRequest) (model.S
 	defer g.mu.RUnlock()
 	return g.be.Simulate(ctx, req)
 }
+
+func (g *guarded) Logs(ctx context.Context, q backend.LogQuery) (<-chan model.TailChunk, error) {
+	if err := g.enter(); err != nil {
+		return nil, err
+	}
+	defer g.mu.RUnlock()
+	return g.be.Logs(ctx, q)
+}

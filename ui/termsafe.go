@@ -24,6 +24,11 @@ func termSafe(frame string) string { return scrub(frame, true) }
 // a bracketed paste or type keys).
 func clipSafe(text string) string { return scrub(text, false) }
 
+// PlainText is text from the fleet made safe to print on a terminal: no
+// escape sequence, no control character but newline and tab (what
+// `gseproc logs` prints of a log, unless told --raw).
+func PlainText(text string) string { return clipSafe(text) }
+
 func scrub(s string, keepSGR bool) string {
 	var b strings.Builder
 	kept := 0 // s[kept:i] is to keep, not written yet

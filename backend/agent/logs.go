@@ -4,9 +4,12 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -32,8 +35,7 @@ const maxTails = 64
 type captureFiles struct{ stdout, stderr string }
 
 // capture is where instance idx of process key prints, nil when capture
-// is off (or the key could not name a directory: never, for a validated
-// process).
+// is off.
 func (a *Agent) capture(key string, idx int) *captureFiles {
 	if !a.cfg.LogCapture {
 		return nil
@@ -47,18 +49,24 @@ func (a *Agent) capture(key string, idx int) *captureFiles {
 }
 
 // capturePath names the captured stream of instance idx of process key:
-// DataDir/logs/<key>/<stream>.log, or <stream>.<idx>.log for idx > 1. A
-// key is "namespace:name" of validated names (no '/'); one that is not
-// is refused rather than let out of the logs directory.
+// DataDir/logs/<dir>/<stream>.log, or <stream>.<idx>.log for idx > 1,
+// where dir is the key path-escaped (a name may hold '/' or be "..": the
+// escape keeps it one directory entry under logs/), or a hash of it when
+// that would be too long for a file name.
 func (a *Agent) capturePath(key string, idx int, s model.LogStream) (string, error) {
-	if key == "" || strings.ContainsAny(key, "/\x00") || key == "." || key == ".." {
-		return "", fmt.Errorf("process key %q cannot name a log directory", key)
+	if key == "" {
+		return "", errors.New("no process key: no log directory")
+	}
+	dir := url.PathEscape(key)
+	if len(dir) > 200 || strings.HasPrefix(dir, ".") {
+		sum := sha256.Sum256([]byte(key))
+		dir = "h-" + hex.EncodeToString(sum[:16])
 	}
 	name := string(s) + ".log"
 	if idx > 1 {
 		name = string(s) + "." + strconv.Itoa(idx) + ".log"
 	}
-	return filepath.Join(a.cfg.DataDir, LogsDir, key, name), nil
+	return filepath.Join(a.cfg.DataDir, LogsDir, dir, name), nil
 }
 
 // rotateLogs rotates every captured file over log_max_bytes: copied to

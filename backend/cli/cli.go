@@ -38,6 +38,7 @@ var commands = []command{
 	{"procs", "list the process definitions", runProcs},
 	{"apply", "create or replace process definitions from a JSON file", runApply},
 	{"delete", "delete process definitions by namespace:name", runDelete},
+	{"logs", "print a process's log on a host (its stdout, stderr or a file under log_path); -f follows it", runLogs},
 	{"audit", "list the audit trail: who changed or operated what, and the outcome", runAudit},
 	{"server", "serve the HTTP API (and the agents' NATS endpoint)", runServer},
 	{"ssh", "serve the console over SSH, one operator and namespace set per key", runSSH},

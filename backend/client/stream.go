@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
+	"gseproc/backend"
 	"gseproc/model"
 )
 
@@ -255,6 +257,69 @@ func (c *Client) Events(ctx context.Context) (<-chan model.Event, error) {
 			resp.Body.Close()
 			if resp = c.reopen(ctx, path, "", &fails, true); resp == nil {
 				return
+			}
+		}
+	})
+	return out, nil
+}
+
+// Logs streams a process's log on a host through /api/v1/logs (events
+// "chunk", then "end"). A stream cut before its end is not resumed: its
+// last chunk says so (Error).
+func (c *Client) Logs(ctx context.Context, q backend.LogQuery) (<-chan model.TailChunk, error) {
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	v := url.Values{"proc": {q.Process}, "host": {q.Host.AgentID()}, "stream": {string(q.Stream)}}
+	if q.File != "" {
+		v.Set("file", q.File)
+	}
+	if q.Instance > 0 {
+		v.Set("instance", strconv.Itoa(q.Instance))
+	}
+	if q.Bytes > 0 {
+		v.Set("bytes", strconv.FormatInt(q.Bytes, 10))
+	}
+	if q.Follow {
+		v.Set("follow", "true")
+	}
+	resp, err := c.openStream(ctx, "/api/v1/logs?"+v.Encode(), "")
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan model.TailChunk, 16)
+	c.goStream(ctx, func(ctx context.Context) {
+		defer close(out)
+		defer resp.Body.Close()
+		ended := false
+		err := readEvents(resp.Body, func(ev sseEvent) bool {
+			switch ev.name {
+			case "end":
+				ended = true
+				return false
+			case "chunk":
+			default:
+				return true
+			}
+			var ch model.TailChunk
+			if err := json.Unmarshal([]byte(ev.data), &ch); err != nil {
+				return true
+			}
+			select {
+			case out <- ch:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		})
+		if !ended && ctx.Err() == nil {
+			why := "the server closed the stream before its end"
+			if err != nil {
+				why = err.Error()
+			}
+			select {
+			case out <- model.TailChunk{Host: q.Host, Error: "log stream cut: " + why}:
+			case <-ctx.Done():
 			}
 		}
 	})

@@ -380,3 +380,11 @@ func defaultStoreDir() (string, error) {
 	}
 	return filepath.Join(base, "gseproc", "jetstream"), nil
 }
+
+func (n *Server) Logs(ctx context.Context, q backend.LogQuery) (<-chan model.TailChunk, error) {
+	b, err := n.backend()
+	if err != nil {
+		return nil, err
+	}
+	return b.Logs(ctx, q)
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,6 +135,9 @@ func (e *env) do(method, path string, body []byte, hdr map[string]string) reply 
 		e.t.Fatal(err)
 	}
 	r := reply{Status: resp.StatusCode, Header: resp.Header, raw: raw}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return r // an event stream (raw)
+	}
 	if err := json.Unmarshal(raw, &r); err != nil {
 		e.t.Fatalf("%s %s: reply is not the envelope: %v\n%s", method, path, err, raw)
 	}

@@ -38,6 +38,7 @@ func (s *Server) nativeRoutes() {
 	s.handle("GET /api/v1/tasks/{id}/stream", "v1.task_stream", kindNative, s.v1TaskStream)
 	s.handle("GET /api/v1/events", "v1.events", kindNative, s.v1Events)
 	s.handle("GET /api/v1/events/recent", "v1.recent_events", kindNative, s.v1RecentEvents)
+	s.handle("GET /api/v1/logs", "v1.logs", kindNative, s.v1Logs)
 	s.handle("GET /api/v1/audit", "v1.audit", kindNative, s.v1Audit)
 	s.handle("POST /api/v1/sim", "v1.sim", kindNative, s.v1Sim)
 	s.handle("GET /api/v1/process_groups", "v1.process_groups", kindNative, s.v1Groups)
