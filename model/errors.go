@@ -17,6 +17,9 @@ var (
 	// (context.Cause) of the context of an operation cancelled while it
 	// runs: the agent stops the command and answers AgentReply.Cancelled.
 	ErrCancelled = errors.New("cancelled by the operator")
+	// ErrUnavailable: the store (NATS, JetStream) did not answer within
+	// the caller's bound; nothing says whether a write was applied. -> 503
+	ErrUnavailable = errors.New("store unavailable")
 )
 
 // ErrForbidden: the caller may not see or change that scope.

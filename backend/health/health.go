@@ -116,9 +116,10 @@ type Prober struct {
 	stop chan struct{}
 	done chan struct{}
 
-	mu    sync.Mutex
-	last  Status
-	fails int // consecutive failed probes
+	mu        sync.Mutex
+	last      Status
+	fails     int       // consecutive failed probes
+	downSince time.Time // when Status first saw the connection down since the last probe
 }
 
 // Start probes once (bounded by o.Timeout), then every o.Every in the
@@ -155,11 +156,39 @@ func Start(o Options) (*Prober, error) {
 	return p, nil
 }
 
-// Status is the last probe's findings; it never blocks on NATS.
+// Status is the last probe's findings; it never blocks on NATS. A NATS
+// connection lost since that probe is reported at once (its state is read
+// live, without a request): nats_disconnected, with the reason.
 func (p *Prober) Status() Status {
+	down, why := natsDown(p.o.Link)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.last
+	s := p.last
+	if !down {
+		p.downSince = time.Time{}
+		return s
+	}
+	if s.State == StateNATSDown {
+		return s
+	}
+	if p.downSince.IsZero() {
+		p.downSince = time.Now()
+	}
+	s.State, s.Ready, s.Reason, s.Since = StateNATSDown, false, why, p.downSince
+	s.NATS, s.Link = strings.ToLower(p.o.Link.Conn().Status().String()), p.o.Link.Status()
+	return s
+}
+
+// natsDown says whether the link's connection is down now, and why.
+func natsDown(l *transport.Link) (bool, string) {
+	st := l.Status()
+	switch nc := l.Conn(); {
+	case st.State == transport.LinkRedialing:
+		return true, "the NATS server closed the server's connection for good (" + st.LastClosed + "); a new one is being dialed"
+	case !nc.IsConnected():
+		return true, "the server's NATS connection is " + strings.ToLower(nc.Status().String()) + " (it reconnects by itself)"
+	}
+	return false, ""
 }
 
 // Probe probes now and returns the findings (bounded by Options.Timeout):
@@ -220,12 +249,9 @@ func (p *Prober) probeOnce() {
 		}
 	}
 	var bad string
-	switch {
-	case s.Link.State == transport.LinkRedialing:
-		s.State, bad = StateNATSDown, "the NATS server closed the server's connection for good ("+s.Link.LastClosed+"); a new one is being dialed"
-	case !p.nc.IsConnected():
-		s.State, bad = StateNATSDown, "the server's NATS connection is "+s.NATS+" (it reconnects by itself)"
-	default:
+	if down, why := natsDown(p.o.Link); down {
+		s.State, bad = StateNATSDown, why
+	} else {
 		if _, err := p.js.AccountInfo(ctx); err != nil {
 			s.JetStream.Error = err.Error()
 			s.State = StateNoQuorum
@@ -255,7 +281,9 @@ func (p *Prober) probeOnce() {
 	prev := p.last
 	if bad != "" {
 		p.fails++
-		if p.fails < p.o.FailAfter && prev.State != StateStarting {
+		// A lost connection is a fact, reported at once; JetStream not
+		// answering may be one slow answer on a loaded machine.
+		if s.State != StateNATSDown && p.fails < p.o.FailAfter && prev.State != StateStarting {
 			// Not yet an outage: keep the last verdict, with fresh figures.
 			s.State, s.Ready, s.Reason = prev.State, prev.Ready, prev.Reason
 		} else {
@@ -268,6 +296,9 @@ func (p *Prober) probeOnce() {
 	s.Since = prev.Since
 	if s.State != prev.State {
 		s.Since = s.Checked
+		if s.State == StateNATSDown && !p.downSince.IsZero() {
+			s.Since = p.downSince // as Status has reported it since
+		}
 		if s.Ready {
 			p.o.Logger.Info("health: ready", "was", prev.State)
 		} else if s.State != StateStarting {

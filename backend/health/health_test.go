@@ -168,6 +168,50 @@ func TestNATSDown(t *testing.T) {
 	eventually(t, "ready again", 30*time.Second, func() bool { return p.Status().Ready })
 }
 
+// TestNATSDownAtOnce: a lost connection is reported by Status as soon as
+// the connection knows it, not at the next probe (here an hour away), and
+// no longer once it is back.
+func TestNATSDownAtOnce(t *testing.T) {
+	c := config.Default().NATS
+	c.Listen, c.StoreDir = "127.0.0.1:-1", t.TempDir()
+	c.Users = []config.NATSUser{{User: "srv", Password: "srvpw", Role: config.NATSRoleServer}}
+	e, err := transport.StartEmbedded(c, transport.EmbeddedOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown()
+	nc, err := transport.ConnectNow(transport.ClientOptions{URLs: e.ClientURL(), User: "srv", Password: "srvpw", MaxReconnectDelay: 100 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	p, err := Start(Options{Link: transport.FixedLink(nc), Every: time.Hour, FailAfter: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if s := p.Status(); !s.Ready {
+		t.Fatalf("first probe: %+v", s)
+	}
+	addr := strings.TrimPrefix(e.ClientURL(), "nats://")
+	e.Shutdown()
+	eventually(t, "nats_disconnected without a probe", 10*time.Second, func() bool { return p.Status().State == StateNATSDown })
+	s := p.Status()
+	if s.Ready || !strings.Contains(s.Reason, "NATS connection is") || s.Since.IsZero() || s.NATS == "connected" {
+		t.Fatalf("down: %+v", s)
+	}
+	if again := p.Status(); !again.Since.Equal(s.Since) {
+		t.Fatalf("since moved: %s then %s", s.Since, again.Since)
+	}
+	c.Listen = addr
+	e2, err := transport.StartEmbedded(c, transport.EmbeddedOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Shutdown()
+	eventually(t, "ready once reconnected", 30*time.Second, func() bool { return p.Status().Ready })
+}
+
 // TestClusterForming: a new cluster's first start needs every node up
 // together. Two fresh nodes of three say so ("forming", 2 up) instead of
 // a quorum they would seem to have; the third makes them ready by itself.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -83,6 +84,10 @@ func connectNATS(cfg config.Config, demo bool, log *slog.Logger) (_ *NATS, err e
 	var dial func() (*nats.Conn, error)
 	if nc.External() {
 		o := transport.ClientOptionsFromConfig(nc, "gseproc-server")
+		// One connection per server (not thousands, as agents): it retries
+		// often, so that the API serves again within seconds of NATS
+		// coming back, not after a backoff grown to half a minute.
+		o.MaxReconnectDelay = serverReconnectDelay
 		dial = func() (*nats.Conn, error) { return transport.ConnectNow(o, log) }
 		b.ClientURL = nc.ClientURLs()
 		log.Info("nats: using external cluster", "urls", b.ClientURL)
@@ -116,6 +121,10 @@ func connectNATS(cfg config.Config, demo bool, log *slog.Logger) (_ *NATS, err e
 	b.Dispatcher, b.Inventory = b.NATS, b.NATS
 	return b, nil
 }
+
+// serverReconnectDelay caps the reconnect backoff of a server's own
+// connection to an external NATS cluster.
+const serverReconnectDelay = 2 * time.Second
 
 // openStore opens the JetStream store on b's connection. It waits for
 // JetStream as long as ctx lasts: without a quorum (a cluster node whose

@@ -47,9 +47,17 @@ func (s *Server) unavailable(h http.Header) *apiError {
 		msg: fmt.Sprintf("service unavailable (%s since %s): %s", st.State, st.Since.UTC().Format(time.RFC3339), st.Reason)}
 }
 
-// healthz is liveness: the process serves HTTP. It touches nothing else.
+// healthz is liveness: the process serves HTTP (200 whatever the state,
+// so that nothing restarts a server for an outage of NATS). It touches
+// nothing else, and says at once what /readyz says: the state and, when
+// not ready, why and since when.
 func (s *Server) healthz(context.Context, *call) (any, *apiError) {
-	return map[string]any{"status": "ok"}, nil
+	st := s.ready()
+	out := map[string]any{"status": "ok", "state": st.State, "ready": st.Ready}
+	if !st.Ready {
+		out["reason"], out["since"] = st.Reason, st.Since
+	}
+	return out, nil
 }
 
 // readyz is readiness, as last probed in the background: 200 when ready,

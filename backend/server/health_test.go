@@ -13,7 +13,8 @@ import (
 	"gseproc/backend/health"
 )
 
-// TestReadiness: /healthz answers whatever the state; /readyz and
+// TestReadiness: /healthz answers whatever the state, saying why it is
+// not ready; /readyz and
 // /metrics report the prober's findings; while not ready every API call
 // is refused at once with 503 and the reason, and nothing is dispatched.
 func TestReadiness(t *testing.T) {
@@ -23,7 +24,9 @@ func TestReadiness(t *testing.T) {
 		Since: time.Now(), NATS: "connected", JetStream: health.JetStreamStatus{NodesUp: 1, NodesWant: 3}, LeasesHeld: 2, AgentsOnline: 5})
 	e := newEnv(t, testConfig(), WithReadiness(func() health.Status { return *cur.Load() }))
 
-	if r := e.do(http.MethodGet, "/healthz", nil, nil); r.Status != 200 || !strings.Contains(string(r.Data), `"status":"ok"`) {
+	// Liveness answers 200 whatever the state, and says why not ready.
+	if r := e.do(http.MethodGet, "/healthz", nil, nil); r.Status != 200 || !strings.Contains(string(r.Data), `"status":"ok"`) ||
+		!strings.Contains(string(r.Data), `"state":"no_quorum"`) || !strings.Contains(string(r.Data), "waiting for 2 of 3 nodes") {
 		t.Fatalf("healthz while not ready: %d %s", r.Status, r.raw)
 	}
 	r := e.do(http.MethodGet, "/readyz", nil, nil)

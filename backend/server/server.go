@@ -261,6 +261,9 @@ func (s *Server) run(c *call, kind int, h handlerFunc) (data any, aerr *apiError
 	if aerr != nil {
 		return nil, aerr
 	}
+	if kind != kindOpen {
+		ctx = backend.WithStoreWait(ctx, storeWait)
+	}
 	data, aerr = h(ctx, c)
 	if aerr != nil && aerr.denied != "" {
 		// A refusal by scope is audited: who (the context's actor), what
@@ -270,6 +273,15 @@ func (s *Server) run(c *call, kind int, h handlerFunc) (data any, aerr *apiError
 	}
 	return data, aerr
 }
+
+// storeWait bounds how long an API call waits out a store (NATS,
+// JetStream) that fails during an outage the readiness prober has not
+// reported yet (a lost connection is reported at once, and refused in
+// microseconds; a JetStream that stopped answering after a few probes):
+// past it the call answers 503 with the reason instead of waiting out the
+// store's minute of patience for a leader election. A request left wholly
+// unanswered is given one store attempt (3 s).
+const storeWait = 1500 * time.Millisecond
 
 // actorContext is the request's context carrying its actor, which the
 // engine records in the audit trail: the authenticated app and user, the
@@ -348,6 +360,11 @@ func backendError(code int, what string, err error) *apiError {
 		return &apiError{status: http.StatusConflict, code: CodeArgument, msg: what + ": " + err.Error(), data: map[string]any{"kind": "not_simulated"}}
 	case errors.Is(err, model.ErrConflict):
 		return &apiError{status: http.StatusConflict, code: CodeArgument, msg: what + ": " + err.Error(), data: map[string]any{"kind": "conflict"}}
+	case errors.Is(err, model.ErrUnavailable):
+		// The store did not answer within the request's bound (storeWait):
+		// an outage the readiness prober may not have seen yet.
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeSystem, msg: "service unavailable: " + what + ": " + err.Error(),
+			data: map[string]any{"kind": "unavailable"}}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &apiError{status: http.StatusServiceUnavailable, code: CodeGSE, msg: what + ": " + err.Error()}
 	}

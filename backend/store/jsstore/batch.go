@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"gseproc/backend"
 	"gseproc/backend/engine"
 	"gseproc/model"
 )
@@ -46,6 +47,7 @@ func (m pubMsg) msg() *nats.Msg {
 // publishAll stores every message of msgs, pubWindow at a time.
 func (s *Store) publishAll(ctx context.Context, msgs []pubMsg) error {
 	var errs []error
+	_, bounded := backend.StoreWait(ctx)
 	for start := 0; start < len(msgs); start += pubWindow {
 		part := msgs[start:min(start+pubWindow, len(msgs))]
 		futs := make([]jetstream.PubAckFuture, len(part))
@@ -72,6 +74,14 @@ func (s *Store) publishAll(ctx context.Context, msgs []pubMsg) error {
 			m := part[i]
 			if _, err := do(ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return s.on().js.PublishMsg(ctx, m.msg()) }); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", m.what, err))
+				if bounded && errors.Is(err, model.ErrUnavailable) {
+					// The caller's bound is spent: the rest would wait as long each.
+					timer.Stop()
+					if rest := len(msgs) - start - i - 1; rest > 0 {
+						errs = append(errs, fmt.Errorf("%d more writes not tried", rest))
+					}
+					return errors.Join(errs...)
+				}
 			}
 		}
 		timer.Stop()

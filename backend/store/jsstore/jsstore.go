@@ -67,6 +67,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"gseproc/backend"
 	"gseproc/backend/engine"
 	"gseproc/model"
 )
@@ -303,26 +304,68 @@ var retryBackoff = model.Backoff{Base: 100 * time.Millisecond, Max: time.Second,
 // errStalled is a listing that stopped delivering: tried again.
 var errStalled = errors.New("listing stalled")
 
+// patience is how long a call with ctx goes on retrying while the store
+// fails transiently (no responders, no stream leader): failoverWait, or
+// the caller's backend.WithStoreWait bound. With a bound, hard is how long
+// the call may take in all: one unanswered attempt is still given
+// attemptTimeout (a loaded machine's slow answer is not an outage), but
+// none is started after the bound.
+func patience(ctx context.Context) (retryFor, hard time.Duration, bounded bool) {
+	if d, ok := backend.StoreWait(ctx); ok {
+		return d, max(d, attemptTimeout), true
+	}
+	return failoverWait, 0, false
+}
+
 // do runs f, each attempt within attemptTimeout, retrying while it fails
-// transiently or goes unanswered, for up to failoverWait or until ctx
-// ends. f must be safe to repeat (every write here is: a Put writes the
-// same value again, a Create that finds its own value is success).
+// transiently or goes unanswered, for up to the patience or until ctx
+// ends; then it fails with model.ErrUnavailable and the last error. f
+// must be safe to repeat (every write here is: a Put writes the same
+// value again, a Create that finds its own value is success).
 func do[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	deadline := time.Now().Add(failoverWait)
+	start := time.Now()
+	retryFor, hard, bounded := patience(ctx)
+	deadline := start.Add(retryFor)
+	caller := ctx
+	if bounded {
+		// The bound holds also for what f does with a context of its own
+		// (a listing waits on the caller's, not its attempt's).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, start.Add(hard))
+		defer cancel()
+	}
 	for k := 0; ; k++ {
 		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 		v, err := f(actx)
 		cancel()
-		unanswered := ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errStalled))
-		if err == nil || !(transient(err) || unanswered) || time.Now().After(deadline) {
+		unanswered := caller.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errStalled))
+		if err == nil || !(transient(err) || unanswered) {
 			return v, err
+		}
+		if !time.Now().Before(deadline) || ctx.Err() != nil {
+			return v, unavailable(time.Since(start), err)
 		}
 		select {
-		case <-ctx.Done():
+		case <-caller.Done():
 			return v, err
-		case <-time.After(retryBackoff.Delay(k, rand.Float64())):
+		case <-time.After(min(retryBackoff.Delay(k, rand.Float64()), time.Until(deadline))):
 		}
 	}
+}
+
+// unavailable is the error of a call that found the store unreachable for
+// all its patience (took).
+func unavailable(took time.Duration, err error) error {
+	why := "unanswered"
+	switch {
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):
+		why = "no JetStream server answers (no quorum, or NATS unreachable)"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, errStalled):
+		why = "unanswered (NATS unreachable, or a JetStream leader election)"
+	case transient(err):
+		why = "JetStream has no leader for the store (an election, or no quorum)"
+	}
+	return fmt.Errorf("%w: JetStream did not answer in %s: %s: %w", model.ErrUnavailable, took.Round(time.Millisecond), why, err)
 }
 
 // Close marks the store closed and stops the registry watch; later calls
@@ -1026,7 +1069,18 @@ func (s *Store) each(ctx context.Context, kv jetstream.KeyValue, filter string, 
 func (s *Store) list(ctx context.Context, kv jetstream.KeyValue, filter string) ([]jetstream.KeyValueEntry, error) {
 	ctx, cancel := context.WithTimeout(ctx, listTimeout)
 	defer cancel()
-	w, err := kv.Watch(ctx, filter)
+	// The watch lives on ctx; its creation (a consumer) may go unanswered
+	// no longer than the rest of the listing may stay silent.
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	unanswered := time.AfterFunc(attemptTimeout, stopWatch)
+	w, err := kv.Watch(wctx, filter)
+	if !unanswered.Stop() {
+		if err == nil {
+			_ = w.Stop()
+		}
+		return nil, errStalled
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -1039,7 +1093,9 @@ func (s *Store) list(ctx context.Context, kv jetstream.KeyValue, filter string) 
 	defer stall.Stop()
 	for {
 		if settled && high >= want {
-			last, err := s.lastSeq(ctx, kv, filter)
+			lctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+			last, err := s.lastSeq(lctx, kv, filter)
+			cancel()
 			if err != nil {
 				return nil, err
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"gseproc/backend"
 	"gseproc/model"
 )
 
@@ -70,11 +71,22 @@ func (s *Store) lastProcSeq(ctx context.Context) (uint64, error) {
 		}()
 	}
 	r.probeMu.Unlock()
+	// The probe has the store's patience; a caller with a bound of its own
+	// (an API call) waits no longer than that.
+	var timeout <-chan time.Time
+	start := time.Now()
+	if _, hard, bounded := patience(ctx); bounded {
+		tm := time.NewTimer(hard)
+		defer tm.Stop()
+		timeout = tm.C
+	}
 	select {
 	case <-p.done:
 		return p.last, p.err
 	case <-ctx.Done():
 		return 0, ctx.Err()
+	case <-timeout:
+		return 0, unavailable(time.Since(start), context.DeadlineExceeded)
 	}
 }
 
@@ -194,6 +206,7 @@ func (s *Store) snapshot(ctx context.Context, shared bool) ([]model.ProcessDef, 
 		return nil, err
 	}
 	r := s.reg
+	start := time.Now()
 	stall := time.NewTimer(attemptTimeout)
 	defer stall.Stop()
 	for {
@@ -223,7 +236,11 @@ func (s *Store) snapshot(ctx context.Context, shared bool) ([]model.ProcessDef, 
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-stall.C:
-			return nil, fmt.Errorf("registry index behind the bucket (revision %d not delivered): %w", last, errStalled)
+			err := fmt.Errorf("registry index behind the bucket (revision %d not delivered): %w", last, errStalled)
+			if _, bounded := backend.StoreWait(ctx); bounded {
+				return nil, unavailable(time.Since(start), err)
+			}
+			return nil, err
 		}
 	}
 }

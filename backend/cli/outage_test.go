@@ -1,0 +1,218 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gseproc/backend"
+	"gseproc/backend/config"
+	"gseproc/backend/transport"
+)
+
+// outageCall is one API call of TestAPIDuringNATSOutage and what came back.
+type outageCall struct {
+	name, method, path string
+	body               []byte
+	gateway            bool // GSE/JOB form: 200 with the error in the envelope
+}
+
+type outageReply struct {
+	HTTP     int
+	NotReady string // backend.NotReadyHeader
+	Env      envelopeReply
+	Took     time.Duration
+}
+
+func (c outageCall) do(t *testing.T, base string) outageReply {
+	t.Helper()
+	req, err := http.NewRequest(c.method, base+c.path, bytes.NewReader(c.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	hc := &http.Client{Timeout: 90 * time.Second}
+	t0 := time.Now()
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("%s: %v", c.name, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := outageReply{HTTP: resp.StatusCode, NotReady: resp.Header.Get(backend.NotReadyHeader), Took: time.Since(t0)}
+	if err := json.Unmarshal(raw, &r.Env); err != nil {
+		t.Fatalf("%s: not an envelope: %.300s", c.name, raw)
+	}
+	return r
+}
+
+// unavailable says whether r is the documented refusal of an unavailable
+// server: 1306000 with the reason in the message, HTTP 503 on the native
+// API and 200 on the GSE/JOB forms.
+func (c outageCall) unavailable(r outageReply) bool {
+	want := http.StatusServiceUnavailable
+	if c.gateway {
+		want = http.StatusOK
+	}
+	return r.HTTP == want && !r.Env.Result && r.Env.Code == 1306000 && strings.Contains(r.Env.Message, "unavailable") &&
+		(strings.Contains(r.Env.Message, "NATS") || strings.Contains(r.Env.Message, "JetStream"))
+}
+
+type healthz struct {
+	Status, State, Reason string
+	Ready                 bool
+}
+
+func getHealthz(t *testing.T, base string) healthz {
+	t.Helper()
+	r := callJSON(t, http.MethodGet, base+"/healthz", nil)
+	var h healthz
+	if !r.Result || json.Unmarshal(r.Data, &h) != nil || h.Status != "ok" {
+		t.Fatalf("/healthz: %v %s %s", r.Result, r.Message, r.Data)
+	}
+	return h
+}
+
+// TestAPIDuringNATSOutage: `gseproc server` on an external NATS (embedded
+// here, with JetStream) that is stopped, then started again on the same
+// address and store. While it is down every API call (native, GSE and JOB
+// forms, reads and writes) answers at once in its documented error shape
+// with the reason, /healthz says why, and nothing waits out the store's
+// patience (a minute before); once NATS is back the server serves again by
+// itself, with what it stored before the outage.
+func TestAPIDuringNATSOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and NATS")
+	}
+	nc := config.Default().NATS
+	nc.Listen, nc.StoreDir = "127.0.0.1:-1", t.TempDir()
+	nc.Users = []config.NATSUser{{User: "srv", Password: "srvpw", Role: config.NATSRoleServer}}
+	ns, err := transport.StartEmbedded(nc, transport.EmbeddedOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := ns.ClientURL()
+	p := filepath.Join(t.TempDir(), "gseproc.toml")
+	if err := os.WriteFile(p, []byte(fmt.Sprintf("[nats]\nurls = [%q]\nuser = \"srv\"\npassword = \"srvpw\"\n", url)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Cleanups run last first: the server stops before NATS does.
+	t.Cleanup(func() { ns.Shutdown() })
+	base, _, stop := startServer(t, "--demo", "--config", p, "--listen", "127.0.0.1:0")
+	waitFor(t, "ready", 60*time.Second, func() bool { return getHealthz(t, base).Ready })
+
+	gse, err := os.ReadFile("../server/testdata/seed004_gse_operate_proc.request.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := os.ReadFile("../server/testdata/seed001_manage_proc.request.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A task and a definition stored before the outage.
+	r := postJSON(t, base+"/api/c/compapi/v2/gse/operate_proc/", gse)
+	var op struct {
+		TaskID string `json:"task_id"`
+	}
+	if !r.Result || json.Unmarshal(r.Data, &op) != nil || op.TaskID == "" {
+		t.Fatalf("operate_proc before the outage: %s %s", r.Message, r.Data)
+	}
+	def := func(name string) []byte {
+		return []byte(`{"process": {"meta": {"namespace": "outage", "name": "` + name + `"}, "spec": {"identity": {"proc_name": "` + name +
+			`", "setup_path": "/tmp", "pid_path": "/tmp/` + name + `.pid"}, "control": {"start_cmd": "true"}, "monitor_policy": {"auto_type": 2}}}, "hosts": [{"ip": "10.0.0.1", "bk_cloud_id": 0}]}`)
+	}
+	if r := postJSON(t, base+"/api/v1/processes", def("before")); !r.Result {
+		t.Fatalf("save before the outage: %s", r.Message)
+	}
+	calls := []outageCall{
+		{name: "native operate", method: http.MethodPost, path: "/api/v1/operate", body: []byte(`{"op_type": 2, "selector": {"namespace": "outage"}}`)},
+		{name: "native save", method: http.MethodPost, path: "/api/v1/processes", body: def("during")},
+		{name: "native tasks", method: http.MethodGet, path: "/api/v1/tasks"},
+		{name: "native task", method: http.MethodGet, path: "/api/v1/tasks/" + op.TaskID},
+		{name: "gse operate_proc", method: http.MethodPost, path: "/api/c/compapi/v2/gse/operate_proc/", body: gse, gateway: true},
+		{name: "gse get_proc_operate_result", method: http.MethodPost, path: "/api/c/compapi/v2/gse/get_proc_operate_result/",
+			body: []byte(`{"task_id": "` + op.TaskID + `"}`), gateway: true},
+		{name: "job manage_proc", method: http.MethodPost, path: "/api/c/compapi/v2/jobv3/manage_proc/", body: job, gateway: true},
+	}
+
+	ns.Shutdown()
+	t0 := time.Now()
+	// The first write after the stop, before anything may have noticed it:
+	// refused within the store's bound for an API call (1.5 s), not after
+	// the minute the store waits out a leader election for its own work.
+	first := calls[0].do(t, base)
+	t.Logf("first write after the stop: %s: HTTP %d %s", first.Took, first.HTTP, first.Env.Message)
+	if !calls[0].unavailable(first) {
+		t.Fatalf("first write after the stop: HTTP %d %+v", first.HTTP, first.Env)
+	}
+	if first.Took > 5*time.Second {
+		t.Fatalf("first write after the stop answered after %s", first.Took)
+	}
+	// /healthz says why as soon as the connection is seen lost (the prober
+	// runs once a second; the connection's state is read live).
+	var h healthz
+	waitFor(t, "/healthz says NATS is down", 10*time.Second, func() bool {
+		h = getHealthz(t, base)
+		return !h.Ready
+	})
+	t.Logf("/healthz after %s: %+v", time.Since(t0), h)
+	if h.State != "nats_disconnected" || !strings.Contains(h.Reason, "NATS connection") {
+		t.Fatalf("/healthz while NATS is down: %+v", h)
+	}
+	// Every form, read or write: the documented refusal, with the reason,
+	// at once. Twice, a few seconds apart: it stays so while NATS is down.
+	for round := range 2 {
+		for _, c := range calls {
+			r := c.do(t, base)
+			if !c.unavailable(r) {
+				t.Fatalf("%s while NATS is down: HTTP %d %+v", c.name, r.HTTP, r.Env)
+			}
+			if !c.gateway && r.NotReady != "nats_disconnected" {
+				t.Errorf("%s: %s is %q", c.name, backend.NotReadyHeader, r.NotReady)
+			}
+			if r.Took >= 2*time.Second {
+				t.Errorf("%s while NATS is down took %s", c.name, r.Took)
+			}
+			t.Logf("round %d %s: %s %s", round, c.name, r.Took, r.Env.Message)
+		}
+		if round == 0 {
+			time.Sleep(3 * time.Second)
+		}
+	}
+
+	// NATS back on the same address and store: the server serves again by
+	// itself, with what it stored before.
+	nc.Listen = strings.TrimPrefix(url, "nats://")
+	ns2, err := transport.StartEmbedded(nc, transport.EmbeddedOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns2.Shutdown() })
+	back := time.Now()
+	waitFor(t, "ready again", 60*time.Second, func() bool { return getHealthz(t, base).Ready })
+	t.Logf("ready %s after NATS came back", time.Since(back))
+	for _, c := range calls {
+		var r outageReply
+		waitFor(t, c.name+" after the outage", 30*time.Second, func() bool {
+			r = c.do(t, base)
+			return r.Env.Result
+		})
+		if c.name == "native task" && !strings.Contains(string(r.Env.Data), op.TaskID) {
+			t.Fatalf("the task stored before the outage: %s", r.Env.Data)
+		}
+	}
+	r = callJSON(t, http.MethodGet, base+"/api/v1/processes?namespace=outage", nil)
+	if !r.Result || !strings.Contains(string(r.Data), `"before"`) || !strings.Contains(string(r.Data), `"during"`) {
+		t.Fatalf("definitions after the outage: %s %.400s", r.Message, r.Data)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("server exit %d", code)
+	}
+}
