@@ -720,6 +720,15 @@ func TestRegistryQueries(t *testing.T) {
 	if len(hv) != 4 || len(hv[0].Procs) != 2 || len(hv[1].Procs) != 1 {
 		t.Fatalf("all hosts: %+v", hv)
 	}
+	// What Processes returns is the caller's: changing it in place
+	// changes nothing in the registry (the store may lend its own).
+	mine, _ := e.Processes(ctx, backend.ProcQuery{Namespace: "ns", Name: "db"})
+	mine[0].Hosts[0] = hostN(99)
+	mine[0].Process.Meta.Labels["tier"] = "changed"
+	again, _ := e.Processes(ctx, backend.ProcQuery{Namespace: "ns", Name: "db"})
+	if again[0].Hosts[0] == hostN(99) || again[0].Process.Meta.Labels["tier"] != "data" {
+		t.Fatalf("a caller's change reached the registry: %+v", again[0])
+	}
 }
 
 func TestInlineItemsAreSaved(t *testing.T) {

@@ -109,6 +109,10 @@ func (e *Engine) Processes(ctx context.Context, q backend.ProcQuery) ([]model.Pr
 		if q.Host != nil && !slices.Contains(d.Hosts, *q.Host) {
 			continue
 		}
+		// Deep: the caller owns what it gets (the console's form edits
+		// labels and hosts), the lent registry is read-only.
+		d.Process = d.Process.Clone()
+		d.Hosts = slices.Clone(d.Hosts)
 		out = append(out, d)
 	}
 	return out, nil
@@ -122,7 +126,7 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 	if err != nil {
 		return nil, fmt.Errorf("hosts: inventory: %w", err)
 	}
-	defs, err := e.st.Processes(ctx)
+	defs, err := e.definitions(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("hosts: processes: %w", err)
 	}

@@ -75,6 +75,7 @@ type Memory struct {
 
 	mu       sync.RWMutex
 	procs    map[string]model.ProcessDef
+	lent     []model.ProcessDef // the registry sorted by key, lent by SharedProcesses; nil after a change
 	rev      uint64
 	statuses map[model.Host]map[string]model.ProcStatus
 	groups   map[groupKey]model.ProcessGroup
@@ -145,6 +146,7 @@ func (m *Memory) PutProcess(_ context.Context, def model.ProcessDef) error {
 	def = cloneDef(def)
 	def.Rev = m.rev
 	m.procs[key] = def
+	m.lent = nil
 	return nil
 }
 
@@ -156,6 +158,7 @@ func (m *Memory) DeleteProcess(_ context.Context, key string) error {
 		return fmt.Errorf("delete process %s: %w", key, model.ErrNotFound)
 	}
 	delete(m.procs, key)
+	m.lent = nil
 	return nil
 }
 
@@ -169,6 +172,31 @@ func (m *Memory) Processes(_ context.Context) ([]model.ProcessDef, error) {
 	m.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Process.Key() < out[j].Process.Key() })
 	return out, nil
+}
+
+// SharedProcesses returns every definition sorted by key without copying
+// them per call (engine.SharedRegistry): listing 100,000 hosts copied every
+// definition's host list. The slice and what it holds are the store's,
+// read-only for the caller; a write makes a new one (a stored definition is
+// replaced whole, never changed), so a slice once lent never changes.
+func (m *Memory) SharedProcesses(_ context.Context) ([]model.ProcessDef, error) {
+	m.mu.RLock()
+	out := m.lent
+	m.mu.RUnlock()
+	if out != nil {
+		return out, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lent == nil {
+		l := make([]model.ProcessDef, 0, len(m.procs))
+		for _, d := range m.procs {
+			l = append(l, d)
+		}
+		sort.Slice(l, func(i, j int) bool { return l[i].Process.Key() < l[j].Process.Key() })
+		m.lent = l
+	}
+	return m.lent, nil
 }
 
 // PutProcStatus records the last known status of st.ProcKey on host.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +14,10 @@ import (
 	"gseproc/model"
 )
 
-var _ engine.Store = (*Memory)(nil)
+var (
+	_ engine.Store          = (*Memory)(nil)
+	_ engine.SharedRegistry = (*Memory)(nil)
+)
 
 func def(ns, name string, hosts ...model.Host) model.ProcessDef {
 	p := model.Process{Meta: model.Meta{Namespace: ns, Name: name, Labels: map[string]string{"app": name}}}
@@ -47,6 +52,45 @@ func TestProcessesCopyAndConflict(t *testing.T) {
 	}
 	if err := m.DeleteProcess(ctx, "ns:a"); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("second delete: %v", err)
+	}
+}
+
+// TestSharedProcesses: the lent registry reads as Processes does, is lent
+// again while nothing changes, and a later write or delete leaves a slice
+// already lent unchanged.
+func TestSharedProcesses(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory()
+	for _, d := range []model.ProcessDef{def("web", "nginx", host(1), host(2)), def("db", "mysql", host(3))} {
+		if err := m.PutProcess(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lent, _ := m.SharedProcesses(ctx)
+	copied, _ := m.Processes(ctx)
+	if !reflect.DeepEqual(lent, copied) {
+		t.Fatalf("shared %+v, copied %+v", lent, copied)
+	}
+	if again, _ := m.SharedProcesses(ctx); &again[0] != &lent[0] {
+		t.Fatal("lent anew while nothing changed")
+	}
+	before := slices.Clone(lent)
+	before[1].Hosts = slices.Clone(lent[1].Hosts)
+	web := copied[1]
+	web.Hosts = web.Hosts[:1]
+	web.Process.Meta.Labels["app"] = "changed"
+	if err := m.PutProcess(ctx, web); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DeleteProcess(ctx, "db:mysql"); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(lent, before) {
+		t.Fatalf("a lent registry changed under its reader: %+v, was %+v", lent, before)
+	}
+	now, _ := m.SharedProcesses(ctx)
+	if len(now) != 1 || now[0].Process.Key() != "web:nginx" || len(now[0].Hosts) != 1 || now[0].Process.Meta.Labels["app"] != "changed" {
+		t.Fatalf("after update and delete: %+v", now)
 	}
 }
 
