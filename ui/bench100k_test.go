@@ -171,6 +171,27 @@ func BenchmarkFilterKeystroke100k(b *testing.B) {
 	}
 }
 
+// BenchmarkIdle100k: what an idle console does at 100,000 hosts: the
+// status bar's Info every InfoEvery (5 s by default) and the frame it
+// draws; idle-%cpu is that work's share of one core.
+func BenchmarkIdle100k(b *testing.B) {
+	e := bench100k(b)
+	m, err := New(context.Background(), Options{Backend: e, Config: config.Default().Console, Theme: monoTheme(b), Static: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	b.ResetTimer()
+	start := time.Now()
+	for b.Loop() {
+		m.Update(m.s.refreshInfo()())
+		_ = m.View()
+	}
+	per := time.Since(start) / time.Duration(b.N)
+	b.ReportMetric(100*float64(per)/float64(5*time.Second), "idle-%cpu")
+}
+
 // BenchmarkSelectAllOp100k: the whole path at 100,000 hosts: open the host
 // list, select all, run status on them and watch every result arrive; it
 // reports the heap in use afterwards (the console's share of the process,

@@ -295,7 +295,7 @@ func (e *Engine) Close() error {
 
 // Info describes the engine.
 func (e *Engine) Info(ctx context.Context) (backend.Info, error) {
-	hosts, err := e.inv.Hosts(ctx)
+	total, online, err := e.hostCounts(ctx)
 	if err != nil {
 		return backend.Info{}, fmt.Errorf("info: hosts: %w", err)
 	}
@@ -303,12 +303,7 @@ func (e *Engine) Info(ctx context.Context) (backend.Info, error) {
 	if err != nil {
 		return backend.Info{}, fmt.Errorf("info: processes: %w", err)
 	}
-	info := backend.Info{Mode: "embedded", ReadOnly: e.readOnly, Hosts: len(hosts), Processes: len(defs), Version: e.version}
-	for _, h := range hosts {
-		if h.State == model.AgentOnline {
-			info.Online++
-		}
-	}
+	info := backend.Info{Mode: "embedded", ReadOnly: e.readOnly, Hosts: total, Online: online, Processes: len(defs), Version: e.version}
 	// A run is forgotten a little after it completes (its task stored,
 	// its lease released); complete runs are not counted, so a watcher
 	// that saw its task end never reads it as still running.
@@ -322,6 +317,24 @@ func (e *Engine) Info(ctx context.Context) (backend.Info, error) {
 	}
 	e.mu.RUnlock()
 	return info, nil
+}
+
+// hostCounts is the number of hosts and of those online: counted by the
+// inventory when it can (HostCounter), else from its listing.
+func (e *Engine) hostCounts(ctx context.Context) (total, online int, err error) {
+	if c, ok := e.inv.(HostCounter); ok {
+		return c.HostCounts(ctx)
+	}
+	hosts, err := e.inv.Hosts(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, h := range hosts {
+		if h.State == model.AgentOnline {
+			online++
+		}
+	}
+	return len(hosts), online, nil
 }
 
 // Runs is the number of unfinished tasks this engine runs (holds the

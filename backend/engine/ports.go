@@ -122,6 +122,13 @@ type StatusSource interface {
 	Statuses(host model.Host) []model.ProcStatus
 }
 
+// HostCounter is optional, for an Inventory: the number of hosts Hosts
+// would list and of those whose agent is online, without listing them (the
+// status bar asks every few seconds; a listing of 100,000 hosts is 15 MB).
+type HostCounter interface {
+	HostCounts(ctx context.Context) (total, online int, err error)
+}
+
 // StatusAppender is optional, for a StatusSource: AppendStatuses appends
 // what Statuses(host) returns to dst, so that a listing of every host
 // reuses one buffer instead of a slice per host.

@@ -439,6 +439,25 @@ func (f *Fleet) Hosts(ctx context.Context) ([]model.HostInfo, error) {
 	return out, nil
 }
 
+// HostCounts is the number of hosts Hosts lists and of those it reports
+// online (engine.HostCounter), without listing them.
+func (f *Fleet) HostCounts(ctx context.Context) (total, online int, err error) {
+	for i := range f.hosts {
+		if i%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return 0, 0, fmt.Errorf("count hosts: %w", err)
+			}
+		}
+		h := &f.hosts[i]
+		h.mu.Lock()
+		if !h.away() {
+			online++
+		}
+		h.mu.Unlock()
+	}
+	return len(f.hosts), online, nil
+}
+
 // hostLabels is h's labels, built once (a host's labels never change):
 // listing 100,000 hosts then allocates no label map. Callers share the map
 // and must not modify it. h.mu must be held.

@@ -985,3 +985,31 @@ func TestProcessGroupTaken(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, model.CodeSuccess, r.Code, r.Message)
 }
+
+// TestHostCounts: the counts the status bar gets without a listing are
+// those of the listing, with the profile's offline hosts and hosts taken
+// offline by hand.
+func TestHostCounts(t *testing.T) {
+	cfg := quiet(2000)
+	cfg.OfflineRate = 0.02
+	f := New(cfg)
+	defer f.Close()
+	ctx := context.Background()
+	hosts, _ := f.Hosts(ctx)
+	for _, h := range hosts[:5] {
+		f.SetOffline(h.Host, true)
+	}
+	hosts, err := f.Hosts(ctx)
+	require.NoError(t, err)
+	online := 0
+	for _, h := range hosts {
+		if h.State == model.AgentOnline {
+			online++
+		}
+	}
+	total, on, err := f.HostCounts(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, len(hosts), total)
+	assert.Equal(t, online, on)
+	assert.Less(t, on, total-5, "the profile's offline hosts and the five taken offline")
+}
