@@ -58,7 +58,7 @@ func (p *hostPage) load() tea.Cmd {
 
 func (p *hostPage) Help() keyHelp {
 	k := p.s.keys
-	return keyHelp{short: []binding{k.Op, k.Reload, k.Up, k.Down}, full: [][]binding{k.nav(), {k.Op, k.Reload}}}
+	return keyHelp{short: []binding{k.Op, k.Logs, k.Reload, k.Up, k.Down}, full: [][]binding{k.nav(), {k.Op, k.Logs, k.Reload}}}
 }
 
 // onEvents redraws when an event of this host arrives.
@@ -99,6 +99,12 @@ func (p *hostPage) Update(msg tea.Msg) tea.Cmd {
 			return p.load()
 		case keyIs(msg, k.Op):
 			return p.s.openOp(p, nil)
+		case keyIs(msg, k.Logs) && p.found:
+			on := make([]procOn, 0, len(p.v.Procs))
+			for _, pv := range p.v.Procs {
+				on = append(on, procOn{pv.Key, p.host})
+			}
+			return p.s.openLogs(on)
 		}
 	}
 	return p.textView.Update(msg)

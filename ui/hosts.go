@@ -119,7 +119,7 @@ func (p *hostsPage) Help() keyHelp {
 	return keyHelp{
 		short: []binding{k.Select, k.SelectAll, k.Op, k.Filter, k.Sort},
 		full: [][]binding{k.nav(), {k.Select, k.SelectAll, k.ClearSel, k.Filter, k.Sort, k.SortReverse},
-			{k.Op, open, p.s.change(k.Edit), k.Reload}},
+			{k.Op, open, k.Logs, p.s.change(k.Edit), k.Reload}},
 	}
 }
 
@@ -470,6 +470,23 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 			if r, ok := p.cursorRow(); ok {
 				return p.s.post(pushMsg{newHostPage(p.s, r.v.Host, &r.v)})
 			}
+		case keyIs(msg, k.Logs):
+			var on []procOn
+			add := func(r *hostRow) {
+				for _, pv := range r.v.Procs {
+					on = append(on, procOn{pv.Key, r.v.Host})
+				}
+			}
+			if len(p.sel) > 0 {
+				for i := range p.rows {
+					if p.sel[p.rows[i].id] {
+						add(&p.rows[i])
+					}
+				}
+			} else if r, ok := p.cursorRow(); ok {
+				add(r)
+			}
+			return p.s.openLogs(on)
 		case keyIs(msg, k.Reload):
 			return p.load()
 		}

@@ -17,7 +17,7 @@ type KeyMap struct {
 	Op, New, Edit, Reload, Tasks, Events         key.Binding
 	FailedOnly, Retry, CancelTask, Confirm, Deny key.Binding
 	Messages, FindHost, Palette, Sort            key.Binding
-	SortReverse, FleetMap, Copy                  key.Binding
+	SortReverse, FleetMap, Copy, Logs            key.Binding
 	Rolling, PauseRoll, AbortRoll                key.Binding
 	byName                                       map[string]*key.Binding
 }
@@ -37,7 +37,7 @@ func DefaultKeyMap() *KeyMap {
 		PageDown:    b("pgdn", "page down", "pgdown", "ctrl+d"),
 		Top:         b("g", "top", "home", "g"),
 		Bottom:      b("G", "bottom", "end", "G"),
-		Open:        b("enter", "open", "enter", "l", "right"),
+		Open:        b("enter", "open", "enter", "right"),
 		Filter:      b("/", "filter", "/"),
 		Select:      b("space", "select", " "),
 		SelectAll:   b("a", "select all shown", "a"),
@@ -60,6 +60,7 @@ func DefaultKeyMap() *KeyMap {
 		Sort:        b("s", "sort", "s"),
 		SortReverse: b("S", "reverse sort", "S"),
 		Copy:        b("c", "copy (IP, task id, message)", "c"),
+		Logs:        b("l", "live logs", "l"),
 		Rolling:     b("b", "roll in batches", "b"),
 		PauseRoll:   b("p", "pause/resume roll", "p"),
 		AbortRoll:   b("X", "abort roll", "X"),
@@ -72,7 +73,7 @@ func DefaultKeyMap() *KeyMap {
 		"reload": &k.Reload, "tasks": &k.Tasks, "events": &k.Events, "fleet_map": &k.FleetMap, "failed_only": &k.FailedOnly,
 		"retry": &k.Retry, "cancel_task": &k.CancelTask, "confirm": &k.Confirm, "deny": &k.Deny,
 		"messages": &k.Messages, "find_host": &k.FindHost, "palette": &k.Palette,
-		"sort": &k.Sort, "sort_reverse": &k.SortReverse, "copy": &k.Copy,
+		"sort": &k.Sort, "sort_reverse": &k.SortReverse, "copy": &k.Copy, "logs": &k.Logs,
 		"rolling": &k.Rolling, "pause_roll": &k.PauseRoll, "abort_roll": &k.AbortRoll,
 	}
 	return k

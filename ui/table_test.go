@@ -183,13 +183,13 @@ func TestListsFilterAndSort(t *testing.T) {
 	}
 }
 
-// h and l (and ← →) go out and in like esc and enter, but never while a
-// text input has the focus.
+// h and ← → go out and in like esc and enter (l is the live logs, as in
+// k9s), but never while a text input has the focus.
 func TestHLNavigation(t *testing.T) {
 	e, _ := simBackend(t, quietSim(20))
 	d := newDriver(t, e, Options{Guard: time.Nanosecond}, 100, 30)
 	d.until("namespaces", func() bool { return d.m.stack[0].(*nsPage).loaded })
-	d.keys("l")
+	d.send(tea.KeyMsg{Type: tea.KeyRight})
 	lp := topAs[*labelsPage](t, d)
 	d.until("labels", func() bool { return lp.loaded })
 	d.send(tea.KeyMsg{Type: tea.KeyRight})

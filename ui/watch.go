@@ -205,7 +205,7 @@ func (p *watchPage) Help() keyHelp {
 	k := p.s.keys
 	h := keyHelp{
 		short: []binding{k.Open, k.FailedOnly, k.Retry, k.CancelTask},
-		full:  [][]binding{k.nav(), {k.Open, k.FailedOnly, k.Retry, k.CancelTask}, {k.Reload, k.Tasks}},
+		full:  [][]binding{k.nav(), {k.Open, k.FailedOnly, k.Retry, k.CancelTask}, {k.Logs, k.Reload, k.Tasks}},
 	}
 	if p.task.Rollout != nil {
 		h.short = append(h.short, k.PauseRoll, k.AbortRoll)
@@ -407,6 +407,11 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 		case keyIs(msg, k.Open):
 			if p.list.cursor < len(p.shown) {
 				return p.s.post(pushMsg{newResultPage(p.s, p.rows[p.shown[p.list.cursor]].r)})
+			}
+		case keyIs(msg, k.Logs):
+			if p.list.cursor < len(p.shown) {
+				r := p.rows[p.shown[p.list.cursor]].r
+				return p.s.openLogs([]procOn{{r.ProcKey, r.Host}})
 			}
 		case keyIs(msg, k.FailedOnly):
 			p.failedOnly = !p.failedOnly

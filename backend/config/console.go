@@ -55,7 +55,7 @@ func ConsoleActions() []string {
 	return []string{
 		"quit", "help", "back", "up", "down", "page_up", "page_down", "top", "bottom",
 		"open", "filter", "select", "select_all", "clear_selection", "op", "new", "edit",
-		"reload", "tasks", "events", "failed_only", "retry", "cancel_task", "confirm", "deny", "messages", "find_host", "palette", "sort", "sort_reverse", "fleet_map", "copy",
+		"reload", "tasks", "events", "failed_only", "retry", "cancel_task", "confirm", "deny", "messages", "find_host", "palette", "sort", "sort_reverse", "fleet_map", "copy", "logs",
 		"rolling", "pause_roll", "abort_roll",
 	}
 }

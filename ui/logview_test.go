@@ -1,0 +1,167 @@
+package ui
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"gseproc/backend/config"
+	"gseproc/model"
+)
+
+// TestLogsPageFromHosts: l on selected hosts opens their live log (the
+// simulated processes' stdout, through the engine's Logs), interleaved
+// with the host as prefix or side by side; / searches with the matches
+// highlighted and n/N move between them; f pauses and resumes following.
+func TestLogsPageFromHosts(t *testing.T) {
+	e, _ := simBackend(t, quietSim(30))
+	d := newDriver(t, e, Options{}, 140, 40)
+	hp := openHosts(t, d, "app=nginx")
+	// Two hosts whose nginx runs: their stdout grows.
+	d.keys("/")
+	d.typeText("state=running")
+	d.keys("enter")
+	d.until("running hosts", func() bool { return len(hp.shown) >= 2 && len(hp.shown) < len(hp.rows) })
+	first := hp.rows[hp.shown[0]].v.Host
+	var lp *logsPage
+	d.keys("g", "space", "space", "l")
+	d.until("the logs page", func() bool {
+		p, ok := d.m.top().(*logsPage)
+		lp = p
+		return ok
+	})
+	if len(lp.hosts) != 2 || lp.hosts[0] != first || !strings.HasPrefix(lp.proc, "web:") {
+		t.Fatalf("logs page of %s on %v", lp.proc, lp.hosts)
+	}
+	d.until("lines from both hosts", func() bool { return len(lp.lines[0]) > 3 && len(lp.lines[1]) > 3 })
+	if !lp.side || !strings.Contains(d.view(), " │ ") || !strings.Contains(d.view(), lp.hosts[1].AgentID()) {
+		t.Fatalf("two hosts side by side:\n%s", d.view())
+	}
+	d.keys("v")
+	// Each line says its host (the last lines may all come from one).
+	last := lp.all[len(lp.all)-1]
+	prefix := lp.hosts[last.h].AgentID() + " │ "
+	if lp.side || !strings.Contains(d.view(), prefix+lp.lines[last.h][last.i][:20]) {
+		t.Fatalf("interleaved with the host as prefix (%q):\n%s", prefix, d.view())
+	}
+	// Search a word every simulated line has: each shown line matches.
+	d.keys("/")
+	if !lp.Capturing() {
+		t.Fatal("/ did not open the search")
+	}
+	d.typeText("nginx[")
+	d.keys("enter")
+	if lp.query != "nginx[" || len(lp.matches) < 8 || lp.cur != len(lp.matches)-1 {
+		t.Fatalf("search: %q %d matches, current %d", lp.query, len(lp.matches), lp.cur)
+	}
+	if !strings.Contains(d.view(), "/nginx[ ") {
+		t.Fatalf("the header does not say the search:\n%s", d.view())
+	}
+	d.keys("N", "N")
+	if lp.cur != len(lp.matches)-3 {
+		t.Fatalf("N N: current %d of %d", lp.cur, len(lp.matches))
+	}
+	d.keys("n")
+	if lp.cur != len(lp.matches)-2 {
+		t.Fatalf("n: current %d of %d", lp.cur, len(lp.matches))
+	}
+	d.keys("f")
+	if lp.follow || !strings.Contains(d.view(), "paused") {
+		t.Fatalf("f: still following")
+	}
+	d.keys("G")
+	if !lp.follow || lp.off != 0 {
+		t.Fatalf("G: not following at the end (off %d)", lp.off)
+	}
+	d.keys("esc")
+	if _, ok := d.m.top().(*logsPage); ok {
+		t.Fatal("esc did not close the logs page")
+	}
+	if lp.ctx.Err() == nil {
+		t.Fatal("esc left the log streams open")
+	}
+
+	// On a host's page (→ opens it: l is the logs), l follows its process.
+	d.send(tea.KeyMsg{Type: tea.KeyRight})
+	hpg := topAs[*hostPage](t, d)
+	d.until("the host", func() bool { return hpg.found })
+	d.keys("l")
+	one := topAs[*logsPage](t, d)
+	if len(one.hosts) != 1 || one.hosts[0] != hpg.host || !strings.Contains(one.Title(), "@"+hpg.host.AgentID()) {
+		t.Fatalf("logs of the host page: %s on %v", one.Title(), one.hosts)
+	}
+	d.until("its lines", func() bool { return len(one.lines[0]) > 3 && one.status[0] == "following" })
+	d.keys("esc")
+	topAs[*hostPage](t, d)
+	if one.ctx.Err() == nil {
+		t.Fatal("esc left the log stream open")
+	}
+}
+
+// TestLogsPageFromTaskResult: l on a task's result follows the log of that
+// result's process on that result's host.
+func TestLogsPageFromTaskResult(t *testing.T) {
+	e, _ := simBackend(t, quietSim(6))
+	cfg := config.Default().Console
+	cfg.ConfirmThreshold = 1000
+	d := newDriver(t, e, Options{Guard: time.Nanosecond, Config: cfg, Namespace: "web"}, 120, 40)
+	lbl := topAs[*labelsPage](t, d)
+	d.until("labels", func() bool { return lbl.loaded })
+	d.keys("o")
+	op := topAs[*opPage](t, d)
+	d.until("processes", func() bool { return op.loaded })
+	d.keys("enter", "y")
+	d.until("watch", func() bool { w, ok := d.m.top().(*watchPage); return ok && w.loaded && len(w.shown) > 0 })
+	w := topAs[*watchPage](t, d)
+	d.until("task done", func() bool { return taskFinal(w.task.Status) })
+	r := w.rows[w.shown[w.list.cursor]].r
+	d.keys("l")
+	lp := topAs[*logsPage](t, d)
+	if lp.proc != r.ProcKey || len(lp.hosts) != 1 || lp.hosts[0] != r.Host {
+		t.Fatalf("logs of %s on %v, the result is %s on %s", lp.proc, lp.hosts, r.ProcKey, r.Host.AgentID())
+	}
+	d.until("the stream answers", func() bool { return lp.status[0] != "opening" })
+	if strings.HasPrefix(lp.status[0], "error") {
+		t.Fatalf("the stream: %s", lp.status[0])
+	}
+	d.keys("esc")
+	topAs[*watchPage](t, d)
+	if lp.ctx.Err() == nil {
+		t.Fatal("esc left the log stream open")
+	}
+}
+
+// TestLogsPageScrubsAndHighlights: escape sequences and control characters
+// from a log never reach the frame; a match is highlighted.
+func TestLogsPageScrubsAndHighlights(t *testing.T) {
+	e, _ := simBackend(t, quietSim(4))
+	d := newDriver(t, e, Options{}, 100, 30)
+	h := model.Host{IP: "10.0.0.1"}
+	p := newLogsPage(d.m.s, "web:nginx", []model.Host{h})
+	p.SetSize(100, 28)
+	p.lines, p.status = make([][]string, 1), []string{"following"}
+	p.add(0, model.TailChunk{Data: "boot \x1b]52;c;aGk=\x07ok\n\x1b[2Jcleared\tTAB\nplain\n", Running: true})
+	view := p.View()
+	for _, bad := range []string{"\x1b]52", "\x1b[2J", "\x07", "\t"} {
+		if strings.Contains(view, bad) {
+			t.Fatalf("the view holds %q:\n%q", bad, view)
+		}
+	}
+	if !strings.Contains(view, "boot ok") || !strings.Contains(view, "cleared    TAB") {
+		t.Fatalf("the lines are not kept as text:\n%s", view)
+	}
+	p.setQuery("TAB")
+	if len(p.matches) != 1 || p.cur != 0 {
+		t.Fatalf("matches %v", p.matches)
+	}
+	p.add(0, model.TailChunk{Data: "last\n", Running: false, Next: 10, Size: 10})
+	if p.status[0] != "exited" {
+		t.Fatalf("status after the process exited: %q", p.status[0])
+	}
+	p.add(0, model.TailChunk{Error: "agent unreachable"})
+	if !strings.HasPrefix(p.status[0], "error: agent unreachable") {
+		t.Fatalf("status after an error: %q", p.status[0])
+	}
+}
