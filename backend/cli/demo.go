@@ -104,6 +104,9 @@ func demoHeadless(ctx context.Context, sc scenario.Scenario, w io.Writer) error 
 		case s.Task != nil:
 			c := s.Task.Counts
 			fmt.Fprintf(w, "%s: %d ok, %d failed, %d timeout, %d unreachable\n", s.Task.Status, c.Success, c.Failed, c.Timeout, c.Unreachable)
+			if s.Roll != nil {
+				fmt.Fprintf(w, "%8s  roll %s: %d of %d batches started; %s\n", "", s.Roll.State, s.Roll.Started, len(s.Roll.Batches), s.Roll.Reason)
+			}
 		default:
 			fmt.Fprintln(w, s.Outcome.Message)
 		}

@@ -88,6 +88,7 @@ type StepResult struct {
 	At      time.Time
 	Outcome model.SimOutcome // a control's
 	Task    *model.Task      // an op's, finished
+	Roll    *model.RollView  // a rolled op's batches and why it stopped
 	Err     error            // refused or failed: the story goes on
 }
 
@@ -147,7 +148,7 @@ func (r Runner) do(ctx context.Context, i int, s Step) StepResult {
 		res.Outcome, res.Err = r.Backend.Simulate(ctx, s.Sim)
 		return res
 	}
-	t, err := r.Backend.Operate(ctx, backend.OperateRequest{Op: *s.Op, Selector: s.Sim.Selector, Source: "demo", Operator: "scenario"})
+	t, err := r.Backend.Operate(ctx, backend.OperateRequest{Op: *s.Op, Selector: s.Sim.Selector, Source: "demo", Operator: "scenario", Rollout: s.Rollout})
 	if err != nil {
 		res.Err = err
 		return res
@@ -165,5 +166,6 @@ func (r Runner) do(ctx context.Context, i int, s Step) StepResult {
 		return res
 	}
 	res.Task = &tv.Task
+	res.Roll = tv.Roll
 	return res
 }

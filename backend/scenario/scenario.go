@@ -60,10 +60,16 @@ type Step struct {
 	Sim backend.SimRequest
 	// Op is the operation of an "op" step.
 	Op *model.OpType
+	// Rollout rolls an op step batch by batch (nil: all hosts at once);
+	// checked when the file is parsed.
+	Rollout *model.RolloutSpec
 }
 
 // What is the step in words.
 func (s Step) What() string {
+	if s.Op != nil && s.Rollout != nil {
+		return fmt.Sprintf("rolling %s on %s", *s.Op, s.Sim.Selector.Scope())
+	}
 	if s.Op != nil {
 		return fmt.Sprintf("op %s on %s", *s.Op, s.Sim.Selector.Scope())
 	}
@@ -109,6 +115,16 @@ type stepTable struct {
 	Times        int               `toml:"times"`
 	Every        config.Duration   `toml:"every"`
 	Note         string            `toml:"note"`
+	Rollout      *rolloutTable     `toml:"rollout"`
+}
+
+// rolloutTable is an op step's [step.rollout] (model.RolloutSpec's fields).
+type rolloutTable struct {
+	Batch     string `toml:"batch"`
+	Canary    string `toml:"canary"`
+	Pause     string `toml:"pause"`
+	MaxFail   string `toml:"max_fail"`
+	FailScope string `toml:"fail_scope"`
 }
 
 // share is "3%" or 0.03 in TOML.
@@ -261,6 +277,12 @@ func parseStep(v *model.Validator, p string, st stepTable) (Step, bool) {
 			v.Add(p+"op", err.Error())
 		}
 		s.Op = &op
+		if st.Rollout != nil {
+			spec := model.RolloutSpec{Batch: st.Rollout.Batch, Canary: st.Rollout.Canary, Pause: st.Rollout.Pause,
+				MaxFail: st.Rollout.MaxFail, FailScope: model.FailScope(st.Rollout.FailScope)}
+			spec.Parse(v, p+"rollout.")
+			s.Rollout = &spec
+		}
 		if req.Selector.Namespace == "" {
 			v.Add(p+"namespace", "required for an op step")
 		}
@@ -273,6 +295,9 @@ func parseStep(v *model.Validator, p string, st stepTable) (Step, bool) {
 	}
 	if st.Op != "" {
 		v.Add(p+"op", "only an op step (action = \"op\") takes an op")
+	}
+	if st.Rollout != nil {
+		v.Add(p+"rollout", "only an op step (action = \"op\") is rolled")
 	}
 	var ve model.ValidationError
 	if err := req.Validate(); errors.As(err, &ve) {

@@ -36,6 +36,8 @@ func TestParseRefusals(t *testing.T) {
 		{"bad op", "[[step]]\nat = \"1s\"\naction = \"op\"\nop = \"explode\"\nnamespace = \"web\"\n", []string{"step[0].op"}},
 		{"unknown namespace", "[[step]]\nat = \"1s\"\naction = \"offline\"\nnamespace = \"wbe\"\n", []string{"step[0].namespace"}},
 		{"bad host", "[[step]]\nat = \"1s\"\naction = \"flap\"\nhosts = [\"0:10.0.0.999\"]\n", []string{"step[0].hosts[0]"}},
+		{"bad rollout", "[[step]]\nat = \"1s\"\naction = \"op\"\nop = \"restart\"\nnamespace = \"web\"\n[step.rollout]\nbatch = \"0%\"\npause = \"soon\"\n", []string{"step[0].rollout.batch", "step[0].rollout.pause"}},
+		{"rollout on a control", "[[step]]\nat = \"1s\"\naction = \"offline\"\n[step.rollout]\nbatch = \"10%\"\n", []string{"step[0].rollout"}},
 		{"end before last", "end = \"1s\"\n[[step]]\nat = \"5s\"\naction = \"offline\"\n", []string{"end"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -184,5 +186,45 @@ func TestNoisyNight(t *testing.T) {
 	}
 	if len(r.Final.Offline) != 0 {
 		t.Fatalf("offline at the end: %v", r.Final.Offline)
+	}
+}
+
+func TestRollingRestart(t *testing.T) {
+	r := run(t, "rolling-restart.toml")
+	if r.Steps[0].Outcome.Changed == 0 {
+		t.Fatalf("no host got the broken build: %+v", r.Steps[0].Outcome)
+	}
+	roll := r.Steps[1]
+	if roll.Task == nil || roll.Roll == nil {
+		t.Fatalf("the restart was not rolled: task %+v roll %+v", roll.Task, roll.Roll)
+	}
+	c := roll.Task.Counts
+	if roll.Roll.State != model.RollStateStopped || roll.Roll.Stopped == "" {
+		t.Fatalf("the roll did not stop at the failing batch: %+v", roll.Roll)
+	}
+	// Stopped in the first batch that met a bad host: the batches before
+	// it restarted every host, the stopping batch has the failures (its
+	// hosts are sent at once), the later batches were never sent.
+	if c.Failed+c.Timeout+c.Unreachable == 0 || c.Success == 0 {
+		t.Fatalf("counts %+v of %d targets: want failures and hosts restarted before them", c, roll.Task.Targets)
+	}
+	stopped := -1
+	for i, b := range roll.Roll.Batches {
+		switch {
+		case stopped < 0 && b.Bad == 0:
+			if b.State != "done" || b.OK != b.Size {
+				t.Fatalf("batch %d before the failure: %+v", i+1, b)
+			}
+		case stopped < 0:
+			stopped = i
+		case b.State != model.BatchNotSent || b.OK+b.Running != 0:
+			t.Fatalf("batch %d after the stopping batch %d was touched: %+v", i+1, stopped+1, b)
+		}
+	}
+	if stopped < 1 || stopped == len(roll.Roll.Batches)-1 {
+		t.Fatalf("stopped in batch %d of %d: the scenario wants the canary through and batches left: %+v", stopped+1, len(roll.Roll.Batches), roll.Roll.Batches)
+	}
+	if st := r.Steps[3].Task; st == nil || st.Counts.Success != st.Targets {
+		t.Fatalf("status after the rollback: %+v", st)
 	}
 }
