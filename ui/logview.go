@@ -141,28 +141,28 @@ func (p *logsPage) read(h int, ch <-chan model.TailChunk) tea.Cmd {
 	id, gen, ctx := p.id, p.gen, p.ctx
 	return func() tea.Msg {
 		m := logChunksMsg{id: id, gen: gen, h: h, ch: ch}
-		select {
-		case c, ok := <-ch:
+		for len(m.chunks) < 64 {
+			var c model.TailChunk
+			var ok bool
+			if len(m.chunks) == 0 {
+				select {
+				case c, ok = <-ch:
+				case <-ctx.Done():
+					m.closed = true
+					return m
+				}
+			} else {
+				select {
+				case c, ok = <-ch:
+				default:
+					return m
+				}
+			}
 			if !ok {
 				m.closed = true
 				return m
 			}
 			m.chunks = append(m.chunks, c)
-		case <-ctx.Done():
-			m.closed = true
-			return m
-		}
-		for len(m.chunks) < 64 {
-			select {
-			case c, ok := <-ch:
-				if !ok {
-					m.closed = true
-					return m
-				}
-				m.chunks = append(m.chunks, c)
-			default:
-				return m
-			}
 		}
 		return m
 	}
@@ -330,7 +330,8 @@ func (p *logsPage) length() int {
 	return n
 }
 
-// setQuery puts a search in force and goes to its last match.
+// setQuery puts a search in force and goes to its last match (a flash
+// says when no line has it).
 func (p *logsPage) setQuery(q string) {
 	p.query, p.matches, p.cur = q, nil, -1
 	if q == "" {

@@ -156,6 +156,20 @@ func TestLogsPageScrubsAndHighlights(t *testing.T) {
 	if len(p.matches) != 1 || p.cur != 0 {
 		t.Fatalf("matches %v", p.matches)
 	}
+	p.s.pending = nil
+	p.setQuery("no such words")
+	if len(p.matches) != 0 || len(p.s.pending) != 1 || p.s.pending[0] != (flashMsg{"no line has no such words"}) {
+		t.Fatalf("a search without match: %d matches, posted %v", len(p.matches), p.s.pending)
+	}
+	p.setQuery("TAB")
+	// A stream that ends stops the follow: no further read.
+	p.status[0] = "following"
+	if cmd := p.Update(logChunksMsg{id: p.id, gen: p.gen, h: 0, closed: true}); cmd != nil || p.status[0] != "ended" {
+		t.Fatalf("after the stream ended: %q, another read %v", p.status[0], cmd != nil)
+	}
+	if cmd := p.Update(logChunksMsg{id: p.id, gen: p.gen, h: 0, chunks: []model.TailChunk{{Data: "more\n", Running: true}}}); cmd == nil {
+		t.Fatal("an open stream is not read on")
+	}
 	p.add(0, model.TailChunk{Data: "last\n", Running: false, Next: 10, Size: 10})
 	if p.status[0] != "exited" {
 		t.Fatalf("status after the process exited: %q", p.status[0])
