@@ -325,6 +325,10 @@ func patience(ctx context.Context) (retryFor, hard time.Duration, bounded bool) 
 func do[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	start := time.Now()
 	retryFor, hard, bounded := patience(ctx)
+	if err := backend.StoreDown(ctx); bounded && err != nil {
+		var zero T
+		return zero, err // an earlier call of the request found the store down
+	}
 	deadline := start.Add(retryFor)
 	caller := ctx
 	if bounded {
@@ -343,7 +347,9 @@ func do[T any](ctx context.Context, f func(context.Context) (T, error)) (T, erro
 			return v, err
 		}
 		if !time.Now().Before(deadline) || ctx.Err() != nil {
-			return v, unavailable(time.Since(start), err)
+			err = unavailable(time.Since(start), err)
+			backend.MarkStoreDown(caller, err)
+			return v, err
 		}
 		select {
 		case <-caller.Done():

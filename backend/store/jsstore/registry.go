@@ -76,6 +76,9 @@ func (s *Store) lastProcSeq(ctx context.Context) (uint64, error) {
 	var timeout <-chan time.Time
 	start := time.Now()
 	if _, hard, bounded := patience(ctx); bounded {
+		if err := backend.StoreDown(ctx); err != nil {
+			return 0, err // an earlier call of the request found the store down
+		}
 		tm := time.NewTimer(hard)
 		defer tm.Stop()
 		timeout = tm.C
@@ -86,7 +89,9 @@ func (s *Store) lastProcSeq(ctx context.Context) (uint64, error) {
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	case <-timeout:
-		return 0, unavailable(time.Since(start), context.DeadlineExceeded)
+		err := unavailable(time.Since(start), context.DeadlineExceeded)
+		backend.MarkStoreDown(ctx, err)
+		return 0, err
 	}
 }
 
@@ -238,7 +243,9 @@ func (s *Store) snapshot(ctx context.Context, shared bool) ([]model.ProcessDef, 
 		case <-stall.C:
 			err := fmt.Errorf("registry index behind the bucket (revision %d not delivered): %w", last, errStalled)
 			if _, bounded := backend.StoreWait(ctx); bounded {
-				return nil, unavailable(time.Since(start), err)
+				err = unavailable(time.Since(start), err)
+				backend.MarkStoreDown(ctx, err)
+				return nil, err
 			}
 			return nil, err
 		}

@@ -79,6 +79,32 @@ func TestStoreWaitBound(t *testing.T) {
 			t.Errorf("%s with NATS gone took %s", o.name, o.took)
 		}
 	}
+	// The bound is the request's: once one of its calls found the store
+	// down, its later calls fail at once with that error (a request of
+	// several calls is not kept an attempt's time per call).
+	rctx := backend.WithStoreWait(ctx, bound)
+	first := s.PutProcess(rctx, proc("web", "lighttpd"))
+	if !errors.Is(first, model.ErrUnavailable) {
+		t.Fatalf("first call of a request with NATS gone: %v", first)
+	}
+	down := backend.StoreDown(rctx)
+	if down == nil || !errors.Is(first, down) {
+		t.Fatalf("the request's outage not recorded: %v (first %v)", down, first)
+	}
+	for name, call := range map[string]func() error{
+		"processes": func() error { _, err := s.Processes(rctx); return err },
+		"tasks":     func() error { _, err := s.Tasks(rctx, 10); return err },
+	} {
+		t0 := time.Now()
+		err := call()
+		if !errors.Is(err, model.ErrUnavailable) || !errors.Is(err, down) {
+			t.Errorf("%s after the request found the store down: %v, want %v", name, err, down)
+		}
+		// At once: far less than the attempt (3 s) the first one spent.
+		if took := time.Since(t0); took >= attemptTimeout {
+			t.Errorf("%s after the request found the store down took %s", name, took)
+		}
+	}
 	// Without a bound a call keeps the store's patience: still waiting
 	// when its own context ends.
 	short, cancel := context.WithTimeout(ctx, time.Second)
