@@ -641,7 +641,12 @@ exit 1
 	if r.Status.State == model.ProcFatal {
 		t.Fatalf("state after manual start: %+v", *r.Status)
 	}
-	wantCode(t, do(t, a, model.OpStop, p), model.CodeSuccess, "stop")
+	// The process lives 0.2 s: a loaded machine may answer the stop after
+	// it died again, while it waits in backoff; then the stop is 829 (not
+	// running: the opsem rule for a stop in backoff), nothing else.
+	if stop := do(t, a, model.OpStop, p); stop.Code != model.CodeSuccess {
+		wantCode(t, stop, model.CodeNotRunning, "stop of a flaky process that died again")
+	}
 }
 
 func TestRestartFailuresAreReportedThenGivenUp(t *testing.T) {
