@@ -104,7 +104,7 @@ func BenchmarkFirstScreen100k(b *testing.B) {
 	e := bench100k(b)
 	b.ResetTimer()
 	for b.Loop() {
-		m, err := New(context.Background(), Options{Backend: e, Config: config.Default().Console, Theme: monoTheme(b), Static: true})
+		m, err := New(context.Background(), Options{Backend: e, Config: config.Default().Console, Theme: monoTheme(b), Static: true, Operator: "bench"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -202,7 +202,7 @@ func BenchmarkSelectAllOp100k(b *testing.B) {
 	var heap uint64
 	b.ResetTimer()
 	for b.Loop() {
-		m, err := New(context.Background(), Options{Backend: e, Config: config.Default().Console, Theme: monoTheme(b), Static: true})
+		m, err := New(context.Background(), Options{Backend: e, Config: config.Default().Console, Theme: monoTheme(b), Static: true, Operator: "bench"})
 		if err != nil {
 			b.Fatal(err)
 		}

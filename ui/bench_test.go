@@ -112,7 +112,7 @@ func BenchmarkTaskWatch10k(b *testing.B) {
 // status bar, help) over 10,000 hosts.
 func BenchmarkRootView(b *testing.B) {
 	e, _ := simBackend(b, quietSim(10))
-	m, err := New(context.Background(), Options{Backend: e, Config: config.Default().Console, Theme: monoTheme(b), Static: true})
+	m, err := New(context.Background(), Options{Backend: e, Config: config.Default().Console, Theme: monoTheme(b), Static: true, Operator: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -114,6 +114,9 @@ func newDriver(t testing.TB, be backend.Backend, o Options, w, h int) *driver {
 	if o.Config.Theme == "" {
 		o.Config = config.Default().Console
 	}
+	if o.Operator == "" {
+		o.Operator = "test"
+	}
 	m, err := New(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

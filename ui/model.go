@@ -15,7 +15,6 @@ package ui
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -36,7 +35,11 @@ const (
 	MinHeight = 16
 )
 
-// Options configure the console.
+// Options configure the console. Config is the [console] section as
+// config.Load filled it (its defaults are there, once): New refuses one
+// that does not validate instead of defaulting its fields again. The other
+// fields are the console's own, not in the config: their defaults are
+// here, and only here.
 type Options struct {
 	Backend backend.Backend
 	Config  config.ConsoleConfig
@@ -50,7 +53,8 @@ type Options struct {
 	Namespace string
 	Labels    map[string]string
 	Op        *model.OpType
-	// Operator is recorded on tasks (default $USER).
+	// Operator is recorded on tasks (required: the caller knows who it is,
+	// e.g. the SSH key's operator or the local login name).
 	Operator string
 	// Now is the clock (default time.Now); Guard is how long a new dialog
 	// ignores keys (default 300ms).
@@ -124,6 +128,12 @@ func New(ctx context.Context, o Options) (*Model, error) {
 	if o.Backend == nil {
 		return nil, fmt.Errorf("console: no backend")
 	}
+	if o.Operator == "" {
+		return nil, fmt.Errorf("console: no operator (the name recorded on tasks)")
+	}
+	if err := o.Config.Validate(); err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
 	keys, keyWarnings, err := NewKeyMap(o.Config.Keys)
 	if err != nil {
 		return nil, err
@@ -146,9 +156,6 @@ func New(ctx context.Context, o Options) (*Model, error) {
 	}
 	if o.BatchWindow == 0 {
 		o.BatchWindow = 15 * time.Millisecond
-	}
-	if o.Operator == "" {
-		o.Operator = os.Getenv("USER")
 	}
 	if o.InfoEvery <= 0 {
 		o.InfoEvery = 5 * time.Second

@@ -656,9 +656,23 @@ func TestKeyBurstSplit(t *testing.T) {
 	}
 }
 
+// TestOptionsRefused: the console's config is the one config.Load filled,
+// not defaulted again here; a console without an operator is refused.
+func TestOptionsRefused(t *testing.T) {
+	e, _ := simBackend(t, quietSim(10))
+	if _, err := New(context.Background(), Options{Backend: e, Theme: monoTheme(t), Operator: "test"}); err == nil ||
+		!strings.Contains(err.Error(), "console.recent_tasks") {
+		t.Fatalf("a zero [console] config: %v, want refused naming recent_tasks", err)
+	}
+	if _, err := New(context.Background(), Options{Backend: e, Config: config.Default().Console, Theme: monoTheme(t)}); err == nil ||
+		!strings.Contains(err.Error(), "operator") {
+		t.Fatalf("no operator: %v, want refused", err)
+	}
+}
+
 func TestClosedConsoleMakesNoCalls(t *testing.T) {
 	e, _ := simBackend(t, quietSim(10))
-	m, err := New(context.Background(), Options{Backend: e, Config: config.Default().Console, Theme: monoTheme(t)})
+	m, err := New(context.Background(), Options{Backend: e, Config: config.Default().Console, Theme: monoTheme(t), Operator: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

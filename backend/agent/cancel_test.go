@@ -160,7 +160,9 @@ func TestCancelFromAnotherServer(t *testing.T) {
 	t.Cleanup(anc.Close)
 	sctx, stopServe := context.WithCancel(ctx)
 	served := make(chan error, 1)
-	go func() { served <- transport.ServeAgent(sctx, anc, a, transport.ServeOptions{}) }()
+	go func() {
+		served <- transport.ServeAgent(sctx, anc, a, transport.ServeOptions{HeartbeatInterval: config.Default().NATS.HeartbeatInterval.D()})
+	}()
 	t.Cleanup(func() { stopServe(); <-served })
 
 	server := func(name string) *engine.Engine {
@@ -175,12 +177,14 @@ func TestCancelFromAnotherServer(t *testing.T) {
 		}
 		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
-		st, err := jsstore.New(sctx, js, jsstore.Options{Memory: true})
+		so := jsstore.OptionsFromConfig(config.Default())
+		so.Memory = true
+		st, err := jsstore.New(sctx, js, so)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = st.Close() })
-		d, err := transport.NewDispatcher(conn, transport.DispatcherOptions{})
+		d, err := transport.NewDispatcher(conn, transport.DispatcherOptions{OfflineAfter: config.Default().NATS.OfflineAfter.D()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -182,7 +182,7 @@ func newNATSExec(t *testing.T, a *Agent) *natsExec {
 		t.Fatal(err)
 	}
 	t.Cleanup(snc.Close)
-	disp, err := transport.NewDispatcher(snc, transport.DispatcherOptions{})
+	disp, err := transport.NewDispatcher(snc, transport.DispatcherOptions{OfflineAfter: config.Default().NATS.OfflineAfter.D()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,9 @@ func newNATSExec(t *testing.T, a *Agent) *natsExec {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- transport.ServeAgent(ctx, anc, a, transport.ServeOptions{}) }()
+	go func() {
+		done <- transport.ServeAgent(ctx, anc, a, transport.ServeOptions{HeartbeatInterval: config.Default().NATS.HeartbeatInterval.D()})
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -233,7 +235,7 @@ type simExec struct {
 }
 
 func newSimExec(t *testing.T) *simExec {
-	f := simulator.New(config.SimulatorConfig{Hosts: 3, Seed: 11, Namespaces: []string{"web"}})
+	f := simulator.New(config.SimulatorConfig{Hosts: 3, Seed: 11, Clouds: config.Default().Simulator.Clouds, Namespaces: []string{"web"}})
 	t.Cleanup(func() { _ = f.Close() })
 	return &simExec{f: f, h: model.Host{IP: "10.0.0.1"}}
 }

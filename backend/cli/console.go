@@ -137,7 +137,7 @@ func runConsoleOn(ctx context.Context, be backend.Backend, cfg config.Config, f 
 	if err != nil {
 		return err
 	}
-	o.Backend, o.Config, o.Theme, o.ReadOnly, o.Warnings = be, cfg.Console, th, f.readOnly, cfg.Warnings
+	o.Backend, o.Config, o.Theme, o.ReadOnly, o.Warnings, o.Operator = be, cfg.Console, th, f.readOnly, cfg.Warnings, operator()
 	o.Copy = termenv.NewOutput(out).Copy // c copies with OSC 52
 	m, err := ui.New(ctx, o)
 	if err != nil {

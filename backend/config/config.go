@@ -1,5 +1,18 @@
 // Package config loads gseproc's TOML configuration. Every section has its
 // own file and its own defaults; a missing file means all defaults.
+//
+// Defaults are applied once, here: Default holds every configurable
+// default and Load decodes a file over it, so a key the file leaves out
+// keeps its default and the result is validated whole. The parts built
+// from a config (the engine, the JetStream store, the NATS dispatcher and
+// serving, the simulator, the SSH console, the console) take it as it is:
+// each refuses, naming the field and its key, a zero where the config has
+// a default, instead of defaulting it a second time. A value a part has
+// that the config does not carry (a bucket prefix, a queue size) keeps its
+// default in that part, and only there. Tests that build parts directly
+// start from Default (or the part's XFromConfig), the same single source.
+// A zero that means something (a seed of 0 draws one; a rate of 0 is none)
+// keeps its meaning.
 package config
 
 import (

@@ -64,6 +64,9 @@ func defaultConsole() ConsoleConfig {
 	return ConsoleConfig{Theme: "dark", ConfirmThreshold: 10, RecentTasks: 50}
 }
 
+// Validate checks the section alone (the console calls it from ui.New).
+func (c ConsoleConfig) Validate() error { return c.validate() }
+
 func (c ConsoleConfig) validate() error {
 	var errs []error
 	if !slices.Contains(ConsoleThemes(), c.Theme) {

@@ -71,6 +71,9 @@ func (c SimulatorConfig) validate() error {
 	if c.Clouds < 1 || c.Clouds > 255 {
 		bad("simulator.clouds: %d is out of range [1,255]", c.Clouds)
 	}
+	if len(c.Namespaces) == 0 {
+		bad("simulator.namespaces: needs at least one namespace")
+	}
 	seen := map[string]bool{}
 	for i, ns := range c.Namespaces {
 		switch {

@@ -103,12 +103,26 @@ func WithSimulator(sc SimControl) Option { return func(e *Engine) { e.sim = sc }
 // WithVersion sets the version Info reports.
 func WithVersion(v string) Option { return func(e *Engine) { e.version = v } }
 
+// checkConfig refuses the [engine] fields the engine needs set, naming
+// each: their defaults are the config's, not the engine's.
+func checkConfig(cfg config.EngineConfig) error {
+	var errs []error
+	if cfg.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("engine: concurrency %d must be >= 1 ([engine] concurrency, filled by config.Load)", cfg.Concurrency))
+	}
+	if cfg.LeaseTTL.D() <= 0 {
+		errs = append(errs, fmt.Errorf("engine: lease TTL %s must be > 0 ([engine] lease_ttl, filled by config.Load)", cfg.LeaseTTL.D()))
+	}
+	return errors.Join(errs...)
+}
+
 // New returns an engine; call Start before using it and Close when done.
 // The engine does not own st: its creator closes it after Close.
+//
+// cfg's defaults are the [engine] section's, applied once (config.Default,
+// filled by config.Load): Start refuses a zero Concurrency or LeaseTTL
+// instead of defaulting it a second time.
 func New(cfg config.EngineConfig, d Dispatcher, inv Inventory, st Store, opts ...Option) *Engine {
-	if cfg.Concurrency < 1 {
-		cfg.Concurrency = 1
-	}
 	e := &Engine{
 		cfg: cfg, d: d, inv: inv, st: st,
 		log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -119,9 +133,6 @@ func New(cfg config.EngineConfig, d Dispatcher, inv Inventory, st Store, opts ..
 		subs:     make(map[int]chan model.Event),
 	}
 	e.leaseTTL = cfg.LeaseTTL.D()
-	if e.leaseTTL <= 0 {
-		e.leaseTTL = 10 * time.Second
-	}
 	e.writes.init()
 	e.events.init()
 	e.leaser, _ = st.(Leaser)
@@ -142,6 +153,9 @@ func New(cfg config.EngineConfig, d Dispatcher, inv Inventory, st Store, opts ..
 // unfinished (their non-final targets are dispatched again) and subscribes
 // to the dispatcher's and inventory's events when they are EventSources.
 func (e *Engine) Start(ctx context.Context) error {
+	if err := checkConfig(e.cfg); err != nil {
+		return err
+	}
 	e.mu.Lock()
 	if e.started {
 		e.mu.Unlock()

@@ -87,7 +87,8 @@ func proc(ns, name string, labels map[string]string) model.Process {
 }
 
 func testCfg() config.EngineConfig {
-	return config.EngineConfig{Concurrency: 64, MaxTargets: 100000, KeepTasks: 100}
+	// The lease TTL is the config's default (the one place it lives).
+	return config.EngineConfig{Concurrency: 64, MaxTargets: 100000, KeepTasks: 100, LeaseTTL: config.Default().Engine.LeaseTTL}
 }
 
 // start builds a started engine over f with definition ns:app on every host

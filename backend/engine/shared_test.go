@@ -46,7 +46,9 @@ func sharedStore(t *testing.T, emb *transport.Embedded) *jsstore.Store {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	st, err := jsstore.New(ctx, js, jsstore.Options{Memory: true})
+	so := jsstore.OptionsFromConfig(config.Default())
+	so.Memory = true
+	st, err := jsstore.New(ctx, js, so)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,8 @@ func simEngineWith(tb testing.TB, sc config.SimulatorConfig, ec config.EngineCon
 
 // quietFleet is a fleet that never fails and answers within milliseconds.
 func quietFleet(hosts int) config.SimulatorConfig {
-	return config.SimulatorConfig{Hosts: hosts, Seed: 7, LatencyMedian: config.Duration(time.Millisecond),
+	d := config.Default().Simulator
+	return config.SimulatorConfig{Hosts: hosts, Seed: 7, Clouds: d.Clouds, Namespaces: d.Namespaces, LatencyMedian: config.Duration(time.Millisecond),
 		LatencyP99: config.Duration(5 * time.Millisecond)}
 }
 

@@ -31,7 +31,7 @@ func faultCfg(dir, listen string) config.Config {
 	cfg.NATS.StoreDir = dir
 	// A minute: a successor that had to wait for the lease would be late.
 	cfg.Engine.LeaseTTL = config.Duration(time.Minute)
-	cfg.Simulator = config.SimulatorConfig{Hosts: 10, Seed: 5, Clouds: 1, Demo: true}
+	cfg.Simulator = config.SimulatorConfig{Hosts: 10, Seed: 5, Clouds: 1, Namespaces: config.Default().Simulator.Namespaces, Demo: true}
 	return cfg
 }
 

@@ -138,9 +138,7 @@ func (b *NATS) openStore(ctx context.Context, cfg config.Config, fleet transport
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	nc := cfg.NATS
-	st, err := jsstore.New(ctx, js, jsstore.Options{Replicas: nc.Replicas, MaxEvents: nc.MaxEvents, KeepAudit: cfg.Engine.KeepAudit,
-		MaxAge: cfg.Engine.ResultMaxAge.D(), MaxBytes: cfg.Engine.ResultMaxBytes})
+	st, err := jsstore.New(ctx, js, jsstore.OptionsFromConfig(cfg))
 	if err != nil {
 		return err
 	}

@@ -134,7 +134,7 @@ func TestKill9MidTask(t *testing.T) {
 	}
 	js, _ := jetstream.New(nc)
 	ctx := context.Background()
-	st, err := jsstore.New(ctx, js, jsstore.Options{})
+	st, err := jsstore.New(ctx, js, jsstore.OptionsFromConfig(config.Default()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -151,10 +151,12 @@ type Fleet struct {
 	ops *opledger.Ledger
 }
 
-// New builds the fleet described by cfg. Zero fields of cfg take the
-// defaults of the [simulator] section (a zero config is a usable fleet);
-// out-of-range values panic with the field named, since config.Load has
-// already rejected them for a file (use NewChecked to get an error).
+// New builds the fleet described by cfg. The defaults are the [simulator]
+// section's, once (config.Default, filled by config.Load): cfg is taken as
+// it is, and a field it leaves out of range (a zero Hosts or Clouds, no
+// namespace) panics with the field named, since config.Load has already
+// rejected it for a file (use NewChecked to get an error). A zero Seed
+// draws one.
 func New(cfg config.SimulatorConfig) *Fleet {
 	f, err := NewChecked(cfg)
 	if err != nil {
@@ -165,7 +167,6 @@ func New(cfg config.SimulatorConfig) *Fleet {
 
 // NewChecked is New returning the validation error instead of panicking.
 func NewChecked(cfg config.SimulatorConfig) (*Fleet, error) {
-	cfg = withDefaults(cfg)
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("simulator config: %w", err)
 	}
@@ -204,21 +205,6 @@ func NewChecked(cfg config.SimulatorConfig) (*Fleet, error) {
 		}
 	}
 	return f, nil
-}
-
-// withDefaults fills the fields a caller left zero.
-func withDefaults(c config.SimulatorConfig) config.SimulatorConfig {
-	d := config.Default().Simulator
-	if c.Hosts == 0 {
-		c.Hosts = d.Hosts
-	}
-	if c.Clouds == 0 {
-		c.Clouds = d.Clouds
-	}
-	if len(c.Namespaces) == 0 {
-		c.Namespaces = d.Namespaces
-	}
-	return c
 }
 
 func (f *Fleet) genHosts() {

@@ -768,13 +768,25 @@ func TestConfigValidation(t *testing.T) {
 	assert.Contains(t, err.Error(), "crash_rate")
 }
 
-func TestZeroConfigIsUsable(t *testing.T) {
-	f := New(config.SimulatorConfig{Seed: 1})
+// TestDefaultsOnce: the fleet's defaults are the config's, applied once
+// (config.Default, which config.Load fills): the default config is a
+// usable fleet, a zero one is refused with its fields named instead of
+// defaulted a second time, and a zero seed stays meaningful (it draws one).
+func TestDefaultsOnce(t *testing.T) {
+	d := config.Default().Simulator
+	d.Seed = 1
+	f := New(d)
 	assert.Equal(t, 300, f.Len())
 	assert.NotEmpty(t, f.Definitions())
 	assert.Equal(t, int64(1), f.Seed())
-	g := New(config.SimulatorConfig{})
+	d.Seed = 0
+	g := New(d)
 	assert.NotZero(t, g.Seed(), "seed 0 draws one")
+	_, err := NewChecked(config.SimulatorConfig{Seed: 1})
+	require.Error(t, err)
+	for _, field := range []string{"simulator.hosts", "simulator.clouds", "simulator.namespaces"} {
+		assert.Contains(t, err.Error(), field)
+	}
 }
 
 func TestHundredThousandHosts(t *testing.T) {
@@ -863,7 +875,8 @@ func TestStatusFieldsAreCoherent(t *testing.T) {
 }
 
 func ExampleFleet_Dispatch() {
-	f := New(config.SimulatorConfig{Hosts: 10, Seed: 1, Demo: true})
+	d := config.Default().Simulator
+	f := New(config.SimulatorConfig{Hosts: 10, Seed: 1, Demo: true, Clouds: d.Clouds, Namespaces: d.Namespaces})
 	h := model.Host{IP: "10.0.0.1", CloudID: 1}
 	var proc model.Process
 	for _, d := range f.Definitions() {

@@ -15,6 +15,10 @@
 // alone, closes dead connections: it must never win the race against the
 // key watcher, which would close the session without a word); window resizes reach the console as
 // tea.WindowSizeMsg; at most MaxSessions sessions run at once.
+//
+// IdleTimeout and MaxSessions are the [ssh] section's, their defaults
+// there, once (config.Default, filled by config.Load): New refuses them
+// unset instead of defaulting them a second time.
 package sshconsole
 
 import (
@@ -94,11 +98,8 @@ func New(o Options) (*Server, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	if o.IdleTimeout <= 0 {
-		o.IdleTimeout = 15 * time.Minute
-	}
-	if o.MaxSessions <= 0 {
-		o.MaxSessions = 32
+	if o.IdleTimeout <= 0 || o.MaxSessions < 1 {
+		return nil, fmt.Errorf("ssh console: idle timeout %s and max sessions %d must be > 0 ([ssh] idle_timeout and max_sessions, filled by config.Load)", o.IdleTimeout, o.MaxSessions)
 	}
 	s := &Server{o: o}
 	srv, err := wish.NewServer(

@@ -84,7 +84,12 @@ func TestSSHConsole(t *testing.T) {
 	hostKeyPath := filepath.Join(t.TempDir(), "ssh_host_ed25519_key")
 	cfg := config.Default().Console
 	cfg.ConfirmThreshold = 100000 // a y/N question, not a typed count
-	o := Options{Backend: e, Console: cfg, Keys: keys, HostKeyPath: hostKeyPath, IdleTimeout: time.Minute, Version: "test"}
+	o := Options{Backend: e, Console: cfg, Keys: keys, HostKeyPath: hostKeyPath, IdleTimeout: time.Minute,
+		MaxSessions: config.Default().SSH.MaxSessions, Version: "test"}
+	if _, err := New(Options{Backend: e, Console: cfg, Keys: keys, HostKeyPath: hostKeyPath, Version: "test"}); err == nil ||
+		!strings.Contains(err.Error(), "idle_timeout") {
+		t.Fatalf("unset idle timeout and max sessions: %v, want refused naming them", err)
+	}
 	addr := serve(t, o)
 	var hostKey gossh.PublicKey
 

@@ -22,7 +22,8 @@ import (
 // DispatcherOptions configure the server side.
 type DispatcherOptions struct {
 	// OfflineAfter is how long after its last heartbeat a host turns
-	// offline (default 16s).
+	// offline ([nats] offline_after: its default is the config's, once;
+	// NewDispatcher refuses 0 rather than default it again).
 	OfflineAfter time.Duration
 	// StaticHosts are listed before their agents ever report (state unknown).
 	StaticHosts []model.HostInfo
@@ -146,7 +147,7 @@ type hostEntry struct {
 // asks every agent for a full heartbeat. Close stops it; nc stays open.
 func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 	if opts.OfflineAfter <= 0 {
-		opts.OfflineAfter = 16 * time.Second
+		return nil, fmt.Errorf("nats dispatcher: OfflineAfter %s must be > 0 ([nats] offline_after, filled by config.Load)", opts.OfflineAfter)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

@@ -35,7 +35,9 @@ func ServeFleet(ctx context.Context, nc *nats.Conn, f Fleet, opts ServeOptions) 
 // ServeFleetOn is ServeFleet on the connections of l: when one is closed
 // for good, every host's op subject is subscribed again on the next one.
 func ServeFleetOn(ctx context.Context, l *Link, f Fleet, opts ServeOptions) error {
-	opts.defaults(4096)
+	if err := opts.prepare(4096); err != nil {
+		return err
+	}
 	s := newSession(l, opts, opts.Logger)
 	fs := &fleetServer{f: f, s: s, subs: map[string]model.Host{}, msgs: make(chan *nats.Msg, 1<<16), done: make(chan struct{})}
 	if err := fs.refresh(ctx); err != nil {

@@ -32,9 +32,13 @@ type AgentHandler interface {
 	SubscribeEvents(ctx context.Context, fn func(model.Event))
 }
 
-// ServeOptions tune the agent side.
+// ServeOptions tune the agent side. HeartbeatInterval is the config's
+// ([nats] heartbeat_interval, its default there, once: config.Load fills
+// it); serving refuses 0 rather than default it again. The others are not
+// in the config: their defaults are here, and only here.
 type ServeOptions struct {
-	// HeartbeatInterval (default 5s).
+	// HeartbeatInterval is how often a heartbeat is sent ([nats]
+	// heartbeat_interval).
 	HeartbeatInterval time.Duration
 	// EventBuffer bounds the events kept while the server is unreachable
 	// (default 1000); beyond it the oldest are dropped and counted.
@@ -51,9 +55,11 @@ type ServeOptions struct {
 	Logger    *slog.Logger
 }
 
-func (o *ServeOptions) defaults(maxConc int) {
+// prepare refuses an unset HeartbeatInterval and fills the defaults of
+// the fields the config does not carry (maxConc: MaxConcurrent's).
+func (o *ServeOptions) prepare(maxConc int) error {
 	if o.HeartbeatInterval <= 0 {
-		o.HeartbeatInterval = 5 * time.Second
+		return fmt.Errorf("serve: HeartbeatInterval %s must be > 0 ([nats] heartbeat_interval, filled by config.Load)", o.HeartbeatInterval)
 	}
 	if o.EventBuffer <= 0 {
 		o.EventBuffer = 1000
@@ -67,6 +73,7 @@ func (o *ServeOptions) defaults(maxConc int) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	return nil
 }
 
 // ServeAgent serves a on nc until ctx ends: it answers ops on the host's op
@@ -85,7 +92,9 @@ func ServeAgent(ctx context.Context, nc *nats.Conn, a AgentHandler, opts ServeOp
 // for good, it serves on the next one l dials (the op subscription made
 // again, events buffered meanwhile, a full heartbeat first).
 func ServeAgentOn(ctx context.Context, l *Link, a AgentHandler, opts ServeOptions) error {
-	opts.defaults(256)
+	if err := opts.prepare(256); err != nil {
+		return err
+	}
 	info := a.Identity()
 	id, err := hostID(info.Host)
 	if err != nil {

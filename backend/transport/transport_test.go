@@ -60,8 +60,13 @@ func serverConn(t testing.TB, e *Embedded) *nats.Conn {
 	return nc
 }
 
+// newDispatcher is a dispatcher on nc with o, OfflineAfter the config's
+// default (the one place it lives) when o leaves it zero.
 func newDispatcher(t testing.TB, nc *nats.Conn, o DispatcherOptions) *Dispatcher {
 	t.Helper()
+	if o.OfflineAfter == 0 {
+		o.OfflineAfter = config.Default().NATS.OfflineAfter.D()
+	}
 	d, err := NewDispatcher(nc, o)
 	if err != nil {
 		t.Fatal(err)
@@ -194,19 +199,27 @@ func TestSubjects(t *testing.T) {
 	}
 }
 
+// TestDispatcherRefusesUnsetOfflineAfter: the offline delay is the
+// config's ([nats] offline_after), not defaulted again here.
+func TestDispatcherRefusesUnsetOfflineAfter(t *testing.T) {
+	e := startServer(t, testNATS(t), true)
+	if d, err := NewDispatcher(serverConn(t, e), DispatcherOptions{}); err == nil || !strings.Contains(err.Error(), "offline_after") {
+		if d != nil {
+			_ = d.Close()
+		}
+		t.Fatalf("zero OfflineAfter: %v, want refused naming offline_after", err)
+	}
+}
+
 // TestBadHostIsPermanent: a host without a canonical identity is refused by
 // Dispatch before anything reaches NATS, with ErrBadHost, and the
 // connection stays usable (a 4,200-character zone used to close it).
 func TestBadHostIsPermanent(t *testing.T) {
 	e := startServer(t, testNATS(t), true)
 	nc := serverConn(t, e)
-	d, err := NewDispatcher(nc, DispatcherOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
+	d := newDispatcher(t, nc, DispatcherOptions{})
 	bad := model.Host{IP: "fe80::1%" + strings.Repeat("z", 4200)}
-	_, err = d.Dispatch(context.Background(), bad, model.AgentRequest{TaskID: "t"})
+	_, err := d.Dispatch(context.Background(), bad, model.AgentRequest{TaskID: "t"})
 	if !errors.Is(err, ErrBadHost) {
 		t.Fatalf("Dispatch(zone host) = %v, want ErrBadHost", err)
 	}
@@ -584,7 +597,7 @@ func TestReconnect(t *testing.T) {
 
 func TestServeFleet(t *testing.T) {
 	e := startServer(t, testNATS(t), true)
-	f := simulator.New(config.SimulatorConfig{Hosts: 200, Seed: 7, Clouds: 2, UnreachableRate: 0.05, OfflineRate: 0.05})
+	f := simulator.New(config.SimulatorConfig{Hosts: 200, Seed: 7, Clouds: 2, Namespaces: config.Default().Simulator.Namespaces, UnreachableRate: 0.05, OfflineRate: 0.05})
 	defer f.Close()
 	nc, err := Connect(ClientOptions{URLs: e.ClientURL(), Name: "sim"}, nil)
 	if err != nil {
@@ -705,11 +718,7 @@ func TestMerge(t *testing.T) {
 func TestPoisonTaskFailsOnResume(t *testing.T) {
 	e := startServer(t, testNATS(t), true)
 	nc := serverConn(t, e)
-	d, err := NewDispatcher(nc, DispatcherOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
+	d := newDispatcher(t, nc, DispatcherOptions{})
 	runAgent(t, e.ClientURL(), ClientOptions{Name: "agent"}, echoAgent(h1), ServeOptions{HeartbeatInterval: time.Minute})
 	eventually(t, "agent online", 10*time.Second, func() bool { return d.Online(h1) })
 

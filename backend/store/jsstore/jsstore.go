@@ -68,28 +68,36 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"gseproc/backend"
+	"gseproc/backend/config"
 	"gseproc/backend/engine"
 	"gseproc/model"
 )
 
 // Options configure the store.
+//
+// The fields the config carries have their defaults there, once
+// (config.Default, which config.Load fills a file over): build them with
+// OptionsFromConfig. New refuses a zero one, naming it, instead of
+// defaulting it a second time. Prefix and SweepEvery are not in the
+// config: their defaults are here, and only here.
 type Options struct {
 	// Prefix of bucket and stream names (default "gseproc").
 	Prefix string
-	// Replicas of every bucket and stream: 1 on one server, 3 on a cluster.
+	// Replicas of every bucket and stream: 1 on one server, 3 on a
+	// cluster ([nats] replicas).
 	Replicas int
-	// MaxEvents bounds the event stream (default 10000).
+	// MaxEvents bounds the event stream ([nats] max_events).
 	MaxEvents int
 	// MaxAge is how long a finished task stays readable, with its targets
-	// and results, counted from its end (default 7 days).
+	// and results, counted from its end ([engine] result_max_age).
 	MaxAge time.Duration
 	// MaxBytes caps the task, target and result buckets together: beyond
-	// it the oldest finished tasks go first, whatever their age (default
-	// 1 GiB).
+	// it the oldest finished tasks go first, whatever their age ([engine]
+	// result_max_bytes).
 	MaxBytes int64
 	// SweepEvery is how often retention is applied (default 1 minute).
 	SweepEvery time.Duration
-	// KeepAudit bounds the audit stream (default 1,000,000).
+	// KeepAudit bounds the audit stream ([engine] keep_audit).
 	KeepAudit int
 	// Memory keeps everything in memory on the NATS servers (tests);
 	// the default is file storage.
@@ -145,34 +153,46 @@ const (
 	listTimeout = 30 * time.Second
 )
 
-// Retention defaults (Options.MaxAge, MaxBytes).
-const (
-	DefaultMaxAge   = 7 * 24 * time.Hour
-	DefaultMaxBytes = 1 << 30
-)
+// OptionsFromConfig are the store's options as cfg says: [nats]
+// replicas and max_events, [engine] result_max_age, result_max_bytes and
+// keep_audit.
+func OptionsFromConfig(cfg config.Config) Options {
+	return Options{Replicas: cfg.NATS.Replicas, MaxEvents: cfg.NATS.MaxEvents, KeepAudit: cfg.Engine.KeepAudit,
+		MaxAge: cfg.Engine.ResultMaxAge.D(), MaxBytes: cfg.Engine.ResultMaxBytes}
+}
 
-// New creates (or opens) the buckets and the event stream.
+// check refuses the fields the config fills (see Options) when zero or
+// negative, naming each.
+func (o Options) check() error {
+	var errs []error
+	for _, f := range []struct {
+		bad        bool
+		field, key string
+	}{
+		{o.Replicas < 1, "Replicas", "[nats] replicas"},
+		{o.MaxEvents < 1, "MaxEvents", "[nats] max_events"},
+		{o.MaxAge <= 0, "MaxAge", "[engine] result_max_age"},
+		{o.MaxBytes <= 0, "MaxBytes", "[engine] result_max_bytes"},
+		{o.KeepAudit < 1, "KeepAudit", "[engine] keep_audit"},
+	} {
+		if f.bad {
+			errs = append(errs, fmt.Errorf("Options.%s must be > 0 (%s, filled by config.Load; OptionsFromConfig)", f.field, f.key))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// New creates (or opens) the buckets and the event stream. It refuses
+// options whose configured fields are unset (see Options).
 func New(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, error) {
+	if err := opts.check(); err != nil {
+		return nil, fmt.Errorf("jetstream store: %w", err)
+	}
 	if opts.Prefix == "" {
 		opts.Prefix = "gseproc"
 	}
-	if opts.Replicas <= 0 {
-		opts.Replicas = 1
-	}
-	if opts.MaxEvents <= 0 {
-		opts.MaxEvents = 10000
-	}
-	if opts.MaxAge <= 0 {
-		opts.MaxAge = DefaultMaxAge
-	}
-	if opts.MaxBytes <= 0 {
-		opts.MaxBytes = DefaultMaxBytes
-	}
 	if opts.SweepEvery <= 0 {
 		opts.SweepEvery = time.Minute
-	}
-	if opts.KeepAudit <= 0 {
-		opts.KeepAudit = 1_000_000
 	}
 	storage := jetstream.FileStorage
 	if opts.Memory {

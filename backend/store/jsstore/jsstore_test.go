@@ -58,12 +58,66 @@ func openConn(t testing.TB, nc *nats.Conn, opts Options) *Store {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := New(ctx, js, opts)
+	s, err := New(ctx, js, configured(opts))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// configured is opts with the fields a test left zero as the config's
+// defaults (OptionsFromConfig of config.Default: the one place they live).
+func configured(opts Options) Options {
+	d := OptionsFromConfig(config.Default())
+	d.Prefix, d.SweepEvery, d.Memory = opts.Prefix, opts.SweepEvery, opts.Memory
+	if opts.Replicas != 0 {
+		d.Replicas = opts.Replicas
+	}
+	if opts.MaxEvents != 0 {
+		d.MaxEvents = opts.MaxEvents
+	}
+	if opts.MaxAge != 0 {
+		d.MaxAge = opts.MaxAge
+	}
+	if opts.MaxBytes != 0 {
+		d.MaxBytes = opts.MaxBytes
+	}
+	if opts.KeepAudit != 0 {
+		d.KeepAudit = opts.KeepAudit
+	}
+	return d
+}
+
+// TestOptionsRefusedUnset: the fields the config fills are not defaulted
+// again: a zero one is refused, named with its config key.
+func TestOptionsRefusedUnset(t *testing.T) {
+	e := startNATS(t, natsCfg(t, t.TempDir()))
+	nc, err := e.Connect("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(context.Background(), js, Options{Memory: true})
+	if err == nil {
+		t.Fatal("zero options accepted")
+	}
+	for _, want := range []string{"Replicas", "[nats] replicas", "MaxEvents", "MaxAge", "[engine] result_max_age", "MaxBytes", "KeepAudit"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	o := OptionsFromConfig(config.Default())
+	o.Memory = true
+	s, err := New(context.Background(), js, o)
+	if err != nil {
+		t.Fatalf("the config's defaults refused: %v", err)
+	}
+	_ = s.Close()
 }
 
 func tctx(t testing.TB) context.Context {
