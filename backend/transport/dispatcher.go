@@ -71,6 +71,11 @@ type Dispatcher struct {
 	lateSubs map[int]func(model.LateReply)
 	lateN    int // entries of replies that are late
 	nextLate int
+	// lateQ is the late requests in the order their windows end (each
+	// window is lateWindow long from when it was kept): dropLate looks
+	// only at its head, not at every request waiting. An entry answered
+	// meanwhile is skipped when its window ends.
+	lateQ []lateEntry
 
 	smu      sync.Mutex // natsSubs
 	natsSubs []*nats.Subscription
@@ -125,6 +130,12 @@ type pendingReply struct {
 type lateOp struct {
 	taskID, opID string
 	until        time.Time
+}
+
+// lateEntry is a late request id whose window ends at until.
+type lateEntry struct {
+	id    string
+	until time.Time
 }
 
 // How long, and for how many requests at most, an answer after the
@@ -430,8 +441,10 @@ func (d *Dispatcher) keepLate(id string, host model.HostID, taskID, opID string)
 	if len(d.lateSubs) == 0 || d.lateN >= lateMax {
 		return false
 	}
-	d.replies[id] = pendingReply{host: host, late: &lateOp{taskID: taskID, opID: opID, until: time.Now().Add(lateWindow)}}
+	until := time.Now().Add(lateWindow)
+	d.replies[id] = pendingReply{host: host, late: &lateOp{taskID: taskID, opID: opID, until: until}}
 	d.lateN++
+	d.lateQ = append(d.lateQ, lateEntry{id: id, until: until})
 	return true
 }
 
@@ -472,14 +485,20 @@ func (d *Dispatcher) onLate(p pendingReply, m *nats.Msg, fns []func(model.LateRe
 func (d *Dispatcher) dropLate(now time.Time) {
 	d.rmu.Lock()
 	defer d.rmu.Unlock()
-	if d.lateN == 0 {
-		return
-	}
-	for id, p := range d.replies {
-		if p.late != nil && now.After(p.late.until) {
-			delete(d.replies, id)
+	n := 0
+	for _, q := range d.lateQ {
+		if !now.After(q.until) {
+			break
+		}
+		n++
+		if p, ok := d.replies[q.id]; ok && p.late != nil {
+			delete(d.replies, q.id)
 			d.lateN--
 		}
+	}
+	if n > 0 {
+		clear(d.lateQ[:n])
+		d.lateQ = d.lateQ[n:]
 	}
 }
 
