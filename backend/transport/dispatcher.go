@@ -46,9 +46,8 @@ type Dispatcher struct {
 	hosts map[model.Host]*hostEntry
 	// beats are the same entries by heartbeat subject: a keepalive (most
 	// heartbeats) finds its host without parsing its subject again.
-	beats   map[string]*hostEntry
-	subs    map[int]func(model.Event)
-	nextSub int
+	beats map[string]*hostEntry
+	subs  subscribers[model.Event]
 
 	// Replies: each Dispatch waits on its own id under the addressed
 	// host's reply subject (one subscription for all, as nats.go's own
@@ -68,9 +67,8 @@ type Dispatcher struct {
 	// Late answers: a request whose deadline passed stays in replies (late
 	// set) for lateWindow, at most lateMax of them, while someone
 	// subscribes to late answers (lateSubs).
-	lateSubs map[int]func(model.LateReply)
+	lateSubs subscribers[model.LateReply]
 	lateN    int // entries of replies that are late
-	nextLate int
 	// lateQ is the late requests in the order their windows end (each
 	// window is lateWindow long from when it was kept): dropLate looks
 	// only at its head, not at every request waiting. An entry answered
@@ -168,10 +166,8 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 		hosts:   map[model.Host]*hostEntry{},
 		beats:   map[string]*hostEntry{},
 		hbSeed:  maphash.MakeSeed(),
-		subs:    map[int]func(model.Event){},
 		replies: map[string]pendingReply{}, replyPfx: randomSecret()[:12],
 		reconnected: make(chan struct{}),
-		lateSubs:    map[int]func(model.LateReply){},
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 	}
@@ -438,7 +434,7 @@ wait:
 func (d *Dispatcher) keepLate(id string, host model.HostID, taskID, opID string) bool {
 	d.rmu.Lock()
 	defer d.rmu.Unlock()
-	if len(d.lateSubs) == 0 || d.lateN >= lateMax {
+	if d.lateSubs.empty() || d.lateN >= lateMax {
 		return false
 	}
 	until := time.Now().Add(lateWindow)
@@ -453,20 +449,11 @@ func (d *Dispatcher) keepLate(id string, host model.HostID, taskID, opID string)
 // the op's real outcome, which the timeout recorded for it can be
 // corrected with. Each late answer is delivered once. fn must not block.
 func (d *Dispatcher) SubscribeLate(ctx context.Context, fn func(model.LateReply)) {
-	d.rmu.Lock()
-	id := d.nextLate
-	d.nextLate++
-	d.lateSubs[id] = fn
-	d.rmu.Unlock()
-	context.AfterFunc(ctx, func() {
-		d.rmu.Lock()
-		delete(d.lateSubs, id)
-		d.rmu.Unlock()
-	})
+	d.lateSubs.add(ctx, fn)
 }
 
 // onLate hands a late answer m of request p to the late subscribers.
-func (d *Dispatcher) onLate(p pendingReply, m *nats.Msg, fns []func(model.LateReply)) {
+func (d *Dispatcher) onLate(p pendingReply, m *nats.Msg) {
 	if noResponders(m) || m.Header.Get(StatusHeader) == statusUnreachable {
 		return
 	}
@@ -476,7 +463,7 @@ func (d *Dispatcher) onLate(p pendingReply, m *nats.Msg, fns []func(model.LateRe
 		return
 	}
 	lr := model.LateReply{Host: p.host.Host(), TaskID: p.late.taskID, OpID: p.late.opID, Reply: rep}
-	for _, fn := range fns {
+	for _, fn := range d.lateSubs.list() {
 		fn(lr)
 	}
 }
@@ -514,11 +501,9 @@ func (d *Dispatcher) onReply(m *nats.Msg) {
 	}
 	d.rmu.Lock()
 	p, ok := d.replies[id]
-	var fns []func(model.LateReply)
 	if ok && p.late != nil && p.host == from {
 		delete(d.replies, id) // a late answer counts once
 		d.lateN--
-		fns = slices.Collect(maps.Values(d.lateSubs))
 	}
 	d.rmu.Unlock()
 	switch {
@@ -527,7 +512,7 @@ func (d *Dispatcher) onReply(m *nats.Msg) {
 	case p.host != from:
 		d.log.Warn("dispatcher: reply from another host than the one addressed; ignored", "addressed", p.host.String(), "from", from.String())
 	case p.late != nil:
-		d.onLate(p, m, fns)
+		d.onLate(p, m)
 	default:
 		select {
 		case p.ch <- m:
@@ -610,25 +595,14 @@ func (d *Dispatcher) labels(agent map[string]string) map[string]string {
 // SubscribeEvents calls fn for every event until ctx ends; it returns at
 // once. fn must not block.
 func (d *Dispatcher) SubscribeEvents(ctx context.Context, fn func(model.Event)) {
-	d.mu.Lock()
-	id := d.nextSub
-	d.nextSub++
-	d.subs[id] = fn
-	d.mu.Unlock()
-	context.AfterFunc(ctx, func() {
-		d.mu.Lock()
-		delete(d.subs, id)
-		d.mu.Unlock()
-	})
+	d.subs.add(ctx, fn)
 }
 
 func (d *Dispatcher) emit(evs ...model.Event) {
 	if len(evs) == 0 {
 		return
 	}
-	d.mu.Lock()
-	fns := slices.Collect(maps.Values(d.subs))
-	d.mu.Unlock()
+	fns := d.subs.list()
 	for _, e := range evs {
 		for _, fn := range fns {
 			fn(e)
@@ -782,4 +756,44 @@ func (d *Dispatcher) sweep() {
 			d.emit(ev...)
 		}
 	}
+}
+
+// subscribers is a set of callbacks, each held until the context it was
+// added with ends (SubscribeEvents, SubscribeLate). The zero value is
+// empty and ready.
+type subscribers[T any] struct {
+	mu   sync.Mutex
+	next int
+	fns  map[int]func(T)
+}
+
+// add holds fn until ctx ends.
+func (s *subscribers[T]) add(ctx context.Context, fn func(T)) {
+	s.mu.Lock()
+	if s.fns == nil {
+		s.fns = map[int]func(T){}
+	}
+	id := s.next
+	s.next++
+	s.fns[id] = fn
+	s.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		delete(s.fns, id)
+		s.mu.Unlock()
+	})
+}
+
+// list is the callbacks held now.
+func (s *subscribers[T]) list() []func(T) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Collect(maps.Values(s.fns))
+}
+
+// empty reports whether no callback is held.
+func (s *subscribers[T]) empty() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.fns) == 0
 }

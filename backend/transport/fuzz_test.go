@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
@@ -57,9 +58,9 @@ func FuzzAgentMessages(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, subj string, data []byte) {
 		d := &Dispatcher{opts: DispatcherOptions{OfflineAfter: time.Minute}, log: slog.New(slog.DiscardHandler),
-			hosts: map[model.Host]*hostEntry{}, beats: map[string]*hostEntry{}, subs: map[int]func(model.Event){}, replies: map[string]pendingReply{}}
+			hosts: map[model.Host]*hostEntry{}, beats: map[string]*hostEntry{}, replies: map[string]pendingReply{}}
 		var got []model.Event
-		d.subs[0] = func(e model.Event) { got = append(got, e) }
+		d.subs.add(context.Background(), func(e model.Event) { got = append(got, e) })
 		m := &nats.Msg{Subject: subj, Data: data}
 		d.onHeartbeat(m)
 		d.onEvent(m)
