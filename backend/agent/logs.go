@@ -278,13 +278,14 @@ func pickLogFile(root, name string) (string, error) {
 // the kernel resolves it beneath root (openat2 RESOLVE_BENEATH), so
 // neither ".." nor a symlink (anywhere on the way) can leave it. On a
 // kernel without openat2 the resolved path is checked instead. name ""
-// opens root itself (a log_path that is a file). Only a regular file is
-// opened (never a FIFO or device, which could block or never end).
+// opens root itself (a log_path that is a file), beneath its own
+// directory: the process's account, which often owns that directory,
+// cannot swap the file for a symlink to one the agent (root) would then
+// serve. Only a regular file is opened (never a FIFO or device, which
+// could block or never end).
 func openUnder(root, name string) (*os.File, error) {
 	if name == "" {
-		return openRegular(root, func() (*os.File, error) {
-			return os.OpenFile(root, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-		})
+		root, name = filepath.Split(filepath.Clean(root))
 	}
 	if err := model.CheckLogFile(name); err != nil {
 		return nil, err

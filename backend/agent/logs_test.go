@@ -178,6 +178,17 @@ func TestTailFileNeverLeavesLogPath(t *testing.T) {
 	if c := mustTail(t, a, p, model.TailRequest{Stream: model.LogFile, Offset: 0}); c.Path != "newest.log" || c.Data != "fresh\n" {
 		t.Errorf("newest file: %q %q", c.Path, c.Data)
 	}
+	// A log_path that is a file is opened beneath its own directory: a
+	// symlink there to a file beside it is followed, one out of it (the
+	// account owning the directory swapped the log for it) is refused.
+	p.Spec.Identity.LogPath = filepath.Join(logs, "current.log")
+	if c := mustTail(t, a, p, model.TailRequest{Stream: model.LogFile, Offset: 0}); c.Data != "one\ntwo\n" {
+		t.Errorf("log_path a symlink beside its target: %q", c.Data)
+	}
+	p.Spec.Identity.LogPath = filepath.Join(logs, "escape.log")
+	if r := tailOf(t, a, p, model.TailRequest{Stream: model.LogFile, Offset: 0}); r.Code == 0 || !strings.Contains(r.Message, "outside log_path") || r.Tail != nil {
+		t.Errorf("log_path a symlink out of its directory: code %d %q, want refused", r.Code, r.Message)
+	}
 	// A process without log_path has no files to tail.
 	p.Spec.Identity.LogPath = ""
 	if r := tailOf(t, a, p, model.TailRequest{Stream: model.LogFile, Offset: 0}); r.Code == 0 || !strings.Contains(r.Message, "no log_path") {
