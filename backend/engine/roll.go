@@ -227,21 +227,35 @@ func (e *Engine) rollPool(r *run, b model.Batch) chan struct{} {
 }
 
 // startBatch records that batch b starts (stored before any of its
-// targets is sent).
+// targets is sent). When the store fails, the run is put back to the
+// batch not started, so that the loop's next decision tries the start
+// (and its pause between batches) again instead of sending a batch
+// the record does not know started.
 func (e *Engine) startBatch(r *run, b int) error {
 	r.mu.Lock()
-	st := *r.task.Roll
-	if st.Started > b {
+	prev := r.task.Roll
+	if prev.Started > b {
 		r.mu.Unlock()
 		return nil
 	}
+	st := *prev
 	st.Started = b + 1
 	r.task.Roll = &st
 	if r.task.Status == model.TaskPending {
 		r.task.Status = model.TaskRunning
 	}
 	r.mu.Unlock()
-	return e.storeRun(r)
+	err := e.storeRun(r)
+	if err != nil {
+		r.mu.Lock()
+		if r.task.Roll.Started == b+1 {
+			back := *r.task.Roll
+			back.Started = prev.Started
+			r.task.Roll = &back
+		}
+		r.mu.Unlock()
+	}
+	return err
 }
 
 // stopRoll stops the roll for d's reason: its pending targets are
