@@ -527,6 +527,19 @@ func HostRuns(hosts []Host) []int {
 	return out
 }
 
+// PlanProgress counts results (in target order) per batch of plan and
+// over the whole task.
+func PlanProgress(plan []Batch, results []Result) (prog []BatchProgress, total BatchProgress) {
+	prog = make([]BatchProgress, len(plan))
+	for b, bt := range plan {
+		for i := bt.Lo; i < bt.Hi; i++ {
+			prog[b].Add(results[i])
+			total.Add(results[i])
+		}
+	}
+	return prog, total
+}
+
 // ViewRoll builds the view of task t (a rolling one) from its plan, the
 // progress of each batch and of the whole task, and its control.
 func ViewRoll(t Task, c RollControl, plan []Batch, prog []BatchProgress, total BatchProgress, now time.Time) RollView {

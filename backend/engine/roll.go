@@ -44,13 +44,7 @@ func newRollRun(r *run, c model.RollControl) *rollRun {
 	}
 	rr := &rollRun{spec: *r.task.Rollout, control: c, ctl: make(chan struct{}, 1)}
 	rr.plan = rr.spec.Plan(model.HostRuns(hosts))
-	rr.prog = make([]model.BatchProgress, len(rr.plan))
-	for b, bt := range rr.plan {
-		for i := bt.Lo; i < bt.Hi; i++ {
-			rr.prog[b].Add(r.results[i])
-			rr.total.Add(r.results[i])
-		}
-	}
+	rr.prog, rr.total = model.PlanProgress(rr.plan, r.results)
 	return rr
 }
 
@@ -450,14 +444,7 @@ func (e *Engine) storedRollView(ctx context.Context, t model.Task, results []mod
 		hosts[i] = res.Host
 	}
 	plan := t.Rollout.Plan(model.HostRuns(hosts))
-	prog := make([]model.BatchProgress, len(plan))
-	var total model.BatchProgress
-	for b, bt := range plan {
-		for i := bt.Lo; i < bt.Hi; i++ {
-			prog[b].Add(results[i])
-			total.Add(results[i])
-		}
-	}
+	prog, total := model.PlanProgress(plan, results)
 	var c model.RollControl
 	if e.rolls != nil {
 		var err error
