@@ -190,9 +190,11 @@ func (a *Agent) tail(ctx context.Context, req model.AgentRequest) model.AgentRep
 		}
 		src.name = name
 		src.open = func() (*os.File, error) { return openUnder(root, name) }
-		if _, err := openCheck(src.open); err != nil {
+		f, err := src.open()
+		if err != nil {
 			return refuse(model.CodeCommandFailed, "tail.file: %v", err)
 		}
+		f.Close()
 	}
 	c, err := logtail.Serve(ctx, src, tr, a.cfg.LogTailRate)
 	if err != nil {
@@ -217,15 +219,6 @@ func (a *Agent) running(key string, idx int, s model.LogStream) bool {
 		}
 	}
 	return false
-}
-
-func openCheck(open func() (*os.File, error)) (bool, error) {
-	f, err := open()
-	if err != nil {
-		return false, err
-	}
-	f.Close()
-	return true, nil
 }
 
 // pickLogFile is the file a tail of stream file reads, relative to root
