@@ -55,7 +55,6 @@ type Agent struct {
 	// The registry writer (persist.go): regWant counts the changes made,
 	// regDone those on disk; regFlushed is closed (and replaced) at every
 	// write, regErr is its error. flushMu keeps writes one at a time.
-	regDelay   time.Duration
 	regKick    chan struct{}
 	regWant    uint64
 	regDone    uint64
@@ -162,7 +161,6 @@ func New(cfg config.AgentConfig, log *slog.Logger) (*Agent, error) {
 		groupsPath:   filepath.Join(cfg.DataDir, GroupsFile),
 		poolBreaches: map[string]int{},
 		subs:         map[*subscriber]struct{}{},
-		regDelay:     registryDelay,
 		regKick:      make(chan struct{}, 1),
 		regFlushed:   make(chan struct{}),
 		tails:        make(chan struct{}, maxTails),

@@ -40,7 +40,7 @@ func (a *Agent) persister() {
 			return
 		case <-a.regKick:
 		}
-		t := time.NewTimer(a.regDelay)
+		t := time.NewTimer(registryDelay)
 		select {
 		case <-a.ctx.Done():
 			t.Stop()
