@@ -72,22 +72,23 @@ const (
 // PauseManual is RolloutSpec.Pause for "wait until an operator resumes".
 const PauseManual = "manual"
 
-// RolloutSpec is a rollout as requests and the task record write it.
+// RolloutSpec is a rollout as requests, the task record and scenario
+// files ([step.rollout]) write it.
 type RolloutSpec struct {
 	// Batch is the hosts of one batch: "10" or "10%" of the task's hosts.
-	Batch string `json:"batch"`
+	Batch string `json:"batch" toml:"batch"`
 	// Canary is the hosts of an optional first batch ("", "1", "5%"): a
 	// failure in it stops the roll whatever MaxFail says.
-	Canary string `json:"canary,omitempty"`
+	Canary string `json:"canary,omitempty" toml:"canary"`
 	// Pause between batches: a duration ("30s"), "manual" (until an
 	// operator resumes) or "" / "0" (none).
-	Pause string `json:"pause,omitempty"`
+	Pause string `json:"pause,omitempty" toml:"pause"`
 	// MaxFail is the failures tolerated ("0" when empty: the first
 	// failure stops the roll), a count or a percentage of FailScope's
 	// hosts. Unreachable and timed-out hosts are failures.
-	MaxFail string `json:"max_fail,omitempty"`
+	MaxFail string `json:"max_fail,omitempty" toml:"max_fail"`
 	// FailScope is "batch" (default) or "task".
-	FailScope FailScope `json:"fail_scope,omitempty"`
+	FailScope FailScope `json:"fail_scope,omitempty" toml:"fail_scope"`
 }
 
 // Rollout is a parsed, valid RolloutSpec.

@@ -99,32 +99,23 @@ type fleetTable struct {
 }
 
 type stepTable struct {
-	At           string            `toml:"at"`
-	Action       string            `toml:"action"`
-	Op           string            `toml:"op"`
-	Namespace    string            `toml:"namespace"`
-	Name         string            `toml:"name"`
-	Labels       map[string]string `toml:"labels"`
-	Hosts        []string          `toml:"hosts"`
-	Share        share             `toml:"share"`
-	Count        int               `toml:"count"`
-	Latency      config.Duration   `toml:"latency"`
-	LatencyP99   config.Duration   `toml:"latency_p99"`
-	Rate         *float64          `toml:"rate"`
-	RestartFails share             `toml:"restart_fails"`
-	Times        int               `toml:"times"`
-	Every        config.Duration   `toml:"every"`
-	Note         string            `toml:"note"`
-	Rollout      *rolloutTable     `toml:"rollout"`
-}
-
-// rolloutTable is an op step's [step.rollout] (model.RolloutSpec's fields).
-type rolloutTable struct {
-	Batch     string `toml:"batch"`
-	Canary    string `toml:"canary"`
-	Pause     string `toml:"pause"`
-	MaxFail   string `toml:"max_fail"`
-	FailScope string `toml:"fail_scope"`
+	At           string             `toml:"at"`
+	Action       string             `toml:"action"`
+	Op           string             `toml:"op"`
+	Namespace    string             `toml:"namespace"`
+	Name         string             `toml:"name"`
+	Labels       map[string]string  `toml:"labels"`
+	Hosts        []string           `toml:"hosts"`
+	Share        share              `toml:"share"`
+	Count        int                `toml:"count"`
+	Latency      config.Duration    `toml:"latency"`
+	LatencyP99   config.Duration    `toml:"latency_p99"`
+	Rate         *float64           `toml:"rate"`
+	RestartFails share              `toml:"restart_fails"`
+	Times        int                `toml:"times"`
+	Every        config.Duration    `toml:"every"`
+	Note         string             `toml:"note"`
+	Rollout      *model.RolloutSpec `toml:"rollout"`
 }
 
 // share is "3%" or 0.03 in TOML.
@@ -278,8 +269,7 @@ func parseStep(v *model.Validator, p string, st stepTable) (Step, bool) {
 		}
 		s.Op = &op
 		if st.Rollout != nil {
-			spec := model.RolloutSpec{Batch: st.Rollout.Batch, Canary: st.Rollout.Canary, Pause: st.Rollout.Pause,
-				MaxFail: st.Rollout.MaxFail, FailScope: model.FailScope(st.Rollout.FailScope)}
+			spec := *st.Rollout
 			spec.Parse(v, p+"rollout.")
 			s.Rollout = &spec
 		}
