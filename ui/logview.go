@@ -499,8 +499,8 @@ func markMatches(s, q string, st lipgloss.Style) string {
 			return b.String()
 		}
 		b.WriteString(s[:i])
-		b.WriteString(st.Render(s[i : i+len(q)]))
-		s, ls = s[i+len(q):], ls[i+len(q):]
+		b.WriteString(st.Render(s[i : i+len(lq)]))
+		s, ls = s[i+len(lq):], ls[i+len(lq):]
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
 
 	"gseproc/backend/config"
 	"gseproc/model"
@@ -177,5 +178,18 @@ func TestLogsPageScrubsAndHighlights(t *testing.T) {
 	p.add(0, model.TailChunk{Error: "agent unreachable"})
 	if !strings.HasPrefix(p.status[0], "error: agent unreachable") {
 		t.Fatalf("status after an error: %q", p.status[0])
+	}
+}
+
+// A search whose lower case is shorter than itself (the Kelvin sign is
+// three bytes, its lower case "k" one) highlights the match and does
+// not cut the line past its end.
+func TestMarkMatchesFoldShorter(t *testing.T) {
+	st := lipgloss.NewStyle()
+	if got := markMatches("ok", "\u212a", st); got != "ok" {
+		t.Fatalf("markMatches(ok, K) = %q, want %q", got, "ok")
+	}
+	if got := markMatches("kkk", "\u212a\u212a", st); got != "kkk" {
+		t.Fatalf("markMatches(kkk, KK) = %q", got)
 	}
 }
