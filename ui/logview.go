@@ -224,7 +224,7 @@ func (p *logsPage) add(h int, c model.TailChunk) {
 func (p *logsPage) push(h int, line string) {
 	p.lines[h] = append(p.lines[h], line)
 	p.all = append(p.all, logLine{h, len(p.lines[h]) - 1})
-	if p.query != "" && strings.Contains(strings.ToLower(line), strings.ToLower(p.query)) {
+	if p.query != "" && containsFold(line, p.query) {
 		p.matches = append(p.matches, logLine{h, len(p.lines[h]) - 1})
 	}
 	if !p.follow && !p.side {
@@ -337,9 +337,8 @@ func (p *logsPage) setQuery(q string) {
 	if q == "" {
 		return
 	}
-	lq := strings.ToLower(q)
 	for _, l := range p.all {
-		if strings.Contains(strings.ToLower(p.lines[l.h][l.i]), lq) {
+		if containsFold(p.lines[l.h][l.i], q) {
 			p.matches = append(p.matches, l)
 		}
 	}
