@@ -616,18 +616,7 @@ func (f *Fleet) Config() config.SimulatorConfig {
 // heartbeat would (engine.StatusSource). Hosts whose agent is offline or
 // unreachable report nothing: the engine keeps their last known state.
 func (f *Fleet) Statuses(h model.Host) []model.ProcStatus {
-	i, ok := f.lookup(h)
-	if !ok {
-		return nil
-	}
-	sh := &f.hosts[i]
-	now := f.now()
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if sh.away() {
-		return nil
-	}
-	return f.procStatuses(nil, i, sh, now)
+	return f.AppendStatuses(nil, h)
 }
 
 // AppendStatuses appends what Statuses(h) returns to dst
