@@ -136,35 +136,13 @@ func (p *logsPage) open() tea.Cmd {
 }
 
 // read waits for the next chunks of host h's stream (those already
-// waiting come in the same message).
+// waiting come in the same message). The channel closes when p.ctx ends
+// (backend.Logs), so the read ends with the page.
 func (p *logsPage) read(h int, ch <-chan model.TailChunk) tea.Cmd {
-	id, gen, ctx := p.id, p.gen, p.ctx
+	id, gen := p.id, p.gen
 	return func() tea.Msg {
-		m := logChunksMsg{id: id, gen: gen, h: h, ch: ch}
-		for len(m.chunks) < 64 {
-			var c model.TailChunk
-			var ok bool
-			if len(m.chunks) == 0 {
-				select {
-				case c, ok = <-ch:
-				case <-ctx.Done():
-					m.closed = true
-					return m
-				}
-			} else {
-				select {
-				case c, ok = <-ch:
-				default:
-					return m
-				}
-			}
-			if !ok {
-				m.closed = true
-				return m
-			}
-			m.chunks = append(m.chunks, c)
-		}
-		return m
+		chunks, closed := drain(ch, 64, 0)
+		return logChunksMsg{id: id, gen: gen, h: h, chunks: chunks, ch: ch, closed: closed}
 	}
 }
 
