@@ -114,7 +114,9 @@ func (a *Agent) once(ctx context.Context, e *entry, req model.AgentRequest) resu
 		e.release()
 		// The answer (and the ledger's record of it) comes after what the
 		// op changed is on disk: an answered op survives an agent crash.
-		if err := a.waitPersisted(ctx); err != nil {
+		// A cancelled or late op changed things too: the wait is the
+		// agent's (the writer takes registryDelay), not the request's.
+		if err := a.waitPersisted(a.ctx); err != nil {
 			a.log.Error("op answered before its change to the hosting registry was written", "proc", e.key, "op", req.Op.String(), "err", err)
 		}
 		// Whatever step the cancel interrupted, the op as a whole was
