@@ -866,18 +866,40 @@ func TestOneShot(t *testing.T) {
 		t.Fatalf("one-shot status: %+v", *r.Status)
 	}
 
-	// A one-shot that comes up (outlives min_start_wait, 1 s here), then
-	// fails: retried, then given up.
-	failing, fdir := setup(t, "oncefail", nil)
-	failing.Spec.Control.StartCmd = "echo run >> runs.log; sleep 1.5; exit 4"
-	failing.Spec.Policy.AutoType = model.AutoOneShot
-	failing.Spec.Policy.StartRetries = 2
-	wantCode(t, do(t, a, model.OpStart, failing), model.CodeSuccess, "failing one-shot start")
-	eventually(t, 15*time.Second, "failing one-shot given up", func() bool { return len(ev.of(model.EventGiveUp)) == 1 })
+	// A one-shot's result is its exit status, however long after
+	// min_start_wait (1 s here) and start_check_secs (0) it exits: no
+	// timing window decides it. It failed: not hosted, not retried.
 	count := func(dir string) int {
 		b, _ := os.ReadFile(filepath.Join(dir, "runs.log"))
 		return strings.Count(string(b), "run")
 	}
+	late, ldir := setup(t, "oncelate", nil)
+	late.Spec.Control.StartCmd = "echo run >> runs.log; sleep 1.5; exit 5"
+	late.Spec.Policy.AutoType = model.AutoOneShot
+	late.Spec.Policy.StartRetries = 2
+	r = do(t, a, model.OpStart, late)
+	wantCode(t, r, model.CodeCommandFailed, "one-shot exiting 5 after the start check")
+	if !strings.Contains(r.Message, "exit status 5") || r.Status.ExitStatus != 5 || r.Status.State.Up() || r.Status.Hosted {
+		t.Fatalf("one-shot exiting 5 late: %q, status %+v", r.Message, *r.Status)
+	}
+
+	// A one-shot still running when its op_timeout (1 s) ends is answered
+	// running and hosted; when it fails it is retried by its policy, then
+	// given up. It exits when the test says so (a file), not on a clock.
+	failing, fdir := setup(t, "oncefail", nil)
+	failing.Spec.Control.StartCmd = "echo run >> runs.log; while [ ! -e go ]; do sleep 0.05; done; exit 4"
+	failing.Spec.Policy.AutoType = model.AutoOneShot
+	failing.Spec.Policy.StartRetries = 2
+	failing.Spec.Policy.OpTimeout = 1
+	r = do(t, a, model.OpStart, failing)
+	wantCode(t, r, model.CodeSuccess, "failing one-shot start")
+	if r.Status.State != model.ProcRunning || !strings.Contains(r.Status.Message, "still running after op_timeout") {
+		t.Fatalf("one-shot running past op_timeout: %+v", *r.Status)
+	}
+	if err := os.WriteFile(filepath.Join(fdir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "failing one-shot given up", func() bool { return len(ev.of(model.EventGiveUp)) == 1 })
 	if n := count(fdir); n != 3 {
 		t.Fatalf("failing one-shot ran %d times, want 1 + 2 retries", n)
 	}
@@ -887,17 +909,23 @@ func TestOneShot(t *testing.T) {
 	if n := count(cdir); n != 1 {
 		t.Fatalf("clean one-shot ran %d times", n)
 	}
-	// A one-shot failing within its start check is a command failure, also
-	// with start_check_secs 0 (the check lasts min_start_wait), however
-	// late the shell gets to run: the agent's min_start_wait is wide here.
-	wide := newAgent(t, "", func(c *config.AgentConfig) { c.MinStartWait = config.Duration(30 * time.Second) })
+	if n := count(ldir); n != 1 {
+		t.Fatalf("one-shot that failed its start ran %d times", n)
+	}
+	// A one-shot failing at once is a command failure too, also with
+	// start_check_secs 0, on an agent whose min_start_wait is short or
+	// wide.
 	fast, _ := setup(t, "oncefast", nil)
 	fast.Spec.Control.StartCmd = "exit 5"
 	fast.Spec.Policy.AutoType = model.AutoOneShot
-	r = do(t, wide, model.OpStart, fast)
-	wantCode(t, r, model.CodeCommandFailed, "one-shot failing at once")
-	if !strings.Contains(r.Message, "exit status 5") {
-		t.Fatalf("one-shot failing at once: %q", r.Message)
+	short := newAgent(t, "", func(c *config.AgentConfig) { c.MinStartWait = config.Duration(time.Millisecond) })
+	wide := newAgent(t, "", func(c *config.AgentConfig) { c.MinStartWait = config.Duration(30 * time.Second) })
+	for _, ag := range []*Agent{short, wide} {
+		r = do(t, ag, model.OpStart, fast)
+		wantCode(t, r, model.CodeCommandFailed, "one-shot failing at once")
+		if !strings.Contains(r.Message, "exit status 5") {
+			t.Fatalf("one-shot failing at once: %q", r.Message)
+		}
 	}
 }
 

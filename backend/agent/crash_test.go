@@ -22,6 +22,13 @@ import (
 // two hosted processes and then waits to be killed.
 const crashChildEnv = "GSEPROC_AGENT_CRASH_CHILD"
 
+// oneShot gives a one-shot's start a short op_timeout: it answers (running)
+// when that ends.
+func oneShot(p model.Process) model.Process {
+	p.Spec.Policy.OpTimeout = 1
+	return p
+}
+
 func crashProcs(dir string) []model.Process {
 	mk := func(name, start string, typ model.AutoType) model.Process {
 		return model.Process{
@@ -38,8 +45,9 @@ func crashProcs(dir string) []model.Process {
 		mk("daemon", "sleep 300 >/dev/null 2>&1 & echo $! > daemon.pid", model.AutoResident),
 		// A foreground server: the agent's own child (sh execs sleep).
 		mk("fg", "echo $$ > fg.pid; exec sleep 300", model.AutoResident),
-		// A one-shot job still running: the agent's child too.
-		mk("job", "sleep 300", model.AutoOneShot),
+		// A one-shot job still running: the agent's child too (its
+		// start answers running when op_timeout ends, 1 s here).
+		oneShot(mk("job", "sleep 300", model.AutoOneShot)),
 	}
 }
 

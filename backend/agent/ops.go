@@ -524,8 +524,13 @@ func (a *Agent) env(p model.Process, u *unit) []string {
 // the start check. For a resident process: within the window after the
 // command (start_check_secs .. max(begin, end), at least min_start_wait)
 // the pid file must name a live process started after the launch, alive
-// at start_check_secs. For a job (type 0, 2): the command itself is the
-// process; it must not fail within start_check_secs. u is in STARTING.
+// at start_check_secs. For a periodic job (type 0): the command itself is
+// the process; it must not fail within start_check_secs (at least
+// min_start_wait). For a one-shot (type 2) the op's result is the
+// command's exit status, whatever its timing: the op waits for it to end
+// (0: success, done; other: 65535 with the status); a one-shot still
+// running when op_timeout ends is answered running (success), and its
+// exit goes to the restart policy like any hosted run's. u is in STARTING.
 func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op model.OpType) result {
 	cmd, has := p.Command(op)
 	what := "start_cmd"
@@ -551,6 +556,7 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 		return fail0(cmdResult(what, -1, "", err))
 	}
 	job := p.Spec.Policy.AutoType != model.AutoResident
+	oneShot := p.Spec.Policy.AutoType == model.AutoOneShot
 	begin, end := p.CheckWindow()
 	beginD := time.Duration(begin) * time.Second
 	window := max(time.Duration(end)*time.Second, a.cfg.MinStartWait.D())
@@ -579,6 +585,11 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 			if c.status != 0 {
 				out := c.output(a.cfg.OutputLimit)
 				c.close()
+				if oneShot { // its status, as a run the watcher saw end would have it
+					a.mu.Lock()
+					u.exitStatus = c.status
+					a.mu.Unlock()
+				}
 				return fail0(cmdResult(what, c.status, out, nil))
 			}
 		}
@@ -598,12 +609,22 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 			}
 			// Up for the whole check (at least min_start_wait, so that a
 			// job failing at once is a failure whatever the poll's timing).
-			if now.Sub(c.at) >= max(beginD, a.cfg.MinStartWait.D()) {
+			// A one-shot's result is its exit status: it is awaited for
+			// the whole op_timeout.
+			up := max(beginD, a.cfg.MinStartWait.D())
+			if oneShot {
+				up = timeout
+			}
+			if now.Sub(c.at) >= up && !(oneShot && cancelled(ctx)) {
 				a.mu.Lock()
 				u.pid, u.tick = c.pid, c.tick
 				a.ownLocked(u, c)
 				u.lastStart, u.upSince = c.at.Unix(), now
-				a.setStateLocked(u, model.ProcRunning, what+" running")
+				msg := what + " running"
+				if oneShot {
+					msg = fmt.Sprintf("one-shot %s still running after op_timeout %s; its exit is handled as a hosted run's", what, timeout)
+				}
+				a.setStateLocked(u, model.ProcRunning, msg)
 				a.watchLocked(u)
 				a.mu.Unlock()
 				return ok()
