@@ -721,6 +721,14 @@ func TestRegistryQueries(t *testing.T) {
 	if len(hv) != 4 || len(hv[0].Procs) != 2 || len(hv[1].Procs) != 1 {
 		t.Fatalf("all hosts: %+v", hv)
 	}
+	// LendProcess finds one definition by key, as Processes does.
+	for _, key := range []string{"ns:app", "ns:db", "ns:dc", "ns:", "ns", "other:app"} {
+		d, ok, err := e.LendProcess(ctx, key)
+		want := key == "ns:app" || key == "ns:db"
+		if err != nil || ok != want || (ok && (d.Process.Key() != key || d.Rev == 0 || len(d.Hosts) == 0)) {
+			t.Errorf("LendProcess(%q) = %v %v %v, want found %v", key, d.Process.Key(), ok, err, want)
+		}
+	}
 	// What Processes returns is the caller's: changing it in place
 	// changes nothing in the registry (the store may lend its own).
 	mine, _ := e.Processes(ctx, backend.ProcQuery{Namespace: "ns", Name: "db"})

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"gseproc/backend"
@@ -84,6 +85,21 @@ func TestSelectorText(t *testing.T) {
 	} {
 		if got := selectorText(c.sel); got != c.want {
 			t.Errorf("selectorText(%+v) = %q, want %q", c.sel, got, c.want)
+		}
+	}
+}
+
+// TestCompareKey: compareKey orders (namespace, name) exactly as the
+// strings "namespace:name" compare, which is the registry's order.
+func TestCompareKey(t *testing.T) {
+	keys := []string{"", "a", "a:", "a:b", "a:c", "a-b:x", "a.b:x", "a:y", "ab:a", "b", "gse:bkmonitorbeat", "gse:bk", "gse;x", "gse9:x", "gs"}
+	defs := [][2]string{{"a", ""}, {"a", "b"}, {"a-b", "x"}, {"a", "y"}, {"ab", "a"}, {"gse", "bk"}, {"gse", "bkmonitorbeat"}, {"", ""}, {"", "x"}, {"gse:", "x"}}
+	for _, d := range defs {
+		for _, k := range keys {
+			want := strings.Compare(d[0]+":"+d[1], k)
+			if got := compareKey(d[0], d[1], k); got != want {
+				t.Errorf("compareKey(%q, %q, %q) = %d, want %d", d[0], d[1], k, got, want)
+			}
 		}
 	}
 }

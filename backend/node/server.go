@@ -205,6 +205,15 @@ func (n *Server) Close() error {
 
 // backend is the engine, or an error saying why there is none yet.
 func (n *Server) backend() (backend.Backend, error) {
+	e, err := n.ready()
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// ready is the started engine, or an error saying why there is none yet.
+func (n *Server) ready() (*engine.Engine, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	switch {
@@ -252,6 +261,15 @@ func (n *Server) Processes(ctx context.Context, q backend.ProcQuery) ([]model.Pr
 		return nil, err
 	}
 	return b.Processes(ctx, q)
+}
+
+// LendProcess is the engine's: one definition, lent read only.
+func (n *Server) LendProcess(ctx context.Context, key string) (model.ProcessDef, bool, error) {
+	e, err := n.ready()
+	if err != nil {
+		return model.ProcessDef{}, false, err
+	}
+	return e.LendProcess(ctx, key)
 }
 
 func (n *Server) SaveProcess(ctx context.Context, def model.ProcessDef) error {
