@@ -62,3 +62,16 @@ func TestPercentilesAndSummary(t *testing.T) {
 		t.Fatalf("targets = %q", n)
 	}
 }
+
+func TestMetricValue(t *testing.T) {
+	text := "# HELP go_memstats_mallocs_total Total number of heap objects allocated.\n" +
+		"# TYPE go_memstats_mallocs_total counter\n" +
+		"go_memstats_mallocs_total_x 7\n" +
+		"go_memstats_mallocs_total 1.234567e+06\n"
+	if n, err := metricValue(text, "go_memstats_mallocs_total"); err != nil || n != 1234567 {
+		t.Fatalf("metricValue = %d, %v; want 1234567", n, err)
+	}
+	if _, err := metricValue(text, "go_gc_duration_seconds"); err == nil {
+		t.Fatal("a missing metric: want an error")
+	}
+}

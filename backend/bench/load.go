@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,7 +42,10 @@ type LoadResult struct {
 	Errors             map[string]int // by kind
 	ServerRSS, PeakRSS int64
 	ServerCPU          time.Duration
-	MaxConsumers       int
+	// ServerAllocs is how many heap objects the server allocated during
+	// the load (its go_memstats_mallocs_total; 0 when unread).
+	ServerAllocs uint64
+	MaxConsumers int
 }
 
 // Operate starts the server and fleet and runs the load.
@@ -96,6 +100,10 @@ func (r LoadResult) print(w io.Writer, o LoadOptions) {
 		r.Calls, r.Elapsed.Round(time.Millisecond), rate, okRate, ms(r.P50), ms(r.P99), ms(r.Max))
 	fmt.Fprintf(w, "server: RSS %s (peak %s), CPU %s; JetStream consumers at most %d\n",
 		mb(r.ServerRSS), mb(r.PeakRSS), r.ServerCPU.Round(time.Millisecond), r.MaxConsumers)
+	if r.Calls > 0 {
+		fmt.Fprintf(w, "server per call: CPU %.3f ms, %d allocations\n",
+			float64(r.ServerCPU)/float64(time.Millisecond)/float64(r.Calls), r.ServerAllocs/uint64(r.Calls))
+	}
 	if len(r.Errors) == 0 {
 		fmt.Fprintln(w, "errors: none")
 		return
@@ -110,10 +118,6 @@ func (r LoadResult) print(w io.Writer, o LoadOptions) {
 func (e *env) load(ctx context.Context, o LoadOptions, hosts []model.Host) (LoadResult, error) {
 	var res LoadResult
 	pid := e.server.cmd.Process.Pid
-	u0, err := readUsage(pid)
-	if err != nil {
-		return res, err
-	}
 	hc := &http.Client{
 		Timeout: 5 * time.Second,
 		Transport: &http.Transport{
@@ -125,6 +129,11 @@ func (e *env) load(ctx context.Context, o LoadOptions, hosts []model.Host) (Load
 	defer hc.CloseIdleConnections()
 	endpoint := e.url + "/api/c/compapi/v2/gse/operate_proc/"
 
+	m0, merr := e.mallocs(ctx, hc)
+	u0, err := readUsage(pid)
+	if err != nil {
+		return res, err
+	}
 	lctx, cancel := context.WithTimeout(ctx, o.Duration)
 	defer cancel()
 	var next atomic.Int64
@@ -201,6 +210,9 @@ func (e *env) load(ctx context.Context, o LoadOptions, hosts []model.Host) (Load
 	if err != nil {
 		return res, err
 	}
+	if m1, err := e.mallocs(ctx, hc); err == nil && merr == nil {
+		res.ServerAllocs = m1 - m0
+	}
 	res.ServerRSS, res.PeakRSS, res.ServerCPU = u1.RSS, max(peakRSS, u1.RSS), u1.CPU-u0.CPU
 	return res, nil
 }
@@ -240,4 +252,40 @@ func call(ctx context.Context, hc *http.Client, url string, body []byte) string 
 	}
 	msg, _, _ := strings.Cut(env.Message, ":")
 	return fmt.Sprintf("code %d: %s", env.Code, msg)
+}
+
+// mallocs reads the server's count of heap allocations so far from its
+// /metrics (go_memstats_mallocs_total).
+func (e *env) mallocs(ctx context.Context, hc *http.Client) (uint64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("bench: read metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("bench: read metrics: %w", err)
+	}
+	return metricValue(string(body), "go_memstats_mallocs_total")
+}
+
+// metricValue is the value of the unlabelled metric name in a Prometheus
+// text exposition.
+func metricValue(text, name string) (uint64, error) {
+	for line := range strings.Lines(text) {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" ")
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			return 0, fmt.Errorf("bench: metric %s: %w", name, err)
+		}
+		return uint64(f), nil
+	}
+	return 0, fmt.Errorf("bench: metric %s not found", name)
 }
