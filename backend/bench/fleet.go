@@ -291,12 +291,16 @@ type profiler struct {
 	mu   sync.Mutex
 }
 
-// startProfile begins a CPU profile of ProfileSeconds (nil when not profiling).
+// startProfile takes a heap profile and begins a CPU profile of
+// ProfileSeconds (nil when not profiling).
 func (e *env) startProfile() *profiler {
 	if e.pprof == "" {
 		return nil
 	}
 	p := &profiler{e: e, dir: e.setup.ProfileDir}
+	// The heap profile's allocation counts are since the server started:
+	// this one, taken before, is their base (pprof -base).
+	p.fetch("heap-before.pprof", "heap")
 	p.wg.Go(func() {
 		p.fetch("cpu.pprof", fmt.Sprintf("profile?seconds=%d", e.setup.ProfileSeconds))
 	})
@@ -345,7 +349,8 @@ func (p *profiler) finish() error {
 	} {
 		p.fetch(x.file, x.path)
 	}
-	fmt.Fprintf(p.e.setup.Out, "profiles in %s (go tool pprof -top %s)\n", p.dir, filepath.Join(p.dir, "cpu.pprof"))
+	fmt.Fprintf(p.e.setup.Out, "profiles in %s (go tool pprof -top %s; allocations of the measured part: go tool pprof -sample_index=alloc_objects -base %s %s)\n",
+		p.dir, filepath.Join(p.dir, "cpu.pprof"), filepath.Join(p.dir, "heap-before.pprof"), filepath.Join(p.dir, "heap.pprof"))
 	return errors.Join(p.errs...)
 }
 
