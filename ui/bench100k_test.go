@@ -28,7 +28,9 @@ func bench100k(b *testing.B) *engine.Engine {
 	b.Helper()
 	sc := quietSim(fleet100k, "web", "gse", "db")
 	ec := config.Default().Engine
-	ec.MaxTargets = 2 * fleet100k
+	// The biggest namespace carries ~228,000 (host, process) pairs over
+	// its ~100,000 hosts: an op on all of it must not be refused.
+	ec.MaxTargets = 4 * fleet100k
 	e, _ := simBackendEngine(b, sc, ec)
 	return e
 }
@@ -58,6 +60,10 @@ func biggestQuery(b *testing.B, e *engine.Engine) (backend.HostQuery, int) {
 // runUntil runs cmd as bubbletea would (each command in its own
 // goroutine, messages applied one at a time) until done holds; commands
 // still blocked then (event subscriptions) end with the model's context.
+// An error message fails the benchmark at once: the path it measures
+// broke, and waiting for its end would wait out the deadline (an op
+// refused for its target count once made BenchmarkSelectAllOp100k wait
+// 10 minutes for a watch that was never opened).
 func runUntil(b *testing.B, m *Model, cmd tea.Cmd, done func() bool) {
 	b.Helper()
 	msgs := make(chan tea.Msg, 1024)
@@ -90,6 +96,9 @@ func runUntil(b *testing.B, m *Model, cmd tea.Cmd, done func() bool) {
 	for !done() {
 		select {
 		case msg := <-msgs:
+			if em, ok := msg.(errMsg); ok {
+				b.Fatalf("%s: %v", em.what, em.err)
+			}
 			_, next := m.Update(msg)
 			exec(next)
 		case <-deadline:
