@@ -150,25 +150,26 @@ func (s watchStats) durationLine(t *theme.Theme, w int) string {
 // up to now (elapsed) that fit.
 func (s watchStats) rateLine(t *theme.Theme, w int, elapsed time.Duration) string {
 	label := t.Muted.Render("results/s ")
-	series := s.perSec
-	for len(series) < int(elapsed/time.Second)+1 && len(series) < 24*3600 {
-		series = append(series, 0)
-	}
 	if s.n == 0 && len(s.perSec) == 0 {
 		return label + t.Muted.Render("none yet")
 	}
+	// The series is perSec followed by zeros up to now; only the seconds
+	// drawn are made (a watch open for an hour padded 3,600 every frame).
+	n := max(len(s.perSec), min(int(elapsed/time.Second)+1, 24*3600))
 	peak := 0
-	for _, c := range series {
+	for _, c := range s.perSec {
 		peak = max(peak, c)
 	}
 	now := 0
-	if len(series) > 0 {
-		now = series[len(series)-1]
+	if n == len(s.perSec) && n > 0 {
+		now = s.perSec[n-1]
 	}
 	tail := fmt.Sprintf(" · now %d · peak %d", now, peak)
 	room := max(min(w-len("results/s ")-len(tail), 60), 4)
-	if len(series) > room {
-		series = series[len(series)-room:]
+	from := max(n-room, 0)
+	series := make([]int, n-from)
+	if from < len(s.perSec) {
+		copy(series, s.perSec[from:])
 	}
 	return label + t.Pending.Render(bars(series)) + t.Muted.Render(tail)
 }

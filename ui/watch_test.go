@@ -1,0 +1,86 @@
+package ui
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"gseproc/backend"
+	"gseproc/model"
+)
+
+// TestWatchOrderMerged: the watch places again only the rows a batch moved
+// (merged into the others); after every batch the order must be the one a
+// sort of every row gives (failures first, then stopped processes of a
+// status, running, pending, successes; by host and process within), the
+// failed-only view too, and the cursor the operator moved stays on its row.
+func TestWatchOrderMerged(t *testing.T) {
+	s := benchShared(t, 120, 40)
+	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	const hosts = 300
+	procs := []string{"web:nginx", "web:app", "gse:agent"}
+	task := model.Task{ID: "GSETASK:20261121100000:2", Op: model.OpStatus, Targets: hosts * len(procs), Status: model.TaskRunning, Created: t0}
+	rng := rand.New(rand.NewPCG(1, 2))
+	result := func(i int, p string, st model.ResultState) model.Result {
+		r := model.Result{TaskID: task.ID, Host: model.Host{IP: fmt.Sprintf("10.0.%d.%d", i/256, i%256), CloudID: i % 2}, ProcKey: p, Op: task.Op, State: st,
+			Started: t0, Finished: t0.Add(time.Duration(i) * time.Millisecond)}
+		if st == model.StateSuccess && rng.IntN(4) == 0 {
+			r.Status = &model.ProcStatus{State: model.ProcStopped}
+		}
+		if st == model.StateFailed {
+			r.Code = model.CodeCommandFailed
+		}
+		return r
+	}
+	w := newWatchPage(s, task)
+	w.SetSize(120, 36)
+	// A part of the targets pending at first, the rest arrive with results.
+	var first []model.Result
+	for i := range hosts / 2 {
+		first = append(first, result(i, procs[i%len(procs)], model.StatePending))
+	}
+	w.Update(watchInitMsg{id: w.id, view: backend.TaskView{Task: task, Results: first}})
+	check := func(step string) {
+		t.Helper()
+		var want []int
+		for i := range w.rows {
+			if !w.failedOnly || stateRank(w.rows[i].r.State) == 0 {
+				want = append(want, i)
+			}
+		}
+		sort.Slice(want, func(a, b int) bool { return w.before(want[a], want[b]) })
+		if !slices.Equal(w.shown, want) {
+			t.Fatalf("%s: shown %v, a sort gives %v", step, w.shown, want)
+		}
+	}
+	check("init")
+	states := []model.ResultState{model.StateRunning, model.StateSuccess, model.StateFailed, model.StateTimeout, model.StateSuccess, model.StateSuccess}
+	for batch := range 40 {
+		var rs []model.Result
+		for range 1 + rng.IntN(60) {
+			i := rng.IntN(hosts)
+			rs = append(rs, result(i, procs[rng.IntN(len(procs))], states[rng.IntN(len(states))]))
+		}
+		// Put the cursor on a row now and then: it must stay on it.
+		var on int = -1
+		if batch%5 == 2 && len(w.shown) > 10 {
+			w.Update(keyMsg("j"))
+			w.Update(keyMsg("j"))
+			on = w.shown[w.list.cursor]
+		}
+		if batch%13 == 7 {
+			w.Update(keyMsg("f")) // failed only, on and off
+		}
+		w.Update(watchBatchMsg{id: w.id, results: rs, ch: make(chan model.Result)})
+		check(fmt.Sprintf("batch %d", batch))
+		if on >= 0 && (!w.failedOnly || stateRank(w.rows[on].r.State) == 0) && w.shown[w.list.cursor] != on {
+			t.Fatalf("batch %d: the cursor left its row", batch)
+		}
+	}
+	if w.counts.Total() != len(w.rows) {
+		t.Fatalf("counts %d of %d rows", w.counts.Total(), len(w.rows))
+	}
+}
