@@ -63,10 +63,14 @@ type tkey struct {
 	proc string
 }
 
+// watchRow is one (host, process) of the task: its last result, its
+// host's place in the host order and its rank (rowRank of r, kept with
+// it: the merge compares ranks at every step). The host's name is made
+// for the rows drawn only.
 type watchRow struct {
 	r    model.Result
-	host string
 	ord  model.HostOrder
+	rank int8
 }
 
 type (
@@ -239,12 +243,13 @@ func (p *watchPage) apply(rs []model.Result) {
 			p.counts.Add(old.State, -1)
 			p.stats.add(&old, p.task.Created, -1)
 			p.rows[i].r = r
-			if rowRank(&old) != rowRank(&r) {
+			if rank := int8(rowRank(&r)); rank != p.rows[i].rank {
+				p.rows[i].rank = rank
 				p.move(i)
 			}
 		} else {
 			p.index[k] = len(p.rows)
-			p.rows = append(p.rows, watchRow{r: r, host: r.Host.AgentID(), ord: r.Host.Order()})
+			p.rows = append(p.rows, watchRow{r: r, ord: r.Host.Order(), rank: int8(rowRank(&r))})
 			p.moving = append(p.moving, false)
 			p.move(len(p.rows) - 1)
 		}
@@ -290,8 +295,8 @@ func rowRank(r *model.Result) int {
 // before orders rows: rank (failures first), then host, then process.
 func (p *watchPage) before(a, b int) bool {
 	ra, rb := &p.rows[a], &p.rows[b]
-	if x, y := rowRank(&ra.r), rowRank(&rb.r); x != y {
-		return x < y
+	if ra.rank != rb.rank {
+		return ra.rank < rb.rank
 	}
 	if ra.ord != rb.ord {
 		return ra.ord.Compare(rb.ord) < 0
@@ -651,7 +656,7 @@ func (p *watchPage) View() string {
 			}
 		}
 		_, proc, _ := model.SplitKey(r.r.ProcKey)
-		cells := []string{cell(r.host, wd[0], false), cell(proc, wd[1], false), cell(g.text(), wd[2], false),
+		cells := []string{cell(r.r.Host.AgentID(), wd[0], false), cell(proc, wd[1], false), cell(g.text(), wd[2], false),
 			cell(code, wd[3], true), cell(oneLine(msg), wd[4], false), cell(dur, wd[5], true)}
 		st := g.style(t)
 		styles := []*lipgloss.Style{nil, nil, &st}
@@ -695,7 +700,7 @@ func (p *watchPage) statusRow(r *watchRow, wd []int, cursor bool) string {
 			up = fmtDuration(r.r.Finished.Sub(st.StartTime))
 		}
 	}
-	cells := []string{cell(r.host, wd[0], false), cell(proc, wd[1], false), cell(g.text(), wd[2], false),
+	cells := []string{cell(r.r.Host.AgentID(), wd[0], false), cell(proc, wd[1], false), cell(g.text(), wd[2], false),
 		cell(pid, wd[3], true), cell(up, wd[4], true), cell(cpu, wd[5], true), cell(mem, wd[6], true), cell(oneLine(msg), wd[7], false)}
 	st := g.style(t)
 	return renderRow(t, cursor, false, cells, []*lipgloss.Style{nil, nil, &st})

@@ -51,7 +51,17 @@ func TestWatchOrderMerged(t *testing.T) {
 				want = append(want, i)
 			}
 		}
-		sort.Slice(want, func(a, b int) bool { return w.before(want[a], want[b]) })
+		// Ranked from the results themselves, not the ranks the rows keep.
+		sort.Slice(want, func(a, b int) bool {
+			ra, rb := &w.rows[want[a]], &w.rows[want[b]]
+			if x, y := rowRank(&ra.r), rowRank(&rb.r); x != y {
+				return x < y
+			}
+			if c := ra.ord.Compare(rb.ord); c != 0 {
+				return c < 0
+			}
+			return ra.r.ProcKey < rb.r.ProcKey
+		})
 		if !slices.Equal(w.shown, want) {
 			t.Fatalf("%s: shown %v, a sort gives %v", step, w.shown, want)
 		}
