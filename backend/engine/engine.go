@@ -57,8 +57,9 @@ type Engine struct {
 
 	events eventQueue // events waiting to be stored and fanned out (events.go)
 
-	hosts  model.HostIndex // where hosts sit in the definitions' lists
-	writes writer          // results and statuses being stored (writer.go)
+	hosts    model.HostIndex // where hosts sit in the definitions' lists
+	nsCounts nsCounts        // the last namespace summary (registry.go)
+	writes   writer          // results and statuses being stored (writer.go)
 }
 
 // Option configures an Engine.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -686,6 +687,64 @@ func TestReadOnly(t *testing.T) {
 	}
 	if info, _ := e.Info(ctx); !info.ReadOnly || info.Mode != "embedded" || info.Hosts != 2 || info.Processes != 2 {
 		t.Fatalf("info %+v", info)
+	}
+}
+
+// TestNamespacesFollowChanges: the namespace summary is kept between calls
+// (counted again only when a definition changed), so each change must show
+// in the next call: a host added, a namespace added, one removed; and what
+// a caller does to an answer never reaches the next one.
+func TestNamespacesFollowChanges(t *testing.T) {
+	f := newFake(6)
+	e, _ := start(t, f, testCfg())
+	ctx := context.Background()
+	counts := func() map[string][2]int {
+		t.Helper()
+		ns, err := e.Namespaces(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][2]int{}
+		for _, s := range ns {
+			out[s.Name] = [2]int{s.Processes, s.Hosts}
+		}
+		// Change what was returned: the next answer must not see it.
+		for i := range ns {
+			ns[i].Hosts = -1
+			for k := range ns[i].Labels {
+				ns[i].Labels[k][0] = "changed"
+			}
+		}
+		return out
+	}
+	if got := counts(); !maps.Equal(got, map[string][2]int{"ns": {2, 6}}) {
+		t.Fatalf("first: %v", got)
+	}
+	if got := counts(); !maps.Equal(got, map[string][2]int{"ns": {2, 6}}) {
+		t.Fatalf("again: %v", got)
+	}
+	if ns, _ := e.Namespaces(ctx); !slices.Equal(ns[0].Labels["tier"], []string{"data", "web"}) {
+		t.Fatalf("labels changed by a caller: %v", ns[0].Labels)
+	}
+	// ns2:x on two hosts that ns has too: a namespace of its own.
+	hs := []model.Host{f.hosts[0].Host, f.hosts[1].Host}
+	if err := e.SaveProcess(ctx, model.ProcessDef{Process: proc("ns2", "x", nil), Hosts: hs}); err != nil {
+		t.Fatal(err)
+	}
+	if got := counts(); !maps.Equal(got, map[string][2]int{"ns": {2, 6}, "ns2": {1, 2}}) {
+		t.Fatalf("after ns2:x: %v", got)
+	}
+	if err := e.DeleteProcess(ctx, "ns:app"); err != nil {
+		t.Fatal(err)
+	}
+	if got := counts(); !maps.Equal(got, map[string][2]int{"ns": {1, 3}, "ns2": {1, 2}}) {
+		t.Fatalf("after deleting ns:app: %v", got)
+	}
+	if err := e.SaveProcess(ctx, model.ProcessDef{Process: proc("ns2", "x", nil), Hosts: append(hs, f.hosts[5].Host)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := counts(); !maps.Equal(got, map[string][2]int{"ns": {1, 3}, "ns2": {1, 3}}) {
+		t.Fatalf("after ns2:x on a third host: %v", got)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"gseproc/backend"
 	"gseproc/model"
@@ -29,39 +30,69 @@ func hostSet(hs []model.Host) map[model.Host]bool {
 	return s
 }
 
-// Namespaces summarises the registry by namespace.
+// Namespaces summarises the registry by namespace. The summary is counted
+// again only when a definition changed (nsCounts): counting the distinct
+// hosts of namespaces over 100,000 hosts built a host set per namespace on
+// every call, 0.15 s of the console's first screen.
 func (e *Engine) Namespaces(ctx context.Context) ([]backend.NamespaceSummary, error) {
 	defs, err := e.definitions(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("namespaces: %w", err)
 	}
+	if out, ok := e.nsCounts.get(defs); ok {
+		return out, nil
+	}
+	out := summarise(defs)
+	e.nsCounts.put(defs, out)
+	return cloneSummaries(out), nil
+}
+
+// summarise counts each namespace's definitions and distinct hosts and
+// collects its label values. One map of hosts serves every namespace, taken
+// one after the other: a host's entry is the last namespace that counted it.
+func summarise(defs []model.ProcessDef) []backend.NamespaceSummary {
 	type acc struct {
-		procs  int
-		hosts  map[model.Host]bool
-		labels map[string]map[string]bool
+		procs, hosts int
+		labels       map[string]map[string]bool
 	}
 	byNS := map[string]*acc{}
-	for _, d := range defs {
-		ns := d.Process.Meta.Namespace
-		a := byNS[ns]
-		if a == nil {
-			a = &acc{hosts: map[model.Host]bool{}, labels: map[string]map[string]bool{}}
-			byNS[ns] = a
+	var order []string
+	of := map[string][]int{} // each namespace's definitions
+	most := 0
+	for i := range defs {
+		ns := defs[i].Process.Meta.Namespace
+		if of[ns] == nil {
+			order = append(order, ns)
 		}
-		a.procs++
-		for _, h := range d.Hosts {
-			a.hosts[h] = true
-		}
-		for k, v := range d.Process.Meta.Labels {
-			if a.labels[k] == nil {
-				a.labels[k] = map[string]bool{}
+		of[ns] = append(of[ns], i)
+		most = max(most, len(defs[i].Hosts))
+	}
+	seen := make(map[model.Host]int32, most)
+	for n, ns := range order {
+		a := &acc{labels: map[string]map[string]bool{}}
+		byNS[ns] = a
+		st := int32(n + 1)
+		for _, i := range of[ns] {
+			d := &defs[i]
+			a.procs++
+			for _, h := range d.Hosts {
+				if seen[h] != st {
+					seen[h] = st
+					a.hosts++
+				}
 			}
-			a.labels[k][v] = true
+			for k, v := range d.Process.Meta.Labels {
+				if a.labels[k] == nil {
+					a.labels[k] = map[string]bool{}
+				}
+				a.labels[k][v] = true
+			}
 		}
 	}
 	out := make([]backend.NamespaceSummary, 0, len(byNS))
-	for ns, a := range byNS {
-		s := backend.NamespaceSummary{Name: ns, Processes: a.procs, Hosts: len(a.hosts)}
+	for _, ns := range order {
+		a := byNS[ns]
+		s := backend.NamespaceSummary{Name: ns, Processes: a.procs, Hosts: a.hosts}
 		if len(a.labels) > 0 {
 			s.Labels = make(map[string][]string, len(a.labels))
 			for k, vs := range a.labels {
@@ -76,7 +107,69 @@ func (e *Engine) Namespaces(ctx context.Context) ([]backend.NamespaceSummary, er
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return out
+}
+
+// nsCounts keeps the last namespace summary with what it was counted
+// from: each definition's key, revision and host count, in registry
+// order. A registry whose definitions all carry a revision (the stores
+// set one on every write) and match it is summarised the same; one
+// without revisions (inline definitions) is counted every time.
+type nsCounts struct {
+	mu   sync.Mutex
+	from []defRev
+	out  []backend.NamespaceSummary
+}
+
+type defRev struct {
+	key   string
+	rev   uint64
+	hosts int
+}
+
+func (c *nsCounts) get(defs []model.ProcessDef) ([]backend.NamespaceSummary, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.out == nil || len(c.from) != len(defs) {
+		return nil, false
+	}
+	for i := range defs {
+		d, f := &defs[i], &c.from[i]
+		if d.Rev == 0 || d.Rev != f.rev || len(d.Hosts) != f.hosts || d.Process.Key() != f.key {
+			return nil, false
+		}
+	}
+	return cloneSummaries(c.out), true
+}
+
+func (c *nsCounts) put(defs []model.ProcessDef, out []backend.NamespaceSummary) {
+	from := make([]defRev, len(defs))
+	for i := range defs {
+		d := &defs[i]
+		if d.Rev == 0 {
+			return
+		}
+		from[i] = defRev{key: d.Process.Key(), rev: d.Rev, hosts: len(d.Hosts)}
+	}
+	c.mu.Lock()
+	c.from, c.out = from, out
+	c.mu.Unlock()
+}
+
+// cloneSummaries copies a summary the caller may keep and change.
+func cloneSummaries(in []backend.NamespaceSummary) []backend.NamespaceSummary {
+	out := slices.Clone(in)
+	for i := range out {
+		if out[i].Labels == nil {
+			continue
+		}
+		ls := make(map[string][]string, len(out[i].Labels))
+		for k, v := range out[i].Labels {
+			ls[k] = slices.Clone(v)
+		}
+		out[i].Labels = ls
+	}
+	return out
 }
 
 // definitions returns the registry sorted by key, for reading only: the
