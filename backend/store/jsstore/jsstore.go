@@ -287,10 +287,7 @@ func retry(ctx context.Context, f func(context.Context) error) error {
 		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		err := f(actx)
 		cancel()
-		var apiErr *jetstream.APIError
-		transient := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
-			errors.Is(err, jetstream.ErrNoStreamResponse) || (errors.As(err, &apiErr) && apiErr.Code == 503)
-		if err == nil || !transient || ctx.Err() != nil {
+		if err == nil || !(transient(err) || errors.Is(err, context.DeadlineExceeded)) || ctx.Err() != nil {
 			return err
 		}
 		select {
@@ -302,11 +299,16 @@ func retry(ctx context.Context, f func(context.Context) error) error {
 }
 
 // transient reports a failure worth retrying: no stream leader at the
-// moment (a node died and its replicas are electing one).
+// moment (a node died and its replicas are electing one), or no JetStream
+// answering at all (503: no meta leader, JetStream not enabled). A KV
+// watch creates its consumer with the older JetStream API of nats.go,
+// whose errors are a type of their own.
 func transient(err error) bool {
 	var apiErr *jetstream.APIError
+	var oldErr *nats.APIError
 	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		(errors.As(err, &apiErr) && apiErr.Code == 503)
+		errors.Is(err, nats.ErrNoStreamResponse) ||
+		(errors.As(err, &apiErr) && apiErr.Code == 503) || (errors.As(err, &oldErr) && oldErr.Code == 503)
 }
 
 // failoverWait bounds how long an operation waits out a leader election;
