@@ -31,9 +31,7 @@ func (s *Store) CancelRequested(ctx context.Context, taskID string) (bool, error
 	if err := s.check(); err != nil {
 		return false, err
 	}
-	_, err := do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
-		return s.on().cancels.Get(ctx, enc(taskID))
-	})
+	_, err := s.get(ctx, s.on().cancels, enc(taskID)) // a cancel asked of another server is seen
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return false, nil

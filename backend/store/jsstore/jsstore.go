@@ -35,6 +35,12 @@
 // The registry is never listed per call: one KV watch for the store's life
 // keeps an in-memory index of it (registry.go).
 //
+// Read-your-writes across servers (leader.go): on replicated buckets a key
+// is read, and a listing's end is learned, through the stream leader, and
+// the registry index waits for the leader's last sequence, so what any
+// server wrote is read back by every other at once, never a not-found or
+// an older value from a lagging replica.
+//
 // Leases (engine.Leaser): an engine running a task holds its lease key and
 // rewrites it every third of its TTL; every write changes the revision.
 // Acquire is a Create, take-over an Update at the revision the taker saw
@@ -1185,8 +1191,20 @@ func (s *Store) kvStream(ctx context.Context, kv jetstream.KeyValue) (jetstream.
 }
 
 // lastSeq is the stream sequence of the last message of kv's keys
-// matching filter now (0: none).
+// matching filter now (0: none): the leader's on a replicated bucket, so
+// that a listing read on to it shows every acknowledged write (see
+// consistent).
 func (s *Store) lastSeq(ctx context.Context, kv jetstream.KeyValue, filter string) (uint64, error) {
+	if s.consistent() {
+		m, err := s.leaderLast(ctx, "KV_"+kv.Bucket(), "$KV."+kv.Bucket()+"."+filter)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		return m.Seq, nil
+	}
 	st, err := s.kvStream(ctx, kv)
 	if err != nil {
 		return 0, err

@@ -11,29 +11,46 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// get reads key of kv so that what any server wrote is read back
-// (read-your-writes across servers). A KV Get is a direct get, which any
-// replica may answer, also one that has not caught up with the write yet;
-// so a key it does not know is asked again of the stream's leader, which
-// has every acknowledged write. A stale value is not possible for the keys
-// read this way that matter (a task record exists from its creation on).
+// Read-your-writes across servers. A write is acknowledged once its
+// stream's leader has stored it with a quorum of replicas; a replica not
+// in that quorum may still lag. So, on replicated buckets (Replicas > 1),
+// what must show every acknowledged write, whichever server wrote it, is
+// read through the stream leader: a key (get), and the end of a listing
+// (lastSeq: a listing reads on until it has delivered the leader's last
+// message for its filter, see list). A KV Get or a message get is
+// otherwise a direct get, which any replica may answer. With one replica
+// the only copy is the leader's, and the direct get is kept (it does not
+// queue behind the JetStream API).
+
+// consistent says whether reads must go through the stream leader (see
+// above).
+func (s *Store) consistent() bool { return s.opts.Replicas > 1 }
+
+// get reads key of kv so that what any server wrote is read back: through
+// the stream leader on a replicated bucket, never a value or a not-found
+// older than an acknowledged write (see above).
 func (s *Store) get(ctx context.Context, kv jetstream.KeyValue, key string) (jetstream.KeyValueEntry, error) {
-	e, err := do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return kv.Get(ctx, key) })
-	if !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return e, err
+	if s.consistent() {
+		return do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.leaderGet(ctx, kv, key) })
 	}
-	return do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.leaderGet(ctx, kv, key) })
+	return do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return kv.Get(ctx, key) })
 }
 
-// leaderGet reads the last message of key through the stream's leader
-// (the non-direct message-get API); ErrKeyNotFound when there is none or
-// it is a delete or purge marker.
-func (s *Store) leaderGet(ctx context.Context, kv jetstream.KeyValue, key string) (jetstream.KeyValueEntry, error) {
-	stream := "KV_" + kv.Bucket()
-	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + kv.Bucket() + "." + key})
+// leaderMsg is the last message of subject (wildcards allowed) in stream,
+// read through the stream's leader (the non-direct message-get API);
+// jetstream.ErrMsgNotFound when there is none.
+type leaderMsg struct {
+	Seq  uint64    `json:"seq"`
+	Hdrs []byte    `json:"hdrs"`
+	Data []byte    `json:"data"`
+	Time time.Time `json:"time"`
+}
+
+func (s *Store) leaderLast(ctx context.Context, stream, subject string) (*leaderMsg, error) {
+	req, _ := json.Marshal(map[string]string{"last_by_subj": subject})
 	msg, err := s.on().js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
 	if err != nil {
-		return nil, fmt.Errorf("leader get %s %s: %w", kv.Bucket(), key, err)
+		return nil, fmt.Errorf("leader get %s %s: %w", stream, subject, err)
 	}
 	var resp struct {
 		Error *struct {
@@ -41,29 +58,38 @@ func (s *Store) leaderGet(ctx context.Context, kv jetstream.KeyValue, key string
 			ErrCode int    `json:"err_code"`
 			Desc    string `json:"description"`
 		} `json:"error"`
-		Message *struct {
-			Seq  uint64    `json:"seq"`
-			Hdrs []byte    `json:"hdrs"`
-			Data []byte    `json:"data"`
-			Time time.Time `json:"time"`
-		} `json:"message"`
+		Message *leaderMsg `json:"message"`
 	}
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return nil, fmt.Errorf("leader get %s %s: decode: %w", kv.Bucket(), key, err)
+		return nil, fmt.Errorf("leader get %s %s: decode: %w", stream, subject, err)
 	}
 	if resp.Error != nil {
 		if resp.Error.Code == 404 {
-			return nil, jetstream.ErrKeyNotFound
+			return nil, jetstream.ErrMsgNotFound
 		}
 		return nil, &jetstream.APIError{Code: resp.Error.Code, ErrorCode: jetstream.ErrorCode(resp.Error.ErrCode), Description: resp.Error.Desc}
 	}
 	if resp.Message == nil {
-		return nil, fmt.Errorf("leader get %s %s: empty answer", kv.Bucket(), key)
+		return nil, fmt.Errorf("leader get %s %s: empty answer", stream, subject)
 	}
-	if bytes.Contains(resp.Message.Hdrs, []byte("KV-Operation: DEL")) || bytes.Contains(resp.Message.Hdrs, []byte("KV-Operation: PURGE")) {
+	return resp.Message, nil
+}
+
+// leaderGet reads the last message of key through the stream's leader
+// (leaderLast); ErrKeyNotFound when there is none or it is a delete or
+// purge marker.
+func (s *Store) leaderGet(ctx context.Context, kv jetstream.KeyValue, key string) (jetstream.KeyValueEntry, error) {
+	m, err := s.leaderLast(ctx, "KV_"+kv.Bucket(), "$KV."+kv.Bucket()+"."+key)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, jetstream.ErrKeyNotFound
 	}
-	return leaderEntry{bucket: kv.Bucket(), key: key, value: resp.Message.Data, rev: resp.Message.Seq, created: resp.Message.Time}, nil
+	if err != nil {
+		return nil, err
+	}
+	if bytes.Contains(m.Hdrs, []byte("KV-Operation: DEL")) || bytes.Contains(m.Hdrs, []byte("KV-Operation: PURGE")) {
+		return nil, jetstream.ErrKeyNotFound
+	}
+	return leaderEntry{bucket: kv.Bucket(), key: key, value: m.Data, rev: m.Seq, created: m.Time}, nil
 }
 
 // leaderEntry is a KV entry read through the stream leader.
