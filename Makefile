@@ -72,24 +72,16 @@ bench-operate: build
 	./$(BIN) bench operate --clients 50 --requests 40000 --duration 10s $(FLEET_ARGS)
 	./$(BIN) bench operate --clients 50 --requests 20000 --duration 5s --rate 500 --burst 100 $(FLEET_ARGS)
 
-# compare prints gseproc's kill -9 to running-again latency (the agent's
-# BenchmarkRestartAfterSIGKILL: a real agent, a real hosted process) and
-# says, for each supervisor and fan-out tool the issue compares against,
-# whether it is installed here and how to install it. Side-by-side runs
-# of those tools are not written yet: an installed one is named as not
-# measured, never skipped silently; nothing here fails the build.
-compare:
-	@set -e; \
-	for spec in "supervisord|apt-get install supervisor" "s6-svscan|apt-get install s6" \
-		"pm2|npm install -g pm2" "ansible|apt-get install ansible"; do \
-		tool=$${spec%%|*}; how=$${spec#*|}; \
-		if command -v $$tool >/dev/null 2>&1; then \
-			echo "$$tool: installed ($$(command -v $$tool)); its side-by-side run is not written yet: not measured"; \
-		else \
-			echo "$$tool: missing (install: $$how); not measured"; \
-		fi; \
-	done
-	$(GO) test -run '^$$' -bench BenchmarkRestartAfterSIGKILL -benchtime 50x ./backend/agent/
+# compare runs gseproc side by side with the tools installed here, in
+# the same run (gseproc bench compare; see --help): kill -9 of a hosted
+# sleep to its replacement exec'ing under gseproc's agent, s6, supervisord
+# and pm2, and one command on N hosts through gseproc's engine and real
+# agents against Ansible ad-hoc over N local hosts; one table of p50/p90
+# and ratios, with the load average. A missing tool is named with how to
+# install it and skipped: apt-get install -y s6 supervisor ansible;
+# npm install -g pm2. COMPARE_ARGS adds flags, e.g. "--samples 50".
+compare: build
+	./$(BIN) bench compare $(COMPARE_ARGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

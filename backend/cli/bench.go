@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"gseproc/backend/bench"
@@ -13,7 +14,7 @@ import (
 // request rate under concurrent clients). Everything runs on 127.0.0.1
 // and is stopped on return.
 func runBench(ctx context.Context, args []string, io Stdio) error {
-	fs := newFlags("bench", "bench fleet|operate [flags]", io)
+	fs := newFlags("bench", "bench fleet|operate|compare [flags]", io)
 	var s bench.Setup
 	fs.IntVar(&s.Hosts, "hosts", 10000, "simulated hosts in the fleet (`N`)")
 	fs.Int64Var(&s.Seed, "seed", 1, "seed of the simulated fleet")
@@ -24,19 +25,31 @@ func runBench(ctx context.Context, args []string, io Stdio) error {
 	fs.StringVar(&s.ProfileDir, "profile", "", "write the server's CPU, heap, mutex, block and goroutine profiles to `DIR`")
 	fs.IntVar(&s.ProfileSeconds, "profile-seconds", 20, "length of the CPU profile")
 	fs.StringVar(&s.Bin, "bin", "", "the gseproc binary to start (default: this one)")
-	runs := fs.Int("runs", 3, "fleet: runs of the op")
+	runs := fs.Int("runs", 3, "fleet: runs of the op; compare: runs of the fan-out")
 	clients := fs.Int("clients", 50, "operate: concurrent clients")
 	requests := fs.Int("requests", 40000, "operate: at most this many calls")
 	duration := fs.Duration("duration", 10*time.Second, "operate: at most this long")
+	samples := fs.Int("samples", 20, "compare: kill -9 samples per supervisor")
+	settle := fs.Duration("settle", 1500*time.Millisecond, "compare: how long each restarted process runs before the next kill")
+	fanHosts := fs.Int("fanout-hosts", 10, "compare: hosts (real agents; ansible inventory hosts) of the fan-out")
+	only := fs.String("only", "", "compare: the tools to run besides gseproc, comma-separated (s6,supervisord,pm2,ansible; default all installed)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 || (pos[0] != "fleet" && pos[0] != "operate") {
-		return usageError("bench", "want one measurement: fleet or operate")
+	if len(pos) != 1 || (pos[0] != "fleet" && pos[0] != "operate" && pos[0] != "compare") {
+		return usageError("bench", "want one measurement: fleet, operate or compare")
 	}
 	what := pos[0]
 	s.Out = io.Out
+	if what == "compare" {
+		o := bench.CompareOptions{Samples: *samples, Settle: *settle, Hosts: *fanHosts, Runs: *runs, Out: io.Out}
+		if *only != "" {
+			o.Only = strings.Split(*only, ",")
+		}
+		_, err := bench.Compare(ctx, o)
+		return err
+	}
 	if what == "fleet" {
 		_, err := bench.Fleet(ctx, bench.FleetOptions{Setup: s, Runs: *runs})
 		return err
