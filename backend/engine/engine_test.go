@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -745,6 +746,56 @@ func TestNamespacesFollowChanges(t *testing.T) {
 	}
 	if got := counts(); !maps.Equal(got, map[string][2]int{"ns": {1, 3}, "ns2": {1, 3}}) {
 		t.Fatalf("after ns2:x on a third host: %v", got)
+	}
+}
+
+// TestHostsFirstPage: a listing with a small limit (a console's first
+// page) is answered host by host from the definitions' host positions;
+// it must be exactly the first hosts of the whole listing, for every kind
+// of query, and follow a changed definition.
+func TestHostsFirstPage(t *testing.T) {
+	f := newFake(300)
+	e, _ := start(t, f, testCfg())
+	ctx := context.Background()
+	// ns2:x on every third host from the 7th, with labels of its own.
+	var some []model.Host
+	for i := 7; i < len(f.hosts); i += 3 {
+		some = append(some, f.hosts[i].Host)
+	}
+	if err := e.SaveProcess(ctx, model.ProcessDef{Process: proc("ns2", "x", map[string]string{"tier": "batch"}), Hosts: some}); err != nil {
+		t.Fatal(err)
+	}
+	same := func(what string) {
+		t.Helper()
+		for _, q := range []backend.HostQuery{{}, {Namespace: "ns"}, {Namespace: "ns", Name: "db"}, {Namespace: "ns2"},
+			{Labels: map[string]string{"tier": "batch"}}, {Labels: map[string]string{"tier": "nope"}},
+			{Hosts: []model.Host{f.hosts[9].Host, f.hosts[40].Host, f.hosts[41].Host}}, {Namespace: "ns2", AgentIDs: []string{f.hosts[10].Host.AgentID()}}} {
+			all, err := e.Hosts(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, limit := range []int{1, 5, 20} {
+				q.Limit = limit
+				page, err := e.Hosts(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := all[:min(limit, len(all))]
+				if !reflect.DeepEqual(page, want) {
+					t.Fatalf("%s: %+v limit %d: %d hosts, not the first %d of the listing:\n%+v\nwant %+v", what, q, limit, len(page), len(want), page, want)
+				}
+			}
+		}
+	}
+	same("first")
+	same("again") // the positions kept
+	// ns2:x moves to the first hosts: the first page follows.
+	if err := e.SaveProcess(ctx, model.ProcessDef{Process: proc("ns2", "x", map[string]string{"tier": "batch"}), Hosts: []model.Host{f.hosts[0].Host, f.hosts[1].Host}}); err != nil {
+		t.Fatal(err)
+	}
+	same("after a change")
+	if page, _ := e.Hosts(ctx, backend.HostQuery{Namespace: "ns2", Limit: 5}); len(page) != 2 || page[0].Host != f.hosts[0].Host {
+		t.Fatalf("ns2 after the change: %+v", page)
 	}
 }
 

@@ -282,6 +282,50 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 			byID[id] = true
 		}
 	}
+	keys := make([]string, len(defs)) // each matching definition's key, built once
+	var match []int32
+	for i, d := range defs {
+		if matchDef(d, q.Namespace, q.Name, q.Labels) {
+			keys[i] = d.Process.Key()
+			match = append(match, int32(i))
+		}
+	}
+	lv := hostLister{e: e, defs: defs, keys: keys, src: e.statusSource()}
+	lv.app, _ = lv.src.(StatusAppender)
+	keep := func(hi *model.HostInfo) bool {
+		return (only == nil || only[hi.Host]) && (byID == nil || byID[hi.AgentID])
+	}
+	if q.Limit > 0 && q.Limit < len(inv)/4 {
+		// A first page: the matching definitions' host positions (kept
+		// per definition revision, e.hosts) answer for each host in turn
+		// until the page is full, instead of laying out every host.
+		in := make([]map[model.Host]int, len(match))
+		for j, i := range match {
+			in[j] = e.hosts.Positions(defs[i])
+		}
+		out := make([]backend.HostView, 0, q.Limit)
+		var idx []int32
+		for k := range inv {
+			hi := &inv[k]
+			if !keep(hi) {
+				continue
+			}
+			idx = idx[:0]
+			for j, i := range match {
+				if _, ok := in[j][hi.Host]; ok {
+					idx = append(idx, i)
+				}
+			}
+			if procFilter && len(idx) == 0 {
+				continue
+			}
+			out = append(out, lv.view(*hi, idx))
+			if len(out) >= q.Limit {
+				break
+			}
+		}
+		return out, nil
+	}
 	// The matching definitions on each host of the inventory: hosts are
 	// numbered by their first place in it, and the (host, definition)
 	// pairs laid out flat by host, in definition order: two arrays
@@ -293,15 +337,10 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 	type pair struct{ host, def int32 }
 	var pairs []pair
 	first := make([]int32, len(inv)+1) // host p's pairs: defAt[first[p]:first[p+1]]
-	keys := make([]string, len(defs))  // each definition's key, built once
-	for i, d := range defs {
-		if !matchDef(d, q.Namespace, q.Name, q.Labels) {
-			continue
-		}
-		keys[i] = d.Process.Key()
-		for _, h := range d.Hosts {
+	for _, i := range match {
+		for _, h := range defs[i].Hosts {
 			if p, ok := pos[h]; ok {
-				pairs = append(pairs, pair{p, int32(i)})
+				pairs = append(pairs, pair{p, i})
 				first[p+1]++
 			}
 		}
@@ -316,8 +355,6 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 		next[pr.host]++
 	}
 	pairs, next = nil, nil
-	src := e.statusSource()
-	app, _ := src.(StatusAppender)
 	size := len(inv)
 	if procFilter {
 		size = 0
@@ -328,56 +365,70 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 		}
 	}
 	out := make([]backend.HostView, 0, size)
-	var sts []model.ProcStatus
-	for _, hi := range inv {
-		h := hi.Host
-		if only != nil && !only[h] {
+	for k := range inv {
+		hi := &inv[k]
+		if !keep(hi) {
 			continue
 		}
-		if byID != nil && !byID[hi.AgentID] {
-			continue
-		}
-		p := pos[h]
+		p := pos[hi.Host]
 		idx := defAt[first[p]:first[p+1]]
 		if procFilter && len(idx) == 0 {
 			continue
 		}
-		v := backend.HostView{HostInfo: hi}
-		sts = sts[:0]
-		if src != nil && len(idx) > 0 {
-			// Asked outside e.mu: the source has locks of its own.
-			if app != nil {
-				sts = app.AppendStatuses(sts, hi.Host)
-			} else {
-				sts = src.Statuses(hi.Host)
-			}
-		}
-		if len(idx) > 0 {
-			v.Procs = make([]backend.ProcView, 0, len(idx))
-		}
-		e.mu.RLock()
-		for _, i := range idx {
-			d := &defs[i]
-			key := keys[i]
-			st, ok := e.statuses[h][key]
-			for _, l := range sts { // a host has a few processes: a scan beats a map
-				if l.ProcKey == key && (!ok || l.ReportTime >= st.ReportTime) {
-					st, ok = l, true
-					break
-				}
-			}
-			if !ok {
-				st = model.ProcStatus{ProcKey: key, ProcName: d.Process.Spec.Identity.ProcName, State: model.ProcUnknown, PID: -1}
-			}
-			v.Procs = append(v.Procs, backend.ProcView{Key: key, Labels: d.Process.Meta.Labels, Status: st, Updated: st.ReportTime})
-		}
-		e.mu.RUnlock()
-		out = append(out, v)
+		out = append(out, lv.view(*hi, idx))
 		if q.Limit > 0 && len(out) >= q.Limit {
 			break
 		}
 	}
 	return out, nil
+}
+
+// hostLister makes the views of a listing: a host with the last known
+// status of each of its matching definitions (defs[idx]), the newer of
+// the engine's (from operations) and the status source's.
+type hostLister struct {
+	e    *Engine
+	defs []model.ProcessDef
+	keys []string
+	src  StatusSource
+	app  StatusAppender
+	sts  []model.ProcStatus
+}
+
+func (l *hostLister) view(hi model.HostInfo, idx []int32) backend.HostView {
+	e, h := l.e, hi.Host
+	v := backend.HostView{HostInfo: hi}
+	l.sts = l.sts[:0]
+	if l.src != nil && len(idx) > 0 {
+		// Asked outside e.mu: the source has locks of its own.
+		if l.app != nil {
+			l.sts = l.app.AppendStatuses(l.sts, h)
+		} else {
+			l.sts = l.src.Statuses(h)
+		}
+	}
+	if len(idx) == 0 {
+		return v
+	}
+	v.Procs = make([]backend.ProcView, 0, len(idx))
+	e.mu.RLock()
+	for _, i := range idx {
+		d := &l.defs[i]
+		key := l.keys[i]
+		st, ok := e.statuses[h][key]
+		for _, s := range l.sts { // a host has a few processes: a scan beats a map
+			if s.ProcKey == key && (!ok || s.ReportTime >= st.ReportTime) {
+				st, ok = s, true
+				break
+			}
+		}
+		if !ok {
+			st = model.ProcStatus{ProcKey: key, ProcName: d.Process.Spec.Identity.ProcName, State: model.ProcUnknown, PID: -1}
+		}
+		v.Procs = append(v.Procs, backend.ProcView{Key: key, Labels: d.Process.Meta.Labels, Status: st, Updated: st.ReportTime})
+	}
+	e.mu.RUnlock()
+	return v
 }
 
 // canonicalDef validates d into v and returns it in canonical form: the

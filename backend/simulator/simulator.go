@@ -68,6 +68,7 @@ type simHost struct {
 	nextPID int32
 	procs   []*procState
 	labels  map[string]string // built on first use, then shared read-only (hostLabels)
+	agentID string            // AgentID(host), made on first listing (a string a host a listing before)
 
 	// Live controls (control.go): nil lat and unset fail follow the profile.
 	lat       *latency
@@ -413,9 +414,13 @@ func (f *Fleet) Hosts(ctx context.Context) ([]model.HostInfo, error) {
 		h.mu.Lock()
 		off := h.away()
 		labels := f.hostLabels(h)
+		if h.agentID == "" {
+			h.agentID = AgentID(h.host)
+		}
+		id := h.agentID
 		h.mu.Unlock()
 		hi := model.HostInfo{Host: h.host, Labels: labels, State: model.AgentOnline, LastSeen: now, Version: AgentVersion,
-			AgentID: AgentID(h.host)}
+			AgentID: id}
 		if off {
 			hi.State = model.AgentOffline
 			hi.LastSeen = f.born.Add(-time.Duration(mix(f.seed, hKind, uint64(i))%86400) * time.Second).Unix()
