@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,7 +32,8 @@ type hostsPage struct {
 	list   vlist
 	filter listFilter
 	sort   sortState
-	loaded bool
+	loaded bool    // the whole list has loaded
+	first  bool    // the rows are the first page only (loadFirst), the whole list is on its way
 	err    error   // the last load failed
 	rl     reloads // event-driven reloads: one in flight, one every reloadGap
 	w, h   int
@@ -48,6 +50,7 @@ type hostsLoadedMsg struct {
 	id    int
 	hosts []backend.HostView
 	err   error
+	first bool // the answer of loadFirst
 }
 
 func (m hostsLoadedMsg) pageID() int { return m.id }
@@ -59,7 +62,7 @@ func newHostsPage(s *shared, q backend.HostQuery) *hostsPage {
 func (p *hostsPage) ID() int         { return p.id }
 func (p *hostsPage) Capturing() bool { return p.filter.typing }
 func (p *hostsPage) Close()          {}
-func (p *hostsPage) Init() tea.Cmd   { return p.load() }
+func (p *hostsPage) Init() tea.Cmd   { return tea.Batch(p.loadFirst(), p.load()) }
 func (p *hostsPage) Resume() tea.Cmd { return p.load() }
 
 func (p *hostsPage) Title() string {
@@ -103,6 +106,20 @@ func (p *hostsPage) load() tea.Cmd {
 	return func() tea.Msg {
 		hosts, err := be.Hosts(ctx, q)
 		return hostsLoadedMsg{id: id, hosts: hosts, err: err}
+	}
+}
+
+// loadFirst asks for the first hosts only, a screen or two, while load
+// lists them all: a list of 100,000 hosts opens with its first rows (the
+// backend's first hosts, in the page's order) in the time of those,
+// navigable, and takes action keys once it is whole. Its answer is
+// dropped once anything else has been shown.
+func (p *hostsPage) loadFirst() tea.Cmd {
+	ctx, be, id, q := p.s.ctx, p.s.be, p.id, p.q
+	q.Limit = max(2*p.h, 100)
+	return func() tea.Msg {
+		hosts, err := be.Hosts(ctx, q)
+		return hostsLoadedMsg{id: id, hosts: hosts, err: err, first: true}
 	}
 }
 
@@ -152,7 +169,7 @@ func (r *hostRow) display() hostCells {
 	case len(v.Procs) == 1:
 		c.procs = procName(v.Procs[0].Key)
 		if v.Procs[0].Status.PID > 0 {
-			c.pid = fmt.Sprint(v.Procs[0].Status.PID)
+			c.pid = strconv.Itoa(v.Procs[0].Status.PID)
 		}
 	case len(v.Procs) > 1:
 		c.procs = fmt.Sprintf("%s +%d", procName(v.Procs[0].Key), len(v.Procs)-1)
@@ -376,7 +393,22 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 		p.rl.fired()
 		return p.load()
 	case hostsLoadedMsg:
-		p.loaded = true
+		if msg.first {
+			// Only onto an empty page: never over the whole list, nor
+			// over a failure (the whole list's load reports its own).
+			if p.loaded || len(p.rows) > 0 || msg.err != nil {
+				return nil
+			}
+			p.first = true
+			p.setRows(msg.hosts)
+			return nil
+		}
+		if msg.err != nil && p.first {
+			// The first page is not the list: a failure shows no rows.
+			p.rows, p.shown = nil, nil
+			p.list.setLen(0)
+		}
+		p.loaded, p.first = true, false
 		next := p.pace(p.rl.done(p.s.now())) // for the events told meanwhile
 		if msg.err != nil {
 			p.err = msg.err
@@ -387,13 +419,7 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 			p.s.resolved("list hosts")
 		}
 		p.fresh.at = p.s.now()
-		p.names, p.keys = nil, nil
-		p.rows = make([]hostRow, len(msg.hosts))
-		for i, h := range msg.hosts {
-			p.rows[i] = newHostRow(h)
-		}
-		p.sortRows()
-		p.applyFilter()
+		p.setRows(msg.hosts)
 		return next
 	case tea.KeyMsg:
 		if p.filter.typing {
@@ -494,6 +520,17 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 	return nil
 }
 
+// setRows takes a listing: its rows sorted and filtered as the page is.
+func (p *hostsPage) setRows(hosts []backend.HostView) {
+	p.names, p.keys = nil, nil
+	p.rows = make([]hostRow, len(hosts))
+	for i, h := range hosts {
+		p.rows[i] = newHostRow(h)
+	}
+	p.sortRows()
+	p.applyFilter()
+}
+
 func (p *hostsPage) editProc(procKey string) tea.Cmd {
 	if p.s.readOnly {
 		return p.s.post(flashMsg{readOnlyEdit})
@@ -538,6 +575,8 @@ func (p *hostsPage) View() string {
 	switch {
 	case p.filter.typing:
 		b.WriteString(p.filter.input.View())
+	case !p.loaded && p.first:
+		b.WriteString(t.Muted.Render(fmt.Sprintf("loading hosts… the first %d shown · %s", len(p.rows), p.list.scrollInfo())))
 	case !p.loaded:
 		b.WriteString(t.Muted.Render("loading hosts…"))
 	case p.err != nil && len(p.rows) == 0:
@@ -579,18 +618,21 @@ func (p *hostsPage) View() string {
 	}
 	p.list.first = strings.Count(b.String(), "\n") + 1 // where a click finds the rows
 	s, e := p.list.window()
+	// One set of cells and styles for every row drawn (renderRow keeps
+	// neither): a frame made two slices and two styles a row.
+	cells := make([]string, 8)
+	var as, pst lipgloss.Style
+	styles := []*lipgloss.Style{nil, nil, &as, nil, &pst}
 	for i := s; i < e; i++ {
 		r := &p.rows[p.shown[i]]
 		ag, ps := agentGlyph(r.v.State), procGlyph(r.state)
 		dc := r.display()
-		cells := []string{
-			cell(fmt.Sprint(r.v.Host.CloudID), wd[0], true), cell(r.v.Host.IP, wd[1], false),
-			cell(ag.text(), wd[2], false), cell(orDash(dc.procs), wd[3], false), cell(ps.text(), wd[4], false),
-			cell(dc.pid, wd[5], true), cell(dc.hosted, wd[6], false), cell(dc.labels, wd[7], false),
-		}
-		as, pst := ag.style(t), ps.style(t)
-		styles := []*lipgloss.Style{nil, nil, &as, nil, &pst}
-		b.WriteString("\n" + renderRow(t, i == p.list.cursor, p.sel[r.id], cells, styles))
+		cells[0], cells[1] = cell(strconv.Itoa(r.v.Host.CloudID), wd[0], true), cell(r.v.Host.IP, wd[1], false)
+		cells[2], cells[3], cells[4] = cell(ag.text(), wd[2], false), cell(orDash(dc.procs), wd[3], false), cell(ps.text(), wd[4], false)
+		cells[5], cells[6], cells[7] = cell(dc.pid, wd[5], true), cell(dc.hosted, wd[6], false), cell(dc.labels, wd[7], false)
+		as, pst = ag.style(t), ps.style(t)
+		b.WriteByte('\n')
+		b.WriteString(renderRow(t, i == p.list.cursor, p.sel[r.id], cells, styles))
 	}
 	return b.String()
 }

@@ -182,11 +182,22 @@ func cell(s string, w int, right bool) string {
 	if sw > w {
 		return ansi.Truncate(s, w, "…")
 	}
-	pad := strings.Repeat(" ", w-sw)
+	pad := padding(w - sw)
 	if right {
 		return pad + s
 	}
 	return s + pad
+}
+
+// spaces pads cells without making the padding (a frame pads every cell
+// of every row drawn: an allocation each with strings.Repeat).
+const spaces = "                                                                                                                                "
+
+func padding(n int) string {
+	if n <= len(spaces) {
+		return spaces[:n]
+	}
+	return strings.Repeat(" ", n)
 }
 
 // row joins cells: mark is the two-cell prefix (cursor and selection).

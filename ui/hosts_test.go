@@ -1,0 +1,77 @@
+package ui
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"gseproc/backend"
+)
+
+// TestHostsFirstPage: a host list opens with the backend's first hosts
+// while the whole list loads. Those rows are navigable, marked as the first
+// ones, and take no action key (select all, operate) until the list is
+// whole; the whole list keeps the cursor on its host; a first page that
+// answers after the whole list is dropped; and a failed load of the whole
+// list shows the failure, not the first page as if it were the list.
+func TestHostsFirstPage(t *testing.T) {
+	s := benchShared(t, 120, 40)
+	all := fleet10k(500)
+	open := func() *hostsPage {
+		p := newHostsPage(s, backend.HostQuery{Namespace: "web"})
+		p.SetSize(120, 36)
+		p.Update(hostsLoadedMsg{id: p.id, hosts: all[:100], first: true})
+		return p
+	}
+	p := open()
+	if p.loaded || !p.first || len(p.rows) != 100 {
+		t.Fatalf("first page: loaded %v first %v rows %d", p.loaded, p.first, len(p.rows))
+	}
+	if v := p.View(); !strings.Contains(v, "loading hosts… the first 100 shown") || !strings.Contains(v, all[0].Host.IP) {
+		t.Fatalf("first page view:\n%s", v)
+	}
+	p.Update(keyMsg("j"))
+	p.Update(keyMsg("j"))
+	on, _ := p.cursorRow()
+	want := on.id
+	for _, k := range []string{"a", " ", "o", "/"} {
+		p.Update(keyMsg(k))
+	}
+	if len(p.sel) != 0 || p.filter.typing {
+		t.Fatalf("an action key was taken on the first page: %d selected, filter typing %v", len(p.sel), p.filter.typing)
+	}
+	p.Update(hostsLoadedMsg{id: p.id, hosts: all})
+	if !p.loaded || p.first || len(p.rows) != len(all) {
+		t.Fatalf("whole list: loaded %v first %v rows %d", p.loaded, p.first, len(p.rows))
+	}
+	if r, _ := p.cursorRow(); r.id != want {
+		t.Fatalf("cursor on %s, was on %s", r.id, want)
+	}
+	if v := p.View(); strings.Contains(v, "first 100") || !strings.Contains(v, "500 hosts") {
+		t.Fatalf("whole list view:\n%s", v)
+	}
+	// A first page answering late changes nothing.
+	p.Update(hostsLoadedMsg{id: p.id, hosts: all[:100], first: true})
+	if len(p.rows) != len(all) || !p.loaded {
+		t.Fatalf("a late first page replaced the list: %d rows", len(p.rows))
+	}
+	p.Update(keyMsg("a"))
+	if len(p.sel) != len(all) {
+		t.Fatalf("select all on the whole list: %d", len(p.sel))
+	}
+
+	// The whole list fails after the first page: no rows, the failure.
+	p = open()
+	p.Update(hostsLoadedMsg{id: p.id, err: errors.New("server gone")})
+	if len(p.rows) != 0 || len(p.shown) != 0 {
+		t.Fatalf("the first page stayed as the list after a failure: %d rows", len(p.rows))
+	}
+	if v := p.View(); !strings.Contains(v, "server gone") || strings.Contains(v, all[0].Host.IP) {
+		t.Fatalf("failed view:\n%s", v)
+	}
+	// A first page after the failure stays out too.
+	p.Update(hostsLoadedMsg{id: p.id, hosts: all[:100], first: true})
+	if len(p.rows) != 0 {
+		t.Fatalf("a first page after the failure: %d rows", len(p.rows))
+	}
+}
