@@ -211,6 +211,34 @@ func (c *child) poll(d time.Duration) bool {
 	return true
 }
 
+// wait waits up to d, or until ctx ends, for the child to exit, and reaps
+// it when it has; it reports whether it has exited. The goroutine parks
+// in the runtime's poller (waitPidfd), not in poll(2).
+func (c *child) wait(ctx context.Context, d time.Duration) bool {
+	if c.exited {
+		if d > 0 {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+			}
+		}
+		return true
+	}
+	if c.pidfd < 0 || d <= 0 {
+		// No pidfd: poll's /proc look, in short steps so that ctx's end
+		// is seen soon; the caller comes back.
+		return c.poll(min(max(d, 0), 50*time.Millisecond))
+	}
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if waitPidfd(wctx, c.pidfd, c.pid) != nil {
+		return false
+	}
+	return c.poll(0)
+}
+
 // reap collects the exit status of a child that has exited.
 func (c *child) reap() {
 	if c.exited {

@@ -565,9 +565,17 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 	var cmdEnd time.Time
 	var lastErr string
 	nap := 2 * time.Millisecond
+	var until time.Time // the pid is up, the check not due before then
+	var seen pidFileSeen
 	for first := true; ; first = false {
 		var exited bool
-		if c.exited && !first {
+		if !until.IsZero() {
+			// Nothing to look at before the check is due: sleep until
+			// then, woken by the command's exit (its status) or ctx.
+			d := time.Until(until)
+			until = time.Time{}
+			exited = c.wait(ctx, d)
+		} else if c.exited && !first {
 			// The command is done; only the pid file is awaited now: look
 			// again soon (a daemon writes it right after), then every poll.
 			nap = min(nap*2, poll)
@@ -630,14 +638,24 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 				return ok()
 			}
 		} else {
-			pid, mtime, err := readPidFile(pidPath)
-			if err == nil {
+			pid, fi, err := 0, os.FileInfo(nil), error(nil)
+			if seen.same(pidPath) {
+				err = errUnchanged // not running, or stale: it still is
+			} else {
+				pid, fi, err = readPidFileInfo(pidPath)
+				seen = pidFileSeen{}
+			}
+			if err == errUnchanged {
+				// lastErr stands
+			} else if err == nil {
 				st, live := alive(pid)
 				switch {
 				case !live:
 					lastErr = fmt.Sprintf("pid %d in %s is not running", pid, pidPath)
+					seen = seePidFile(fi, now)
 				case st.StartTick < c.launch || (oldLive && pid == oldPid && st.StartTick == oldSt.StartTick):
-					lastErr = fmt.Sprintf("pid %d in %s started before %s (stale pid file, written %s)", pid, pidPath, what, mtime.Format(time.TimeOnly))
+					lastErr = fmt.Sprintf("pid %d in %s started before %s (stale pid file, written %s)", pid, pidPath, what, fi.ModTime().Format(time.TimeOnly))
+					seen = seePidFile(fi, now)
 				case now.Sub(c.at) >= beginD:
 					out := c.output(a.cfg.OutputLimit) // before c changes hands
 					a.mu.Lock()
@@ -656,6 +674,10 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 					return result{code: model.CodeSuccess, out: out}
 				default:
 					lastErr = fmt.Sprintf("pid %d up, waiting until start_check_secs %d", pid, begin)
+					until = c.at.Add(beginD)
+					if t := c.at.Add(timeout); !exited && t.Before(until) {
+						until = t
+					}
 				}
 			} else {
 				lastErr = err.Error()

@@ -198,14 +198,24 @@ func (t procTable) groupUsage(pid int, m machine) (ticks, rssPages uint64, threa
 
 // readPidFile returns the pid in path and the file's modification time.
 func readPidFile(path string) (int, time.Time, error) {
+	pid, fi, err := readPidFileInfo(path)
+	if fi == nil {
+		return pid, time.Time{}, err
+	}
+	return pid, fi.ModTime(), err
+}
+
+// readPidFileInfo returns the pid in path and what the file was when it
+// was read (its fstat before the read; nil when it could not be opened).
+func readPidFileInfo(path string) (int, os.FileInfo, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, time.Time{}, err
+		return 0, nil, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return 0, time.Time{}, err
+		return 0, nil, err
 	}
 	b := make([]byte, 64)
 	n, _ := f.Read(b)
@@ -215,9 +225,53 @@ func readPidFile(path string) (int, time.Time, error) {
 	}
 	pid, err := strconv.Atoi(s)
 	if err != nil || pid <= 0 {
-		return 0, fi.ModTime(), fmt.Errorf("pid file %s: %q is not a pid", path, s)
+		return 0, fi, fmt.Errorf("pid file %s: %q is not a pid", path, s)
 	}
-	return pid, fi.ModTime(), nil
+	return pid, fi, nil
+}
+
+// errUnchanged: the pid file is as it was when last read.
+var errUnchanged = errors.New("pid file unchanged")
+
+// pidFileSeen is a pid file a start check read and found naming no
+// process of this start (not running, or started before it): while the
+// file stays the same (inode, size, modification time) the verdict
+// stands, and the check stats it instead of reading it and /proc again.
+// Only a file written well before it was read is remembered: the kernel
+// stamps mtime from a coarse clock (one tick, at most 10 ms), so a
+// rewrite within the same tick as the write read would look unchanged.
+type pidFileSeen struct {
+	ok    bool
+	ino   uint64
+	size  int64
+	mtime int64 // ns
+}
+
+// pidFileQuiet is how long before its read a pid file must have been
+// written to be remembered: several ticks of the coarse clock.
+const pidFileQuiet = 50 * time.Millisecond
+
+func seePidFile(fi os.FileInfo, readAt time.Time) pidFileSeen {
+	if fi == nil {
+		return pidFileSeen{}
+	}
+	st, isStat := fi.Sys().(*syscall.Stat_t)
+	if !isStat || readAt.Sub(fi.ModTime()) < pidFileQuiet {
+		return pidFileSeen{}
+	}
+	return pidFileSeen{ok: true, ino: st.Ino, size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+}
+
+// same reports whether path is still the file seen.
+func (s pidFileSeen) same(path string) bool {
+	if !s.ok {
+		return false
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return false
+	}
+	return st.Ino == s.ino && st.Size == s.size && st.Mtim.Nano() == s.mtime
 }
 
 // signalGroup sends sig to pid's process group, or to pid alone when the
@@ -261,6 +315,75 @@ func pidfdOpen(pid int) (fd int, ok bool, err error) {
 	return fd, true, nil
 }
 
+// waitPidfd waits until the process behind pidfd fd exits or ctx ends
+// (then ctx.Err()). The goroutine parks in the runtime's poller (epoll):
+// a pidfd is readable once its process has exited, so a thousand
+// watched processes cost no thread each. Where the poller refuses the
+// fd, it sleeps in poll(2) on the pidfd and an eventfd that ctx's end
+// writes. fd stays the caller's.
+func waitPidfd(ctx context.Context, fd, pid int) error {
+	exited := func(fd int) bool {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, _ := unix.Poll(fds, 0)
+		return n > 0 && fds[0].Revents != 0
+	}
+	if dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err == nil {
+		if err := unix.SetNonblock(dup, true); err != nil {
+			unix.Close(dup)
+		} else {
+			// os.NewFile registers a non-blocking fd with the poller.
+			f := os.NewFile(uintptr(dup), "pidfd")
+			defer f.Close()
+			if rc, err := f.SyscallConn(); err == nil {
+				stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(time.Unix(1, 0)) })
+				defer stop()
+				gone := false
+				_ = rc.Read(func(fd uintptr) bool {
+					gone = exited(int(fd))
+					return gone
+				})
+				switch {
+				case gone:
+					return nil
+				case ctx.Err() != nil:
+					return ctx.Err()
+				}
+				// Not pollable here: the poll(2) below.
+			}
+		}
+	}
+	// Sleep in poll on the pidfd and an eventfd that ctx's end writes:
+	// no wake-ups until the process exits or the watch is cancelled.
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("eventfd: %w", err)
+	}
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_, _ = unix.Write(efd, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+		close(fired)
+	})
+	defer func() {
+		if !stop() {
+			<-fired // the write must land before the fd number can be reused
+		}
+		unix.Close(efd)
+	}()
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(efd), Events: unix.POLLIN}}
+	for {
+		_, err := unix.Poll(fds, -1)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("poll pidfd of %d: %w", pid, err)
+		}
+		if fds[0].Revents != 0 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
 // waitGone blocks until pid (with start tick startTick, 0 = any) has
 // exited or ctx ends. It uses a pidfd, which becomes readable the moment
 // the process exits (child or not); it polls /proc every poll only where
@@ -277,36 +400,7 @@ func waitGone(ctx context.Context, pid int, startTick uint64, poll time.Duration
 		if st, live := alive(pid); !live || (startTick != 0 && st.StartTick != startTick) {
 			return nil
 		}
-		// Sleep in poll on the pidfd and an eventfd that ctx's end writes:
-		// no wake-ups until the process exits or the watch is cancelled.
-		efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-		if err != nil {
-			return fmt.Errorf("eventfd: %w", err)
-		}
-		fired := make(chan struct{})
-		stop := context.AfterFunc(ctx, func() {
-			_, _ = unix.Write(efd, []byte{1, 0, 0, 0, 0, 0, 0, 0})
-			close(fired)
-		})
-		defer func() {
-			if !stop() {
-				<-fired // the write must land before the fd number can be reused
-			}
-			unix.Close(efd)
-		}()
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(efd), Events: unix.POLLIN}}
-		for {
-			_, err := unix.Poll(fds, -1)
-			if err != nil && !errors.Is(err, unix.EINTR) {
-				return fmt.Errorf("poll pidfd of %d: %w", pid, err)
-			}
-			if fds[0].Revents != 0 {
-				return nil
-			}
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-		}
+		return waitPidfd(ctx, fd, pid)
 	}
 	t := time.NewTicker(poll)
 	defer t.Stop()

@@ -3,7 +3,10 @@
 package agent
 
 import (
+	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -59,5 +62,108 @@ func BenchmarkReadProcTable(b *testing.B) {
 		if _, err := readProcTable(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestWaitGoneParksInThePoller: waitGone returns when the process exits
+// and, for a live one, when its context ends; a thousand watches do not
+// take a thread each (the pidfd waits in the runtime's poller).
+func TestWaitGoneParksInThePoller(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	pid := cmd.Process.Pid
+	st, live := alive(pid)
+	if !live {
+		t.Fatal("sleep not running")
+	}
+
+	// A context that ends: the wait ends with it.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := waitGone(ctx, pid, st.StartTick, 20*time.Millisecond); err == nil {
+		t.Fatal("waitGone of a live process returned nil before its context ended")
+	}
+
+	// Many waits on the live process, then its exit ends them all.
+	const n = 200
+	threads0 := threadCount(t)
+	done := make(chan error, n)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel2()
+	for range n {
+		go func() { done <- waitGone(ctx2, pid, st.StartTick, 20*time.Millisecond) }()
+	}
+	time.Sleep(300 * time.Millisecond) // let them park
+	if _, ok, _ := pidfdOpen(pid); ok {
+		// Not a thread per wait: far fewer new threads than waits.
+		if grown := threadCount(t) - threads0; grown > n/4 {
+			t.Errorf("%d waits on a pidfd took %d more threads", n, grown)
+		}
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if err := <-done; err != nil {
+			t.Fatalf("waitGone after the exit: %v", err)
+		}
+	}
+}
+
+// threadCount is this process's thread count.
+func threadCount(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// TestPidFileSeen: a pid file remembered as read is seen unchanged until
+// it is rewritten (same size, same inode, in place), and a file written
+// just before its read is not remembered at all.
+func TestPidFileSeen(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "p.pid")
+	if err := os.WriteFile(path, []byte("12345\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pid, fi, err := readPidFileInfo(path)
+	if err != nil || pid != 12345 {
+		t.Fatalf("read: %d %v", pid, err)
+	}
+	if s := seePidFile(fi, fi.ModTime().Add(pidFileQuiet/2)); s.ok {
+		t.Fatal("a file written just before its read was remembered")
+	}
+	s := seePidFile(fi, fi.ModTime().Add(time.Second))
+	if !s.same(path) {
+		t.Fatal("an unchanged file was not seen the same")
+	}
+	// Rewritten in place with a pid of the same length, after the read.
+	time.Sleep(pidFileQuiet)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("54321\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if s.same(path) {
+		t.Fatal("a rewritten pid file was seen the same")
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if s.same(path) {
+		t.Fatal("a removed pid file was seen the same")
 	}
 }

@@ -184,9 +184,7 @@ func (k *childSet) reapListed() int {
 			if err != nil || k.owned(pid) {
 				continue
 			}
-			if st, err := readStat(pid); err != nil || st.State != 'Z' {
-				continue
-			}
+			// One wait4 per child (0 while it runs), not a /proc read.
 			var ws unix.WaitStatus
 			if got, _ := unix.Wait4(pid, &ws, unix.WNOHANG, nil); got == pid {
 				n++
@@ -194,6 +192,34 @@ func (k *childSet) reapListed() int {
 		}
 	}
 	return n
+}
+
+// reapExited reaps pid, a process a watcher saw exit (its pidfd became
+// readable), when it is a child of this process that no owner waits for:
+// an orphan a subreaper or pid 1 inherited is reaped at once, not at the
+// next sweep. The pid cannot be another process meanwhile: an exited
+// child stays a zombie until it is reaped. It does nothing when this
+// process runs no reaper (its children are then all owned).
+func (k *childSet) reapExited(pid int) bool {
+	k.mu.Lock()
+	running := k.users > 0
+	k.mu.Unlock()
+	if !running || pid <= 0 {
+		return false
+	}
+	k.gate.Lock()
+	defer k.gate.Unlock()
+	if k.owned(pid) {
+		return false
+	}
+	var ws unix.WaitStatus
+	if got, _ := unix.Wait4(pid, &ws, unix.WNOHANG, nil); got != pid {
+		return false
+	}
+	k.mu.Lock()
+	k.reaped++
+	k.mu.Unlock()
+	return true
 }
 
 // siginfoPid is si_pid of a waitid answer: the first field of the union

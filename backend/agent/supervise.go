@@ -32,6 +32,10 @@ func (a *Agent) watchLocked(u *unit) {
 		if err := waitGone(ctx, pid, tick, a.cfg.PollInterval.D()); err != nil {
 			return // cancelled: someone else owns the process now
 		}
+		// An orphan we inherited (a daemon whose shell exited) is reaped
+		// now, not at the reaper's next sweep; our own command's child is
+		// left to its owner (onExit).
+		children.reapExited(pid)
 		a.onExit(u, gen, pid)
 	}()
 }
