@@ -108,6 +108,44 @@ func BenchmarkTaskWatch10k(b *testing.B) {
 	}
 }
 
+// BenchmarkTaskWatch100kTrickle: a task of 100,000 targets, all pending,
+// whose results come in 400 batches of 250 (a slow fleet's trickle); one
+// op is every batch applied and the table ordered after each. Per batch
+// the watch must cost the batch, not the table.
+func BenchmarkTaskWatch100kTrickle(b *testing.B) {
+	s := benchShared(b, 120, 40)
+	const n, batch = 100000, 250
+	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	task := model.Task{ID: "GSETASK:20261121100000:3", Op: model.OpRestart, Targets: n, Status: model.TaskRunning, Created: t0}
+	pending := make([]model.Result, n)
+	final := make([]model.Result, n)
+	for i := range n {
+		h := model.Host{IP: fmt.Sprintf("10.%d.%d.%d", i/65536, i/256%256, i%256)}
+		pending[i] = model.Result{TaskID: task.ID, Host: h, ProcKey: "web:nginx", Op: task.Op, State: model.StatePending}
+		f := pending[i]
+		f.Seq, f.Started, f.Finished = int64(i+1), t0, t0.Add(time.Duration(i%900)*time.Millisecond)
+		f.State = model.StateSuccess
+		if i%97 == 0 {
+			f.State, f.Code, f.Message = model.StateFailed, model.CodeCommandFailed, "Script exit code non-zero"
+		}
+		final[(i*7919)%n] = f // out of host order, as a fleet answers
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		w := newWatchPage(s, task)
+		w.SetSize(120, 36)
+		w.Update(watchInitMsg{id: w.id, view: backend.TaskView{Task: task, Results: pending}})
+		for i := 0; i < n; i += batch {
+			w.Update(watchBatchMsg{id: w.id, results: final[i : i+batch]})
+		}
+		if w.counts.Final() != n {
+			b.Fatalf("%d final", w.counts.Final())
+		}
+		w.Close()
+	}
+}
+
 // BenchmarkRootView renders the whole screen (breadcrumb, hosts, ticker,
 // status bar, help) over 10,000 hosts.
 func BenchmarkRootView(b *testing.B) {
