@@ -195,7 +195,7 @@ func BenchmarkFilterKeystroke100k(b *testing.B) {
 // draws; idle-%cpu is that work's share of one core.
 func BenchmarkIdle100k(b *testing.B) {
 	e := bench100k(b)
-	m, err := New(context.Background(), Options{Backend: e, Config: config.Default().Console, Theme: monoTheme(b), Static: true})
+	m, err := New(context.Background(), Options{Backend: e, Config: config.Default().Console, Theme: monoTheme(b), Static: true, Operator: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
