@@ -50,7 +50,7 @@ type Engine struct {
 	runs     map[string]*run                            // unfinished tasks
 	recent   recentRuns                                 // tasks just stored complete, still in memory
 	claims   map[string]bool                            // leases acquired for tasks being created
-	statuses map[model.Host]map[string]model.ProcStatus // last known, mirrors the store
+	statuses map[model.Host]map[string]knownStatus // last known, and what the store has
 	subs     map[int]chan model.Event
 	nextSub  int
 	started  bool
@@ -130,7 +130,7 @@ func New(cfg config.EngineConfig, d Dispatcher, inv Inventory, st Store, opts ..
 		now:      time.Now,
 		runs:     make(map[string]*run),
 		claims:   make(map[string]bool),
-		statuses: make(map[model.Host]map[string]model.ProcStatus),
+		statuses: make(map[model.Host]map[string]knownStatus),
 		subs:     make(map[int]chan model.Event),
 	}
 	e.leaseTTL = cfg.LeaseTTL.D()
@@ -171,9 +171,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	e.mu.Lock()
 	for h, l := range sts {
-		m := make(map[string]model.ProcStatus, len(l))
+		m := make(map[string]knownStatus, len(l))
 		for _, s := range l {
-			m[s.ProcKey] = s
+			m[s.ProcKey] = knownStatus{st: s, stored: s}
 		}
 		e.statuses[h] = m
 	}
@@ -368,23 +368,63 @@ func (e *Engine) refuseReadOnly(what string) error {
 }
 
 // recordStatus updates the last known status of a process on a host; the
-// writer stores it.
+// writer stores it when storeStatus says the stored copy is out of date.
 func (e *Engine) recordStatus(h model.Host, st model.ProcStatus) {
 	e.mu.Lock()
 	m := e.statuses[h]
 	if m == nil {
-		m = make(map[string]model.ProcStatus)
+		m = make(map[string]knownStatus)
 		e.statuses[h] = m
 	}
-	m[st.ProcKey] = st
+	k, had := m[st.ProcKey]
+	store := !had || storeStatus(k.stored, st)
+	k.st = st
+	if store {
+		k.stored = st
+	}
+	m[st.ProcKey] = k
 	e.mu.Unlock()
-	e.enqueue(write{status: &HostStatus{Host: h, Status: st}})
+	if store {
+		e.enqueue(write{status: &HostStatus{Host: h, Status: st}})
+	}
+}
+
+// knownStatus is a process's last known status on a host (st) and the one
+// last handed to the store (stored).
+type knownStatus struct {
+	st, stored model.ProcStatus
+}
+
+// statusRefresh is how old (by report time) the stored copy of a last
+// known status gets while only its readings change (usage, report time)
+// before it is stored again.
+const statusRefresh = 5 * 60 // seconds
+
+// storeStatus reports whether st is to be stored over stored, the copy
+// the store has: when what it says changed (state, pid, start, restarts,
+// exit status, version ... everything but the readings: cpu, memory,
+// threads and report time), or when stored is statusRefresh old. A status
+// op over a fleet whose processes did not change then stores no status:
+// each result stores the status it read, and the hosts' heartbeats carry
+// the current readings.
+func storeStatus(stored, st model.ProcStatus) bool {
+	if st.ReportTime-stored.ReportTime >= statusRefresh || st.ReportTime < stored.ReportTime {
+		return true
+	}
+	if !st.StartTime.Equal(stored.StartTime) {
+		return true
+	}
+	said := func(s model.ProcStatus) model.ProcStatus {
+		s.CPU, s.Mem, s.MemRSS, s.Threads, s.ReportTime, s.StartTime = 0, 0, 0, 0, 0, time.Time{}
+		return s
+	}
+	return said(st) != said(stored)
 }
 
 // status returns the last known status of key on h.
 func (e *Engine) status(h model.Host, key string) (model.ProcStatus, bool) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	st, ok := e.statuses[h][key]
-	return st, ok
+	k, ok := e.statuses[h][key]
+	return k.st, ok
 }

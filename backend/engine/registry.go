@@ -415,7 +415,8 @@ func (l *hostLister) view(hi model.HostInfo, idx []int32) backend.HostView {
 	for _, i := range idx {
 		d := &l.defs[i]
 		key := l.keys[i]
-		st, ok := e.statuses[h][key]
+		k, ok := e.statuses[h][key]
+		st := k.st
 		for _, s := range l.sts { // a host has a few processes: a scan beats a map
 			if s.ProcKey == key && (!ok || s.ReportTime >= st.ReportTime) {
 				st, ok = s, true

@@ -1,0 +1,45 @@
+package engine
+
+import (
+	"testing"
+	"time"
+
+	"gseproc/model"
+)
+
+func TestStoreStatus(t *testing.T) {
+	start := time.Unix(1_700_000_000, 0)
+	base := model.ProcStatus{ProcKey: "web:nginx", ProcName: "nginx", State: model.ProcRunning, PID: 42, Hosted: true,
+		StartTime: start, ReportTime: 1_700_000_100, CPU: 1.5, Mem: 2.5, MemRSS: 1 << 20, Threads: 3, Version: "1.2"}
+	with := func(f func(*model.ProcStatus)) model.ProcStatus {
+		s := base
+		f(&s)
+		return s
+	}
+	for _, c := range []struct {
+		name string
+		st   model.ProcStatus
+		want bool
+	}{
+		{"same", base, false},
+		{"readings only", with(func(s *model.ProcStatus) {
+			s.CPU, s.Mem, s.MemRSS, s.Threads, s.ReportTime = 9, 9, 9, 9, s.ReportTime+60
+		}), false},
+		{"same start in another zone", with(func(s *model.ProcStatus) { s.StartTime = start.In(time.FixedZone("x", 8*3600)) }), false},
+		{"refresh due", with(func(s *model.ProcStatus) { s.ReportTime += statusRefresh }), true},
+		{"report time went back", with(func(s *model.ProcStatus) { s.ReportTime-- }), true},
+		{"state", with(func(s *model.ProcStatus) { s.State = model.ProcStopped }), true},
+		{"pid", with(func(s *model.ProcStatus) { s.PID = 43 }), true},
+		{"start", with(func(s *model.ProcStatus) { s.StartTime = start.Add(time.Second) }), true},
+		{"hosted", with(func(s *model.ProcStatus) { s.Hosted = false }), true},
+		{"restarts", with(func(s *model.ProcStatus) { s.Restarts++ }), true},
+		{"exit status", with(func(s *model.ProcStatus) { s.ExitStatus = 1 }), true},
+		{"version", with(func(s *model.ProcStatus) { s.Version = "1.3" }), true},
+		{"message", with(func(s *model.ProcStatus) { s.Message = "x" }), true},
+		{"last start", with(func(s *model.ProcStatus) { s.LastStartTime = 5 }), true},
+	} {
+		if got := storeStatus(base, c.st); got != c.want {
+			t.Errorf("%s: storeStatus = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
