@@ -327,8 +327,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, host model.Host, req model.Ag
 	if msg.Header.Get(StatusHeader) == statusUnreachable {
 		return model.AgentReply{}, fmt.Errorf("dispatch %s: %w: %s", host, model.ErrUnreachable, string(msg.Data))
 	}
-	var rep model.AgentReply
-	if err := json.Unmarshal(msg.Data, &rep); err != nil {
+	rep, err := decodeReply(msg.Data)
+	if err != nil {
 		return model.AgentReply{}, fmt.Errorf("dispatch %s: decode reply: %w", host, err)
 	}
 	return rep, nil
@@ -457,8 +457,8 @@ func (d *Dispatcher) onLate(p pendingReply, m *nats.Msg) {
 	if noResponders(m) || m.Header.Get(StatusHeader) == statusUnreachable {
 		return
 	}
-	var rep model.AgentReply
-	if err := json.Unmarshal(m.Data, &rep); err != nil {
+	rep, err := decodeReply(m.Data)
+	if err != nil {
 		d.log.Warn("dispatcher: late reply: decode", "subject", m.Subject, "err", err)
 		return
 	}
