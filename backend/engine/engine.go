@@ -46,10 +46,13 @@ type Engine struct {
 	wg     sync.WaitGroup
 	once   sync.Once
 
-	mu       sync.RWMutex
-	runs     map[string]*run                            // unfinished tasks
-	recent   recentRuns                                 // tasks just stored complete, still in memory
-	claims   map[string]bool                            // leases acquired for tasks being created
+	mu     sync.RWMutex
+	runs   map[string]*run // unfinished tasks
+	recent recentRuns      // tasks just stored complete, still in memory
+	claims map[string]bool // leases acquired for tasks being created
+	// smu guards statuses (not mu: every result of a fan-out records a
+	// status, and mu is the engine's, taken by every listing and watch).
+	smu      sync.RWMutex
 	statuses map[model.Host]map[string]knownStatus // last known, and what the store has
 	subs     map[int]chan model.Event
 	nextSub  int
@@ -169,7 +172,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("engine start: load statuses: %w", err)
 	}
-	e.mu.Lock()
+	e.smu.Lock()
 	for h, l := range sts {
 		m := make(map[string]knownStatus, len(l))
 		for _, s := range l {
@@ -177,7 +180,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		e.statuses[h] = m
 	}
-	e.mu.Unlock()
+	e.smu.Unlock()
 
 	e.wg.Add(2)
 	go e.writeLoop()
@@ -370,7 +373,7 @@ func (e *Engine) refuseReadOnly(what string) error {
 // recordStatus updates the last known status of a process on a host; the
 // writer stores it when storeStatus says the stored copy is out of date.
 func (e *Engine) recordStatus(h model.Host, st model.ProcStatus) {
-	e.mu.Lock()
+	e.smu.Lock()
 	m := e.statuses[h]
 	if m == nil {
 		m = make(map[string]knownStatus)
@@ -383,7 +386,7 @@ func (e *Engine) recordStatus(h model.Host, st model.ProcStatus) {
 		k.stored = st
 	}
 	m[st.ProcKey] = k
-	e.mu.Unlock()
+	e.smu.Unlock()
 	if store {
 		e.enqueue(write{status: &HostStatus{Host: h, Status: st}})
 	}
@@ -423,8 +426,8 @@ func storeStatus(stored, st model.ProcStatus) bool {
 
 // status returns the last known status of key on h.
 func (e *Engine) status(h model.Host, key string) (model.ProcStatus, bool) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
+	e.smu.RLock()
+	defer e.smu.RUnlock()
 	k, ok := e.statuses[h][key]
 	return k.st, ok
 }

@@ -400,7 +400,7 @@ func (l *hostLister) view(hi model.HostInfo, idx []int32) backend.HostView {
 	v := backend.HostView{HostInfo: hi}
 	l.sts = l.sts[:0]
 	if l.src != nil && len(idx) > 0 {
-		// Asked outside e.mu: the source has locks of its own.
+		// Asked outside e.smu: the source has locks of its own.
 		if l.app != nil {
 			l.sts = l.app.AppendStatuses(l.sts, h)
 		} else {
@@ -411,7 +411,7 @@ func (l *hostLister) view(hi model.HostInfo, idx []int32) backend.HostView {
 		return v
 	}
 	v.Procs = make([]backend.ProcView, 0, len(idx))
-	e.mu.RLock()
+	e.smu.RLock()
 	for _, i := range idx {
 		d := &l.defs[i]
 		key := l.keys[i]
@@ -428,7 +428,7 @@ func (l *hostLister) view(hi model.HostInfo, idx []int32) backend.HostView {
 		}
 		v.Procs = append(v.Procs, backend.ProcView{Key: key, Labels: d.Process.Meta.Labels, Status: st, Updated: st.ReportTime})
 	}
-	e.mu.RUnlock()
+	e.smu.RUnlock()
 	return v
 }
 
