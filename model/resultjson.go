@@ -1,0 +1,207 @@
+package model
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"time"
+)
+
+// AppendResultJSON appends r encoded as json.Marshal encodes it, byte for
+// byte. A result is encoded once to be stored and once more for every
+// client that streams it: an op over 100,000 hosts encodes 200,000 of
+// them, and encoding/json's reflection was most of that cost. A string
+// with a byte to escape is written by json.Marshal of that string; a
+// result with a float that json writes in exponent form (or refuses) by
+// json.Marshal of the whole result: the two never differ (FuzzResultJSON).
+func AppendResultJSON(b []byte, r *Result) ([]byte, error) {
+	out, ok := appendResult(b, r)
+	if ok {
+		return out, nil
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return b, err
+	}
+	return append(b, data...), nil
+}
+
+// jw appends JSON; ok turns false at the first value it leaves to
+// encoding/json.
+type jw struct {
+	b  []byte
+	ok bool
+}
+
+// str appends s quoted: itself when it is printable ASCII but for '"',
+// '\\' and the HTML characters '<', '>', '&' (which json.Marshal
+// escapes), else as json.Marshal writes it (escapes, U+2028, invalid UTF-8).
+func (w *jw) str(s string) {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			data, err := json.Marshal(s)
+			if err != nil {
+				w.ok = false
+				return
+			}
+			w.b = append(w.b, data...)
+			return
+		}
+	}
+	w.b = append(w.b, '"')
+	w.b = append(w.b, s...)
+	w.b = append(w.b, '"')
+}
+
+func (w *jw) key(k string) { w.b = append(w.b, k...) } // k is `"name":` or `,"name":`
+
+func (w *jw) int(n int64) { w.b = strconv.AppendInt(w.b, n, 10) }
+
+func (w *jw) uint(n uint64) { w.b = strconv.AppendUint(w.b, n, 10) }
+
+func (w *jw) bool(v bool) { w.b = strconv.AppendBool(w.b, v) }
+
+// float appends f as json.Marshal does when it writes no exponent.
+func (w *jw) float(f float64) {
+	abs := math.Abs(f)
+	if math.IsNaN(f) || math.IsInf(f, 0) || (abs != 0 && (abs < 1e-6 || abs >= 1e21)) {
+		w.ok = false
+		return
+	}
+	w.b = strconv.AppendFloat(w.b, f, 'f', -1, 64)
+}
+
+func (w *jw) time(t time.Time) {
+	data, err := t.MarshalJSON()
+	if err != nil {
+		w.ok = false
+		return
+	}
+	w.b = append(w.b, data...)
+}
+
+func appendResult(b []byte, r *Result) ([]byte, bool) {
+	w := jw{b: b, ok: true}
+	w.key(`{"task_id":`)
+	w.str(r.TaskID)
+	w.key(`,"seq":`)
+	w.int(r.Seq)
+	w.key(`,"host":{"ip":`)
+	w.str(r.Host.IP)
+	w.key(`,"bk_cloud_id":`)
+	w.int(int64(r.Host.CloudID))
+	w.key(`},"proc":`)
+	w.str(r.ProcKey)
+	if r.ValueKey != "" {
+		w.key(`,"value_key":`)
+		w.str(r.ValueKey)
+	}
+	if r.AgentID != "" {
+		w.key(`,"agent_id":`)
+		w.str(r.AgentID)
+	}
+	w.key(`,"op_type":`)
+	w.int(int64(r.Op))
+	w.key(`,"state":`)
+	w.str(string(r.State))
+	w.key(`,"error_code":`)
+	w.int(int64(r.Code))
+	w.key(`,"error_msg":`)
+	w.str(r.Message)
+	if r.Proc != (ResultProc{}) {
+		w.key(`,"proc_identity":{`)
+		first := true
+		for _, f := range [...]struct{ k, v string }{
+			{`"proc_name":`, r.Proc.ProcName}, {`"setup_path":`, r.Proc.SetupPath},
+			{`"func_id":`, r.Proc.FuncID}, {`"instance_id":`, r.Proc.InstanceID},
+		} {
+			if f.v == "" {
+				continue
+			}
+			if !first {
+				w.b = append(w.b, ',')
+			}
+			first = false
+			w.key(f.k)
+			w.str(f.v)
+		}
+		w.b = append(w.b, '}')
+	}
+	if r.Hosted {
+		w.key(`,"hosted":true`)
+	}
+	if r.Status != nil {
+		w.key(`,"status":`)
+		w.status(r.Status)
+	}
+	if !r.Started.IsZero() {
+		w.key(`,"started":`)
+		w.time(r.Started)
+	}
+	if !r.Finished.IsZero() {
+		w.key(`,"finished":`)
+		w.time(r.Finished)
+	}
+	w.b = append(w.b, '}')
+	return w.b, w.ok
+}
+
+func (w *jw) status(s *ProcStatus) {
+	w.key(`{"proc":`)
+	w.str(s.ProcKey)
+	w.key(`,"proc_name":`)
+	w.str(s.ProcName)
+	w.key(`,"state":`)
+	w.str(string(s.State))
+	w.key(`,"pid":`)
+	w.int(int64(s.PID))
+	w.key(`,"is_auto":`)
+	w.bool(s.Hosted)
+	if !s.StartTime.IsZero() {
+		w.key(`,"start_time":`)
+		w.time(s.StartTime)
+	}
+	for _, f := range [...]struct {
+		k string
+		v int64
+	}{{`,"register_time":`, s.RegisterTime}, {`,"last_start_time":`, s.LastStartTime}, {`,"report_time":`, s.ReportTime}} {
+		if f.v != 0 {
+			w.key(f.k)
+			w.int(f.v)
+		}
+	}
+	w.key(`,"cpu_usage":`)
+	w.float(s.CPU)
+	w.key(`,"mem_usage":`)
+	w.float(s.Mem)
+	if s.MemRSS != 0 {
+		w.key(`,"mem_rss":`)
+		w.uint(s.MemRSS)
+	}
+	if s.Restarts != 0 {
+		w.key(`,"restarts":`)
+		w.int(int64(s.Restarts))
+	}
+	if s.ExitStatus != 0 {
+		w.key(`,"exit_status":`)
+		w.int(int64(s.ExitStatus))
+	}
+	if s.Version != "" {
+		w.key(`,"version":`)
+		w.str(s.Version)
+	}
+	if s.Cmdline != "" {
+		w.key(`,"cmdline":`)
+		w.str(s.Cmdline)
+	}
+	if s.Threads != 0 {
+		w.key(`,"threads":`)
+		w.int(int64(s.Threads))
+	}
+	if s.Message != "" {
+		w.key(`,"message":`)
+		w.str(s.Message)
+	}
+	w.b = append(w.b, '}')
+}

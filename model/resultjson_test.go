@@ -1,0 +1,100 @@
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"testing"
+	"time"
+)
+
+func sampleResult() Result {
+	start := time.Date(2026, 11, 23, 18, 20, 0, 123456789, time.UTC)
+	return Result{TaskID: "GSETASK:20261123182000:7", Seq: 42, Host: Host{IP: "10.0.3.7", CloudID: 2}, ProcKey: "gse:bkmonitorbeat",
+		ValueKey: "gse_bkmonitorbeat", AgentID: "0:10.0.3.7", Op: OpStatus, State: StateSuccess, Code: 0, Message: "success",
+		Proc: ResultProc{ProcName: "bkmonitorbeat", SetupPath: "/usr/local/gse/plugins/bin"}, Hosted: true,
+		Status: &ProcStatus{ProcKey: "gse:bkmonitorbeat", ProcName: "bkmonitorbeat", State: ProcRunning, PID: 4242, Hosted: true,
+			StartTime: start.In(time.FixedZone("CST", 8*3600)), RegisterTime: 1, ReportTime: 1_763_900_200, CPU: 12.34, Mem: 0.5,
+			MemRSS: 123 << 20, Restarts: 2, Version: "3.2.1", Threads: 17},
+		Started: start, Finished: start.Add(5 * time.Millisecond)}
+}
+
+func checkResultJSON(t *testing.T, r Result) {
+	t.Helper()
+	want, werr := json.Marshal(r)
+	got, gerr := AppendResultJSON([]byte("prefix"), &r)
+	if (werr == nil) != (gerr == nil) {
+		t.Fatalf("%+v: AppendResultJSON error %v, json.Marshal %v", r, gerr, werr)
+	}
+	if werr != nil {
+		return
+	}
+	if !bytes.Equal(got, append([]byte("prefix"), want...)) {
+		t.Fatalf("AppendResultJSON differs from json.Marshal:\n got %s\nwant prefix%s", got, want)
+	}
+}
+
+// The usual results are written by the appender itself, as json.Marshal
+// writes them.
+func TestResultJSON(t *testing.T) {
+	r := sampleResult()
+	if _, ok := appendResult(nil, &r); !ok {
+		t.Fatal("the appender left a usual result to encoding/json")
+	}
+	checkResultJSON(t, r)
+	checkResultJSON(t, Result{})
+	checkResultJSON(t, Result{TaskID: "t", State: StatePending, Status: &ProcStatus{}})
+	for _, s := range []string{"a<b>&c", "line\nbreak\ttab", `quote " back \`, "\x00\x1f\x7f", "ünïcødé 中文", "\u2028\u2029", "bad \xff utf8"} {
+		r := sampleResult()
+		r.Message, r.Status.Message, r.Proc.FuncID = s, s, s
+		checkResultJSON(t, r)
+	}
+	for _, f := range []float64{0, math.Copysign(0, -1), 1e-7, 1e-6, 123456789.125, 1e20, 1e21, -1e22, 5e-324, math.MaxFloat64} {
+		r := sampleResult()
+		r.Status.CPU, r.Status.Mem = f, -f
+		checkResultJSON(t, r)
+	}
+	for _, f := range []float64{math.NaN(), math.Inf(1)} {
+		r := sampleResult()
+		r.Status.CPU = f
+		checkResultJSON(t, r) // both refuse
+	}
+}
+
+// FuzzResultJSON: AppendResultJSON writes what json.Marshal writes.
+func FuzzResultJSON(f *testing.F) {
+	f.Add("GSETASK:1", "10.0.0.1", "web:nginx", "success", "ok", "nginx", int64(7), int64(1_700_000_000), 12.5, 0.25, true, true)
+	f.Add("", "", "", "", "<&>\u2028\xff", "", int64(-1), int64(0), 1e-9, 1e300, false, false)
+	f.Fuzz(func(t *testing.T, task, ip, proc, state, msg, name string, n, unix int64, cpu, mem float64, hosted, withStatus bool) {
+		r := Result{TaskID: task, Seq: n, Host: Host{IP: ip, CloudID: int(n % 1000)}, ProcKey: proc, ValueKey: name, AgentID: msg,
+			Op: OpType(n % 13), State: ResultState(state), Code: int(n), Message: msg, Proc: ResultProc{ProcName: name, InstanceID: msg},
+			Hosted: hosted}
+		if unix%3 != 0 {
+			r.Started = time.Unix(unix%(1<<35), n%1e9).In(time.FixedZone("z", int(n%50000)))
+			r.Finished = time.Unix(unix%(1<<35), 0).UTC()
+		}
+		if withStatus {
+			r.Status = &ProcStatus{ProcKey: proc, ProcName: name, State: ProcState(state), PID: int(n), Hosted: hosted,
+				StartTime: r.Started, RegisterTime: unix, LastStartTime: n, ReportTime: unix, CPU: cpu, Mem: mem, MemRSS: uint64(unix),
+				Restarts: int(n), ExitStatus: int(-n), Version: msg, Cmdline: task, Threads: int(n), Message: msg}
+		}
+		checkResultJSON(t, r)
+	})
+}
+
+func BenchmarkResultJSON(b *testing.B) {
+	r := sampleResult()
+	b.Run("append", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for b.Loop() {
+			buf, _ = AppendResultJSON(buf[:0], &r)
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = json.Marshal(&r)
+		}
+	})
+}
