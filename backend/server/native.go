@@ -427,8 +427,9 @@ func (s *Server) v1RecentEvents(ctx context.Context, c *call) (any, *apiError) {
 
 // sse writes Server-Sent Events.
 type sse struct {
-	w http.ResponseWriter
-	f *http.ResponseController
+	w   http.ResponseWriter
+	f   *http.ResponseController
+	buf []byte // result's
 }
 
 func startSSE(c *call) *sse {
@@ -466,6 +467,23 @@ func (e *sse) write(id, name string, v any) error {
 		}
 	}
 	_, err = fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", name, b)
+	return err
+}
+
+// result writes a result event (id: its Seq) without flushing it, with
+// model.AppendResultJSON: a stream of 100,000 results is encoded without
+// reflection, into one buffer reused from event to event.
+func (e *sse) result(r *model.Result) error {
+	b := append(e.buf[:0], "id: "...)
+	b = strconv.AppendInt(b, r.Seq, 10)
+	b = append(b, "\nevent: result\ndata: "...)
+	b, err := model.AppendResultJSON(b, r)
+	if err != nil {
+		return err
+	}
+	b = append(b, "\n\n"...)
+	e.buf = b
+	_, err = e.w.Write(b)
 	return err
 }
 
@@ -533,7 +551,7 @@ func (s *Server) v1TaskStream(ctx context.Context, c *call) (any, *apiError) {
 			}
 			// Flushed when no further result is waiting: results that
 			// arrive together leave in one write, a lone one at once.
-			if err := out.write(strconv.FormatInt(r.Seq, 10), "result", r); err != nil {
+			if err := out.result(&r); err != nil {
 				return nil, nil
 			}
 			if len(ch) == 0 {

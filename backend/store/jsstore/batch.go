@@ -113,7 +113,7 @@ func (s *Store) PutResults(ctx context.Context, rs []model.Result) error {
 		if r.State == "" {
 			r.State = model.StatePending
 		}
-		data, err := json.Marshal(r)
+		data, err := model.AppendResultJSON(nil, &r)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("put result of task %s: %w", r.TaskID, err))
 			continue
