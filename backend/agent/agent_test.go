@@ -587,6 +587,63 @@ func BenchmarkRestartAfterSIGKILL(b *testing.B) {
 	b.ReportMetric(float64(sum.Microseconds())/1000/float64(len(lat)), "mean-ms")
 }
 
+// BenchmarkRestartExecItself is BenchmarkRestartAfterSIGKILL for a
+// start_cmd that writes its pid file and execs the process (no daemon,
+// the agent's own child, as s6 or supervisord run one): kill -9 to the
+// new process's pid in the pid file (exec'ed), and to the agent watching
+// it as RUNNING (the start check passed).
+func BenchmarkRestartExecItself(b *testing.B) {
+	a := newAgent(b, "", func(c *config.AgentConfig) { c.StableAfter = config.Duration(100 * time.Millisecond) })
+	p, _ := setup(b, "bench", nil)
+	p.Spec.Control.StartCmd = `echo $$ > "$GSEPROC_PID_FILE" && exec sleep 1000`
+	p.Spec.Policy.StartRetries = 1
+	wantCode(b, do(b, a, model.OpStart, p), model.CodeSuccess, "start")
+	path := p.Spec.Identity.PidPath
+	watched := func(pid int) bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		u := a.procs[p.Key()].units[0]
+		return u.pid == pid && u.state == model.ProcRunning && u.stopWatch != nil
+	}
+	var execed, running []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var pid int
+		eventually(b, 15*time.Second, "running and watched", func() bool {
+			pid = livePid(path)
+			return pid != 0 && watched(pid)
+		})
+		time.Sleep(150 * time.Millisecond) // past stable_after: restarted at once
+		t0 := time.Now()
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			b.Fatal(err)
+		}
+		deadline := t0.Add(15 * time.Second)
+		np := 0
+		for np == 0 || np == pid {
+			if time.Now().After(deadline) {
+				b.Fatalf("kill %d: not restarted within 15s", i)
+			}
+			time.Sleep(time.Millisecond)
+			np = livePid(path)
+		}
+		execed = append(execed, time.Since(t0))
+		for !watched(np) {
+			if time.Now().After(deadline) {
+				b.Fatalf("kill %d: restarted, not watched within 15s", i)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		running = append(running, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(execed)
+	slices.Sort(running)
+	b.ReportMetric(float64(execed[len(execed)/2].Microseconds())/1000, "exec-p50-ms")
+	b.ReportMetric(float64(running[len(running)/2].Microseconds())/1000, "running-p50-ms")
+	b.ReportMetric(float64(running[len(running)*9/10].Microseconds())/1000, "running-p90-ms")
+}
+
 func TestCrashLoopBacksOffAndGivesUp(t *testing.T) {
 	t.Parallel()
 	a := newAgent(t, "", func(c *config.AgentConfig) {

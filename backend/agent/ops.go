@@ -564,7 +564,11 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 	poll := a.cfg.PollInterval.D()
 	var cmdEnd time.Time
 	var lastErr string
-	nap := 2 * time.Millisecond
+	// Look soon, then every poll: a daemon writes its pid file right
+	// after the command, and a command that execs the process itself
+	// (exec prog, its pid file written first) never exits; waiting a
+	// whole poll first would leave either STARTING, unwatched, that long.
+	nap := time.Millisecond
 	var until time.Time // the pid is up, the check not due before then
 	var seen pidFileSeen
 	for first := true; ; first = false {
@@ -576,8 +580,7 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 			until = time.Time{}
 			exited = c.wait(ctx, d)
 		} else if c.exited && !first {
-			// The command is done; only the pid file is awaited now: look
-			// again soon (a daemon writes it right after), then every poll.
+			// The command is done; only the pid file is awaited now.
 			nap = min(nap*2, poll)
 			select {
 			case <-time.After(nap):
@@ -585,7 +588,8 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 			}
 			exited = true
 		} else {
-			exited = c.poll(poll)
+			nap = min(nap*2, poll)
+			exited = c.poll(nap)
 		}
 		now := time.Now()
 		if exited && cmdEnd.IsZero() {
