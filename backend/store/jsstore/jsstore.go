@@ -128,9 +128,10 @@ type Store struct {
 	seqMu           sync.Mutex // held while a block is reserved
 	seqNext, seqEnd uint64     // the reserved block's numbers not handed out: [seqNext, seqEnd)
 
-	mu     sync.Mutex
-	index  map[string]*taskIndex // task id -> target index (a small cache)
-	closed bool
+	mu           sync.Mutex
+	index        map[string]*taskIndex // task id -> target index, while the task runs (indexMaxTasks)
+	indexTargets int                   // targets held by index
+	closed       bool
 }
 
 // bound is the store's JetStream context and the bucket and stream
@@ -155,8 +156,18 @@ type taskIndex struct {
 
 const (
 	chunkSize   = 2000
-	indexCache  = 64
 	listTimeout = 30 * time.Second
+)
+
+// indexMaxTasks and indexMaxTargets bound the target index cache. A task
+// keeps its index from PutTask until it is stored final (forgetIndex); one
+// whose index was dropped meanwhile reads its task and targets back for
+// its next result write (a listing: one more consumer) and for its final
+// update. The bounds are above the tasks one engine runs at once: a bound
+// of 64 tasks was passed at 600 operate_proc calls a second.
+const (
+	indexMaxTasks   = 4096
+	indexMaxTargets = 200_000
 )
 
 // OptionsFromConfig are the store's options as cfg says: [nats]
@@ -663,15 +674,26 @@ func (s *Store) PutTask(ctx context.Context, t model.Task, targets []model.Targe
 	return nil
 }
 
-// cacheIndex keeps idx; s.mu must be held.
+// cacheIndex keeps idx, dropping arbitrary others beyond the bounds (idx
+// itself is kept whatever its size); s.mu must be held.
 func (s *Store) cacheIndex(id string, idx *taskIndex) {
-	if len(s.index) >= indexCache {
-		for k := range s.index { // drop an arbitrary one
-			delete(s.index, k)
+	s.dropIndex(id)
+	for k := range s.index {
+		if len(s.index) < indexMaxTasks && s.indexTargets+len(idx.targets) <= indexMaxTargets {
 			break
 		}
+		s.dropIndex(k)
 	}
 	s.index[id] = idx
+	s.indexTargets += len(idx.targets)
+}
+
+// dropIndex forgets task id's index; s.mu must be held.
+func (s *Store) dropIndex(id string) {
+	if idx, ok := s.index[id]; ok {
+		s.indexTargets -= len(idx.targets)
+		delete(s.index, id)
+	}
 }
 
 // UpdateTask replaces a task's summary (ErrNotFound when absent).
@@ -730,7 +752,7 @@ func (s *Store) UpdateTask(ctx context.Context, t model.Task) error {
 func (s *Store) forgetIndex(t model.Task) {
 	if t.Status.Final() {
 		s.mu.Lock()
-		delete(s.index, t.ID)
+		s.dropIndex(t.ID)
 		s.mu.Unlock()
 	}
 }
@@ -965,7 +987,7 @@ func (s *Store) deleteTask(ctx context.Context, id string) error {
 		}
 	}
 	s.mu.Lock()
-	delete(s.index, id)
+	s.dropIndex(id)
 	s.mu.Unlock()
 	return nil
 }

@@ -662,6 +662,58 @@ func TestIndexCacheHoldsRunningTasks(t *testing.T) {
 	}
 }
 
+// TestIndexCacheBounds: the target index cache keeps every task of many
+// running at once (more than the 64 it once held: an operate_proc load
+// runs hundreds), drops others only past its bounds of tasks and targets,
+// always keeps the task just added, and counts what it holds.
+func TestIndexCacheBounds(t *testing.T) {
+	s := &Store{index: map[string]*taskIndex{}}
+	one := func(n int) *taskIndex {
+		idx := &taskIndex{targets: map[model.Target]int{}}
+		for i := range n {
+			idx.targets[model.Target{Host: model.Host{IP: fmt.Sprintf("10.0.%d.%d", i/256, i%256)}, ProcKey: "ns:p"}] = i
+		}
+		return idx
+	}
+	held := func() (n int) {
+		for _, idx := range s.index {
+			n += len(idx.targets)
+		}
+		return n
+	}
+	for i := range 500 {
+		s.cacheIndex(fmt.Sprintf("T%d", i), one(2))
+	}
+	if len(s.index) != 500 || s.indexTargets != 1000 || held() != 1000 {
+		t.Fatalf("500 running tasks: %d cached, %d targets counted, %d held", len(s.index), s.indexTargets, held())
+	}
+	s.cacheIndex("T7", one(3)) // again, larger: replaced, not counted twice
+	if len(s.index) != 500 || s.indexTargets != 1001 || held() != 1001 {
+		t.Fatalf("replaced: %d cached, %d counted, %d held", len(s.index), s.indexTargets, held())
+	}
+	for i := 500; i < indexMaxTasks+100; i++ {
+		s.cacheIndex(fmt.Sprintf("T%d", i), one(1))
+	}
+	last := fmt.Sprintf("T%d", indexMaxTasks+99)
+	if len(s.index) != indexMaxTasks || s.index[last] == nil || s.indexTargets != held() {
+		t.Fatalf("past the task bound: %d cached (want %d), last kept %v, %d counted, %d held",
+			len(s.index), indexMaxTasks, s.index[last] != nil, s.indexTargets, held())
+	}
+	big := one(indexMaxTargets - 10)
+	s.cacheIndex("big", big)
+	if s.index["big"] == nil || s.indexTargets > indexMaxTargets || s.indexTargets != held() {
+		t.Fatalf("past the target bound: big kept %v, %d counted, %d held", s.index["big"] != nil, s.indexTargets, held())
+	}
+	s.cacheIndex("huge", one(indexMaxTargets+1))
+	if len(s.index) != 1 || s.index["huge"] == nil || s.indexTargets != indexMaxTargets+1 {
+		t.Fatalf("one task past the target bound alone: %d cached, %d counted", len(s.index), s.indexTargets)
+	}
+	s.dropIndex("huge")
+	if len(s.index) != 0 || s.indexTargets != 0 {
+		t.Fatalf("dropped: %d cached, %d counted", len(s.index), s.indexTargets)
+	}
+}
+
 // TestHostileKeys: keys built from hostile input stay short, so NATS never
 // closes the store's connection for "maximum control line exceeded"; a
 // status for a host without a canonical identity is refused.
