@@ -45,20 +45,21 @@ func (e *Engine) leaseLoop() {
 // not let the others expire.
 func (e *Engine) renewLeases(limit time.Duration) {
 	e.mu.RLock()
-	runs := make(map[string]*run, len(e.runs)+len(e.claims))
-	for id, r := range e.runs {
-		runs[id] = r
+	ids := make([]string, 0, len(e.runs)+len(e.claims))
+	for id := range e.runs {
+		ids = append(ids, id)
 	}
 	for id := range e.claims {
-		if runs[id] == nil {
-			runs[id] = nil // being created: renewed, nothing to abandon yet
+		if e.runs[id] == nil {
+			ids = append(ids, id) // being created: renewed, nothing to abandon yet
 		}
 	}
 	e.mu.RUnlock()
-	for id, r := range runs {
-		ctx, cancel := context.WithTimeout(e.ctx, limit)
-		err := e.leaser.RenewLease(ctx, id, e.owner, e.leaseTTL)
-		cancel()
+	for _, id := range ids {
+		r, renewed, err := e.renewLease(id, limit)
+		if !renewed {
+			continue
+		}
 		switch {
 		case err == nil:
 		case errors.Is(err, model.ErrConflict):
@@ -70,6 +71,63 @@ func (e *Engine) renewLeases(limit time.Duration) {
 		default:
 			e.log.Warn("renew lease", "task", id, "err", err)
 		}
+	}
+}
+
+// renewLease renews the lease of task id within limit, unless its run let
+// it go since the renewals began (renewed false); r is its run, nil while
+// the task is being created. A renewal that finds the lease deleted
+// creates it again (RenewLease), so it must not run once the task let
+// its lease go: nobody would run the task or release that lease, and the
+// lease scan would take the task over only to find it complete (under an
+// operate_proc load, hundreds of such takeovers, each listing the task's
+// targets with a JetStream consumer). A run's leaseMu, which finishTask
+// holds while it lets the lease go, keeps them apart; a task renewed
+// while being created is looked at again after the renewal.
+func (e *Engine) renewLease(id string, limit time.Duration) (r *run, renewed bool, err error) {
+	e.mu.RLock()
+	r, claimed := e.runs[id], e.claims[id]
+	e.mu.RUnlock()
+	if r == nil && !claimed {
+		return nil, false, nil // ended, or its creation failed, meanwhile
+	}
+	if r != nil {
+		r.leaseMu.Lock()
+		defer r.leaseMu.Unlock()
+		if r.released {
+			return r, false, nil
+		}
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, limit)
+	err = e.leaser.RenewLease(ctx, id, e.owner, e.leaseTTL)
+	cancel()
+	if r == nil {
+		e.releaseAgain(id, limit)
+	}
+	return r, true, err
+}
+
+// releaseAgain lets the lease of task id go again if its run did so while
+// the lease was being renewed (the renewal may have created it again).
+func (e *Engine) releaseAgain(id string, limit time.Duration) {
+	e.mu.RLock()
+	r := e.runs[id]
+	if r == nil {
+		r = e.recent.get(id)
+	}
+	e.mu.RUnlock()
+	if r == nil {
+		return
+	}
+	r.leaseMu.Lock()
+	defer r.leaseMu.Unlock()
+	if !r.released {
+		return // it lets the lease go itself, after the renewal
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, limit)
+	defer cancel()
+	if err := e.leaser.ReleaseLease(ctx, id, e.owner, r.releasedDone); err != nil {
+		e.log.Warn("release lease", "task", id, "err", err)
 	}
 }
 

@@ -428,3 +428,92 @@ func TestSharedStoreFencing(t *testing.T) {
 		}
 	}
 }
+
+// gatedRenewal is a store whose first lease renewal stops before it is
+// made, says so on entered, goes on once proceed is closed and says it
+// returned on returned; later renewals pass. It counts the tasks read (a
+// takeover reads its task).
+type gatedRenewal struct {
+	*jsstore.Store
+	once                       sync.Once
+	entered, proceed, returned chan struct{}
+	reads                      atomic.Int64
+}
+
+func (g *gatedRenewal) RenewLease(ctx context.Context, taskID, owner string, ttl time.Duration) error {
+	first := false
+	g.once.Do(func() { first = true })
+	if !first {
+		return g.Store.RenewLease(ctx, taskID, owner, ttl)
+	}
+	close(g.entered)
+	<-g.proceed
+	defer close(g.returned)
+	// Made however long it was held (the renewal's own bound is a third
+	// of the TTL): a renewal that reached the store late.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+	defer cancel()
+	return g.Store.RenewLease(ctx, taskID, owner, ttl)
+}
+
+func (g *gatedRenewal) Task(ctx context.Context, id string) (model.Task, []model.Target, error) {
+	g.reads.Add(1)
+	return g.Store.Task(ctx, id)
+}
+
+// TestRenewalKeepsNoLeaseOfAFinishedTask: a task finishes while its
+// lease is being renewed (the renewal may have begun while the task was
+// being created). The renewal does not leave the lease created again
+// after the task let it go (a renewal finding no lease acquires it): the
+// lease goes, and no lease scan takes the finished task over. (Before,
+// the lease came back in the engine's name and its next scan took the
+// task over, reading it to find it complete: under an operate_proc load,
+// hundreds of reads of targets, each a JetStream consumer.)
+func TestRenewalKeepsNoLeaseOfAFinishedTask(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a NATS server")
+	}
+	emb := sharedNATS(t)
+	cfg := testCfg()
+	cfg.LeaseTTL = config.Duration(300 * time.Millisecond) // a renewal and a scan every 100 ms
+	st := sharedStore(t, emb)
+	g := &gatedRenewal{Store: st, entered: make(chan struct{}), proceed: make(chan struct{}), returned: make(chan struct{})}
+	f := newFake(1)
+	f.reply = func(ctx context.Context, h model.Host, req model.AgentRequest) (model.AgentReply, error) {
+		<-g.entered // the host answers while the renewal is under way
+		return model.AgentReply{Code: model.CodeSuccess, Status: &model.ProcStatus{State: model.ProcRunning, PID: 1}}, nil
+	}
+	e := engine.New(cfg, f, f, g, engine.WithOwner("A"))
+	startAll(t, e)
+	task := operateOnAll(t, e, f)
+	ctx := context.Background()
+	ch, err := e.Watch(ctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The task's end waits for the renewal, or goes past it.
+	time.AfterFunc(200*time.Millisecond, func() { close(g.proceed) })
+	if got := collect(t, ch); len(got) != 1 {
+		t.Fatalf("%d results, want 1", len(got))
+	}
+	select {
+	case <-g.returned:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the renewal did not return in 20 s")
+	}
+	waitUntil(t, "the finished task's lease gone", 20*time.Second, func() bool {
+		ls, err := st.Leases(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			if l.TaskID == task.ID {
+				return false
+			}
+		}
+		return true
+	})
+	if n := g.reads.Load(); n != 0 {
+		t.Fatalf("the finished task was read %d times (taken over: its lease was created again)", n)
+	}
+}

@@ -57,6 +57,13 @@ type run struct {
 	roll *rollRun
 	// store makes the writes of the task record one at a time (storeRun).
 	store sync.Mutex
+	// leaseMu is held while the lease is renewed and while finishTask lets
+	// it go (released set then, and releasedDone as it did: deleted when
+	// the task was stored complete): no renewal runs after that (see
+	// renewLease).
+	leaseMu      sync.Mutex
+	released     bool
+	releasedDone bool
 }
 
 // Operate validates the request, saves inline definitions, resolves the
@@ -665,9 +672,12 @@ func (e *Engine) finishTask(r *run) {
 	if e.leaser != nil {
 		// Stored complete: the lease goes. Not stored: it is let go, so
 		// that an engine (this one too) takes the task over and stores it.
+		r.leaseMu.Lock()
+		r.released, r.releasedDone = true, err == nil
 		if err := e.leaser.ReleaseLease(context.WithoutCancel(e.ctx), t.ID, e.owner, err == nil); err != nil {
 			e.log.Warn("release lease", "task", t.ID, "err", err)
 		}
+		r.leaseMu.Unlock()
 	}
 	// Watchers end now: the task and every result are stored.
 	r.mu.Lock()
