@@ -56,8 +56,12 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) -parallel $(FUZZ_PARALLEL) $$pkg; \
 	done
 
-bench:
+# bench runs every Go benchmark (the agent's crash storm among them), then
+# measures a real idle `gseproc agent` process with a few hosted
+# processes (its RSS against issue 13's 12 MB).
+bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 20m $(PKGS)
+	./$(BIN) bench agent --procs 5 --idle 20s
 
 # Opt-in measurements (not part of test): the real server (JetStream
 # store) and a simulated fleet in its own process, on 127.0.0.1.

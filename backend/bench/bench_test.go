@@ -75,3 +75,16 @@ func TestMetricValue(t *testing.T) {
 		t.Fatal("a missing metric: want an error")
 	}
 }
+
+func TestReadAgentMemory(t *testing.T) {
+	var r AgentIdle
+	if err := readAgentMemory(os.Getpid(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.RSS <= 0 || r.Anon <= 0 || r.Anon+r.File > r.RSS+(1<<20) || r.HWM < r.RSS || r.Threads < 1 {
+		t.Fatalf("memory %+v: want RSS > 0, anon + file about RSS, peak >= RSS, threads >= 1", r)
+	}
+	if err := readAgentMemory(-1, &r); err == nil {
+		t.Fatal("memory of pid -1: want an error")
+	}
+}

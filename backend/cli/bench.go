@@ -14,7 +14,7 @@ import (
 // request rate under concurrent clients). Everything runs on 127.0.0.1
 // and is stopped on return.
 func runBench(ctx context.Context, args []string, io Stdio) error {
-	fs := newFlags("bench", "bench fleet|operate|compare [flags]", io)
+	fs := newFlags("bench", "bench fleet|operate|compare|agent [flags]", io)
 	var s bench.Setup
 	fs.IntVar(&s.Hosts, "hosts", 10000, "simulated hosts in the fleet (`N`)")
 	fs.Int64Var(&s.Seed, "seed", 1, "seed of the simulated fleet")
@@ -33,15 +33,21 @@ func runBench(ctx context.Context, args []string, io Stdio) error {
 	settle := fs.Duration("settle", 1500*time.Millisecond, "compare: how long each restarted process runs before the next kill")
 	fanHosts := fs.Int("fanout-hosts", 10, "compare: hosts (real agents; ansible inventory hosts) of the fan-out")
 	only := fs.String("only", "", "compare: the tools to run besides gseproc, comma-separated (s6,supervisord,pm2,ansible; default all installed)")
+	procs := fs.Int("procs", 5, "agent: hosted processes of the idle agent")
+	idle := fs.Duration("idle", 20*time.Second, "agent: how long the agent idles before it is measured")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 || (pos[0] != "fleet" && pos[0] != "operate" && pos[0] != "compare") {
-		return usageError("bench", "want one measurement: fleet, operate or compare")
+	if len(pos) != 1 || (pos[0] != "fleet" && pos[0] != "operate" && pos[0] != "compare" && pos[0] != "agent") {
+		return usageError("bench", "want one measurement: fleet, operate, compare or agent")
 	}
 	what := pos[0]
 	s.Out = io.Out
+	if what == "agent" {
+		_, err := bench.AgentIdleRSS(ctx, bench.AgentIdleOptions{Bin: s.Bin, Procs: *procs, Settle: *idle, Out: io.Out})
+		return err
+	}
 	if what == "compare" {
 		o := bench.CompareOptions{Samples: *samples, Settle: *settle, Hosts: *fanHosts, Runs: *runs, Out: io.Out}
 		if *only != "" {
