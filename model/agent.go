@@ -105,6 +105,12 @@ type ProcStatus struct {
 // Event is something that happened on a host without an operator asking:
 // a hosted process restarted, failed to restart, was given up, broke a limit.
 type Event struct {
+	// ID names the event once, wherever it travels: an agent's events are
+	// published, retried and replayed under it and the store keeps one
+	// event per ID. The server sets it (see transport.EventID): an agent's
+	// own id is scoped to its host there, so no host can name another's
+	// events; "" only for an event from a source that names none.
+	ID      string    `json:"id,omitempty"`
 	Time    time.Time `json:"time"`
 	Host    Host      `json:"host"`
 	ProcKey string    `json:"proc"`

@@ -187,6 +187,10 @@ func (e *Engine) Start(ctx context.Context) error {
 	go e.eventLoop()
 	// Subscribed before Start returns, so no event emitted afterwards is lost.
 	for _, src := range e.eventSources() {
+		if a, ok := src.(AckedEventSource); ok {
+			a.SubscribeAckedEvents(e.ctx, e.onAckedEvent)
+			continue
+		}
 		src.SubscribeEvents(e.ctx, e.onEvent)
 	}
 	e.subscribeLate()

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -18,20 +19,27 @@ const eventQueueMax = 1 << 18
 // eventQueue is a FIFO of events that never blocks its producers.
 type eventQueue struct {
 	mu   sync.Mutex
-	q    []model.Event
+	q    []queuedEvent
 	wake chan struct{} // cap 1: something was queued
+}
+
+// queuedEvent is an event waiting to be stored, with what to call once it
+// is (nil: nothing).
+type queuedEvent struct {
+	ev  model.Event
+	ack func(error)
 }
 
 func (x *eventQueue) init() { x.wake = make(chan struct{}, 1) }
 
 // push queues ev; false when the queue is full.
-func (x *eventQueue) push(ev model.Event) bool {
+func (x *eventQueue) push(ev model.Event, ack func(error)) bool {
 	x.mu.Lock()
 	if len(x.q) >= eventQueueMax {
 		x.mu.Unlock()
 		return false
 	}
-	x.q = append(x.q, ev)
+	x.q = append(x.q, queuedEvent{ev, ack})
 	x.mu.Unlock()
 	select {
 	case x.wake <- struct{}{}:
@@ -41,11 +49,11 @@ func (x *eventQueue) push(ev model.Event) bool {
 }
 
 // take removes and returns at most n queued events, oldest first.
-func (x *eventQueue) take(n int) []model.Event {
+func (x *eventQueue) take(n int) []queuedEvent {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	k := min(n, len(x.q))
-	out := make([]model.Event, k)
+	out := make([]queuedEvent, k)
 	copy(out, x.q)
 	if k == len(x.q) {
 		x.q = nil // the backing array goes with the backlog
@@ -61,8 +69,25 @@ const subBuffer = 1024
 
 // onEvent is the EventSource callback: it never blocks the source.
 func (e *Engine) onEvent(ev model.Event) {
-	if !e.events.push(ev) {
+	if !e.events.push(ev, nil) {
 		e.log.Warn("event queue full: event dropped", "host", ev.Host.String(), "proc", ev.ProcKey, "event", string(ev.Kind))
+	}
+}
+
+// errEventQueueFull refuses an acknowledged event the queue has no room
+// for: its source keeps it and delivers it again.
+var errEventQueueFull = errors.New("engine: event queue full")
+
+// onAckedEvent is the AckedEventSource callback: ack (when not nil) is
+// called once ev is stored, or at once with the reason when the queue is
+// full.
+func (e *Engine) onAckedEvent(ev model.Event, ack func(error)) {
+	if ack == nil {
+		e.onEvent(ev)
+		return
+	}
+	if !e.events.push(ev, ack) {
+		ack(errEventQueueFull)
 	}
 }
 
@@ -92,24 +117,41 @@ func (e *Engine) eventLoop() {
 // eventBatch bounds the events stored in one batch.
 const eventBatch = 4096
 
-func (e *Engine) handleEvents(evs []model.Event) {
-	for i := range evs {
+func (e *Engine) handleEvents(batch []queuedEvent) {
+	evs := make([]model.Event, len(batch))
+	for i, q := range batch {
+		evs[i] = q.ev
 		if evs[i].Time.IsZero() {
 			evs[i].Time = e.now()
 		}
 	}
+	// errs[i] is why evs[i] was not stored (nil: stored): a source that
+	// keeps its events until acknowledged delivers those again.
+	errs := make([]error, len(evs))
 	if bs, ok := e.st.(BatchStore); ok {
 		if err := bs.AppendEvents(e.ctx, evs); err != nil {
 			e.log.Warn("store events", "n", len(evs), "err", err)
+			for i := range errs {
+				errs[i] = err // which ones failed is not known: each is stored again, once by its id
+			}
 		}
 	} else {
-		for _, ev := range evs {
+		for i, ev := range evs {
 			if err := e.st.AppendEvent(e.ctx, ev); err != nil {
 				e.log.Warn("store event", "err", err)
+				errs[i] = err
 			}
 		}
 	}
-	for _, ev := range evs {
+	for i, q := range batch {
+		if q.ack != nil {
+			q.ack(errs[i])
+		}
+	}
+	for i, ev := range evs {
+		if errs[i] != nil && batch[i].ack != nil {
+			continue // delivered again by its source, and handled then
+		}
 		if ev.ProcKey != "" {
 			if st, ok := statusAfter(ev, e); ok {
 				e.recordStatus(ev.Host, st)

@@ -44,6 +44,16 @@ type EventSource interface {
 	SubscribeEvents(ctx context.Context, fn func(model.Event))
 }
 
+// AckedEventSource is an EventSource that keeps each event (durably)
+// until it is stored: fn's ack is called once the event is stored
+// (nil) or could not be (the error; the source delivers it again
+// later). The engine subscribes with SubscribeAckedEvents instead of
+// SubscribeEvents when a source has it. An event can be delivered more
+// than once; its ID makes storing it again harmless.
+type AckedEventSource interface {
+	SubscribeAckedEvents(ctx context.Context, fn func(ev model.Event, ack func(error)))
+}
+
 // Store holds the engine's state. The in-memory store (backend/store) and
 // the JetStream store satisfy it; every method is safe for concurrent use.
 type Store interface {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 
 	"gseproc/backend/agent"
@@ -102,6 +103,7 @@ func (n *AgentNode) Run(ctx context.Context) error {
 	})
 	serveErr := transport.ServeAgentOn(n.ctx, n.link, n.a, transport.ServeOptions{
 		HeartbeatInterval: n.cfg.NATS.HeartbeatInterval.D(), Logger: n.log,
+		EventDir: filepath.Join(n.cfg.Agent.DataDir, "events"),
 	})
 	n.cancel()
 	wg.Wait()

@@ -110,7 +110,8 @@ func connectNATS(cfg config.Config, demo bool, log *slog.Logger) (_ *NATS, err e
 		}
 		static = append(static, model.HostInfo{Host: h})
 	}
-	do := transport.DispatcherOptions{OfflineAfter: nc.OfflineAfter.D(), StaticHosts: static, Logger: log}
+	do := transport.DispatcherOptions{OfflineAfter: nc.OfflineAfter.D(), StaticHosts: static, Logger: log,
+		Events: transport.EventStreamOptions{Replicas: nc.Replicas}}
 	if demo {
 		do.Labels = demoAgentLabels
 	}

@@ -85,6 +85,7 @@ type Memory struct {
 	events []model.Event // ring of capacity keepEvents
 	evHead int           // index of the oldest event
 	evLen  int
+	evIDs  map[string]struct{} // the IDs of the events in the ring
 
 	nResults int // results stored over all tasks
 
@@ -363,17 +364,26 @@ func (m *Memory) Results(_ context.Context, taskID string) ([]model.Result, erro
 }
 
 // AppendEvent adds an event to the ring, dropping the oldest when full.
+// An event whose ID is in the ring already is kept once.
 func (m *Memory) AppendEvent(_ context.Context, e model.Event) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.events == nil {
 		m.events = make([]model.Event, m.keepEvents)
+		m.evIDs = map[string]struct{}{}
+	}
+	if e.ID != "" {
+		if _, dup := m.evIDs[e.ID]; dup {
+			return nil
+		}
+		m.evIDs[e.ID] = struct{}{}
 	}
 	if m.evLen < len(m.events) {
 		m.events[(m.evHead+m.evLen)%len(m.events)] = e
 		m.evLen++
 		return nil
 	}
+	delete(m.evIDs, m.events[m.evHead].ID)
 	m.events[m.evHead] = e
 	m.evHead = (m.evHead + 1) % len(m.events)
 	return nil

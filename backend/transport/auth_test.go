@@ -116,7 +116,7 @@ func TestEventsForwarded(t *testing.T) {
 	var got []model.Event
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	d.SubscribeEvents(ctx, func(e model.Event) {
+	subscribeStored(ctx, d, func(e model.Event) {
 		if e.Kind == model.EventLimitExceeded {
 			mu.Lock()
 			got = append(got, e)

@@ -30,13 +30,16 @@ type DispatcherOptions struct {
 	// Labels are added to every agent's labels (the agent's own win), e.g.
 	// the biz a demo agent joins.
 	Labels map[string]string
+	// Events say how the agents' events stream is kept (EventStream).
+	Events EventStreamOptions
 	Logger *slog.Logger
 }
 
 // Dispatcher is the server side of the transport. It implements the
 // engine's Dispatcher (ops by request/reply), Inventory (hosts known from
-// heartbeats and configuration) and EventSource (agent events plus
-// synthetic agent_online/agent_offline).
+// heartbeats and configuration) and AckedEventSource (the agents' events,
+// read from JetStream and acknowledged once stored, plus the
+// agent_online/agent_offline it derives from heartbeats).
 type Dispatcher struct {
 	nc   atomic.Pointer[nats.Conn] // in use; Rebind replaces it
 	opts DispatcherOptions
@@ -48,6 +51,10 @@ type Dispatcher struct {
 	// heartbeats) finds its host without parsing its subject again.
 	beats map[string]*hostEntry
 	subs  subscribers[model.Event]
+	asubs subscribers[ackedEvent]
+	// consumeWake tells consumeLoop a subscriber of durable events came;
+	// rebound that the connection was replaced (Rebind). Both cap 1.
+	consumeWake, rebound chan struct{}
 
 	// Replies: each Dispatch waits on its own id under the addressed
 	// host's reply subject (one subscription for all, as nats.go's own
@@ -150,6 +157,11 @@ type hostEntry struct {
 	grace    time.Duration   // silence after which the host is offline
 	online   bool
 	statuses []model.ProcStatus
+	// fullAt is the time the agent stamped on its last full heartbeat and
+	// keepalives how many came since: what names a change of state alike
+	// on every server (derivedEventID).
+	fullAt     time.Time
+	keepalives int
 }
 
 // NewDispatcher subscribes to the agents' heartbeats and events on nc and
@@ -168,8 +180,9 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 		hbSeed:  maphash.MakeSeed(),
 		replies: map[string]pendingReply{}, replyPfx: randomSecret()[:12],
 		reconnected: make(chan struct{}),
-		stop:        make(chan struct{}),
-		done:        make(chan struct{}),
+		consumeWake: make(chan struct{}, 1), rebound: make(chan struct{}, 1),
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
 	}
 	for i := range d.hbq {
 		d.hbq[i] = make(chan *nats.Msg, hbQueue)
@@ -186,6 +199,8 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 		return nil, err
 	}
 	go d.sweep()
+	d.wg.Add(1)
+	go d.consumeLoop()
 	return d, nil
 }
 
@@ -202,6 +217,10 @@ func (d *Dispatcher) Rebind(_ context.Context, nc *nats.Conn) error {
 	}
 	if err := d.attach(nc); err != nil {
 		return err
+	}
+	select {
+	case d.rebound <- struct{}{}:
+	default:
 	}
 	d.askAgain()
 	return nil
@@ -241,7 +260,7 @@ func (d *Dispatcher) watchReconnects(nc *nats.Conn, stop <-chan struct{}) {
 // makes nc the connection ops go out on, and says hello.
 func (d *Dispatcher) attach(nc *nats.Conn) error {
 	var subs []*nats.Subscription
-	for subj, cb := range map[string]nats.MsgHandler{AllHeartbeats: d.queueHeartbeat, AllEvents: d.onEvent, AllReplies: d.onReply} {
+	for subj, cb := range map[string]nats.MsgHandler{AllHeartbeats: d.queueHeartbeat, AllReplies: d.onReply} {
 		s, err := nc.Subscribe(subj, cb)
 		if err != nil {
 			for _, s := range subs {
@@ -593,19 +612,24 @@ func (d *Dispatcher) labels(agent map[string]string) map[string]string {
 }
 
 // SubscribeEvents calls fn for every event until ctx ends; it returns at
-// once. fn must not block.
+// once. fn must not block. It sees the agents' events only while someone
+// stores them (SubscribeAckedEvents: the engine), as they are read.
 func (d *Dispatcher) SubscribeEvents(ctx context.Context, fn func(model.Event)) {
 	d.subs.add(ctx, fn)
 }
 
+// emit hands the events the dispatcher derives to every subscriber.
 func (d *Dispatcher) emit(evs ...model.Event) {
 	if len(evs) == 0 {
 		return
 	}
-	fns := d.subs.list()
+	fns, afns := d.subs.list(), d.asubs.list()
 	for _, e := range evs {
 		for _, fn := range fns {
 			fn(e)
+		}
+		for _, fn := range afns {
+			fn(ackedEvent{ev: e})
 		}
 	}
 }
@@ -647,17 +671,20 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 	// of its own intervals.
 	e.grace = max(d.opts.OfflineAfter, 3*hb.Interval)
 	e.lastSeen = now
+	e.fullAt, e.keepalives = hb.Time, 0
 	switch {
 	case hb.Leaving && e.online:
 		e.online = false
-		ev = append(ev, model.Event{Time: now, Host: hb.Info.Host, Kind: model.EventAgentOffline, Message: "agent stopped"})
+		ev = append(ev, model.Event{ID: derivedEventID(hb.Info.Host, model.EventAgentOffline, hb.Time, 0),
+			Time: now, Host: hb.Info.Host, Kind: model.EventAgentOffline, Message: "agent stopped"})
 	case !hb.Leaving && !e.online:
 		e.online = true
 		msg := "agent online"
 		if hb.Reconnected > 0 || hb.Dropped > 0 {
 			msg = fmt.Sprintf("agent back online; %d events reported late, %d dropped while the server was unreachable", hb.Reconnected, hb.Dropped)
 		}
-		ev = append(ev, model.Event{Time: now, Host: hb.Info.Host, Kind: model.EventAgentOnline, Message: msg})
+		ev = append(ev, model.Event{ID: derivedEventID(hb.Info.Host, model.EventAgentOnline, hb.Time, 0),
+			Time: now, Host: hb.Info.Host, Kind: model.EventAgentOnline, Message: msg})
 	}
 	d.mu.Unlock()
 	d.emit(ev...)
@@ -685,9 +712,11 @@ func (d *Dispatcher) onKeepalive(subj string) {
 	now := time.Now()
 	var ev []model.Event
 	e.lastSeen = now
+	e.keepalives++
 	if !e.online {
 		e.online = true
-		ev = append(ev, model.Event{Time: now, Host: e.info.Host, Kind: model.EventAgentOnline, Message: "agent online"})
+		ev = append(ev, model.Event{ID: derivedEventID(e.info.Host, model.EventAgentOnline, e.fullAt, e.keepalives),
+			Time: now, Host: e.info.Host, Kind: model.EventAgentOnline, Message: "agent online"})
 	}
 	d.mu.Unlock()
 	d.emit(ev...)
@@ -704,31 +733,6 @@ func (d *Dispatcher) entry(host model.Host, subj string) *hostEntry {
 	}
 	d.beats[subj] = e
 	return e
-}
-
-func (d *Dispatcher) onEvent(m *nats.Msg) {
-	subjHost, err := hostFromSubject(m.Subject)
-	if err != nil {
-		d.log.Warn("dispatcher: event", "err", err)
-		return
-	}
-	var e model.Event
-	if err := json.Unmarshal(m.Data, &e); err != nil {
-		d.log.Warn("dispatcher: event: decode", "subject", m.Subject, "err", err)
-		return
-	}
-	if e.Host.IP == "" {
-		e.Host = subjHost.Host()
-	}
-	if !sameHost(e.Host, subjHost) {
-		d.log.Warn("dispatcher: event names another host than its subject; dropped", "subject", m.Subject, "host", e.Host.String())
-		return
-	}
-	e.Host = subjHost.Host()
-	if e.Time.IsZero() {
-		e.Time = time.Now()
-	}
-	d.emit(e)
 }
 
 // sweep turns hosts offline when their heartbeats stop.
@@ -748,7 +752,8 @@ func (d *Dispatcher) sweep() {
 			for _, e := range d.hosts {
 				if e.online && now.Sub(e.lastSeen) > e.grace {
 					e.online = false
-					ev = append(ev, model.Event{Time: now, Host: e.info.Host, Kind: model.EventAgentOffline,
+					ev = append(ev, model.Event{ID: derivedEventID(e.info.Host, model.EventAgentOffline, e.fullAt, e.keepalives),
+						Time: now, Host: e.info.Host, Kind: model.EventAgentOffline,
 						Message: fmt.Sprintf("no heartbeat for %s", now.Sub(e.lastSeen).Round(time.Second))})
 				}
 			}

@@ -44,6 +44,14 @@ func ServeFleetOn(ctx context.Context, l *Link, f Fleet, opts ServeOptions) erro
 		fs.unsubscribeAll()
 		return err
 	}
+	// The fleet's events are acknowledged on its first host's subjects
+	// (a sim credential may subscribe to those of every host it serves).
+	for _, hi := range fs.infos {
+		if id, err := hostID(hi.Host); err == nil {
+			s.setAckHost(id)
+			break
+		}
+	}
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(1)

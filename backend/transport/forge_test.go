@@ -80,7 +80,7 @@ func TestForgingAgent(t *testing.T) {
 	var events []model.Event
 	ectx, ecancel := context.WithCancel(context.Background())
 	defer ecancel()
-	d.SubscribeEvents(ectx, func(ev model.Event) {
+	subscribeStored(ectx, d, func(ev model.Event) {
 		evMu.Lock()
 		events = append(events, ev)
 		evMu.Unlock()

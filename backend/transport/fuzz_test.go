@@ -63,8 +63,15 @@ func FuzzAgentMessages(f *testing.F) {
 		d.subs.add(context.Background(), func(e model.Event) { got = append(got, e) })
 		m := &nats.Msg{Subject: subj, Data: data}
 		d.onHeartbeat(m)
-		d.onEvent(m)
 		d.onReply(m)
+		// An event read from the stream: only a valid one, of the host its
+		// subject names, under an id scoped to that host.
+		if e, err := decodeEvent(subj, data, "x1"); err == nil {
+			sid, serr := hostFromSubject(subj)
+			if id, err := e.Host.ID(); err != nil || serr != nil || id != sid || e.ID != EventID(sid, "x1") || !agentEventKinds[e.Kind] {
+				t.Fatalf("event %+v decoded from %q", e, subj)
+			}
+		}
 		for h, e := range d.hosts {
 			id, err := h.ID()
 			if err != nil || id.Host() != h || e.info.Host != h {

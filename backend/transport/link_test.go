@@ -97,7 +97,7 @@ func TestLinkRedialsClosedConnection(t *testing.T) {
 		t.Fatalf("dispatch before: %+v %v", rep, err)
 	}
 	events := make(chan model.Event, 16)
-	d.SubscribeEvents(ctx, func(ev model.Event) {
+	subscribeStored(ctx, d, func(ev model.Event) {
 		if ev.Kind == model.EventRestartSuccess {
 			events <- ev
 		}

@@ -127,6 +127,26 @@ func (m *Merged) SubscribeEvents(ctx context.Context, fn func(model.Event)) {
 	}
 }
 
+// SubscribeAckedEvents subscribes fn to both sides: with acknowledgements
+// on a side that keeps its events until stored (the NATS dispatcher), as
+// plain events (ack nil) on the other.
+func (m *Merged) SubscribeAckedEvents(ctx context.Context, fn AckedEventFunc) {
+	type acked interface {
+		SubscribeAckedEvents(ctx context.Context, fn AckedEventFunc)
+	}
+	type source interface {
+		SubscribeEvents(ctx context.Context, fn func(model.Event))
+	}
+	for _, r := range []Router{m.primary, m.secondary} {
+		switch s := r.(type) {
+		case acked:
+			s.SubscribeAckedEvents(ctx, fn)
+		case source:
+			s.SubscribeEvents(ctx, func(e model.Event) { fn(e, nil) })
+		}
+	}
+}
+
 // Statuses reports host's process statuses from the side Dispatch routes
 // it to (engine.StatusSource), when that side reports any.
 func (m *Merged) Statuses(host model.Host) []model.ProcStatus {

@@ -16,12 +16,17 @@ import (
 //
 //	subscribe  gseproc.agent.<host>.op      its own hosts' ops
 //	           gseproc.agent.<host>.cancel  and cancels of them
+//	           gseproc.agent.<host>.evack.* JetStream's acknowledgements of its events
 //	           gseproc.server.hello
 //	publish    gseproc.agent.<host>.hb      its own hosts' heartbeats,
 //	           gseproc.agent.<host>.event   events
 //	           gseproc.agent.<host>.reply.* and replies
 //
 // and nothing else: no other host's subjects, no _INBOX, no JetStream API.
+// An event is published on the host's event subject, which the stream
+// EventStream captures, with the reply subject evack.<id> of the same
+// host: JetStream's acknowledgement reaches only that host's credential,
+// and the agent needs no JetStream permission at all.
 // A reply goes to the reply subject of the addressed host (the dispatcher
 // builds it), so a credential can only ever answer for its own hosts, and
 // the dispatcher checks the subject a reply arrived on against the host it
@@ -34,7 +39,7 @@ import (
 // "*") may publish and subscribe to.
 func hostSubjects(tok string) (pub, sub []string) {
 	p := subjectPrefix + tok
-	return []string{p + ".hb", p + ".event", p + ".reply.*"}, []string{p + ".op", p + ".cancel"}
+	return []string{p + ".hb", p + ".event", p + ".reply.*"}, []string{p + ".op", p + ".cancel", p + ".evack.*"}
 }
 
 // patternToken is the subject token pattern of a host pattern.

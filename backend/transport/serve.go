@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -40,9 +39,13 @@ type ServeOptions struct {
 	// HeartbeatInterval is how often a heartbeat is sent ([nats]
 	// heartbeat_interval).
 	HeartbeatInterval time.Duration
-	// EventBuffer bounds the events kept while the server is unreachable
-	// (default 1000); beyond it the oldest are dropped and counted.
+	// EventBuffer bounds the events kept until JetStream acknowledges
+	// them (default 10,000); beyond it the oldest are dropped and counted.
 	EventBuffer int
+	// EventDir is where the events not acknowledged yet are kept on disk
+	// (the agent's data dir's "events"): published again after a restart.
+	// Empty: in memory only (a simulated fleet).
+	EventDir string
 	// MaxConcurrent bounds the ops handled at once (default 256; 4096 for a fleet).
 	MaxConcurrent int
 	// FullEvery: a heartbeat carries the host's identity and process
@@ -62,7 +65,7 @@ func (o *ServeOptions) prepare(maxConc int) error {
 		return fmt.Errorf("serve: HeartbeatInterval %s must be > 0 ([nats] heartbeat_interval, filled by config.Load)", o.HeartbeatInterval)
 	}
 	if o.EventBuffer <= 0 {
-		o.EventBuffer = 1000
+		o.EventBuffer = 10_000
 	}
 	if o.MaxConcurrent <= 0 {
 		o.MaxConcurrent = maxConc
@@ -102,6 +105,13 @@ func ServeAgentOn(ctx context.Context, l *Link, a AgentHandler, opts ServeOption
 	}
 	log := opts.Logger.With("host", id.String())
 	s := newSession(l, opts, log)
+	s.setAckHost(id)
+	if opts.EventDir != "" {
+		if err := s.openSpool(opts.EventDir, id); err != nil {
+			return fmt.Errorf("serve agent %s: %w", id, err)
+		}
+		defer func() { _ = s.spool.close() }()
+	}
 
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
@@ -319,114 +329,6 @@ func respond(m *nats.Msg, rep model.AgentReply, log *slog.Logger) {
 	}
 }
 
-// session is the publishing side shared by ServeAgent and ServeFleet:
-// heartbeats, the bounded event buffer and reconnect handling.
-type session struct {
-	nc   atomic.Pointer[nats.Conn] // the link's connection in use
-	opts ServeOptions
-	log  *slog.Logger
-
-	mu  sync.Mutex
-	buf []pending
-	// late counts events published after the server had been unreachable
-	// and dropped those lost to the bounded buffer, both not reported yet:
-	// the next heartbeat says so, whichever path (reconnect, hello, tick)
-	// happens to send it first.
-	late, dropped int
-	notify        chan struct{}
-	hello         chan struct{}
-}
-
-// pending is a buffered event; late when the server was unreachable at
-// some point while it waited.
-type pending struct {
-	e    model.Event
-	late bool
-}
-
-func newSession(l *Link, opts ServeOptions, log *slog.Logger) *session {
-	s := &session{opts: opts, log: log, notify: make(chan struct{}, 1), hello: make(chan struct{}, 1)}
-	s.nc.Store(l.Conn())
-	return s
-}
-
-// conn is the connection the session publishes on.
-func (s *session) conn() *nats.Conn { return s.nc.Load() }
-
-// push keeps e for publishing; it never blocks.
-func (s *session) push(e model.Event) {
-	late := !s.conn().IsConnected()
-	s.mu.Lock()
-	if len(s.buf) >= s.opts.EventBuffer {
-		s.buf = s.buf[1:]
-		s.dropped++
-	}
-	s.buf = append(s.buf, pending{e: e, late: late})
-	s.mu.Unlock()
-	select {
-	case s.notify <- struct{}{}:
-	default:
-	}
-}
-
-// flush publishes the buffered events in order; it stops at the first
-// failure and keeps the rest, marked late. Events that waited out an
-// unreachable server are counted as late once published.
-func (s *session) flush() {
-	for {
-		s.mu.Lock()
-		if len(s.buf) == 0 {
-			s.mu.Unlock()
-			return
-		}
-		if !s.conn().IsConnected() {
-			for i := range s.buf {
-				s.buf[i].late = true
-			}
-			s.mu.Unlock()
-			return
-		}
-		p := s.buf[0]
-		s.mu.Unlock()
-		id, err := hostID(p.e.Host)
-		var data []byte
-		if err == nil {
-			data, err = json.Marshal(p.e)
-		}
-		if err == nil {
-			err = s.conn().Publish(EventSubject(id), data)
-		}
-		if errors.Is(err, ErrBadHost) {
-			s.log.Warn("agent: event for a host without a valid identity; dropped", "err", err)
-		}
-		if err != nil && !errors.Is(err, nats.ErrInvalidMsg) && !errors.Is(err, ErrBadHost) {
-			s.log.Warn("agent: publish event", "err", err)
-			s.mu.Lock()
-			for i := range s.buf {
-				s.buf[i].late = true
-			}
-			s.mu.Unlock()
-			return
-		}
-		s.mu.Lock()
-		s.buf = s.buf[1:]
-		if p.late {
-			s.late++
-		}
-		s.mu.Unlock()
-	}
-}
-
-// takeCounts returns and resets the late and dropped counts not reported
-// yet.
-func (s *session) takeCounts() (late, dropped int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	late, dropped = s.late, s.dropped
-	s.late, s.dropped = 0, 0
-	return late, dropped
-}
-
 func (s *session) publishJSON(subj string, v any) {
 	if !s.conn().IsConnected() {
 		return // a stale heartbeat is worthless; a full one follows the reconnect
@@ -522,8 +424,18 @@ func (s *session) run(ctx context.Context, l *Link, subscribe func(context.Conte
 		nc.RemoveStatusListener(status)
 		return fmt.Errorf("subscribe %s: %w", HelloSubject, err)
 	}
+	if err := s.subscribeAcks(nc); err != nil {
+		_ = helloSub.Unsubscribe()
+		nc.RemoveStatusListener(status)
+		return err
+	}
+	s.retry = time.NewTimer(time.Hour)
+	s.retry.Stop()
 	defer func() {
 		_ = helloSub.Unsubscribe()
+		if s.ackSub != nil {
+			_ = s.ackSub.Unsubscribe()
+		}
 		s.conn().RemoveStatusListener(status)
 	}()
 
@@ -564,6 +476,9 @@ func (s *session) run(ctx context.Context, l *Link, subscribe func(context.Conte
 		s.nc.Store(fresh)
 		if helloSub, err = fresh.Subscribe(HelloSubject, onHello); err != nil {
 			return fmt.Errorf("subscribe %s: %w", HelloSubject, err)
+		}
+		if err := s.subscribeAcks(fresh); err != nil {
+			return err
 		}
 		if err := attach(ctx, fresh); err != nil {
 			return err
@@ -606,6 +521,8 @@ func (s *session) run(ctx context.Context, l *Link, subscribe func(context.Conte
 		case <-s.hello:
 			beat(true)
 		case <-s.notify:
+			s.flush()
+		case <-s.retry.C:
 			s.flush()
 		case <-t.C:
 			if tick != nil {

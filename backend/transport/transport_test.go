@@ -342,7 +342,7 @@ func TestOnlineOffline(t *testing.T) {
 			var evs []model.Event
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			d.SubscribeEvents(ctx, func(e model.Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() })
+			subscribeStored(ctx, d, func(e model.Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() })
 			kinds := func() []model.EventKind {
 				mu.Lock()
 				defer mu.Unlock()
@@ -572,7 +572,7 @@ func TestReconnect(t *testing.T) {
 	var evs []model.Event
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	d2.SubscribeEvents(ctx, func(e model.Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() })
+	subscribeStored(ctx, d2, func(e model.Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() })
 	rl.point(e2.ClientURL())
 	eventually(t, "late events", 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(evs) >= 4 })
 	mu.Lock()
@@ -772,4 +772,15 @@ func TestPoisonTaskFailsOnResume(t *testing.T) {
 	if !nc.IsConnected() {
 		t.Fatal("the server's connection was lost")
 	}
+}
+
+// subscribeStored subscribes fn to d's events as the engine does: each
+// agent's event is acknowledged (as stored) once fn has it.
+func subscribeStored(ctx context.Context, d *Dispatcher, fn func(model.Event)) {
+	d.SubscribeAckedEvents(ctx, func(e model.Event, ack func(error)) {
+		fn(e)
+		if ack != nil {
+			ack(nil)
+		}
+	})
 }

@@ -31,6 +31,7 @@ type pubMsg struct {
 	data    []byte
 	what    string // for errors
 	del     bool   // a KV delete of the subject's key (data unused)
+	msgID   string // Nats-Msg-Id: the stream keeps one message per id within its duplicates window
 }
 
 // msg is m as published: a KV delete is a message carrying the
@@ -40,6 +41,9 @@ func (m pubMsg) msg() *nats.Msg {
 	if m.del {
 		msg.Data = nil
 		msg.Header = nats.Header{"KV-Operation": []string{"DEL"}}
+	}
+	if m.msgID != "" {
+		msg.Header = nats.Header{jetstream.MsgIDHeader: []string{m.msgID}}
 	}
 	return msg
 }
@@ -155,6 +159,9 @@ func (s *Store) PutProcStatuses(ctx context.Context, sts []engine.HostStatus) er
 }
 
 // AppendEvents adds many events in order, as AppendEvent does, pipelined.
+// An event with an ID is kept once: appended again within
+// EventDuplicates (by another server, or after a redelivery), the stream
+// drops the copy.
 func (s *Store) AppendEvents(ctx context.Context, evs []model.Event) error {
 	if err := s.check(); err != nil {
 		return err
@@ -165,7 +172,9 @@ func (s *Store) AppendEvents(ctx context.Context, evs []model.Event) error {
 		if err != nil {
 			return fmt.Errorf("append event: %w", err)
 		}
-		msgs = append(msgs, pubMsg{subject: s.eventsSubject, data: data, what: "append event"})
+		// Under its id: the same event appended twice (by two servers,
+		// or again after a redelivery) is kept once.
+		msgs = append(msgs, pubMsg{subject: s.eventsSubject, data: data, what: "append event", msgID: e.ID})
 	}
 	return s.publishAll(ctx, msgs)
 }

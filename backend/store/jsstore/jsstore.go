@@ -15,7 +15,7 @@
 //	KV  gseproc_cancels   <enc(task id)>            -> task id: a cancel was asked (kept MaxAge)
 //	KV  gseproc_rolls     <enc(task id)>            -> {task_id, model.RollControl}: what operators asked of a roll (kept MaxAge)
 //	KV  gseproc_groups    <enc(ns)>.<enc(host)>     -> model.ProcessGroup (a namespace's pool on a host)
-//	ST  gseproc_events    gseproc.store.events      model.Event, at most MaxEvents kept
+//	ST  gseproc_events    gseproc.store.events      model.Event, at most MaxEvents kept, one per ID (Nats-Msg-Id)
 //	ST  gseproc_audit     gseproc.store.audit       model.AuditEntry (Seq = stream sequence), at most KeepAudit kept
 //
 // enc keeps [A-Za-z0-9_-] and writes any other byte as =XX (hex) (a token
@@ -283,6 +283,7 @@ func (s *Store) open(ctx context.Context, js jetstream.JetStream) (*bound, error
 		b.events, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name: name, Subjects: []string{s.eventsSubject}, MaxMsgs: int64(opts.MaxEvents),
 			Discard: jetstream.DiscardOld, Storage: s.storage, Replicas: opts.Replicas,
+			Duplicates:  EventDuplicates,
 			Description: "gseproc host events",
 		})
 		return err
@@ -1039,6 +1040,13 @@ func (s *Store) Results(ctx context.Context, taskID string) ([]model.Result, err
 }
 
 // ---- events ----
+
+// EventDuplicates is how long the event stream remembers the ids it
+// stored: an event appended again within it (each server of a cluster
+// appends the agent_online it derived from the same heartbeat; a server
+// that died between storing an event and acknowledging it has it
+// delivered again) is kept once.
+const EventDuplicates = 10 * time.Minute
 
 // AppendEvent adds an event; beyond MaxEvents the oldest are dropped.
 func (s *Store) AppendEvent(ctx context.Context, e model.Event) error {
