@@ -37,7 +37,18 @@
 //	                             labels, process statuses) every heartbeat
 //	                             interval, at start, on reconnect and (Leaving)
 //	                             when it stops.
-//	gseproc.agent.<host>.event   the agent publishes each JSON model.Event.
+//	gseproc.agent.<host>.event   the agent publishes each JSON model.Event,
+//	                             with Nats-Msg-Id (its id for the event)
+//	                             and the reply subject
+//	                             gseproc.agent.<host>.evack.<id>: the
+//	                             stream EventStream captures these
+//	                             subjects and JetStream acknowledges
+//	                             there. The agent keeps the event (on
+//	                             disk) and publishes it again until
+//	                             acknowledged; the servers read the
+//	                             stream with one shared durable consumer
+//	                             and acknowledge an event once stored
+//	                             (see events.go, outbox.go, spool.go).
 //	gseproc.server.hello         the server publishes on start; every agent
 //	                             answers with a full heartbeat at once, so a
 //	                             restarted server knows the fleet in
@@ -45,13 +56,16 @@
 //
 // Per-host subjects bind an agent's credential to its identity (the
 // permission sets live in permissions.go, one place): a credential bound
-// to host "0:10.0.0.1" may only subscribe to gseproc.agent.0.10_0_0_1.op
-// and publish that host's hb, event and reply subjects; a `gseproc sim`
+// to host "0:10.0.0.1" may only subscribe to gseproc.agent.0.10_0_0_1.op,
+// .cancel and .evack.* and publish that host's hb, event and reply
+// subjects; a `gseproc sim`
 // credential (role sim) the same for the hosts it declares. Outside --demo
 // an agent credential bound to no host is refused at start. The server
 // trusts no payload for identity: it drops heartbeats and events whose
-// payload names another host than their subject, and takes a reply only
-// from the reply subject of the host it addressed.
+// payload names another host than their subject, refuses from an agent
+// the events only a server derives (agent on/offline, corrected results),
+// stores an agent's event under an id scoped to its host (EventID), and
+// takes a reply only from the reply subject of the host it addressed.
 //
 // A reply goes to the addressed host's own subject, which every node of
 // a cluster lets that host's credential publish: an agent whose node dies
@@ -86,7 +100,7 @@
 //     with backoff and moves its users onto it: the Dispatcher
 //     (Rebind subscribes again), the JetStream store (jsstore.Store.Rebind
 //     opens its buckets again), ServeAgentOn and ServeFleetOn (op
-//     subscriptions made again, events buffered meanwhile). Link.Status
+//     subscriptions made again, events kept meanwhile). Link.Status
 //     says what it is doing (connected, reconnecting, redialing, closed;
 //     redials, and why the last connection closed).
 package transport

@@ -1,0 +1,123 @@
+package transport
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gseproc/model"
+)
+
+// TestSpool: what a spool holds comes back after a reopen, in order, less
+// what was acknowledged; a line torn by a crash mid-write is skipped; the
+// file is emptied once nothing is pending.
+func TestSpool(t *testing.T) {
+	dir := t.TempDir()
+	sp, pending, err := openSpool(dir)
+	if err != nil || len(pending) != 0 {
+		t.Fatalf("new spool: %v %v", pending, err)
+	}
+	var evs []model.Event
+	for _, id := range []string{"a-1", "a-2", "a-3"} {
+		evs = append(evs, model.Event{ID: id, Host: h1, ProcKey: "ns:p", Kind: model.EventRestartSuccess, Message: "restart " + id})
+	}
+	if err := sp.writeEvents(evs); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.done([]string{"a-2"}, func() []model.Event { return []model.Event{evs[0], evs[2]} }); err != nil {
+		t.Fatal(err)
+	}
+	// A crash in the middle of the next write.
+	if _, err := sp.f.WriteString(`E {"id":"a-4","host":{"ip":"10.0`); err != nil {
+		t.Fatal(err)
+	}
+	_ = sp.close()
+
+	sp, pending, err = openSpool(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range pending {
+		ids = append(ids, e.ID+"="+e.Message)
+	}
+	if strings.Join(ids, ",") != "a-1=restart a-1,a-3=restart a-3" {
+		t.Fatalf("pending after reopen: %q", ids)
+	}
+	if err := sp.done([]string{"a-1", "a-3"}, func() []model.Event { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(filepath.Join(dir, spoolFile)); err != nil || st.Size() != 0 {
+		t.Fatalf("spool with nothing pending: %v %v", st, err)
+	}
+	// A bad id (not [A-Za-z0-9_-]) in the file is not taken back.
+	_ = os.WriteFile(filepath.Join(dir, spoolFile), []byte("E {\"id\":\"x.y\",\"event_name\":\"process_restart_success\"}\n"), 0o600)
+	_ = sp.close()
+	if _, pending, err = openSpool(dir); err != nil || len(pending) != 0 {
+		t.Fatalf("spool with a bad id: %v %v", pending, err)
+	}
+}
+
+// TestEventsKeptUntilStored: an agent's events made while no server has
+// ever run (no stream takes them) are kept, on disk, and stored once each,
+// in order, when a server comes; the agent's disk is then emptied. An
+// event of a kind only a server derives is refused.
+func TestEventsKeptUntilStored(t *testing.T) {
+	e := startServer(t, testNATS(t), true)
+	a := echoAgent(h1)
+	dir := t.TempDir()
+	runAgent(t, e.ClientURL(), ClientOptions{}, a, ServeOptions{HeartbeatInterval: 50 * time.Millisecond, EventDir: dir})
+	spool := filepath.Join(dir, spoolFile)
+	eventually(t, "the agent serving", 15*time.Second, func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.fns) > 0
+	})
+	a.emit(model.Event{Host: h1, ProcKey: "ns:p", Kind: model.EventAgentOnline, Message: "forged"})
+	for i := range 5 {
+		a.emit(model.Event{Host: h1, ProcKey: "ns:p", Kind: model.EventRestartSuccess, Message: "restart " + string(rune('0'+i))})
+	}
+	eventually(t, "the events on the agent's disk", 15*time.Second, func() bool {
+		b, _ := os.ReadFile(spool)
+		return strings.Count(string(b), "E ") == 6
+	})
+
+	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{Events: EventStreamOptions{Memory: true}})
+	var mu sync.Mutex
+	var got []model.Event
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	subscribeStored(ctx, d, func(ev model.Event) {
+		if ev.ProcKey == "ns:p" {
+			mu.Lock()
+			got = append(got, ev)
+			mu.Unlock()
+		}
+	})
+	eventually(t, "the events stored and the agent's disk emptied", 30*time.Second, func() bool {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		st, err := os.Stat(spool)
+		return n >= 5 && err == nil && st.Size() == 0
+	})
+	time.Sleep(200 * time.Millisecond) // a repeat, if any, would come now
+	mu.Lock()
+	defer mu.Unlock()
+	var msgs []string
+	ids := map[string]bool{}
+	for _, ev := range got {
+		msgs = append(msgs, ev.Message)
+		if !strings.HasPrefix(ev.ID, "a.0.10_0_0_1.") || ids[ev.ID] {
+			t.Errorf("event %+v: id not scoped to its host, or delivered twice", ev)
+		}
+		ids[ev.ID] = true
+	}
+	if strings.Join(msgs, ",") != "restart 0,restart 1,restart 2,restart 3,restart 4" {
+		t.Errorf("stored %q, want each restart once, in order (and not the forged agent_online)", msgs)
+	}
+}
