@@ -3,15 +3,18 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"gseproc/backend/config"
+	"gseproc/model"
 )
 
 // Fuzz targets for every request decoder of the API, one per family. The
@@ -129,6 +132,9 @@ func FuzzStrictScan(f *testing.F) {
 		if !json.Valid(body) {
 			return
 		}
+		if ref := strictScanTokens(body); fmt.Sprint(err) != fmt.Sprint(ref) {
+			t.Fatalf("strictScan(%q) = %v, the token walk says %v", body, err, ref)
+		}
 		if err != nil {
 			if len(err.Error()) == 0 {
 				t.Fatal("empty refusal")
@@ -146,6 +152,153 @@ func FuzzStrictScan(f *testing.F) {
 			t.Fatalf("let a duplicate key through (%d keys kept of %d): %q", kept, colons, body)
 		}
 	})
+}
+
+// tokenFrame is one open object or array of strictScanTokens' walk.
+type tokenFrame struct {
+	obj   bool
+	keys  map[string]bool
+	key   string // objects: the key whose value is read next
+	inKey bool   // objects: the next token is a key
+	idx   int    // arrays: index of the next element
+}
+
+// strictScanTokens is strictScan as it was, on a json.Decoder's tokens:
+// the reference strictScan is held to (FuzzStrictScan, TestStrictScan).
+func strictScanTokens(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var st []*tokenFrame
+	path := func(extra string) string {
+		var b strings.Builder
+		for _, f := range st {
+			switch {
+			case f.obj && !f.inKey:
+				if b.Len() > 0 {
+					b.WriteByte('.')
+				}
+				b.WriteString(f.key)
+			case !f.obj:
+				fmt.Fprintf(&b, "[%d]", f.idx)
+			}
+		}
+		if extra != "" {
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(extra)
+		}
+		if b.Len() == 0 {
+			return "body"
+		}
+		return b.String()
+	}
+	done := func() {
+		if n := len(st); n > 0 {
+			if top := st[n-1]; top.obj {
+				top.inKey = true
+			} else {
+				top.idx++
+			}
+		}
+	}
+	prev := int64(0)
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // io.EOF, or a syntax error the decoder reports
+		}
+		cur := dec.InputOffset()
+		raw := body[prev:cur] // the token and the separators before it (ASCII)
+		prev = cur
+		var top *tokenFrame
+		if n := len(st); n > 0 {
+			top = st[n-1]
+		}
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{':
+				st = append(st, &tokenFrame{obj: true, keys: map[string]bool{}, inKey: true})
+			case '[':
+				st = append(st, &tokenFrame{})
+			default:
+				st = st[:len(st)-1]
+				done()
+			}
+			continue
+		}
+		if top != nil && top.obj && top.inKey {
+			k, _ := tok.(string)
+			if !utf8.Valid(raw) {
+				// k has the bad bytes replaced already: name the raw key.
+				if i, j := bytes.IndexByte(raw, '"'), bytes.LastIndexByte(raw, '"'); i >= 0 && j > i {
+					k = string(raw[i+1 : j])
+				}
+				return model.ValidationError{{Field: path(printable(k)), Reason: "key is not valid UTF-8"}}
+			}
+			if top.keys[k] {
+				return model.ValidationError{{Field: path(k), Reason: "duplicate key: each field may appear once"}}
+			}
+			top.keys[k] = true
+			top.key, top.inKey = k, false
+			continue
+		}
+		if _, ok := tok.(string); ok && !utf8.Valid(raw) {
+			return model.ValidationError{{Field: path(""), Reason: "not valid UTF-8"}}
+		}
+		done()
+	}
+}
+
+// TestStrictScan: the walk refuses what the token walk refused, naming
+// the same field, on bodies shaped to reach each of its paths; it stops
+// without a refusal on input that is not JSON (any prefix of a body) or
+// nested past its bound.
+func TestStrictScan(t *testing.T) {
+	many := `{`
+	for i := range 40 {
+		many += fmt.Sprintf(`"k%d": %d, `, i, i)
+	}
+	bodies := []string{
+		`{}`, `[]`, `{"a": 1}`, ` {"a" : [1, 2.5e3, -0, true, false, null, "x", {}, []] } `,
+		`{"a": 1, "a": 2}`, `{"a": 1, "\u0061": 2}`, `{"a\"b": 1, "a\"b": 2}`,
+		`[{"x": [{"y": 1, "y": 1}]}]`, `{"p": {"q": [0, {"r": {"s": 1, "s": 2}}]}}`,
+		"{\"a\": \"\xff\"}", "{\"a\": [\"ok\", \"\xfe\"]}", "{\"\xff\": 1}", "{\"o\": {\"k\xc3\": 1}}",
+		"\"\xff\"", `"ok"`, `12`, `{"a": {}, "b": {}, "a": []}`, `{"a": [], "b": {"a": 1}}`,
+		many + `"k3": 0}`, many + `"z": 0}`, `{"": 1, "": 2}`, `{"a": "\\", "a\\": 1}`,
+	}
+	for _, b := range bodies {
+		body := []byte(b)
+		got, want := strictScan(body), strictScanTokens(body)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("strictScan(%q) = %v, the token walk says %v", body, got, want)
+		}
+		for i := range len(body) { // never a panic; a refusal only once its bytes are read
+			_ = strictScan(body[:i])
+		}
+	}
+	if err := strictScan([]byte(`{"a": 1, "a": 2}`)); err == nil || !strings.Contains(err.Error(), "a: duplicate key") {
+		t.Fatalf("duplicate key: %v", err)
+	}
+	if err := strictScan([]byte(`[{"x": [{"y": 1, "y": 1}]}]`)); err == nil || !strings.Contains(err.Error(), "[0].x[0].y") {
+		t.Fatalf("nested duplicate key: %v", err)
+	}
+	deep := strings.Repeat("[", scanMaxDepth+10) + `{"a": 1, "a": 2}` + strings.Repeat("]", scanMaxDepth+10)
+	if err := strictScan([]byte(deep)); err != nil {
+		t.Fatalf("past the depth bound: %v, want the walk stopped (the decoder refuses it)", err)
+	}
+	var verr model.ValidationError
+	if err := strictScan([]byte(many + `"k39": 1}`)); err == nil || !errorsAs(err, &verr) || verr[0].Field != "k39" {
+		t.Fatalf("a duplicate among many keys: %v", err)
+	}
+}
+
+func errorsAs(err error, target *model.ValidationError) bool {
+	v, ok := err.(model.ValidationError)
+	if ok {
+		*target = v
+	}
+	return ok
 }
 
 func countKeys(v any) int {
