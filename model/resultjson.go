@@ -72,13 +72,15 @@ func (w *jw) float(f float64) {
 	w.b = strconv.AppendFloat(w.b, f, 'f', -1, 64)
 }
 
+// time appends t as t.MarshalJSON writes it (the same RFC 3339 text as
+// AppendText, quoted), without allocating.
 func (w *jw) time(t time.Time) {
-	data, err := t.MarshalJSON()
+	b, err := t.AppendText(append(w.b, '"'))
 	if err != nil {
 		w.ok = false
 		return
 	}
-	w.b = append(w.b, data...)
+	w.b = append(b, '"')
 }
 
 func appendResult(b []byte, r *Result) ([]byte, bool) {

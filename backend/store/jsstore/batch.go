@@ -96,6 +96,10 @@ func (s *Store) publishAll(ctx context.Context, msgs []pubMsg) error {
 // kvSubject is the subject a KV Put of key in kv publishes to.
 func kvSubject(kv jetstream.KeyValue, key string) string { return "$KV." + kv.Bucket() + "." + key }
 
+// resultSize is room for a result's JSON (a status op's is about 700
+// bytes): one allocation, not the appends' doubling from nothing.
+const resultSize = 1024
+
 // PutResults stores many results as PutResult does, pipelined.
 func (s *Store) PutResults(ctx context.Context, rs []model.Result) error {
 	if err := s.check(); err != nil {
@@ -117,7 +121,7 @@ func (s *Store) PutResults(ctx context.Context, rs []model.Result) error {
 		if r.State == "" {
 			r.State = model.StatePending
 		}
-		data, err := model.AppendResultJSON(nil, &r)
+		data, err := model.AppendResultJSON(make([]byte, 0, resultSize), &r)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("put result of task %s: %w", r.TaskID, err))
 			continue
