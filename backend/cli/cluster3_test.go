@@ -251,9 +251,11 @@ func TestClusterStartUp(t *testing.T) {
 	s3 := startClusterServer(t, files[2])
 	waitReady(t, "the three servers ready", s1, s2, s3)
 	for _, s := range []*clusterServer{s1, s2, s3} {
-		if !listenRe.MatchString(s.out.String()) {
-			t.Fatalf("ready server printed no serving banner:\n%s", s.out.String())
-		}
+		// Readiness turns on before the banner's goroutine prints it:
+		// wait for the banner rather than read it at once.
+		waitFor(t, "a ready server prints its serving banner", 30*time.Second, func() bool {
+			return listenRe.MatchString(s.out.String())
+		})
 		if code, msg := s.get(t, "/api/v1/tasks"); code != http.StatusOK {
 			t.Fatalf("API call on a ready server: %d %q", code, msg)
 		}
