@@ -67,14 +67,26 @@ func (s *Store) watchNew(ctx context.Context, what string, pick func(*bound) jet
 		defer close(out)
 		var high uint64
 		for {
-			for e := range w.Updates() {
-				if e == nil {
-					continue
-				}
-				high = max(high, e.Revision())
+		read:
+			for {
+				// ctx ends the read too: a watcher whose connection closed
+				// first may never close its channel.
 				select {
-				case out <- id(e.Value()):
 				case <-ctx.Done():
+					_ = w.Stop()
+					return
+				case e, ok := <-w.Updates():
+					if !ok {
+						break read
+					}
+					if e == nil {
+						continue
+					}
+					high = max(high, e.Revision())
+					select {
+					case out <- id(e.Value()):
+					case <-ctx.Done():
+					}
 				}
 			}
 			_ = w.Stop()

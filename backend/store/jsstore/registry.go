@@ -175,7 +175,20 @@ func (s *Store) followOnce(ctx context.Context) error {
 	fresh, freshBad := map[string]model.ProcessDef{}, map[string]error{}
 	var freshRev uint64
 	live := false
-	for e := range w.Updates() {
+	// The loop also ends with ctx: the watcher closes its channel when it
+	// is stopped, but not when its connection closed first (a Store.Close
+	// that found the watch mid-read waited on it forever).
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case u, ok := <-w.Updates():
+			if !ok {
+				return errors.New("registry watch ended")
+			}
+			e = u
+		}
 		if e == nil {
 			if !live {
 				r.mu.Lock()
@@ -197,7 +210,6 @@ func (s *Store) followOnce(ctx context.Context) error {
 		r.notifyLocked()
 		r.mu.Unlock()
 	}
-	return errors.New("registry watch ended")
 }
 
 // snapshot waits until the index holds every write the stream had when
