@@ -11,15 +11,17 @@ import (
 )
 
 func validProcess() Process {
+	pol := DefaultPolicy()
+	pol.AutoType = AutoResident
 	return Process{
 		Meta: Meta{Namespace: "web", Name: "nginx", Labels: map[string]string{"app": "nginx"}},
 		Spec: Spec{
 			Identity: Identity{ProcName: "nginx", SetupPath: "/usr/local/nginx", PidPath: "/var/run/nginx.pid", User: "www"},
-			Control:  Control{StartCmd: "./start.sh", StopCmd: "./stop.sh"},
+			Control:  Control{StartCmd: "./start.sh", StopCmd: "./stop.sh", ShellExt: "sh"},
 			Resource: Resource{CPU: 30, Mem: 10},
-			Policy:   Policy{AutoType: AutoResident},
+			Policy:   pol,
 		},
-	}.WithDefaults()
+	}
 }
 
 func TestProcessValidate(t *testing.T) {
@@ -60,6 +62,11 @@ func TestProcessValidate(t *testing.T) {
 		{"negative check", func(p *Process) { p.Spec.Policy.StartCheckSecs = -2 }, "spec.monitor_policy.start_check_secs", ">= 0"},
 		{"op_timeout huge", func(p *Process) { p.Spec.Policy.OpTimeout = MaxOpTimeout + 1 }, "spec.monitor_policy.op_timeout", "out of range"},
 		{"instance_num huge", func(p *Process) { p.Spec.Policy.InstanceNum = MaxInstanceNum + 1 }, "spec.monitor_policy.instance_num", "out of range"},
+		{"op_timeout 0", func(p *Process) { p.Spec.Policy.OpTimeout = 0 }, "spec.monitor_policy.op_timeout", "leave it out for 60"},
+		{"instance_num 0", func(p *Process) { p.Spec.Policy.InstanceNum = 0 }, "spec.monitor_policy.instance_num", "leave it out for 1"},
+		{"start check 0", func(p *Process) { p.Spec.Policy.StartCheckSecs = 0 }, "", ""},
+		{"start retries 0", func(p *Process) { p.Spec.Policy.StartRetries = 0 }, "", ""},
+		{"start interval 0", func(p *Process) { p.Spec.Policy.StartInterval = 0 }, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

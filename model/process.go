@@ -86,8 +86,29 @@ type Resource struct {
 	Mem float64 `json:"mem"`
 }
 
-// Policy says how the process is hosted. Zero values take the documented
-// defaults through WithDefaults.
+// Policy says how the process is hosted. A field a definition leaves out
+// takes its documented default (DefaultPolicy) where the definition
+// enters and its absence is known: JSON decoded into NewProcess or
+// NewProcessDef (the native API, apply), the GSE/JOB forms
+// (backend/server/wire), the console's form (an empty field), the
+// simulator's catalog. Past the entrance a value is what it says, 0
+// included; nothing downstream defaults a field again:
+//
+//   - start_check_secs 0: the start is judged at once: the first live pid
+//     in the pid file counts (a job: the command must not fail within the
+//     agent's min_start_wait);
+//   - start_retries 0: a hosted process that exits is not restarted: it is
+//     given up (fatal, event process_cancel_restart) at once;
+//   - start_interval 0: no interval of its own: restarts follow the
+//     agent's backoff (the first at once, then backoff_base doubling up to
+//     backoff_max) instead of start_interval doubling;
+//   - start_check_end_secs, stop_check_secs, cycle_time: 0 is their
+//     default (no end window, the agent's min_stop_wait, not periodic);
+//   - op_timeout 0 and instance_num 0 mean nothing (no time to run a
+//     command, no instance to run): Validate refuses them with the reason.
+//
+// Every field whose default is not 0 is always encoded (no omitempty), so
+// a stored or sent definition decodes to what it was.
 type Policy struct {
 	AutoType          AutoType `json:"auto_type"`
 	StartCheckSecs    int      `json:"start_check_secs"`     // start_check_begin_time
@@ -125,36 +146,31 @@ func (p Process) Account() string {
 	return p.Spec.Identity.User
 }
 
-// WithDefaults fills zero policy values with the documented defaults: the
-// rule, applied where a definition enters the registry (the engine) or is
-// made (the API forms, the simulator's catalog); nothing downstream
-// defaults a field again.
-func (p Process) WithDefaults() Process {
-	pol := &p.Spec.Policy
-	if pol.StartCheckSecs == 0 {
-		pol.StartCheckSecs = DefaultStartCheckSecs
-	}
-	if pol.OpTimeout == 0 {
-		pol.OpTimeout = DefaultOpTimeout
-	}
-	if pol.StartRetries == 0 {
-		pol.StartRetries = DefaultStartRetries
-	}
-	if pol.StartInterval == 0 {
-		pol.StartInterval = DefaultStartInterval
-	}
-	if pol.InstanceNum == 0 {
-		pol.InstanceNum = 1
-	}
+// DefaultPolicy is the policy of a definition that gives none of its
+// fields: the documented defaults (gse-api.md §3.3, §8.6). auto_type has
+// none here (0 is periodic); the GSE/JOB forms default it themselves. An
+// entrance starts from it and sets what the definition gives.
+func DefaultPolicy() Policy {
+	return Policy{StartCheckSecs: DefaultStartCheckSecs, StartRetries: DefaultStartRetries,
+		StartInterval: DefaultStartInterval, OpTimeout: DefaultOpTimeout, InstanceNum: 1}
+}
+
+// NewProcess is an empty definition with the default policy: what an
+// entrance decodes JSON into (encoding/json keeps what the input leaves
+// out), so that an absent policy field has its default and a given one,
+// 0 included, its value.
+func NewProcess() Process { return Process{Spec: Spec{Policy: DefaultPolicy()}} }
+
+// NewProcessDef is NewProcess with no hosts, to decode a ProcessDef into.
+func NewProcessDef() ProcessDef { return ProcessDef{Process: NewProcess()} }
+
+// Canonical returns p with its paths in clean form (CleanPath) and sh for
+// an empty cmd_shell_ext, once it has been validated: what is stored and
+// sent to agents.
+func (p Process) Canonical() Process {
 	if p.Spec.Control.ShellExt == "" {
 		p.Spec.Control.ShellExt = "sh"
 	}
-	return p
-}
-
-// Canonical returns p with its paths in clean form (CleanPath), once it
-// has been validated: what is stored and sent to agents.
-func (p Process) Canonical() Process {
 	id := &p.Spec.Identity
 	id.SetupPath = CleanPath(id.SetupPath)
 	id.PidPath = CleanPath(id.PidPath)
@@ -182,7 +198,7 @@ func (p Process) CheckWindow() (begin, end int) {
 // Deadline is the per-host budget for one op in seconds: op_timeout plus the
 // start-check window for ops that start something.
 func (p Process) Deadline(op OpType) int {
-	d := p.Spec.Policy.OpTimeout // filled by WithDefaults where the definition entered
+	d := p.Spec.Policy.OpTimeout // at least 1 in a valid definition
 	switch op {
 	case OpStart, OpRestart:
 		_, end := p.CheckWindow()
@@ -358,11 +374,17 @@ func (p Process) ValidateSpecInto(v *Validator, prefix string, names FieldNames)
 			v.Add(f(n.field), "must be >= 0")
 		}
 	}
-	if pol.OpTimeout < 0 || pol.OpTimeout > MaxOpTimeout {
-		v.Addf(f("spec.monitor_policy.op_timeout"), "%d is out of range [0,%d]", pol.OpTimeout, MaxOpTimeout)
+	switch {
+	case pol.OpTimeout == 0:
+		v.Addf(f("spec.monitor_policy.op_timeout"), "0 leaves no time to run a command: give 1..%d seconds, or leave it out for %d", MaxOpTimeout, DefaultOpTimeout)
+	case pol.OpTimeout < 0 || pol.OpTimeout > MaxOpTimeout:
+		v.Addf(f("spec.monitor_policy.op_timeout"), "%d is out of range [1,%d]", pol.OpTimeout, MaxOpTimeout)
 	}
-	if pol.InstanceNum < 0 || pol.InstanceNum > MaxInstanceNum {
-		v.Addf(f("spec.monitor_policy.instance_num"), "%d is out of range [0,%d]", pol.InstanceNum, MaxInstanceNum)
+	switch {
+	case pol.InstanceNum == 0:
+		v.Addf(f("spec.monitor_policy.instance_num"), "0 instances is nothing to run: give 1..%d, or leave it out for 1", MaxInstanceNum)
+	case pol.InstanceNum < 0 || pol.InstanceNum > MaxInstanceNum:
+		v.Addf(f("spec.monitor_policy.instance_num"), "%d is out of range [1,%d]", pol.InstanceNum, MaxInstanceNum)
 	}
 }
 

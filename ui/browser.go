@@ -138,7 +138,7 @@ func (p *nsPage) Update(msg tea.Msg) tea.Cmd {
 			}
 		case keyIs(msg, k.New):
 			ns, _ := p.selected()
-			return openForm(p.s, model.ProcessDef{Process: model.Process{Meta: model.Meta{Namespace: ns.Name}}}, true)
+			return openForm(p.s, newDef(ns.Name), true)
 		case keyIs(msg, k.Reload):
 			return p.load()
 		}
@@ -332,7 +332,7 @@ func (p *labelsPage) Update(msg tea.Msg) tea.Cmd {
 		}
 		if p.list.cursor >= len(p.items) {
 			if keyIs(msg, k.New) {
-				return openForm(p.s, model.ProcessDef{Process: model.Process{Meta: model.Meta{Namespace: p.ns.Name}}}, true)
+				return openForm(p.s, newDef(p.ns.Name), true)
 			}
 			return nil
 		}
@@ -348,7 +348,7 @@ func (p *labelsPage) Update(msg tea.Msg) tea.Cmd {
 			}
 			return openForm(p.s, it.def, false)
 		case keyIs(msg, k.New):
-			return openForm(p.s, model.ProcessDef{Process: model.Process{Meta: model.Meta{Namespace: p.ns.Name}}}, true)
+			return openForm(p.s, newDef(p.ns.Name), true)
 		case keyIs(msg, k.Reload):
 			return p.load()
 		}

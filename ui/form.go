@@ -36,6 +36,9 @@ func valsFrom(d model.ProcessDef) formVals {
 		}
 		return strconv.Itoa(n)
 	}
+	// A field with a default other than 0 shows its value, 0 included
+	// (empty would mean the default when saved).
+	given := func(n int) string { return strconv.Itoa(n) }
 	fl := func(f float64) string {
 		if f == 0 {
 			return ""
@@ -55,8 +58,8 @@ func valsFrom(d model.ProcessDef) formVals {
 		Hosts: strings.Join(hosts, ","), ProcName: id.ProcName, SetupPath: id.SetupPath, PidPath: id.PidPath,
 		User: id.User, ConfigPath: id.ConfigPath, LogPath: id.LogPath,
 		StartCmd: c.StartCmd, StopCmd: c.StopCmd, RestartCmd: c.RestartCmd, ReloadCmd: c.ReloadCmd, KillCmd: c.KillCmd,
-		AutoType: at, CycleTime: num(pol.CycleTime), InstanceNum: num(pol.InstanceNum),
-		CheckBegin: num(pol.StartCheckSecs), CheckEnd: num(pol.StartCheckEndSecs), OpTimeout: num(pol.OpTimeout),
+		AutoType: at, CycleTime: num(pol.CycleTime), InstanceNum: given(pol.InstanceNum),
+		CheckBegin: given(pol.StartCheckSecs), CheckEnd: num(pol.StartCheckEndSecs), OpTimeout: given(pol.OpTimeout),
 		CPU: fl(p.Spec.Resource.CPU), Mem: fl(p.Spec.Resource.Mem),
 	}
 }
@@ -98,10 +101,12 @@ func (v formVals) toDef(base model.ProcessDef) (model.ProcessDef, model.Validati
 	c.StartCmd, c.StopCmd, c.RestartCmd, c.ReloadCmd, c.KillCmd = v.StartCmd, v.StopCmd, v.RestartCmd, v.ReloadCmd, v.KillCmd
 	pol := &p.Spec.Policy
 	pol.AutoType = v.AutoType
-	atoi := func(field, s string) int {
+	// An empty field is a field left out: its documented default
+	// (model.DefaultPolicy); a number typed, 0 included, is that number.
+	atoiOr := func(field, s string, def int) int {
 		s = strings.TrimSpace(s)
 		if s == "" {
-			return 0
+			return def
 		}
 		n, err := strconv.Atoi(s)
 		if err != nil {
@@ -120,11 +125,12 @@ func (v formVals) toDef(base model.ProcessDef) (model.ProcessDef, model.Validati
 		}
 		return f
 	}
-	pol.CycleTime = atoi("process.spec.monitor_policy.cycle_time", v.CycleTime)
-	pol.InstanceNum = atoi("process.spec.monitor_policy.instance_num", v.InstanceNum)
-	pol.StartCheckSecs = atoi("process.spec.monitor_policy.start_check_secs", v.CheckBegin)
-	pol.StartCheckEndSecs = atoi("process.spec.monitor_policy.start_check_end_secs", v.CheckEnd)
-	pol.OpTimeout = atoi("process.spec.monitor_policy.op_timeout", v.OpTimeout)
+	dp := model.DefaultPolicy()
+	pol.CycleTime = atoiOr("process.spec.monitor_policy.cycle_time", v.CycleTime, dp.CycleTime)
+	pol.InstanceNum = atoiOr("process.spec.monitor_policy.instance_num", v.InstanceNum, dp.InstanceNum)
+	pol.StartCheckSecs = atoiOr("process.spec.monitor_policy.start_check_secs", v.CheckBegin, dp.StartCheckSecs)
+	pol.StartCheckEndSecs = atoiOr("process.spec.monitor_policy.start_check_end_secs", v.CheckEnd, dp.StartCheckEndSecs)
+	pol.OpTimeout = atoiOr("process.spec.monitor_policy.op_timeout", v.OpTimeout, dp.OpTimeout)
 	p.Spec.Resource.CPU = atof("process.spec.resource.cpu", v.CPU)
 	p.Spec.Resource.Mem = atof("process.spec.resource.mem", v.Mem)
 	return d, errs.Errors()
@@ -277,10 +283,10 @@ func (p *formPage) build() {
 			huh.NewOption("one-shot: run once", model.AutoOneShot),
 		).Value(&v.AutoType),
 		in("cycle_time (s)", "process.spec.monitor_policy.cycle_time", "required for periodic", &v.CycleTime),
-		in("instance_num", "process.spec.monitor_policy.instance_num", fmt.Sprintf("0-%d, empty = 1", model.MaxInstanceNum), &v.InstanceNum),
-		in("Start check from (s)", "process.spec.monitor_policy.start_check_secs", fmt.Sprintf("empty = %d", model.DefaultStartCheckSecs), &v.CheckBegin),
+		in("instance_num", "process.spec.monitor_policy.instance_num", fmt.Sprintf("1-%d, empty = 1", model.MaxInstanceNum), &v.InstanceNum),
+		in("Start check from (s)", "process.spec.monitor_policy.start_check_secs", fmt.Sprintf("empty = %d, 0 = at once", model.DefaultStartCheckSecs), &v.CheckBegin),
 		in("Start check until (s)", "process.spec.monitor_policy.start_check_end_secs", "end of the start check window", &v.CheckEnd),
-		in("op_timeout (s)", "process.spec.monitor_policy.op_timeout", fmt.Sprintf("empty = %d, at most %d", model.DefaultOpTimeout, model.MaxOpTimeout), &v.OpTimeout),
+		in("op_timeout (s)", "process.spec.monitor_policy.op_timeout", fmt.Sprintf("1-%d, empty = %d", model.MaxOpTimeout, model.DefaultOpTimeout), &v.OpTimeout),
 		in("CPU limit (%)", "process.spec.resource.cpu", "0-100 of the machine, empty = none", &v.CPU),
 		in("Memory limit (%)", "process.spec.resource.mem", "0-100 of the machine, empty = none", &v.Mem),
 	).Title("Hosting policy and limits")
@@ -607,4 +613,14 @@ func (p *reviewPage) View() string {
 		b.WriteString(t.Pending.Render("saving…"))
 	}
 	return b.String()
+}
+
+// newDef is a new definition in namespace ns for the form: the documented
+// policy defaults for what the form does not show (start_retries,
+// start_interval) and for what it shows until changed.
+func newDef(ns string) model.ProcessDef {
+	d := model.NewProcessDef()
+	d.Process.Meta.Namespace = ns
+	d.Process.Spec.Policy.AutoType = model.AutoResident
+	return d
 }

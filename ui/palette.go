@@ -193,7 +193,7 @@ func (m *Model) fixedEntries() []palEntry {
 		return m.push(newHostPage(s, h, nil))
 	}})
 	add(kindAction, Command{Name: "new process", Help: "define a process in a form", Changes: true, Run: func(string) tea.Cmd {
-		return openForm(s, model.ProcessDef{}, true)
+		return openForm(s, newDef(""), true)
 	}})
 	add(kindAction, Command{Name: "quit", Help: "leave the console (asks while tasks run in the embedded engine)", Run: func(string) tea.Cmd { return m.askQuit() }})
 	for _, op := range model.AllOps() {

@@ -42,6 +42,7 @@ func manyProcs(tb testing.TB, eng *engine.Engine, a *Agent, ns string, n int, st
 				Identity: model.Identity{ProcName: name, SetupPath: dir, PidPath: filepath.Join(dir, name+".pid")},
 				Control:  model.Control{StartCmd: start},
 				Policy: model.Policy{AutoType: model.AutoResident, StartRetries: retries, OpTimeout: 60,
+					StartCheckSecs: model.DefaultStartCheckSecs, StartInterval: model.DefaultStartInterval,
 					StartCheckEndSecs: 30, InstanceNum: 1},
 			},
 		}

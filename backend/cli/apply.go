@@ -35,8 +35,11 @@ prints them:
    "hosts": [{"ip": "127.0.0.2", "bk_cloud_id": 0}]}
 
 Every definition is checked first (each bad field is named); nothing is
-saved when one is invalid. Unset policy values take the documented
-defaults (start_check_secs 5, op_timeout 60, start_retries 4, ...).
+saved when one is invalid. Policy fields left out take the documented
+defaults (start_check_secs 5, op_timeout 60, start_retries 4,
+start_interval 10, instance_num 1); a value given is kept, 0 included
+(start_check_secs 0: judged at once; start_retries 0: never restarted;
+start_interval 0: the agent's own backoff).
 
 Flags:
 `)
@@ -93,8 +96,9 @@ Flags:
 	return nil
 }
 
-// readDefs reads one definition or an array of them; policy defaults are
-// applied so a file need not repeat them.
+// readDefs reads one definition or an array of them; policy fields a
+// definition leaves out take their documented defaults, so a file need not
+// repeat them.
 func readDefs(path string, io Stdio) ([]model.ProcessDef, error) {
 	var raw []byte
 	var err error
@@ -109,23 +113,33 @@ func readDefs(path string, io Stdio) ([]model.ProcessDef, error) {
 		return nil, fmt.Errorf("read definitions: %w", err)
 	}
 	raw = bytes.TrimSpace(raw)
-	var defs []model.ProcessDef
-	dec := func(into any) error {
-		d := json.NewDecoder(bytes.NewReader(raw))
+	dec := func(b []byte, into any) error {
+		d := json.NewDecoder(bytes.NewReader(b))
 		d.DisallowUnknownFields()
 		return d.Decode(into)
 	}
+	// Each definition is decoded into model.NewProcessDef: a policy field
+	// the file leaves out has its documented default, one it gives (0
+	// included) its value.
 	if len(raw) > 0 && raw[0] == '[' {
-		err = dec(&defs)
-	} else {
-		var one model.ProcessDef
-		err = dec(&one)
-		defs = []model.ProcessDef{one}
+		var each []json.RawMessage
+		if err := dec(raw, &each); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, describeJSONError(err))
+		}
+		defs := make([]model.ProcessDef, len(each))
+		for i, b := range each {
+			defs[i] = model.NewProcessDef()
+			if err := dec(b, &defs[i]); err != nil {
+				return nil, fmt.Errorf("%s: [%d]: %w", path, i, describeJSONError(err))
+			}
+		}
+		return defs, nil
 	}
-	if err != nil {
+	one := model.NewProcessDef()
+	if err := dec(raw, &one); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, describeJSONError(err))
 	}
-	return defs, nil // the engine fills the policy's defaults
+	return []model.ProcessDef{one}, nil
 }
 
 // describeJSONError names the field of a type error.

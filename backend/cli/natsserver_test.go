@@ -124,7 +124,8 @@ func TestNATSEngineRealAgent(t *testing.T) {
 		Spec: model.Spec{
 			Identity: model.Identity{ProcName: "daemon", SetupPath: work, PidPath: filepath.Join(work, "daemon.pid")},
 			Control:  model.Control{StartCmd: "./daemon.sh >/dev/null 2>&1 &"},
-			Policy:   model.Policy{AutoType: model.AutoResident, OpTimeout: 10, StartCheckEndSecs: 10, InstanceNum: 1},
+			Policy: model.Policy{AutoType: model.AutoResident, StartCheckSecs: model.DefaultStartCheckSecs,
+				StartRetries: model.DefaultStartRetries, StartInterval: model.DefaultStartInterval, OpTimeout: 10, StartCheckEndSecs: 10, InstanceNum: 1},
 		},
 	}
 	sim := model.Host{IP: "10.0.0.1", CloudID: 0} // a demo host of the simulated fleet

@@ -225,8 +225,9 @@ func TestRegistryRoundTrip(t *testing.T) {
 	}
 	p := model.Process{Meta: model.Meta{Namespace: "tools", Name: "echo", Labels: map[string]string{"team": "a"}},
 		Spec: model.Spec{Identity: model.Identity{ProcName: "echo", SetupPath: "/opt/echo", PidPath: "/opt/echo/echo.pid"},
-			Control: model.Control{StartCmd: "./start.sh", StopCmd: "./stop.sh"},
-			Policy:  model.Policy{AutoType: model.AutoResident}}}.WithDefaults()
+			Control: model.Control{StartCmd: "./start.sh", StopCmd: "./stop.sh", ShellExt: "sh"},
+			Policy:  model.DefaultPolicy()}}
+	p.Spec.Policy.AutoType = model.AutoResident
 	h := model.Host{IP: "10.0.0.1", CloudID: 0}
 	if err := c.SaveProcess(ctx, model.ProcessDef{Process: p, Hosts: []model.Host{h}}); err != nil {
 		t.Fatal(err)

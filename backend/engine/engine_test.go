@@ -82,10 +82,11 @@ func (f *fakeAgents) emit(ev model.Event) int {
 func proc(ns, name string, labels map[string]string) model.Process {
 	p := model.Process{Meta: model.Meta{Namespace: ns, Name: name, Labels: labels}}
 	p.Spec.Identity = model.Identity{ProcName: name, SetupPath: "/opt/" + name, PidPath: "/var/run/" + name + ".pid"}
-	p.Spec.Control = model.Control{StartCmd: "./start.sh", StopCmd: "./stop.sh"}
+	p.Spec.Control = model.Control{StartCmd: "./start.sh", StopCmd: "./stop.sh", ShellExt: "sh"}
+	p.Spec.Policy = model.DefaultPolicy()
 	p.Spec.Policy.AutoType = model.AutoResident
 	p.Spec.Policy.OpTimeout = 1
-	return p.WithDefaults()
+	return p
 }
 
 func testCfg() config.EngineConfig {

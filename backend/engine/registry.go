@@ -432,13 +432,13 @@ func (l *hostLister) view(hi model.HostInfo, idx []int32) backend.HostView {
 	return v
 }
 
-// canonicalDef validates d into v and returns it in canonical form: the
-// policy's documented defaults filled in, paths cleaned, hosts canonical.
-// Every definition passes here whichever way it came (API forms, native
-// API, console, apply): it is the one place those defaults are applied, so
-// the agent, the simulator and the task deadlines see the same values.
+// canonicalDef validates d into v and returns it in canonical form: paths
+// cleaned, hosts canonical. Every definition passes here whichever way it
+// came (API forms, native API, console, apply). Its policy is taken as it
+// is: the documented defaults were applied where the definition entered
+// and absence was known (model.DefaultPolicy); here a 0 is a 0, so the
+// agent, the simulator and the task deadlines see what was asked.
 func canonicalDef(v *model.Validator, prefix string, d model.ProcessDef) model.ProcessDef {
-	d.Process = d.Process.WithDefaults()
 	d.Process.ValidateInto(v, prefix+"process", nil)
 	if len(d.Hosts) == 0 {
 		v.Add(prefix+"hosts", "required: at least one host")

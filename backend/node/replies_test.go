@@ -72,7 +72,8 @@ func TestReplySurvivesNodeLoss(t *testing.T) {
 				Identity: model.Identity{ProcName: "slow", SetupPath: work, PidPath: filepath.Join(work, "d.pid")},
 				// The start takes 3 s: node A goes while it runs.
 				Control: model.Control{StartCmd: "echo begun > begun; sleep 3; ./daemon.sh >/dev/null 2>&1 &"},
-				Policy:  model.Policy{AutoType: model.AutoResident, OpTimeout: 40, StartCheckEndSecs: 10, InstanceNum: 1},
+				Policy: model.Policy{AutoType: model.AutoResident, StartCheckSecs: model.DefaultStartCheckSecs,
+					StartRetries: model.DefaultStartRetries, StartInterval: model.DefaultStartInterval, OpTimeout: 40, StartCheckEndSecs: 10, InstanceNum: 1},
 			},
 		},
 		Hosts: []model.Host{me},
@@ -254,7 +255,8 @@ func TestLateAnswerCorrectsTimeout(t *testing.T) {
 			Spec: model.Spec{
 				Identity: model.Identity{ProcName: "late", SetupPath: work, PidPath: filepath.Join(work, "d.pid")},
 				Control:  model.Control{StartCmd: "echo begun > begun; sleep 1; ./daemon.sh >/dev/null 2>&1 &"},
-				Policy:   model.Policy{AutoType: model.AutoResident, OpTimeout: 4, StartCheckEndSecs: 2, InstanceNum: 1},
+				Policy: model.Policy{AutoType: model.AutoResident, StartCheckSecs: model.DefaultStartCheckSecs,
+					StartRetries: model.DefaultStartRetries, StartInterval: model.DefaultStartInterval, OpTimeout: 4, StartCheckEndSecs: 2, InstanceNum: 1},
 			},
 		},
 		Hosts: []model.Host{me},

@@ -240,7 +240,7 @@ func (s *Server) v1Processes(ctx context.Context, c *call) (any, *apiError) {
 }
 
 func (s *Server) v1SaveProcess(ctx context.Context, c *call) (any, *apiError) {
-	var def model.ProcessDef
+	def := model.NewProcessDef() // a policy field left out has its default
 	if aerr := c.decode(&def); aerr != nil {
 		return nil, aerr
 	}
@@ -274,6 +274,9 @@ func (s *Server) v1DeleteProcess(ctx context.Context, c *call) (any, *apiError) 
 func (s *Server) v1Operate(ctx context.Context, c *call) (any, *apiError) {
 	var req backend.OperateRequest
 	if aerr := c.decode(&req); aerr != nil {
+		return nil, aerr
+	}
+	if aerr := c.decodeItems(req.Items); aerr != nil {
 		return nil, aerr
 	}
 	v := &model.Validator{}
@@ -681,3 +684,28 @@ func (s *Server) v1Audit(ctx context.Context, c *call) (any, *apiError) {
 
 // auditPages bounds the backend queries one audit request makes.
 const auditPages = 20
+
+// decodeItems decodes the request's inline definitions (items) again,
+// each into model.NewProcessDef, so that a policy field an item leaves out
+// has its documented default and one it gives, 0 included, its value
+// (decoded into the slice, every item started from zero). The body was
+// type-checked by the first decode.
+func (c *call) decodeItems(items []model.ProcessDef) *apiError {
+	if len(items) == 0 {
+		return nil
+	}
+	var raw struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(c.body, &raw); err != nil || len(raw.Items) != len(items) {
+		return validationError(CodeArgument, model.ValidationError{{Field: "items", Reason: fmt.Sprintf("cannot be read again: %v", err)}})
+	}
+	for i, b := range raw.Items {
+		d := model.NewProcessDef()
+		if err := json.Unmarshal(b, &d); err != nil {
+			return validationError(CodeArgument, model.ValidationError{{Field: fmt.Sprintf("items[%d]", i), Reason: err.Error()}})
+		}
+		items[i] = d
+	}
+	return nil
+}

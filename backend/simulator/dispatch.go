@@ -275,8 +275,8 @@ func (f *Fleet) apply(h *simHost, p *procState, req model.AgentRequest, fail boo
 	if name == "" {
 		name = p.procName
 	}
-	if n := req.Process.Spec.Policy.StartRetries; n > 0 && req.Op.Mutating() {
-		p.retries = int32(n) // the latest definition wins, as on the agent
+	if n := req.Process.Spec.Policy.StartRetries; n >= 0 && req.Op.Mutating() {
+		p.retries = int32(n) + 1 // the latest definition wins, as on the agent; 0 is 0
 	}
 	d := opsem.Decide(req.Op, p.before(), opsem.CommandsOf(req.Process), name)
 	if d.Action == opsem.Answer {

@@ -209,9 +209,7 @@ func (t tmpl) process(ns, name, env string) model.Process {
 			Control: model.Control{StartCmd: t.start, StopCmd: t.stop, RestartCmd: t.restart, ReloadCmd: t.reload,
 				KillCmd: t.kill, VersionCmd: t.version, HealthCmd: t.health, ShellExt: "sh"},
 			Resource: model.Resource{CPU: t.cpuLmt, Mem: t.memLmt},
-			Policy: model.Policy{AutoType: t.auto, CycleTime: t.cycle, StartCheckSecs: t.checkBegin,
-				StopCheckSecs: t.stopCheck, StartRetries: t.retries, StartInterval: t.interval,
-				OpTimeout: model.DefaultOpTimeout},
+			Policy:   t.policy(),
 		},
 	}
 	if env == "staging" {
@@ -221,7 +219,26 @@ func (t tmpl) process(ns, name, env string) model.Process {
 			p.Spec.Identity.ConfigPath = path.Join(path.Dir(t.cfg), "staging", path.Base(t.cfg))
 		}
 	}
-	return p.WithDefaults()
+	return p
+}
+
+// policy is the template's monitor policy: the documented defaults
+// (model.DefaultPolicy) for what the catalog leaves out (a zero in a
+// template means not given: no template asks for a 0).
+func (t tmpl) policy() model.Policy {
+	pol := model.DefaultPolicy()
+	pol.AutoType, pol.CycleTime, pol.StopCheckSecs = t.auto, t.cycle, t.stopCheck
+	for _, f := range []struct {
+		dst *int
+		v   int
+	}{
+		{&pol.StartCheckSecs, t.checkBegin}, {&pol.StartRetries, t.retries}, {&pol.StartInterval, t.interval},
+	} {
+		if f.v != 0 {
+			*f.dst = f.v
+		}
+	}
+	return pol
 }
 
 // roleNamespaces are the namespaces hosts are assigned roles from: those

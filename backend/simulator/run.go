@@ -211,12 +211,12 @@ func (h *simHost) find(key string) *procState {
 
 // policy is p's restart policy, with the agent's defaults.
 func (f *Fleet) policy(p *procState) opsem.Policy {
-	def := model.Process{Spec: model.Spec{Policy: model.Policy{StartRetries: model.DefaultStartRetries, StartInterval: model.DefaultStartInterval}}}
+	def := model.NewProcess()
 	if p.def >= 0 {
 		def = f.defs[p.def].proc // defaults filled where it was made (gen)
 	}
 	if p.retries > 0 {
-		def.Spec.Policy.StartRetries = int(p.retries)
+		def.Spec.Policy.StartRetries = int(p.retries) - 1
 	}
 	a := config.DefaultAgent()
 	return opsem.PolicyOf(def, a.BackoffBase.D(), a.BackoffMax.D(), a.StableAfter.D())

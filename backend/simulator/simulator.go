@@ -96,7 +96,7 @@ type procState struct {
 	phase      uint8 // what a process that is not running is doing: phaseStopped, phaseBackoff, phaseFatal
 	held       bool  // stopped over a limit or given up: not restarted until an operator's start
 	failNext   int32 // FailNext: the code the next command answers, 0 for none
-	retries    int32 // start_retries of the definition the last op carried, 0 for the deployment's
+	retries    int32 // 1 + start_retries of the definition the last op carried (0 included), 0 for the deployment's
 	due        int64 // unix nanoseconds the restart policy relaunches a process in BACKOFF (0: a later round of Run)
 }
 

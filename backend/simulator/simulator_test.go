@@ -31,6 +31,7 @@ func inline(name string) model.Process {
 		Spec: model.Spec{
 			Identity: model.Identity{ProcName: name, SetupPath: "/data/app", PidPath: "/data/app/" + name + ".pid"},
 			Control:  model.Control{StartCmd: "./start.sh", StopCmd: "./stop.sh", RestartCmd: "./restart.sh", ReloadCmd: "./reload.sh"},
+			Policy:   model.DefaultPolicy(), // as the engine sends it: what the definition left out has its default
 		},
 	}
 }
@@ -474,6 +475,48 @@ func TestRunCrashesAndRestarts(t *testing.T) {
 	st2 := dispatch(t, g, h, model.OpStatus, q).Status
 	assert.Equal(t, pid, st2.PID)
 	assert.Zero(t, st2.Restarts)
+}
+
+// TestRunZeroRetriesGivesUpAtOnce: start_retries 0 given on purpose is 0
+// (it used to become the default 4): a hosted process that crashes is
+// given up at once, never restarted.
+func TestRunZeroRetriesGivesUpAtOnce(t *testing.T) {
+	cfg := quiet(6)
+	cfg.Namespaces = []string{"web"}
+	cfg.CrashRate = 600
+	f := New(cfg)
+	defer f.Close()
+	h := model.Host{IP: "10.0.0.1"}
+	p := inline("noretry")
+	p.Spec.Policy.StartRetries = 0
+	require.Equal(t, 0, dispatch(t, f, h, model.OpStart, p).Code)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := make(chan model.Event, 1024)
+	f.SubscribeEvents(ctx, func(e model.Event) {
+		select {
+		case events <- e:
+		default:
+		}
+	})
+	runDone := make(chan struct{})
+	go func() { defer close(runDone); f.Run(ctx) }()
+	deadline := time.After(10 * time.Second)
+	var got model.Event
+	for got.ProcKey != p.Key() || got.Kind == model.EventLimitExceeded {
+		select {
+		case got = <-events:
+		case <-deadline:
+			t.Fatal("no event for the hosted process within 10s")
+		}
+	}
+	cancel()
+	<-runDone
+	assert.Equal(t, model.EventGiveUp, got.Kind, "start_retries 0: given up at the first crash, not restarted")
+	st := dispatch(t, f, h, model.OpStatus, p).Status
+	assert.Equal(t, model.ProcFatal, st.State)
+	assert.Zero(t, st.Restarts)
 }
 
 func TestRunRestartFailedThenGiveUp(t *testing.T) {

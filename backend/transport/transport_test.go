@@ -725,7 +725,7 @@ func TestPoisonTaskFailsOnResume(t *testing.T) {
 	ctx := context.Background()
 	st := store.NewMemory()
 	p := model.Process{Meta: model.Meta{Namespace: "ns", Name: "app"}, Spec: model.Spec{Identity: model.Identity{
-		ProcName: "app", SetupPath: "/opt/app", PidPath: "/opt/app/app.pid"}}}.WithDefaults()
+		ProcName: "app", SetupPath: "/opt/app", PidPath: "/opt/app/app.pid"}, Policy: model.DefaultPolicy()}}
 	poison := model.Host{IP: "fe80::1%" + strings.Repeat("z", 4200)}
 	if err := st.PutProcess(ctx, model.ProcessDef{Process: p, Hosts: []model.Host{h1, poison}}); err != nil {
 		t.Fatal(err)

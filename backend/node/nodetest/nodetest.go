@@ -142,7 +142,8 @@ func DaemonItems(work, ns string, clouds []int) []model.ProcessDef {
 				Spec: model.Spec{
 					Identity: model.Identity{ProcName: name, SetupPath: dir, PidPath: filepath.Join(dir, "d.pid")},
 					Control:  model.Control{StartCmd: "echo start >> starts.log; sleep 2; ./daemon.sh >/dev/null 2>&1 &"},
-					Policy:   model.Policy{AutoType: model.AutoResident, OpTimeout: 30, StartCheckEndSecs: 10, InstanceNum: 1},
+					Policy: model.Policy{AutoType: model.AutoResident, StartCheckSecs: model.DefaultStartCheckSecs,
+						StartRetries: model.DefaultStartRetries, StartInterval: model.DefaultStartInterval, OpTimeout: 30, StartCheckEndSecs: 10, InstanceNum: 1},
 				},
 			},
 			Hosts: []model.Host{{IP: "127.0.0.1", CloudID: cloud}},

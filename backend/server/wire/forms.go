@@ -155,6 +155,9 @@ func (pi ProcessInfo) ToProcess(form InfoForm, scope Scope) model.Process {
 		StartCmd: pi.StartCmd, StopCmd: pi.StopCmd, RestartCmd: pi.RestartCmd,
 		ReloadCmd: pi.ReloadCmd, KillCmd: pi.KillCmd, ShellExt: pi.CmdShellExt,
 	}
+	// Every policy field the entry leaves out takes its documented default;
+	// one it gives is kept, 0 included (model.Policy says what 0 means).
+	p.Spec.Policy = model.DefaultPolicy()
 	pol := &p.Spec.Policy
 	pol.AutoType = model.AutoResident
 	if pi.Type != nil {
@@ -208,7 +211,10 @@ func (pi ProcessInfo) ToProcess(form InfoForm, scope Scope) model.Process {
 			pol.StartCheckEndSecs = 1
 		}
 	}
-	return p.WithDefaults()
+	if p.Spec.Control.ShellExt == "" {
+		p.Spec.Control.ShellExt = "sh"
+	}
+	return p
 }
 
 func setInt(dst *int, src *int) {
@@ -319,8 +325,10 @@ func (s *SpecWire) Policy() *PolicyWire {
 	return s.AliveMonitorPolicy
 }
 
-// ToProcess translates the meta form into a definition (defaults applied).
-// auto_type defaults to 1 (resident) when absent.
+// ToProcess translates the meta form into a definition: every policy
+// field the request leaves out takes its documented default
+// (model.DefaultPolicy), one it gives is kept, 0 included. auto_type
+// defaults to 1 (resident) when absent.
 func (r ProcRequest) ToProcess() model.Process {
 	p := model.Process{Meta: r.Meta}
 	p.Meta.Labels = maps.Clone(r.Meta.Labels)
@@ -332,6 +340,7 @@ func (r ProcRequest) ToProcess() model.Process {
 	if r.Spec.Resource != nil {
 		p.Spec.Resource = *r.Spec.Resource
 	}
+	p.Spec.Policy = model.DefaultPolicy()
 	pol := &p.Spec.Policy
 	pol.AutoType = model.AutoResident
 	if w := r.Spec.Policy(); w != nil {
@@ -351,7 +360,10 @@ func (r ProcRequest) ToProcess() model.Process {
 			pol.CrontabRule = w.CrotabRule
 		}
 	}
-	return p.WithDefaults()
+	if p.Spec.Control.ShellExt == "" {
+		p.Spec.Control.ShellExt = "sh"
+	}
+	return p
 }
 
 // Targets returns the hosts addressed: agent_id_list wins over hosts when

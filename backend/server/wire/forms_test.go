@@ -217,3 +217,62 @@ func TestDefaultValueKey(t *testing.T) {
 		t.Errorf("value key %q", k)
 	}
 }
+
+// TestPolicyAbsentIsDefaultZeroIsZero: in every form a policy field left
+// out takes its documented default and one given as 0 stays 0 (it used to
+// become the default); op_timeout and instance_num 0 are refused with the
+// wire field and the reason.
+func TestPolicyAbsentIsDefaultZeroIsZero(t *testing.T) {
+	scope := Scope{Type: ScopeBiz, ID: "1"}
+	info := func(js string) ProcessInfo {
+		var pi ProcessInfo
+		require.NoError(t, json.Unmarshal([]byte(`{"setup_path": "/opt/a", "proc_name": "a", "pid_path": "/opt/a/a.pid",
+			"contact": "root", "ip_list": [{"ip": "10.0.0.1", "bk_cloud_id": 0}]`+js+`}`), &pi))
+		return pi
+	}
+	for _, form := range []InfoForm{FormOperateProcess, FormManageProc} {
+		pol := info(``).ToProcess(form, scope).Spec.Policy
+		assert.Equal(t, model.DefaultStartCheckSecs, pol.StartCheckSecs)
+		assert.Equal(t, model.DefaultOpTimeout, pol.OpTimeout)
+		assert.Equal(t, 1, pol.InstanceNum)
+		assert.Equal(t, model.DefaultStartRetries, pol.StartRetries)
+		assert.Equal(t, model.DefaultStartInterval, pol.StartInterval)
+		assert.Zero(t, info(`, "start_check_begin_time": 0`).ToProcess(form, scope).Spec.Policy.StartCheckSecs, "form %d", form)
+	}
+	// operate_proc (v1) has its own defaults for what is absent, and a 0
+	// given is 0 there too.
+	assert.Equal(t, 5, info(``).ToProcess(FormOperateProc, scope).Spec.Policy.StartCheckSecs)
+	assert.Zero(t, info(`, "start_check_begin_time": 0`).ToProcess(FormOperateProc, scope).Spec.Policy.StartCheckSecs)
+	for _, js := range []string{`, "op_timeout": 0`, `, "instance_num": 0`} {
+		v := &model.Validator{}
+		ValidateInfos(v, FormOperateProcess, scope, []ProcessInfo{info(js)}, 0)
+		field := "process_infos[0]." + strings.Split(js, `"`)[1]
+		require.Contains(t, v.Errors().Fields(), field, js)
+		assert.Contains(t, v.Err().Error(), "leave it out for", js)
+	}
+
+	// The meta form: monitor_policy and alive_monitor_policy alike.
+	meta := func(js string) model.Process {
+		var r ProcRequest
+		require.NoError(t, json.Unmarshal([]byte(`{"meta": {"namespace": "web", "name": "a"}, "spec": {
+			"identity": {"proc_name": "a", "setup_path": "/opt/a", "pid_path": "/opt/a/a.pid"}`+js+`}}`), &r))
+		return r.ToProcess()
+	}
+	for _, absent := range []string{``, `, "monitor_policy": {}`, `, "alive_monitor_policy": {"auto_type": 1}`} {
+		pol := meta(absent).Spec.Policy
+		want := model.DefaultPolicy()
+		want.AutoType = model.AutoResident
+		assert.Equal(t, want, pol, absent)
+	}
+	for _, key := range []string{"monitor_policy", "alive_monitor_policy"} {
+		pol := meta(`, "` + key + `": {"start_check_secs": 0, "start_retries": 0, "start_interval": 0, "op_timeout": 9}`).Spec.Policy
+		assert.Zero(t, pol.StartCheckSecs, key)
+		assert.Zero(t, pol.StartRetries, key)
+		assert.Zero(t, pol.StartInterval, key)
+		assert.Equal(t, 9, pol.OpTimeout, key)
+	}
+	p := meta(`, "monitor_policy": {"op_timeout": 0}`)
+	err := p.Validate("")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "spec.monitor_policy.op_timeout: 0 leaves no time")
+}
