@@ -20,6 +20,13 @@ type AgentRequest struct {
 	// Tail, when set, asks for a piece of Process's log (see TailRequest):
 	// a read, never an op; Op is not read and no op id is used.
 	Tail *TailRequest `json:"tail,omitempty"`
+	// CancelOp, when set, cancels op OpID instead of running it: sent by a
+	// server that took over a task whose cancel was asked while no server
+	// ran it, for every target another server may have sent. The host
+	// stops the op if it runs (its command's process group killed), never
+	// runs it later, and answers the op's outcome: the recorded one when
+	// it had finished, else cancelled (Cancelled set).
+	CancelOp bool `json:"cancel_op,omitempty"`
 }
 
 // OpID is the operation id of task taskID on one target: the same every

@@ -74,6 +74,13 @@ func (a *Agent) Handle(ctx context.Context, req model.AgentRequest) model.AgentR
 	}
 	e, known := a.procs[p.Key()]
 	switch {
+	case req.CancelOp:
+		// Not an op: the definition it carries changes nothing here.
+		if !known {
+			e = transientEntry(p)
+		}
+		a.mu.Unlock()
+		return a.reply(e, a.cancelOp(ctx, req))
 	case req.Op.Valid() && req.Op != model.OpStatus:
 		e = a.entryLocked(p) // the latest definition wins
 	case !known:
@@ -97,6 +104,32 @@ func (a *Agent) Handle(ctx context.Context, req model.AgentRequest) model.AgentR
 		r = a.once(ctx, e, req)
 	}
 	return a.reply(e, r)
+}
+
+// cancelOp answers a cancel of op req.OpID sent by a server that took its
+// task over (model.AgentRequest.CancelOp). The caller has already ended
+// the op's context if it runs (the transport's cancel by op id), so the
+// ledger's wait for it ends with its outcome, cancelled unless it got
+// through first; an op id the ledger never saw is recorded cancelled, so
+// that the op, should it still arrive, is answered from the ledger and
+// never runs.
+func (a *Agent) cancelOp(ctx context.Context, req model.AgentRequest) result {
+	if req.OpID == "" {
+		return fail(model.CodeIllegalOp, "%s: a cancel names no op id", model.CodeText(model.CodeIllegalOp))
+	}
+	out, repeat, err := a.ops.Do(ctx, req.OpID, func() (opledger.Outcome, bool) {
+		return opledger.Outcome{Code: model.CodeCommandFailed, Cancelled: true,
+			Message: req.Op.String() + " cancelled before it ran on this host: its task was cancelled"}, true
+	})
+	if err != nil {
+		code := model.CodeAgentAbnormal
+		if ctx.Err() != nil {
+			code = model.CodeTimeout // the op is still running
+		}
+		return fail(code, "%s: cancel of %s: %v", model.CodeText(code), req.OpID, err)
+	}
+	a.log.Info("op cancelled after a takeover", "op_id", req.OpID, "had_run", repeat, "code", out.Code, "cancelled", out.Cancelled)
+	return result{code: out.Code, msg: out.Message, out: out.Output, cancelled: out.Cancelled}
 }
 
 // once runs req's op on e at most once per op id: a repeat is answered

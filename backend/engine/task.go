@@ -37,6 +37,12 @@ type run struct {
 	// its agents may still be reconnecting, so an unreachable host is
 	// tried again until its deadline.
 	resumed bool
+	// recall: taken over after its cancel was asked while no server ran
+	// it. Every target not final may have been sent by the engine that
+	// ran it before, whose answers no one receives: each is sent as a
+	// cancel by op id (AgentRequest.CancelOp), and the host stops the op
+	// if it runs, never runs it later, and answers its outcome.
+	recall bool
 
 	ctx    context.Context // ends on engine Close or when the run is lost
 	cancel context.CancelFunc
@@ -527,7 +533,8 @@ func (e *Engine) dispatchOne(r *run, i int) {
 
 	budget := time.Duration(p.Deadline(op))*time.Second + e.cfg.DeadlineSlack.D()
 	dctx, cancel := context.WithTimeout(cctx, budget)
-	req := model.AgentRequest{TaskID: r.task.ID, OpID: model.OpID(r.task.ID, res.Host, res.ProcKey), Op: op, Process: p, Deadline: now.Add(budget)}
+	req := model.AgentRequest{TaskID: r.task.ID, OpID: model.OpID(r.task.ID, res.Host, res.ProcKey), Op: op, Process: p, Deadline: now.Add(budget),
+		CancelOp: r.recall}
 	reply, err := e.d.Dispatch(dctx, res.Host, req)
 	for r.resumed && errors.Is(err, model.ErrUnreachable) && dctx.Err() == nil {
 		// Resumed right after a server restart, the agents are still
@@ -549,6 +556,13 @@ func (e *Engine) dispatchOne(r *run, i int) {
 			hosted = st.Hosted
 			e.recordStatus(res.Host, *st)
 		}
+		if req.CancelOp && reply.Cancelled {
+			res.Message = recallCancelled + "; the host stopped it: " + reply.Message
+		}
+	case req.CancelOp && r.ctx.Err() == nil:
+		// Told to no host: what an engine before may have sent is unknown.
+		res.State, res.Code = model.StateCancelled, model.CodeCommandFailed
+		res.Message = fmt.Sprintf("%s; the host could not be told (%v): an op sent before may have run there", recallCancelled, err)
 	case errors.Is(err, model.ErrUnreachable):
 		res.State, res.Code = model.StateUnreachable, model.CodeAgentAbnormal
 		res.Message = err.Error()
@@ -570,6 +584,9 @@ func (e *Engine) dispatchOne(r *run, i int) {
 		"state", string(res.State), "code", res.Code, "duration", res.Duration())
 	e.finishResult(r, i, res)
 }
+
+// recallCancelled begins the message of a target cancelled by a recall.
+const recallCancelled = "cancelled while no server ran the task (taken over after its cancel)"
 
 // applyReply makes res what the host's reply to op says (state, code,
 // message) and returns the process status the reply carried (nil: none),
@@ -729,6 +746,7 @@ type cancelled struct {
 	pending, running int  // targets cancelled before being sent; told to stop
 	elsewhere        bool // the task runs on another engine: requested there
 	final            bool // the task was over already
+	recalling        bool // taken over after its cancel: its hosts are being told
 }
 
 func (c cancelled) String() string {
@@ -737,6 +755,8 @@ func (c cancelled) String() string {
 		return "task already finished: nothing to cancel"
 	case c.elsewhere:
 		return "cancel requested of the server running the task"
+	case c.recalling:
+		return "the task is being cancelled on its hosts already (taken over after its cancel)"
 	}
 	return fmt.Sprintf("%d pending targets cancelled, %d running told to stop", c.pending, c.running)
 }
@@ -795,6 +815,11 @@ func (e *Engine) cancelRun(r *run) (cancelled, error) {
 	if r.done {
 		r.mu.Unlock()
 		return cancelled{final: true}, nil
+	}
+	if r.recall {
+		// Every target not final is being cancelled on its host already.
+		r.mu.Unlock()
+		return cancelled{recalling: true}, nil
 	}
 	r.cancelled = true
 	finals, complete := r.cancelPendingLocked(now, "cancelled before it was sent to the host")
@@ -1029,7 +1054,12 @@ func (e *Engine) resumeTask(ctx context.Context, id, why string, defs map[string
 		if err != nil {
 			return fmt.Errorf("resume %s: %w", id, err)
 		}
-		if asked {
+		switch {
+		case asked && r.roll == nil:
+			// What the engine before sent runs on: each target not final
+			// is sent as a cancel by op id (see run.recall).
+			r.cancelled, r.recall = true, true
+		case asked:
 			r.cancelled = true
 			finals, complete = r.cancelPendingLocked(e.now(),
 				"cancelled while no server ran the task (an op sent before may have run on the host)")

@@ -67,6 +67,10 @@ func (f *Fleet) Dispatch(ctx context.Context, host model.Host, req model.AgentRe
 		h.mu.Unlock()
 		return f.tail(ctx, i, h, req)
 	}
+	if req.CancelOp {
+		h.mu.Unlock()
+		return f.cancelOp(ctx, i, h, req)
+	}
 	if req.OpID == "" || !req.Op.Mutating() {
 		return f.run(ctx, i, h, req)
 	}
@@ -458,3 +462,25 @@ func (f *Fleet) status(h *simHost, p *procState, now time.Time) model.ProcStatus
 }
 
 func round2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
+
+// cancelOp answers a cancel of op req.OpID from a server that took its
+// task over (model.AgentRequest.CancelOp), as an agent does: the op's
+// recorded outcome when it ran (a simulated op in flight is awaited: it
+// has no command to kill), else cancelled, recorded so that the op never
+// runs should it still come.
+func (f *Fleet) cancelOp(ctx context.Context, i int32, h *simHost, req model.AgentRequest) (model.AgentReply, error) {
+	if req.OpID == "" {
+		return model.AgentReply{Code: model.CodeIllegalOp, Message: model.CodeText(model.CodeIllegalOp) + ": a cancel names no op id"}, nil
+	}
+	out, _, err := f.ops.Do(ctx, req.OpID, func() (opledger.Outcome, bool) {
+		return opledger.Outcome{Code: model.CodeCommandFailed, Cancelled: true,
+			Message: req.Op.String() + " cancelled before it ran on this simulated host: its task was cancelled"}, true
+	})
+	if err != nil {
+		return model.AgentReply{}, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := f.status(h, f.proc(i, h, req.Process, false), f.now())
+	return model.AgentReply{Code: out.Code, Message: out.Message, Output: out.Output, Status: &st, Cancelled: out.Cancelled}, nil
+}

@@ -32,7 +32,14 @@
 //	                             command's process group is killed) and
 //	                             answers the op's reply subject with
 //	                             Cancelled set; the dispatcher waits for
-//	                             that answer up to CancelGrace.
+//	                             that answer up to CancelGrace. A server
+//	                             that took over a task whose cancel was
+//	                             asked while no server ran it cannot be
+//	                             answered there (the op's reply subject
+//	                             was its dead predecessor's): it sends
+//	                             the cancel as a request on the op subject
+//	                             (AgentRequest.CancelOp, same op id) and
+//	                             gets the op's outcome as the answer.
 //	gseproc.agent.<host>.hb      the agent publishes a JSON Heartbeat (identity,
 //	                             labels, process statuses) every heartbeat
 //	                             interval, at start, on reconnect and (Leaving)

@@ -124,7 +124,18 @@ func ServeAgentOn(ctx context.Context, l *Link, a AgentHandler, opts ServeOption
 			respond(m, model.AgentReply{Code: model.CodeIllegalOp, Message: fmt.Sprintf("decode request: %v", err)}, log)
 			return
 		}
-		octx, done := inflight.begin(hctx, req.OpID)
+		var octx context.Context
+		var done func()
+		if req.CancelOp {
+			// A cancel sent as a request (by a server that took the task
+			// over): the op stops if it runs, or starts cancelled should
+			// it still come; the agent answers the op's outcome.
+			log.Info("agent: op cancelled by a server that took its task over", "task", req.TaskID, "op_id", req.OpID,
+				"running", inflight.cancel(req.OpID))
+			octx, done = hctx, func() {}
+		} else {
+			octx, done = inflight.begin(hctx, req.OpID)
+		}
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
