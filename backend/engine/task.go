@@ -445,11 +445,11 @@ func (e *Engine) launch(r *run) error {
 	e.runs[r.task.ID] = r
 	e.wg.Add(1)
 	e.mu.Unlock()
-	if r.roll != nil {
+	if r.roll != nil && !r.recall {
 		go e.executeRoll(r)
 		return nil
 	}
-	go e.execute(r)
+	go e.execute(r) // a recall: every target left is a cancel, all at once
 	return nil
 }
 
@@ -842,10 +842,16 @@ func (e *Engine) cancelRun(r *run) (cancelled, error) {
 // cancelPendingLocked makes every pending target cancelled (why); it
 // returns their final results and whether the task is now complete.
 func (r *run) cancelPendingLocked(now time.Time, why string) ([]model.Result, bool) {
+	return r.cancelPendingFromLocked(0, now, why)
+}
+
+// cancelPendingFromLocked is cancelPendingLocked for the targets from
+// index lo on.
+func (r *run) cancelPendingFromLocked(lo int, now time.Time, why string) ([]model.Result, bool) {
 	var finals []model.Result
 	complete := false
 	for i, res := range r.results {
-		if res.State != model.StatePending {
+		if i < lo || res.State != model.StatePending {
 			continue
 		}
 		res.State, res.Code, res.Finished = model.StateCancelled, model.CodeCommandFailed, now
@@ -1054,15 +1060,21 @@ func (e *Engine) resumeTask(ctx context.Context, id, why string, defs map[string
 		if err != nil {
 			return fmt.Errorf("resume %s: %w", id, err)
 		}
-		switch {
-		case asked && r.roll == nil:
+		if asked {
 			// What the engine before sent runs on: each target not final
-			// is sent as a cancel by op id (see run.recall).
+			// that it may have sent is sent as a cancel by op id (see
+			// run.recall); those of a roll's batches not started yet were
+			// sent to no host, and are cancelled here.
+			sent := len(r.targets)
+			if r.roll != nil {
+				sent = 0
+				if rs := r.task.Roll; rs != nil && rs.Started > 0 && rs.Started <= len(r.roll.plan) {
+					sent = r.roll.plan[rs.Started-1].Hi
+				}
+			}
 			r.cancelled, r.recall = true, true
-		case asked:
-			r.cancelled = true
-			finals, complete = r.cancelPendingLocked(e.now(),
-				"cancelled while no server ran the task (an op sent before may have run on the host)")
+			finals, complete = r.cancelPendingFromLocked(sent, e.now(),
+				"cancelled before it was sent to the host (the task was cancelled while no server ran it)")
 			r.puts.Add(len(finals))
 		}
 	}
