@@ -217,3 +217,59 @@ func TestCancelFromAnotherServer(t *testing.T) {
 		t.Fatal("the cancelled start wrote its pid file")
 	}
 }
+
+// TestCancelOpByID: a cancel sent as a request (AgentRequest.CancelOp, as
+// a server that took a task over sends it) of an op this agent never saw
+// is recorded cancelled: the op, when it still comes, is answered
+// cancelled from the ledger and runs nothing. A cancel of an op that had
+// finished answers its outcome. A cancel of an op running (the
+// transport's cancel by op id ended its context) answers cancelled once
+// the command's process group is gone.
+func TestCancelOpByID(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t, "")
+	ctx := context.Background()
+	p, dir := setup(t, "byid", nil)
+	p.Spec.Control.StartCmd = "echo ran >> ran.log; ./daemon.sh >/dev/null 2>&1 &"
+	req := model.AgentRequest{TaskID: "t1", OpID: "t1/0:127.0.0.1/test:byid", Op: model.OpStart, Process: p}
+
+	cancel := req
+	cancel.CancelOp = true
+	r := a.Handle(ctx, cancel)
+	if !r.Cancelled || r.Code != model.CodeCommandFailed || !strings.Contains(r.Message, "cancelled before it ran") {
+		t.Fatalf("cancel of an op never seen: %+v", r)
+	}
+	r = a.Handle(ctx, req)
+	if !r.Cancelled {
+		t.Fatalf("the op after its cancel: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran.log")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the cancelled op ran (%v)", err)
+	}
+
+	done := req
+	done.TaskID, done.OpID = "t2", "t2/0:127.0.0.1/test:byid"
+	wantCode(t, a.Handle(ctx, done), model.CodeSuccess, "start")
+	done.CancelOp = true
+	if r := a.Handle(ctx, done); r.Cancelled || r.Code != model.CodeSuccess {
+		t.Fatalf("cancel of a finished op: %+v, want its outcome (success)", r)
+	}
+
+	slow, sdir := slowStart(t)
+	run := model.AgentRequest{TaskID: "t3", OpID: "t3/0:127.0.0.1/test:slow", Op: model.OpStart, Process: slow}
+	octx, stop := context.WithCancelCause(ctx) // what the transport's cancel by op id ends
+	answered := make(chan model.AgentReply, 1)
+	go func() { answered <- a.Handle(octx, run) }()
+	pgid := commandRunning(t, sdir)
+	stop(model.ErrCancelled)
+	run.CancelOp = true
+	if r := a.Handle(ctx, run); !r.Cancelled {
+		t.Fatalf("cancel of a running op: %+v", r)
+	}
+	// SIGKILLed before the answer; a zombie still answers kill 0 until
+	// it is reaped.
+	eventually(t, 15*time.Second, "the command's process group gone", func() bool { return groupGone(pgid) })
+	if r := <-answered; !r.Cancelled {
+		t.Fatalf("the running op's own answer: %+v", r)
+	}
+}
