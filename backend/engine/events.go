@@ -2,9 +2,13 @@ package engine
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"gseproc/model"
 )
@@ -21,6 +25,12 @@ type eventQueue struct {
 	mu   sync.Mutex
 	q    []queuedEvent
 	wake chan struct{} // cap 1: something was queued
+
+	// idPrefix and seq name an event that came without an id (the
+	// in-process fleet's, the engine's own): a store write retried after
+	// a slow acknowledgement is then kept once, not twice.
+	idPrefix string
+	seq      atomic.Uint64
 }
 
 // queuedEvent is an event waiting to be stored, with what to call once it
@@ -30,7 +40,19 @@ type queuedEvent struct {
 	ack func(error)
 }
 
-func (x *eventQueue) init() { x.wake = make(chan struct{}, 1) }
+func (x *eventQueue) init() {
+	x.wake = make(chan struct{}, 1)
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	x.idPrefix = "e" + hex.EncodeToString(b) + "-"
+}
+
+// name gives ev an id unique to this engine when it has none.
+func (x *eventQueue) name(ev *model.Event) {
+	if ev.ID == "" {
+		ev.ID = x.idPrefix + strconv.FormatUint(x.seq.Add(1), 10)
+	}
+}
 
 // push queues ev; false when the queue is full.
 func (x *eventQueue) push(ev model.Event, ack func(error)) bool {
@@ -121,6 +143,7 @@ func (e *Engine) handleEvents(batch []queuedEvent) {
 	evs := make([]model.Event, len(batch))
 	for i, q := range batch {
 		evs[i] = q.ev
+		e.events.name(&evs[i])
 		if evs[i].Time.IsZero() {
 			evs[i].Time = e.now()
 		}
