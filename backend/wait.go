@@ -8,28 +8,40 @@ import (
 
 type storeWaitKey struct{}
 
-// storeWait is a request's bound on the store, and the first outage one
-// of its calls found.
+// storeWait is a request's bound on the store (d from start), and the
+// first outage one of its calls found.
 type storeWait struct {
-	d    time.Duration
-	down atomic.Pointer[error]
+	d     time.Duration
+	start time.Time
+	down  atomic.Pointer[error]
 }
 
 // WithStoreWait returns ctx bounding how long the store waits out an
 // outage (NATS unreachable, a JetStream leader election, a lost quorum)
-// for the calls made with it: a store call that keeps failing for d (no
-// responders, no stream leader) fails with model.ErrUnavailable instead of
-// retrying, and so does one left unanswered for one attempt's time (a
-// loaded machine's slow answer is not an outage). Once one call made with
-// ctx has failed so, the later ones fail at once with the same error
-// (StoreDown): the bound is the request's, not each call's, so a request
-// making several store calls is not kept one attempt per call. The API
-// server sets it on every request, so that its caller is answered 503
-// with the reason in seconds; the engine's own work (running a task,
-// storing its results) keeps the store's longer patience, since an
-// election takes seconds.
+// for the calls made with it, d from now: a store call that keeps failing
+// until then (no responders, no stream leader) fails with
+// model.ErrUnavailable instead of retrying, and so does one left
+// unanswered then unless the store finds JetStream answering otherwise
+// (a loaded machine's slow answer is not an outage: it is given the
+// store's attempt time). Once one call made with ctx has failed so, the
+// later ones fail at once with the same error (StoreDown): the bound is
+// the request's, not each call's, so a request making several store
+// calls is not kept a bound per call. The API server sets it on every
+// request, so that its caller is answered 503 with the reason within the
+// bound; the engine's own work (running a task, storing its results)
+// keeps the store's longer patience, since an election takes seconds.
 func WithStoreWait(ctx context.Context, d time.Duration) context.Context {
-	return context.WithValue(ctx, storeWaitKey{}, &storeWait{d: d})
+	return context.WithValue(ctx, storeWaitKey{}, &storeWait{d: d, start: time.Now()})
+}
+
+// StoreDeadline is when the bound WithStoreWait set on ctx ends (false
+// when none).
+func StoreDeadline(ctx context.Context) (time.Time, bool) {
+	w, ok := ctx.Value(storeWaitKey{}).(*storeWait)
+	if !ok || w.d <= 0 {
+		return time.Time{}, false
+	}
+	return w.start.Add(w.d), true
 }
 
 // StoreWait is the bound WithStoreWait set on ctx (false when none).

@@ -279,8 +279,11 @@ func (s *Server) run(c *call, kind int, h handlerFunc) (data any, aerr *apiError
 // reported yet (a lost connection is reported at once, and refused in
 // microseconds; a JetStream that stopped answering after a few probes):
 // past it the call answers 503 with the reason instead of waiting out the
-// store's minute of patience for a leader election. A request left wholly
-// unanswered is given one store attempt (3 s).
+// store's minute of patience for a leader election. A request left
+// unanswered that long is answered 503 too when the store finds NATS or
+// JetStream unreachable (a stream info unanswered or refused, a leader
+// without its quorum); when JetStream answers, the request is only slow
+// (a loaded machine) and is given the store's attempt time (3 s).
 const storeWait = 1500 * time.Millisecond
 
 // actorContext is the request's context carrying its actor, which the

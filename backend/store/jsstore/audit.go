@@ -55,7 +55,7 @@ func (s *Store) AppendAudit(ctx context.Context, e model.AuditEntry) (uint64, er
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)
 	id := hex.EncodeToString(b)
-	ack, err := do(ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
+	ack, err := do(s, ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
 		return s.on().js.Publish(ctx, s.auditSubject, data, jetstream.WithMsgID(id))
 	})
 	if err != nil {
@@ -71,7 +71,7 @@ func (s *Store) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEnt
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	info, err := do(ctx, func(ctx context.Context) (*jetstream.StreamInfo, error) { return s.on().audit.Info(ctx) })
+	info, err := do(s, ctx, func(ctx context.Context) (*jetstream.StreamInfo, error) { return s.on().audit.Info(ctx) })
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
@@ -112,7 +112,7 @@ func (s *Store) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEnt
 
 // auditRange reads the entries with sequence in [start, end], in order.
 func (s *Store) auditRange(ctx context.Context, start, end uint64) ([]model.AuditEntry, error) {
-	cons, err := do(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+	cons, err := do(s, ctx, func(ctx context.Context) (jetstream.Consumer, error) {
 		return s.on().js.OrderedConsumer(ctx, s.on().audit.CachedInfo().Config.Name, jetstream.OrderedConsumerConfig{
 			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start,
 		})

@@ -76,7 +76,7 @@ func (s *Store) publishAll(ctx context.Context, msgs []pubMsg) error {
 				}
 			}
 			m := part[i]
-			if _, err := do(ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return s.on().js.PublishMsg(ctx, m.msg()) }); err != nil {
+			if _, err := do(s, ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return s.on().js.PublishMsg(ctx, m.msg()) }); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", m.what, err))
 				if bounded && errors.Is(err, model.ErrUnavailable) {
 					// The caller's bound is spent: the rest would wait as long each.

@@ -42,7 +42,7 @@ func (s *Store) Fence(ctx context.Context, taskID string) (uint64, error) {
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	rev, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.on().results.Put(ctx, fenceKey(taskID), nil) })
+	rev, err := do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().results.Put(ctx, fenceKey(taskID), nil) })
 	if err != nil {
 		return 0, fmt.Errorf("fence task %s: %w", taskID, err)
 	}
@@ -51,7 +51,7 @@ func (s *Store) Fence(ctx context.Context, taskID string) (uint64, error) {
 
 // fence returns taskID's fence token now (0: never fenced).
 func (s *Store) fence(ctx context.Context, taskID string) (uint64, error) {
-	e, err := do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
+	e, err := do(s, ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
 		return s.leaderGet(ctx, s.on().results, fenceKey(taskID))
 	})
 	switch {
@@ -94,7 +94,7 @@ func (s *Store) UpdateTaskFenced(ctx context.Context, fence uint64, t model.Task
 		return fmt.Errorf("update task %s: %w", t.ID, err)
 	}
 	for attempt := 0; ; attempt++ {
-		e, err := do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.leaderGet(ctx, s.on().tasks, tk) })
+		e, err := do(s, ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.leaderGet(ctx, s.on().tasks, tk) })
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("update task %s: %w", t.ID, model.ErrNotFound)
 		}
@@ -108,7 +108,7 @@ func (s *Store) UpdateTaskFenced(ctx context.Context, fence uint64, t model.Task
 		if now != fence {
 			return fmt.Errorf("update task %s: a newer owner fenced the task (fence %d, ours %d): %w", t.ID, now, fence, model.ErrConflict)
 		}
-		_, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.on().tasks.Update(ctx, tk, data, e.Revision()) })
+		_, err = do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().tasks.Update(ctx, tk, data, e.Revision()) })
 		switch {
 		case err == nil:
 			s.forgetIndex(t)

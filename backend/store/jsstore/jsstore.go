@@ -125,6 +125,9 @@ type Store struct {
 	cancel context.CancelFunc // of ctx
 	wg     sync.WaitGroup     // the registry watch
 
+	liveness   liveness     // the shared check of an unanswered API call (live.go)
+	lastAnswer atomic.Int64 // when JetStream last answered a call (unix ns; live.go)
+
 	seqMu           sync.Mutex // held while a block is reserved
 	seqNext, seqEnd uint64     // the reserved block's numbers not handed out: [seqNext, seqEnd)
 
@@ -344,55 +347,59 @@ var retryBackoff = model.Backoff{Base: 100 * time.Millisecond, Max: time.Second,
 // errStalled is a listing that stopped delivering: tried again.
 var errStalled = errors.New("listing stalled")
 
-// patience is how long a call with ctx goes on retrying while the store
-// fails transiently (no responders, no stream leader): failoverWait, or
-// the caller's backend.WithStoreWait bound. With a bound, hard is how long
-// the call may take in all: one unanswered attempt is still given
-// attemptTimeout (a loaded machine's slow answer is not an outage), but
-// none is started after the bound.
-func patience(ctx context.Context) (retryFor, hard time.Duration, bounded bool) {
-	if d, ok := backend.StoreWait(ctx); ok {
-		return d, max(d, attemptTimeout), true
-	}
-	return failoverWait, 0, false
-}
-
 // do runs f, each attempt within attemptTimeout, retrying while it fails
-// transiently or goes unanswered, for up to the patience or until ctx
+// transiently or goes unanswered, for up to failoverWait or until ctx
 // ends; then it fails with model.ErrUnavailable and the last error. f
 // must be safe to repeat (every write here is: a Put writes the same
 // value again, a Create that finds its own value is success).
-func do[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+//
+// With the caller's bound (backend.WithStoreWait: an API call), it
+// retries until the bound only, and an attempt still unanswered is judged
+// (judge, live.go): when JetStream is found unreachable it fails at once
+// with the reason, within the bound; when JetStream answers, the attempt
+// is only slow and keeps its attemptTimeout.
+func do[T any](s *Store, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	start := time.Now()
-	retryFor, hard, bounded := patience(ctx)
-	if err := backend.StoreDown(ctx); bounded && err != nil {
-		var zero T
-		return zero, err // an earlier call of the request found the store down
-	}
-	deadline := start.Add(retryFor)
-	caller := ctx
+	deadline := start.Add(failoverWait)
+	bound, bounded := backend.StoreDeadline(ctx)
 	if bounded {
-		// The bound holds also for what f does with a context of its own
-		// (a listing waits on the caller's, not its attempt's).
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, start.Add(hard))
-		defer cancel()
+		if err := backend.StoreDown(ctx); err != nil {
+			var zero T
+			return zero, err // an earlier call of the request found the store down
+		}
+		deadline = bound
 	}
 	for k := 0; ; k++ {
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		pctx, abort := context.WithCancelCause(ctx)
+		actx, cancel := context.WithTimeout(pctx, attemptTimeout)
+		stop := func() {}
+		if bounded {
+			stop = s.judge(start, bound, abort)
+		}
 		v, err := f(actx)
+		stop()
+		down := context.Cause(pctx)
 		cancel()
-		unanswered := caller.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errStalled))
+		abort(nil)
+		if err != nil && ctx.Err() == nil && errors.Is(down, errDown) {
+			err = unavailable(time.Since(start), down)
+			backend.MarkStoreDown(ctx, err)
+			return v, err
+		}
+		unanswered := ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errStalled))
 		if err == nil || !(transient(err) || unanswered) {
+			if ctx.Err() == nil {
+				s.answered()
+			}
 			return v, err
 		}
 		if !time.Now().Before(deadline) || ctx.Err() != nil {
 			err = unavailable(time.Since(start), err)
-			backend.MarkStoreDown(caller, err)
+			backend.MarkStoreDown(ctx, err)
 			return v, err
 		}
 		select {
-		case <-caller.Done():
+		case <-ctx.Done():
 			return v, err
 		case <-time.After(min(retryBackoff.Delay(k, rand.Float64()), time.Until(deadline))):
 		}
@@ -400,10 +407,12 @@ func do[T any](ctx context.Context, f func(context.Context) (T, error)) (T, erro
 }
 
 // unavailable is the error of a call that found the store unreachable for
-// all its patience (took).
+// all its patience (took), or judged so (errDown).
 func unavailable(took time.Duration, err error) error {
 	why := "unanswered"
 	switch {
+	case errors.Is(err, errDown):
+		return fmt.Errorf("%w: after %s: %w", model.ErrUnavailable, took.Round(time.Millisecond), err)
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):
 		why = "no JetStream server answers (no quorum, or NATS unreachable)"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, errStalled):
@@ -485,9 +494,9 @@ func (s *Store) PutProcess(ctx context.Context, def model.ProcessDef) error {
 	}
 	k := enc(key)
 	if want == 0 {
-		_, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.on().procs.Put(ctx, k, data) })
+		_, err = do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().procs.Put(ctx, k, data) })
 	} else {
-		_, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.on().procs.Update(ctx, k, data, want) })
+		_, err = do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().procs.Update(ctx, k, data, want) })
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			if _, gerr := s.get(ctx, s.on().procs, k); errors.Is(gerr, jetstream.ErrKeyNotFound) {
 				_, err = s.on().procs.Create(ctx, k, data) // nothing stored: as the memory store, accept
@@ -613,7 +622,7 @@ func (s *Store) NextSeq(ctx context.Context) (uint64, error) {
 	s.seqMu.Lock()
 	defer s.seqMu.Unlock()
 	if s.seqNext == s.seqEnd {
-		rev, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.on().seq.Put(ctx, "seq", nil) })
+		rev, err := do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().seq.Put(ctx, "seq", nil) })
 		if err != nil {
 			return 0, fmt.Errorf("next task seq: %w", err)
 		}
@@ -646,7 +655,7 @@ func (s *Store) PutTask(ctx context.Context, t model.Task, targets []model.Targe
 		if err != nil {
 			return fmt.Errorf("put task %s: %w", t.ID, err)
 		}
-		if _, err := do(ctx, func(ctx context.Context) (uint64, error) {
+		if _, err := do(s, ctx, func(ctx context.Context) (uint64, error) {
 			return s.on().targets.Put(ctx, tk+"."+strconv.Itoa(c), data)
 		}); err != nil {
 			return fmt.Errorf("put task %s: targets: %w", t.ID, err)
@@ -656,7 +665,7 @@ func (s *Store) PutTask(ctx context.Context, t model.Task, targets []model.Targe
 	if err != nil {
 		return fmt.Errorf("put task %s: %w", t.ID, err)
 	}
-	idx.rev, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.on().tasks.Create(ctx, tk, data) })
+	idx.rev, err = do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().tasks.Create(ctx, tk, data) })
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		// An earlier attempt may have been applied without its answer arriving.
 		if e, gerr := s.get(ctx, s.on().tasks, tk); gerr == nil && bytes.Equal(e.Value(), data) {
@@ -727,12 +736,12 @@ func (s *Store) UpdateTask(ctx context.Context, t model.Task) error {
 		rev = e.Revision()
 	}
 	// Last writer wins, but never resurrect a task deleted meanwhile.
-	newRev, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.on().tasks.Update(ctx, tk, data, rev) })
+	newRev, err := do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().tasks.Update(ctx, tk, data, rev) })
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		if _, err := s.get(ctx, s.on().tasks, tk); err != nil {
 			return fmt.Errorf("update task %s: %w", t.ID, model.ErrNotFound)
 		}
-		newRev, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.on().tasks.Put(ctx, tk, data) })
+		newRev, err = do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().tasks.Put(ctx, tk, data) })
 		if err != nil {
 			return fmt.Errorf("update task %s: %w", t.ID, err)
 		}
@@ -1058,7 +1067,7 @@ func (s *Store) Events(ctx context.Context, limit int) ([]model.Event, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	info, err := do(ctx, func(ctx context.Context) (*jetstream.StreamInfo, error) { return s.on().events.Info(ctx) })
+	info, err := do(s, ctx, func(ctx context.Context) (*jetstream.StreamInfo, error) { return s.on().events.Info(ctx) })
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
@@ -1070,7 +1079,7 @@ func (s *Store) Events(ctx context.Context, limit int) ([]model.Event, error) {
 		n = uint64(limit)
 	}
 	start := info.State.LastSeq - n + 1
-	cons, err := do(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+	cons, err := do(s, ctx, func(ctx context.Context) (jetstream.Consumer, error) {
 		return s.on().js.OrderedConsumer(ctx, s.on().events.CachedInfo().Config.Name, jetstream.OrderedConsumerConfig{
 			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start,
 		})
@@ -1108,7 +1117,19 @@ func (s *Store) Events(ctx context.Context, limit int) ([]model.Event, error) {
 // each calls fn with the current value of every key of kv matching filter,
 // read with one ordered consumer.
 func (s *Store) each(ctx context.Context, kv jetstream.KeyValue, filter string, fn func(jetstream.KeyValueEntry) error) error {
-	entries, err := do(ctx, func(context.Context) ([]jetstream.KeyValueEntry, error) { return s.list(ctx, kv, filter) })
+	entries, err := do(s, ctx, func(actx context.Context) ([]jetstream.KeyValueEntry, error) {
+		// A listing may take longer than an attempt while it delivers (it
+		// fails by itself once silent for attemptTimeout): it stops with
+		// the attempt only when the attempt is judged unanswered (do).
+		lctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(actx, func() {
+			if errors.Is(context.Cause(actx), errDown) {
+				cancel()
+			}
+		})()
+		return s.list(lctx, kv, filter)
+	})
 	if err != nil {
 		return err
 	}

@@ -35,7 +35,7 @@ func leaseData(task, owner string, ttl time.Duration) []byte {
 }
 
 func (s *Store) getLease(ctx context.Context, k string) (jetstream.KeyValueEntry, leaseRec, error) {
-	e, err := do(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.on().leases.Get(ctx, k) })
+	e, err := do(s, ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.on().leases.Get(ctx, k) })
 	if err != nil {
 		return nil, leaseRec{}, err
 	}
@@ -53,7 +53,7 @@ func (s *Store) AcquireLease(ctx context.Context, taskID, owner string, ttl time
 	}
 	k := enc(taskID)
 	data := leaseData(taskID, owner, ttl)
-	_, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.on().leases.Create(ctx, k, data) })
+	_, err := do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().leases.Create(ctx, k, data) })
 	if err == nil {
 		return true, nil
 	}
@@ -98,7 +98,7 @@ func (s *Store) RenewLease(ctx context.Context, taskID, owner string, ttl time.D
 		return fmt.Errorf("renew lease of %s: held by %q: %w", taskID, rec.Owner, model.ErrConflict)
 	}
 	data := leaseData(taskID, owner, ttl)
-	_, err = do(ctx, func(ctx context.Context) (uint64, error) { return s.on().leases.Update(ctx, k, data, e.Revision()) })
+	_, err = do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().leases.Update(ctx, k, data, e.Revision()) })
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		if e2, _, gerr := s.getLease(ctx, k); gerr == nil && bytes.Equal(e2.Value(), data) {
 			return nil
@@ -119,7 +119,7 @@ func (s *Store) TakeLease(ctx context.Context, taskID, owner string, ttl time.Du
 	}
 	k := enc(taskID)
 	data := leaseData(taskID, owner, ttl)
-	_, err := do(ctx, func(ctx context.Context) (uint64, error) { return s.on().leases.Update(ctx, k, data, rev) })
+	_, err := do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().leases.Update(ctx, k, data, rev) })
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		e, _, gerr := s.getLease(ctx, k)
 		return gerr == nil && bytes.Equal(e.Value(), data), nil
@@ -189,11 +189,11 @@ func (s *Store) WatchResults(ctx context.Context, taskID string) (<-chan model.R
 	}
 	tk := enc(taskID)
 	filter := tk + ".*"
-	rw, err := do(ctx, func(context.Context) (jetstream.KeyWatcher, error) { return s.on().results.Watch(ctx, filter) })
+	rw, err := do(s, ctx, func(context.Context) (jetstream.KeyWatcher, error) { return s.on().results.Watch(ctx, filter) })
 	if err != nil {
 		return nil, fmt.Errorf("watch results of %s: %w", taskID, err)
 	}
-	tw, err := do(ctx, func(context.Context) (jetstream.KeyWatcher, error) { return s.on().tasks.Watch(ctx, tk) })
+	tw, err := do(s, ctx, func(context.Context) (jetstream.KeyWatcher, error) { return s.on().tasks.Watch(ctx, tk) })
 	if err != nil {
 		_ = rw.Stop()
 		return nil, fmt.Errorf("watch task %s: %w", taskID, err)
@@ -206,7 +206,7 @@ func (s *Store) WatchResults(ctx context.Context, taskID string) (<-chan model.R
 		final := false
 		var want uint64 // once final: read results up to this revision
 		lastSeq := func() (uint64, error) {
-			return do(ctx, func(ctx context.Context) (uint64, error) { return s.lastSeq(ctx, s.on().results, filter) })
+			return do(s, ctx, func(ctx context.Context) (uint64, error) { return s.lastSeq(ctx, s.on().results, filter) })
 		}
 		setFinal := func() bool {
 			final = true

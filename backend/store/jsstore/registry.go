@@ -72,34 +72,57 @@ func (s *Store) lastProcSeq(ctx context.Context) (uint64, error) {
 	}
 	r.probeMu.Unlock()
 	// The probe has the store's patience; a caller with a bound of its own
-	// (an API call) waits no longer than that.
-	var timeout <-chan time.Time
-	start := time.Now()
-	if _, hard, bounded := patience(ctx); bounded {
-		if err := backend.StoreDown(ctx); err != nil {
-			return 0, err // an earlier call of the request found the store down
+	// (an API call) waits as do would: until JetStream is judged
+	// unreachable (judge), and no longer than an attempt past its start or
+	// its bound.
+	bound, bounded := backend.StoreDeadline(ctx)
+	if !bounded {
+		select {
+		case <-p.done:
+			return p.last, p.err
+		case <-ctx.Done():
+			return 0, ctx.Err()
 		}
-		tm := time.NewTimer(hard)
-		defer tm.Stop()
-		timeout = tm.C
 	}
+	if err := backend.StoreDown(ctx); err != nil {
+		return 0, err // an earlier call of the request found the store down
+	}
+	start := time.Now()
+	jctx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
+	stop := s.judge(start, bound, abort)
+	defer stop()
+	hard := time.NewTimer(time.Until(maxTime(bound, start.Add(attemptTimeout))))
+	defer hard.Stop()
+	var err error
 	select {
 	case <-p.done:
 		return p.last, p.err
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	case <-timeout:
-		err := unavailable(time.Since(start), context.DeadlineExceeded)
-		backend.MarkStoreDown(ctx, err)
-		return 0, err
+	case <-jctx.Done():
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		err = unavailable(time.Since(start), context.Cause(jctx))
+	case <-hard.C:
+		err = unavailable(time.Since(start), context.DeadlineExceeded)
 	}
+	backend.MarkStoreDown(ctx, err)
+	return 0, err
+}
+
+// maxTime is the later of a and b.
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // runProbes sends p, then each probe joined meanwhile, until none is waiting.
 func (s *Store) runProbes(p *probe) {
 	r := s.reg
 	for p != nil {
-		p.last, p.err = do(s.ctx, func(ctx context.Context) (uint64, error) {
+		p.last, p.err = do(s, s.ctx, func(ctx context.Context) (uint64, error) {
 			st, err := s.kvStream(ctx, s.on().procs)
 			if err != nil {
 				return 0, err

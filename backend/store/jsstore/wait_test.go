@@ -3,8 +3,13 @@ package jsstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"gseproc/backend"
 	"gseproc/model"
@@ -111,5 +116,199 @@ func TestStoreWaitBound(t *testing.T) {
 	defer cancel()
 	if _, err := s.Tasks(short, 10); errors.Is(err, model.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("unbounded call: %v", err)
+	}
+}
+
+// apiBound is the server's bound on an API call's store calls
+// (server.storeWait): an API call must be answered within 2 s.
+const apiBound = 1500 * time.Millisecond
+
+// boundedCalls are the store calls an API call makes, each with a bound
+// of its own (a request of its own).
+func boundedCalls(s *Store, bound time.Duration) map[string]func() error {
+	b := func() context.Context { return backend.WithStoreWait(context.Background(), bound) }
+	return map[string]func() error{
+		"put process": func() error { return s.PutProcess(b(), proc("web", "apache")) },
+		"processes":   func() error { _, err := s.Processes(b()); return err },
+		"put task":    func() error { return s.PutTask(b(), model.Task{ID: "T2", Op: model.OpStart, Targets: 1}, targets(1)) },
+		"tasks":       func() error { _, err := s.Tasks(b(), 10); return err },
+		"task":        func() error { _, _, err := s.Task(b(), "T1"); return err },
+		"results":     func() error { _, err := s.Results(b(), "T1"); return err },
+	}
+}
+
+type boundedOutcome struct {
+	name string
+	err  error
+	took time.Duration
+}
+
+// runBounded runs calls together and returns how each ended.
+func runBounded(calls map[string]func() error) []boundedOutcome {
+	out := make(chan boundedOutcome, len(calls))
+	for name, call := range calls {
+		go func() {
+			t0 := time.Now()
+			err := call()
+			out <- boundedOutcome{name, err, time.Since(t0)}
+		}()
+	}
+	var all []boundedOutcome
+	for range calls {
+		all = append(all, <-out)
+	}
+	return all
+}
+
+// seed stores what boundedCalls reads.
+func seed(t *testing.T, s *Store) {
+	t.Helper()
+	ctx := tctx(t)
+	if err := s.PutProcess(ctx, proc("web", "nginx")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutTask(ctx, model.Task{ID: "T1", Op: model.OpStart, Targets: 1, Status: model.TaskRunning}, targets(1)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUnansweredStoreFailsFast: NATS connected, JetStream answering
+// nothing (its API and the streams' subjects have a subscriber that never
+// replies, as a node whose JetStream hangs). An API call's store calls
+// fail with model.ErrUnavailable and the reason once the server's bound
+// (1.5 s) is spent, so the call is answered 503 within 2 s: not after
+// one more store attempt (3 s), nor before the bound (an unanswered call
+// is given all of it).
+func TestUnansweredStoreFailsFast(t *testing.T) {
+	e := startNATS(t, natsCfg(t, t.TempDir()))
+	s := open(t, e, Options{})
+	seed(t, s)
+	if err := e.Server().DisableJetStream(); err != nil {
+		t.Fatal(err)
+	}
+	hole, err := e.Connect("black hole")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hole.Close()
+	for _, subj := range []string{"$JS.API.>", "$KV.>"} {
+		if _, err := hole.Subscribe(subj, func(*nats.Msg) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := hole.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		for _, o := range runBounded(boundedCalls(s, apiBound)) {
+			t.Logf("round %d %s: %s: %v", round, o.name, o.took, o.err)
+			if !errors.Is(o.err, model.ErrUnavailable) || !strings.Contains(o.err.Error(), "unanswered") {
+				t.Errorf("%s with JetStream unanswered: %v, not ErrUnavailable saying so", o.name, o.err)
+			}
+			if o.took < apiBound || o.took >= 2*time.Second {
+				t.Errorf("%s with JetStream unanswered took %s; want [%s, 2s)", o.name, o.took, apiBound)
+			}
+		}
+	}
+}
+
+// TestStoreWithoutJetStreamFailsFast: NATS connected, JetStream shut down
+// on its node (as nats-server does on a storage failure): an API call's
+// store calls fail with model.ErrUnavailable and the reason within 2 s,
+// not before the bound's check began (a leader election may be over by
+// then).
+func TestStoreWithoutJetStreamFailsFast(t *testing.T) {
+	e := startNATS(t, natsCfg(t, t.TempDir()))
+	s := open(t, e, Options{})
+	seed(t, s)
+	if err := e.Server().DisableJetStream(); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range runBounded(boundedCalls(s, apiBound)) {
+		t.Logf("%s: %s: %v", o.name, o.took, o.err)
+		if !errors.Is(o.err, model.ErrUnavailable) {
+			t.Errorf("%s without JetStream: %v, not ErrUnavailable", o.name, o.err)
+		}
+		if o.took < apiBound-liveTimeout || o.took >= 2*time.Second {
+			t.Errorf("%s without JetStream took %s; want [%s, 2s)", o.name, o.took, apiBound-liveTimeout)
+		}
+	}
+}
+
+// TestLostQuorumFailsFast: a 3-node cluster, the store's state in 3
+// replicas, two nodes die: the store on the third answers an API call's
+// writes and listings (which need a quorum) with model.ErrUnavailable and
+// the reason within 2 s, from the moment the nodes died on (the leader
+// that lost its quorum still answers reads for a while: those may
+// succeed).
+func TestLostQuorumFailsFast(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 3-node NATS cluster")
+	}
+	nodes := cluster3(t)
+	s := open(t, nodes[0], Options{Replicas: 3})
+	seed(t, s)
+	nodes[1].Shutdown()
+	nodes[2].Shutdown()
+	for round := range 3 {
+		for _, o := range runBounded(boundedCalls(s, apiBound)) {
+			t.Logf("round %d %s: %s: %v", round, o.name, o.took, o.err)
+			mustFail := o.name == "put process" || o.name == "put task" || o.name == "tasks"
+			if mustFail && !errors.Is(o.err, model.ErrUnavailable) || o.err != nil && !errors.Is(o.err, model.ErrUnavailable) {
+				t.Errorf("round %d %s without a quorum: %v, not ErrUnavailable", round, o.name, o.err)
+			}
+			if o.took >= 2*time.Second {
+				t.Errorf("round %d %s without a quorum took %s", round, o.name, o.took)
+			}
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// TestBoundedCallsUnderLoad: a healthy store under a burst of bounded
+// calls (far more than the machine answers at once) answers every one:
+// slow is not unavailable.
+func TestBoundedCallsUnderLoad(t *testing.T) {
+	e := startNATS(t, natsCfg(t, t.TempDir()))
+	s := open(t, e, Options{})
+	seed(t, s)
+	const workers, each = 64, 8
+	errs := make(chan error, workers*each)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				ctx := backend.WithStoreWait(context.Background(), apiBound)
+				var err error
+				switch i % 4 {
+				case 0:
+					d := proc("load", fmt.Sprintf("p%d-%d", w, i))
+					err = s.PutProcess(ctx, d)
+				case 1:
+					_, err = s.Processes(ctx)
+				case 2:
+					_, _, err = s.Task(ctx, "T1")
+				case 3:
+					_, err = s.Tasks(ctx, 10)
+				}
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	n := 0
+	for err := range errs {
+		if err != nil {
+			n++
+			if n <= 5 {
+				t.Error(err)
+			}
+		}
+	}
+	t.Logf("%d bounded calls in %s, %d failed", workers*each, time.Since(t0), n)
+	if n > 0 {
+		t.Fatalf("%d of %d bounded calls failed on a healthy store", n, workers*each)
 	}
 }

@@ -1,0 +1,222 @@
+package jsstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// An API call's store call left unanswered: outage or slow answer?
+//
+// An API call is bounded (backend.WithStoreWait): its caller must hear
+// 503 with the reason within two seconds when the store is unreachable,
+// but a loaded machine's slow answer must not turn into a 503. Failures
+// that answer (no responders, a 503 from JetStream) are retried within
+// the bound and then reported. A request that stays unanswered is judged
+// by a second, cheap one, shared by every call waiting meanwhile (live),
+// and by whether the store's other calls are being answered (judge):
+// the store's task stream's info, which only its leader answers. When
+// that leader answers and hears from a quorum of its replicas, JetStream
+// is alive and the call is only slow: it is given its full attempt
+// (attemptTimeout). When the connection is down, the info is refused or
+// unanswered too, or the leader has lost its quorum (writes cannot be
+// acknowledged), the store is unreachable: the call fails at its bound
+// with that reason.
+
+// liveTimeout bounds the check; liveFresh is how long its verdict is
+// reused; peerSilence is how long a replica may go unheard by its leader
+// and still count for the quorum (the leader hears from each at least
+// every second while healthy).
+const (
+	liveTimeout = time.Second
+	liveFresh   = 500 * time.Millisecond
+	peerSilence = 3 * time.Second
+)
+
+// liveness is the shared check (see above).
+type liveness struct {
+	mu  sync.Mutex
+	cur *liveCheck // in flight, or the last one done
+}
+
+type liveCheck struct {
+	done chan struct{}
+	at   time.Time // when it was answered
+	err  error     // nil: JetStream answers; else why it does not
+}
+
+// live returns the check in flight, the last one when fresh, or a new one.
+func (s *Store) live() *liveCheck {
+	l := &s.liveness
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c := l.cur; c != nil {
+		select {
+		case <-c.done:
+			if time.Since(c.at) < liveFresh {
+				return c
+			}
+		default:
+			return c
+		}
+	}
+	c := &liveCheck{done: make(chan struct{})}
+	// Added under s.mu unless closed, so Close's Wait counts it.
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		c.err, c.at = errors.New("jsstore: closed"), time.Now()
+		close(c.done)
+		return c
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	l.cur = c
+	go func() {
+		defer s.wg.Done()
+		c.err = s.checkLive()
+		c.at = time.Now()
+		close(c.done)
+	}()
+	return c
+}
+
+// checkLive says why JetStream does not answer for the store (nil: it does).
+func (s *Store) checkLive() error {
+	b := s.on()
+	nc := b.js.Conn()
+	if !nc.IsConnected() {
+		return fmt.Errorf("the NATS connection is %s", strings.ToLower(nc.Status().String()))
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, liveTimeout)
+	defer cancel()
+	st, err := s.kvStream(ctx, b.tasks)
+	if err == nil {
+		var info *jetstream.StreamInfo
+		if info, err = st.Info(ctx); err == nil {
+			s.answered()
+			return quorum(info)
+		}
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w: %w", errCheckUnanswered, err)
+	case transient(err):
+		return fmt.Errorf("JetStream refuses a stream info: %w", err)
+	}
+	s.answered() // an answer, if not the one hoped for: JetStream is there
+	return nil
+}
+
+// errCheckUnanswered is a check left unanswered for liveTimeout.
+var errCheckUnanswered = errors.New("a stream info was not answered either")
+
+// quorum says why the stream's leader, which answered info, cannot
+// acknowledge writes (nil: it can): it has not heard from a quorum of
+// its replicas within peerSilence.
+func quorum(info *jetstream.StreamInfo) error {
+	if c := info.Cluster; c != nil && len(c.Replicas) > 0 {
+		heard := 1 // the leader, which answered
+		for _, r := range c.Replicas {
+			if r != nil && !r.Offline && r.Active < peerSilence {
+				heard++
+			}
+		}
+		if size := len(c.Replicas) + 1; heard < size/2+1 {
+			return fmt.Errorf("the store's stream leader %s hears from %d of %d replicas: no quorum to acknowledge writes", c.Leader, heard-1, size-1)
+		}
+	}
+	return nil
+}
+
+// errDown marks the verdict that JetStream is unreachable (judge).
+var errDown = errors.New("JetStream unreachable")
+
+// judge watches an attempt of a call made at start and bounded by bound
+// (do): from liveTimeout before the bound (and a third of the way to it)
+// it asks the shared check, and aborts the
+// attempt with the reason (an errDown) as soon as the check finds JetStream
+// unreachable (the connection down, the stream info refused, the leader
+// without its quorum). A check left unanswered, like the attempt, is no
+// verdict by itself: on a loaded machine both may be slow. So at the
+// bound, an attempt without a verdict is aborted only when no call of the
+// store at all was answered within liveTimeout; otherwise it is left to
+// its attempt time, and aborted later only if the check then finds
+// JetStream unreachable. When the check finds JetStream answering, the
+// attempt is left alone. stop ends the watch (call it once the attempt
+// returned).
+func (s *Store) judge(start, bound time.Time, abort context.CancelCauseFunc) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		// Not before a third of the bound: a connection that drops and
+		// comes back at once (a node restarted) is ridden over.
+		lead := time.NewTimer(time.Until(maxTime(bound.Add(-liveTimeout), start.Add(bound.Sub(start)/3))))
+		defer lead.Stop()
+		select {
+		case <-done:
+			return
+		case <-lead.C:
+		}
+		c := s.live()
+		at := time.NewTimer(time.Until(bound))
+		defer at.Stop()
+		atBound := false
+		silent := func() bool {
+			if s.answeredWithin(liveTimeout) {
+				return false
+			}
+			abort(fmt.Errorf("%w: unanswered, and so is a stream info, and nothing else the store asked was answered within %s (NATS or JetStream unreachable, or a leader election)", errDown, liveTimeout))
+			return true
+		}
+		for {
+			select {
+			case <-done:
+				return
+			case <-c.done:
+				switch {
+				case c.err == nil:
+					return // JetStream answers: the attempt is only slow
+				case !errors.Is(c.err, errCheckUnanswered):
+					abort(fmt.Errorf("%w: %w", errDown, c.err))
+					return
+				}
+				if !atBound {
+					select {
+					case <-done:
+						return
+					case <-at.C:
+					}
+				}
+				silent()
+				return
+			case <-at.C:
+				atBound = true
+				if silent() {
+					return
+				}
+				// Others are answered: wait for the check's verdict.
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
+// answered records that JetStream answered a call of the store now (an
+// answer, not a transient failure nor silence).
+func (s *Store) answered() { s.lastAnswer.Store(time.Now().UnixNano()) }
+
+// answeredWithin says whether JetStream answered a call of the store
+// within d.
+func (s *Store) answeredWithin(d time.Duration) bool {
+	at := s.lastAnswer.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < d
+}
