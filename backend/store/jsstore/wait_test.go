@@ -17,9 +17,9 @@ import (
 
 // TestStoreWaitBound: with NATS gone, every kind of store call made with
 // a bound (backend.WithStoreWait, as the API server sets it) fails with
-// model.ErrUnavailable and the reason once the bound is spent (an
-// unanswered request is given one attempt's time), instead of waiting out
-// the store's minute of patience for a leader election.
+// model.ErrUnavailable and the reason within the bound (the connection
+// seen down a third of the way to it), instead of waiting out the store's
+// minute of patience for a leader election.
 func TestStoreWaitBound(t *testing.T) {
 	e := startNATS(t, natsCfg(t, t.TempDir()))
 	s := open(t, e, Options{})
