@@ -233,8 +233,9 @@ func outageCalls(t *testing.T, base string) ([]outageCall, string) {
 // TestAPIWhileJetStreamUnanswered: `gseproc server` on an external NATS
 // whose JetStream stops answering while NATS stays connected (shut down
 // on its node, and its API's and streams' subjects held by a subscriber
-// that never replies, as a hung JetStream would). Every API call (native,
-// GSE and JOB forms, reads and writes) is answered within 2 s: in its
+// that never replies, as a hung JetStream would). Once it has been silent
+// for 3 s, every API call (native, GSE and JOB forms, reads and writes) is
+// answered within 2 s: in its
 // documented error shape with the reason when it needs the store (first
 // by the store's bound, before the readiness prober has seen the outage,
 // then at once, as /healthz says JetStream does not answer), or from
@@ -276,6 +277,10 @@ func TestAPIWhileJetStreamUnanswered(t *testing.T) {
 	if err := hole.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	// Silence is an outage once JetStream has answered nothing for an
+	// attempt's time (3 s): until then a call waiting is given that time,
+	// as a slow one on a loaded machine.
+	time.Sleep(3 * time.Second)
 	t0 := time.Now()
 	refused := 0
 	// Rounds until a round after /healthz said why (bounded: the prober

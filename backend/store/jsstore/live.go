@@ -18,22 +18,32 @@ import (
 // but a loaded machine's slow answer must not turn into a 503. Failures
 // that answer (no responders, a 503 from JetStream) are retried within
 // the bound and then reported. A request that stays unanswered is judged
-// by a second, cheap one, shared by every call waiting meanwhile (live),
-// and by whether the store's other calls are being answered (judge):
-// the store's task stream's info, which only its leader answers. When
-// that leader answers and hears from a quorum of its replicas, JetStream
-// is alive and the call is only slow: it is given its full attempt
-// (attemptTimeout). When the connection is down, the info is refused or
-// unanswered too, or the leader has lost its quorum (writes cannot be
-// acknowledged), the store is unreachable: the call fails at its bound
-// with that reason.
+// (judge) by a second, cheap one shared by every call waiting meanwhile
+// (live): the store's task stream's info, which only its leader answers.
+// When the connection is down, the info is refused, or the leader has
+// not heard from a quorum of its replicas (writes cannot be
+// acknowledged), the store is unreachable: the call fails with that
+// reason, at once. When the leader answers with its quorum, JetStream is
+// alive and the call is only slow: it is given its full attempt
+// (attemptTimeout). Silence proves nothing by itself (a loaded machine is
+// slow everywhere): at its bound the call fails as unanswered only when
+// JetStream has answered nothing the store asked for silentFor, the
+// check included.
 
+// liveLead is how long before a call's bound the check is asked;
 // liveTimeout bounds the check; liveFresh is how long its verdict is
 // reused; peerSilence is how long a replica may go unheard by its leader
 // and still count for the quorum (the leader hears from each at least
 // every second while healthy).
+//
+// silentFor is how long JetStream must have answered nothing the store
+// asked for silence to be an outage (an attempt's time, as before): a
+// request that began answered on a loaded machine (its first steps) and
+// then waits is slow, not cut off.
 const (
-	liveTimeout = time.Second
+	silentFor   = attemptTimeout
+	liveLead    = time.Second
+	liveTimeout = attemptTimeout
 	liveFresh   = 500 * time.Millisecond
 	peerSilence = 3 * time.Second
 )
@@ -138,14 +148,14 @@ func quorum(info *jetstream.StreamInfo) error {
 var errDown = errors.New("JetStream unreachable")
 
 // judge watches an attempt of a call made at start and bounded by bound
-// (do): from liveTimeout before the bound (and a third of the way to it)
+// (do): from liveLead before the bound (and a third of the way to it)
 // it asks the shared check, and aborts the
 // attempt with the reason (an errDown) as soon as the check finds JetStream
 // unreachable (the connection down, the stream info refused, the leader
 // without its quorum). A check left unanswered, like the attempt, is no
 // verdict by itself: on a loaded machine both may be slow. So at the
 // bound, an attempt without a verdict is aborted only when no call of the
-// store at all was answered within liveTimeout; otherwise it is left to
+// store at all was answered within silentFor; otherwise it is left to
 // its attempt time, and aborted later only if the check then finds
 // JetStream unreachable. When the check finds JetStream answering, the
 // attempt is left alone. stop ends the watch (call it once the attempt
@@ -156,7 +166,7 @@ func (s *Store) judge(start, bound time.Time, abort context.CancelCauseFunc) (st
 	wg.Go(func() {
 		// Not before a third of the bound: a connection that drops and
 		// comes back at once (a node restarted) is ridden over.
-		lead := time.NewTimer(time.Until(maxTime(bound.Add(-liveTimeout), start.Add(bound.Sub(start)/3))))
+		lead := time.NewTimer(time.Until(maxTime(bound.Add(-liveLead), start.Add(bound.Sub(start)/3))))
 		defer lead.Stop()
 		select {
 		case <-done:
@@ -168,10 +178,10 @@ func (s *Store) judge(start, bound time.Time, abort context.CancelCauseFunc) (st
 		defer at.Stop()
 		atBound := false
 		silent := func() bool {
-			if s.answeredWithin(liveTimeout) {
+			if s.answeredWithin(silentFor) {
 				return false
 			}
-			abort(fmt.Errorf("%w: unanswered, and so is a stream info, and nothing else the store asked was answered within %s (NATS or JetStream unreachable, or a leader election)", errDown, liveTimeout))
+			abort(fmt.Errorf("%w: unanswered, and so is a stream info, and nothing else the store asked was answered within %s (NATS or JetStream unreachable, or a leader election)", errDown, silentFor))
 			return true
 		}
 		for {
