@@ -393,6 +393,16 @@ func do[T any](s *Store, ctx context.Context, f func(context.Context) (T, error)
 			}
 			return v, err
 		}
+		if bounded && transient(err) {
+			// Refused (no leader, no responders): the check's verdict, once
+			// in, ends the retries at once instead of at the bound (each
+			// refusal of a leaderless group comes after half a second).
+			if c := s.live(); c.down() {
+				err = unavailable(time.Since(start), fmt.Errorf("%w: %w", errDown, c.err))
+				backend.MarkStoreDown(ctx, err)
+				return v, err
+			}
+		}
 		if !time.Now().Before(deadline) || ctx.Err() != nil {
 			err = unavailable(time.Since(start), err)
 			backend.MarkStoreDown(ctx, err)

@@ -96,6 +96,17 @@ func (s *Store) live() *liveCheck {
 	return c
 }
 
+// down says whether c is answered and found JetStream unreachable (an
+// unanswered check is no verdict: see judge).
+func (c *liveCheck) down() bool {
+	select {
+	case <-c.done:
+		return c.err != nil && !errors.Is(c.err, errCheckUnanswered)
+	default:
+		return false
+	}
+}
+
 // checkLive says why JetStream does not answer for the store (nil: it does).
 func (s *Store) checkLive() error {
 	b := s.on()

@@ -242,10 +242,10 @@ func TestStoreWithoutJetStreamFailsFast(t *testing.T) {
 // TestLostQuorumFailsFast: a 3-node cluster, the store's state in 3
 // replicas, two nodes die: the store on the third answers an API call's
 // writes and listings (which need a quorum) with model.ErrUnavailable and
-// the reason within 2 s: at once when the surviving leader finds it has
-// lost its quorum, at the bound when the survivor is left silent (the
-// leader on a dead node) for silentFor. The leader that lost its quorum
-// still answers reads for a while: those may succeed.
+// the reason within 2 s once the survivor answers about the task stream
+// (at once when it leads it: it finds it has lost its quorum; else once
+// its election timed out). The leader that lost its quorum still answers
+// reads for a while: those may succeed.
 func TestLostQuorumFailsFast(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 3-node NATS cluster")
@@ -255,11 +255,20 @@ func TestLostQuorumFailsFast(t *testing.T) {
 	seed(t, s)
 	nodes[1].Shutdown()
 	nodes[2].Shutdown()
-	// A leader on a dead node leaves the survivor silent until an
-	// election it cannot win times out: silence is an outage once nothing
-	// was answered for silentFor (before, a call is given its attempt
-	// time, as during an election a quorum would win).
-	time.Sleep(silentFor)
+	// A leader on a dead node leaves the survivor silent about its stream
+	// until an election it cannot win times out (while it answers for the
+	// streams it leads): until then a call is given its attempt time, as
+	// during an election a quorum would win. Once it answers about the
+	// task stream (an info, or a refusal), the check has its verdict.
+	waitCond(t, "the survivor answers about the task stream", 60*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		st, err := s.kvStream(ctx, s.on().tasks)
+		if err == nil {
+			_, err = st.Info(ctx)
+		}
+		return !errors.Is(err, context.DeadlineExceeded)
+	})
 	for round := range 3 {
 		for _, o := range runBounded(boundedCalls(s, apiBound)) {
 			t.Logf("round %d %s: %s: %v", round, o.name, o.took, o.err)
@@ -328,5 +337,15 @@ func TestBoundedCallsUnderLoad(t *testing.T) {
 	t.Logf("%d bounded calls in %s, %d failed", workers*each, time.Since(t0), n)
 	if n > 0 {
 		t.Fatalf("%d of %d bounded calls failed on a healthy store", n, workers*each)
+	}
+}
+
+// waitCond waits for cond, checked every 50 ms, for up to d.
+func waitCond(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, d)
+		}
 	}
 }
