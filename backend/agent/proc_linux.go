@@ -237,14 +237,18 @@ var errUnchanged = errors.New("pid file unchanged")
 // process of this start (not running, or started before it): while the
 // file stays the same (inode, size, modification time) the verdict
 // stands, and the check stats it instead of reading it and /proc again.
-// Only a file written well before it was read is remembered: the kernel
-// stamps mtime from a coarse clock (one tick, at most 10 ms), so a
-// rewrite within the same tick as the write read would look unchanged.
+// ctime is compared as well as mtime: anyone may set mtime back (touch -r,
+// cp -p, a restore), nobody can set ctime, and every write, rename onto
+// or utimes of the file moves it. Only a file changed well before it was
+// read is remembered: the kernel stamps both from a coarse clock (one
+// tick, at most 10 ms), so a rewrite within the same tick as the write
+// read would look unchanged.
 type pidFileSeen struct {
 	ok    bool
 	ino   uint64
 	size  int64
 	mtime int64 // ns
+	ctime int64 // ns
 }
 
 // pidFileQuiet is how long before its read a pid file must have been
@@ -256,10 +260,11 @@ func seePidFile(fi os.FileInfo, readAt time.Time) pidFileSeen {
 		return pidFileSeen{}
 	}
 	st, isStat := fi.Sys().(*syscall.Stat_t)
-	if !isStat || readAt.Sub(fi.ModTime()) < pidFileQuiet {
+	if !isStat || readAt.Sub(fi.ModTime()) < pidFileQuiet ||
+		readAt.Sub(time.Unix(0, st.Ctim.Nano())) < pidFileQuiet {
 		return pidFileSeen{}
 	}
-	return pidFileSeen{ok: true, ino: st.Ino, size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	return pidFileSeen{ok: true, ino: st.Ino, size: fi.Size(), mtime: fi.ModTime().UnixNano(), ctime: st.Ctim.Nano()}
 }
 
 // same reports whether path is still the file seen.
@@ -271,7 +276,7 @@ func (s pidFileSeen) same(path string) bool {
 	if err := unix.Stat(path, &st); err != nil {
 		return false
 	}
-	return st.Ino == s.ino && st.Size == s.size && st.Mtim.Nano() == s.mtime
+	return st.Ino == s.ino && st.Size == s.size && st.Mtim.Nano() == s.mtime && st.Ctim.Nano() == s.ctime
 }
 
 // signalGroup sends sig to pid's process group, or to pid alone when the

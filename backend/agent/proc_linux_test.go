@@ -147,7 +147,25 @@ func TestPidFileSeen(t *testing.T) {
 	if !s.same(path) {
 		t.Fatal("an unchanged file was not seen the same")
 	}
-	// Rewritten in place with a pid of the same length, after the read.
+	// Rewritten in place with a pid of the same length and its mtime set
+	// back to what was read (touch -r, cp -p): only ctime tells.
+	time.Sleep(pidFileQuiet)
+	if err := os.WriteFile(path, []byte("23456\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if s.same(path) {
+		t.Fatal("a pid file rewritten with its mtime set back was seen the same")
+	}
+	// Read again, then rewritten in place with a pid of the same length.
+	if _, fi, err = readPidFileInfo(path); err != nil {
+		t.Fatal(err)
+	}
+	if s = seePidFile(fi, time.Now().Add(time.Second)); !s.same(path) {
+		t.Fatal("an unchanged file was not seen the same")
+	}
 	time.Sleep(pidFileQuiet)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
