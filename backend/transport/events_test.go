@@ -2,12 +2,14 @@ package transport
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"gseproc/model"
 )
@@ -119,5 +121,72 @@ func TestEventsKeptUntilStored(t *testing.T) {
 	}
 	if strings.Join(msgs, ",") != "restart 0,restart 1,restart 2,restart 3,restart 4" {
 		t.Errorf("stored %q, want each restart once, in order (and not the forged agent_online)", msgs)
+	}
+}
+
+// TestFitEvent: an event too big for the stream keeps a cut message (a
+// prefix of its own, at a character, marked) and fits; a small one is
+// left as it is.
+func TestFitEvent(t *testing.T) {
+	small := model.Event{ID: "x-1", Host: h1, ProcKey: "ns:p", Kind: model.EventRestartFailed, Message: "failed: <out>"}
+	if got := fitEvent(small); got != small {
+		t.Errorf("small event changed: %+v", got)
+	}
+	for _, unit := range []string{"x", "<", "中", "\x01", "é<\n"} {
+		e := small
+		e.Message = strings.Repeat(unit, 3*maxEventSize/len(unit))
+		got := fitEvent(e)
+		data, err := json.Marshal(got)
+		if err != nil || len(data) > maxEventData {
+			t.Fatalf("%q: %d bytes of JSON (%v), want at most %d", unit, len(data), err, maxEventData)
+		}
+		msg, ok := strings.CutSuffix(got.Message, " [cut]")
+		if !ok || !utf8.ValidString(msg) || !strings.HasPrefix(e.Message, msg) || len(msg) < len(unit) {
+			t.Errorf("%q: message cut to %d bytes %q...: want a valid prefix of the message, marked", unit, len(got.Message), got.Message[:min(20, len(got.Message))])
+		}
+	}
+}
+
+// TestOversizedEventIsStored: an event whose message is larger than the
+// stream takes (a restart's failure quoting a long output) is stored with
+// its message cut, and the agent's disk is emptied (it was published
+// again forever, refused each time).
+func TestOversizedEventIsStored(t *testing.T) {
+	e := startServer(t, testNATS(t), true)
+	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{Events: EventStreamOptions{Memory: true}})
+	var mu sync.Mutex
+	var got []model.Event
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	subscribeStored(ctx, d, func(ev model.Event) {
+		if ev.ProcKey == "ns:p" {
+			mu.Lock()
+			got = append(got, ev)
+			mu.Unlock()
+		}
+	})
+	a := echoAgent(h1)
+	dir := t.TempDir()
+	runAgent(t, e.ClientURL(), ClientOptions{}, a, ServeOptions{HeartbeatInterval: 50 * time.Millisecond, EventDir: dir})
+	eventually(t, "the agent serving", 15*time.Second, func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.fns) > 0
+	})
+	big := "restart failed: [" + strings.Repeat("<", 2*maxEventSize) + "]"
+	a.emit(model.Event{Host: h1, ProcKey: "ns:p", Kind: model.EventRestartFailed, Message: big})
+	a.emit(model.Event{Host: h1, ProcKey: "ns:p", Kind: model.EventRestartSuccess, Message: "small"})
+	spool := filepath.Join(dir, spoolFile)
+	eventually(t, "both events stored and the agent's disk emptied", 30*time.Second, func() bool {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		st, err := os.Stat(spool)
+		return n >= 2 && err == nil && st.Size() == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 || !strings.HasSuffix(got[0].Message, " [cut]") || !strings.HasPrefix(big, strings.TrimSuffix(got[0].Message, " [cut]")) || got[1].Message != "small" {
+		t.Errorf("stored %d events, first message %d bytes: want the big one cut, then the small one", len(got), len(got[0].Message))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -141,6 +142,7 @@ func (s *session) push(e model.Event) {
 	if e.ID == "" {
 		e.ID = s.ids.next()
 	}
+	e = fitEvent(e)
 	late := !s.conn().IsConnected()
 	s.mu.Lock()
 	if _, dup := s.byID[e.ID]; dup {
@@ -168,6 +170,34 @@ func (s *session) wake() {
 	case s.notify <- struct{}{}:
 	default:
 	}
+}
+
+// maxEventData bounds an event's JSON as published: EventStream refuses a
+// message over maxEventSize (its headers counted), and the spool's lines
+// are read up to spoolMaxLine.
+const maxEventData = maxEventSize - 1024
+
+// fitEvent is e with its message cut (at a character, marked) until its
+// JSON fits maxEventData: an event the stream refuses would be published
+// again forever and never stored (a restart's failure quotes the
+// command's output, up to the agent's output_limit).
+func fitEvent(e model.Event) model.Event {
+	const mark = " [cut]"
+	for range 64 {
+		data, err := json.Marshal(e)
+		if err != nil || len(data) <= maxEventData || e.Message == "" {
+			return e
+		}
+		n := max(len(e.Message)-(len(data)-maxEventData)-len(mark), len(e.Message)/2)
+		for n > 0 && !utf8.RuneStart(e.Message[n]) {
+			n--
+		}
+		e.Message = e.Message[:n] + mark
+		if n == 0 {
+			e.Message = ""
+		}
+	}
+	return e
 }
 
 // forget marks o acknowledged or dropped; s.mu is held.
