@@ -272,11 +272,19 @@ func procRank(s model.ProcState) int {
 
 // applyFilter recomputes the shown rows (see filter.go for the syntax),
 // keeping the cursor on the host it was on when that host is still shown.
-func (p *hostsPage) applyFilter() {
-	cur := ""
+func (p *hostsPage) applyFilter() { p.applyFilterOn(p.cursorID()) }
+
+// cursorID is the host under the cursor ("" for none). Take it before
+// p.rows change or are sorted: p.shown indexes the rows as they were.
+func (p *hostsPage) cursorID() string {
 	if r, ok := p.cursorRow(); ok {
-		cur = r.id
+		return r.id
 	}
+	return ""
+}
+
+// applyFilterOn is applyFilter with the cursor put back on host cur.
+func (p *hostsPage) applyFilterOn(cur string) {
 	text := p.filter.value()
 	keep := make([]int, 0, len(p.shown))
 	if strings.TrimSpace(text) == "" {
@@ -444,8 +452,9 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 			} else {
 				p.sort.reverse()
 			}
+			cur := p.cursorID()
 			p.sortRows()
-			p.applyFilter()
+			p.applyFilterOn(cur)
 		case keyIs(msg, k.Back) && p.filter.value() != "":
 			p.filter.clear()
 			p.applyFilter()
@@ -522,13 +531,14 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 
 // setRows takes a listing: its rows sorted and filtered as the page is.
 func (p *hostsPage) setRows(hosts []backend.HostView) {
+	cur := p.cursorID()
 	p.names, p.keys = nil, nil
 	p.rows = make([]hostRow, len(hosts))
 	for i, h := range hosts {
 		p.rows[i] = newHostRow(h)
 	}
 	p.sortRows()
-	p.applyFilter()
+	p.applyFilterOn(cur)
 }
 
 func (p *hostsPage) editProc(procKey string) tea.Cmd {

@@ -75,3 +75,46 @@ func TestHostsFirstPage(t *testing.T) {
 		t.Fatalf("a first page after the failure: %d rows", len(p.rows))
 	}
 }
+
+// TestHostsReloadKeepsCursor: a listing or a sort that changes the rows
+// puts the cursor back on the host it was on, found by name: the shown
+// rows index the rows as they were, so reading the cursor's host after
+// they changed took another host, or indexed past a shorter list (panic).
+func TestHostsReloadKeepsCursor(t *testing.T) {
+	s := benchShared(t, 120, 40)
+	all := fleet10k(20)
+	p := newHostsPage(s, backend.HostQuery{Namespace: "web"})
+	p.SetSize(120, 36)
+	p.Update(hostsLoadedMsg{id: p.id, hosts: all})
+	for range 15 {
+		p.Update(keyMsg("j"))
+	}
+	// The list shrinks under the cursor: no panic, the cursor on a row.
+	p.Update(hostsLoadedMsg{id: p.id, hosts: all[:5]})
+	if _, ok := p.cursorRow(); !ok || len(p.rows) != 5 {
+		t.Fatalf("after a shorter list: cursor %d, %d rows", p.list.cursor, len(p.rows))
+	}
+	p.Update(hostsLoadedMsg{id: p.id, hosts: all})
+	p.Update(keyMsg("j"))
+	p.Update(keyMsg("j"))
+	on, _ := p.cursorRow()
+	want := on.id
+	// A host ahead of it leaves: the cursor stays on its host.
+	var less []backend.HostView
+	for _, h := range all {
+		if r := newHostRow(h); r.id != p.rows[0].id {
+			less = append(less, h)
+		}
+	}
+	p.Update(hostsLoadedMsg{id: p.id, hosts: less})
+	if r, ok := p.cursorRow(); !ok || r.id != want {
+		t.Fatalf("after a reload without the first host: cursor on %v, was on %s", r, want)
+	}
+	// Sorted by another column, reversed: the cursor stays on its host.
+	for _, k := range []string{"s", "S", "s", "s"} {
+		p.Update(keyMsg(k))
+		if r, ok := p.cursorRow(); !ok || r.id != want {
+			t.Fatalf("after sort key %q: cursor on %v, was on %s", k, r, want)
+		}
+	}
+}
