@@ -153,9 +153,9 @@ func (g *eventIDs) next() string { return g.prefix + "-" + strconv.FormatUint(g.
 // subject) with data and the agent's id for it, checked: the subject
 // names the host (only that host's credential may publish there), the
 // payload may name no other, the kind is one an agent reports. The
-// event's ID is EventID of the agent's (a fresh one when it gave none or
-// a bad one).
-func decodeEvent(subj string, data []byte, agentID string) (model.Event, error) {
+// event's ID is EventID of the agent's (of orphan, which names the
+// message the same at every delivery, when it gave none or a bad one).
+func decodeEvent(subj string, data []byte, agentID, orphan string) (model.Event, error) {
 	h, err := hostFromSubject(subj)
 	if err != nil {
 		return model.Event{}, err
@@ -181,7 +181,7 @@ func decodeEvent(subj string, data []byte, agentID string) (model.Event, error) 
 		e.Time = time.Now()
 	}
 	if checkEventID(agentID) != nil {
-		agentID = "x" + randomSecret()
+		agentID = orphan
 	}
 	e.ID = EventID(h, agentID)
 	return e, nil
@@ -215,7 +215,14 @@ func (d *Dispatcher) SubscribeAckedEvents(ctx context.Context, fn AckedEventFunc
 // and acknowledges it once every acknowledging subscriber has stored it.
 // A message that is no valid event is terminated (never delivered again).
 func (d *Dispatcher) onDurableEvent(m jetstream.Msg) {
-	e, err := decodeEvent(m.Subject(), m.Data(), m.Headers().Get(jetstream.MsgIDHeader))
+	// An event published with no id of its own is named by its place in
+	// the stream (its sequence and the time the stream took it), the
+	// same at every delivery: delivered again, it is stored once still.
+	orphan := "x" + randomSecret()
+	if md, err := m.Metadata(); err == nil {
+		orphan = "x" + strconv.FormatUint(md.Sequence.Stream, 36) + "-" + strconv.FormatInt(md.Timestamp.UnixNano(), 36)
+	}
+	e, err := decodeEvent(m.Subject(), m.Data(), m.Headers().Get(jetstream.MsgIDHeader), orphan)
 	if err != nil {
 		d.log.Warn("dispatcher: event refused", "err", err)
 		_ = m.Term()

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"gseproc/model"
 )
@@ -188,5 +191,58 @@ func TestOversizedEventIsStored(t *testing.T) {
 	defer mu.Unlock()
 	if len(got) != 2 || !strings.HasSuffix(got[0].Message, " [cut]") || !strings.HasPrefix(big, strings.TrimSuffix(got[0].Message, " [cut]")) || got[1].Message != "small" {
 		t.Errorf("stored %d events, first message %d bytes: want the big one cut, then the small one", len(got), len(got[0].Message))
+	}
+}
+
+// TestEventWithoutIDStoredOnce: an event published with no id (an agent
+// that sets no Nats-Msg-Id) keeps the same id at every delivery, so a
+// store that failed once and is delivered it again keeps it once (it got
+// a fresh random id at each delivery).
+func TestEventWithoutIDStoredOnce(t *testing.T) {
+	e := startServer(t, testNATS(t), true)
+	nc := serverConn(t, e)
+	d := newDispatcher(t, nc, DispatcherOptions{Events: EventStreamOptions{Memory: true}})
+	var mu sync.Mutex
+	var ids []string
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d.SubscribeAckedEvents(ctx, func(ev model.Event, ack func(error)) {
+		if ev.ProcKey != "ns:p" || ack == nil {
+			return
+		}
+		mu.Lock()
+		ids = append(ids, ev.ID)
+		first := len(ids) == 1
+		mu.Unlock()
+		if first {
+			ack(errors.New("store unavailable")) // delivered again
+			return
+		}
+		ack(nil)
+	})
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := hostID(h1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(model.Event{Host: h1, ProcKey: "ns:p", Kind: model.EventRestartSuccess, Message: "no id"})
+	eventually(t, "the event published into the stream", 30*time.Second, func() bool {
+		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+		defer pcancel()
+		_, err := js.Publish(pctx, EventSubject(id), data)
+		return err == nil
+	})
+	eventually(t, "the event delivered again after a failed store", 30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(ids) >= 2
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if ids[0] != ids[1] || !strings.HasPrefix(ids[0], "a.0.10_0_0_1.x") {
+		t.Errorf("ids at the two deliveries %q: want the same, scoped to the host", ids)
 	}
 }

@@ -66,7 +66,7 @@ func FuzzAgentMessages(f *testing.F) {
 		d.onReply(m)
 		// An event read from the stream: only a valid one, of the host its
 		// subject names, under an id scoped to that host.
-		if e, err := decodeEvent(subj, data, "x1"); err == nil {
+		if e, err := decodeEvent(subj, data, "x1", "o1"); err == nil {
 			sid, serr := hostFromSubject(subj)
 			if id, err := e.Host.ID(); err != nil || serr != nil || id != sid || e.ID != EventID(sid, "x1") || !agentEventKinds[e.Kind] {
 				t.Fatalf("event %+v decoded from %q", e, subj)
