@@ -396,6 +396,20 @@ func (e *Engine) recordStatus(h model.Host, st model.ProcStatus) {
 	}
 }
 
+// statusNotStored is told of a status whose write failed: the store does
+// not have it, so the next status of that process is stored whatever it
+// says (else a change written during a store outage stayed unwritten
+// while only its readings changed).
+func (e *Engine) statusNotStored(hs HostStatus) {
+	e.smu.Lock()
+	defer e.smu.Unlock()
+	m := e.statuses[hs.Host]
+	if k, ok := m[hs.Status.ProcKey]; ok && k.stored == hs.Status {
+		k.stored = model.ProcStatus{}
+		m[hs.Status.ProcKey] = k
+	}
+}
+
 // knownStatus is a process's last known status on a host (st) and the one
 // last handed to the store (stored).
 type knownStatus struct {

@@ -154,6 +154,9 @@ func (e *Engine) writeBatch(ctx context.Context, ws []write) {
 		if len(sts) > 0 {
 			if err := bs.PutProcStatuses(ctx, sts); err != nil {
 				e.log.Warn("store statuses", "n", len(sts), "err", err)
+				for _, s := range sts {
+					e.statusNotStored(s)
+				}
 			}
 		}
 		if len(rs) > 0 {
@@ -165,6 +168,7 @@ func (e *Engine) writeBatch(ctx context.Context, ws []write) {
 		for _, s := range sts {
 			if err := e.st.PutProcStatus(ctx, s.Host, s.Status); err != nil {
 				e.log.Warn("store status", "host", s.Host.String(), "proc", s.Status.ProcKey, "err", err)
+				e.statusNotStored(s)
 			}
 		}
 		for _, r := range rs {
