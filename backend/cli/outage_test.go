@@ -279,8 +279,12 @@ func TestAPIWhileJetStreamUnanswered(t *testing.T) {
 	}
 	// Silence is an outage once JetStream has answered nothing for an
 	// attempt's time (3 s): until then a call waiting is given that time,
-	// as a slow one on a loaded machine.
-	time.Sleep(3 * time.Second)
+	// as a slow one on a loaded machine. The server's silence clock starts
+	// at its last answer, which on a loaded machine can come a little after
+	// the hole is in place (an answer already on its way): wait that time
+	// and 2 s more, or a first call can be given its full attempt (it took
+	// 2.1-2.8 s once in a full run).
+	time.Sleep(5 * time.Second)
 	t0 := time.Now()
 	refused := 0
 	// Rounds until a round after /healthz said why (bounded: the prober
