@@ -380,7 +380,11 @@ func (c *Client) Processes(ctx context.Context, q backend.ProcQuery) ([]model.Pr
 	return out, err
 }
 
-// SaveProcess creates or replaces a definition.
+// SaveProcess creates or replaces a definition. def is sent whole: a
+// policy field it holds as 0 is sent as 0 and means 0 (start_retries 0:
+// given up at its first exit; start_check_secs 0: judged at once; see
+// model.Policy), not its default. Build def from model.NewProcessDef to
+// have the documented defaults for the fields not set.
 func (c *Client) SaveProcess(ctx context.Context, def model.ProcessDef) error {
 	return c.change(ctx, http.MethodPost, "/api/v1/processes", nil, def, nil)
 }
