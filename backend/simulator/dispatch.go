@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -280,7 +281,10 @@ func (f *Fleet) apply(h *simHost, p *procState, req model.AgentRequest, fail boo
 		name = p.procName
 	}
 	if n := req.Process.Spec.Policy.StartRetries; n >= 0 && req.Op.Mutating() {
-		p.retries = int32(n) + 1 // the latest definition wins, as on the agent; 0 is 0
+		// The latest definition wins, as on the agent; 0 is 0. A count
+		// past int32 is as good as endless (it wrapped: to 0 retries, or
+		// to a negative, the deployment's).
+		p.retries = int32(min(n, math.MaxInt32-1)) + 1
 	}
 	d := opsem.Decide(req.Op, p.before(), opsem.CommandsOf(req.Process), name)
 	if d.Action == opsem.Answer {

@@ -1069,3 +1069,28 @@ func TestHostCounts(t *testing.T) {
 	assert.Equal(t, online, on)
 	assert.Less(t, on, total-5, "the profile's offline hosts and the five taken offline")
 }
+
+// TestHugeRetriesStayHuge: a start_retries past int32 (valid: only >= 0
+// is asked) restarts as often as int32 allows; it used to wrap to 0
+// retries (given up at the first crash, where the agent restarts it) or
+// to a negative (the deployment's default).
+func TestHugeRetriesStayHuge(t *testing.T) {
+	cfg := quiet(6)
+	cfg.Namespaces = []string{"web"}
+	f := New(cfg)
+	defer f.Close()
+	h := model.Host{IP: "10.0.0.1"}
+	for _, n := range []int{0, 3, math.MaxInt32 - 1, math.MaxInt32, 1 << 32, math.MaxInt} {
+		p := inline("huge")
+		p.Spec.Policy.StartRetries = n
+		code := dispatch(t, f, h, model.OpStart, p).Code // the definition it carries wins, running already or not
+		require.Contains(t, []int{model.CodeSuccess, model.CodeAlreadyRunning}, code)
+		i, ok := f.lookup(h)
+		require.True(t, ok)
+		sh := &f.hosts[i]
+		sh.mu.Lock()
+		got := f.policy(sh.find(p.Key())).Retries
+		sh.mu.Unlock()
+		assert.Equal(t, min(n, math.MaxInt32-1), got, "start_retries %d", n)
+	}
+}
