@@ -1088,6 +1088,20 @@ func (e *Engine) resumeTask(ctx context.Context, id, why string, defs map[string
 	}
 	if complete {
 		e.finishTask(r)
+		return nil
+	}
+	if e.board != nil && !r.recall {
+		// A cancel recorded after the check above, and seen by the watch
+		// before the run was launched, found no run to cancel
+		// (cancelLoop): asked again now that the watch finds it.
+		asked, err := e.board.CancelRequested(ctx, id)
+		if err != nil {
+			e.log.Warn("resume: cancel requested meanwhile?", "task", id, "err", err)
+		} else if asked {
+			if _, err := e.cancelRun(r); err != nil {
+				e.log.Warn("resume: cancel requested meanwhile", "task", id, "err", err)
+			}
+		}
 	}
 	return nil
 }

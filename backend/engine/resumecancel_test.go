@@ -1,0 +1,99 @@
+package engine_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"gseproc/backend/engine"
+	"gseproc/backend/store"
+	"gseproc/model"
+)
+
+// lateCancelBoard is a memory store with a CancelBoard whose first
+// CancelRequested of a task answers no, as read just before the cancel was
+// recorded: the cancel is recorded then and delivered by the watch, which
+// has handed it on (cancelLoop looked for the run) before the answer.
+type lateCancelBoard struct {
+	*store.Memory
+	mu    sync.Mutex
+	asked map[string]bool
+	in    chan string
+}
+
+func (b *lateCancelBoard) RequestCancel(_ context.Context, id string) error {
+	b.mu.Lock()
+	b.asked[id] = true
+	b.mu.Unlock()
+	b.in <- id
+	return nil
+}
+
+func (b *lateCancelBoard) CancelRequested(ctx context.Context, id string) (bool, error) {
+	b.mu.Lock()
+	asked, first := b.asked[id], !b.asked[id]
+	b.mu.Unlock()
+	if first {
+		_ = b.RequestCancel(ctx, id)
+		// Two more past the watch: the first was handled by then.
+		b.in <- "-"
+		b.in <- "-"
+	}
+	return asked, nil
+}
+
+func (b *lateCancelBoard) WatchCancels(ctx context.Context) (<-chan string, error) {
+	out := make(chan string)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case id := <-b.in:
+				select {
+				case out <- id:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// TestResumeCancelledMeanwhile: a cancel recorded while an engine resumes
+// a task, after it read that none was, and seen by its watch before the
+// run was launched, still cancels the task (it ran to its timeout).
+func TestResumeCancelledMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	st := &lateCancelBoard{Memory: store.NewMemory(), asked: map[string]bool{}, in: make(chan string)}
+	p := proc("ns", "app", nil)
+	h := hostN(0)
+	if err := st.PutProcess(ctx, model.ProcessDef{Process: p, Hosts: []model.Host{h}}); err != nil {
+		t.Fatal(err)
+	}
+	id := model.FormatTaskID(time.Now(), 1)
+	if err := st.PutTask(ctx, model.Task{ID: id, Op: model.OpStart, Targets: 1, Status: model.TaskRunning, Created: time.Now()},
+		[]model.Target{{Host: h, ProcKey: p.Key()}}); err != nil {
+		t.Fatal(err)
+	}
+	f := newFake(1)
+	f.reply = func(ctx context.Context, _ model.Host, _ model.AgentRequest) (model.AgentReply, error) {
+		<-ctx.Done() // runs until stopped, or its deadline
+		return model.AgentReply{}, ctx.Err()
+	}
+	e := engine.New(testCfg(), f, f, st)
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ch, err := e.Watch(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := collect(t, ch); len(res) != 1 || res[0].State != model.StateCancelled {
+		t.Fatalf("task %s resumed with %+v, want its target cancelled", id, res)
+	}
+}
