@@ -121,14 +121,13 @@ func AgentIdleRSS(ctx context.Context, o AgentIdleOptions) (AgentIdle, error) {
 	defer cl.Close()
 	for i := range o.Procs {
 		name := "idle" + strconv.Itoa(i)
-		p := model.Process{
-			Meta: model.Meta{Namespace: "benchidle", Name: name},
-			Spec: model.Spec{
-				Identity: model.Identity{ProcName: name, SetupPath: work, PidPath: filepath.Join(work, name+".pid")},
-				Control:  model.Control{StartCmd: `sleep 3600 >/dev/null 2>&1 & echo $! > "$GSEPROC_PID_FILE"`},
-				Policy:   model.Policy{AutoType: model.AutoResident, StartCheckSecs: 1, OpTimeout: 60},
-			},
-		}
+		// From the documented defaults: a Go value sent through the client
+		// means what it says, and a zero instance count is refused.
+		p := model.NewProcess()
+		p.Meta = model.Meta{Namespace: "benchidle", Name: name}
+		p.Spec.Identity = model.Identity{ProcName: name, SetupPath: work, PidPath: filepath.Join(work, name+".pid")}
+		p.Spec.Control = model.Control{StartCmd: `sleep 3600 >/dev/null 2>&1 & echo $! > "$GSEPROC_PID_FILE"`}
+		p.Spec.Policy.AutoType, p.Spec.Policy.StartCheckSecs, p.Spec.Policy.OpTimeout = model.AutoResident, 1, 60
 		if err := cl.SaveProcess(ctx, model.ProcessDef{Process: p, Hosts: []model.Host{{IP: "127.0.0.1"}}}); err != nil {
 			return r, fmt.Errorf("bench agent: save %s: %w", p.Key(), err)
 		}
