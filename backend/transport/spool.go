@@ -167,8 +167,7 @@ func (s *spool) writeEvents(evs []model.Event) error {
 			return err
 		}
 	}
-	n, err := s.f.Write(buf.Bytes())
-	s.size += int64(n)
+	err := s.append(buf.Bytes())
 	if err == nil {
 		err = s.f.Sync()
 	}
@@ -176,6 +175,20 @@ func (s *spool) writeEvents(evs []model.Event) error {
 		return fmt.Errorf("event spool: write: %w", err)
 	}
 	return nil
+}
+
+// append writes data at the file's end; a write that fails half-way (a
+// disk full, a size limit) is cut off, so that no torn line swallows the
+// next one.
+func (s *spool) append(data []byte) error {
+	n, err := s.f.Write(data)
+	if err != nil && n > 0 {
+		if s.f.Truncate(s.size) == nil {
+			n = 0
+		}
+	}
+	s.size += int64(n)
+	return err
 }
 
 // done records ids as acknowledged (or dropped); pending is what is still
@@ -199,9 +212,7 @@ func (s *spool) done(ids []string, pending func() []model.Event) error {
 		buf.WriteString(id)
 		buf.WriteByte('\n')
 	}
-	n, err := s.f.Write(buf.Bytes())
-	s.size += int64(n)
-	if err != nil {
+	if err := s.append(buf.Bytes()); err != nil {
 		return fmt.Errorf("event spool: write: %w", err)
 	}
 	if s.size > spoolCompactAt {
