@@ -1090,6 +1090,15 @@ func (e *Engine) resumeTask(ctx context.Context, id, why string, defs map[string
 		e.finishTask(r)
 		return nil
 	}
+	if r.roll != nil && !r.recall {
+		// Likewise a control (pause, abort) written after the roll's was
+		// read: rollLoop found no run to give it to.
+		if c, err := e.rolls.RollControl(ctx, id); err != nil {
+			e.log.Warn("resume: roll control written meanwhile?", "task", id, "err", err)
+		} else {
+			e.setControl(r, c)
+		}
+	}
 	if e.board != nil && !r.recall {
 		// A cancel recorded after the check above, and seen by the watch
 		// before the run was launched, found no run to cancel
