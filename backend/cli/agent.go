@@ -59,7 +59,7 @@ func runAgent(ctx context.Context, args []string, io Stdio) error {
 		return &ExitError{Code: 2, Err: err}
 	}
 	log := newLogger(cfg.Log, io.Err)
-	agentGC()
+	defer agentGC()() // restored on return: Main also runs in-process (tests, embedding)
 
 	n, err := node.NewAgent(cfg, log)
 	if err != nil {
@@ -80,9 +80,12 @@ func runAgent(ctx context.Context, args []string, io Stdio) error {
 // BenchmarkAgentCrashStorm run with GOGC=25).
 const agentGCPercent = 25
 
-// agentGC applies agentGCPercent when GOGC is not set.
-func agentGC() {
+// agentGC applies agentGCPercent when GOGC is not set, and returns what
+// puts the previous setting back.
+func agentGC() (restore func()) {
 	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(agentGCPercent)
+		prev := debug.SetGCPercent(agentGCPercent)
+		return func() { debug.SetGCPercent(prev) }
 	}
+	return func() {}
 }
