@@ -301,10 +301,12 @@ func (s *session) flush() {
 		s.pend, s.nAcked = keep, 0
 	}
 	var fresh []model.Event
+	var freshOut []*outEvent
 	for _, o := range s.pend {
 		if !o.written {
 			o.written = true
 			fresh = append(fresh, o.ev)
+			freshOut = append(freshOut, o)
 		}
 	}
 	gone := s.gone
@@ -312,7 +314,16 @@ func (s *session) flush() {
 	s.mu.Unlock()
 	if s.spool != nil {
 		if err := s.spool.writeEvents(fresh); err != nil {
-			s.log.Error("agent: events not kept on disk (published all the same)", "err", err)
+			s.log.Error("agent: events not kept on disk (published all the same; written again at the next flush)", "err", err)
+			// Not on disk: the next flush tries again (a line written
+			// twice is replayed under its id, kept once).
+			s.mu.Lock()
+			for _, o := range freshOut {
+				if !o.done {
+					o.written = false
+				}
+			}
+			s.mu.Unlock()
 		}
 		if err := s.spool.done(gone, s.written); err != nil {
 			s.log.Error("agent: event spool", "err", err)
