@@ -230,8 +230,20 @@ func (p *logsPage) trim(h, n int) {
 		return out
 	}
 	p.all = shift(p.all)
+	// The current match stays on its line: back by the matches dropped
+	// before it, none when its own line was dropped.
+	if p.cur >= 0 {
+		if c := p.matches[p.cur]; c.h == h && c.i < n {
+			p.cur = -1
+		} else {
+			for _, m := range p.matches[:p.cur] {
+				if m.h == h && m.i < n {
+					p.cur--
+				}
+			}
+		}
+	}
 	p.matches = shift(p.matches)
-	p.cur = min(p.cur, len(p.matches)-1)
 }
 
 func (p *logsPage) key(msg tea.KeyMsg) tea.Cmd {

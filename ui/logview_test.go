@@ -1,6 +1,8 @@
 package ui
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -191,5 +193,47 @@ func TestMarkMatchesFoldShorter(t *testing.T) {
 	}
 	if got := markMatches("kkk", "\u212a\u212a", st); got != "kkk" {
 		t.Fatalf("markMatches(kkk, KK) = %q", got)
+	}
+}
+
+// TestLogsTrimKeepsCurrentMatch: when a host's oldest lines are dropped
+// (logKeep), the current match stays on the line it was on, not on the
+// match that moved into its place, and a current match dropped leaves none.
+func TestLogsTrimKeepsCurrentMatch(t *testing.T) {
+	s := benchShared(t, 100, 30)
+	hs := []model.Host{{IP: "10.0.0.1"}, {IP: "10.0.0.2"}}
+	p := newLogsPage(s, "web:nginx", hs)
+	p.SetSize(100, 28)
+	p.lines, p.status = make([][]string, 2), []string{"following", "following"}
+	p.query = "hit"
+	for i := range 2*logKeep - 10 {
+		p.push(0, fmt.Sprintf("host 0 line %d hit", i))
+		if i%1000 == 0 {
+			p.push(1, fmt.Sprintf("host 1 line %d hit", i))
+		}
+	}
+	// The current match: one of host 0 past the lines to be dropped.
+	p.cur = len(p.matches) - 3
+	want := p.lines[p.matches[p.cur].h][p.matches[p.cur].i]
+	for i := range 20 { // host 0 passes 2*logKeep: its first lines go
+		p.push(0, fmt.Sprintf("host 0 more %d hit", i))
+	}
+	if len(p.lines[0]) > 2*logKeep {
+		t.Fatalf("host 0 keeps %d lines", len(p.lines[0]))
+	}
+	if p.cur < 0 || p.cur >= len(p.matches) {
+		t.Fatalf("current match %d of %d", p.cur, len(p.matches))
+	}
+	if m := p.matches[p.cur]; p.lines[m.h][m.i] != want {
+		t.Fatalf("current match is %q, was %q", p.lines[m.h][m.i], want)
+	}
+	// A current match among the dropped lines: none is current.
+	p.cur = slices.IndexFunc(p.matches, func(l logLine) bool { return l.h == 0 })
+	for i := range logKeep + 1 {
+		p.push(0, fmt.Sprintf("host 0 again %d hit", i))
+	}
+	if p.cur != -1 {
+		m := p.matches[p.cur]
+		t.Fatalf("current match %d (%q) after its line was dropped", p.cur, p.lines[m.h][m.i])
 	}
 }
