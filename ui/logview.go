@@ -24,6 +24,9 @@ import (
 // logKeep bounds the lines kept per host, and the interleaved lines.
 const logKeep = 5000
 
+// logMaxHosts bounds the hosts one logs page follows.
+const logMaxHosts = 20
+
 // logBack is how far before the end a tail starts.
 const logBack = 16 << 10
 
@@ -512,17 +515,24 @@ func (s *shared) openLogs(on []procOn) tea.Cmd {
 			hosts[o.key] = append(hosts[o.key], o.host)
 		}
 	}
+	// Each host is a stream (an agent asked piece after piece): a
+	// selection of the whole fleet must not open one per host.
+	open := func(key string) tea.Cmd {
+		if hs := hosts[key]; len(hs) > logMaxHosts {
+			return s.post(flashMsg{fmt.Sprintf("the logs of %s on %d hosts: at most %d at once, select fewer", key, len(hs), logMaxHosts)})
+		}
+		return s.post(pushMsg{newLogsPage(s, key, hosts[key])})
+	}
 	switch len(keys) {
 	case 0:
 		return s.post(flashMsg{"no process here to show the logs of"})
 	case 1:
-		return s.post(pushMsg{newLogsPage(s, keys[0], hosts[keys[0]])})
+		return open(keys[0])
 	}
 	slices.Sort(keys)
 	cmds := make([]Command, len(keys))
 	for i, key := range keys {
-		hs := hosts[key]
-		cmds[i] = Command{Name: key, Help: plural(len(hs), "host"), Run: func(string) tea.Cmd { return s.post(pushMsg{newLogsPage(s, key, hs)}) }}
+		cmds[i] = Command{Name: key, Help: plural(len(hosts[key]), "host"), Run: func(string) tea.Cmd { return open(key) }}
 	}
 	return s.post(chooseMsg{prompt: "the logs of which process?", kind: kindProcess, cmds: cmds})
 }

@@ -237,3 +237,28 @@ func TestLogsTrimKeepsCurrentMatch(t *testing.T) {
 		t.Fatalf("current match %d (%q) after its line was dropped", p.cur, p.lines[m.h][m.i])
 	}
 }
+
+// TestOpenLogsBounded: l on more hosts than a page follows (a selection of
+// the whole fleet) opens no stream and says why; up to the bound it opens
+// the page.
+func TestOpenLogsBounded(t *testing.T) {
+	s := benchShared(t, 100, 30)
+	on := make([]procOn, logMaxHosts+1)
+	for i := range on {
+		on[i] = procOn{"web:nginx", model.Host{IP: fmt.Sprintf("10.0.0.%d", i+1)}}
+	}
+	s.pending = nil
+	s.openLogs(on)
+	want := flashMsg{fmt.Sprintf("the logs of web:nginx on %d hosts: at most %d at once, select fewer", logMaxHosts+1, logMaxHosts)}
+	if len(s.pending) != 1 || s.pending[0] != want {
+		t.Fatalf("l on %d hosts posted %v", len(on), s.pending)
+	}
+	s.pending = nil
+	s.openLogs(on[:logMaxHosts])
+	if len(s.pending) != 1 {
+		t.Fatalf("l on %d hosts posted %v", logMaxHosts, s.pending)
+	}
+	if pm, ok := s.pending[0].(pushMsg); !ok || len(pm.p.(*logsPage).hosts) != logMaxHosts {
+		t.Fatalf("l on %d hosts posted %v", logMaxHosts, s.pending)
+	}
+}
