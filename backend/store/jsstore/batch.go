@@ -38,12 +38,15 @@ type pubMsg struct {
 // KV-Operation header, as KeyValue.Delete publishes it.
 func (m pubMsg) msg() *nats.Msg {
 	msg := &nats.Msg{Subject: m.subject, Data: m.data}
+	if m.del || m.msgID != "" {
+		msg.Header = nats.Header{}
+	}
 	if m.del {
 		msg.Data = nil
-		msg.Header = nats.Header{"KV-Operation": []string{"DEL"}}
+		msg.Header.Set("KV-Operation", "DEL")
 	}
 	if m.msgID != "" {
-		msg.Header = nats.Header{jetstream.MsgIDHeader: []string{m.msgID}}
+		msg.Header.Set(jetstream.MsgIDHeader, m.msgID)
 	}
 	return msg
 }
