@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -48,7 +49,8 @@ type leaderMsg struct {
 
 func (s *Store) leaderLast(ctx context.Context, stream, subject string) (*leaderMsg, error) {
 	req, _ := json.Marshal(map[string]string{"last_by_subj": subject})
-	msg, err := s.on().js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	js := s.on().js
+	msg, err := js.Conn().RequestWithContext(ctx, apiPrefix(js)+"STREAM.MSG.GET."+stream, req)
 	if err != nil {
 		return nil, fmt.Errorf("leader get %s %s: %w", stream, subject, err)
 	}
@@ -73,6 +75,20 @@ func (s *Store) leaderLast(ctx context.Context, stream, subject string) (*leader
 		return nil, fmt.Errorf("leader get %s %s: empty answer", stream, subject)
 	}
 	return resp.Message, nil
+}
+
+// apiPrefix is the prefix js sends its own API requests under, with its
+// final dot: "$JS.API." unless js was made for a domain or with a prefix
+// (NewWithDomain, NewWithAPIPrefix), as jetstream derives it.
+func apiPrefix(js jetstream.JetStream) string {
+	o := js.Options()
+	switch {
+	case o.Domain != "":
+		return "$JS." + o.Domain + ".API."
+	case o.APIPrefix != "":
+		return strings.TrimSuffix(o.APIPrefix, ".") + "."
+	}
+	return jetstream.DefaultAPIPrefix
 }
 
 // leaderGet reads the last message of key through the stream's leader

@@ -2,8 +2,13 @@ package jsstore
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -40,6 +45,74 @@ func TestLeaderGet(t *testing.T) {
 		}
 		if _, err := s.get(ctx, s.on().procs, k); !errors.Is(err, jetstream.ErrKeyNotFound) {
 			t.Fatalf("get %s: %v", k, err)
+		}
+	}
+}
+
+// TestLeaderGetAPIPrefix: the leader's read goes where the store's
+// JetStream sends its API requests: here an account whose JetStream API
+// is imported under a prefix, where the default $JS.API answers "not
+// enabled for account" (the read was once sent there whatever the
+// JetStream given).
+func TestLeaderGetAPIPrefix(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(conf, []byte(`
+listen: "127.0.0.1:-1"
+jetstream: {store_dir: "`+filepath.ToSlash(dir)+`"}
+accounts: {
+  JS: {jetstream: enabled, users: [{user: js, password: js}], exports: [{service: "$JS.API.>"}]}
+  APP: {users: [{user: app, password: app}], imports: [{service: {account: JS, subject: "$JS.API.>"}, to: "js.API.>"}]}
+}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := server.NewServer(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(ns.Shutdown)
+	if !ns.ReadyForConnections(20 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	nc, err := nats.Connect(ns.ClientURL(), nats.UserInfo("app", "app"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.NewWithAPIPrefix(nc, "js.API")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := tctx(t)
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "prefixed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Store{}
+	s.cur.Store(&bound{js: js})
+	if _, err := s.leaderGet(ctx, kv, "never"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("key never written, read through the prefixed API: %v", err)
+	}
+	for _, tc := range []struct {
+		js   func() (jetstream.JetStream, error)
+		want string
+	}{
+		{func() (jetstream.JetStream, error) { return jetstream.New(nc) }, "$JS.API."},
+		{func() (jetstream.JetStream, error) { return jetstream.NewWithAPIPrefix(nc, "js.API.") }, "js.API."},
+		{func() (jetstream.JetStream, error) { return jetstream.NewWithDomain(nc, "hub") }, "$JS.hub.API."},
+	} {
+		js, err := tc.js()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := apiPrefix(js); got != tc.want {
+			t.Errorf("apiPrefix %q, want %q", got, tc.want)
 		}
 	}
 }
