@@ -307,8 +307,18 @@ func (p *logsPage) key(msg tea.KeyMsg) tea.Cmd {
 // scroll moves the view d lines back (d < 0: forward); at the end it
 // follows again.
 func (p *logsPage) scroll(d int) {
-	p.off = max(0, min(p.off+d, p.length()-1))
+	p.off = max(0, min(p.off+d, p.maxOff()))
 	p.follow = p.off == 0
+}
+
+// maxOff is the furthest back the view goes: the first lines fill the
+// screen (a column's rows are below the hosts' header side by side).
+func (p *logsPage) maxOff() int {
+	rows := p.bodyHeight()
+	if p.side {
+		rows--
+	}
+	return max(p.length()-rows, 0)
 }
 
 // length is the lines the view scrolls over.
@@ -356,7 +366,7 @@ func (p *logsPage) show(l logLine) {
 			}
 		}
 	}
-	p.off = max(0, fromEnd-p.bodyHeight()/3)
+	p.off = min(max(0, fromEnd-p.bodyHeight()/3), p.maxOff())
 	p.follow = p.off == 0
 }
 

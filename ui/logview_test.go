@@ -262,3 +262,47 @@ func TestOpenLogsBounded(t *testing.T) {
 		t.Fatalf("l on %d hosts posted %v", logMaxHosts, s.pending)
 	}
 }
+
+// TestLogsScrollFillsTheScreen: g (the top), a search's match near the
+// top, and paging up show a screen of lines, the first at the top, not
+// the first line alone over an empty screen; j then moves at once.
+func TestLogsScrollFillsTheScreen(t *testing.T) {
+	s := benchShared(t, 100, 30)
+	for _, hosts := range [][]model.Host{{{IP: "10.0.0.1"}}, {{IP: "10.0.0.1"}, {IP: "10.0.0.2"}}} {
+		p := newLogsPage(s, "web:nginx", hosts)
+		p.SetSize(100, 22) // 20 rows of body
+		p.lines, p.status = make([][]string, len(hosts)), make([]string, len(hosts))
+		for i := range 100 {
+			for h := range hosts {
+				p.push(h, fmt.Sprintf("line %03d of %d", i, h))
+			}
+		}
+		rows := func() (first string, n int) {
+			for _, l := range strings.Split(p.View(), "\n")[1:] {
+				if strings.Contains(l, "line ") {
+					if n == 0 {
+						first = l
+					}
+					n++
+				}
+			}
+			return first, n
+		}
+		full := p.bodyHeight()
+		if p.side {
+			full-- // the hosts' header
+		}
+		p.Update(keyMsg("g"))
+		if first, n := rows(); n != full || !strings.Contains(first, "line 000") {
+			t.Fatalf("%d hosts, g: %d lines from %q, want %d from line 000:\n%s", len(hosts), n, first, full, p.View())
+		}
+		p.Update(keyMsg("j"))
+		if first, _ := rows(); !strings.Contains(first, "line 001") {
+			t.Fatalf("%d hosts, g j: first line %q, want line 001", len(hosts), first)
+		}
+		p.setQuery("line 002 of 0")
+		if first, n := rows(); n != full || !strings.Contains(first, "line 000") {
+			t.Fatalf("%d hosts, a match at the top: %d lines from %q, want %d:\n%s", len(hosts), n, first, full, p.View())
+		}
+	}
+}
