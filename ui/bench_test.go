@@ -69,16 +69,12 @@ func BenchmarkHostsFilter10k(b *testing.B) {
 	}
 }
 
-// BenchmarkTaskWatch10k feeds a task watch 10,000 results in batches of
-// 2,000 (as the drain command delivers them) and renders after each batch;
-// one op is the whole task.
-func BenchmarkTaskWatch10k(b *testing.B) {
-	s := benchShared(b, 120, 40)
-	const n = 10000
-	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-	task := model.Task{ID: "GSETASK:20261121100000:1", Op: model.OpRestart, Targets: n, Status: model.TaskRunning, Created: t0}
-	pending := make([]model.Result, n)
-	final := make([]model.Result, n)
+// watchResults is task's n targets, one host each, pending, and their
+// final results (one in 97 failed), result i at final[at(i)].
+func watchResults(task model.Task, n int, at func(int) int) (pending, final []model.Result) {
+	t0 := task.Created
+	pending = make([]model.Result, n)
+	final = make([]model.Result, n)
 	for i := range n {
 		h := model.Host{IP: fmt.Sprintf("10.%d.%d.%d", i/65536, i/256%256, i%256)}
 		pending[i] = model.Result{TaskID: task.ID, Host: h, ProcKey: "web:nginx", Op: task.Op, State: model.StatePending}
@@ -88,8 +84,20 @@ func BenchmarkTaskWatch10k(b *testing.B) {
 		if i%97 == 0 {
 			f.State, f.Code, f.Message = model.StateFailed, model.CodeCommandFailed, "Script exit code non-zero"
 		}
-		final[i] = f
+		final[at(i)] = f
 	}
+	return pending, final
+}
+
+// BenchmarkTaskWatch10k feeds a task watch 10,000 results in batches of
+// 2,000 (as the drain command delivers them) and renders after each batch;
+// one op is the whole task.
+func BenchmarkTaskWatch10k(b *testing.B) {
+	s := benchShared(b, 120, 40)
+	const n = 10000
+	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	task := model.Task{ID: "GSETASK:20261121100000:1", Op: model.OpRestart, Targets: n, Status: model.TaskRunning, Created: t0}
+	pending, final := watchResults(task, n, func(i int) int { return i })
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -117,19 +125,7 @@ func BenchmarkTaskWatch100kTrickle(b *testing.B) {
 	const n, batch = 100000, 250
 	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	task := model.Task{ID: "GSETASK:20261121100000:3", Op: model.OpRestart, Targets: n, Status: model.TaskRunning, Created: t0}
-	pending := make([]model.Result, n)
-	final := make([]model.Result, n)
-	for i := range n {
-		h := model.Host{IP: fmt.Sprintf("10.%d.%d.%d", i/65536, i/256%256, i%256)}
-		pending[i] = model.Result{TaskID: task.ID, Host: h, ProcKey: "web:nginx", Op: task.Op, State: model.StatePending}
-		f := pending[i]
-		f.Seq, f.Started, f.Finished = int64(i+1), t0, t0.Add(time.Duration(i%900)*time.Millisecond)
-		f.State = model.StateSuccess
-		if i%97 == 0 {
-			f.State, f.Code, f.Message = model.StateFailed, model.CodeCommandFailed, "Script exit code non-zero"
-		}
-		final[(i*7919)%n] = f // out of host order, as a fleet answers
-	}
+	pending, final := watchResults(task, n, func(i int) int { return (i * 7919) % n }) // out of host order, as a fleet answers
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
