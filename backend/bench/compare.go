@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -53,16 +54,27 @@ func (o *CompareOptions) defaults() {
 	}
 }
 
-func (o *CompareOptions) wants(tool string) bool {
-	if len(o.Only) == 0 || tool == "gseproc" {
-		return true
-	}
-	for _, t := range o.Only {
-		if t == tool {
-			return true
+// CompareTools are the tools compared with gseproc, the names --only
+// takes.
+var CompareTools = []string{"s6", "supervisord", "pm2", "ansible"}
+
+// ParseOnly reads --only: tool names of CompareTools, comma-separated.
+// An unknown name is refused by name (a typo would otherwise run
+// gseproc alone and look like a comparison).
+func ParseOnly(s string) ([]string, error) {
+	var only []string
+	for _, t := range strings.Split(s, ",") {
+		t = strings.TrimSpace(t)
+		if !slices.Contains(CompareTools, t) {
+			return nil, fmt.Errorf("--only: %q is not a tool compared (want some of %s)", t, strings.Join(CompareTools, ","))
 		}
+		only = append(only, t)
 	}
-	return false
+	return only, nil
+}
+
+func (o *CompareOptions) wants(tool string) bool {
+	return len(o.Only) == 0 || tool == "gseproc" || slices.Contains(o.Only, tool)
 }
 
 // Row is one tool's figures for one measure.

@@ -98,6 +98,22 @@ func TestRestartsAgainstAgent(t *testing.T) {
 	}
 }
 
+// TestCompareToolsAreTheSupervisors: the names --only takes are the
+// supervisors compared and ansible, so a tool --only accepts is one
+// Compare runs.
+func TestCompareToolsAreTheSupervisors(t *testing.T) {
+	var runs []string
+	for _, s := range supervisors() {
+		if s.tool != "gseproc" {
+			runs = append(runs, s.tool)
+		}
+	}
+	runs = append(runs, "ansible")
+	if strings.Join(runs, ",") != strings.Join(CompareTools, ",") {
+		t.Fatalf("Compare runs %v, --only takes %v", runs, CompareTools)
+	}
+}
+
 // TestCompareNamesMissingTools runs the whole comparison on a PATH
 // without any of the other tools: gseproc is measured (restarts and the
 // fan-out over real agents), each other tool is named with how to

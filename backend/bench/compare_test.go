@@ -94,3 +94,26 @@ func TestRatioAndDurations(t *testing.T) {
 		}
 	}
 }
+
+// TestParseOnly: --only takes the tools compared, spaces around a name
+// dropped; an unknown or empty name is refused by name.
+func TestParseOnly(t *testing.T) {
+	for _, tc := range []struct {
+		in, want, err string
+	}{
+		{in: "s6", want: "s6"},
+		{in: "s6, pm2,ansible", want: "s6 pm2 ansible"},
+		{in: "supervisord,ansible", want: "supervisord ansible"},
+		{in: "s6,supervisor", err: `"supervisor" is not a tool compared`},
+		{in: "gseproc", err: `"gseproc" is not a tool compared`},
+		{in: "s6,", err: `"" is not a tool compared`},
+	} {
+		got, err := ParseOnly(tc.in)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("ParseOnly(%q): %v %v, want the error %q", tc.in, got, err, tc.err)
+		case tc.err == "" && (err != nil || strings.Join(got, " ") != tc.want):
+			t.Errorf("ParseOnly(%q): %v %v, want %s", tc.in, got, err, tc.want)
+		}
+	}
+}

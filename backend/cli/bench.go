@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"gseproc/backend/bench"
@@ -51,7 +50,9 @@ func runBench(ctx context.Context, args []string, io Stdio) error {
 	if what == "compare" {
 		o := bench.CompareOptions{Samples: *samples, Settle: *settle, Hosts: *fanHosts, Runs: *runs, Out: io.Out}
 		if *only != "" {
-			o.Only = strings.Split(*only, ",")
+			if o.Only, err = bench.ParseOnly(*only); err != nil {
+				return usageError("bench", "%v", err)
+			}
 		}
 		_, err := bench.Compare(ctx, o)
 		return err
