@@ -183,30 +183,12 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 // readAgentMemory fills r's memory figures from /proc/pid/status.
 func readAgentMemory(pid int, r *AgentIdle) error {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	st, err := procStatus(pid)
 	if err != nil {
 		return fmt.Errorf("bench agent: %w", err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		f := strings.Fields(v)
-		if !ok || len(f) == 0 {
-			continue
-		}
-		n, _ := strconv.ParseInt(f[0], 10, 64)
-		switch k {
-		case "VmRSS":
-			r.RSS = n << 10
-		case "RssAnon":
-			r.Anon = n << 10
-		case "RssFile":
-			r.File = n << 10
-		case "VmHWM":
-			r.HWM = n << 10
-		case "Threads":
-			r.Threads = int(n)
-		}
-	}
+	r.RSS, r.Anon, r.File, r.HWM = st["VmRSS"]<<10, st["RssAnon"]<<10, st["RssFile"]<<10, st["VmHWM"]<<10
+	r.Threads = int(st["Threads"])
 	if r.RSS == 0 {
 		return errors.New("bench agent: no VmRSS in /proc status")
 	}

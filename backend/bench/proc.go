@@ -135,30 +135,35 @@ type usage struct {
 	CPU          time.Duration // user + system
 }
 
+// procStatus reads /proc/<pid>/status: each field's first number (kB
+// for the memory fields), by name.
+func procStatus(pid int) (map[string]int64, error) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return nil, err
+	}
+	fields := map[string]int64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		f := strings.Fields(v)
+		if !ok || len(f) == 0 {
+			continue
+		}
+		if n, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+			fields[k] = n
+		}
+	}
+	return fields, nil
+}
+
 // readUsage reads pid's resident set (now and peak) and CPU time.
 func readUsage(pid int) (usage, error) {
 	var u usage
-	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	status, err := procStatus(pid)
 	if err != nil {
 		return u, fmt.Errorf("read usage of %d: %w", pid, err)
 	}
-	for _, line := range strings.Split(string(status), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(v)
-		if len(f) < 1 {
-			continue
-		}
-		n, _ := strconv.ParseInt(f[0], 10, 64)
-		switch k {
-		case "VmRSS":
-			u.RSS = n << 10
-		case "VmHWM":
-			u.PeakRSS = n << 10
-		}
-	}
+	u.RSS, u.PeakRSS = status["VmRSS"]<<10, status["VmHWM"]<<10
 	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
 		return u, fmt.Errorf("read usage of %d: %w", pid, err)
