@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"gseproc/backend/client"
-	"gseproc/backend/config"
 	"gseproc/model"
 )
 
@@ -221,26 +220,10 @@ listen = "127.0.0.1:0"
 fleet = "nats"
 native_auth = false
 
-[[server.apps]]
-bk_app_code = %q
-salt = %q
-secret_sha256 = %q
-biz = [1]
-namespaces = ["*"]
-
-[server.client]
-bk_app_code = %q
-bk_app_secret = %q
-bk_username = "bench"
-
-[nats]
-listen = "127.0.0.1:-1"
-store_dir = %q
-
+%s
 [[nats.users]]
 user = %q
 password = %q
 host = "0:127.0.0.1"
-`, appCode, appSalt, config.HashSecret(appSalt, appSecret), appCode, appSecret,
-		filepath.Join(dir, "jetstream"), agentUser, agentPass)
+`, benchAppAndNATS(dir), agentUser, agentPass)
 }

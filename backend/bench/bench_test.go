@@ -3,8 +3,11 @@ package bench
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"gseproc/backend/config"
 )
 
 func TestReadUsage(t *testing.T) {
@@ -86,5 +89,35 @@ func TestReadAgentMemory(t *testing.T) {
 	}
 	if err := readAgentMemory(-1, &r); err == nil {
 		t.Fatal("memory of pid -1: want an error")
+	}
+}
+
+// TestBenchConfigsLoad: the config files bench fleet|operate and bench
+// agent write load and validate, with the bench app, its client
+// credential, the loopback NATS storing in the work dir and each one's
+// NATS user.
+func TestBenchConfigsLoad(t *testing.T) {
+	dir := t.TempDir()
+	s := Setup{Hosts: 10, Bin: "gseproc"}
+	if err := s.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct{ text, user string }{
+		"fleet": {s.configText(dir), natsUser},
+		"agent": {agentIdleConfig(dir), agentUser},
+	} {
+		p := filepath.Join(dir, name+".toml")
+		if err := os.WriteFile(p, []byte(tc.text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := config.Load(p)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, tc.text)
+		}
+		if len(c.Server.Apps) != 1 || c.Server.Apps[0].Code != appCode || c.Server.Client.AppCode != appCode ||
+			c.Server.Client.AppSecret != appSecret || c.NATS.Listen != "127.0.0.1:-1" ||
+			c.NATS.StoreDir != filepath.Join(dir, "jetstream") || len(c.NATS.Users) != 1 || c.NATS.Users[0].User != tc.user {
+			t.Errorf("%s: server %+v nats %+v", name, c.Server, c.NATS)
+		}
 	}
 }

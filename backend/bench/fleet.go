@@ -123,7 +123,20 @@ rate = %g
 burst = %d
 native_auth = false
 
-[[server.apps]]
+%s
+[[nats.users]]
+user = %q
+password = %q
+role = "server"
+`, sc.Hosts, sc.Seed, sc.LatencyMedian.D().String(), sc.LatencyP99.D().String(),
+		s.Rate, s.Burst, benchAppAndNATS(dir), natsUser, natsPass)
+}
+
+// benchAppAndNATS is the part of a bench server's config after [server]'s
+// own keys: the bench app (the API's and the op client's credential) and
+// an embedded NATS on 127.0.0.1 storing under dir; [[nats.users]] follow.
+func benchAppAndNATS(dir string) string {
+	return fmt.Sprintf(`[[server.apps]]
 bk_app_code = %q
 salt = %q
 secret_sha256 = %q
@@ -138,14 +151,8 @@ bk_username = "bench"
 [nats]
 listen = "127.0.0.1:-1"
 store_dir = %q
-
-[[nats.users]]
-user = %q
-password = %q
-role = "server"
-`, sc.Hosts, sc.Seed, sc.LatencyMedian.D().String(), sc.LatencyP99.D().String(),
-		s.Rate, s.Burst, appCode, appSalt, config.HashSecret(appSalt, appSecret),
-		appCode, appSecret, filepath.Join(dir, "jetstream"), natsUser, natsPass)
+`, appCode, appSalt, config.HashSecret(appSalt, appSecret), appCode, appSecret,
+		filepath.Join(dir, "jetstream"))
 }
 
 // env is a running server and fleet.
