@@ -82,6 +82,40 @@ func getHealthz(t *testing.T, base string) healthz {
 	return h
 }
 
+// serverOnNATS starts an external NATS (embedded here, with JetStream and
+// the server's user srv) and `gseproc server --demo` on it, and waits for
+// the server to be ready. restart starts NATS again, after a Shutdown, on
+// the same address and store. Cleanups run last first: the server stops
+// before NATS does.
+func serverOnNATS(t *testing.T) (ns *transport.Embedded, url, base string, stop func() int, restart func()) {
+	t.Helper()
+	nc := config.Default().NATS
+	nc.Listen, nc.StoreDir = "127.0.0.1:-1", t.TempDir()
+	nc.Users = []config.NATSUser{{User: "srv", Password: "srvpw", Role: config.NATSRoleServer}}
+	ns, err := transport.StartEmbedded(nc, transport.EmbeddedOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url = ns.ClientURL()
+	p := filepath.Join(t.TempDir(), "gseproc.toml")
+	if err := os.WriteFile(p, []byte(fmt.Sprintf("[nats]\nurls = [%q]\nuser = \"srv\"\npassword = \"srvpw\"\n", url)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Shutdown() })
+	base, _, stop = startServer(t, "--demo", "--config", p, "--listen", "127.0.0.1:0")
+	waitFor(t, "ready", 60*time.Second, func() bool { return getHealthz(t, base).Ready })
+	restart = func() {
+		t.Helper()
+		nc.Listen = strings.TrimPrefix(url, "nats://")
+		ns2, err := transport.StartEmbedded(nc, transport.EmbeddedOptions{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ns2.Shutdown() })
+	}
+	return ns, url, base, stop, restart
+}
+
 // TestAPIDuringNATSOutage: `gseproc server` on an external NATS (embedded
 // here, with JetStream) that is stopped, then started again on the same
 // address and store. While it is down every API call (native, GSE and JOB
@@ -93,23 +127,7 @@ func TestAPIDuringNATSOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a server and NATS")
 	}
-	nc := config.Default().NATS
-	nc.Listen, nc.StoreDir = "127.0.0.1:-1", t.TempDir()
-	nc.Users = []config.NATSUser{{User: "srv", Password: "srvpw", Role: config.NATSRoleServer}}
-	ns, err := transport.StartEmbedded(nc, transport.EmbeddedOptions{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := ns.ClientURL()
-	p := filepath.Join(t.TempDir(), "gseproc.toml")
-	if err := os.WriteFile(p, []byte(fmt.Sprintf("[nats]\nurls = [%q]\nuser = \"srv\"\npassword = \"srvpw\"\n", url)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// Cleanups run last first: the server stops before NATS does.
-	t.Cleanup(func() { ns.Shutdown() })
-	base, _, stop := startServer(t, "--demo", "--config", p, "--listen", "127.0.0.1:0")
-	waitFor(t, "ready", 60*time.Second, func() bool { return getHealthz(t, base).Ready })
-
+	ns, _, base, stop, restartNATS := serverOnNATS(t)
 	calls, taskID := outageCalls(t, base)
 	op := struct{ TaskID string }{taskID}
 
@@ -161,12 +179,7 @@ func TestAPIDuringNATSOutage(t *testing.T) {
 
 	// NATS back on the same address and store: the server serves again by
 	// itself, with what it stored before.
-	nc.Listen = strings.TrimPrefix(url, "nats://")
-	ns2, err := transport.StartEmbedded(nc, transport.EmbeddedOptions{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns2.Shutdown() })
+	restartNATS()
 	back := time.Now()
 	waitFor(t, "ready again", 60*time.Second, func() bool { return getHealthz(t, base).Ready })
 	t.Logf("ready %s after NATS came back", time.Since(back))
@@ -245,21 +258,7 @@ func TestAPIWhileJetStreamUnanswered(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a server and NATS")
 	}
-	nc := config.Default().NATS
-	nc.Listen, nc.StoreDir = "127.0.0.1:-1", t.TempDir()
-	nc.Users = []config.NATSUser{{User: "srv", Password: "srvpw", Role: config.NATSRoleServer}}
-	ns, err := transport.StartEmbedded(nc, transport.EmbeddedOptions{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := ns.ClientURL()
-	p := filepath.Join(t.TempDir(), "gseproc.toml")
-	if err := os.WriteFile(p, []byte(fmt.Sprintf("[nats]\nurls = [%q]\nuser = \"srv\"\npassword = \"srvpw\"\n", url)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown() })
-	base, _, stop := startServer(t, "--demo", "--config", p, "--listen", "127.0.0.1:0")
-	waitFor(t, "ready", 60*time.Second, func() bool { return getHealthz(t, base).Ready })
+	ns, url, base, stop, restartNATS := serverOnNATS(t)
 	calls, _ := outageCalls(t, base)
 
 	if err := ns.Server().DisableJetStream(); err != nil {
@@ -318,12 +317,7 @@ func TestAPIWhileJetStreamUnanswered(t *testing.T) {
 	// server serves again by itself.
 	hole.Close()
 	ns.Shutdown()
-	nc.Listen = strings.TrimPrefix(url, "nats://")
-	ns2, err := transport.StartEmbedded(nc, transport.EmbeddedOptions{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns2.Shutdown() })
+	restartNATS()
 	waitFor(t, "ready again", 60*time.Second, func() bool { return getHealthz(t, base).Ready })
 	for _, c := range calls {
 		waitFor(t, c.name+" after JetStream came back", 30*time.Second, func() bool { return c.do(t, base).Env.Result })
