@@ -36,16 +36,25 @@ type rollRun struct {
 	hold    atomic.Bool   // workers send no more targets
 }
 
-// newRollRun builds the roll of r (whose results are set) with control c.
-func newRollRun(r *run, c model.RollControl) *rollRun {
-	hosts := make([]model.Host, len(r.targets))
-	for i, tg := range r.targets {
-		hosts[i] = tg.Host
+// newRollRun builds the roll of r (whose results are set) with control c
+// along plan, r's rollout planned over its targets (nil: planned here).
+func newRollRun(r *run, c model.RollControl, plan []model.Batch) *rollRun {
+	rr := &rollRun{spec: *r.task.Rollout, control: c, ctl: make(chan struct{}, 1), plan: plan}
+	if rr.plan == nil {
+		rr.plan = rr.spec.Plan(hostRuns(r.targets, func(t model.Target) model.Host { return t.Host }))
 	}
-	rr := &rollRun{spec: *r.task.Rollout, control: c, ctl: make(chan struct{}, 1)}
-	rr.plan = rr.spec.Plan(model.HostRuns(hosts))
 	rr.prog, rr.total = model.PlanProgress(rr.plan, r.results)
 	return rr
+}
+
+// hostRuns is model.HostRuns of the hosts of xs (targets or results, in
+// target order).
+func hostRuns[T any](xs []T, host func(T) model.Host) []int {
+	hosts := make([]model.Host, len(xs))
+	for i, x := range xs {
+		hosts[i] = host(x)
+	}
+	return model.HostRuns(hosts)
 }
 
 // batchOf is the batch of target index i.
@@ -83,11 +92,7 @@ func planRoll(v *model.Validator, spec model.RolloutSpec, targets []model.Target
 	if v.Err() != nil {
 		return ro, nil
 	}
-	hosts := make([]model.Host, len(targets))
-	for i, t := range targets {
-		hosts[i] = t.Host
-	}
-	runs := model.HostRuns(hosts)
+	runs := hostRuns(targets, func(t model.Target) model.Host { return t.Host })
 	if c, b := ro.Canary.Of(len(runs)), ro.Batch.Of(len(runs)); c > max(b, 1) {
 		v.Addf("rollout.canary", "the canary batch (%s: %d hosts) must not be larger than a batch (%s: %d hosts of %d)",
 			ro.Canary, c, ro.Batch, b, len(runs))
@@ -439,11 +444,7 @@ func (e *Engine) storedRollView(ctx context.Context, t model.Task, results []mod
 	if t.Rollout == nil {
 		return nil
 	}
-	hosts := make([]model.Host, len(results))
-	for i, res := range results {
-		hosts[i] = res.Host
-	}
-	plan := t.Rollout.Plan(model.HostRuns(hosts))
+	plan := t.Rollout.Plan(hostRuns(results, func(r model.Result) model.Host { return r.Host }))
 	prog, total := model.PlanProgress(plan, results)
 	var c model.RollControl
 	if e.rolls != nil {

@@ -199,7 +199,7 @@ func (e *Engine) operate(ctx context.Context, req backend.OperateRequest) (model
 	}
 	r := newRun(t, targets, procs, nil)
 	if rollout != nil {
-		r.roll = newRollRun(r, model.RollControl{})
+		r.roll = newRollRun(r, model.RollControl{}, plan)
 	}
 	e.log.Info("task created", "task", t.ID, "op", t.Op.String(), "targets", t.Targets,
 		"namespaces", namespaces, "source", t.Source, "operator", t.Operator)
@@ -1042,7 +1042,7 @@ func (e *Engine) resumeTask(ctx context.Context, id, why string, defs map[string
 		if err != nil {
 			return fmt.Errorf("resume %s: %w", id, err)
 		}
-		r.roll = newRollRun(r, c)
+		r.roll = newRollRun(r, c, nil)
 	}
 	if r.task.Counts.Final() < len(targets) {
 		r.task.Status = model.TaskRunning
