@@ -47,9 +47,9 @@ type Engine struct {
 	once   sync.Once
 
 	mu     sync.RWMutex
-	runs   map[string]*run // unfinished tasks
-	recent recentRuns      // tasks just stored complete, still in memory
-	claims map[string]bool // leases acquired for tasks being created
+	runs   map[string]*run       // unfinished tasks
+	recent recentRuns            // tasks just stored complete, still in memory
+	claims map[string]*leaseHold // leases acquired for tasks being created or taken over
 	// smu guards statuses (not mu: every result of a fan-out records a
 	// status, and mu is the engine's, taken by every listing and watch).
 	smu      sync.RWMutex
@@ -132,7 +132,7 @@ func New(cfg config.EngineConfig, d Dispatcher, inv Inventory, st Store, opts ..
 		log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 		now:      time.Now,
 		runs:     make(map[string]*run),
-		claims:   make(map[string]bool),
+		claims:   make(map[string]*leaseHold),
 		statuses: make(map[model.Host]map[string]knownStatus),
 		subs:     make(map[int]chan model.Event),
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"gseproc/model"
@@ -74,61 +75,55 @@ func (e *Engine) renewLeases(limit time.Duration) {
 	}
 }
 
-// renewLease renews the lease of task id within limit, unless its run let
-// it go since the renewals began (renewed false); r is its run, nil while
-// the task is being created. A renewal that finds the lease deleted
-// creates it again (RenewLease), so it must not run once the task let
-// its lease go: nobody would run the task or release that lease, and the
-// lease scan would take the task over only to find it complete (under an
-// operate_proc load, hundreds of such takeovers, each listing the task's
-// targets with a JetStream consumer). A run's leaseMu, which finishTask
-// holds while it lets the lease go, keeps them apart; a task renewed
-// while being created is looked at again after the renewal.
+// leaseHold is held while a task's lease is renewed and while it is let go
+// (released set then, for good): no renewal runs after the release. A
+// renewal that finds the lease deleted creates it again (RenewLease), so
+// one made after the task let its lease go would leave a lease nobody runs
+// or releases, and the lease scan would take the task over only to find
+// it complete or gone (under an operate_proc load, hundreds of such
+// takeovers, each listing the task's targets with a JetStream consumer).
+// One hold is made with the claim (Operate, a takeover) and handed to the
+// run, so renewals made while the task is being created or taken over and
+// every way its lease is let go (a failed creation or takeover, the run's
+// end) take the same lock.
+type leaseHold struct {
+	mu       sync.Mutex
+	released bool
+}
+
+// letLeaseGo lets the lease of task id go for good (ReleaseLease; done:
+// deleted) under h, so that no renewal creates it again afterwards.
+func (e *Engine) letLeaseGo(ctx context.Context, h *leaseHold, id string, done bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.released = true
+	if err := e.leaser.ReleaseLease(ctx, id, e.owner, done); err != nil {
+		e.log.Warn("release lease", "task", id, "err", err)
+	}
+}
+
+// renewLease renews the lease of task id within limit, unless it was let
+// go since the renewals began (renewed false); r is its run, nil while
+// the task is being created or taken over.
 func (e *Engine) renewLease(id string, limit time.Duration) (r *run, renewed bool, err error) {
 	e.mu.RLock()
-	r, claimed := e.runs[id], e.claims[id]
+	r, h := e.runs[id], e.claims[id]
+	if r != nil {
+		h = r.lease
+	}
 	e.mu.RUnlock()
-	if r == nil && !claimed {
+	if h == nil {
 		return nil, false, nil // ended, or its creation failed, meanwhile
 	}
-	if r != nil {
-		r.leaseMu.Lock()
-		defer r.leaseMu.Unlock()
-		if r.released {
-			return r, false, nil
-		}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.released {
+		return r, false, nil
 	}
 	ctx, cancel := context.WithTimeout(e.ctx, limit)
 	err = e.leaser.RenewLease(ctx, id, e.owner, e.leaseTTL)
 	cancel()
-	if r == nil {
-		e.releaseAgain(id, limit)
-	}
 	return r, true, err
-}
-
-// releaseAgain lets the lease of task id go again if its run did so while
-// the lease was being renewed (the renewal may have created it again).
-func (e *Engine) releaseAgain(id string, limit time.Duration) {
-	e.mu.RLock()
-	r := e.runs[id]
-	if r == nil {
-		r = e.recent.get(id)
-	}
-	e.mu.RUnlock()
-	if r == nil {
-		return
-	}
-	r.leaseMu.Lock()
-	defer r.leaseMu.Unlock()
-	if !r.released {
-		return // it lets the lease go itself, after the renewal
-	}
-	ctx, cancel := context.WithTimeout(e.ctx, limit)
-	defer cancel()
-	if err := e.leaser.ReleaseLease(ctx, id, e.owner, r.releasedDone); err != nil {
-		e.log.Warn("release lease", "task", id, "err", err)
-	}
 }
 
 // scanLeases takes over the tasks whose lease expired.
@@ -148,7 +143,7 @@ func (e *Engine) scanLeases(seen map[string]leaseSeen, limit time.Duration) {
 		present[l.TaskID] = true
 		e.mu.RLock()
 		_, mine := e.runs[l.TaskID]
-		mine = mine || e.claims[l.TaskID]
+		mine = mine || e.claims[l.TaskID] != nil
 		e.mu.RUnlock()
 		if mine {
 			delete(seen, l.TaskID)
@@ -172,8 +167,9 @@ func (e *Engine) scanLeases(seen map[string]leaseSeen, limit time.Duration) {
 		delete(seen, l.TaskID)
 		// On its own goroutine, so that the renewals go on meanwhile (the
 		// claim makes them renew this lease too once it is ours).
+		hold := &leaseHold{}
 		e.mu.Lock()
-		e.claims[l.TaskID] = true
+		e.claims[l.TaskID] = hold
 		e.mu.Unlock()
 		var unrenewed time.Duration
 		if !free {
@@ -185,7 +181,7 @@ func (e *Engine) scanLeases(seen map[string]leaseSeen, limit time.Duration) {
 				delete(e.claims, l.TaskID)
 				e.mu.Unlock()
 			}()
-			e.takeOver(l, unrenewed)
+			e.takeOver(l, unrenewed, hold)
 		}) {
 			e.mu.Lock()
 			delete(e.claims, l.TaskID)
@@ -200,8 +196,9 @@ func (e *Engine) scanLeases(seen map[string]leaseSeen, limit time.Duration) {
 	}
 }
 
-// takeOver takes l at its revision and resumes its task.
-func (e *Engine) takeOver(l Lease, unrenewed time.Duration) {
+// takeOver takes l at its revision and resumes its task; hold is its
+// claim's, handed to the run it resumes.
+func (e *Engine) takeOver(l Lease, unrenewed time.Duration, hold *leaseHold) {
 	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
 	defer cancel()
 	ok, err := e.leaser.TakeLease(ctx, l.TaskID, e.owner, e.leaseTTL, l.Rev)
@@ -214,9 +211,7 @@ func (e *Engine) takeOver(l Lease, unrenewed time.Duration) {
 	t, _, err := e.st.Task(ctx, l.TaskID)
 	if errors.Is(err, model.ErrNotFound) || (err == nil && t.Status.Final()) {
 		// Complete (its owner died before letting the lease go) or gone.
-		if err := e.leaser.ReleaseLease(ctx, l.TaskID, e.owner, true); err != nil {
-			e.log.Warn("release lease", "task", l.TaskID, "err", err)
-		}
+		e.letLeaseGo(ctx, hold, l.TaskID, true)
 		return
 	}
 	var defs map[string]model.Process
@@ -231,9 +226,7 @@ func (e *Engine) takeOver(l Lease, unrenewed time.Duration) {
 			e.log.Warn("take over", "task", l.TaskID, "err", err)
 		}
 		// Let it go for another engine (or this one, next scan).
-		if rerr := e.leaser.ReleaseLease(context.WithoutCancel(ctx), l.TaskID, e.owner, false); rerr != nil {
-			e.log.Warn("release lease", "task", l.TaskID, "err", rerr)
-		}
+		e.letLeaseGo(context.WithoutCancel(ctx), hold, l.TaskID, false)
 		return
 	}
 	e.log.Info("lease taken over", "task", l.TaskID, "from", l.Owner, "unrenewed", unrenewed.Round(time.Millisecond))

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -515,5 +516,67 @@ func TestRenewalKeepsNoLeaseOfAFinishedTask(t *testing.T) {
 	})
 	if n := g.reads.Load(); n != 0 {
 		t.Fatalf("the finished task was read %d times (taken over: its lease was created again)", n)
+	}
+}
+
+// failedCreation is a gatedRenewal whose task writes fail once the first
+// renewal is under way: a task whose creation fails while its claimed
+// lease is being renewed.
+type failedCreation struct{ *gatedRenewal }
+
+func (f failedCreation) PutTask(ctx context.Context, t model.Task, targets []model.Target) error {
+	select {
+	case <-f.entered:
+	case <-time.After(20 * time.Second):
+		return errors.New("test: no renewal entered in 20 s")
+	}
+	return errors.New("test: the task is not stored")
+}
+
+// TestRenewalKeepsNoLeaseOfAFailedCreation: a task's creation fails (its
+// store write) while the lease it claimed is being renewed. The renewal
+// does not leave the lease created again after the creation let it go:
+// the lease goes, and no lease scan takes the task that never was over.
+// (Before, the run-less renewal found no run to look at again, the lease
+// came back in the engine's name and its next scan took it over, reading
+// the task to find it gone; with the engine gone, another waited the
+// lease's TTL to do so.)
+func TestRenewalKeepsNoLeaseOfAFailedCreation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a NATS server")
+	}
+	emb := sharedNATS(t)
+	cfg := testCfg()
+	cfg.LeaseTTL = config.Duration(300 * time.Millisecond) // a renewal and a scan every 100 ms
+	st := sharedStore(t, emb)
+	g := &gatedRenewal{Store: st, entered: make(chan struct{}), proceed: make(chan struct{}), returned: make(chan struct{})}
+	f := newFake(1)
+	e := engine.New(cfg, f, f, failedCreation{g}, engine.WithOwner("A"))
+	startAll(t, e)
+	ctx := context.Background()
+	if err := e.Seed(ctx, []model.ProcessDef{{Process: proc("ns", "app", nil), Hosts: []model.Host{f.hosts[0].Host}}}); err != nil {
+		t.Fatal(err)
+	}
+	// The creation's release waits for the renewal, or goes past it.
+	time.AfterFunc(200*time.Millisecond, func() { close(g.proceed) })
+	if _, err := e.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns"}}); err == nil {
+		t.Fatal("the task was created, though its write failed")
+	}
+	select {
+	case <-g.returned:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the renewal did not return in 20 s")
+	}
+	waitUntil(t, "no lease left", 20*time.Second, func() bool {
+		ls, err := st.Leases(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ls) == 0
+	})
+	// A lease created again by the renewal (returned before the wait) goes
+	// only when a scan took it over, reading the task first.
+	if n := g.reads.Load(); n != 0 {
+		t.Fatalf("the task that never was was read %d times (taken over: its lease was created again)", n)
 	}
 }

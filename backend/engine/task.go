@@ -63,13 +63,9 @@ type run struct {
 	roll *rollRun
 	// store makes the writes of the task record one at a time (storeRun).
 	store sync.Mutex
-	// leaseMu is held while the lease is renewed and while finishTask lets
-	// it go (released set then, and releasedDone as it did: deleted when
-	// the task was stored complete): no renewal runs after that (see
-	// renewLease).
-	leaseMu      sync.Mutex
-	released     bool
-	releasedDone bool
+	// lease keeps its lease's renewals and its release apart (lease.go):
+	// the claim's of the Operate or takeover that made the run.
+	lease *leaseHold
 }
 
 // Operate validates the request, saves inline definitions, resolves the
@@ -142,11 +138,12 @@ func (e *Engine) operate(ctx context.Context, req backend.OperateRequest) (model
 	}
 	now := e.now()
 	id := model.FormatTaskID(now, seq)
+	hold := &leaseHold{}
 	if e.leaser != nil {
 		// The lease comes first: a task in the store always has one. It is
 		// renewed from now on, even while the task is being stored.
 		e.mu.Lock()
-		e.claims[id] = true
+		e.claims[id] = hold
 		e.mu.Unlock()
 		defer func() {
 			e.mu.Lock()
@@ -191,13 +188,12 @@ func (e *Engine) operate(ctx context.Context, req backend.OperateRequest) (model
 	}
 	if err != nil {
 		if e.leaser != nil {
-			if rerr := e.leaser.ReleaseLease(context.WithoutCancel(ctx), id, e.owner, true); rerr != nil {
-				e.log.Warn("release lease", "task", id, "err", rerr)
-			}
+			e.letLeaseGo(context.WithoutCancel(ctx), hold, id, true)
 		}
 		return model.Task{}, fmt.Errorf("operate: store task: %w", err)
 	}
 	r := newRun(t, targets, procs, nil)
+	r.lease = hold
 	if rollout != nil {
 		r.roll = newRollRun(r, model.RollControl{}, plan)
 	}
@@ -402,7 +398,8 @@ func (e *Engine) saveItems(ctx context.Context, items []model.ProcessDef) error 
 
 // newRun builds a run; prior holds results already stored (resume).
 func newRun(t model.Task, targets []model.Target, procs map[string]model.Process, prior []model.Result) *run {
-	r := &run{task: t, targets: targets, procs: procs, notify: make(chan struct{}), log: make([]model.Result, 0, len(targets))}
+	r := &run{task: t, targets: targets, procs: procs, notify: make(chan struct{}), log: make([]model.Result, 0, len(targets)),
+		lease: &leaseHold{}}
 	r.results = make([]model.Result, len(targets))
 	index := make(map[model.Target]int, len(prior))
 	if len(prior) > 0 {
@@ -689,12 +686,7 @@ func (e *Engine) finishTask(r *run) {
 	if e.leaser != nil {
 		// Stored complete: the lease goes. Not stored: it is let go, so
 		// that an engine (this one too) takes the task over and stores it.
-		r.leaseMu.Lock()
-		r.released, r.releasedDone = true, err == nil
-		if err := e.leaser.ReleaseLease(context.WithoutCancel(e.ctx), t.ID, e.owner, err == nil); err != nil {
-			e.log.Warn("release lease", "task", t.ID, "err", err)
-		}
-		r.leaseMu.Unlock()
+		e.letLeaseGo(context.WithoutCancel(e.ctx), r.lease, t.ID, err == nil)
 	}
 	// Watchers end now: the task and every result are stored.
 	r.mu.Lock()
@@ -1034,6 +1026,11 @@ func (e *Engine) resumeTask(ctx context.Context, id, why string, defs map[string
 	}
 	r := newRun(t, targets, procs, prior)
 	r.resumed = true
+	e.mu.RLock()
+	if h := e.claims[id]; h != nil {
+		r.lease = h // taken over: the claim's renewals and the run's release are kept apart by one lock
+	}
+	e.mu.RUnlock()
 	if t.Rollout != nil {
 		if e.rolls == nil {
 			return fmt.Errorf("resume %s: a rolling task, and this engine's store keeps no roll controls", id)
