@@ -44,12 +44,17 @@ func (b *lateCancelBoard) CancelRequested(ctx context.Context, id string) (bool,
 }
 
 func (b *lateCancelBoard) WatchCancels(ctx context.Context) (<-chan string, error) {
+	return relayIDs(ctx, b.in), nil
+}
+
+// relayIDs is a watch's channel: the ids sent on in, until ctx ends.
+func relayIDs(ctx context.Context, in <-chan string) <-chan string {
 	out := make(chan string)
 	go func() {
 		defer close(out)
 		for {
 			select {
-			case id := <-b.in:
+			case id := <-in:
 				select {
 				case out <- id:
 				case <-ctx.Done():
@@ -60,7 +65,7 @@ func (b *lateCancelBoard) WatchCancels(ctx context.Context) (<-chan string, erro
 			}
 		}
 	}()
-	return out, nil
+	return out
 }
 
 // TestResumeCancelledMeanwhile: a cancel recorded while an engine resumes
@@ -134,23 +139,7 @@ func (b *lateRollBoard) UpdateRollControl(_ context.Context, id string, fn func(
 }
 
 func (b *lateRollBoard) WatchRollControls(ctx context.Context) (<-chan string, error) {
-	out := make(chan string)
-	go func() {
-		defer close(out)
-		for {
-			select {
-			case id := <-b.in:
-				select {
-				case out <- id:
-				case <-ctx.Done():
-					return
-				}
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return out, nil
+	return relayIDs(ctx, b.in), nil
 }
 
 // TestResumeRollAbortedMeanwhile: an abort written while an engine resumes
