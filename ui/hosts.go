@@ -408,8 +408,16 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 				return nil
 			}
 			p.first = true
-			p.setRows(msg.hosts)
+			p.setRows(msg.hosts, "")
 			return nil
+		}
+		// The cursor keeps its host, but one the operator has not moved
+		// from the first page's top stays at the top: the backend's first
+		// hosts need not be the first in the page's order (a merged
+		// fleet lists one side's hosts, then the other's).
+		cur := p.cursorID()
+		if p.first && p.list.cursor == 0 {
+			cur = ""
 		}
 		if msg.err != nil && p.first {
 			// The first page is not the list: a failure shows no rows.
@@ -427,7 +435,7 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 			p.s.resolved("list hosts")
 		}
 		p.fresh.at = p.s.now()
-		p.setRows(msg.hosts)
+		p.setRows(msg.hosts, cur)
 		return next
 	case tea.KeyMsg:
 		if p.filter.typing {
@@ -529,9 +537,9 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 	return nil
 }
 
-// setRows takes a listing: its rows sorted and filtered as the page is.
-func (p *hostsPage) setRows(hosts []backend.HostView) {
-	cur := p.cursorID()
+// setRows takes a listing: its rows sorted and filtered as the page is,
+// the cursor back on host cur (see applyFilterOn).
+func (p *hostsPage) setRows(hosts []backend.HostView, cur string) {
 	p.names, p.keys = nil, nil
 	p.rows = make([]hostRow, len(hosts))
 	for i, h := range hosts {

@@ -118,3 +118,33 @@ func TestHostsReloadKeepsCursor(t *testing.T) {
 		}
 	}
 }
+
+// TestHostsFirstPageUntouchedStaysAtTop: the backend's first hosts need
+// not be the first of the page's order (a merged fleet lists the primary's
+// hosts, then the secondary's); when the whole list comes and the
+// operator has not moved the cursor, the page shows the list from its top
+// instead of jumping to where the first page's top host now sits. A
+// cursor the operator moved stays on its host (TestHostsFirstPage).
+func TestHostsFirstPageUntouchedStaysAtTop(t *testing.T) {
+	s := benchShared(t, 120, 40)
+	all := fleet10k(500)
+	p := newHostsPage(s, backend.HostQuery{Namespace: "web"})
+	p.SetSize(120, 36)
+	p.Update(hostsLoadedMsg{id: p.id, hosts: all[400:], first: true})
+	p.Update(hostsLoadedMsg{id: p.id, hosts: all})
+	top := p.rows[p.shown[0]].id
+	if r, ok := p.cursorRow(); !ok || p.list.cursor != 0 || r.id != top {
+		t.Fatalf("untouched cursor at row %d (%v), want row 0 (%s)", p.list.cursor, r, top)
+	}
+	// Moved on the first page: it stays on its host.
+	p = newHostsPage(s, backend.HostQuery{Namespace: "web"})
+	p.SetSize(120, 36)
+	p.Update(hostsLoadedMsg{id: p.id, hosts: all[400:], first: true})
+	p.Update(keyMsg("j"))
+	on, _ := p.cursorRow()
+	want := on.id
+	p.Update(hostsLoadedMsg{id: p.id, hosts: all})
+	if r, ok := p.cursorRow(); !ok || r.id != want {
+		t.Fatalf("moved cursor on %v, was on %s", r, want)
+	}
+}
