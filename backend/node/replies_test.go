@@ -4,13 +4,10 @@ package node_test
 
 import (
 	"context"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +17,7 @@ import (
 	"gseproc/backend/engine"
 	"gseproc/backend/node"
 	"gseproc/backend/node/nodetest"
+	"gseproc/backend/transport/transporttest"
 	"gseproc/model"
 )
 
@@ -117,102 +115,6 @@ func TestReplySurvivesNodeLoss(t *testing.T) {
 	}
 }
 
-// relay is a TCP relay on 127.0.0.1 to the NATS server it points at; with
-// none, connections are closed at once. It lets a test cut an agent off
-// NATS and decide when it can come back.
-type relay struct {
-	ln net.Listener
-	wg sync.WaitGroup
-
-	mu     sync.Mutex
-	to     string
-	conns  map[net.Conn]bool
-	closed bool
-}
-
-func newRelay(t *testing.T, to string) *relay {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &relay{ln: ln, conns: map[net.Conn]bool{}, to: strings.TrimPrefix(to, "nats://")}
-	r.wg.Add(1)
-	go r.accept()
-	t.Cleanup(r.close)
-	return r
-}
-
-func (r *relay) url() string { return "nats://" + r.ln.Addr().String() }
-
-// point sends new connections to url ("" for none).
-func (r *relay) point(url string) {
-	r.mu.Lock()
-	r.to = strings.TrimPrefix(url, "nats://")
-	r.mu.Unlock()
-}
-
-// cut closes the connections it carries now.
-func (r *relay) cut() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for c := range r.conns {
-		c.Close()
-		delete(r.conns, c)
-	}
-}
-
-func (r *relay) accept() {
-	defer r.wg.Done()
-	for {
-		c, err := r.ln.Accept()
-		if err != nil {
-			return
-		}
-		r.mu.Lock()
-		to := r.to
-		r.mu.Unlock()
-		if to == "" {
-			c.Close()
-			continue
-		}
-		s, err := net.DialTimeout("tcp", to, 5*time.Second)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		r.mu.Lock()
-		if r.closed {
-			r.mu.Unlock()
-			c.Close()
-			s.Close()
-			return
-		}
-		r.conns[c], r.conns[s] = true, true
-		r.mu.Unlock()
-		pipe := func(dst, src net.Conn) {
-			defer r.wg.Done()
-			_, _ = io.Copy(dst, src)
-			c.Close()
-			s.Close()
-		}
-		r.wg.Add(2)
-		go pipe(s, c)
-		go pipe(c, s)
-	}
-}
-
-func (r *relay) close() {
-	r.ln.Close()
-	r.mu.Lock()
-	r.closed = true
-	for c := range r.conns {
-		c.Close()
-	}
-	r.mu.Unlock()
-	r.wg.Wait()
-}
-
 // TestLateAnswerCorrectsTimeout: a real agent reaches NATS through a
 // relay; while it runs a start (1 s, within its 4 s deadline) the relay
 // cuts it off and keeps it off past the deadline: the server records 116.
@@ -242,9 +144,9 @@ func TestLateAnswerCorrectsTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodetest.KillAtEnd(t, filepath.Join(work, "d.pid"))
-	rl := newRelay(t, nb.ClientURL)
+	rl := transporttest.NewRelay(t, nb.ClientURL)
 	me := model.Host{IP: "127.0.0.1", CloudID: 22}
-	ac := nodetest.AgentConfig(rl.url(), me.CloudID, me.IP, filepath.Join(work, "agent"))
+	ac := nodetest.AgentConfig(rl.URL(), me.CloudID, me.IP, filepath.Join(work, "agent"))
 	ac.NATS.HeartbeatInterval = config.Duration(100 * time.Millisecond)
 	nodetest.StartAgent(t, ac)
 	nodetest.WaitFor(t, "the agent online", 30*time.Second, func() bool { return nodetest.HostOnline(e, me) })
@@ -269,8 +171,8 @@ func TestLateAnswerCorrectsTimeout(t *testing.T) {
 		_, err := os.Stat(filepath.Join(work, "begun"))
 		return err == nil
 	})
-	rl.point("")
-	rl.cut()
+	rl.Point("")
+	rl.Cut()
 
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
@@ -286,7 +188,7 @@ func TestLateAnswerCorrectsTimeout(t *testing.T) {
 		t.Fatalf("while the agent is cut off: %+v, want one 116", first)
 	}
 
-	rl.point(nb.ClientURL)
+	rl.Point(nb.ClientURL)
 	var corrected []model.Event
 	for len(corrected) == 0 {
 		select {

@@ -9,18 +9,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"gseproc/backend/config"
+	"gseproc/backend/transport/transporttest"
 	"gseproc/model"
 )
-
-// cut closes the connections the relay carries now.
-func (r *relay) cut() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for c := range r.conns {
-		c.Close()
-		delete(r.conns, c)
-	}
-}
 
 // onceAgent answers each op id as an agent's ledger does: the first
 // request runs (and waits for release), a repeat waits for it and gets
@@ -75,9 +66,8 @@ func TestReplyLostWhileServerAway(t *testing.T) {
 	a := newOnceAgent(h1)
 	runAgent(t, e.ClientURL(), ClientOptions{}, a, ServeOptions{HeartbeatInterval: 50 * time.Millisecond})
 
-	rl := newRelay(t)
-	rl.point(e.ClientURL())
-	nc, err := Connect(ClientOptions{URLs: rl.url(), User: "srv", Password: "srvpw", MaxReconnectDelay: 100 * time.Millisecond}, nil)
+	rl := transporttest.NewRelay(t, e.ClientURL())
+	nc, err := Connect(ClientOptions{URLs: rl.URL(), User: "srv", Password: "srvpw", MaxReconnectDelay: 100 * time.Millisecond}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,8 +102,8 @@ func TestReplyLostWhileServerAway(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the op never reached the agent")
 	}
-	rl.point("")
-	rl.cut()
+	rl.Point("")
+	rl.Cut()
 	eventually(t, "the server's connection down", 15*time.Second, func() bool { return !nc.IsConnected() })
 	close(a.release)
 	select {
@@ -121,7 +111,7 @@ func TestReplyLostWhileServerAway(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the agent did not answer")
 	}
-	rl.point(e.ClientURL())
+	rl.Point(e.ClientURL())
 
 	r := <-res
 	if r.err != nil || r.rep.Code != model.CodeSuccess {

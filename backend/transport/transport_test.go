@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +16,7 @@ import (
 	"gseproc/backend/engine"
 	"gseproc/backend/simulator"
 	"gseproc/backend/store"
+	"gseproc/backend/transport/transporttest"
 	"gseproc/model"
 )
 
@@ -459,92 +458,6 @@ func TestDemoRequiresLoopback(t *testing.T) {
 	}
 }
 
-// relay is a TCP relay on 127.0.0.1 to the NATS server the test points it
-// at; with none, connections are closed at once. It lets a test decide when
-// a reconnecting client can reach the new server.
-type relay struct {
-	ln net.Listener
-	wg sync.WaitGroup
-
-	mu     sync.Mutex
-	to     string
-	conns  map[net.Conn]bool
-	closed bool
-}
-
-func newRelay(t testing.TB) *relay {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &relay{ln: ln, conns: map[net.Conn]bool{}}
-	r.wg.Add(1)
-	go r.accept()
-	t.Cleanup(r.close)
-	return r
-}
-
-func (r *relay) url() string { return "nats://" + r.ln.Addr().String() }
-
-// point sends new connections to the server at url ("" for none).
-func (r *relay) point(url string) {
-	r.mu.Lock()
-	r.to = strings.TrimPrefix(url, "nats://")
-	r.mu.Unlock()
-}
-
-func (r *relay) accept() {
-	defer r.wg.Done()
-	for {
-		c, err := r.ln.Accept()
-		if err != nil {
-			return
-		}
-		r.mu.Lock()
-		to := r.to
-		r.mu.Unlock()
-		if to == "" {
-			c.Close()
-			continue
-		}
-		s, err := net.DialTimeout("tcp", to, 5*time.Second)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		r.mu.Lock()
-		if r.closed {
-			r.mu.Unlock()
-			c.Close()
-			s.Close()
-			return
-		}
-		r.conns[c], r.conns[s] = true, true
-		r.mu.Unlock()
-		pipe := func(dst, src net.Conn) {
-			defer r.wg.Done()
-			_, _ = io.Copy(dst, src)
-			c.Close()
-			s.Close()
-		}
-		r.wg.Add(2)
-		go pipe(s, c)
-		go pipe(c, s)
-	}
-}
-
-func (r *relay) close() {
-	r.ln.Close()
-	r.mu.Lock()
-	r.closed = true
-	for c := range r.conns {
-		c.Close()
-	}
-	r.mu.Unlock()
-	r.wg.Wait()
-}
-
 // TestReconnect: the server goes away, the agent keeps its events, and on
 // reconnect publishes them and says so in a full heartbeat.
 func TestReconnect(t *testing.T) {
@@ -552,14 +465,13 @@ func TestReconnect(t *testing.T) {
 	// The agent reaches the servers through a relay, so it can reach the
 	// second one only once the test has subscribed to its events (core
 	// NATS keeps no message nobody is subscribed to).
-	rl := newRelay(t)
-	rl.point(e.ClientURL())
+	rl := transporttest.NewRelay(t, e.ClientURL())
 	a := echoAgent(h1)
-	nc, _ := runAgent(t, rl.url(), ClientOptions{MaxReconnectDelay: 200 * time.Millisecond}, a, ServeOptions{HeartbeatInterval: 50 * time.Millisecond, EventBuffer: 3})
+	nc, _ := runAgent(t, rl.URL(), ClientOptions{MaxReconnectDelay: 200 * time.Millisecond}, a, ServeOptions{HeartbeatInterval: 50 * time.Millisecond, EventBuffer: 3})
 	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{})
 	eventually(t, "online", 15*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
 
-	rl.point("")
+	rl.Point("")
 	e.Shutdown()
 	eventually(t, "agent sees the server gone", 15*time.Second, func() bool { return !nc.IsConnected() })
 	for i := range 5 { // 2 of them overflow the buffer of 3
@@ -573,7 +485,7 @@ func TestReconnect(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	subscribeStored(ctx, d2, func(e model.Event) { mu.Lock(); evs = append(evs, e); mu.Unlock() })
-	rl.point(e2.ClientURL())
+	rl.Point(e2.ClientURL())
 	eventually(t, "late events", 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(evs) >= 4 })
 	mu.Lock()
 	defer mu.Unlock()
