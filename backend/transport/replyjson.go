@@ -178,8 +178,16 @@ func (s *jscan) num() ([]byte, bool) {
 	return b[start:i], true
 }
 
-// int reads an integer of bits bits (64: an int64; strconv.IntSize: an int).
-func (s *jscan) int(bits int) (int64, bool) {
+// int64 reads an integer that fits an int64.
+func (s *jscan) int64() (int64, bool) { return s.intBits(64) }
+
+// int reads an integer that fits an int.
+func (s *jscan) int() (int, bool) {
+	n, ok := s.intBits(strconv.IntSize)
+	return int(n), ok
+}
+
+func (s *jscan) intBits(bits int) (int64, bool) {
 	tok, ok := s.num()
 	if !ok {
 		return 0, false
@@ -249,11 +257,9 @@ func fastReply(data []byte) (rep model.AgentReply, ok bool) {
 		if done {
 			break
 		}
-		var i int64
 		switch string(k) {
 		case "error_code":
-			i, ok = s.int(strconv.IntSize)
-			rep.Code = int(i)
+			rep.Code, ok = s.int()
 		case "error_msg":
 			rep.Message, ok = s.str()
 		case "output":
@@ -289,7 +295,6 @@ func (s *jscan) status(st *model.ProcStatus) bool {
 		if done {
 			return true
 		}
-		var i int64
 		switch string(k) {
 		case "proc":
 			st.ProcKey, ok = s.str()
@@ -300,8 +305,7 @@ func (s *jscan) status(st *model.ProcStatus) bool {
 			v, ok = s.str()
 			st.State = model.ProcState(v)
 		case "pid":
-			i, ok = s.int(strconv.IntSize)
-			st.PID = int(i)
+			st.PID, ok = s.int()
 		case "is_auto":
 			st.Hosted, ok = s.bool()
 		case "start_time":
@@ -310,11 +314,11 @@ func (s *jscan) status(st *model.ProcStatus) bool {
 				ok = st.StartTime.UnmarshalJSON(tok) == nil
 			}
 		case "register_time":
-			st.RegisterTime, ok = s.int(64)
+			st.RegisterTime, ok = s.int64()
 		case "last_start_time":
-			st.LastStartTime, ok = s.int(64)
+			st.LastStartTime, ok = s.int64()
 		case "report_time":
-			st.ReportTime, ok = s.int(64)
+			st.ReportTime, ok = s.int64()
 		case "cpu_usage":
 			st.CPU, ok = s.float()
 		case "mem_usage":
@@ -322,18 +326,15 @@ func (s *jscan) status(st *model.ProcStatus) bool {
 		case "mem_rss":
 			st.MemRSS, ok = s.uint()
 		case "restarts":
-			i, ok = s.int(strconv.IntSize)
-			st.Restarts = int(i)
+			st.Restarts, ok = s.int()
 		case "exit_status":
-			i, ok = s.int(strconv.IntSize)
-			st.ExitStatus = int(i)
+			st.ExitStatus, ok = s.int()
 		case "version":
 			st.Version, ok = s.str()
 		case "cmdline":
 			st.Cmdline, ok = s.str()
 		case "threads":
-			i, ok = s.int(strconv.IntSize)
-			st.Threads = int(i)
+			st.Threads, ok = s.int()
 		case "message":
 			st.Message, ok = s.str()
 		default:
