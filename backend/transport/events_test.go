@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -92,27 +93,13 @@ func TestEventsKeptUntilStored(t *testing.T) {
 	})
 
 	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{Events: EventStreamOptions{Memory: true}})
-	var mu sync.Mutex
-	var got []model.Event
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	subscribeStored(ctx, d, func(ev model.Event) {
-		if ev.ProcKey == "ns:p" {
-			mu.Lock()
-			got = append(got, ev)
-			mu.Unlock()
-		}
-	})
+	stored := collectStored(t, d, "ns:p")
 	eventually(t, "the events stored and the agent's disk emptied", 30*time.Second, func() bool {
-		mu.Lock()
-		n := len(got)
-		mu.Unlock()
 		st, err := os.Stat(spool)
-		return n >= 5 && err == nil && st.Size() == 0
+		return len(stored()) >= 5 && err == nil && st.Size() == 0
 	})
 	time.Sleep(200 * time.Millisecond) // a repeat, if any, would come now
-	mu.Lock()
-	defer mu.Unlock()
+	got := stored()
 	var msgs []string
 	ids := map[string]bool{}
 	for _, ev := range got {
@@ -157,17 +144,7 @@ func TestFitEvent(t *testing.T) {
 func TestOversizedEventIsStored(t *testing.T) {
 	e := startServer(t, testNATS(t), true)
 	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{Events: EventStreamOptions{Memory: true}})
-	var mu sync.Mutex
-	var got []model.Event
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	subscribeStored(ctx, d, func(ev model.Event) {
-		if ev.ProcKey == "ns:p" {
-			mu.Lock()
-			got = append(got, ev)
-			mu.Unlock()
-		}
-	})
+	stored := collectStored(t, d, "ns:p")
 	a := echoAgent(h1)
 	dir := t.TempDir()
 	runAgent(t, e.ClientURL(), ClientOptions{}, a, ServeOptions{HeartbeatInterval: 50 * time.Millisecond, EventDir: dir})
@@ -181,14 +158,10 @@ func TestOversizedEventIsStored(t *testing.T) {
 	a.emit(model.Event{Host: h1, ProcKey: "ns:p", Kind: model.EventRestartSuccess, Message: "small"})
 	spool := filepath.Join(dir, spoolFile)
 	eventually(t, "both events stored and the agent's disk emptied", 30*time.Second, func() bool {
-		mu.Lock()
-		n := len(got)
-		mu.Unlock()
 		st, err := os.Stat(spool)
-		return n >= 2 && err == nil && st.Size() == 0
+		return len(stored()) >= 2 && err == nil && st.Size() == 0
 	})
-	mu.Lock()
-	defer mu.Unlock()
+	got := stored()
 	if len(got) != 2 || !strings.HasSuffix(got[0].Message, " [cut]") || !strings.HasPrefix(big, strings.TrimSuffix(got[0].Message, " [cut]")) || got[1].Message != "small" {
 		t.Errorf("stored %d events, first message %d bytes: want the big one cut, then the small one", len(got), len(got[0].Message))
 	}
@@ -244,5 +217,27 @@ func TestEventWithoutIDStoredOnce(t *testing.T) {
 	defer mu.Unlock()
 	if ids[0] != ids[1] || !strings.HasPrefix(ids[0], "a.0.10_0_0_1.x") {
 		t.Errorf("ids at the two deliveries %q: want the same, scoped to the host", ids)
+	}
+}
+
+// collectStored subscribes to d's events as the engine does
+// (subscribeStored) until the test ends; it returns what it got so far of
+// proc's events.
+func collectStored(t *testing.T, d *Dispatcher, proc string) func() []model.Event {
+	var mu sync.Mutex
+	var got []model.Event
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	subscribeStored(ctx, d, func(ev model.Event) {
+		if ev.ProcKey == proc {
+			mu.Lock()
+			got = append(got, ev)
+			mu.Unlock()
+		}
+	})
+	return func() []model.Event {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
 	}
 }
