@@ -426,17 +426,8 @@ func TestRunCrashesAndRestarts(t *testing.T) {
 	require.Equal(t, 0, r.Code)
 	pid0 := r.Status.PID
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	events := make(chan model.Event, 1024)
-	f.SubscribeEvents(ctx, func(e model.Event) {
-		select {
-		case events <- e:
-		default:
-		}
-	})
-	runDone := make(chan struct{})
-	go func() { defer close(runDone); f.Run(ctx) }()
+	events, stop := runEvents(f)
+	defer stop()
 
 	deadline := time.After(10 * time.Second)
 	var got model.Event
@@ -450,8 +441,7 @@ func TestRunCrashesAndRestarts(t *testing.T) {
 			t.Fatal("no restart event for the hosted process within 10s")
 		}
 	}
-	cancel()
-	<-runDone
+	stop()
 	assert.Equal(t, model.EventRestartSuccess, got.Kind, "failure rate 0: relaunches succeed")
 	assert.Equal(t, h, got.Host)
 	assert.Contains(t, got.Message, "restart it success")
@@ -477,6 +467,23 @@ func TestRunCrashesAndRestarts(t *testing.T) {
 	assert.Zero(t, st2.Restarts)
 }
 
+// runEvents runs f until stop (which waits for Run to return; a second
+// call does nothing) and hands its events over on a channel; an event
+// that finds 1024 waiting is dropped.
+func runEvents(f *Fleet) (events <-chan model.Event, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan model.Event, 1024)
+	f.SubscribeEvents(ctx, func(e model.Event) {
+		select {
+		case ch <- e:
+		default:
+		}
+	})
+	runDone := make(chan struct{})
+	go func() { defer close(runDone); f.Run(ctx) }()
+	return ch, func() { cancel(); <-runDone }
+}
+
 // TestRunZeroRetriesGivesUpAtOnce: start_retries 0 given on purpose is 0
 // (it used to become the default 4): a hosted process that crashes is
 // given up at once, never restarted.
@@ -491,17 +498,8 @@ func TestRunZeroRetriesGivesUpAtOnce(t *testing.T) {
 	p.Spec.Policy.StartRetries = 0
 	require.Equal(t, 0, dispatch(t, f, h, model.OpStart, p).Code)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	events := make(chan model.Event, 1024)
-	f.SubscribeEvents(ctx, func(e model.Event) {
-		select {
-		case events <- e:
-		default:
-		}
-	})
-	runDone := make(chan struct{})
-	go func() { defer close(runDone); f.Run(ctx) }()
+	events, stop := runEvents(f)
+	defer stop()
 	deadline := time.After(10 * time.Second)
 	var got model.Event
 	for got.ProcKey != p.Key() || got.Kind == model.EventLimitExceeded {
@@ -511,8 +509,7 @@ func TestRunZeroRetriesGivesUpAtOnce(t *testing.T) {
 			t.Fatal("no event for the hosted process within 10s")
 		}
 	}
-	cancel()
-	<-runDone
+	stop()
 	assert.Equal(t, model.EventGiveUp, got.Kind, "start_retries 0: given up at the first crash, not restarted")
 	st := dispatch(t, f, h, model.OpStatus, p).Status
 	assert.Equal(t, model.ProcFatal, st.State)
