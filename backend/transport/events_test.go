@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -65,6 +66,78 @@ func TestSpool(t *testing.T) {
 	_ = sp.close()
 	if _, pending, err = openSpool(dir); err != nil || len(pending) != 0 {
 		t.Fatalf("spool with a bad id: %v %v", pending, err)
+	}
+}
+
+// TestSpoolBigBacklog: a spool holding more than spoolCompactAt pending
+// (a long outage) is not rewritten at every acknowledgement (it was: each
+// ack batch wrote the whole backlog again and synced it), and is still
+// rewritten with just what is pending once it has grown to twice that.
+func TestSpoolBigBacklog(t *testing.T) {
+	dir := t.TempDir()
+	sp, _, err := openSpool(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sp.close() }()
+	msg := strings.Repeat("m", maxEventSize/2)
+	var pending []model.Event
+	batch := func(prefix string) []model.Event {
+		var evs []model.Event
+		for i := 0; i*len(msg) < spoolCompactAt+len(msg); i++ {
+			evs = append(evs, model.Event{ID: prefix + strconv.Itoa(i), Host: h1, ProcKey: "ns:p", Kind: model.EventRestartFailed, Message: msg})
+		}
+		return evs
+	}
+	pending = batch("a-")
+	if err := sp.writeEvents(pending); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, spoolFile)
+	stat := func() os.FileInfo {
+		st, err := os.Stat(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	// Past spoolCompactAt already at the first ack: rewritten once.
+	pending = pending[1:]
+	if err := sp.done([]string{"a-0"}, func() []model.Event { return pending }); err != nil {
+		t.Fatal(err)
+	}
+	first := stat()
+	if first.Size() <= spoolCompactAt {
+		t.Fatalf("spool of %d bytes, want the backlog past %d", first.Size(), spoolCompactAt)
+	}
+	for i := 1; i <= 5; i++ {
+		pending = pending[1:]
+		if err := sp.done([]string{"a-" + strconv.Itoa(i)}, func() []model.Event { return pending }); err != nil {
+			t.Fatal(err)
+		}
+		if st := stat(); !os.SameFile(first, st) || st.Size() <= first.Size() {
+			t.Fatalf("ack %d: the spool was rewritten (%d bytes, before %d): want the A line appended", i, st.Size(), first.Size())
+		}
+	}
+	// Twice as big: rewritten with just what is pending.
+	more := batch("b-")
+	if err := sp.writeEvents(more); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range more {
+		ids = append(ids, e.ID)
+	}
+	if err := sp.done(ids, func() []model.Event { return pending }); err != nil {
+		t.Fatal(err)
+	}
+	if st := stat(); os.SameFile(first, st) || st.Size() >= first.Size() {
+		t.Fatalf("spool of %d bytes grown twice over (%d at the last rewrite): want it rewritten smaller", st.Size(), first.Size())
+	}
+	_ = sp.close()
+	sp, got, err := openSpool(dir)
+	if err != nil || len(got) != len(pending) || got[0].ID != "a-6" {
+		t.Fatalf("after reopen: %d pending, %v: want %d from a-6", len(got), err, len(pending))
 	}
 }
 

@@ -22,11 +22,15 @@ import (
 // Events are written in batches with one fsync each (writeEvents); A lines
 // are not synced (a lost one makes a harmless repeat). The file is emptied
 // whenever nothing is pending and rewritten with only the pending events
-// when it passes spoolCompactAt. Used by one goroutine (the session's).
+// when it passes spoolCompactAt and twice what the last rewrite left (so
+// that a spool holding more than spoolCompactAt pending, a long outage, is
+// not rewritten whole at every acknowledgement). Used by one goroutine
+// (the session's).
 type spool struct {
 	path string
 	f    *os.File
 	size int64
+	kept int64 // the size the last rewrite left
 }
 
 // spoolFile is the spool's file name in its directory; spoolCompactAt the
@@ -126,7 +130,7 @@ func (s *spool) rewrite(pending []model.Event) error {
 	if s.f != nil {
 		_ = s.f.Close()
 	}
-	s.f, s.size = f, int64(buf.Len())
+	s.f, s.size, s.kept = f, int64(buf.Len()), int64(buf.Len())
 	return nil
 }
 
@@ -193,7 +197,8 @@ func (s *spool) append(data []byte) error {
 
 // done records ids as acknowledged (or dropped); pending is what is still
 // pending after them: nothing empties the file, a file grown past
-// spoolCompactAt is rewritten with just pending.
+// spoolCompactAt and twice its size at the last rewrite is rewritten with
+// just pending.
 func (s *spool) done(ids []string, pending func() []model.Event) error {
 	if len(ids) == 0 {
 		return nil
@@ -203,7 +208,7 @@ func (s *spool) done(ids []string, pending func() []model.Event) error {
 		if err := s.f.Truncate(0); err != nil {
 			return fmt.Errorf("event spool: truncate: %w", err)
 		}
-		s.size = 0
+		s.size, s.kept = 0, 0
 		return nil
 	}
 	var buf bytes.Buffer
@@ -215,7 +220,7 @@ func (s *spool) done(ids []string, pending func() []model.Event) error {
 	if err := s.append(buf.Bytes()); err != nil {
 		return fmt.Errorf("event spool: write: %w", err)
 	}
-	if s.size > spoolCompactAt {
+	if s.size > max(spoolCompactAt, 2*s.kept) {
 		return s.rewrite(p)
 	}
 	return nil
