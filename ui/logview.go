@@ -247,6 +247,7 @@ func (p *logsPage) trim(h, n int) {
 		}
 	}
 	p.matches = shift(p.matches)
+	p.off = min(p.off, p.maxOff()) // a view on dropped lines shows the first kept
 }
 
 func (p *logsPage) key(msg tea.KeyMsg) tea.Cmd {

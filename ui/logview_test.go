@@ -304,5 +304,17 @@ func TestLogsScrollFillsTheScreen(t *testing.T) {
 		if first, n := rows(); n != full || !strings.Contains(first, "line 000") {
 			t.Fatalf("%d hosts, a match at the top: %d lines from %q, want %d:\n%s", len(hosts), n, first, full, p.View())
 		}
+		// Paused at the top while the log grows past logKeep: its first
+		// lines go, the screen shows the first kept ones, full.
+		p.setQuery("")
+		p.Update(keyMsg("g"))
+		for i := range 2 * logKeep {
+			for h := range hosts {
+				p.push(h, fmt.Sprintf("line %05d more of %d", i, h))
+			}
+		}
+		if _, n := rows(); n != full || p.follow {
+			t.Fatalf("%d hosts, paused at the top after a trim: %d lines, want %d (follow %v):\n%s", len(hosts), n, full, p.follow, p.View())
+		}
 	}
 }
