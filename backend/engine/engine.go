@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"os"
@@ -54,9 +55,11 @@ type Engine struct {
 	// status, and mu is the engine's, taken by every listing and watch).
 	smu      sync.RWMutex
 	statuses map[model.Host]map[string]knownStatus // last known, and what the store has
-	subs     map[int]chan model.Event
-	nextSub  int
-	started  bool
+	// statusSeed makes the fingerprints of stored statuses (printStatus).
+	statusSeed maphash.Seed
+	subs       map[int]chan model.Event
+	nextSub    int
+	started    bool
 
 	events eventQueue // events waiting to be stored and fanned out (events.go)
 
@@ -129,12 +132,13 @@ func checkConfig(cfg config.EngineConfig) error {
 func New(cfg config.EngineConfig, d Dispatcher, inv Inventory, st Store, opts ...Option) *Engine {
 	e := &Engine{
 		cfg: cfg, d: d, inv: inv, st: st,
-		log:      slog.New(slog.NewTextHandler(io.Discard, nil)),
-		now:      time.Now,
-		runs:     make(map[string]*run),
-		claims:   make(map[string]*leaseHold),
-		statuses: make(map[model.Host]map[string]knownStatus),
-		subs:     make(map[int]chan model.Event),
+		log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		now:        time.Now,
+		runs:       make(map[string]*run),
+		claims:     make(map[string]*leaseHold),
+		statuses:   make(map[model.Host]map[string]knownStatus),
+		statusSeed: maphash.MakeSeed(),
+		subs:       make(map[int]chan model.Event),
 	}
 	e.leaseTTL = cfg.LeaseTTL.D()
 	e.writes.init()
@@ -176,7 +180,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	for h, l := range sts {
 		m := make(map[string]knownStatus, len(l))
 		for _, s := range l {
-			m[s.ProcKey] = knownStatus{st: s, stored: s}
+			m[s.ProcKey] = knownStatus{st: s, stored: printStatus(e.statusSeed, s)}
 		}
 		e.statuses[h] = m
 	}
@@ -384,10 +388,11 @@ func (e *Engine) recordStatus(h model.Host, st model.ProcStatus) {
 		e.statuses[h] = m
 	}
 	k, had := m[st.ProcKey]
-	store := !had || storeStatus(k.stored, st)
+	p := printStatus(e.statusSeed, st)
+	store := !had || storeStatus(k.stored, p)
 	k.st = st
 	if store {
-		k.stored = st
+		k.stored = p
 	}
 	m[st.ProcKey] = k
 	e.smu.Unlock()
@@ -401,19 +406,43 @@ func (e *Engine) recordStatus(h model.Host, st model.ProcStatus) {
 // says (else a change written during a store outage stayed unwritten
 // while only its readings changed).
 func (e *Engine) statusNotStored(hs HostStatus) {
+	p := printStatus(e.statusSeed, hs.Status)
 	e.smu.Lock()
 	defer e.smu.Unlock()
 	m := e.statuses[hs.Host]
-	if k, ok := m[hs.Status.ProcKey]; ok && k.stored == hs.Status {
-		k.stored = model.ProcStatus{}
+	if k, ok := m[hs.Status.ProcKey]; ok && k.stored == p {
+		k.stored = statusPrint{}
 		m[hs.Status.ProcKey] = k
 	}
 }
 
-// knownStatus is a process's last known status on a host (st) and the one
-// last handed to the store (stored).
+// knownStatus is a process's last known status on a host (st) and the
+// fingerprint of the one last handed to the store (stored; its zero: the
+// store may not have it).
 type knownStatus struct {
-	st, stored model.ProcStatus
+	st     model.ProcStatus
+	stored statusPrint
+}
+
+// statusPrint stands for a stored status (a full copy per process doubled
+// the memory of the last known statuses): a fingerprint of what it says
+// (said, never 0), and its report time.
+type statusPrint struct {
+	said uint64
+	at   int64
+}
+
+// printStatus is st's statusPrint. What a status says is everything but
+// its readings (cpu, memory, threads) and report time; its start time
+// counts as the instant it names, whatever its zone.
+func printStatus(seed maphash.Seed, st model.ProcStatus) statusPrint {
+	at, start := st.ReportTime, [2]int64{st.StartTime.Unix(), int64(st.StartTime.Nanosecond())}
+	st.CPU, st.Mem, st.MemRSS, st.Threads, st.ReportTime, st.StartTime = 0, 0, 0, 0, 0, time.Time{}
+	var h maphash.Hash
+	h.SetSeed(seed)
+	maphash.WriteComparable(&h, st)
+	maphash.WriteComparable(&h, start)
+	return statusPrint{said: max(h.Sum64(), 1), at: at}
 }
 
 // statusRefresh is how old (by report time) the stored copy of a last
@@ -421,25 +450,19 @@ type knownStatus struct {
 // before it is stored again.
 const statusRefresh = 5 * 60 // seconds
 
-// storeStatus reports whether st is to be stored over stored, the copy
-// the store has: when what it says changed (state, pid, start, restarts,
-// exit status, version ... everything but the readings: cpu, memory,
-// threads and report time), or when stored is statusRefresh old. A status
-// op over a fleet whose processes did not change then stores no status:
-// each result stores the status it read, and the hosts' heartbeats carry
-// the current readings.
-func storeStatus(stored, st model.ProcStatus) bool {
-	if st.ReportTime-stored.ReportTime >= statusRefresh || st.ReportTime < stored.ReportTime {
+// storeStatus reports whether a status (st, its print) is to be stored
+// over the one the store has (stored): when what it says changed (state,
+// pid, start, restarts, exit status, version ... everything but the
+// readings: cpu, memory, threads and report time), when stored is
+// statusRefresh old, or when the store may not have it. A status op over
+// a fleet whose processes did not change then stores no status: each
+// result stores the status it read, and the hosts' heartbeats carry the
+// current readings.
+func storeStatus(stored, st statusPrint) bool {
+	if stored.said == 0 || st.at-stored.at >= statusRefresh || st.at < stored.at {
 		return true
 	}
-	if !st.StartTime.Equal(stored.StartTime) {
-		return true
-	}
-	said := func(s model.ProcStatus) model.ProcStatus {
-		s.CPU, s.Mem, s.MemRSS, s.Threads, s.ReportTime, s.StartTime = 0, 0, 0, 0, 0, time.Time{}
-		return s
-	}
-	return said(st) != said(stored)
+	return st.said != stored.said
 }
 
 // status returns the last known status of key on h.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"hash/maphash"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 func TestStoreStatus(t *testing.T) {
 	start := time.Unix(1_700_000_000, 0)
+	seed := maphash.MakeSeed()
 	base := model.ProcStatus{ProcKey: "web:nginx", ProcName: "nginx", State: model.ProcRunning, PID: 42, Hosted: true,
 		StartTime: start, ReportTime: 1_700_000_100, CPU: 1.5, Mem: 2.5, MemRSS: 1 << 20, Threads: 3, Version: "1.2"}
 	with := func(f func(*model.ProcStatus)) model.ProcStatus {
@@ -38,8 +40,27 @@ func TestStoreStatus(t *testing.T) {
 		{"message", with(func(s *model.ProcStatus) { s.Message = "x" }), true},
 		{"last start", with(func(s *model.ProcStatus) { s.LastStartTime = 5 }), true},
 	} {
-		if got := storeStatus(base, c.st); got != c.want {
+		if got := storeStatus(printStatus(seed, base), printStatus(seed, c.st)); got != c.want {
 			t.Errorf("%s: storeStatus = %v, want %v", c.name, got, c.want)
 		}
+	}
+	if !storeStatus(statusPrint{}, printStatus(seed, base)) {
+		t.Error("a status the store may not have (its write failed): not stored again")
+	}
+}
+
+// BenchmarkRecordStatus: a status op's result over a fleet whose process
+// did not change (only its readings): the status is not stored again.
+func BenchmarkRecordStatus(b *testing.B) {
+	e := &Engine{statuses: map[model.Host]map[string]knownStatus{}, statusSeed: maphash.MakeSeed()}
+	e.writes.init()
+	h := model.Host{IP: "10.0.0.1"}
+	st := model.ProcStatus{ProcKey: "web:nginx", ProcName: "nginx", State: model.ProcRunning, PID: 42, Hosted: true,
+		StartTime: time.Unix(1_700_000_000, 0), ReportTime: 1_700_000_100, Version: "1.2", Cmdline: "/usr/sbin/nginx -g daemon off;"}
+	e.recordStatus(h, st) // stored once (enqueued: the writer is not running)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		st.CPU = float64(i % 100)
+		e.recordStatus(h, st)
 	}
 }
