@@ -29,6 +29,18 @@ import (
 // to one server, acknowledged once stored (and removed from the stream
 // then), and delivered again when that server dies first; the store keeps
 // one event per id, so a repeat is harmless.
+//
+// What keeps one agent from suppressing another's events is the agent's
+// ids, not NATS: the reply subject is the publisher's to choose (JetStream
+// acknowledges on whatever subject it names, another host's evack subject
+// too) and the stream drops a repeated Nats-Msg-Id whoever publishes it.
+// Both happen when JetStream takes the message, before any server reads
+// it (the stream does not keep the reply subject), so no server can
+// refuse them. An agent takes an acknowledgement only for an id it holds
+// pending, and its ids begin with 64 random bits of its own run
+// (eventIDs) that no other agent can read (agents have no JetStream
+// permission and see no other host's subjects): a forger has to guess
+// them.
 const (
 	// EventStream is the JetStream stream of the agents' events.
 	EventStream = "gseproc_agent_events"

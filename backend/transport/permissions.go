@@ -25,8 +25,10 @@ import (
 // and nothing else: no other host's subjects, no _INBOX, no JetStream API.
 // An event is published on the host's event subject, which the stream
 // EventStream captures, with the reply subject evack.<id> of the same
-// host: JetStream's acknowledgement reaches only that host's credential,
-// and the agent needs no JetStream permission at all.
+// host, which only that host's credential may subscribe to; the agent
+// needs no JetStream permission at all. (NATS does not check the reply
+// subject a publisher names: what guards another host's acknowledgements
+// is its unguessable event ids; see EventStream.)
 // A reply goes to the reply subject of the addressed host (the dispatcher
 // builds it), so a credential can only ever answer for its own hosts, and
 // the dispatcher checks the subject a reply arrived on against the host it
