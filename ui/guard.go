@@ -62,7 +62,9 @@ func (g *guarded) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Hos
 		return nil, err
 	}
 	defer g.mu.RUnlock()
-	return g.be.Hosts(ctx, q)
+	hs, err := g.be.Hosts(ctx, q)
+	hs, _ = plainAll(hs, plainHost)
+	return hs, err
 }
 
 func (g *guarded) Processes(ctx context.Context, q backend.ProcQuery) ([]model.ProcessDef, error) {
@@ -102,7 +104,9 @@ func (g *guarded) Task(ctx context.Context, id string) (backend.TaskView, error)
 		return backend.TaskView{}, err
 	}
 	defer g.mu.RUnlock()
-	return g.be.Task(ctx, id)
+	v, err := g.be.Task(ctx, id)
+	v.Results, _ = plainAll(v.Results, plainResult)
+	return v, err
 }
 
 func (g *guarded) Tasks(ctx context.Context, limit int) ([]model.Task, error) {
@@ -118,7 +122,11 @@ func (g *guarded) Watch(ctx context.Context, id string, after int64) (<-chan mod
 		return nil, err
 	}
 	defer g.mu.RUnlock()
-	return g.be.Watch(ctx, id, after)
+	ch, err := g.be.Watch(ctx, id, after)
+	if err != nil {
+		return ch, err
+	}
+	return plainChan(ctx, ch, plainResult), nil
 }
 
 func (g *guarded) ControlRoll(ctx context.Context, id string, act model.RollAction) (model.Task, error) {
@@ -142,7 +150,11 @@ func (g *guarded) Events(ctx context.Context) (<-chan model.Event, error) {
 		return nil, err
 	}
 	defer g.mu.RUnlock()
-	return g.be.Events(ctx)
+	ch, err := g.be.Events(ctx)
+	if err != nil {
+		return ch, err
+	}
+	return plainChan(ctx, ch, plainEvent), nil
 }
 
 func (g *guarded) RecentEvents(ctx context.Context, n int) ([]model.Event, error) {
@@ -150,7 +162,9 @@ func (g *guarded) RecentEvents(ctx context.Context, n int) ([]model.Event, error
 		return nil, err
 	}
 	defer g.mu.RUnlock()
-	return g.be.RecentEvents(ctx, n)
+	evs, err := g.be.RecentEvents(ctx, n)
+	evs, _ = plainAll(evs, plainEvent)
+	return evs, err
 }
 
 func (g *guarded) SetProcessGroups(ctx context.Context, req backend.GroupRequest) ([]backend.GroupResult, error) {

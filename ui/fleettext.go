@@ -1,0 +1,103 @@
+package ui
+
+import (
+	"context"
+	"slices"
+
+	"gseproc/backend"
+	"gseproc/model"
+)
+
+// Free text from the fleet (a result's or an event's message, a
+// process's status message, command line and version, an agent's
+// version) is made plain where it enters the console: the guarded
+// backend. termSafe, at the frame's exit, must keep SGR (our own styling,
+// which it cannot tell from the fleet's), so a message holding ESC[8m
+// would otherwise hide the rest of its row, and ESC[30;40m blank it.
+//
+// What the backend hands out may be shared with it (a lending store, the
+// simulator's buffers): nothing is written in place; a value that needs
+// cleaning is cleaned in a copy, and a slice is copied only when one of
+// its elements changed. Clean text (nearly all of it) costs one scan and
+// no allocation.
+
+// plainText is s without escape sequences or controls but newline and
+// tab, and whether that changed it.
+func plainText(s string) (string, bool) {
+	p := PlainText(s)
+	return p, len(p) != len(s)
+}
+
+// plainStatus cleans a process status's free text (a copy).
+func plainStatus(st model.ProcStatus) (model.ProcStatus, bool) {
+	var a, b, c bool
+	st.Message, a = plainText(st.Message)
+	st.Cmdline, b = plainText(st.Cmdline)
+	st.Version, c = plainText(st.Version)
+	return st, a || b || c
+}
+
+func plainResult(r model.Result) (model.Result, bool) {
+	var a, b bool
+	r.Message, a = plainText(r.Message)
+	if r.Status != nil {
+		var st model.ProcStatus
+		if st, b = plainStatus(*r.Status); b {
+			r.Status = &st // a new status: the one pointed at may be shared
+		}
+	}
+	return r, a || b
+}
+
+func plainEvent(e model.Event) (model.Event, bool) {
+	var a bool
+	e.Message, a = plainText(e.Message)
+	return e, a
+}
+
+func plainHost(h backend.HostView) (backend.HostView, bool) {
+	var dirty bool
+	h.Version, dirty = plainText(h.Version)
+	h.Procs, _ = plainAll(h.Procs, func(p backend.ProcView) (backend.ProcView, bool) {
+		var d bool
+		p.Status, d = plainStatus(p.Status)
+		dirty = dirty || d
+		return p, d
+	})
+	return h, dirty
+}
+
+// plainAll is xs with clean applied, copied only when an element changed.
+func plainAll[T any](xs []T, clean func(T) (T, bool)) ([]T, bool) {
+	var out []T
+	for i := range xs {
+		if x, changed := clean(xs[i]); changed {
+			if out == nil {
+				out = slices.Clone(xs)
+			}
+			out[i] = x
+		}
+	}
+	if out == nil {
+		return xs, false
+	}
+	return out, true
+}
+
+// plainChan forwards in's values cleaned until in closes; once ctx ends
+// it drops them but still drains in, so its producer is never left
+// blocked. Its owner is in's producer, which closes in when ctx ends.
+func plainChan[T any](ctx context.Context, in <-chan T, clean func(T) (T, bool)) <-chan T {
+	out := make(chan T, cap(in))
+	go func() {
+		defer close(out)
+		for v := range in {
+			v, _ = clean(v)
+			select {
+			case out <- v:
+			case <-ctx.Done():
+			}
+		}
+	}()
+	return out
+}

@@ -1,0 +1,91 @@
+package ui
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"gseproc/backend"
+	"gseproc/model"
+)
+
+// hostileBackend answers recent events and a task's results whose free
+// text holds escape sequences, as an agent's output quoted in a message
+// can; it keeps what it handed out to check nothing was written there.
+type hostileBackend struct {
+	backend.Backend
+	evs     []model.Event
+	results []model.Result
+}
+
+const hidden = "boom \x1b[8mhidden\x1b]52;c;cHduZWQ=\a"
+
+func (h *hostileBackend) RecentEvents(context.Context, int) ([]model.Event, error) {
+	return h.evs, nil
+}
+
+func (h *hostileBackend) Task(ctx context.Context, id string) (backend.TaskView, error) {
+	return backend.TaskView{Task: model.Task{ID: id}, Results: h.results}, nil
+}
+
+func (h *hostileBackend) Watch(ctx context.Context, id string, after int64) (<-chan model.Result, error) {
+	ch := make(chan model.Result, len(h.results))
+	for _, r := range h.results {
+		ch <- r
+	}
+	close(ch)
+	return ch, nil
+}
+
+// Free text from the fleet enters the console plain (the frame's filter
+// keeps SGR, so ESC[8m in a message would hide the rest of its row), and
+// what the backend handed out is not written to (it may be shared).
+func TestFleetTextEntersPlain(t *testing.T) {
+	e, _ := simBackend(t, quietSim(5))
+	st := &model.ProcStatus{ProcKey: "web:nginx", Message: hidden, Cmdline: "nginx \x1b[2J"}
+	h := &hostileBackend{
+		Backend: e,
+		evs:     []model.Event{{Time: time.Now(), Host: model.Host{IP: "10.0.0.1"}, ProcKey: "web:nginx", Kind: model.EventRestartFailed, Message: hidden}},
+		results: []model.Result{{TaskID: "t1", Host: model.Host{IP: "10.0.0.1"}, ProcKey: "web:nginx", Message: hidden, Status: st}},
+	}
+	g := guard(h)
+	ctx := context.Background()
+
+	evs, err := g.RecentEvents(ctx, 10)
+	if err != nil || len(evs) != 1 || evs[0].Message != "boom hidden" {
+		t.Fatalf("recent events: %+v %v", evs, err)
+	}
+	v, err := g.Task(ctx, "t1")
+	if err != nil || len(v.Results) != 1 || v.Results[0].Message != "boom hidden" ||
+		v.Results[0].Status.Message != "boom hidden" || v.Results[0].Status.Cmdline != "nginx " {
+		t.Fatalf("task results: %+v %v", v.Results, err)
+	}
+	ch, err := g.Watch(ctx, "t1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for r := range ch {
+		n++
+		if r.Message != "boom hidden" || r.Status.Message != "boom hidden" {
+			t.Fatalf("watched result: %+v", r)
+		}
+	}
+	if n != 1 {
+		t.Fatalf("watched %d results, want 1", n)
+	}
+	if h.evs[0].Message != hidden || h.results[0].Message != hidden || st.Message != hidden {
+		t.Fatal("the backend's own values were written to")
+	}
+
+	// Through the console: the events page shows the message, not its
+	// escape sequences.
+	d := newDriver(t, h, Options{}, 100, 30)
+	d.until("namespaces", func() bool { return d.m.stack[0].(*nsPage).loaded })
+	d.keys("E")
+	d.until("the event listed", func() bool { return strings.Contains(d.view(), "boom hidden") })
+	if v := d.view(); strings.Contains(v, "\x1b[8m") || strings.Contains(v, "\x1b]52") {
+		t.Fatalf("escape sequences from the fleet reached the frame:\n%q", v)
+	}
+}
