@@ -31,7 +31,11 @@ type childSet struct {
 	// reaper never sees a command's child it does not know yet.
 	gate sync.RWMutex
 	mu   sync.Mutex
-	own  map[int]struct{}
+	// own counts the launches of each pid not waited for yet: a count,
+	// not a set, because a pid freed by one command's wait can be a new
+	// launch's before that wait is forgotten (waited), and forgetting it
+	// then must not leave the new command's child to the reaper.
+	own map[int]int
 	// users counts the agents that run the reaper; the first starts it,
 	// the last stops it (and waits for it).
 	users  int
@@ -40,7 +44,7 @@ type childSet struct {
 	reaped uint64 // orphans reaped, for tests and the log
 }
 
-func newChildSet() *childSet { return &childSet{own: map[int]struct{}{}} }
+func newChildSet() *childSet { return &childSet{own: map[int]int{}} }
 
 // start registers a launch: call before the fork, then started with its
 // pid (or 0 when the fork failed).
@@ -49,24 +53,27 @@ func (k *childSet) start() { k.gate.RLock() }
 func (k *childSet) started(pid int) {
 	if pid > 0 {
 		k.mu.Lock()
-		k.own[pid] = struct{}{}
+		k.own[pid]++
 		k.mu.Unlock()
 	}
 	k.gate.RUnlock()
 }
 
-// waited forgets pid once its owner has waited for it.
+// waited forgets one launch of pid once its owner has waited for it.
 func (k *childSet) waited(pid int) {
 	k.mu.Lock()
-	delete(k.own, pid)
+	if k.own[pid] <= 1 {
+		delete(k.own, pid)
+	} else {
+		k.own[pid]--
+	}
 	k.mu.Unlock()
 }
 
 func (k *childSet) owned(pid int) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	_, ok := k.own[pid]
-	return ok
+	return k.own[pid] > 0
 }
 
 // shouldReap reports whether this process inherits orphans: it is pid 1

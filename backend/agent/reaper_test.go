@@ -101,3 +101,25 @@ func zombieChild(t *testing.T, dir string) {
 	children.mu.Unlock()
 	fmt.Printf("ZOMBIES %d REAPED %d RESTARTS %d\n", len(zombies), reaped, len(ev.of(model.EventRestartSuccess)))
 }
+
+// TestChildSetPidReused: a command's pid, freed by its owner's wait, is
+// a new launch's before the first owner forgets it (waited after the
+// wait returned): the new command's child stays owned, never the
+// reaper's to take.
+func TestChildSetPidReused(t *testing.T) {
+	k := newChildSet()
+	k.start()
+	k.started(4242) // command A
+	// A exits and its owner's wait reaps it; pid 4242 is free, and the
+	// next launch (command B) gets it before A's owner calls waited.
+	k.start()
+	k.started(4242)
+	k.waited(4242) // A's owner, late
+	if !k.owned(4242) {
+		t.Fatal("pid 4242, command B's child, is no longer owned once A's owner forgot A: the reaper would take B's exit status")
+	}
+	k.waited(4242) // B's owner
+	if k.owned(4242) {
+		t.Fatal("pid 4242 still owned after both owners waited")
+	}
+}
