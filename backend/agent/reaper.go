@@ -144,15 +144,24 @@ func (k *childSet) run(ctx context.Context, done chan struct{}) {
 // the next exited child (waitid WNOWAIT) and reaps it unless it is a
 // command's; when a command's child is first in line, full lists the
 // children (/proc/self/task/*/children) and reaps the orphans among them.
+//
+// The gate is taken only when there may be something to reap: a SIGCHLD
+// whose peek finds no exited child, or a command's first in line (most
+// of them in a crash storm: a command's shell, or an orphan a watcher
+// reaped already), leaves the launches alone. The peek is repeated under
+// the gate, where an unowned pid is surely an orphan.
 func (k *childSet) reap(full bool) int {
+	if !full {
+		if pid := peekExited(unix.P_ALL, 0); pid <= 0 || k.owned(pid) {
+			return 0
+		}
+	}
 	k.gate.Lock()
 	defer k.gate.Unlock()
 	n := 0
 	for {
-		var info unix.Siginfo
-		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
-		pid := siginfoPid(&info)
-		if err != nil || pid <= 0 {
+		pid := peekExited(unix.P_ALL, 0)
+		if pid <= 0 {
 			break // no child, or none exited
 		}
 		if k.owned(pid) {
@@ -214,6 +223,13 @@ func (k *childSet) reapExited(pid int) bool {
 	if !running || pid <= 0 {
 		return false
 	}
+	// Not a child of this process (ECHILD), or a command's: nothing to
+	// take, and no launch to hold back. Only an unowned exited child
+	// needs the gate (a launch's child could have that pid, exited and
+	// not registered yet).
+	if got := peekExited(unix.P_PID, pid); got != pid || k.owned(pid) {
+		return false
+	}
 	k.gate.Lock()
 	defer k.gate.Unlock()
 	if k.owned(pid) {
@@ -227,6 +243,17 @@ func (k *childSet) reapExited(pid int) bool {
 	k.reaped++
 	k.mu.Unlock()
 	return true
+}
+
+// peekExited is the pid of an exited child of this process (idtype
+// P_ALL, or P_PID id), left unreaped (WNOWAIT); 0 when none has exited
+// or there is no such child.
+func peekExited(idtype, id int) int {
+	var info unix.Siginfo
+	if err := unix.Waitid(idtype, id, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err != nil {
+		return 0
+	}
+	return siginfoPid(&info)
 }
 
 // siginfoPid is si_pid of a waitid answer: the first field of the union
