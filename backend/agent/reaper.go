@@ -185,29 +185,40 @@ func (k *childSet) reap(full bool) int {
 // reapListed reaps the zombies among this process's children that no
 // owner waits for. k.gate is held.
 func (k *childSet) reapListed() int {
+	n := 0
+	for _, pid := range childPids() {
+		if k.owned(pid) {
+			continue
+		}
+		// One wait4 per child (0 while it runs), not a /proc read.
+		var ws unix.WaitStatus
+		if got, _ := unix.Wait4(pid, &ws, unix.WNOHANG, nil); got == pid {
+			n++
+		}
+	}
+	return n
+}
+
+// childPids lists this process's children, from the children file of
+// each of its threads (/proc/self/task/*/children).
+func childPids() []int {
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
-		return 0
+		return nil
 	}
-	n := 0
+	var out []int
 	for _, t := range tasks {
 		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
 		if err != nil {
 			continue
 		}
 		for _, f := range bytes.Fields(b) {
-			pid, err := strconv.Atoi(string(f))
-			if err != nil || k.owned(pid) {
-				continue
-			}
-			// One wait4 per child (0 while it runs), not a /proc read.
-			var ws unix.WaitStatus
-			if got, _ := unix.Wait4(pid, &ws, unix.WNOHANG, nil); got == pid {
-				n++
+			if pid, err := strconv.Atoi(string(f)); err == nil {
+				out = append(out, pid)
 			}
 		}
 	}
-	return n
+	return out
 }
 
 // reapExited reaps pid, a process a watcher saw exit (its pidfd became

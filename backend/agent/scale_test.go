@@ -3,7 +3,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -139,20 +138,12 @@ func selfUsage() (cpu time.Duration, rss uint64) {
 }
 
 // zombieChildren lists this process's children that are zombies (exited,
-// not reaped), from /proc/self/task/*/children.
+// not reaped).
 func zombieChildren() []int {
-	tasks, _ := os.ReadDir("/proc/self/task")
 	var out []int
-	for _, t := range tasks {
-		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
-		if err != nil {
-			continue
-		}
-		for _, f := range bytes.Fields(b) {
-			pid, _ := strconv.Atoi(string(f))
-			if st, err := readStat(pid); err == nil && st.State == 'Z' {
-				out = append(out, pid)
-			}
+	for _, pid := range childPids() {
+		if st, err := readStat(pid); err == nil && st.State == 'Z' {
+			out = append(out, pid)
 		}
 	}
 	return out
