@@ -59,21 +59,7 @@ func TestEngineOverTwoLocalAgents(t *testing.T) {
 	}
 	operate := func(op model.OpType, sel backend.Selector) []model.Result {
 		t.Helper()
-		task, err := eng.Operate(ctx, backend.OperateRequest{Op: op, Selector: sel})
-		if err != nil {
-			t.Fatalf("%s: %v", op, err)
-		}
-		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		ch, err := eng.Watch(wctx, task.ID, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []model.Result
-		for r := range ch {
-			out = append(out, r)
-		}
-		return out
+		return operateSel(t, eng, op, sel)
 	}
 	sel := backend.Selector{Namespace: "test", Name: "web"}
 	for _, r := range operate(model.OpStart, sel) {

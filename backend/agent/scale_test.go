@@ -61,8 +61,19 @@ func manyProcs(tb testing.TB, eng *engine.Engine, a *Agent, ns string, n int, st
 // its results (all of them, or the test fails).
 func operateNS(tb testing.TB, eng *engine.Engine, ns string, op model.OpType, n int) []model.Result {
 	tb.Helper()
+	out := operateSel(tb, eng, op, backend.Selector{Namespace: ns})
+	if len(out) != n {
+		tb.Fatalf("%s: %d results of %d targets", op, len(out), n)
+	}
+	return out
+}
+
+// operateSel runs op over what sel selects as one task and returns its
+// results, waiting for them up to a generous deadline.
+func operateSel(tb testing.TB, eng *engine.Engine, op model.OpType, sel backend.Selector) []model.Result {
+	tb.Helper()
 	ctx := context.Background()
-	task, err := eng.Operate(ctx, backend.OperateRequest{Op: op, Selector: backend.Selector{Namespace: ns}})
+	task, err := eng.Operate(ctx, backend.OperateRequest{Op: op, Selector: sel})
 	if err != nil {
 		tb.Fatalf("%s: %v", op, err)
 	}
@@ -75,9 +86,6 @@ func operateNS(tb testing.TB, eng *engine.Engine, ns string, op model.OpType, n 
 	var out []model.Result
 	for r := range ch {
 		out = append(out, r)
-	}
-	if len(out) != n {
-		tb.Fatalf("%s: %d results of %d targets", op, len(out), n)
 	}
 	return out
 }
