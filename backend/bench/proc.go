@@ -2,9 +2,15 @@
 // (JetStream store) and a simulated fleet (`gseproc sim --nats`), each in
 // its own process, driven by the real op client or by a bounded load of
 // API calls. `gseproc bench fleet` and `gseproc bench operate` print the
-// figures; `make bench-fleet` and `make bench-operate` run them. Every
-// process it starts listens on 127.0.0.1 only and is stopped before it
-// returns; every load is bounded in count and in time.
+// figures; `make bench-fleet` and `make bench-operate` run them. `gseproc
+// bench agent` (the end of `make bench`) measures a real `gseproc agent`
+// process idling with a few hosted processes; `gseproc bench compare`
+// (`make compare`) times kill -9 to running again under gseproc's agent
+// and the supervisors installed here (s6, supervisord, pm2), and one
+// command on N hosts through gseproc and Ansible. Every process it starts
+// listens on 127.0.0.1 only and is stopped before it returns, the
+// processes hosted for it included; every load is bounded in count and in
+// time.
 package bench
 
 import (
