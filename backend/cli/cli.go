@@ -45,7 +45,7 @@ var commands = []command{
 	{"agent", "run the host agent on this machine", runAgent},
 	{"demo", "tell a scenario's story on a simulated fleet in the console (or --headless)", runDemo},
 	{"sim", "run a simulated fleet as agents over NATS; sim ACTION drives a simulated fleet live (offline, crash, flap ...)", runSim},
-	{"bench", "measure a server and a simulated fleet: fan-out (fleet) or request rate (operate); or gseproc beside s6, supervisord, pm2 and Ansible (compare)", runBench},
+	{"bench", "measure a server and a simulated fleet: fan-out (fleet) or request rate (operate); gseproc beside s6, supervisord, pm2 and Ansible (compare); an idle agent's memory (agent)", runBench},
 	{"nkey", "issue a NATS credential (nkey) bound to one host, a simulated fleet or a server", runNKey},
 	{"version", "print the version", runVersion},
 }
