@@ -3,8 +3,12 @@ package cli
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestBenchCompareRefusesUnknownTool: `bench compare --only` with a name
@@ -15,5 +19,54 @@ func TestBenchCompareRefusesUnknownTool(t *testing.T) {
 	code := Main(context.Background(), []string{"bench", "compare", "--only", "s6,supervisor"}, Stdio{In: strings.NewReader(""), Out: &out, Err: &errb})
 	if code != 2 || !strings.Contains(errb.String(), `--only: "supervisor" is not a tool compared`) {
 		t.Fatalf("code %d, stderr %q, stdout %q; want 2 and the name refused", code, errb.String(), out.String())
+	}
+}
+
+// TestBenchAgent runs `gseproc bench agent` as make bench does, with this
+// test binary as gseproc: the real server and a real agent process, two
+// hosted processes saved through the client (from the documented
+// defaults) and started with `gseproc op start`, then the agent's figures
+// read from /proc. A definition the server refuses, or an op start that
+// does not start both, fails it (as make bench failed once).
+func TestBenchAgent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and an agent process")
+	}
+	t.Setenv(envAsGseproc, "1")
+	// Its work dir under a temp dir of this test's own, which every
+	// process it starts has in its environment.
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out, errb syncBuf
+	code := Main(ctx, []string{"bench", "agent", "--procs", "2", "--idle", "1s"}, Stdio{In: strings.NewReader(""), Out: &out, Err: &errb})
+	t.Log(out.String())
+	if code != 0 || !strings.Contains(out.String(), "agent: 2 hosted processes started") ||
+		!regexp.MustCompile(`agent idle, 2 hosted: RSS [0-9.]+ MB .*; [0-9]+ threads; cpu`).MatchString(out.String()) {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want 0 and the figures of an idle agent with 2 hosted processes", code, out.String(), errb.String())
+	}
+	// Everything it started is stopped, the hosted processes included,
+	// and its work dir removed.
+	if ents, err := os.ReadDir(tmp); err != nil || len(ents) != 0 {
+		t.Errorf("left in TMPDIR: %v %v", ents, err)
+	}
+	mark := []byte("\x00TMPDIR=" + tmp + "\x00")
+	var left []string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		left = nil
+		pids, _ := filepath.Glob("/proc/[0-9]*/environ")
+		for _, p := range pids {
+			if env, err := os.ReadFile(p); err == nil && bytes.Contains(append([]byte{0}, env...), mark) {
+				cmd, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "cmdline"))
+				left = append(left, filepath.Base(filepath.Dir(p))+": "+strings.ReplaceAll(string(cmd), "\x00", " "))
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("processes left: %v", left)
 	}
 }

@@ -1,18 +1,32 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"gseproc/backend/node"
 	"gseproc/model"
 )
 
+// envAsGseproc makes the test binary gseproc itself, its arguments
+// gseproc's, for a test of code that starts gseproc processes (bench
+// agent starts os.Executable: this binary).
+const envAsGseproc = "GSEPROC_TEST_AS_GSEPROC"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(envAsGseproc) != "" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := Main(ctx, os.Args[1:], Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+		stop()
+		os.Exit(code)
+	}
 	// A server someone runs on this machine must not answer the tests'
 	// commands: they act on their own simulated fleets unless a test says.
 	os.Setenv(node.EnvServer, "none")
