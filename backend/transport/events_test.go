@@ -35,7 +35,7 @@ func TestSpool(t *testing.T) {
 	if err := sp.writeEvents(evs); err != nil {
 		t.Fatal(err)
 	}
-	if err := sp.done([]string{"a-2"}, func() []model.Event { return []model.Event{evs[0], evs[2]} }); err != nil {
+	if err := sp.done([]string{"a-2"}, false, func() []model.Event { return []model.Event{evs[0], evs[2]} }); err != nil {
 		t.Fatal(err)
 	}
 	// A crash in the middle of the next write.
@@ -55,7 +55,7 @@ func TestSpool(t *testing.T) {
 	if strings.Join(ids, ",") != "a-1=restart a-1,a-3=restart a-3" {
 		t.Fatalf("pending after reopen: %q", ids)
 	}
-	if err := sp.done([]string{"a-1", "a-3"}, func() []model.Event { return nil }); err != nil {
+	if err := sp.done([]string{"a-1", "a-3"}, true, func() []model.Event { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := os.Stat(filepath.Join(dir, spoolFile)); err != nil || st.Size() != 0 {
@@ -71,7 +71,8 @@ func TestSpool(t *testing.T) {
 
 // TestSpoolBigBacklog: a spool holding more than spoolCompactAt pending
 // (a long outage) is not rewritten at every acknowledgement (it was: each
-// ack batch wrote the whole backlog again and synced it), and is still
+// ack batch wrote the whole backlog again and synced it), nor is the
+// backlog asked for (copied) then, and is still
 // rewritten with just what is pending once it has grown to twice that.
 func TestSpoolBigBacklog(t *testing.T) {
 	dir := t.TempDir()
@@ -103,7 +104,7 @@ func TestSpoolBigBacklog(t *testing.T) {
 	}
 	// Past spoolCompactAt already at the first ack: rewritten once.
 	pending = pending[1:]
-	if err := sp.done([]string{"a-0"}, func() []model.Event { return pending }); err != nil {
+	if err := sp.done([]string{"a-0"}, false, func() []model.Event { return pending }); err != nil {
 		t.Fatal(err)
 	}
 	first := stat()
@@ -112,11 +113,15 @@ func TestSpoolBigBacklog(t *testing.T) {
 	}
 	for i := 1; i <= 5; i++ {
 		pending = pending[1:]
-		if err := sp.done([]string{"a-" + strconv.Itoa(i)}, func() []model.Event { return pending }); err != nil {
+		asked := false
+		if err := sp.done([]string{"a-" + strconv.Itoa(i)}, false, func() []model.Event { asked = true; return pending }); err != nil {
 			t.Fatal(err)
 		}
 		if st := stat(); !os.SameFile(first, st) || st.Size() <= first.Size() {
 			t.Fatalf("ack %d: the spool was rewritten (%d bytes, before %d): want the A line appended", i, st.Size(), first.Size())
+		}
+		if asked {
+			t.Fatalf("ack %d: the pending events were asked for (a copy of the backlog) with no rewrite", i)
 		}
 	}
 	// Twice as big: rewritten with just what is pending.
@@ -128,7 +133,7 @@ func TestSpoolBigBacklog(t *testing.T) {
 	for _, e := range more {
 		ids = append(ids, e.ID)
 	}
-	if err := sp.done(ids, func() []model.Event { return pending }); err != nil {
+	if err := sp.done(ids, false, func() []model.Event { return pending }); err != nil {
 		t.Fatal(err)
 	}
 	if st := stat(); os.SameFile(first, st) || st.Size() >= first.Size() {

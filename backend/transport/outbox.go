@@ -325,7 +325,7 @@ func (s *session) flush() {
 			}
 			s.mu.Unlock()
 		}
-		if err := s.spool.done(gone, s.written); err != nil {
+		if err := s.spool.done(gone, !s.anyWritten(), s.written); err != nil {
 			s.log.Error("agent: event spool", "err", err)
 		}
 	}
@@ -413,6 +413,18 @@ func (s *session) eventMsg(o *outEvent) (*nats.Msg, error) {
 	}
 	return &nats.Msg{Subject: EventSubject(id), Reply: EventAckSubject(s.ackHost, o.ev.ID), Data: o.data,
 		Header: nats.Header{jetstream.MsgIDHeader: []string{o.ev.ID}}}, nil
+}
+
+// anyWritten reports whether an event in the spool is still pending.
+func (s *session) anyWritten() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.pend {
+		if o.written && !o.done {
+			return true
+		}
+	}
+	return false
 }
 
 // written is the events in the spool and not done.

@@ -195,16 +195,16 @@ func (s *spool) append(data []byte) error {
 	return err
 }
 
-// done records ids as acknowledged (or dropped); pending is what is still
-// pending after them: nothing empties the file, a file grown past
-// spoolCompactAt and twice its size at the last rewrite is rewritten with
-// just pending.
-func (s *spool) done(ids []string, pending func() []model.Event) error {
+// done records ids as acknowledged (or dropped); none says nothing is
+// pending after them, which empties the file. pending is what is: asked
+// for only when the file has grown past spoolCompactAt and twice its size
+// at the last rewrite, and is rewritten with just that (not at every
+// acknowledgement: a backlog of EventBuffer events was copied each time).
+func (s *spool) done(ids []string, none bool, pending func() []model.Event) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	p := pending()
-	if len(p) == 0 {
+	if none {
 		if err := s.f.Truncate(0); err != nil {
 			return fmt.Errorf("event spool: truncate: %w", err)
 		}
@@ -221,7 +221,7 @@ func (s *spool) done(ids []string, pending func() []model.Event) error {
 		return fmt.Errorf("event spool: write: %w", err)
 	}
 	if s.size > max(spoolCompactAt, 2*s.kept) {
-		return s.rewrite(p)
+		return s.rewrite(pending())
 	}
 	return nil
 }
