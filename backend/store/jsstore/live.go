@@ -159,13 +159,13 @@ func quorum(info *jetstream.StreamInfo) error {
 var errDown = errors.New("JetStream unreachable")
 
 // judge watches an attempt of a call made at start and bounded by bound
-// (do): from liveLead before the bound (and a third of the way to it)
-// it asks the shared check, and aborts the
+// (do): from liveLead before the bound (and a third of the way to it;
+// at once when the call is made past its bound) it asks the shared check, and aborts the
 // attempt with the reason (an errDown) as soon as the check finds JetStream
 // unreachable (the connection down, the stream info refused, the leader
 // without its quorum). A check left unanswered, like the attempt, is no
 // verdict by itself: on a loaded machine both may be slow. So at the
-// bound, an attempt without a verdict is aborted only when no call of the
+// bound (or liveLead after the check was asked, if later), an attempt without a verdict is aborted only when no call of the
 // store at all was answered within silentFor; otherwise it is left to
 // its attempt time, and aborted later only if the check then finds
 // JetStream unreachable. When the check finds JetStream answering, the
@@ -176,8 +176,10 @@ func (s *Store) judge(start, bound time.Time, abort context.CancelCauseFunc) (st
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		// Not before a third of the bound: a connection that drops and
-		// comes back at once (a node restarted) is ridden over.
-		lead := time.NewTimer(time.Until(maxTime(bound.Add(-liveLead), start.Add(bound.Sub(start)/3))))
+		// comes back at once (a node restarted) is ridden over. A call
+		// made past its bound (a stream's, minutes in) asks at once.
+		ask := maxTime(maxTime(bound.Add(-liveLead), start.Add(bound.Sub(start)/3)), start)
+		lead := time.NewTimer(time.Until(ask))
 		defer lead.Stop()
 		select {
 		case <-done:
@@ -185,7 +187,11 @@ func (s *Store) judge(start, bound time.Time, abort context.CancelCauseFunc) (st
 		case <-lead.C:
 		}
 		c := s.live()
-		at := time.NewTimer(time.Until(bound))
+		// Silence is judged at the bound, and never before the check has
+		// had liveLead to answer: a call made past its bound on an idle
+		// store (nothing answered within silentFor) would otherwise be
+		// failed at once, its check not yet asked.
+		at := time.NewTimer(time.Until(maxTime(bound, ask.Add(liveLead))))
 		defer at.Stop()
 		atBound := false
 		silent := func() bool {
