@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"gseproc/backend/config"
@@ -134,37 +135,50 @@ func TestQuorumLostAndBack(t *testing.T) {
 	t.Logf("status after recovery: %+v", p.Status())
 }
 
-// TestNATSDown: the server's NATS connection lost is reported, and
-// recovered from by itself.
-func TestNATSDown(t *testing.T) {
+// natsAndConn starts an embedded NATS with the server's user and the
+// server's connection to it (reconnecting every 100 ms); restart starts
+// NATS again, once e is shut down, on the same address and store.
+func natsAndConn(t *testing.T, o transport.EmbeddedOptions) (e *transport.Embedded, nc *nats.Conn, restart func()) {
+	t.Helper()
 	c := config.Default().NATS
 	c.Listen, c.StoreDir = "127.0.0.1:-1", t.TempDir()
 	c.Users = []config.NATSUser{{User: "srv", Password: "srvpw", Role: config.NATSRoleServer}}
-	e, err := transport.StartEmbedded(c, transport.EmbeddedOptions{Demo: true}, nil)
+	e, err := transport.StartEmbedded(c, o, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.Shutdown()
-	nc, err := transport.ConnectNow(transport.ClientOptions{URLs: e.ClientURL(), User: "srv", Password: "srvpw", MaxReconnectDelay: 100 * time.Millisecond}, nil)
+	t.Cleanup(e.Shutdown)
+	addr := strings.TrimPrefix(e.ClientURL(), "nats://")
+	nc, err = transport.ConnectNow(transport.ClientOptions{URLs: e.ClientURL(), User: "srv", Password: "srvpw", MaxReconnectDelay: 100 * time.Millisecond}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
+	restart = func() {
+		t.Helper()
+		c.Listen = addr
+		e2, err := transport.StartEmbedded(c, o, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e2.Shutdown)
+	}
+	return e, nc, restart
+}
+
+// TestNATSDown: the server's NATS connection lost is reported, and
+// recovered from by itself.
+func TestNATSDown(t *testing.T) {
+	e, nc, restart := natsAndConn(t, transport.EmbeddedOptions{Demo: true})
 	p, err := Start(Options{Link: transport.FixedLink(nc), Every: 50 * time.Millisecond, FailAfter: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
 	eventually(t, "ready", 30*time.Second, func() bool { return p.Status().Ready })
-	addr := strings.TrimPrefix(e.ClientURL(), "nats://")
 	e.Shutdown()
 	eventually(t, "nats_disconnected", 30*time.Second, func() bool { return p.Status().State == StateNATSDown })
-	c.Listen = addr
-	e2, err := transport.StartEmbedded(c, transport.EmbeddedOptions{Demo: true}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e2.Shutdown()
+	restart()
 	eventually(t, "ready again", 30*time.Second, func() bool { return p.Status().Ready })
 }
 
@@ -172,19 +186,7 @@ func TestNATSDown(t *testing.T) {
 // the connection knows it, not at the next probe (here an hour away), and
 // no longer once it is back.
 func TestNATSDownAtOnce(t *testing.T) {
-	c := config.Default().NATS
-	c.Listen, c.StoreDir = "127.0.0.1:-1", t.TempDir()
-	c.Users = []config.NATSUser{{User: "srv", Password: "srvpw", Role: config.NATSRoleServer}}
-	e, err := transport.StartEmbedded(c, transport.EmbeddedOptions{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Shutdown()
-	nc, err := transport.ConnectNow(transport.ClientOptions{URLs: e.ClientURL(), User: "srv", Password: "srvpw", MaxReconnectDelay: 100 * time.Millisecond}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	e, nc, restart := natsAndConn(t, transport.EmbeddedOptions{})
 	p, err := Start(Options{Link: transport.FixedLink(nc), Every: time.Hour, FailAfter: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +195,6 @@ func TestNATSDownAtOnce(t *testing.T) {
 	if s := p.Status(); !s.Ready {
 		t.Fatalf("first probe: %+v", s)
 	}
-	addr := strings.TrimPrefix(e.ClientURL(), "nats://")
 	e.Shutdown()
 	eventually(t, "nats_disconnected without a probe", 10*time.Second, func() bool { return p.Status().State == StateNATSDown })
 	s := p.Status()
@@ -203,12 +204,7 @@ func TestNATSDownAtOnce(t *testing.T) {
 	if again := p.Status(); !again.Since.Equal(s.Since) {
 		t.Fatalf("since moved: %s then %s", s.Since, again.Since)
 	}
-	c.Listen = addr
-	e2, err := transport.StartEmbedded(c, transport.EmbeddedOptions{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e2.Shutdown()
+	restart()
 	eventually(t, "ready once reconnected", 30*time.Second, func() bool { return p.Status().Ready })
 }
 
