@@ -31,6 +31,45 @@ type eventQueue struct {
 	// a slow acknowledgement is then kept once, not twice.
 	idPrefix string
 	seq      atomic.Uint64
+
+	applied appliedIDs // used by eventLoop only
+}
+
+// appliedMax bounds the acknowledged events remembered as applied: far
+// more than arrive within a redelivery's wait (the consumer's AckWait).
+const appliedMax = 1 << 16
+
+// appliedIDs remembers the ids of the last appliedMax acknowledged events
+// applied (a last known status derived, subscribers told): a source that
+// delivers an event again because its acknowledgement was lost must not
+// have it applied twice (a restart counted twice, shown twice live).
+type appliedIDs struct {
+	set  map[string]struct{}
+	ring []string
+	next int
+}
+
+// add records id and says whether it is new ("" always is: nothing to
+// tell it by).
+func (a *appliedIDs) add(id string) bool {
+	if id == "" {
+		return true
+	}
+	if _, ok := a.set[id]; ok {
+		return false
+	}
+	if a.set == nil {
+		a.set = make(map[string]struct{})
+	}
+	if len(a.ring) < appliedMax {
+		a.ring = append(a.ring, id)
+	} else {
+		delete(a.set, a.ring[a.next])
+		a.ring[a.next] = id
+		a.next = (a.next + 1) % appliedMax
+	}
+	a.set[id] = struct{}{}
+	return true
 }
 
 // queuedEvent is an event waiting to be stored, with what to call once it
@@ -172,8 +211,15 @@ func (e *Engine) handleEvents(batch []queuedEvent) {
 		}
 	}
 	for i, ev := range evs {
-		if errs[i] != nil && batch[i].ack != nil {
-			continue // delivered again by its source, and handled then
+		if batch[i].ack != nil {
+			if errs[i] != nil {
+				continue // delivered again by its source, and handled then
+			}
+			// Stored and applied once already: its acknowledgement was lost
+			// and it came again (the store kept it once, by its id).
+			if !e.events.applied.add(ev.ID) {
+				continue
+			}
 		}
 		if ev.ProcKey != "" {
 			if st, ok := statusAfter(ev, e); ok {
