@@ -72,43 +72,48 @@ func (s *Store) AcquireLease(ctx context.Context, taskID, owner string, ttl time
 }
 
 // RenewLease rewrites owner's lease (model.ErrConflict when it is not
-// owner's any more); a deleted lease is acquired again.
+// owner's any more); a deleted lease is acquired again. A write refused
+// as made on an older revision is made again on the lease as read anew
+// while it is still owner's: a replicated stream refuses such a write
+// while an earlier one on the key is still being applied (and the
+// owner's own retried write may have moved the revision), and only
+// another owner in the lease is a conflict.
 func (s *Store) RenewLease(ctx context.Context, taskID, owner string, ttl time.Duration) error {
 	if err := s.check(); err != nil {
 		return err
 	}
 	k := enc(taskID)
-	e, rec, err := s.getLease(ctx, k)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		// Deleted (by an engine that found no such task yet): free, so
-		// the owner takes it again, unless another engine was quicker.
-		ok, err := s.AcquireLease(ctx, taskID, owner, ttl)
+	for attempt := 0; ; attempt++ {
+		e, rec, err := s.getLease(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			// Deleted (by an engine that found no such task yet): free, so
+			// the owner takes it again, unless another engine was quicker.
+			ok, err := s.AcquireLease(ctx, taskID, owner, ttl)
+			if err != nil {
+				return fmt.Errorf("renew lease of %s: %w", taskID, err)
+			}
+			if !ok {
+				return fmt.Errorf("renew lease of %s: taken: %w", taskID, model.ErrConflict)
+			}
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("renew lease of %s: %w", taskID, err)
 		}
-		if !ok {
-			return fmt.Errorf("renew lease of %s: taken: %w", taskID, model.ErrConflict)
+		if rec.Owner != owner {
+			return fmt.Errorf("renew lease of %s: held by %q: %w", taskID, rec.Owner, model.ErrConflict)
 		}
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("renew lease of %s: %w", taskID, err)
-	}
-	if rec.Owner != owner {
-		return fmt.Errorf("renew lease of %s: held by %q: %w", taskID, rec.Owner, model.ErrConflict)
-	}
-	data := leaseData(taskID, owner, ttl)
-	_, err = do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().leases.Update(ctx, k, data, e.Revision()) })
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		if e2, _, gerr := s.getLease(ctx, k); gerr == nil && bytes.Equal(e2.Value(), data) {
+		data := leaseData(taskID, owner, ttl)
+		_, err = do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().leases.Update(ctx, k, data, e.Revision()) })
+		switch {
+		case err == nil:
 			return nil
+		case !errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			return fmt.Errorf("renew lease of %s: %w", taskID, err)
+		case attempt >= 10:
+			return fmt.Errorf("renew lease of %s: changed meanwhile: %w", taskID, model.ErrConflict)
 		}
-		return fmt.Errorf("renew lease of %s: changed meanwhile: %w", taskID, model.ErrConflict)
 	}
-	if err != nil {
-		return fmt.Errorf("renew lease of %s: %w", taskID, err)
-	}
-	return nil
 }
 
 // TakeLease replaces the lease at revision rev by owner's; false when it

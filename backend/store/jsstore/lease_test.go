@@ -3,6 +3,7 @@ package jsstore
 import (
 	"errors"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -230,5 +231,38 @@ func BenchmarkRenewLease(b *testing.B) {
 		if err := s.RenewLease(ctx, "t", "A", time.Second); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestRenewLeaseRevisionMoved: renewals of one owner's lease that race
+// (each reads the lease, then writes on the revision it read) all
+// succeed: a write refused because the revision moved under it, with the
+// lease still the owner's, is no conflict. One used to fail as
+// model.ErrConflict (its engine would abandon a task it still owns).
+func TestRenewLeaseRevisionMoved(t *testing.T) {
+	s := open(t, startNATS(t, natsCfg(t, t.TempDir())), Options{})
+	ctx := tctx(t)
+	if ok, err := s.AcquireLease(ctx, "T1", "engine-1", time.Minute); err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	const n = 8
+	errs := make(chan error, n)
+	var start sync.WaitGroup
+	start.Add(1)
+	for range n {
+		go func() {
+			start.Wait()
+			errs <- s.RenewLease(ctx, "T1", "engine-1", time.Minute)
+		}()
+	}
+	start.Done()
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("renew racing the owner's other renewals: %v", err)
+		}
+	}
+	// Another owner's lease is still a conflict.
+	if err := s.RenewLease(ctx, "T1", "engine-2", time.Minute); !errors.Is(err, model.ErrConflict) {
+		t.Fatalf("renew of another owner's lease: %v, want ErrConflict", err)
 	}
 }
