@@ -54,6 +54,10 @@ func (o *CompareOptions) defaults() {
 	}
 }
 
+// MaxFanoutHosts is the most hosts the compared fan-out runs: in-process
+// agents named 127.0.x.y, x in 1..250.
+const MaxFanoutHosts = 250 * 250
+
 // CompareTools are the tools compared with gseproc, the names --only
 // takes.
 var CompareTools = []string{"s6", "supervisord", "pm2", "ansible"}

@@ -327,8 +327,8 @@ func tail(b []byte) string {
 // and times runs ops, each starting a one-shot whose start_cmd is `true`
 // on every host, from the request to the last result.
 func agentFanout(ctx context.Context, dir string, hosts, runs int) ([]time.Duration, error) {
-	if hosts > 250*250 {
-		return nil, fmt.Errorf("at most %d hosts", 250*250)
+	if hosts > MaxFanoutHosts {
+		return nil, fmt.Errorf("at most %d hosts", MaxFanoutHosts)
 	}
 	l := agent.NewLocal()
 	var all []model.Host

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"gseproc/backend/bench"
@@ -43,6 +44,28 @@ func runBench(ctx context.Context, args []string, io Stdio) error {
 	}
 	what := pos[0]
 	s.Out = io.Out
+	// What agent and compare take is refused here, by its flag, when out
+	// of range: below 1 it would be replaced by a default (--procs 0
+	// measured 5 hosted processes), and too many fan-out hosts were found
+	// only after the restart measures.
+	var bad string
+	switch {
+	case what == "agent" && *procs < 1:
+		bad = fmt.Sprintf("--procs: %d, want at least 1", *procs)
+	case what == "agent" && *idle <= 0:
+		bad = fmt.Sprintf("--idle: %s, want more than 0", *idle)
+	case what == "compare" && *samples < 1:
+		bad = fmt.Sprintf("--samples: %d, want at least 1", *samples)
+	case what == "compare" && *settle <= 0:
+		bad = fmt.Sprintf("--settle: %s, want more than 0", *settle)
+	case what == "compare" && (*fanHosts < 1 || *fanHosts > bench.MaxFanoutHosts):
+		bad = fmt.Sprintf("--fanout-hosts: %d, want 1..%d", *fanHosts, bench.MaxFanoutHosts)
+	case what == "compare" && *runs < 1:
+		bad = fmt.Sprintf("--runs: %d, want at least 1", *runs)
+	}
+	if bad != "" {
+		return usageError("bench", "%s", bad)
+	}
 	if what == "agent" {
 		_, err := bench.AgentIdleRSS(ctx, bench.AgentIdleOptions{Bin: s.Bin, Procs: *procs, Settle: *idle, Out: io.Out})
 		return err

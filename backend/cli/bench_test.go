@@ -70,3 +70,27 @@ func TestBenchAgent(t *testing.T) {
 		t.Errorf("processes left: %v", left)
 	}
 }
+
+// TestBenchFlagsRefused: agent's and compare's counts and durations out
+// of range are usage errors naming the flag, before anything starts (a
+// value below 1 was replaced by its default).
+func TestBenchFlagsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"agent", "--procs", "0"}, "--procs: 0, want at least 1"},
+		{[]string{"agent", "--idle", "0s"}, "--idle: 0s, want more than 0"},
+		{[]string{"compare", "--samples", "-1"}, "--samples: -1, want at least 1"},
+		{[]string{"compare", "--settle", "0s"}, "--settle: 0s, want more than 0"},
+		{[]string{"compare", "--fanout-hosts", "0"}, "--fanout-hosts: 0, want 1..62500"},
+		{[]string{"compare", "--fanout-hosts", "62501"}, "--fanout-hosts: 62501, want 1..62500"},
+		{[]string{"compare", "--runs", "0"}, "--runs: 0, want at least 1"},
+	} {
+		var out, errb bytes.Buffer
+		code := Main(context.Background(), append([]string{"bench"}, tc.args...), Stdio{In: strings.NewReader(""), Out: &out, Err: &errb})
+		if code != 2 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("bench %v: code %d, stderr %q, stdout %q; want 2 and %q", tc.args, code, errb.String(), out.String(), tc.want)
+		}
+	}
+}
