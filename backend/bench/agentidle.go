@@ -144,7 +144,10 @@ func AgentIdleRSS(ctx context.Context, o AgentIdleOptions) (AgentIdle, error) {
 		if attempt == 10 || ctx.Err() != nil {
 			return r, fmt.Errorf("bench agent: op start of %d processes: %v: %.2000s", o.Procs, err, out)
 		}
-		time.Sleep(2 * time.Second)
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+		}
 	}
 	r.Hosted = o.Procs
 	fmt.Fprintf(o.Out, "agent: %d hosted processes started; idling %s (load %s)\n", o.Procs, o.Settle, loadavg())
