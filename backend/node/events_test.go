@@ -78,37 +78,6 @@ func eventsAgentConfig(url string, h model.Host, dir, user, pass string) config.
 	return ac
 }
 
-// runAgent runs a real agent as cfg says until stop is called (it must
-// stop within 20 s).
-func runAgent(t *testing.T, cfg config.Config) (stop func()) {
-	t.Helper()
-	n, err := node.NewAgent(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("agent %s: %v", n.ID(), err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Errorf("agent %s did not stop", n.ID())
-		}
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
 // gseServer is a gseproc server (NATS dispatcher, JetStream store,
 // engine) on the NATS at url; stop ends it (also at the test's end).
 func gseServer(t *testing.T, url string, replicas int) (*engine.Engine, func()) {
@@ -275,7 +244,7 @@ func TestEventsSurviveServerOutage(t *testing.T) {
 
 	eA, stopA := gseServer(t, ext.ClientURL(), 1)
 	agentDir := filepath.Join(work, "agent")
-	runAgent(t, eventsAgentConfig(ext.ClientURL(), me, agentDir, "agent", "apw"))
+	nodetest.StartAgent(t, eventsAgentConfig(ext.ClientURL(), me, agentDir, "agent", "apw"))
 	nodetest.WaitFor(t, "the agent online", 30*time.Second, func() bool { return nodetest.HostOnline(eA, me) })
 	startFlaky(t, eA, item)
 	stopA()
@@ -352,7 +321,7 @@ func TestEventsStoredOnceOnCluster(t *testing.T) {
 	}
 	work := t.TempDir()
 	item := flakyItem(t, me, work)
-	stopAgent := runAgent(t, eventsAgentConfig(nodes[0].ClientURL(), me, filepath.Join(work, "agent"), "agent", "apw"))
+	stopAgent := nodetest.StartAgent(t, eventsAgentConfig(nodes[0].ClientURL(), me, filepath.Join(work, "agent"), "agent", "apw"))
 	waitAll(model.EventAgentOnline)
 	if got := flakyEvents(t, es[1], me, ""); got[model.EventAgentOnline] != 1 {
 		t.Fatalf("stored %v: want one agent_online", got)
@@ -469,7 +438,7 @@ func TestAgentReplaysUnackedEvents(t *testing.T) {
 	ext2 := extNATS(t, natsDir, me)
 	eB, _ := gseServer(t, ext2.ClientURL(), 1)
 	js := serverJS(t, ext2.ClientURL())
-	runAgent(t, eventsAgentConfig(ext2.ClientURL(), me, agentDir, "agent", "apw"))
+	nodetest.StartAgent(t, eventsAgentConfig(ext2.ClientURL(), me, agentDir, "agent", "apw"))
 	nodetest.WaitFor(t, "the kept events stored and the stream read", 60*time.Second, func() bool {
 		msgs, unacked := streamState(t, js)
 		st, err := os.Stat(spool)

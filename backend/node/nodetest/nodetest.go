@@ -82,9 +82,9 @@ func KillAtEnd(t testing.TB, pidFiles ...string) {
 }
 
 // StartAgent runs a real agent (node.NewAgent: cfg.Agent's identity and
-// data dir, connected to cfg.NATS) until the test ends; it must stop
-// cleanly within 20 s of the end.
-func StartAgent(t testing.TB, cfg config.Config) {
+// data dir, connected to cfg.NATS) until stop is called or the test ends;
+// it must stop cleanly within 20 s. stop may be called more than once.
+func StartAgent(t testing.TB, cfg config.Config) (stop func()) {
 	t.Helper()
 	n, err := node.NewAgent(cfg, nil)
 	if err != nil {
@@ -93,7 +93,12 @@ func StartAgent(t testing.TB, cfg config.Config) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- n.Run(ctx) }()
-	t.Cleanup(func() {
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
 		cancel()
 		select {
 		case err := <-done:
@@ -103,7 +108,9 @@ func StartAgent(t testing.TB, cfg config.Config) {
 		case <-time.After(20 * time.Second):
 			t.Errorf("agent %s did not stop", n.ID())
 		}
-	})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // AgentConfig is the config of an agent cloud:ip keeping its registry in
