@@ -3,12 +3,10 @@
 package node_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -142,52 +140,9 @@ func TestCancelDuringTakeoverStopsCommands(t *testing.T) {
 		nodetest.StartAgent(t, nodetest.AgentConfig(url, 31+i, "127.0.0.1", filepath.Join(work, "agent"+strconv.Itoa(i))))
 	}
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCancelTakeoverHelperServer$", "-test.v")
-	cmd.Env = append(os.Environ(), cancelTakeoverEnv+"="+url, cancelTakeoverEnv+"_WORK="+work)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	defer func() {
-		if !killed {
-			_ = cmd.Process.Kill()
-		}
-		_ = cmd.Wait()
-	}()
-	lines := make(chan string, 64)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	var taskID string
-	for timeout := time.After(90 * time.Second); taskID == ""; {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatal("server process exited before starting the task")
-			}
-			if strings.HasPrefix(l, "ERROR") {
-				t.Fatal(l)
-			}
-			if id, ok := strings.CutPrefix(l, "TASK "); ok {
-				taskID = id
-			}
-		case <-timeout:
-			t.Fatal("no task from the server process")
-		}
-	}
-	go func() {
-		for range lines { // drain
-		}
-	}()
+	proc := nodetest.StartProc(t, "TestCancelTakeoverHelperServer", cancelTakeoverEnv+"="+url, cancelTakeoverEnv+"_WORK="+work)
+	taskID := proc.Next("TASK")
+	proc.Drain()
 	alive := func(pid int) bool { return pid > 0 && !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) }
 	pids := make([]int, len(cmdPids))
 	nodetest.WaitFor(t, "every host running the long command", 60*time.Second, func() bool {
@@ -200,11 +155,7 @@ func TestCancelDuringTakeoverStopsCommands(t *testing.T) {
 		}
 		return true
 	})
-	if err := cmd.Process.Kill(); err != nil { // SIGKILL: A lets nothing go
-		t.Fatal(err)
-	}
-	killed = true
-	_ = cmd.Wait()
+	proc.Kill() // SIGKILL: A lets nothing go
 
 	ctx := context.Background()
 	b, _, closer, err := node.OpenNATSEngine(ctx, cancelTakeoverCfg(url, "srv-b"), false, false, "test", nil)

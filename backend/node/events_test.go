@@ -1,12 +1,10 @@
 package node_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -390,23 +388,8 @@ func TestAgentReplaysUnackedEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestEventsHelperAgent$", "-test.v")
-	cmd.Env = append(os.Environ(), eventsAgentEnv+"="+string(raw))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			t.Log("agent:", sc.Text())
-		}
-	}()
+	proc := nodetest.StartProc(t, "TestEventsHelperAgent", eventsAgentEnv+"="+string(raw))
+	proc.Drain()
 	nodetest.WaitFor(t, "the agent online", 60*time.Second, func() bool { return nodetest.HostOnline(eA, me) })
 	startFlaky(t, eA, item)
 
@@ -429,10 +412,7 @@ func TestAgentReplaysUnackedEvents(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(agentDir, "procinfo.json"))
 		return strings.Contains(string(b), `"held"`)
 	})
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
+	proc.Kill()
 
 	// NATS back on the same files, a server, the agent again (in process).
 	ext2 := extNATS(t, natsDir, me)

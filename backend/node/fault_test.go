@@ -1,11 +1,9 @@
 package node_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -133,60 +131,13 @@ func TestRestartTaskSurvivesServerKill9(t *testing.T) {
 	}
 	nodetest.KillAtEnd(t, pidFiles...) // before the agents: it runs after they stopped
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestFaultHelperServer$", "-test.v")
-	cmd.Env = append(os.Environ(), faultEnv+"="+dir, faultEnv+"_WORK="+work)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	defer func() {
-		if !killed {
-			_ = cmd.Process.Kill()
-		}
-		_ = cmd.Wait()
-	}()
-	lines := make(chan string, 64)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	next := func(prefix string) string {
-		t.Helper()
-		timeout := time.After(90 * time.Second)
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatalf("server process exited before %s", prefix)
-				}
-				if strings.HasPrefix(l, "ERROR") {
-					t.Fatal(l)
-				}
-				if v, ok := strings.CutPrefix(l, prefix+" "); ok {
-					return v
-				}
-			case <-timeout:
-				t.Fatalf("no %s from the server process", prefix)
-			}
-		}
-	}
-	natsURL := next("NATS")
+	proc := nodetest.StartProc(t, "TestFaultHelperServer", faultEnv+"="+dir, faultEnv+"_WORK="+work)
+	natsURL := proc.Next("NATS")
 	for i := range faultHosts {
 		nodetest.StartAgent(t, nodetest.AgentConfig(natsURL, 11+i, "127.0.0.1", filepath.Join(work, "agent"+strconv.Itoa(i))))
 	}
-	taskID := next("TASK")
-	go func() {
-		for range lines { // drain
-		}
-	}()
+	taskID := proc.Next("TASK")
+	proc.Drain()
 	count := func(i int, file, word string) int {
 		b, _ := os.ReadFile(filepath.Join(items[i].Process.Spec.Identity.SetupPath, file))
 		return strings.Count(string(b), word)
@@ -201,11 +152,7 @@ func TestRestartTaskSurvivesServerKill9(t *testing.T) {
 		}
 		return true
 	})
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	killed = true
-	_ = cmd.Wait()
+	proc.Kill()
 
 	// The same server again: same store dir and NATS address.
 	up := time.Now()

@@ -1,12 +1,9 @@
 package node_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -76,53 +73,15 @@ func TestKill9MidTask(t *testing.T) {
 		t.Skip("runs a server process")
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKillHelperServer$", "-test.v")
-	cmd.Env = append(os.Environ(), helperEnv+"="+dir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	defer func() {
-		if !killed {
-			_ = cmd.Process.Kill()
-		}
-		_ = cmd.Wait()
-	}()
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	var taskID, natsURL string
+	proc := nodetest.StartProc(t, "TestKillHelperServer", helperEnv+"="+dir)
+	natsURL := proc.Next("NATS")
+	var taskID string
 	var total int
-	for taskID == "" {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatal("server process exited before starting the task")
-			}
-			if strings.HasPrefix(l, "ERROR") {
-				t.Fatal(l)
-			}
-			if u, ok := strings.CutPrefix(l, "NATS "); ok {
-				natsURL = u
-			}
-			fmt.Sscanf(l, "TASK %s %d", &taskID, &total)
-		case <-time.After(30 * time.Second):
-			t.Fatal("no task from the server process")
-		}
+	task := proc.Next("TASK")
+	if _, err := fmt.Sscanf(task, "%s %d", &taskID, &total); err != nil {
+		t.Fatalf("TASK %s: not a task id and a count: %v", task, err)
 	}
-	go func() {
-		for range lines { // drain
-		}
-	}()
+	proc.Drain()
 
 	// Watch its results through its NATS, as another server would.
 	if natsURL == "" {
@@ -144,11 +103,7 @@ func TestKill9MidTask(t *testing.T) {
 		before = rs
 		return err == nil && countFinal(rs) >= 10
 	})
-	if err := cmd.Process.Kill(); err != nil { // SIGKILL
-		t.Fatal(err)
-	}
-	killed = true
-	_ = cmd.Wait()
+	proc.Kill() // SIGKILL
 	nc.Close()
 	// Only results the killed server had stored count as "before".
 	done := countFinal(before)

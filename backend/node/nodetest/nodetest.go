@@ -6,12 +6,14 @@
 package nodetest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -188,4 +190,90 @@ func CallJSON(t testing.TB, method, url string, body []byte) Envelope {
 		t.Fatalf("%s %s: not an envelope: %.300s", method, url, raw)
 	}
 	return r
+}
+
+// Proc is the test binary run again as a helper process that runs one
+// test (a server or an agent the test kills), its standard output read
+// line by line; its standard error is the test's.
+type Proc struct {
+	t      testing.TB
+	cmd    *exec.Cmd
+	lines  chan string
+	killed bool
+}
+
+// StartProc runs the test named test (-test.run=^test$ -test.v) in a new
+// process of this test binary, its environment with env added. It is
+// killed and waited for when the test ends, unless Kill was called.
+func StartProc(t testing.TB, test string, env ...string) *Proc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &Proc{t: t, cmd: cmd, lines: make(chan string, 64)}
+	t.Cleanup(func() {
+		if !p.killed {
+			_ = cmd.Process.Kill()
+		}
+		_ = cmd.Wait()
+	})
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+	}()
+	return p
+}
+
+// Next is the rest of the next line of output that begins with prefix and
+// a space, lines before it skipped. A line beginning "ERROR", the output
+// ending, or 90 s without such a line fails the test.
+func (p *Proc) Next(prefix string) string {
+	p.t.Helper()
+	timeout := time.After(90 * time.Second)
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				p.t.Fatalf("helper process exited before %s", prefix)
+			}
+			if strings.HasPrefix(l, "ERROR") {
+				p.t.Fatal(l)
+			}
+			if v, ok := strings.CutPrefix(l, prefix+" "); ok {
+				return v
+			}
+		case <-timeout:
+			p.t.Fatalf("no %s from the helper process", prefix)
+		}
+	}
+}
+
+// Drain reads (and drops) the rest of the output, so that the process
+// never blocks writing it. Call it once Next is no longer needed.
+func (p *Proc) Drain() {
+	go func() {
+		for range p.lines {
+		}
+	}()
+}
+
+// Kill kills the process with SIGKILL (it lets nothing go) and waits for
+// it to end.
+func (p *Proc) Kill() {
+	p.t.Helper()
+	if err := p.cmd.Process.Kill(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.killed = true
+	_ = p.cmd.Wait()
 }
