@@ -76,6 +76,27 @@ func tryNATSCluster(t *testing.T, n int, extra []config.NATSUser) ([]*transport.
 	return nodes, nil
 }
 
+// serveSimFleet serves a simulated fleet (cfg) over the NATS at url, as
+// natsCluster's simulator user, with heartbeats every 200 ms, until the
+// test ends.
+func serveSimFleet(t *testing.T, url string, cfg config.SimulatorConfig) *simulator.Fleet {
+	t.Helper()
+	fleet := simulator.New(cfg)
+	t.Cleanup(func() { fleet.Close() })
+	snc, err := transport.ConnectNow(transport.ClientOptions{URLs: url, User: "sim", Password: "simpw"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(snc.Close)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- transport.ServeFleet(ctx, snc, fleet, transport.ServeOptions{HeartbeatInterval: 200 * time.Millisecond})
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	return fleet
+}
+
 // TestNATSClusterFailover: a 3-node NATS cluster, JetStream state with 3
 // replicas, two gseproc servers (engines) on different nodes and a
 // simulated fleet serving over NATS. Server A runs a task; B, watching it
@@ -96,19 +117,7 @@ func TestNATSClusterFailover(t *testing.T) {
 	// so the kill below lands mid-task even on a loaded machine.
 	simCfg := config.SimulatorConfig{Hosts: 150, Seed: 11, Clouds: 1, Namespaces: []string{"web"},
 		LatencyMedian: config.Duration(500 * time.Millisecond), LatencyP99: config.Duration(800 * time.Millisecond)}
-	fleet := simulator.New(simCfg)
-	defer fleet.Close()
-	snc, err := transport.ConnectNow(transport.ClientOptions{URLs: nodes[2].ClientURL(), User: "sim", Password: "simpw"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snc.Close()
-	sctx, stopSim := context.WithCancel(ctx)
-	simDone := make(chan error, 1)
-	go func() {
-		simDone <- transport.ServeFleet(sctx, snc, fleet, transport.ServeOptions{HeartbeatInterval: 200 * time.Millisecond})
-	}()
-	defer func() { stopSim(); <-simDone }()
+	fleet := serveSimFleet(t, nodes[2].ClientURL(), simCfg)
 
 	const leaseTTL = 2 * time.Second
 	serverCfg := func(i int) config.Config {

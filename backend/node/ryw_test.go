@@ -18,8 +18,6 @@ import (
 	"gseproc/backend/config"
 	"gseproc/backend/node"
 	"gseproc/backend/node/nodetest"
-	"gseproc/backend/simulator"
-	"gseproc/backend/transport"
 	"gseproc/model"
 )
 
@@ -140,19 +138,7 @@ func TestReadYourWritesAcrossServers(t *testing.T) {
 
 	simCfg := config.SimulatorConfig{Hosts: 6, Seed: 3, Clouds: 1, Namespaces: []string{"web"},
 		LatencyMedian: config.Duration(20 * time.Millisecond), LatencyP99: config.Duration(60 * time.Millisecond)}
-	fleet := simulator.New(simCfg)
-	defer fleet.Close()
-	snc, err := transport.ConnectNow(transport.ClientOptions{URLs: nodes[2].ClientURL(), User: "sim", Password: "simpw"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snc.Close()
-	sctx, stopSim := context.WithCancel(ctx)
-	simDone := make(chan error, 1)
-	go func() {
-		simDone <- transport.ServeFleet(sctx, snc, fleet, transport.ServeOptions{HeartbeatInterval: 200 * time.Millisecond})
-	}()
-	defer func() { stopSim(); <-simDone }()
+	fleet := serveSimFleet(t, nodes[2].ClientURL(), simCfg)
 
 	serve := func(i int) string {
 		t.Helper()
