@@ -166,19 +166,7 @@ func TestCancelDuringTakeoverStopsCommands(t *testing.T) {
 	if err := b.Cancel(ctx, taskID); err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-	ch, err := b.Watch(wctx, taskID, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rs []model.Result
-	for r := range ch {
-		rs = append(rs, r)
-	}
-	if wctx.Err() != nil {
-		t.Fatalf("the task did not end at B: %d results", len(rs))
-	}
+	rs := nodetest.Results(t, b, taskID, 90*time.Second) // the task ends at B
 	if len(rs) != cancelTakeoverHosts {
 		t.Fatalf("%d results, want %d", len(rs), cancelTakeoverHosts)
 	}

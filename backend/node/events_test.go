@@ -114,14 +114,7 @@ func startFlaky(t *testing.T, e *engine.Engine, item model.ProcessDef) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, err := e.Watch(ctx, task.ID, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rs []model.Result
-	for r := range ch {
-		rs = append(rs, r)
-	}
+	rs := nodetest.Results(t, e, task.ID, 90*time.Second)
 	if len(rs) != 1 || rs[0].Code != model.CodeSuccess {
 		t.Fatalf("start: %+v", rs)
 	}

@@ -161,19 +161,7 @@ func TestRestartTaskSurvivesServerKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closer()
-	wctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	ch, err := e.Watch(wctx, taskID, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rs []model.Result
-	for r := range ch {
-		rs = append(rs, r)
-	}
-	if wctx.Err() != nil {
-		t.Fatalf("resumed task did not complete: %d results", len(rs))
-	}
+	rs := nodetest.Results(t, e, taskID, 90*time.Second) // the resumed task completes
 	took := time.Since(up)
 	if len(rs) != faultHosts {
 		t.Fatalf("%d results, want %d", len(rs), faultHosts)

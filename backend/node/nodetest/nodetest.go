@@ -277,3 +277,23 @@ func (p *Proc) Kill() {
 	p.killed = true
 	_ = p.cmd.Wait()
 }
+
+// Results watches task id on e to its end and is its results, in order;
+// the task not ended within d fails the test.
+func Results(t testing.TB, e *engine.Engine, id string, d time.Duration) []model.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	ch, err := e.Watch(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rs []model.Result
+	for r := range ch {
+		rs = append(rs, r)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("task %s not ended within %s: %d results so far: %+v", id, d, len(rs), rs)
+	}
+	return rs
+}
