@@ -14,7 +14,6 @@ import (
 
 	"gseproc/backend"
 	"gseproc/backend/config"
-	"gseproc/backend/engine"
 	"gseproc/backend/node"
 	"gseproc/backend/node/nodetest"
 	"gseproc/backend/transport/transporttest"
@@ -38,44 +37,17 @@ func TestReplySurvivesNodeLoss(t *testing.T) {
 	nodes := natsCluster(t, 3, config.NATSUser{User: "agent21", Password: "a21pw", Host: me.String()})
 	ctx := context.Background()
 
-	cfg := config.Default()
-	cfg.NATS.URLs = []string{nodes[0].ClientURL()}
-	cfg.NATS.User, cfg.NATS.Password = "server", "spw"
-	cfg.NATS.Replicas = 3
-	nb, err := node.StartNATS(ctx, cfg, false, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := engine.New(cfg.Engine, nb.Dispatcher, nb.Inventory, nb.Store)
-	if err := e.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close(); _ = nb.Close() })
+	e, _ := gseServer(t, nodes[0].ClientURL(), 3)
 
 	work := t.TempDir()
-	if err := os.WriteFile(filepath.Join(work, "daemon.sh"), []byte(nodetest.Daemon), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	nodetest.KillAtEnd(t, filepath.Join(work, "d.pid")) // before the agent: it runs after the agent stopped
+	// The start takes 3 s: node A goes while it runs.
+	item := slowStart(t, me, work, "slow", 3, 40, 10)
 	ac := nodetest.AgentConfig(nodes[0].ClientURL(), me.CloudID, me.IP, filepath.Join(work, "agent"))
 	ac.NATS.User, ac.NATS.Password = "agent21", "a21pw"
 	ac.NATS.HeartbeatInterval = config.Duration(100 * time.Millisecond)
 	nodetest.StartAgent(t, ac)
 	nodetest.WaitFor(t, "the agent online", 30*time.Second, func() bool { return nodetest.HostOnline(e, me) })
 
-	item := model.ProcessDef{
-		Process: model.Process{
-			Meta: model.Meta{Namespace: "biz_1", Name: "slow"},
-			Spec: model.Spec{
-				Identity: model.Identity{ProcName: "slow", SetupPath: work, PidPath: filepath.Join(work, "d.pid")},
-				// The start takes 3 s: node A goes while it runs.
-				Control: model.Control{StartCmd: "echo begun > begun; sleep 3; ./daemon.sh >/dev/null 2>&1 &"},
-				Policy: model.Policy{AutoType: model.AutoResident, StartCheckSecs: model.DefaultStartCheckSecs,
-					StartRetries: model.DefaultStartRetries, StartInterval: model.DefaultStartInterval, OpTimeout: 40, StartCheckEndSecs: 10, InstanceNum: 1},
-			},
-		},
-		Hosts: []model.Host{me},
-	}
 	task, err := e.Operate(ctx, backend.OperateRequest{Op: model.OpStart, Items: []model.ProcessDef{item}})
 	if err != nil {
 		t.Fatal(err)
@@ -86,19 +58,7 @@ func TestReplySurvivesNodeLoss(t *testing.T) {
 	})
 	nodes[0].Shutdown()
 
-	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	ch, err := e.Watch(wctx, task.ID, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rs []model.Result
-	for r := range ch {
-		rs = append(rs, r)
-	}
-	if wctx.Err() != nil {
-		t.Fatalf("task not finished: %+v", rs)
-	}
+	rs := nodetest.Results(t, e, task.ID, 60*time.Second)
 	if len(rs) != 1 || rs[0].Code != model.CodeSuccess || rs[0].State != model.StateSuccess {
 		t.Fatalf("start after node A died: %+v, want one success", rs)
 	}
@@ -112,6 +72,31 @@ func TestReplySurvivesNodeLoss(t *testing.T) {
 	}
 	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err != nil || pid <= 1 || syscall.Kill(pid, 0) != nil {
 		t.Fatalf("the daemon (pid %q) is not running", b)
+	}
+}
+
+// slowStart is nodetest.Daemon, written to work, hosted on h as name: its
+// start_cmd writes the file begun, sleeps secs, then starts the daemon.
+// The daemon is killed at the test's end (call it before starting the
+// agent: that cleanup then runs after the agent stopped).
+func slowStart(t *testing.T, h model.Host, work, name string, secs, opTimeout, checkEndSecs int) model.ProcessDef {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(work, "daemon.sh"), []byte(nodetest.Daemon), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	nodetest.KillAtEnd(t, filepath.Join(work, "d.pid"))
+	return model.ProcessDef{
+		Process: model.Process{
+			Meta: model.Meta{Namespace: "biz_1", Name: name},
+			Spec: model.Spec{
+				Identity: model.Identity{ProcName: name, SetupPath: work, PidPath: filepath.Join(work, "d.pid")},
+				Control:  model.Control{StartCmd: "echo begun > begun; sleep " + strconv.Itoa(secs) + "; ./daemon.sh >/dev/null 2>&1 &"},
+				Policy: model.Policy{AutoType: model.AutoResident, StartCheckSecs: model.DefaultStartCheckSecs,
+					StartRetries: model.DefaultStartRetries, StartInterval: model.DefaultStartInterval,
+					OpTimeout: opTimeout, StartCheckEndSecs: checkEndSecs, InstanceNum: 1},
+			},
+		},
+		Hosts: []model.Host{h},
 	}
 }
 
@@ -140,29 +125,15 @@ func TestLateAnswerCorrectsTimeout(t *testing.T) {
 	}
 
 	work := t.TempDir()
-	if err := os.WriteFile(filepath.Join(work, "daemon.sh"), []byte(nodetest.Daemon), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	nodetest.KillAtEnd(t, filepath.Join(work, "d.pid"))
-	rl := transporttest.NewRelay(t, nb.ClientURL)
 	me := model.Host{IP: "127.0.0.1", CloudID: 22}
+	// The start takes 1 s, within its 4 s deadline.
+	item := slowStart(t, me, work, "late", 1, 4, 2)
+	rl := transporttest.NewRelay(t, nb.ClientURL)
 	ac := nodetest.AgentConfig(rl.URL(), me.CloudID, me.IP, filepath.Join(work, "agent"))
 	ac.NATS.HeartbeatInterval = config.Duration(100 * time.Millisecond)
 	nodetest.StartAgent(t, ac)
 	nodetest.WaitFor(t, "the agent online", 30*time.Second, func() bool { return nodetest.HostOnline(e, me) })
 
-	item := model.ProcessDef{
-		Process: model.Process{
-			Meta: model.Meta{Namespace: "biz_1", Name: "late"},
-			Spec: model.Spec{
-				Identity: model.Identity{ProcName: "late", SetupPath: work, PidPath: filepath.Join(work, "d.pid")},
-				Control:  model.Control{StartCmd: "echo begun > begun; sleep 1; ./daemon.sh >/dev/null 2>&1 &"},
-				Policy: model.Policy{AutoType: model.AutoResident, StartCheckSecs: model.DefaultStartCheckSecs,
-					StartRetries: model.DefaultStartRetries, StartInterval: model.DefaultStartInterval, OpTimeout: 4, StartCheckEndSecs: 2, InstanceNum: 1},
-			},
-		},
-		Hosts: []model.Host{me},
-	}
 	task, err := e.Operate(ctx, backend.OperateRequest{Op: model.OpStart, Items: []model.ProcessDef{item}})
 	if err != nil {
 		t.Fatal(err)
