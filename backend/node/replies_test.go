@@ -40,7 +40,7 @@ func TestReplySurvivesNodeLoss(t *testing.T) {
 	e, _ := gseServer(t, nodes[0].ClientURL(), 3)
 
 	work := t.TempDir()
-	// The start takes 3 s: node A goes while it runs.
+	// The start waits for node A to go, then takes 3 s more.
 	item := slowStart(t, me, work, "slow", 3, 40, 10)
 	ac := nodetest.AgentConfig(nodes[0].ClientURL(), me.CloudID, me.IP, filepath.Join(work, "agent"))
 	ac.NATS.User, ac.NATS.Password = "agent21", "a21pw"
@@ -57,6 +57,7 @@ func TestReplySurvivesNodeLoss(t *testing.T) {
 		return err == nil
 	})
 	nodes[0].Shutdown()
+	letGo(t, work)
 
 	rs := nodetest.Results(t, e, task.ID, 60*time.Second)
 	if len(rs) != 1 || rs[0].Code != model.CodeSuccess || rs[0].State != model.StateSuccess {
@@ -76,7 +77,9 @@ func TestReplySurvivesNodeLoss(t *testing.T) {
 }
 
 // slowStart is nodetest.Daemon, written to work, hosted on h as name: its
-// start_cmd writes the file begun, sleeps secs, then starts the daemon.
+// start_cmd writes the file begun, waits for the file go (the test makes
+// it once it has done what must happen while the start runs: no
+// wall-clock window), sleeps secs, then starts the daemon.
 // The daemon is killed at the test's end (call it before starting the
 // agent: that cleanup then runs after the agent stopped).
 func slowStart(t *testing.T, h model.Host, work, name string, secs, opTimeout, checkEndSecs int) model.ProcessDef {
@@ -90,7 +93,7 @@ func slowStart(t *testing.T, h model.Host, work, name string, secs, opTimeout, c
 			Meta: model.Meta{Namespace: "biz_1", Name: name},
 			Spec: model.Spec{
 				Identity: model.Identity{ProcName: name, SetupPath: work, PidPath: filepath.Join(work, "d.pid")},
-				Control:  model.Control{StartCmd: "echo begun > begun; sleep " + strconv.Itoa(secs) + "; ./daemon.sh >/dev/null 2>&1 &"},
+				Control:  model.Control{StartCmd: "echo begun > begun; while [ ! -e go ]; do sleep 0.05; done; sleep " + strconv.Itoa(secs) + "; ./daemon.sh >/dev/null 2>&1 &"},
 				Policy: model.Policy{AutoType: model.AutoResident, StartCheckSecs: model.DefaultStartCheckSecs,
 					StartRetries: model.DefaultStartRetries, StartInterval: model.DefaultStartInterval,
 					OpTimeout: opTimeout, StartCheckEndSecs: checkEndSecs, InstanceNum: 1},
@@ -100,9 +103,18 @@ func slowStart(t *testing.T, h model.Host, work, name string, secs, opTimeout, c
 	}
 }
 
+// letGo lets slowStart's start_cmd in work go on.
+func letGo(t *testing.T, work string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(work, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestLateAnswerCorrectsTimeout: a real agent reaches NATS through a
-// relay; while it runs a start (1 s, within its 4 s deadline) the relay
-// cuts it off and keeps it off past the deadline: the server records 116.
+// relay; while it runs a start (held until then, done within its 4 s
+// deadline) the relay cuts it off and keeps it off past the deadline: the
+// server records 116.
 // The agent had started the process and answered (nats.go kept the answer
 // while it reconnected); let back in, its answer arrives late and
 // replaces the timeout by the success, once, with a result_corrected
@@ -126,8 +138,8 @@ func TestLateAnswerCorrectsTimeout(t *testing.T) {
 
 	work := t.TempDir()
 	me := model.Host{IP: "127.0.0.1", CloudID: 22}
-	// The start takes 1 s, within its 4 s deadline.
-	item := slowStart(t, me, work, "late", 1, 4, 2)
+	// The start goes on once the agent is cut off, within its 4 s deadline.
+	item := slowStart(t, me, work, "late", 0, 4, 2)
 	rl := transporttest.NewRelay(t, nb.ClientURL)
 	ac := nodetest.AgentConfig(rl.URL(), me.CloudID, me.IP, filepath.Join(work, "agent"))
 	ac.NATS.HeartbeatInterval = config.Duration(100 * time.Millisecond)
@@ -144,6 +156,7 @@ func TestLateAnswerCorrectsTimeout(t *testing.T) {
 	})
 	rl.Point("")
 	rl.Cut()
+	letGo(t, work)
 
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
