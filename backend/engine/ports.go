@@ -231,8 +231,21 @@ type Fencer interface {
 	// PutResultsFenced stores results of taskID (only) as
 	// BatchStore.PutResults does, with token fence.
 	PutResultsFenced(ctx context.Context, taskID string, fence uint64, rs []model.Result) error
+	// PutResultsFencedMany stores each set as PutResultsFenced would, all
+	// at once (the fences read together, the results published together):
+	// errs[i] is set i's outcome, model.ErrConflict when its token is not
+	// its task's latest; nil when every set was stored.
+	PutResultsFencedMany(ctx context.Context, sets []FencedResults) (errs []error)
 	// UpdateTaskFenced stores t as Store.UpdateTask does, with token fence.
 	UpdateTaskFenced(ctx context.Context, fence uint64, t model.Task) error
+}
+
+// FencedResults are results of one task and the token they are written
+// with (Fencer.PutResultsFencedMany).
+type FencedResults struct {
+	TaskID  string
+	Fence   uint64
+	Results []model.Result
 }
 
 // RollBoard keeps what operators asked of rolling tasks (pause, resume,

@@ -53,7 +53,42 @@ func (m pubMsg) msg() *nats.Msg {
 
 // publishAll stores every message of msgs, pubWindow at a time.
 func (s *Store) publishAll(ctx context.Context, msgs []pubMsg) error {
+	p := s.publishEach(ctx, msgs)
+	if p.stop != nil && ctx.Err() != nil && errors.Is(p.stop, ctx.Err()) {
+		return ctx.Err()
+	}
 	var errs []error
+	for _, err := range p.failed {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if rest := len(msgs) - p.from; p.stop != nil && rest > 0 {
+		errs = append(errs, fmt.Errorf("%d more writes not tried", rest))
+	}
+	return errors.Join(errs...)
+}
+
+// published is what publishEach did: failed[i] is why msgs[i] was not
+// stored (failed is nil when every message tried was); stop, when not
+// nil, ended it early (ctx ended, or the caller's store bound was spent)
+// and msgs[from:] were not tried or not waited for.
+type published struct {
+	failed []error
+	stop   error
+	from   int
+}
+
+// publishEach stores every message of msgs, pubWindow at a time, and says
+// which failed.
+func (s *Store) publishEach(ctx context.Context, msgs []pubMsg) published {
+	var p published
+	fail := func(i int, err error) {
+		if p.failed == nil {
+			p.failed = make([]error, len(msgs))
+		}
+		p.failed[i] = err
+	}
 	_, bounded := backend.StoreWait(ctx)
 	for start := 0; start < len(msgs); start += pubWindow {
 		part := msgs[start:min(start+pubWindow, len(msgs))]
@@ -75,25 +110,25 @@ func (s *Store) publishAll(ctx context.Context, msgs []pubMsg) error {
 					timer.Reset(0) // the window is up: the rest are retried as they come
 				case <-ctx.Done():
 					timer.Stop()
-					return ctx.Err()
+					p.stop, p.from = ctx.Err(), start+i
+					return p
 				}
 			}
 			m := part[i]
 			if _, err := do(s, ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return s.on().js.PublishMsg(ctx, m.msg()) }); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", m.what, err))
+				fail(start+i, fmt.Errorf("%s: %w", m.what, err))
 				if bounded && errors.Is(err, model.ErrUnavailable) {
 					// The caller's bound is spent: the rest would wait as long each.
 					timer.Stop()
-					if rest := len(msgs) - start - i - 1; rest > 0 {
-						errs = append(errs, fmt.Errorf("%d more writes not tried", rest))
-					}
-					return errors.Join(errs...)
+					p.stop, p.from = err, start+i+1
+					return p
 				}
 			}
 		}
 		timer.Stop()
 	}
-	return errors.Join(errs...)
+	p.from = len(msgs)
+	return p
 }
 
 // kvSubject is the subject a KV Put of key in kv publishes to.
@@ -111,29 +146,37 @@ func (s *Store) PutResults(ctx context.Context, rs []model.Result) error {
 	var errs []error
 	msgs := make([]pubMsg, 0, len(rs))
 	for _, r := range rs {
-		idx, err := s.targetIndex(ctx, r.TaskID)
+		m, err := s.resultMsg(ctx, r)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("put result of task %s: %w", r.TaskID, err))
+			errs = append(errs, err)
 			continue
 		}
-		i, ok := idx.targets[model.Target{Host: r.Host, ProcKey: r.ProcKey}.Pair()]
-		if !ok {
-			errs = append(errs, fmt.Errorf("put result of task %s: %s %s is not a target: %w", r.TaskID, r.Host, r.ProcKey, model.ErrNotFound))
-			continue
-		}
-		if r.State == "" {
-			r.State = model.StatePending
-		}
-		data, err := model.AppendResultJSON(make([]byte, 0, resultSize), &r)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("put result of task %s: %w", r.TaskID, err))
-			continue
-		}
-		msgs = append(msgs, pubMsg{subject: kvSubject(s.on().results, enc(r.TaskID)+"."+strconv.Itoa(i)), data: data,
-			what: fmt.Sprintf("put result of task %s for %s %s", r.TaskID, r.Host, r.ProcKey)})
+		msgs = append(msgs, m)
 	}
 	errs = append(errs, s.publishAll(ctx, msgs))
 	return errors.Join(errs...)
+}
+
+// resultMsg is r as PutResult stores it: under its target's index in its
+// task.
+func (s *Store) resultMsg(ctx context.Context, r model.Result) (pubMsg, error) {
+	idx, err := s.targetIndex(ctx, r.TaskID)
+	if err != nil {
+		return pubMsg{}, fmt.Errorf("put result of task %s: %w", r.TaskID, err)
+	}
+	i, ok := idx.targets[model.Target{Host: r.Host, ProcKey: r.ProcKey}.Pair()]
+	if !ok {
+		return pubMsg{}, fmt.Errorf("put result of task %s: %s %s is not a target: %w", r.TaskID, r.Host, r.ProcKey, model.ErrNotFound)
+	}
+	if r.State == "" {
+		r.State = model.StatePending
+	}
+	data, err := model.AppendResultJSON(make([]byte, 0, resultSize), &r)
+	if err != nil {
+		return pubMsg{}, fmt.Errorf("put result of task %s: %w", r.TaskID, err)
+	}
+	return pubMsg{subject: kvSubject(s.on().results, enc(r.TaskID)+"."+strconv.Itoa(i)), data: data,
+		what: fmt.Sprintf("put result of task %s for %s %s", r.TaskID, r.Host, r.ProcKey)}, nil
 }
 
 // PutProcStatuses stores many last known statuses as PutProcStatus does, pipelined.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -66,19 +67,87 @@ func (s *Store) fence(ctx context.Context, taskID string) (uint64, error) {
 // PutResultsFenced stores results of taskID as PutResults does, once the
 // task's fence is found to be still fence (else model.ErrConflict).
 func (s *Store) PutResultsFenced(ctx context.Context, taskID string, fence uint64, rs []model.Result) error {
-	for _, r := range rs {
-		if r.TaskID != taskID {
-			return fmt.Errorf("put results of task %s: a result of task %s among them", taskID, r.TaskID)
+	return s.PutResultsFencedMany(ctx, []engine.FencedResults{{TaskID: taskID, Fence: fence, Results: rs}})[0]
+}
+
+// fenceReads bounds the fence reads PutResultsFencedMany makes at once.
+const fenceReads = 128
+
+// PutResultsFencedMany stores each set of results as PutResultsFenced
+// does, the sets together: every set's fence is read (fenceReads at a
+// time, each through the stream leader), then the results of the sets
+// whose fence is still theirs are published together and their
+// acknowledgements awaited (publishEach). A set's results are stored only
+// after its own fence was read back, as one by one; the engine's writer,
+// which stores a batch of results of many tasks (one each, for tasks of
+// one target), waits two round trips instead of two per task.
+func (s *Store) PutResultsFencedMany(ctx context.Context, sets []engine.FencedResults) []error {
+	errs := make([]error, len(sets))
+	if err := s.check(); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	for i, set := range sets {
+		for _, r := range set.Results {
+			if r.TaskID != set.TaskID {
+				errs[i] = fmt.Errorf("put results of task %s: a result of task %s among them", set.TaskID, r.TaskID)
+				break
+			}
 		}
 	}
-	now, err := s.fence(ctx, taskID)
-	if err != nil {
-		return fmt.Errorf("put results of task %s: read its fence: %w", taskID, err)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, fenceReads)
+	for i, set := range sets {
+		if errs[i] != nil {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			now, err := s.fence(ctx, set.TaskID)
+			switch {
+			case err != nil:
+				errs[i] = fmt.Errorf("put results of task %s: read its fence: %w", set.TaskID, err)
+			case now != set.Fence:
+				errs[i] = fmt.Errorf("put results of task %s: a newer owner fenced the task (fence %d, ours %d): %w", set.TaskID, now, set.Fence, model.ErrConflict)
+			}
+		})
 	}
-	if now != fence {
-		return fmt.Errorf("put results of task %s: a newer owner fenced the task (fence %d, ours %d): %w", taskID, now, fence, model.ErrConflict)
+	wg.Wait()
+	var msgs []pubMsg
+	var of []int // the set of each message
+	for i, set := range sets {
+		if errs[i] != nil {
+			continue
+		}
+		var bad []error
+		for _, r := range set.Results {
+			m, err := s.resultMsg(ctx, r)
+			if err != nil {
+				bad = append(bad, err)
+				continue
+			}
+			msgs = append(msgs, m)
+			of = append(of, i)
+		}
+		errs[i] = errors.Join(bad...)
 	}
-	return s.PutResults(ctx, rs)
+	p := s.publishEach(ctx, msgs)
+	for j, err := range p.failed {
+		if err != nil {
+			errs[of[j]] = errors.Join(errs[of[j]], err)
+		}
+	}
+	if p.stop != nil {
+		for j := p.from; j < len(msgs); j++ {
+			if i := of[j]; errs[i] == nil || !errors.Is(errs[i], p.stop) {
+				errs[i] = errors.Join(errs[i], fmt.Errorf("%s: not stored: %w", msgs[j].what, p.stop))
+			}
+		}
+	}
+	return errs
 }
 
 // UpdateTaskFenced stores t as UpdateTask does, unless the task's fence is
