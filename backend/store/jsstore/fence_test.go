@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"gseproc/backend/engine"
 	"gseproc/model"
 )
 
@@ -85,5 +86,47 @@ func TestFence(t *testing.T) {
 	}
 	if n, err := a.fence(ctx, id); err != nil || n != 0 {
 		t.Fatalf("fence after the task was deleted: %d %v", n, err)
+	}
+}
+
+// TestFenceMany: results of several tasks stored in one call each meet
+// their own task's fence: a task fenced by another store has its results
+// refused (model.ErrConflict, nothing of it written), the others' are
+// stored, and a set naming a result of another task is refused alone.
+func TestFenceMany(t *testing.T) {
+	emb := startNATS(t, natsCfg(t, t.TempDir()))
+	a, b := open(t, emb, Options{}), open(t, emb, Options{})
+	ctx := tctx(t)
+	tgs := targets(2)
+	ids := make([]string, 3)
+	for i := range ids {
+		ids[i] = model.FormatTaskID(time.Now(), uint64(10+i))
+		task := model.Task{ID: ids[i], Op: model.OpStatus, Targets: len(tgs), Status: model.TaskRunning, Created: time.Now()}
+		if err := a.PutTask(ctx, task, tgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := func(id string, i int) model.Result {
+		return model.Result{TaskID: id, Host: tgs[i].Host, ProcKey: tgs[i].ProcKey, State: model.StateSuccess, Message: "A"}
+	}
+	if _, err := b.Fence(ctx, ids[1]); err != nil { // ids[1] taken over by B
+		t.Fatal(err)
+	}
+	errs := a.PutResultsFencedMany(ctx, []engine.FencedResults{
+		{TaskID: ids[0], Results: []model.Result{res(ids[0], 0), res(ids[0], 1)}},
+		{TaskID: ids[1], Results: []model.Result{res(ids[1], 0)}},
+		{TaskID: ids[2], Results: []model.Result{res(ids[0], 0)}}, // another task's result
+	})
+	if len(errs) != 3 || errs[0] != nil || !errors.Is(errs[1], model.ErrConflict) || errs[2] == nil || errors.Is(errs[2], model.ErrConflict) {
+		t.Fatalf("errors %v: want nil, a conflict, a refusal", errs)
+	}
+	for i, want := range []int{2, 0, 0} {
+		rs, err := a.Results(ctx, ids[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != want {
+			t.Fatalf("task %d: %d results stored, want %d: %+v", i, len(rs), want, rs)
+		}
 	}
 }
