@@ -410,16 +410,23 @@ func TestSharedStoreFencing(t *testing.T) {
 		info, err := a.Info(ctx)
 		return err == nil && info.Running == 0
 	})
-	// Read from the store (not from B's memory of the task).
+	// Read from the store (not from B's memory of the task, which says
+	// done before B has stored it so: its results, then the task, are
+	// written after; read at once, the store could still hold the task
+	// as A created it).
 	st := sharedStore(t, emb)
-	stored, _, err := st.Task(ctx, task.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := st.Results(ctx, task.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var stored model.Task
+	var rs []model.Result
+	waitUntil(t, "B's end stored", 30*time.Second, func() bool {
+		var err error
+		if stored, _, err = st.Task(ctx, task.ID); err != nil {
+			t.Fatal(err)
+		}
+		if rs, err = st.Results(ctx, task.ID); err != nil {
+			t.Fatal(err)
+		}
+		return stored.Status.Final()
+	})
 	if stored.Status != model.TaskDone || countFinal(rs) != hosts || stored.Counts.Success != hosts {
 		t.Fatalf("stored task %s %+v with %d/%d final results", stored.Status, stored.Counts, countFinal(rs), hosts)
 	}
