@@ -38,9 +38,10 @@ type Engine struct {
 	owner    string
 	leaser   Leaser
 	leaseTTL time.Duration
-	board    CancelBoard // cancels across engines, when st is one
-	fencer   Fencer      // fenced writes, when st is one (and a Leaser)
-	rolls    RollBoard   // rolls' controls, when st is one
+	board    CancelBoard  // cancels across engines, when st is one
+	fencer   Fencer       // fenced writes, when st is one (and a Leaser)
+	modifier TaskModifier // read-modify-write of a task, when st is one
+	rolls    RollBoard    // rolls' controls, when st is one
 
 	ctx    context.Context // ends on Close; every goroutine watches it
 	cancel context.CancelFunc
@@ -146,6 +147,7 @@ func New(cfg config.EngineConfig, d Dispatcher, inv Inventory, st Store, opts ..
 	e.leaser, _ = st.(Leaser)
 	e.board, _ = st.(CancelBoard)
 	e.rolls, _ = st.(RollBoard)
+	e.modifier, _ = st.(TaskModifier)
 	if e.leaser != nil {
 		e.fencer, _ = st.(Fencer)
 	}

@@ -92,8 +92,12 @@ func (e *Engine) correctLate(ctx context.Context, lr model.LateReply) error {
 	switch {
 	case !handled:
 		c, err = e.correctStored(ctx, lr, procKey)
-	case c.stored:
-		err = e.storeCorrection(ctx, c.task, c.fixed) // the run was stored complete: again
+	case c.stored: // the run was stored complete: again
+		var ours bool
+		c.fixed, ours, err = e.storeCorrection(ctx, c.task, c.fixed)
+		if !ours {
+			c = correction{} // corrected in the store by another server
+		}
 	}
 	if err != nil {
 		return err
@@ -206,31 +210,100 @@ func (e *Engine) correctStored(ctx context.Context, lr model.LateReply, procKey 
 	t.Counts.Add(c.was.State, -1)
 	t.Counts.Add(c.fixed.State, 1)
 	t.Status = t.Counts.Outcome(t.Status == model.TaskCanceled)
-	if err := e.storeCorrection(ctx, t, c.fixed); err != nil {
+	fixed, ours, err := e.storeCorrection(ctx, t, c.fixed)
+	if err != nil || !ours {
 		return correction{}, err
 	}
+	c.fixed = fixed
 	return c, nil
 }
 
-// storeCorrection stores a corrected result of a complete task and the
-// task with its new counts. The task is complete: nobody else writes it,
-// so it is fenced afresh.
-func (e *Engine) storeCorrection(ctx context.Context, t model.Task, res model.Result) error {
-	if e.fencer != nil {
-		fence, err := e.fencer.Fence(ctx, t.ID)
+// storeCorrection stores res, the corrected result of complete task t,
+// and t's new counts; it returns res as stored (its Seq may change) and
+// false when the store holds a correction of that result already (made
+// by another server: nothing of ours to say). Two servers may correct
+// two results of one task at once (each got one of its late answers):
+// with a TaskModifier the counts are tallied anew from the stored results
+// in a read-modify-write of the task, never taken from a task read before
+// the other's correction, which would lose its count. The task is
+// complete: no owner writes it any more, so a correction takes no fence
+// (correctors fencing each other out lost corrections).
+func (e *Engine) storeCorrection(ctx context.Context, t model.Task, res model.Result) (model.Result, bool, error) {
+	if e.modifier == nil {
+		if err := e.st.PutResult(ctx, res); err != nil {
+			return res, false, fmt.Errorf("store the corrected result: %w", err)
+		}
+		if err := e.st.UpdateTask(ctx, t); err != nil {
+			return res, false, fmt.Errorf("store the corrected task: %w", err)
+		}
+		return res, true, nil
+	}
+	put := false
+	err := e.modifier.ModifyTask(ctx, t.ID, func(ctx context.Context, cur model.Task) (model.Task, error) {
+		_, targets, err := e.st.Task(ctx, t.ID)
 		if err != nil {
-			return err
+			return cur, fmt.Errorf("read the targets: %w", err)
 		}
-		if err := e.fencer.PutResultsFenced(ctx, t.ID, fence, []model.Result{res}); err != nil {
-			return err
+		rs, err := e.st.Results(ctx, t.ID)
+		if err != nil {
+			return cur, fmt.Errorf("read the results: %w", err)
 		}
-		return e.fencer.UpdateTaskFenced(ctx, fence, t)
+		var last int64
+		i, clash := -1, false
+		for j, r := range rs {
+			last = max(last, r.Seq)
+			if r.Host == res.Host && r.ProcKey == res.ProcKey {
+				i = j
+			} else if put && r.Seq == res.Seq {
+				clash = true // another corrector took our Seq meanwhile
+			}
+		}
+		if !put && i >= 0 && !timedOut(rs[i]) {
+			return cur, errCorrectedElsewhere
+		}
+		if !put || clash {
+			res.Seq = last + 1
+			if err := e.st.PutResult(ctx, res); err != nil {
+				return cur, fmt.Errorf("store the corrected result: %w", err)
+			}
+			put = true
+			if i >= 0 {
+				rs[i] = res
+			} else {
+				rs = append(rs, res)
+			}
+		}
+		cur.Counts = tally(targets, rs)
+		cur.Status = cur.Counts.Outcome(cur.Status == model.TaskCanceled)
+		return cur, nil
+	})
+	switch {
+	case errors.Is(err, errCorrectedElsewhere):
+		return res, false, nil
+	case err != nil:
+		return res, false, fmt.Errorf("store the correction: %w", err)
 	}
-	if err := e.st.PutResult(ctx, res); err != nil {
-		return fmt.Errorf("store the corrected result: %w", err)
+	return res, true, nil
+}
+
+// errCorrectedElsewhere: the result to correct is corrected in the store
+// already.
+var errCorrectedElsewhere = errors.New("corrected already")
+
+// tally counts the results of targets by state, a target with no result
+// as pending.
+func tally(targets []model.Target, rs []model.Result) model.Counts {
+	byTarget := make(map[model.Target]model.ResultState, len(rs))
+	for _, r := range rs {
+		byTarget[model.Target{Host: r.Host, ProcKey: r.ProcKey}] = r.State
 	}
-	if err := e.st.UpdateTask(ctx, t); err != nil {
-		return fmt.Errorf("store the corrected task: %w", err)
+	var c model.Counts
+	for _, tg := range targets {
+		st, ok := byTarget[model.Target{Host: tg.Host, ProcKey: tg.ProcKey}]
+		if !ok {
+			st = model.StatePending
+		}
+		c.Add(st, 1)
 	}
-	return nil
+	return c
 }

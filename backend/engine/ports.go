@@ -248,6 +248,17 @@ type FencedResults struct {
 	Results []model.Result
 }
 
+// TaskModifier is optional: a Store that can change a task by a
+// read-modify-write implements it. ModifyTask reads task taskID, calls
+// modify with it and stores what modify returns only if the task is still
+// as read; else it reads it and calls modify again. What modify reads of
+// the store after the task (its results) is thus as new as the task it
+// changes: two servers each changing one count of a complete task never
+// store one's change over the other's.
+type TaskModifier interface {
+	ModifyTask(ctx context.Context, taskID string, modify func(context.Context, model.Task) (model.Task, error)) error
+}
+
 // RollBoard keeps what operators asked of rolling tasks (pause, resume,
 // abort: model.RollControl), apart from the task record its running
 // engine writes, so that any engine can change it and the one running the

@@ -777,6 +777,52 @@ func (s *Store) forgetIndex(t model.Task) {
 	}
 }
 
+var _ engine.TaskModifier = (*Store)(nil)
+
+// ModifyTask reads task taskID through the stream leader, calls modify
+// with it and stores what modify returns on the revision read: a task
+// changed meanwhile is read again and modify called again (at most 10
+// times; then model.ErrConflict).
+func (s *Store) ModifyTask(ctx context.Context, taskID string, modify func(context.Context, model.Task) (model.Task, error)) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	tk := enc(taskID)
+	for attempt := 0; ; attempt++ {
+		e, err := do(s, ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.leaderGet(ctx, s.on().tasks, tk) })
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("modify task %s: %w", taskID, model.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("modify task %s: %w", taskID, err)
+		}
+		var t model.Task
+		if err := json.Unmarshal(e.Value(), &t); err != nil {
+			return fmt.Errorf("modify task %s: decode: %w", taskID, err)
+		}
+		if t, err = modify(ctx, t); err != nil {
+			return fmt.Errorf("modify task %s: %w", taskID, err)
+		}
+		if t.ID != taskID {
+			return fmt.Errorf("modify task %s: modified into task %q", taskID, t.ID)
+		}
+		data, err := json.Marshal(t)
+		if err != nil {
+			return fmt.Errorf("modify task %s: %w", taskID, err)
+		}
+		_, err = do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().tasks.Update(ctx, tk, data, e.Revision()) })
+		switch {
+		case err == nil:
+			s.forgetIndex(t)
+			return nil
+		case !errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			return fmt.Errorf("modify task %s: %w", taskID, err)
+		case attempt >= 10:
+			return fmt.Errorf("modify task %s: changed meanwhile %d times: %w", taskID, attempt+1, model.ErrConflict)
+		}
+	}
+}
+
 // Task returns a task and its targets (ErrNotFound when absent).
 func (s *Store) Task(ctx context.Context, id string) (model.Task, []model.Target, error) {
 	if err := s.check(); err != nil {
