@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -42,8 +43,13 @@ type Agent struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu    sync.Mutex
+	// mu guards the state in memory (view.go: what a status op reads is
+	// published under it and read without it).
+	mu    agentLock
 	procs map[string]*entry
+	// index is procs for readers without mu (a status op); entries are
+	// added under mu, never removed.
+	index sync.Map
 	// groups are the process groups (namespace -> pool limits), kept in
 	// groupsPath; poolBreaches counts each pool's samples over in a row.
 	groups       map[string]model.GroupResource
@@ -85,6 +91,9 @@ type entry struct {
 	units        []*unit
 	op           chan struct{} // serializes operations and supervisor actions
 	stopPeriodic context.CancelFunc
+	// view is what a status op reads (view.go), published under a.mu at
+	// every change of what it shows.
+	view atomic.Pointer[entryView]
 }
 
 // acquire takes e's op slot, waiting until ctx ends; false when it ended
@@ -204,6 +213,7 @@ func New(cfg config.AgentConfig, log *slog.Logger) (*Agent, error) {
 				}
 			}
 		}
+		publishLocked(e)
 	}
 	a.wg.Add(1)
 	go a.persister()
@@ -410,8 +420,10 @@ func (a *Agent) entryLocked(p model.Process) *entry {
 	if !ok {
 		e = &entry{key: key, op: make(chan struct{}, 1)}
 		a.procs[key] = e
+		a.index.Store(key, e)
 	}
 	updateEntry(e, p)
+	publishLocked(e)
 	return e
 }
 
@@ -420,6 +432,7 @@ func (a *Agent) entryLocked(p model.Process) *entry {
 func transientEntry(p model.Process) *entry {
 	e := &entry{key: p.Key(), op: make(chan struct{}, 1)}
 	updateEntry(e, p)
+	publishLocked(e) // not shared: no lock needed
 	return e
 }
 
@@ -447,29 +460,18 @@ func (a *Agent) sortedEntries() []*entry {
 	return out
 }
 
-// setStateLocked moves u to state, logging the transition.
+// setStateLocked moves u to state, logging the transition, and publishes
+// it with whatever else of u changed in the same critical section.
 func (a *Agent) setStateLocked(u *unit, to model.ProcState, reason string) {
 	from := u.state
 	u.state = to
+	defer publishLocked(u.e)
 	if from == to && u.msg == reason {
 		return
 	}
 	u.msg = reason
 	a.log.Info("process state", "proc", u.e.key, "instance", u.idx, "from", string(from), "to", string(to),
 		"pid", u.pid, "reason", reason)
-}
-
-// Statuses reports every process the agent knows (one per definition;
-// instance 1 when there are several, with a count in Message).
-func (a *Agent) Statuses() []model.ProcStatus {
-	a.mu.Lock()
-	es := a.sortedEntries()
-	a.mu.Unlock()
-	out := make([]model.ProcStatus, 0, len(es))
-	for _, e := range es {
-		out = append(out, a.statusOf(e))
-	}
-	return out
 }
 
 // SubscribeEvents calls fn for every event until ctx ends or the agent

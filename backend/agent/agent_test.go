@@ -66,6 +66,7 @@ func newAgent(t testing.TB, dataDir string, tune ...func(*config.AgentConfig)) *
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkViewsAlways(t, a)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
@@ -100,6 +101,30 @@ func newAgent(t testing.TB, dataDir string, tune ...func(*config.AgentConfig)) *
 		}
 	})
 	return a
+}
+
+// checkViewsAlways checks, at every release of a's lock until the test
+// ends, that what a status op reads (the views published, view.go) is the
+// state in memory: a change made without publishing it fails the test.
+// Benchmarks go without (it reads every entry at each release).
+func checkViewsAlways(t testing.TB, a *Agent) {
+	if _, bench := t.(*testing.B); bench {
+		return
+	}
+	var stale string // guarded by a.mu
+	a.mu.beforeUnlock = func() {
+		if stale == "" {
+			stale = a.checkViews()
+		}
+	}
+	t.Cleanup(func() {
+		a.mu.Lock()
+		msg := stale
+		a.mu.Unlock()
+		if msg != "" {
+			t.Errorf("a status view was left stale after a change under the agent lock: %s", msg)
+		}
+	})
 }
 
 // daemonScript is a resident process that writes its own pid file, logs

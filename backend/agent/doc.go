@@ -57,6 +57,12 @@
 // No command is launched or waited for, and no state file written or
 // synced, while the agent-wide lock is held: it guards the state in
 // memory (the state changes' log lines are still written under it).
+// A status op takes no lock at all (view.go): every change of what it
+// reports publishes, before the lock is released, an immutable view of
+// the process (the state machine's transitions publish on their own),
+// and a status reads that view and /proc, so it never waits behind an
+// op, a restart, a launch or a registry write (a version_cmd is still a
+// command the status runs).
 // Every child is reaped: the command's shell when it exits, a killed one
 // late to exit in the background, a hosted process that is our child by
 // its watcher. An agent that is pid 1, or a subreaper (agent.subreaper),

@@ -159,6 +159,7 @@ func (a *Agent) checkPoolsLocked() {
 		msg := fmt.Sprintf("%s for %d samples: %s (%s %.2f%%, the highest score) stopped, not restarted until a manual start",
 			b, a.cfg.BreachCount, u.e.p.Spec.Identity.ProcName, b.Resource, round2(usageOf(members[b.Victim], b.Resource)))
 		u.held = msg
+		publishLocked(u.e)
 		a.emitLocked(u, model.EventGroupLimitExceeded, msg, round2(b.Total))
 		a.persistLocked()
 		a.wg.Add(1)

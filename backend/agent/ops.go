@@ -61,16 +61,17 @@ func (a *Agent) Handle(ctx context.Context, req model.AgentRequest) model.AgentR
 		defer cancel()
 	}
 	p := a.expand(normalize(req.Process))
+	if req.Op == model.OpStatus && !req.CancelOp {
+		return a.status(ctx, p)
+	}
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
-		return model.AgentReply{Code: model.CodeAgentAbnormal, Message: "agent is shutting down",
-			Status: &model.ProcStatus{ProcKey: p.Key(), ProcName: p.Spec.Identity.ProcName, State: model.ProcUnknown, PID: -1}}
+		return refusal(p, model.CodeAgentAbnormal, "agent is shutting down")
 	}
 	if err := p.Validate("process"); err != nil {
 		a.mu.Unlock()
-		return model.AgentReply{Code: model.CodeCommandFailed, Message: err.Error(),
-			Status: &model.ProcStatus{ProcKey: p.Key(), ProcName: p.Spec.Identity.ProcName, State: model.ProcUnknown, PID: -1}}
+		return refusal(p, model.CodeCommandFailed, err.Error())
 	}
 	e, known := a.procs[p.Key()]
 	switch {
@@ -81,7 +82,7 @@ func (a *Agent) Handle(ctx context.Context, req model.AgentRequest) model.AgentR
 		}
 		a.mu.Unlock()
 		return a.reply(e, a.cancelOp(ctx, req))
-	case req.Op.Valid() && req.Op != model.OpStatus:
+	case req.Op.Valid():
 		e = a.entryLocked(p) // the latest definition wins
 	case !known:
 		e = transientEntry(p)
@@ -92,10 +93,6 @@ func (a *Agent) Handle(ctx context.Context, req model.AgentRequest) model.AgentR
 	switch {
 	case !req.Op.Valid():
 		r = fail(model.CodeIllegalOp, "%s: op_type %d is not one of 0,1,2,3,4,7,8,9", model.CodeText(model.CodeIllegalOp), int(req.Op))
-	case req.Op == model.OpStatus:
-		rep := a.reply(e, ok())
-		rep.Status.Version = a.version(ctx, e, p)
-		return rep
 	case cancelled(ctx):
 		r = interrupted(ctx, req.Op.String()+" not started")
 	case ctx.Err() != nil:
@@ -104,6 +101,31 @@ func (a *Agent) Handle(ctx context.Context, req model.AgentRequest) model.AgentR
 		r = a.once(ctx, e, req)
 	}
 	return a.reply(e, r)
+}
+
+// status answers a status op from what the agent has published of p
+// (view.go) and from p's processes now, without the agent lock: it never
+// waits behind an op, a restart, a launch or a registry write.
+func (a *Agent) status(ctx context.Context, p model.Process) model.AgentReply {
+	if a.ctx.Err() != nil { // Close has begun
+		return refusal(p, model.CodeAgentAbnormal, "agent is shutting down")
+	}
+	if err := p.Validate("process"); err != nil {
+		return refusal(p, model.CodeCommandFailed, err.Error())
+	}
+	e, known := a.lookup(p.Key())
+	if !known {
+		e = transientEntry(p)
+	}
+	rep := a.reply(e, ok())
+	rep.Status.Version = a.version(ctx, p, rep.Status)
+	return rep
+}
+
+// refusal is the reply to a request for p the agent does not carry out.
+func refusal(p model.Process, code int, msg string) model.AgentReply {
+	return model.AgentReply{Code: code, Message: msg,
+		Status: &model.ProcStatus{ProcKey: p.Key(), ProcName: p.Spec.Identity.ProcName, State: model.ProcUnknown, PID: -1}}
 }
 
 // cancelOp answers a cancel of op req.OpID sent by a server that took its
@@ -170,19 +192,17 @@ func (a *Agent) once(ctx context.Context, e *entry, req model.AgentRequest) resu
 	return result{code: out.Code, msg: out.Message, out: out.Output, cancelled: out.Cancelled}
 }
 
-// version runs version_cmd (at most 5 s) for a running process and
-// returns the first line it prints; "" when there is none or it fails.
-func (a *Agent) version(ctx context.Context, e *entry, p model.Process) string {
+// version runs version_cmd (at most 5 s) for a process st reports
+// running (instance 1) and returns the first line it prints; "" when
+// there is none or it fails.
+func (a *Agent) version(ctx context.Context, p model.Process, st *model.ProcStatus) string {
 	cmd := p.Spec.Control.VersionCmd
-	if cmd == "" || len(e.units) == 0 {
+	if cmd == "" || st.PID <= 0 {
 		return ""
 	}
-	if _, _, live := a.probe(e.units[0]); !live {
-		return ""
-	}
-	status, out, err := a.run(ctx, p, cmd, a.env(p, e.units[0]), min(opTimeout(ctx, p), 5*time.Second), a.cfg.OutputLimit)
+	status, out, err := a.run(ctx, p, cmd, a.envOf(p, 1), min(opTimeout(ctx, p), 5*time.Second), a.cfg.OutputLimit)
 	if err != nil || status != 0 {
-		a.log.Info("version_cmd failed", "proc", e.key, "status", status, "err", err)
+		a.log.Info("version_cmd failed", "proc", st.ProcKey, "status", status, "err", err)
 		return ""
 	}
 	line, _, _ := strings.Cut(out, "\n")
@@ -407,6 +427,7 @@ func (a *Agent) register(e *entry, d opsem.Decision) result {
 			}
 		}
 	}
+	publishLocked(e) // held cleared, whatever the state
 	a.persistLocked()
 	return ok()
 }
@@ -417,6 +438,7 @@ func (a *Agent) hostLocked(e *entry, why string) {
 		e.registerTime = time.Now().Unix()
 		a.log.Info("hosting registered", "proc", e.key, "reason", why)
 	}
+	publishLocked(e)
 	a.persistLocked()
 }
 
@@ -454,6 +476,7 @@ func (a *Agent) unhostLocked(e *entry, why string) {
 			a.setStateLocked(u, model.ProcStopped, "hosting cancelled")
 		}
 	}
+	publishLocked(e)
 	a.persistLocked()
 }
 
@@ -541,15 +564,18 @@ func (a *Agent) expand(p model.Process) model.Process {
 }
 
 // env is what every command of instance u sees.
-func (a *Agent) env(p model.Process, u *unit) []string {
+func (a *Agent) env(p model.Process, u *unit) []string { return a.envOf(p, u.idx) }
+
+// envOf is what every command of instance idx (1-based) sees.
+func (a *Agent) envOf(p model.Process, idx int) []string {
 	return []string{
 		"GSEPROC_HOST_IP=" + a.host.IP,
 		"GSEPROC_CLOUD_ID=" + strconv.Itoa(a.host.CloudID),
 		"GSEPROC_AGENT_ID=" + a.host.AgentID(),
 		"GSEPROC_PROC=" + p.Key(),
-		"GSEPROC_INSTANCE=" + strconv.Itoa(u.idx),
+		"GSEPROC_INSTANCE=" + strconv.Itoa(idx),
 		"GSEPROC_INSTANCE_NUM=" + strconv.Itoa(p.Spec.Policy.InstanceNum),
-		"GSEPROC_PID_FILE=" + pidPathOf(p, u.idx),
+		"GSEPROC_PID_FILE=" + pidPathOf(p, idx),
 	}
 }
 
@@ -633,6 +659,7 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 				if oneShot { // its status, as a run the watcher saw end would have it
 					a.mu.Lock()
 					u.exitStatus = c.status
+					publishLocked(u.e)
 					a.mu.Unlock()
 				}
 				return fail0(cmdResult(what, c.status, out, nil))
@@ -871,6 +898,7 @@ func (a *Agent) waitDead(ctx context.Context, u *unit, pid int, tick uint64, d t
 		u.exitStatus = own.status
 		own.close()
 		u.own = nil
+		publishLocked(u.e)
 		a.mu.Unlock()
 		return true
 	}
@@ -920,86 +948,6 @@ func (s unitSeen) probe() (int, procStat, bool) {
 		return 0, procStat{}, false // started after the pid file was written: reused
 	}
 	return pid, st, true
-}
-
-// unitView is what a status report needs of a unit, taken under the
-// agent lock; the processes are read outside it.
-type unitView struct {
-	seen                 unitSeen
-	state                model.ProcState
-	msg, held            string
-	lastStart            int64
-	restarts, exitStatus int
-	cpu, mem             float64
-	rss                  uint64
-	threads              int
-}
-
-// statusOf reports e (instance 1, with a count when there are several).
-func (a *Agent) statusOf(e *entry) model.ProcStatus {
-	a.mu.Lock()
-	p := e.p
-	st := model.ProcStatus{ProcKey: e.key, ProcName: p.Spec.Identity.ProcName, Hosted: e.hosted,
-		RegisterTime: e.registerTime, ReportTime: time.Now().Unix(), PID: -1}
-	views := make([]unitView, len(e.units))
-	for i, u := range e.units {
-		views[i] = unitView{seen: u.seenLocked(), state: u.state, msg: u.msg, held: u.held, lastStart: u.lastStart,
-			restarts: u.restarts, exitStatus: u.exitStatus, cpu: u.cpu, mem: u.mem, rss: u.rss, threads: u.threads}
-	}
-	a.mu.Unlock()
-	up := 0
-	for i, u := range views {
-		var pid int
-		var ps procStat
-		var live bool
-		switch u.state {
-		case model.ProcBackoff, model.ProcStarting, model.ProcFatal:
-			// The agent is the authority here: a pid file may name a
-			// stranger until the restart rewrites it.
-			if u.seen.pid > 0 {
-				ps, live = alive(u.seen.pid)
-				pid, live = u.seen.pid, live && (u.seen.tick == 0 || ps.StartTick == u.seen.tick)
-			}
-		default:
-			pid, ps, live = u.seen.probe()
-		}
-		if live {
-			up++
-		}
-		if i > 0 {
-			continue
-		}
-		st.State, st.Message = u.state, u.msg
-		if u.held != "" {
-			st.Message = u.held
-		}
-		st.LastStartTime, st.Restarts, st.ExitStatus = u.lastStart, u.restarts, u.exitStatus
-		if live {
-			if !u.state.Up() {
-				st.State = model.ProcRunning
-			}
-			st.PID = pid
-			st.StartTime = tickTime(ps.StartTick)
-			st.Cmdline = readCmdline(pid)
-			st.Threads = ps.Threads
-			st.MemRSS = ps.RSSPages * a.m.pageSize
-			if a.m.memTotal > 0 {
-				st.Mem = round2(float64(st.MemRSS) * 100 / float64(a.m.memTotal))
-			}
-			if u.seen.pid == pid {
-				st.CPU = round2(u.cpu)
-				if u.rss > 0 {
-					st.MemRSS, st.Mem, st.Threads = u.rss, round2(u.mem), u.threads
-				}
-			}
-		} else if u.state == model.ProcRunning {
-			st.State = model.ProcExited
-		}
-	}
-	if len(views) > 1 {
-		st.Message = strings.TrimSpace(fmt.Sprintf("%d/%d instances running. %s", up, len(views), st.Message))
-	}
-	return st
 }
 
 func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }

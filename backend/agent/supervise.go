@@ -217,6 +217,7 @@ func (a *Agent) restartAfter(u *unit, gen uint64, delay time.Duration) {
 	name := p.Spec.Identity.ProcName
 	if r.code == model.CodeSuccess {
 		u.restarts++
+		publishLocked(e)
 		a.emitLocked(u, model.EventRestartSuccess, fmt.Sprintf("check %s not running, and restart it success", name), float64(u.restarts))
 		a.persistLocked()
 		return
@@ -386,6 +387,7 @@ func (a *Agent) sample() {
 		if a.m.memTotal > 0 {
 			u.mem = float64(u.rss) * 100 / float64(a.m.memTotal)
 		}
+		publishLocked(u.e)
 		res := u.e.p.Spec.Resource
 		what, value, limit := "", 0.0, 0.0
 		switch {
@@ -407,6 +409,7 @@ func (a *Agent) sample() {
 			msg := fmt.Sprintf("%s %s usage %.2f%% over limit %.2f%% for %d samples: stopped, not restarted until a manual start",
 				u.e.p.Spec.Identity.ProcName, what, value, limit, a.cfg.BreachCount)
 			u.held = msg
+			publishLocked(u.e)
 			a.emitLocked(u, model.EventLimitExceeded, msg, round2(value))
 			a.persistLocked()
 			a.wg.Add(1)

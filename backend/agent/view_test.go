@@ -1,0 +1,85 @@
+//go:build linux
+
+package agent
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"gseproc/model"
+)
+
+// TestStatusTakesNoLock: a status op is answered while everything an op,
+// the supervisor or the registry writer can hold is held at once: the
+// agent-wide lock, the registry writer's lock, the process's op slot (a
+// restart in progress) and the launch gate (the restart's launch blocked
+// before its fork). It reports what was published last: the restart's
+// STARTING, hosted. Not parallel: the launch gate is the test process's,
+// and holding it holds every test's launches back.
+func TestStatusTakesNoLock(t *testing.T) {
+	a := newAgent(t, "")
+	p, _ := setup(t, "snap", nil)
+	wantCode(t, do(t, a, model.OpStart, p), 0, "start")
+	before := do(t, a, model.OpStatus, p).Status
+	if before.State != model.ProcRunning || before.PID <= 0 || !before.Hosted {
+		t.Fatalf("after the start: %+v", before)
+	}
+	status := func(p model.Process) <-chan model.AgentReply {
+		ch := make(chan model.AgentReply, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			ch <- a.Handle(ctx, model.AgentRequest{TaskID: "t", Op: model.OpStatus, Process: p})
+		}()
+		return ch
+	}
+
+	// Every launch now waits before its fork (reaper.go).
+	children.gate.Lock()
+	gate := true
+	defer func() {
+		if gate {
+			children.gate.Unlock()
+		}
+	}()
+	restarted := make(chan model.AgentReply, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		restarted <- a.Handle(ctx, model.AgentRequest{TaskID: "t", Op: model.OpRestart, Process: p})
+	}()
+	eventually(t, 30*time.Second, "the restart stopped the process and waits in its launch", func() bool {
+		return (<-status(p)).Status.State == model.ProcStarting
+	})
+
+	other, _ := setup(t, "unknown", nil) // never operated on: no entry
+	a.mu.Lock()
+	a.flushMu.Lock()
+	known, unknown := status(p), status(other)
+	var got, gotOther model.AgentReply
+	for range 2 {
+		select {
+		case got = <-known:
+		case gotOther = <-unknown:
+		case <-time.After(30 * time.Second):
+			t.Error("a status op waited behind the agent lock, the registry writer, an op or a launch")
+		}
+	}
+	a.flushMu.Unlock()
+	a.mu.Unlock()
+	children.gate.Unlock()
+	gate = false
+
+	if got.Code != model.CodeSuccess || got.Status == nil || got.Status.State != model.ProcStarting || !got.Status.Hosted {
+		t.Errorf("status while the restart launches: %d %s %+v, want STARTING and hosted", got.Code, got.Message, got.Status)
+	}
+	if gotOther.Code != model.CodeSuccess || gotOther.Status == nil || gotOther.Status.State != model.ProcStopped || gotOther.Status.Hosted {
+		t.Errorf("status of a process never operated on: %d %s %+v, want STOPPED, not hosted", gotOther.Code, gotOther.Message, gotOther.Status)
+	}
+	r := <-restarted
+	wantCode(t, r, 0, "restart")
+	if r.Status.State != model.ProcRunning || r.Status.PID <= 0 || r.Status.PID == before.PID {
+		t.Fatalf("after the restart: %+v (pid before %d)", r.Status, before.PID)
+	}
+}
