@@ -5,6 +5,12 @@ BIN     := bin/gseproc
 PKGS    := ./...
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X gseproc/backend/cli.Version=$(VERSION)
+# The agent's own binary, beside gseproc (`gseproc agent` execs it): the
+# agent alone, static (CGO_ENABLED=0, as the packages build gseproc), so
+# an idle agent maps neither gseproc's other code nor libc.
+AGENT_BIN     := bin/gseproc-agent
+AGENT_PKG     := ./backend/agent/cmd/gseproc-agent
+AGENT_LDFLAGS := -X main.version=$(VERSION)
 
 # Packages: nfpm is pinned and run from the module proxy, so its
 # dependencies stay out of go.mod. PKG_VERSION must start with a digit.
@@ -19,6 +25,7 @@ run: build
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) .
+	CGO_ENABLED=0 $(GO) build -ldflags '$(AGENT_LDFLAGS)' -o $(AGENT_BIN) $(AGENT_PKG)
 
 test:
 	$(GO) test -race -count=1 -timeout 9m $(PKGS)
@@ -96,6 +103,7 @@ lint:
 # package builds bin/gseproc_<version>_<arch>.deb and the .rpm (see backend/dist).
 package:
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(PKG_ARCH) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/pkg/gseproc .
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(PKG_ARCH) $(GO) build -trimpath -ldflags '$(AGENT_LDFLAGS)' -o bin/pkg/gseproc-agent $(AGENT_PKG)
 	for p in deb rpm; do \
 		VERSION='$(PKG_VERSION)' GOARCH='$(PKG_ARCH)' $(GO) run $(NFPM) package --config backend/dist/nfpm.yaml --packager $$p --target bin/ || exit 1; \
 	done

@@ -39,6 +39,9 @@ type AgentIdle struct {
 	CPU                  time.Duration // over Wall, idle
 	Wall                 time.Duration
 	Hosted               int
+	// Exe is the executable the agent process runs: gseproc-agent when
+	// `gseproc agent` exec'd it, else gseproc.
+	Exe string
 }
 
 // agentIdleTarget is issue 13's figure for an idle agent with a few
@@ -150,8 +153,12 @@ func AgentIdleRSS(ctx context.Context, o AgentIdleOptions) (AgentIdle, error) {
 		}
 	}
 	r.Hosted = o.Procs
-	fmt.Fprintf(o.Out, "agent: %d hosted processes started; idling %s (load %s)\n", o.Procs, o.Settle, loadavg())
 	pid := ag.cmd.Process.Pid
+	if r.Exe, err = os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err != nil {
+		return r, fmt.Errorf("bench agent: %w", err)
+	}
+	fmt.Fprintf(o.Out, "agent: pid %d runs %s\n", pid, r.Exe)
+	fmt.Fprintf(o.Out, "agent: %d hosted processes started; idling %s (load %s)\n", o.Procs, o.Settle, loadavg())
 	u0, err := readUsage(pid)
 	if err != nil {
 		return r, err

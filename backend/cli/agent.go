@@ -2,90 +2,78 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
-	"runtime/debug"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
 
-	"gseproc/backend/config"
-	"gseproc/backend/node"
-	"gseproc/model"
+	"gseproc/backend/agent/agentcmd"
 )
 
-// runAgent runs the host agent: `gseproc agent --config FILE`, with flags
-// for the common settings so several agents with different identities can
-// run on one machine. It supervises the hosted processes and serves them
-// over NATS (node.NewAgent); the supervision goes on while the server is
-// unreachable, and the connection is retried forever.
+// runAgent runs the host agent in this process (agentcmd.Run): `gseproc
+// agent --config FILE`. The gseproc binary itself execs gseproc-agent
+// instead when it can (ExecAgent).
 func runAgent(ctx context.Context, args []string, io Stdio) error {
-	fs := newFlags("agent", "agent [--config FILE] [--nats URL] [--cloud N] [--ip ADDR] [--data-dir DIR] [--user U --password P | --nkey-seed FILE | --creds FILE] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE] [--label k=v]...", io)
-	cfgPath := fs.String("config", "", "config `FILE` ([agent] identity and tuning, [nats] connection)")
-	var nf natsClientFlags
-	nf.register(fs)
-	cloud := fs.Int("cloud", 0, "bk_cloud_id `N` of this host (overrides [agent] cloud_id)")
-	ip := fs.String("ip", "", "this host's `ADDR` in its cloud area (overrides [agent] ip)")
-	dataDir := fs.String("data-dir", "", "`DIR` of the hosting registry (overrides [agent] data_dir; default "+config.DefaultAgentDataDir+")")
-	var labels multiFlag
-	fs.Var(&labels, "label", "host label `key=value` (repeatable; added to [agent] labels)")
-	if err := parseList("agent", fs, args); err != nil {
-		return err
-	}
-	cfg, set, err := nf.load(fs, *cfgPath, io)
-	if err != nil {
-		return err
-	}
-	if set["cloud"] {
-		cfg.Agent.CloudID = *cloud
-	}
-	if set["ip"] {
-		cfg.Agent.IP = *ip
-	}
-	if set["data-dir"] {
-		cfg.Agent.DataDir = *dataDir
-	}
-	for _, l := range labels {
-		k, v, err := model.ParseLabel(l)
-		if err != nil {
-			return usageError("agent", "--label %q: want key=value", l)
-		}
-		if cfg.Agent.Labels == nil {
-			cfg.Agent.Labels = map[string]string{}
-		}
-		cfg.Agent.Labels[k] = v
-	}
-	if err := cfg.Validate(); err != nil {
-		return &ExitError{Code: 2, Err: err}
-	}
-	if err := cfg.Agent.Validate(); err != nil {
-		return &ExitError{Code: 2, Err: err}
-	}
-	log := newLogger(cfg.Log, io.Err)
-	defer agentGC()() // restored on return: Main also runs in-process (tests, embedding)
-
-	n, err := node.NewAgent(cfg, log)
-	if err != nil {
-		return &ExitError{Code: 2, Err: err}
-	}
-	fmt.Fprintf(io.Out, "gseproc agent %s: supervising (registry in %s), serving over NATS at %s\n", n.ID(), cfg.Agent.DataDir, cfg.NATS.ClientURLs())
-	return n.Run(ctx)
+	return agentcmd.Run(ctx, args, io)
 }
 
-// agentGCPercent is the agent's GOGC unless the environment sets one.
-// An idle agent's live heap is about 1 MB, and the Go runtime lets the
-// heap grow to at least 4 MB x GOGC/100 before it collects: at the
-// default 100 that floor, not what the agent keeps, is most of its
-// anonymous memory. At 25 the floor is 1 MB (measured by gseproc bench
-// agent: anonymous RSS 6.4-6.9 MB -> 4.2 MB with 5 hosted processes);
-// the cost is a collection per 25% of heap growth, small at the agent's
-// allocation rate (a crash storm of 500 processes: see
-// BenchmarkAgentCrashStorm run with GOGC=25).
-const agentGCPercent = 25
+// AgentBinary is the agent's own binary (backend/agent/cmd/gseproc-agent),
+// installed beside gseproc: the agent alone, a fraction of gseproc's code
+// mapped (issue 13: an idle agent's RSS).
+const AgentBinary = "gseproc-agent"
 
-// agentGC applies agentGCPercent when GOGC is not set, and returns what
-// puts the previous setting back.
-func agentGC() (restore func()) {
-	if _, set := os.LookupEnv("GOGC"); !set {
-		prev := debug.SetGCPercent(agentGCPercent)
-		return func() { debug.SetGCPercent(prev) }
+// AgentInProcessEnv, set to 1, keeps `gseproc agent` in the gseproc
+// process even when gseproc-agent is installed beside it.
+const AgentInProcessEnv = "GSEPROC_AGENT_INPROCESS"
+
+// ExecAgent replaces this process with gseproc-agent when args (without
+// the program name) are `agent ...`, gseproc-agent lies beside this
+// executable, is as private as it (same owner, writable by no one else)
+// and says it is of this version (Version); the agent's arguments are
+// handed on. Otherwise it returns and the agent runs in this process
+// (runAgent), saying on w why when gseproc-agent is there but not used.
+// Only a binary's main calls it: in a test or an embedding, cli.Main runs
+// the agent in process.
+func ExecAgent(args []string, w io.Writer) {
+	if len(args) == 0 || args[0] != "agent" || os.Getenv(AgentInProcessEnv) == "1" {
+		return
 	}
-	return func() {}
+	self, err := os.Executable()
+	if err != nil {
+		return
+	}
+	bin := filepath.Join(filepath.Dir(self), AgentBinary)
+	if _, err := os.Lstat(bin); errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	if err := agentBinaryUsable(self, bin, Version); err != nil {
+		fmt.Fprintf(w, "gseproc agent: not using %s: %v; the agent runs inside gseproc\n", bin, err)
+		return
+	}
+	err = execBinary(bin, append([]string{bin}, args[1:]...), os.Environ())
+	fmt.Fprintf(w, "gseproc agent: exec %s: %v; the agent runs inside gseproc\n", bin, err)
+}
+
+// agentBinaryUsable says why bin may not stand in for self's agent, or
+// nil: it must be a regular file, owned by self's owner, writable by no
+// one else, and `bin version` must answer "gseproc-agent <version>".
+func agentBinaryUsable(self, bin, version string) error {
+	if err := sameOwnerPrivate(self, bin); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "version").Output()
+	if err != nil {
+		return fmt.Errorf("%s version: %w", AgentBinary, err)
+	}
+	got := strings.TrimSpace(string(out))
+	if want := AgentBinary + " " + version; got != want {
+		return fmt.Errorf("it is %q, not %q", got, want)
+	}
+	return nil
 }

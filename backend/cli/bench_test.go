@@ -42,7 +42,7 @@ func TestBenchAgent(t *testing.T) {
 	var out, errb syncBuf
 	code := Main(ctx, []string{"bench", "agent", "--procs", "2", "--idle", "1s"}, Stdio{In: strings.NewReader(""), Out: &out, Err: &errb})
 	t.Log(out.String())
-	if code != 0 || !strings.Contains(out.String(), "agent: 2 hosted processes started") ||
+	if code != 0 || !strings.Contains(out.String(), "agent: 2 hosted processes started") || !regexp.MustCompile(`agent: pid [0-9]+ runs /`).MatchString(out.String()) ||
 		!regexp.MustCompile(`agent idle, 2 hosted: RSS [0-9.]+ MB .*; [0-9]+ threads; cpu`).MatchString(out.String()) {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want 0 and the figures of an idle agent with 2 hosted processes", code, out.String(), errb.String())
 	}

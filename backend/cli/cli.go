@@ -4,22 +4,14 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 
 	"gseproc/backend"
+	"gseproc/backend/cli/clikit"
 	"gseproc/model"
 )
-
-// Stdio are the streams a command uses.
-type Stdio struct {
-	In  io.Reader
-	Out io.Writer
-	Err io.Writer
-}
 
 // command is one subcommand. run gets the arguments after the command name.
 type command struct {
@@ -53,21 +45,6 @@ var commands = []command{
 // Version is set at build time with -ldflags "-X gseproc/backend/cli.Version=...".
 var Version = "dev"
 
-// ExitError carries a specific exit code (e.g. 1 when some host failed).
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string {
-	if e.Err == nil {
-		return fmt.Sprintf("exit status %d", e.Code)
-	}
-	return e.Err.Error()
-}
-
-func (e *ExitError) Unwrap() error { return e.Err }
-
 // Main runs gseproc with args (without the program name) and returns the exit code.
 func Main(ctx context.Context, args []string, io Stdio) int {
 	cmd := "console"
@@ -99,22 +76,7 @@ func Main(ctx context.Context, args []string, io Stdio) int {
 		if c.name != cmd {
 			continue
 		}
-		err := c.run(ctx, args, io)
-		var ee *ExitError
-		switch {
-		case err == nil:
-			return 0
-		case errors.Is(err, flag.ErrHelp):
-			return 0
-		case errors.As(err, &ee):
-			if ee.Err != nil {
-				fmt.Fprintf(io.Err, "gseproc %s: %v\n", cmd, ee.Err)
-			}
-			return ee.Code
-		default:
-			fmt.Fprintf(io.Err, "gseproc %s: %v\n", cmd, err)
-			return 1
-		}
+		return clikit.ExitCode(cmd, c.run(ctx, args, io), io.Err)
 	}
 	fmt.Fprintf(io.Err, "gseproc: unknown command %q\n\n", cmd)
 	usage(io.Err)
@@ -128,37 +90,6 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nRun 'gseproc COMMAND --help' for a command's flags.\nConfig: --config FILE, or $GSEPROC_CONFIG, or $XDG_CONFIG_HOME/gseproc/config.toml, or /etc/gseproc/config.toml.\n")
 }
-
-// wantsHelp reports whether args ask for help (-h, -help or --help
-// before a "--").
-func wantsHelp(args []string) bool {
-	for _, a := range args {
-		switch a {
-		case "--":
-			return false
-		case "-h", "-help", "--help":
-			return true
-		}
-	}
-	return false
-}
-
-// newFlags makes a FlagSet whose usage names the command and its synopsis.
-func newFlags(name, synopsis string, io Stdio) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Err)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: gseproc %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// multiFlag is a repeatable string flag.
-type multiFlag []string
-
-func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
-func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
 
 func runVersion(_ context.Context, args []string, io Stdio) error {
 	fs := newFlags("version", "version", io)

@@ -22,6 +22,7 @@ const envAsGseproc = "GSEPROC_TEST_AS_GSEPROC"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envAsGseproc) != "" {
+		ExecAgent(os.Args[1:], os.Stderr) // as main does
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		code := Main(ctx, os.Args[1:], Stdio{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 		stop()

@@ -24,36 +24,6 @@ import (
 // stallNote is how long op waits without a result before saying so.
 const stallNote = 3 * time.Second
 
-// usageError is a bad command line: exit code 2.
-func usageError(cmd, format string, args ...any) error {
-	return &ExitError{Code: 2, Err: fmt.Errorf(format+"\n(run 'gseproc %s --help' for the flags)", append(args, cmd)...)}
-}
-
-// parseArgs parses flags wherever they are among the arguments (Go's flag
-// package stops at the first positional one) and returns the positionals.
-// A bad flag (already reported by fs) is exit code 2; --help is
-// flag.ErrHelp.
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, &ExitError{Code: 2}
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-}
-
 // targetFlags are the selector flags op, hosts and procs share.
 type targetFlags struct {
 	ns, name      string
@@ -508,17 +478,6 @@ func listUsage(fs *flag.FlagSet, synopsis, what string) func() {
 		fmt.Fprintf(fs.Output(), "Usage: gseproc %s\n\n%s\n\nFlags:\n", synopsis, what)
 		fs.PrintDefaults()
 	}
-}
-
-func parseList(cmd string, fs *flag.FlagSet, args []string) error {
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usageError(cmd, "unexpected argument %q", pos[0])
-	}
-	return nil
 }
 
 func runHosts(ctx context.Context, args []string, io Stdio) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"gseproc/backend/cli/clikit"
 	"gseproc/backend/node"
 	"gseproc/model"
 )
@@ -22,14 +23,14 @@ func runSim(ctx context.Context, args []string, io Stdio) error {
 	}
 	fs := newFlags("sim", "sim [--config FILE] [--nats URL] [--hosts N] [--seed S] [--user U --password P | --nkey-seed FILE | --creds FILE] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE]", io)
 	cfgPath := fs.String("config", "", "config `FILE` ([simulator] fleet, [nats] connection)")
-	var nf natsClientFlags
-	nf.register(fs)
+	var nf clikit.NATSClientFlags
+	nf.Register(fs)
 	hosts := fs.Int("hosts", 0, "number of simulated `N` hosts (overrides [simulator] hosts)")
 	seed := fs.Int64("seed", 0, "seed `S` of the fleet (same seed, same hosts; overrides [simulator] seed)")
 	if err := parseList("sim", fs, args); err != nil {
 		return err
 	}
-	cfg, set, err := nf.load(fs, *cfgPath, io)
+	cfg, set, err := nf.Load(fs, *cfgPath, io)
 	if err != nil {
 		return err
 	}

@@ -1,5 +1,5 @@
 // Package dist holds what the .deb and .rpm packages install besides the
-// binary, and their nfpm configuration (nfpm.yaml; `make package` builds
+// binaries (gseproc, and gseproc-agent, which `gseproc agent` execs), and their nfpm configuration (nfpm.yaml; `make package` builds
 // both with a pinned nfpm):
 //
 //	files/gseproc-server.service   systemd unit of `gseproc server` (user gseproc, sandboxed)

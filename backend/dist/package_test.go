@@ -168,7 +168,9 @@ func TestPackage(t *testing.T) {
 		copyTree(t, filepath.Join(root, p), filepath.Join(tree, p))
 	}
 	bin := filepath.Join(tree, "bin", "pkg", "gseproc")
-	goCmd(t, root, []string{"CGO_ENABLED=0"}, "build", "-trimpath", "-o", bin, ".") // as make package builds it
+	goCmd(t, root, []string{"CGO_ENABLED=0"}, "build", "-trimpath", "-o", bin, ".") // as make package builds them
+	agentBin := filepath.Join(tree, "bin", "pkg", "gseproc-agent")
+	goCmd(t, root, []string{"CGO_ENABLED=0"}, "build", "-trimpath", "-o", agentBin, "./backend/agent/cmd/gseproc-agent")
 	env := []string{"VERSION=1.2.3~test", "GOARCH=" + runtime.GOARCH}
 	for _, p := range []string{"deb", "rpm"} {
 		goCmd(t, tree, env, "run", nfpmPin(t, root), "package", "--config", "backend/dist/nfpm.yaml", "--packager", p, "--target", out+"/")
@@ -198,7 +200,7 @@ func TestPackage(t *testing.T) {
 	// Files, modes, and the binary itself.
 	binBytes, _ := os.ReadFile(bin)
 	want := map[string]int64{
-		"usr/bin/gseproc": 0o755, "lib/systemd/system/gseproc-server.service": 0o644,
+		"usr/bin/gseproc": 0o755, "usr/bin/gseproc-agent": 0o755, "lib/systemd/system/gseproc-server.service": 0o644,
 		"lib/systemd/system/gseproc-agent.service": 0o644, "etc/gseproc/config.toml": 0o640,
 		"lib/systemd/system/gseproc-ssh.service": 0o644, "etc/gseproc/ssh_authorized_keys": 0o640,
 		"etc/gseproc/gseproc.env": 0o644, "usr/share/doc/gseproc/config.example.toml": 0o644,
@@ -216,6 +218,9 @@ func TestPackage(t *testing.T) {
 	}
 	if !bytes.Equal(data["usr/bin/gseproc"].data, binBytes) {
 		t.Error("usr/bin/gseproc is not the binary built")
+	}
+	if agentBytes, _ := os.ReadFile(agentBin); !bytes.Equal(data["usr/bin/gseproc-agent"].data, agentBytes) {
+		t.Error("usr/bin/gseproc-agent is not the agent binary built")
 	}
 
 	// The units.

@@ -1,8 +1,9 @@
 // Package node builds a running gseproc from its configuration: the engine,
 // its store, its transport, the health prober and, as the config says, the
 // simulated fleet beside or instead of real agents. The subcommands (server,
-// console, demo, ssh, op, sim, agent) parse flags and call it; they do not
-// assemble parts themselves.
+// console, demo, ssh, op, sim) parse flags and call it; they do not
+// assemble parts themselves. The agent is not here: backend/agent/agentcmd
+// builds it, so that its own binary links none of this.
 //
 // The contract:
 //   - StartServer is what `gseproc server` serves: a backend.Backend that
@@ -12,9 +13,8 @@
 //     server).
 //   - OpenNATSEngine and StartNATS start the NATS side (embedded server or
 //     external cluster, dispatcher, JetStream store) and the engine on it.
-//   - ClientLink connects an agent or a simulated fleet to NATS; NewAgent
-//     and NewSim build the agent and the simulated fleet served over it
-//     (`gseproc agent`, `gseproc sim`), Run runs them.
+//   - NewSim builds the simulated fleet served over NATS (`gseproc sim`;
+//     transport.ClientLink is its connection), Run runs it.
 //   - Server.ServeAPI serves the HTTP API on a node; ServePprof the Go
 //     profiles (loopback only); StartSSH the console over SSH on a backend.
 //   - OpenBackend is the backend a CLI or console command uses: the

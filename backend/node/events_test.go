@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"gseproc/backend"
+	"gseproc/backend/agent/agentcmd"
 	"gseproc/backend/config"
 	"gseproc/backend/engine"
 	"gseproc/backend/node"
@@ -350,7 +351,7 @@ func TestEventsHelperAgent(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.NewAgent(cfg, nil)
+	n, err := agentcmd.NewNode(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -182,20 +182,6 @@ func (b *NATS) Close() error {
 	return b.err
 }
 
-// ClientLink connects an agent or a simulated fleet as co says, and keeps
-// the connection (transport.Link): when the NATS server closes it for
-// good, a new one is dialed. co.FailFast applies to the first connection
-// only: one that worked once is dialed again whatever the reason.
-func ClientLink(co transport.ClientOptions, log *slog.Logger) (*transport.Link, error) {
-	first := true
-	return transport.NewLink(func() (*nats.Conn, error) {
-		o := co
-		o.FailFast = o.FailFast && first
-		first = false
-		return transport.Connect(o, log)
-	}, transport.LinkOptions{Name: co.Name, Logger: log})
-}
-
 // OpenNATSEngine builds and starts an engine whose agents are reached over
 // NATS and whose state is in JetStream: a server `kill -9`ed mid-task
 // resumes its unfinished tasks at the next start, and several servers on

@@ -22,9 +22,9 @@ import (
 	"time"
 
 	"gseproc/backend"
+	"gseproc/backend/agent/agentcmd"
 	"gseproc/backend/config"
 	"gseproc/backend/engine"
-	"gseproc/backend/node"
 	"gseproc/model"
 )
 
@@ -83,12 +83,12 @@ func KillAtEnd(t testing.TB, pidFiles ...string) {
 	})
 }
 
-// StartAgent runs a real agent (node.NewAgent: cfg.Agent's identity and
+// StartAgent runs a real agent (agentcmd.NewNode: cfg.Agent's identity and
 // data dir, connected to cfg.NATS) until stop is called or the test ends;
 // it must stop cleanly within 20 s. stop may be called more than once.
 func StartAgent(t testing.TB, cfg config.Config) (stop func()) {
 	t.Helper()
-	n, err := node.NewAgent(cfg, nil)
+	n, err := agentcmd.NewNode(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
