@@ -220,21 +220,32 @@ func (a *Agent) reply(e *entry, r result) model.AgentReply {
 
 // before is e as the op core (model/opsem) sees it: its state taken
 // under the agent lock, its processes probed outside it.
+//
+// A restart is pending (b.Pending) in BACKOFF, and also when a hosted
+// instance RUNNING on record has no live process: it died and its watcher
+// has not handled the exit yet (in a crash storm that can take a while),
+// so a restart is due. A stop then calls that restart off like one in
+// BACKOFF: answered "not running" with the hosting kept, the restart came
+// after the stop and the process ran on.
 func (a *Agent) before(e *entry) opsem.Before {
 	a.mu.Lock()
 	b := opsem.Before{State: e.units[0].state, Instances: len(e.units), Hosted: e.hosted, Type: e.p.Spec.Policy.AutoType}
 	held := false
 	seen := make([]unitSeen, len(e.units))
+	running := make([]bool, len(e.units))
 	for i, u := range e.units {
 		seen[i] = u.seenLocked()
+		running[i] = u.state == model.ProcRunning
 		b.Pending = b.Pending || u.state == model.ProcBackoff
 		held = held || u.held != ""
 	}
 	b.Scheduled = e.stopPeriodic != nil && !held
 	a.mu.Unlock()
-	for _, s := range seen {
+	for i, s := range seen {
 		if _, _, live := s.probe(); live {
 			b.Live++
+		} else if running[i] && b.Hosted && b.Type != model.AutoPeriodic {
+			b.Pending = true // its exit not handled yet
 		}
 	}
 	return b

@@ -83,3 +83,53 @@ func TestStatusTakesNoLock(t *testing.T) {
 		t.Fatalf("after the restart: %+v (pid before %d)", r.Status, before.PID)
 	}
 }
+
+// TestStopBeforeExitHandled: a stop of a hosted process that has died but
+// whose exit its watcher has not handled yet (in a crash storm a watcher
+// can be seconds late) calls the due restart off: answered success, no
+// longer hosted, and the exit, once handled, restarts nothing. It was
+// answered 829 with the hosting kept, the restart came after the stop,
+// and a stop and unregister after a crash storm left processes running.
+func TestStopBeforeExitHandled(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t, "")
+	ev := collect(t, a)
+	p, _ := setup(t, "late", nil)
+	wantCode(t, do(t, a, model.OpStart, p), 0, "start")
+	// The watcher is taken away (as if late), then the process dies.
+	a.mu.Lock()
+	e := a.procs[p.Key()]
+	u := e.units[0]
+	a.unwatchLocked(u)
+	pid := u.pid
+	a.mu.Unlock()
+	killPid(pid)
+	eventually(t, 10*time.Second, "the process gone", func() bool { _, live := alive(pid); return !live })
+
+	r := do(t, a, model.OpStop, p)
+	wantCode(t, r, model.CodeSuccess, "stop of a process dead, its exit not handled yet")
+	if r.Status.Hosted {
+		t.Fatalf("still hosted after the stop: %+v", r.Status)
+	}
+	// The watcher comes back and handles the exit.
+	a.mu.Lock()
+	a.watchLocked(u)
+	a.mu.Unlock()
+	eventually(t, 10*time.Second, "the exit handled", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return u.state != model.ProcRunning
+	})
+	a.mu.Lock()
+	state, hosted := u.state, e.hosted
+	a.mu.Unlock()
+	if hosted || state == model.ProcBackoff || state == model.ProcStarting {
+		t.Fatalf("after the stop and the late exit: state %s, hosted %v: a restart is on its way", state, hosted)
+	}
+	if n := len(ev.of(model.EventRestartSuccess)) + len(ev.of(model.EventRestartFailed)); n != 0 {
+		t.Fatalf("%d restarts after the stop", n)
+	}
+	if st := do(t, a, model.OpStatus, p).Status; st.State == model.ProcRunning || st.PID > 0 {
+		t.Fatalf("after the stop: %+v", st)
+	}
+}

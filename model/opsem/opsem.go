@@ -57,7 +57,8 @@ type Before struct {
 	// Scheduled: a periodic job's schedule is active, which counts as
 	// running (a start answers 828, a stop ends the schedule).
 	Scheduled bool
-	// Pending: a restart by the restart policy is waiting (BACKOFF).
+	// Pending: a restart by the restart policy is waiting (BACKOFF), or
+	// due (a hosted process died and its exit is not handled yet).
 	Pending bool
 	// Type is the process's auto_type.
 	Type model.AutoType
