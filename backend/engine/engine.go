@@ -174,6 +174,15 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.started = true
 	e.mu.Unlock()
 
+	// Watched before they are loaded, so that none another engine stores
+	// meanwhile is missed.
+	var stored <-chan HostStatus
+	if w, ok := e.st.(StatusWatcher); ok {
+		var err error
+		if stored, err = w.WatchProcStatuses(e.ctx); err != nil {
+			return fmt.Errorf("engine start: watch statuses: %w", err)
+		}
+	}
 	sts, err := e.st.ProcStatuses(ctx)
 	if err != nil {
 		return fmt.Errorf("engine start: load statuses: %w", err)
@@ -191,6 +200,13 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.wg.Add(2)
 	go e.writeLoop()
 	go e.eventLoop()
+	if stored != nil {
+		e.track(func() {
+			for hs := range stored {
+				e.statusStored(hs)
+			}
+		})
+	}
 	// Subscribed before Start returns, so no event emitted afterwards is lost.
 	for _, src := range e.eventSources() {
 		if a, ok := src.(AckedEventSource); ok {
@@ -416,6 +432,27 @@ func (e *Engine) statusNotStored(hs HostStatus) {
 		k.stored = statusPrint{}
 		m[hs.Status.ProcKey] = k
 	}
+}
+
+// statusStored is told of a status the store now holds, written by this
+// engine or another (StatusWatcher): it is what the store has, so the
+// next status is compared with it; it is the last known status unless a
+// newer report is known here.
+func (e *Engine) statusStored(hs HostStatus) {
+	st := hs.Status
+	e.smu.Lock()
+	defer e.smu.Unlock()
+	m := e.statuses[hs.Host]
+	if m == nil {
+		m = make(map[string]knownStatus)
+		e.statuses[hs.Host] = m
+	}
+	k, had := m[st.ProcKey]
+	if !had || st.ReportTime >= k.st.ReportTime {
+		k.st = st
+	}
+	k.stored = printStatus(e.statusSeed, st)
+	m[st.ProcKey] = k
 }
 
 // knownStatus is a process's last known status on a host (st) and the

@@ -248,6 +248,19 @@ type FencedResults struct {
 	Results []model.Result
 }
 
+// StatusWatcher is optional: a Store shared by several engines that
+// tells each of them the last known statuses the others store
+// implements it. An engine remembers what it stored of each status to
+// store only changes; without the watch, a status another engine stored
+// over it stayed in the store (and that engine's memory) while this one
+// believed the store current, up to statusRefresh.
+type StatusWatcher interface {
+	// WatchProcStatuses sends every status stored from the call on, by
+	// any engine (this one too), in store order, until ctx ends; then the
+	// channel closes.
+	WatchProcStatuses(ctx context.Context) (<-chan HostStatus, error)
+}
+
 // TaskModifier is optional: a Store that can change a task by a
 // read-modify-write implements it. ModifyTask reads task taskID, calls
 // modify with it and stores what modify returns only if the task is still

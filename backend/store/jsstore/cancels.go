@@ -44,15 +44,15 @@ func (s *Store) CancelRequested(ctx context.Context, taskID string) (bool, error
 // WatchCancels sends the task id of every cancel recorded from the call
 // on, until ctx ends.
 func (s *Store) WatchCancels(ctx context.Context) (<-chan string, error) {
-	return s.watchNew(ctx, "cancels", func(b *bound) jetstream.KeyValue { return b.cancels },
-		func(v []byte) string { return string(v) })
+	return watchNew(s, ctx, "cancels", func(b *bound) jetstream.KeyValue { return b.cancels },
+		func(v []byte) (string, bool) { return string(v), true })
 }
 
-// watchNew sends id(value) of every key of the bucket pick chooses
+// watchNew sends decode(value) of every key of the bucket pick chooses
 // written from the call on (a KV watch of new values, started again from
 // where it was should it end, on the connection in use then), until ctx
-// ends.
-func (s *Store) watchNew(ctx context.Context, what string, pick func(*bound) jetstream.KeyValue, id func([]byte) string) (<-chan string, error) {
+// ends; a value decode refuses (false) is skipped.
+func watchNew[T any](s *Store, ctx context.Context, what string, pick func(*bound) jetstream.KeyValue, decode func([]byte) (T, bool)) (<-chan T, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func (s *Store) watchNew(ctx context.Context, what string, pick func(*bound) jet
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", what, err)
 	}
-	out := make(chan string, 64)
+	out := make(chan T, 64)
 	go func() {
 		defer close(out)
 		var high uint64
@@ -83,8 +83,12 @@ func (s *Store) watchNew(ctx context.Context, what string, pick func(*bound) jet
 						continue
 					}
 					high = max(high, e.Revision())
+					v, ok := decode(e.Value())
+					if !ok {
+						continue
+					}
 					select {
-					case out <- id(e.Value()):
+					case out <- v:
 					case <-ctx.Done():
 					}
 				}

@@ -598,6 +598,22 @@ func statusKey(host model.Host, proc string) (string, error) {
 	return enc(id.String()) + "." + enc(proc), nil
 }
 
+var _ engine.StatusWatcher = (*Store)(nil)
+
+// WatchProcStatuses sends every last known status stored from the call
+// on, by any server, in the order they were stored, until ctx ends; a
+// value that does not decode is skipped.
+func (s *Store) WatchProcStatuses(ctx context.Context) (<-chan engine.HostStatus, error) {
+	return watchNew(s, ctx, "statuses", func(b *bound) jetstream.KeyValue { return b.status },
+		func(v []byte) (engine.HostStatus, bool) {
+			var r statusRec
+			if err := json.Unmarshal(v, &r); err != nil || r.Status.ProcKey == "" {
+				return engine.HostStatus{}, false
+			}
+			return engine.HostStatus{Host: r.Host, Status: r.Status}, true
+		})
+}
+
 // ProcStatuses returns every last known status by host, each host's sorted by key.
 func (s *Store) ProcStatuses(ctx context.Context) (map[model.Host][]model.ProcStatus, error) {
 	if err := s.check(); err != nil {

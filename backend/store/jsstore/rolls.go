@@ -79,10 +79,10 @@ func (s *Store) UpdateRollControl(ctx context.Context, taskID string, fn func(mo
 // WatchRollControls sends the task id of every control written from the
 // call on, until ctx ends.
 func (s *Store) WatchRollControls(ctx context.Context) (<-chan string, error) {
-	return s.watchNew(ctx, "roll controls", func(b *bound) jetstream.KeyValue { return b.rolls },
-		func(v []byte) string {
+	return watchNew(s, ctx, "roll controls", func(b *bound) jetstream.KeyValue { return b.rolls },
+		func(v []byte) (string, bool) {
 			var rc rollControl
 			_ = json.Unmarshal(v, &rc) // a value this store did not write names no task: ""
-			return rc.TaskID
+			return rc.TaskID, true
 		})
 }
