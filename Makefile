@@ -18,7 +18,7 @@ NFPM        ?= github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.44.0
 PKG_VERSION ?= 0.1.0~git$(shell git rev-parse --short HEAD 2>/dev/null || echo 0)
 PKG_ARCH    ?= $(shell $(GO) env GOARCH)
 
-.PHONY: run build test test-stress fuzz bench bench-fleet bench-operate compare lint clean package test-package
+.PHONY: run build test test-stress fuzz bench bench-fleet bench-operate bench-console compare lint clean package test-package
 
 run: build
 	./$(BIN) $(ARGS)
@@ -82,6 +82,13 @@ bench-fleet: build
 bench-operate: build
 	./$(BIN) bench operate --clients 50 --requests 40000 --duration 10s $(FLEET_ARGS)
 	./$(BIN) bench operate --clients 50 --requests 20000 --duration 5s --rate 500 --burst 100 $(FLEET_ARGS)
+
+# The console at 100,000 hosts, select-all and a status op over the biggest
+# list: embedded (engine and fleet in the process), then remote (the
+# console alone against the real server, the fleet in its own process):
+# heap, RSS, peak RSS, list open and op time.
+bench-console: build
+	GSEPROC_BENCH_REMOTE=1 GSEPROC_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench 'SelectAllOp' -benchtime 1x -timeout 60m ./ui/
 
 # compare runs gseproc side by side with the tools installed here, in
 # the same run (gseproc bench compare; see --help): kill -9 of a hosted

@@ -102,9 +102,12 @@ func TestBenchConfigsLoad(t *testing.T) {
 	if err := s.defaults(); err != nil {
 		t.Fatal(err)
 	}
+	big := s
+	big.MaxTargets = 400000
 	for name, tc := range map[string]struct{ text, user string }{
-		"fleet": {s.configText(dir), natsUser},
-		"agent": {agentIdleConfig(dir), agentUser},
+		"fleet":                  {s.configText(dir), natsUser},
+		"agent":                  {agentIdleConfig(dir), agentUser},
+		"fleet with max_targets": {big.configText(dir), natsUser},
 	} {
 		p := filepath.Join(dir, name+".toml")
 		if err := os.WriteFile(p, []byte(tc.text), 0o600); err != nil {
@@ -118,6 +121,13 @@ func TestBenchConfigsLoad(t *testing.T) {
 			c.Server.Client.AppSecret != appSecret || c.NATS.Listen != "127.0.0.1:-1" ||
 			c.NATS.StoreDir != filepath.Join(dir, "jetstream") || len(c.NATS.Users) != 1 || c.NATS.Users[0].User != tc.user {
 			t.Errorf("%s: server %+v nats %+v", name, c.Server, c.NATS)
+		}
+		want := config.Default().Engine.MaxTargets
+		if name == "fleet with max_targets" {
+			want = big.MaxTargets
+		}
+		if c.Engine.MaxTargets != want {
+			t.Errorf("%s: engine.max_targets %d, want %d", name, c.Engine.MaxTargets, want)
 		}
 	}
 }

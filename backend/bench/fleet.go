@@ -54,6 +54,8 @@ type Setup struct {
 	ProfileDir string
 	// ProfileSeconds is the CPU profile's length (default 20).
 	ProfileSeconds int
+	// MaxTargets is the server's engine.max_targets (0: the default).
+	MaxTargets int
 	// Out receives progress and the figures.
 	Out io.Writer
 }
@@ -114,7 +116,7 @@ failure_rate = 0.0
 offline_rate = 0.0
 unreachable_rate = 0.0
 crash_rate = 0.0
-
+%s
 [server]
 listen = "127.0.0.1:0"
 fleet = "nats"
@@ -128,8 +130,16 @@ native_auth = false
 user = %q
 password = %q
 role = "server"
-`, sc.Hosts, sc.Seed, sc.LatencyMedian.D().String(), sc.LatencyP99.D().String(),
+`, sc.Hosts, sc.Seed, sc.LatencyMedian.D().String(), sc.LatencyP99.D().String(), s.engineSection(),
 		s.Rate, s.Burst, benchAppAndNATS(dir), natsUser, natsPass)
+}
+
+// engineSection is the config's [engine] part: empty for the defaults.
+func (s *Setup) engineSection() string {
+	if s.MaxTargets <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("\n[engine]\nmax_targets = %d\n", s.MaxTargets)
 }
 
 // benchAppAndNATS is the part of a bench server's config after [server]'s

@@ -1,0 +1,30 @@
+package bench
+
+import (
+	"context"
+
+	"gseproc/backend/client"
+)
+
+// Server is a running `gseproc server` (JetStream store) with its
+// simulated fleet in a process of its own (`gseproc sim --nats`), every
+// host online: what a measurement of a client (the console in remote
+// mode) runs against, the server's and the fleet's memory outside the
+// process measured.
+type Server struct{ e *env }
+
+// Start starts the server and the fleet of s and waits for every host to
+// be online; Stop ends both.
+func Start(ctx context.Context, s Setup) (*Server, error) {
+	e, err := start(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{e}, nil
+}
+
+// Client is a client of the server, authenticated as the bench app.
+func (s *Server) Client() *client.Client { return s.e.client }
+
+// Stop stops the fleet and the server and removes their work dir.
+func (s *Server) Stop() { s.e.stop() }

@@ -1,0 +1,54 @@
+package ui
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"gseproc/backend/bench"
+)
+
+// BenchmarkSelectAllOpRemote100k is BenchmarkSelectAllOp100k in remote
+// mode: the console (this process) against a real `gseproc server`
+// (JetStream store) whose 100,000 simulated hosts run in a process of
+// their own, so that the heap and RSS it reports are the console's alone
+// (with the HTTP client it talks through). It starts those processes
+// (minutes at 100,000 hosts), so it runs only when GSEPROC_BENCH_REMOTE
+// is set (`make bench-console`); GSEPROC_BIN names the gseproc binary to
+// run (default: one built from this module).
+func BenchmarkSelectAllOpRemote100k(b *testing.B) {
+	if os.Getenv("GSEPROC_BENCH_REMOTE") == "" {
+		b.Skip("GSEPROC_BENCH_REMOTE not set: starts a server and a fleet of 100,000 hosts (make bench-console)")
+	}
+	bin := os.Getenv("GSEPROC_BIN")
+	if bin == "" {
+		bin = filepath.Join(b.TempDir(), "gseproc")
+		cmd := exec.Command("go", "build", "-o", bin, "gseproc")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("build gseproc: %v\n%s", err, out)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	srv, err := bench.Start(ctx, bench.Setup{Bin: bin, Hosts: fleet100k, MaxTargets: 4 * fleet100k, Out: benchLog{b}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Stop()
+	be := srv.Client()
+	q, n := biggestQuery(b, be)
+	b.ResetTimer()
+	var f selectAllFigures
+	for b.Loop() {
+		f = selectAllOp(b, be, q, n)
+	}
+	f.report(b)
+}
+
+// benchLog writes a harness's progress to the benchmark's log.
+type benchLog struct{ b *testing.B }
+
+func (l benchLog) Write(p []byte) (int, error) { l.b.Logf("%s", p); return len(p), nil }
