@@ -96,7 +96,7 @@ func runUntil(b *testing.B, m *Model, cmd tea.Cmd, done func() bool) {
 		}()
 	}
 	exec(cmd)
-	deadline := time.After(10 * time.Minute)
+	deadline := time.After(20 * time.Minute)
 	for !done() {
 		select {
 		case msg := <-msgs:
@@ -106,7 +106,7 @@ func runUntil(b *testing.B, m *Model, cmd tea.Cmd, done func() bool) {
 			_, next := m.Update(msg)
 			exec(next)
 		case <-deadline:
-			b.Fatal("never loaded")
+			b.Fatalf("never loaded; the screen:\n%s", m.View())
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"gseproc/backend"
 	"gseproc/backend/bench"
 )
 
@@ -18,8 +19,14 @@ import (
 // (with the HTTP client it talks through). It starts those processes
 // (minutes at 100,000 hosts), so it runs only when GSEPROC_BENCH_REMOTE
 // is set (`make bench-console`); GSEPROC_BIN names the gseproc binary to
-// run (default: one built from this module).
+// run (default: one built from this module). With GSEPROC_BENCH_SERVER
+// (a URL) it runs against that server instead, one bench.Start started
+// (gseproc's own measurements compare console builds on one fleet).
 func BenchmarkSelectAllOpRemote100k(b *testing.B) {
+	if url := os.Getenv("GSEPROC_BENCH_SERVER"); url != "" {
+		remoteSelectAll(b, bench.Connect(url))
+		return
+	}
 	if os.Getenv("GSEPROC_BENCH_REMOTE") == "" {
 		b.Skip("GSEPROC_BENCH_REMOTE not set: starts a server and a fleet of 100,000 hosts (make bench-console)")
 	}
@@ -38,7 +45,10 @@ func BenchmarkSelectAllOpRemote100k(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer srv.Stop()
-	be := srv.Client()
+	remoteSelectAll(b, srv.Client())
+}
+
+func remoteSelectAll(b *testing.B, be backend.Backend) {
 	q, n := biggestQuery(b, be)
 	b.ResetTimer()
 	var f selectAllFigures

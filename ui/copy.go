@@ -63,7 +63,7 @@ func (p *watchPage) copyText() (string, string, bool) {
 	if p.list.cursor >= len(p.shown) {
 		return "task id " + p.task.ID, p.task.ID, p.task.ID != ""
 	}
-	h := p.rows[p.shown[p.list.cursor]].r.Host
+	h := p.res.host(p.shown[p.list.cursor])
 	return "IP " + h.IP, h.IP, true
 }
 

@@ -252,10 +252,10 @@ func TestRetryFailedIsOneTask(t *testing.T) {
 	d.until("task done", func() bool { return taskFinal(w.task.Status) })
 	failed := map[string]bool{}
 	want := map[model.Target]bool{}
-	for _, r := range w.rows {
-		if r.r.State.Final() && !r.r.State.OK() {
-			failed[r.r.ProcKey] = true
-			want[model.Target{Host: r.r.Host, ProcKey: r.r.ProcKey}] = true
+	for i := range w.res.len() {
+		if r := w.res.result(i); r.State.Final() && !r.State.OK() {
+			failed[r.ProcKey] = true
+			want[model.Target{Host: r.Host, ProcKey: r.ProcKey}] = true
 		}
 	}
 	if len(failed) < 2 {
@@ -338,9 +338,9 @@ func TestStatusWatchShowsProcesses(t *testing.T) {
 	firstUp := -1
 	down := map[model.Host]bool{}
 	for i, ri := range w.shown {
-		st := w.rows[ri].r.Status
+		st := w.res.result(ri).Status
 		if st == nil {
-			t.Fatalf("row %d has no status: %+v", i, w.rows[ri].r)
+			t.Fatalf("row %d has no status: %+v", i, w.res.result(ri))
 		}
 		if st.State.Up() && firstUp < 0 {
 			firstUp = i
@@ -349,13 +349,13 @@ func TestStatusWatchShowsProcesses(t *testing.T) {
 			if firstUp >= 0 {
 				t.Fatalf("row %d (%s) comes after a running process", i, st.State)
 			}
-			down[w.rows[ri].r.Host] = true
+			down[w.res.host(ri)] = true
 		}
 	}
 	if firstUp < 0 || !down[stopped[0]] || !down[stopped[1]] {
 		t.Fatalf("stopped hosts %v not among the first rows %v", stopped, down)
 	}
-	run := w.rows[w.shown[firstUp]].r
+	run := w.res.result(w.shown[firstUp])
 	if run.Status.PID <= 0 {
 		t.Fatalf("running row %+v has no pid", run)
 	}

@@ -133,15 +133,15 @@ func TestEndToEnd(t *testing.T) {
 	if view.Task.Op != model.OpRestart || view.Task.Status != w.task.Status || !taskFinal(w.task.Status) {
 		t.Fatalf("engine task %+v, console task %+v", view.Task, w.task)
 	}
-	if len(view.Results) == 0 || len(view.Results) != len(w.rows) || view.Task.Counts != w.counts {
-		t.Fatalf("console has %d rows %+v, engine %d %+v", len(w.rows), w.counts, len(view.Results), view.Task.Counts)
+	if len(view.Results) == 0 || len(view.Results) != w.res.len() || view.Task.Counts != w.counts {
+		t.Fatalf("console has %d rows %+v, engine %d %+v", w.res.len(), w.counts, len(view.Results), view.Task.Counts)
 	}
 	for _, r := range view.Results {
-		i, ok := w.index[tkey{model.Host{IP: r.Host.IP, CloudID: r.Host.CloudID}, r.ProcKey}]
+		i, ok := w.res.find(model.Host{IP: r.Host.IP, CloudID: r.Host.CloudID}, r.ProcKey)
 		if !ok {
 			t.Fatalf("no row for %s %s", r.Host, r.ProcKey)
 		}
-		got := w.rows[i].r
+		got := w.res.result(i)
 		if got.State != r.State || got.Code != r.Code || got.Message != r.Message || got.Seq != r.Seq {
 			t.Fatalf("%s %s: console %s/%d %q, engine %s/%d %q", r.Host, r.ProcKey, got.State, got.Code, got.Message,
 				r.State, r.Code, r.Message)

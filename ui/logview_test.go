@@ -119,7 +119,7 @@ func TestLogsPageFromTaskResult(t *testing.T) {
 	d.until("watch", func() bool { w, ok := d.m.top().(*watchPage); return ok && w.loaded && len(w.shown) > 0 })
 	w := topAs[*watchPage](t, d)
 	d.until("task done", func() bool { return taskFinal(w.task.Status) })
-	r := w.rows[w.shown[w.list.cursor]].r
+	r := w.res.result(w.shown[w.list.cursor])
 	d.keys("l")
 	lp := topAs[*logsPage](t, d)
 	if lp.proc != r.ProcKey || len(lp.hosts) != 1 || lp.hosts[0] != r.Host {

@@ -385,17 +385,17 @@ func TestWatchFailuresRetryResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(w.rows) != len(view.Results) || w.counts != view.Task.Counts {
+	if w.res.len() != len(view.Results) || w.counts != view.Task.Counts {
 		t.Fatalf("console counts %+v, engine %+v", w.counts, view.Task.Counts)
 	}
 	bad := w.counts.Bad()
 	if bad == 0 {
-		t.Fatalf("no failure drawn at failure rate 0.4 over %d results: the retry path is not exercised", len(w.rows))
+		t.Fatalf("no failure drawn at failure rate 0.4 over %d results: the retry path is not exercised", w.res.len())
 	}
 	// Failures first.
 	for i := range bad {
-		if stateRank(w.rows[w.shown[i]].r.State) != 0 {
-			t.Fatalf("row %d is %s, failures must come first", i, w.rows[w.shown[i]].r.State)
+		if stateRank(w.res.state(w.shown[i])) != 0 {
+			t.Fatalf("row %d is %s, failures must come first", i, w.res.state(w.shown[i]))
 		}
 	}
 	// f shows only failures, and again all.
@@ -410,7 +410,7 @@ func TestWatchFailuresRetryResult(t *testing.T) {
 		t.Fatalf("result page of %s:\n%s", rp.r.Host, d.view())
 	}
 	d.keys("esc", "f")
-	if len(w.shown) != len(w.rows) {
+	if len(w.shown) != w.res.len() {
 		t.Fatal("f did not show all again")
 	}
 	// r retries the failed hosts, after the same confirmation: one task
@@ -436,8 +436,8 @@ func TestWatchFailuresRetryResult(t *testing.T) {
 	d.keys("G", "enter")
 	w3 := topAs[*watchPage](t, d)
 	d.until("reopened", func() bool { return w3.loaded })
-	if w3.task.ID != w.task.ID || len(w3.rows) != len(w.rows) {
-		t.Fatalf("reopened %s with %d rows", w3.task.ID, len(w3.rows))
+	if w3.task.ID != w.task.ID || w3.res.len() != w.res.len() {
+		t.Fatalf("reopened %s with %d rows", w3.task.ID, w3.res.len())
 	}
 }
 

@@ -26,9 +26,8 @@ type watchPage struct {
 	s          *shared
 	id         int
 	task       model.Task
-	rows       []watchRow
-	index      map[tkey]int
-	shown      []int // row indexes, sorted, filtered
+	res        *results // one row a (host, process): its last result
+	shown      []int    // row indexes, sorted, filtered
 	failedOnly bool
 	dirty      bool // shown is to be rebuilt whole (the filter changed)
 	// moved are the rows added or whose rank changed since shown was
@@ -56,21 +55,6 @@ type watchPage struct {
 	roll        *model.RollView
 	rollLoading bool
 	w, h        int
-}
-
-type tkey struct {
-	host model.Host
-	proc string
-}
-
-// watchRow is one (host, process) of the task: its last result, its
-// host's place in the host order and its rank (rowRank of r, kept with
-// it: the merge compares ranks at every step). The host's name is made
-// for the rows drawn only.
-type watchRow struct {
-	r    model.Result
-	ord  model.HostOrder
-	rank int8
 }
 
 type (
@@ -124,7 +108,7 @@ func newWatchPage(s *shared, t model.Task) *watchPage {
 	// Room for a row per target from the start: a 228,000-target task
 	// grew them by copying, half the time of applying its results.
 	n := min(max(t.Targets, 0), 1<<20)
-	return &watchPage{s: s, id: s.newID(), task: t, index: make(map[tkey]int, n), rows: make([]watchRow, 0, n), moving: make([]bool, 0, n),
+	return &watchPage{s: s, id: s.newID(), task: t, res: newResults(n, t.Op == model.OpStatus), moving: make([]bool, 0, n),
 		ctx: ctx, cancel: cancel, bar: bar}
 }
 
@@ -199,7 +183,7 @@ func (p *watchPage) setTask(t model.Task) {
 	moved := !p.task.Created.Equal(t.Created)
 	p.task = t
 	if moved {
-		p.stats = taskStats(p.rows, t.Created)
+		p.stats = taskStats(p.res, t.Created)
 	}
 }
 
@@ -233,28 +217,27 @@ func (p *watchPage) Help() keyHelp {
 
 // apply merges results into the table.
 func (p *watchPage) apply(rs []model.Result) {
-	for _, r := range rs {
-		k := tkey{model.Host{IP: r.Host.IP, CloudID: r.Host.CloudID}, r.ProcKey}
-		if i, ok := p.index[k]; ok {
-			old := p.rows[i].r
-			if old.State.Final() && !r.State.Final() {
+	for k := range rs {
+		r := &rs[k]
+		if i, ok := p.res.find(model.Host{IP: r.Host.IP, CloudID: r.Host.CloudID}, r.ProcKey); ok {
+			old := p.res.state(i)
+			if old.Final() && !r.State.Final() {
 				continue // a late non-final update never undoes a final one
 			}
-			p.counts.Add(old.State, -1)
-			p.stats.add(&old, p.task.Created, -1)
-			p.rows[i].r = r
-			if rank := int8(rowRank(&r)); rank != p.rows[i].rank {
-				p.rows[i].rank = rank
+			p.counts.Add(old, -1)
+			p.stats.add(old, p.res.started(i), p.res.finished(i), p.task.Created, -1)
+			rank := p.res.rank(i)
+			p.res.put(r)
+			if p.res.rank(i) != rank {
 				p.move(i)
 			}
 		} else {
-			p.index[k] = len(p.rows)
-			p.rows = append(p.rows, watchRow{r: r, ord: r.Host.Order(), rank: int8(rowRank(&r))})
+			i, _ := p.res.put(r)
 			p.moving = append(p.moving, false)
-			p.move(len(p.rows) - 1)
+			p.move(i)
 		}
 		p.counts.Add(r.State, 1)
-		p.stats.add(&r, p.task.Created, 1)
+		p.stats.add(r.State, r.Started, r.Finished, p.task.Created, 1)
 	}
 }
 
@@ -294,14 +277,17 @@ func rowRank(r *model.Result) int {
 
 // before orders rows: rank (failures first), then host, then process.
 func (p *watchPage) before(a, b int) bool {
-	ra, rb := &p.rows[a], &p.rows[b]
+	t := p.res
+	ra, rb := &t.rows[a], &t.rows[b]
 	if ra.rank != rb.rank {
 		return ra.rank < rb.rank
 	}
-	if ra.ord != rb.ord {
-		return ra.ord.Compare(rb.ord) < 0
+	if ra.host != rb.host {
+		if c := t.ords[ra.host].Compare(t.ords[rb.host]); c != 0 {
+			return c < 0
+		}
 	}
-	return ra.r.ProcKey < rb.r.ProcKey
+	return t.strs.str(ra.proc) < t.strs.str(rb.proc)
 }
 
 // resort brings the shown order up to date, keeping the cursor on the same
@@ -317,11 +303,11 @@ func (p *watchPage) resort() {
 	if p.follow && p.list.cursor >= 0 && p.list.cursor < len(p.shown) {
 		keep = p.shown[p.list.cursor]
 	}
-	in := func(i int) bool { return !p.failedOnly || stateRank(p.rows[i].r.State) == 0 }
+	in := func(i int) bool { return !p.failedOnly || stateRank(p.res.state(i)) == 0 }
 	var shown []int
 	if p.dirty {
 		shown = p.shown[:0]
-		for i := range p.rows {
+		for i := range p.res.len() {
 			if in(i) {
 				shown = append(shown, i)
 			}
@@ -475,12 +461,12 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 		switch {
 		case keyIs(msg, k.Open):
 			if p.list.cursor < len(p.shown) {
-				return p.s.post(pushMsg{newResultPage(p.s, p.rows[p.shown[p.list.cursor]].r)})
+				return p.s.post(pushMsg{newResultPage(p.s, p.res.result(p.shown[p.list.cursor]))})
 			}
 		case keyIs(msg, k.Logs):
 			if p.list.cursor < len(p.shown) {
-				r := p.rows[p.shown[p.list.cursor]].r
-				return p.s.openLogs([]procOn{{r.ProcKey, r.Host}})
+				i := p.shown[p.list.cursor]
+				return p.s.openLogs([]procOn{{p.res.proc(i), p.res.host(i)}})
 			}
 		case keyIs(msg, k.FailedOnly):
 			p.failedOnly = !p.failedOnly
@@ -522,13 +508,14 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 func (p *watchPage) retry() tea.Cmd {
 	var pairs []model.Target
 	nss, procs, hosts := map[string]bool{}, map[string]bool{}, map[model.Host]bool{}
-	for _, r := range p.rows {
-		if !r.r.State.Final() || r.r.State.OK() {
+	for i := range p.res.len() {
+		if st := p.res.state(i); !st.Final() || st.OK() {
 			continue
 		}
-		pairs = append(pairs, model.Target{Host: r.r.Host, ProcKey: r.r.ProcKey})
-		ns, name, _ := model.SplitKey(r.r.ProcKey)
-		nss[ns], procs[name], hosts[r.r.Host] = true, true, true
+		h, proc := p.res.host(i), p.res.proc(i)
+		pairs = append(pairs, model.Target{Host: h, ProcKey: proc})
+		ns, name, _ := model.SplitKey(proc)
+		nss[ns], procs[name], hosts[h] = true, true, true
 	}
 	if len(pairs) == 0 {
 		return p.s.post(flashMsg{"no failed host to retry"})
@@ -620,7 +607,7 @@ func (p *watchPage) View() string {
 		order = "failures and stopped processes first"
 	}
 	b.WriteString(t.Muted.Render(fmt.Sprintf("%s · %s · %s", filter, order, p.list.scrollInfo())) + "\n")
-	if p.err != nil && len(p.rows) == 0 {
+	if p.err != nil && p.res.len() == 0 {
 		return b.String() + "\n" + loadFailed(p.s, "task "+p.task.ID, p.err, p.w)
 	}
 	cols := watchCols()
@@ -641,22 +628,22 @@ func (p *watchPage) View() string {
 	p.list.first = strings.Count(b.String(), "\n") + 1 // where a click finds the rows
 	s, e := p.list.window()
 	for i := s; i < e; i++ {
-		r := &p.rows[p.shown[i]]
 		if p.task.Op == model.OpStatus {
-			b.WriteString("\n" + p.statusRow(r, wd, i == p.list.cursor))
+			b.WriteString("\n" + p.statusRow(p.res.result(p.shown[i]), wd, i == p.list.cursor))
 			continue
 		}
-		g := resultGlyph(r.r.State)
-		code, msg, dur := "", r.r.Message, ""
-		if r.r.State.Final() {
-			code = fmt.Sprint(r.r.Code)
-			dur = fmtDuration(r.r.Duration())
+		r := p.res.result(p.shown[i])
+		g := resultGlyph(r.State)
+		code, msg, dur := "", r.Message, ""
+		if r.State.Final() {
+			code = fmt.Sprint(r.Code)
+			dur = fmtDuration(r.Duration())
 			if msg == "" {
-				msg = model.CodeText(r.r.Code)
+				msg = model.CodeText(r.Code)
 			}
 		}
-		_, proc, _ := model.SplitKey(r.r.ProcKey)
-		cells := []string{cell(r.r.Host.AgentID(), wd[0], false), cell(proc, wd[1], false), cell(g.text(), wd[2], false),
+		_, proc, _ := model.SplitKey(r.ProcKey)
+		cells := []string{cell(r.Host.AgentID(), wd[0], false), cell(proc, wd[1], false), cell(g.text(), wd[2], false),
 			cell(code, wd[3], true), cell(oneLine(msg), wd[4], false), cell(dur, wd[5], true)}
 		st := g.style(t)
 		styles := []*lipgloss.Style{nil, nil, &st}
@@ -677,30 +664,30 @@ func statusCols() []column {
 
 // statusRow draws one status result: a failed one says why; a successful
 // one shows the process as its agent reported it.
-func (p *watchPage) statusRow(r *watchRow, wd []int, cursor bool) string {
+func (p *watchPage) statusRow(r model.Result, wd []int, cursor bool) string {
 	t := p.s.theme
-	_, proc, _ := model.SplitKey(r.r.ProcKey)
-	g := resultGlyph(r.r.State)
+	_, proc, _ := model.SplitKey(r.ProcKey)
+	g := resultGlyph(r.State)
 	pid, up, cpu, mem, msg := "", "", "", "", ""
-	switch st := r.r.Status; {
-	case !r.r.State.Final() || !r.r.State.OK():
-		msg = r.r.Message
-		if r.r.State.Final() && msg == "" {
-			msg = model.CodeText(r.r.Code)
+	switch st := r.Status; {
+	case !r.State.Final() || !r.State.OK():
+		msg = r.Message
+		if r.State.Final() && msg == "" {
+			msg = model.CodeText(r.Code)
 		}
 	case st == nil:
-		msg = r.r.Message
+		msg = r.Message
 	default:
 		g = procGlyph(st.State)
 		pid, up, cpu, mem, msg = "-", "-", fmt.Sprintf("%.1f%%", st.CPU), fmt.Sprintf("%.1f%%", st.Mem), st.Message
 		if st.PID > 0 && st.State.Up() {
 			pid = fmt.Sprint(st.PID)
 		}
-		if st.State.Up() && !st.StartTime.IsZero() && !r.r.Finished.IsZero() {
-			up = fmtDuration(r.r.Finished.Sub(st.StartTime))
+		if st.State.Up() && !st.StartTime.IsZero() && !r.Finished.IsZero() {
+			up = fmtDuration(r.Finished.Sub(st.StartTime))
 		}
 	}
-	cells := []string{cell(r.r.Host.AgentID(), wd[0], false), cell(proc, wd[1], false), cell(g.text(), wd[2], false),
+	cells := []string{cell(r.Host.AgentID(), wd[0], false), cell(proc, wd[1], false), cell(g.text(), wd[2], false),
 		cell(pid, wd[3], true), cell(up, wd[4], true), cell(cpu, wd[5], true), cell(mem, wd[6], true), cell(oneLine(msg), wd[7], false)}
 	st := g.style(t)
 	return renderRow(t, cursor, false, cells, []*lipgloss.Style{nil, nil, &st})

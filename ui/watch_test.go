@@ -46,21 +46,21 @@ func TestWatchOrderMerged(t *testing.T) {
 	check := func(step string) {
 		t.Helper()
 		var want []int
-		for i := range w.rows {
-			if !w.failedOnly || stateRank(w.rows[i].r.State) == 0 {
+		for i := range w.res.len() {
+			if !w.failedOnly || stateRank(w.res.state(i)) == 0 {
 				want = append(want, i)
 			}
 		}
 		// Ranked from the results themselves, not the ranks the rows keep.
 		sort.Slice(want, func(a, b int) bool {
-			ra, rb := &w.rows[want[a]], &w.rows[want[b]]
-			if x, y := rowRank(&ra.r), rowRank(&rb.r); x != y {
+			ra, rb := w.res.result(want[a]), w.res.result(want[b])
+			if x, y := rowRank(&ra), rowRank(&rb); x != y {
 				return x < y
 			}
-			if c := ra.ord.Compare(rb.ord); c != 0 {
+			if c := ra.Host.Order().Compare(rb.Host.Order()); c != 0 {
 				return c < 0
 			}
-			return ra.r.ProcKey < rb.r.ProcKey
+			return ra.ProcKey < rb.ProcKey
 		})
 		if !slices.Equal(w.shown, want) {
 			t.Fatalf("%s: shown %v, a sort gives %v", step, w.shown, want)
@@ -86,11 +86,11 @@ func TestWatchOrderMerged(t *testing.T) {
 		}
 		w.Update(watchBatchMsg{id: w.id, results: rs, ch: make(chan model.Result)})
 		check(fmt.Sprintf("batch %d", batch))
-		if on >= 0 && (!w.failedOnly || stateRank(w.rows[on].r.State) == 0) && w.shown[w.list.cursor] != on {
+		if on >= 0 && (!w.failedOnly || stateRank(w.res.state(on)) == 0) && w.shown[w.list.cursor] != on {
 			t.Fatalf("batch %d: the cursor left its row", batch)
 		}
 	}
-	if w.counts.Total() != len(w.rows) {
-		t.Fatalf("counts %d of %d rows", w.counts.Total(), len(w.rows))
+	if w.counts.Total() != w.res.len() {
+		t.Fatalf("counts %d of %d rows", w.counts.Total(), w.res.len())
 	}
 }

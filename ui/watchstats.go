@@ -44,21 +44,22 @@ type watchStats struct {
 }
 
 // taskStats computes the stats of a task's results. Pure.
-func taskStats(rows []watchRow, created time.Time) watchStats {
+func taskStats(rs *results, created time.Time) watchStats {
 	var s watchStats
-	for i := range rows {
-		s.add(&rows[i].r, created, 1)
+	for i := range rs.len() {
+		s.add(rs.state(i), rs.started(i), rs.finished(i), created, 1)
 	}
 	return s
 }
 
 // add counts a final result in (sign 1) or out (-1, a final result
 // replaced by another); min and max only widen.
-func (s *watchStats) add(r *model.Result, created time.Time, sign int) {
-	if !r.State.Final() || r.Finished.IsZero() {
+// A result's state, start and finish are what is counted.
+func (s *watchStats) add(state model.ResultState, started, finished, created time.Time, sign int) {
+	if !state.Final() || finished.IsZero() {
 		return
 	}
-	if d := r.Duration(); d > 0 {
+	if d := (model.Result{Started: started, Finished: finished}).Duration(); d > 0 {
 		if sign > 0 {
 			if s.n == 0 || d < s.min {
 				s.min = d
@@ -71,7 +72,7 @@ func (s *watchStats) add(r *model.Result, created time.Time, sign int) {
 	if created.IsZero() {
 		return
 	}
-	if sec := int(r.Finished.Sub(created) / time.Second); sec >= 0 && sec < 24*3600 {
+	if sec := int(finished.Sub(created) / time.Second); sec >= 0 && sec < 24*3600 {
 		for len(s.perSec) <= sec {
 			s.perSec = append(s.perSec, 0)
 		}

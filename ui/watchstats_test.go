@@ -19,12 +19,14 @@ func TestBars(t *testing.T) {
 	}
 }
 
-// rowsWith makes final results started at t0+i ms, each lasting ds[i].
-func rowsWith(t0 time.Time, ds []time.Duration) []watchRow {
-	rs := make([]watchRow, len(ds))
+// rowsWith makes final results started at t0+i ms, each lasting ds[i],
+// each on a host of its own.
+func rowsWith(t0 time.Time, ds []time.Duration) *results {
+	rs := newResults(len(ds), false)
 	for i, d := range ds {
 		st := t0.Add(time.Duration(i) * time.Millisecond)
-		rs[i].r = model.Result{State: model.StateSuccess, Started: st, Finished: st.Add(d)}
+		rs.put(&model.Result{Host: model.Host{IP: fmt.Sprintf("10.%d.%d.%d", i>>16, i>>8&255, i&255)}, ProcKey: "web:nginx",
+			State: model.StateSuccess, Started: st, Finished: st.Add(d)})
 	}
 	return rs
 }
@@ -40,7 +42,10 @@ func TestTaskStats(t *testing.T) {
 	}
 	ds = append(ds, 5*time.Second) // the slow tail
 	rows := rowsWith(t0, ds)
-	rows = append(rows, watchRow{r: model.Result{State: model.StatePending}}) // not final: not counted
+	rows.put(&model.Result{Host: model.Host{IP: "10.9.9.9"}, ProcKey: "web:nginx", State: model.StatePending}) // not final: not counted
+	if rows.len() != 101 {
+		t.Fatalf("%d rows, want 101", rows.len())
+	}
 	s := taskStats(rows, t0)
 	if s.n != 100 || s.min != 20*time.Millisecond || s.max != 5*time.Second {
 		t.Fatalf("n %d min %s max %s", s.n, s.min, s.max)

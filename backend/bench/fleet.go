@@ -218,8 +218,7 @@ func start(ctx context.Context, s Setup) (_ *env, err error) {
 			return nil, err
 		}
 	}
-	e.client = client.New(e.url, client.WithCredentials(appCode, appSecret, "bench"),
-		client.WithHTTPClient(&http.Client{Timeout: 5 * time.Minute}))
+	e.client = Connect(e.url)
 
 	// The registry: the fleet's definitions, as an operator applies them.
 	t0 := time.Now()

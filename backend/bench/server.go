@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"net/http"
+	"time"
 
 	"gseproc/backend/client"
 )
@@ -28,3 +30,14 @@ func (s *Server) Client() *client.Client { return s.e.client }
 
 // Stop stops the fleet and the server and removes their work dir.
 func (s *Server) Stop() { s.e.stop() }
+
+// URL is the server's HTTP API.
+func (s *Server) URL() string { return s.e.url }
+
+// Connect is a client of a server Start started (its URL), authenticated
+// as the bench app: a measurement can run against one server started
+// once, by another process.
+func Connect(url string) *client.Client {
+	return client.New(url, client.WithCredentials(appCode, appSecret, "bench"),
+		client.WithHTTPClient(&http.Client{Timeout: 5 * time.Minute}))
+}

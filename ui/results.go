@@ -1,0 +1,275 @@
+package ui
+
+import (
+	"time"
+
+	"gseproc/model"
+)
+
+// results is a task's results as the watch keeps them: one fixed-size row
+// a (host, process), whose repeated values (host, process key, state,
+// message, the definition's identity, the status's strings) are indexes
+// into tables holding each distinct value once. A 228,000-result task
+// held a model.Result (and its status) a row, each with its own strings
+// when decoded from a server: ~80 MB of the console at 100,000 hosts.
+// result gives a row back whole, as it arrived.
+type results struct {
+	strs    strtab
+	hosts   []model.Host
+	ords    []model.HostOrder // each host's place in the host order
+	hostIx  map[model.Host]uint32
+	extras  []resultExtra
+	extraIx map[resultExtra]uint32
+	stats   []compactStatus
+	shapes  []statusShape
+	shapeIx map[statusShape]uint32
+	rows    []compactResult
+	index   map[pairKey]int32
+}
+
+// pairKey is a row's (host, process).
+type pairKey struct{ host, proc uint32 }
+
+// compactResult is one row: indexes into the tables, numbers, and times
+// as Unix nanoseconds (0: the zero time).
+type compactResult struct {
+	seq, code         int64
+	started, finished int64
+	host, proc        uint32
+	state, msg        uint32 // strs
+	extra             uint32 // extras
+	status            uint32 // stats index + 1; 0: none
+	rank              int8   // rowRank, kept for the ordering
+	hosted            bool
+}
+
+// resultExtra is what a task's results mostly share: the task, the op,
+// the definition's identity, the value key and the agent id the request
+// named the host by.
+type resultExtra struct {
+	task, valueKey, agentID string
+	op                      model.OpType
+	proc                    model.ResultProc
+}
+
+// compactStatus is a status result's model.ProcStatus: what differs from
+// host to host, and the index of the rest (shapes).
+type compactStatus struct {
+	pid                         int64
+	start                       int64 // Unix ns, 0: the zero time
+	register, lastStart, report int64
+	cpu, mem                    float64
+	rss                         uint64
+	shape                       uint32
+}
+
+// statusShape is what a process's statuses mostly share: its names,
+// state, version, command line, message (strs indexes), counts, hosting.
+type statusShape struct {
+	procKey, procName, state, ver, cmdline, msg uint32
+	restarts, exit, threads                     int64
+	hosted                                      bool
+}
+
+// strtab holds each distinct string once; index 0 is "".
+type strtab struct {
+	ix    map[string]uint32
+	s     []string
+	last  string // the last string looked up, and its index: results
+	lastI uint32 // arrive in runs of the same process and state
+}
+
+func (t *strtab) id(s string) uint32 {
+	if s == "" {
+		return 0
+	}
+	if s == t.last && t.lastI != 0 {
+		return t.lastI
+	}
+	i, ok := t.ix[s]
+	if !ok {
+		if t.ix == nil {
+			t.ix, t.s = map[string]uint32{}, []string{""}
+		}
+		i = uint32(len(t.s))
+		t.ix[s] = i
+		t.s = append(t.s, s)
+	}
+	t.last, t.lastI = s, i
+	return i
+}
+
+func (t *strtab) str(i uint32) string {
+	if i == 0 {
+		return ""
+	}
+	return t.s[i]
+}
+
+// newResults makes room for n rows (and their statuses, for a status op:
+// a table of 228,000 grown by doubling held up to twice that).
+func newResults(n int, status bool) *results {
+	t := &results{hostIx: map[model.Host]uint32{}, extraIx: map[resultExtra]uint32{},
+		rows: make([]compactResult, 0, n), index: make(map[pairKey]int32, n)}
+	if status {
+		t.stats = make([]compactStatus, 0, n)
+	}
+	return t
+}
+
+func (t *results) len() int { return len(t.rows) }
+
+// hostID is h's index, added when new.
+func (t *results) hostID(h model.Host) uint32 {
+	if i, ok := t.hostIx[h]; ok {
+		return i
+	}
+	i := uint32(len(t.hosts))
+	t.hostIx[h] = i
+	t.hosts = append(t.hosts, h)
+	t.ords = append(t.ords, h.Order())
+	return i
+}
+
+// find is the row of (h, proc).
+func (t *results) find(h model.Host, proc string) (int, bool) {
+	hi, ok := t.hostIx[h]
+	if !ok {
+		return 0, false
+	}
+	pi, ok := t.strs.ix[proc]
+	if !ok {
+		return 0, false
+	}
+	i, ok := t.index[pairKey{hi, pi}]
+	return int(i), ok
+}
+
+// put stores r in its (host, process)'s row, added when new; it returns
+// the row and whether it is new.
+func (t *results) put(r *model.Result) (int, bool) {
+	k := pairKey{t.hostID(model.Host{IP: r.Host.IP, CloudID: r.Host.CloudID}), t.strs.id(r.ProcKey)}
+	i, ok := t.index[k]
+	if !ok {
+		i = int32(len(t.rows))
+		t.index[k] = i
+		t.rows = append(t.rows, compactResult{})
+	}
+	c := &t.rows[i]
+	slot := c.status // an updated row's status is written over its last one
+	*c = compactResult{seq: r.Seq, code: int64(r.Code), started: unixNano(r.Started), finished: unixNano(r.Finished),
+		host: k.host, proc: k.proc, state: t.strs.id(string(r.State)), msg: t.strs.id(r.Message),
+		extra: t.extraID(resultExtra{task: r.TaskID, valueKey: r.ValueKey, agentID: r.AgentID, op: r.Op, proc: r.Proc}),
+		rank:  int8(rowRank(r)), hosted: r.Hosted}
+	if st := r.Status; st != nil {
+		cs := compactStatus{pid: int64(st.PID), start: unixNano(st.StartTime), register: st.RegisterTime, lastStart: st.LastStartTime,
+			report: st.ReportTime, cpu: st.CPU, mem: st.Mem, rss: st.MemRSS,
+			shape: t.shapeID(statusShape{procKey: t.strs.id(st.ProcKey), procName: t.strs.id(st.ProcName), state: t.strs.id(string(st.State)),
+				ver: t.strs.id(st.Version), cmdline: t.strs.id(st.Cmdline), msg: t.strs.id(st.Message),
+				restarts: int64(st.Restarts), exit: int64(st.ExitStatus), threads: int64(st.Threads), hosted: st.Hosted})}
+		if slot == 0 {
+			t.stats = append(t.stats, compactStatus{})
+			slot = uint32(len(t.stats))
+		}
+		t.stats[slot-1] = cs
+		c.status = slot
+	}
+	return int(i), !ok
+}
+
+func (t *results) shapeID(sh statusShape) uint32 {
+	i, ok := t.shapeIx[sh]
+	if !ok {
+		if t.shapeIx == nil {
+			t.shapeIx = map[statusShape]uint32{}
+		}
+		i = uint32(len(t.shapes))
+		t.shapeIx[sh] = i
+		t.shapes = append(t.shapes, sh)
+	}
+	return i
+}
+
+func (t *results) extraID(e resultExtra) uint32 {
+	if n := len(t.extras); n > 0 && t.extras[n-1] == e {
+		return uint32(n - 1)
+	}
+	i, ok := t.extraIx[e]
+	if !ok {
+		i = uint32(len(t.extras))
+		t.extraIx[e] = i
+		t.extras = append(t.extras, e)
+	}
+	return i
+}
+
+// Row accessors: what ordering, counting and drawing read without making
+// the result whole.
+func (t *results) host(i int) model.Host      { return t.hosts[t.rows[i].host] }
+func (t *results) ord(i int) *model.HostOrder { return &t.ords[t.rows[i].host] }
+func (t *results) proc(i int) string          { return t.strs.str(t.rows[i].proc) }
+func (t *results) state(i int) model.ResultState {
+	return model.ResultState(t.strs.str(t.rows[i].state))
+}
+func (t *results) message(i int) string     { return t.strs.str(t.rows[i].msg) }
+func (t *results) code(i int) int           { return int(t.rows[i].code) }
+func (t *results) rank(i int) int8          { return t.rows[i].rank }
+func (t *results) started(i int) time.Time  { return fromUnixNano(t.rows[i].started) }
+func (t *results) finished(i int) time.Time { return fromUnixNano(t.rows[i].finished) }
+func (t *results) hasStatus(i int) bool     { return t.rows[i].status != 0 }
+func (t *results) statusState(i int) model.ProcState {
+	if s := t.rows[i].status; s != 0 {
+		return model.ProcState(t.strs.str(t.shapes[t.stats[s-1].shape].state))
+	}
+	return ""
+}
+
+// duration is the row's model.Result.Duration.
+func (t *results) duration(i int) time.Duration {
+	c := &t.rows[i]
+	if c.started == 0 || c.finished == 0 {
+		return 0
+	}
+	return time.Duration(c.finished - c.started)
+}
+
+// status is the row's status whole (nil: none).
+func (t *results) status(i int) *model.ProcStatus {
+	s := t.rows[i].status
+	if s == 0 {
+		return nil
+	}
+	c := &t.stats[s-1]
+	sh := &t.shapes[c.shape]
+	return &model.ProcStatus{ProcKey: t.strs.str(sh.procKey), ProcName: t.strs.str(sh.procName), State: model.ProcState(t.strs.str(sh.state)),
+		PID: int(c.pid), Hosted: sh.hosted, StartTime: fromUnixNano(c.start), RegisterTime: c.register, LastStartTime: c.lastStart,
+		ReportTime: c.report, CPU: c.cpu, Mem: c.mem, MemRSS: c.rss, Restarts: int(sh.restarts), ExitStatus: int(sh.exit),
+		Version: t.strs.str(sh.ver), Cmdline: t.strs.str(sh.cmdline), Threads: int(sh.threads), Message: t.strs.str(sh.msg)}
+}
+
+// result is row i whole, as it was put.
+func (t *results) result(i int) model.Result {
+	c := &t.rows[i]
+	e := &t.extras[c.extra]
+	return model.Result{TaskID: e.task, Seq: c.seq, Host: t.hosts[c.host], ProcKey: t.strs.str(c.proc), ValueKey: e.valueKey,
+		AgentID: e.agentID, Op: e.op, State: model.ResultState(t.strs.str(c.state)), Code: int(c.code), Message: t.strs.str(c.msg),
+		Proc: e.proc, Hosted: c.hosted, Status: t.status(i), Started: fromUnixNano(c.started), Finished: fromUnixNano(c.finished)}
+}
+
+// unixNano is t in Unix nanoseconds, 0 for the zero time (an instant at
+// exactly the epoch reads back as the zero time: no result has one).
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromUnixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+func (c *compactResult) pairKey() pairKey { return pairKey{c.host, c.proc} }

@@ -1,0 +1,97 @@
+package ui
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"gseproc/model"
+)
+
+// TestResultsGiveBackWhatWasPut: the watch's compact rows give every
+// result back whole, field for field, whatever repeats between rows and
+// however often a row is replaced (with and without a status); a row is
+// one (host, process).
+func TestResultsGiveBackWhatWasPut(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	t0 := time.Date(2026, 11, 23, 22, 0, 0, 123456789, time.UTC)
+	pick := func(s ...string) string { return s[rng.IntN(len(s))] }
+	gen := func() model.Result {
+		r := model.Result{
+			TaskID: pick("t-1", "t-2"), Seq: rng.Int64N(1 << 40), Host: model.Host{IP: fmt.Sprintf("10.0.%d.%d", rng.IntN(4), rng.IntN(250)), CloudID: rng.IntN(2)},
+			ProcKey: pick("web:nginx", "gse:agent", "db:mysql"), ValueKey: pick("", "vk-1", "vk-2"), AgentID: pick("", "0200000000000000000000abcd"),
+			Op: model.OpType(rng.IntN(5) + 1), State: model.ResultState(pick(string(model.StatePending), string(model.StateRunning), string(model.StateSuccess), string(model.StateFailed))),
+			Code: pick2(rng, 0, 65535, -7, 1<<40), Message: pick("", "ok", fmt.Sprintf("unique %d", rng.Int())),
+			Proc:   model.ResultProc{ProcName: pick("nginx", "agent"), SetupPath: pick("", "/opt/x"), FuncID: pick("", "f1"), InstanceID: pick("", "1")},
+			Hosted: rng.IntN(2) == 0,
+		}
+		if rng.IntN(3) > 0 {
+			r.Started = t0.Add(time.Duration(rng.Int64N(int64(time.Hour))))
+			r.Finished = r.Started.Add(time.Duration(rng.Int64N(int64(time.Minute))))
+		}
+		if rng.IntN(2) == 0 {
+			r.Status = &model.ProcStatus{ProcKey: r.ProcKey, ProcName: r.Proc.ProcName, State: model.ProcState(pick(string(model.ProcRunning), string(model.ProcStopped))),
+				PID: rng.IntN(1 << 22), Hosted: rng.IntN(2) == 0, RegisterTime: rng.Int64(), LastStartTime: rng.Int64(), ReportTime: rng.Int64(),
+				CPU: rng.Float64() * 100, Mem: rng.Float64(), MemRSS: rng.Uint64(), Restarts: rng.IntN(9), ExitStatus: rng.IntN(256) - 128,
+				Version: pick("", "1.2.3"), Cmdline: pick("/bin/x -a", "nginx: master"), Threads: rng.IntN(64), Message: pick("", "note")}
+			if rng.IntN(2) == 0 {
+				r.Status.StartTime = t0.Add(-time.Duration(rng.Int64N(int64(24 * time.Hour))))
+			}
+		}
+		return r
+	}
+	rs := newResults(0, false)
+	want := map[pairKey]model.Result{}
+	for range 5000 {
+		r := gen()
+		i, fresh := rs.put(&r)
+		k := rs.rows[i].pairKey()
+		if _, seen := want[k]; seen == fresh {
+			t.Fatalf("put %s %s: new %v, seen before %v", r.Host, r.ProcKey, fresh, seen)
+		}
+		want[k] = r
+		if j, ok := rs.find(r.Host, r.ProcKey); !ok || j != i {
+			t.Fatalf("find %s %s: %d %v, put in %d", r.Host, r.ProcKey, j, ok, i)
+		}
+	}
+	if rs.len() != len(want) {
+		t.Fatalf("%d rows for %d (host, process) pairs", rs.len(), len(want))
+	}
+	for i := range rs.len() {
+		got, w := inUTC(rs.result(i)), inUTC(want[rs.rows[i].pairKey()])
+		if !reflect.DeepEqual(got, w) {
+			t.Fatalf("row %d:\n got %+v %+v\nwant %+v %+v", i, got, got.Status, w, w.Status)
+		}
+		if rs.state(i) != w.State || rs.host(i) != w.Host || rs.proc(i) != w.ProcKey || rs.duration(i) != w.Duration() ||
+			rs.rank(i) != int8(rowRank(&w)) || rs.message(i) != w.Message || rs.code(i) != w.Code {
+			t.Fatalf("row %d: accessors disagree with %+v", i, w)
+		}
+	}
+	if _, ok := rs.find(model.Host{IP: "10.9.9.9"}, "web:nginx"); ok {
+		t.Fatal("found a host never put")
+	}
+	if n := len(rs.stats); n > rs.len() {
+		t.Fatalf("%d statuses kept for %d rows: a replaced row's status is written over", n, rs.len())
+	}
+}
+
+func pick2(rng *rand.Rand, v ...int) int { return v[rng.IntN(len(v))] }
+
+// inUTC is r with its times in UTC and no monotonic reading, to compare.
+func inUTC(r model.Result) model.Result {
+	utc := func(t time.Time) time.Time {
+		if t.IsZero() {
+			return time.Time{}
+		}
+		return t.UTC()
+	}
+	r.Started, r.Finished = utc(r.Started), utc(r.Finished)
+	if r.Status != nil {
+		st := *r.Status
+		st.StartTime = utc(st.StartTime)
+		r.Status = &st
+	}
+	return r
+}
