@@ -79,7 +79,7 @@ func TestMouseClickAndWheel(t *testing.T) {
 		t.Fatalf("cursor %d, %d selected after a click on the 4th row", hp.list.cursor, len(hp.sel))
 	}
 	click(0, first+1)
-	if hp.list.cursor != 1 || !hp.sel[hp.rows[hp.shown[1]].id] {
+	if hp.list.cursor != 1 || !hp.sel[hp.rows[hp.shown[1]].v.Host] {
 		t.Fatalf("cursor %d, selection %v after a click in the selection column", hp.list.cursor, hp.sel)
 	}
 	click(20, 0) // the breadcrumb: no row

@@ -512,14 +512,14 @@ func TestStructuredFilter(t *testing.T) {
 	}
 	for _, i := range hp.shown {
 		if !hasProcIn(hp.rows[i], model.ProcStopped) {
-			t.Fatalf("%s has no stopped process", hp.rows[i].id)
+			t.Fatalf("%s has no stopped process", hp.rows[i].v.Host)
 		}
 	}
 	d.keys("j", "j")
-	cur := hp.rows[hp.shown[hp.list.cursor]].id
+	cur := hp.rows[hp.shown[hp.list.cursor]].v.Host
 	d.keys("esc") // clears the filter
-	if len(hp.shown) != len(hp.rows) || hp.rows[hp.shown[hp.list.cursor]].id != cur {
-		t.Fatalf("after clearing: %d shown, cursor on %s, want %s", len(hp.shown), hp.rows[hp.shown[hp.list.cursor]].id, cur)
+	if len(hp.shown) != len(hp.rows) || hp.rows[hp.shown[hp.list.cursor]].v.Host != cur {
+		t.Fatalf("after clearing: %d shown, cursor on %s, want %s", len(hp.shown), hp.rows[hp.shown[hp.list.cursor]].v.Host, cur)
 	}
 	d.keys("/")
 	d.typeText("ngixstop")

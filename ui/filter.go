@@ -166,7 +166,7 @@ func keyRows(rows []hostRow, names []string) []rowKey {
 			k.states = stateNone
 		}
 		for _, pv := range procs {
-			k.states |= stateBit(pv.Status.State)
+			k.states |= stateBit(pv.State)
 			if n, ok := idx[procName(pv.Key)]; ok && n < 64 {
 				k.names |= 1 << n
 			}
@@ -301,8 +301,13 @@ func (m hostMatcher) matchTerm(t filterTerm, r *hostRow) bool {
 	v := &r.v
 	switch t.field {
 	case "":
-		// An address: part of the IP or of cloud:ip.
-		return strings.Contains(r.id, t.value)
+		// An address: part of the IP or of cloud:ip (a word without
+		// ':' has a '.', which no cloud id has: it is in the IP or not at
+		// all, and a keystroke makes no cloud:ip of 100,000 rows).
+		if !strings.Contains(t.value, ":") {
+			return strings.Contains(v.Host.IP, t.value)
+		}
+		return strings.Contains(v.Host.AgentID(), t.value)
 	case "ip":
 		return t.match(v.Host.IP)
 	case "cloud":
@@ -315,7 +320,7 @@ func (m hostMatcher) matchTerm(t filterTerm, r *hostRow) bool {
 		return t.match(v.AgentID)
 	case "state":
 		for _, pv := range v.Procs {
-			if t.match(string(pv.Status.State)) {
+			if t.match(string(pv.State)) {
 				return true
 			}
 		}

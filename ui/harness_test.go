@@ -274,5 +274,5 @@ var _ = model.OpRestart
 
 // hasProcIn reports a host row has a process in state st.
 func hasProcIn(r hostRow, st model.ProcState) bool {
-	return slices.ContainsFunc(r.v.Procs, func(pv backend.ProcView) bool { return pv.Status.State == st })
+	return slices.ContainsFunc(r.v.Procs, func(pv procView) bool { return pv.State == st })
 }

@@ -3,6 +3,7 @@ package ui
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,10 +26,10 @@ type hostsPage struct {
 	id     int
 	q      backend.HostQuery
 	rows   []hostRow
-	names  []string // the rows' distinct process names, sorted, and
-	keys   []rowKey // each row's key: both nil until a filter needs them
-	shown  []int    // indexes into rows after the filter
-	sel    map[string]bool
+	names  []string            // the rows' distinct process names, sorted, and
+	keys   []rowKey            // each row's key: both nil until a filter needs them
+	shown  []int               // indexes into rows after the filter
+	sel    map[model.Host]bool // selected hosts: keys share the rows' strings
 	list   vlist
 	filter listFilter
 	sort   sortState
@@ -40,10 +41,62 @@ type hostsPage struct {
 }
 
 type hostRow struct {
-	v     backend.HostView
-	id    string          // AgentID
+	v     hostView
 	state model.ProcState // the worst of its processes'
 	ord   model.HostOrder
+}
+
+// hostView is what the list keeps of a backend.HostView: the host's agent
+// and, of each process, what the list shows, filters and acts on. A
+// process's whole status (~200 bytes) a (host, process) was most of a
+// 100,000-host list's memory; the host page loads the host whole.
+type hostView struct {
+	model.HostInfo
+	Procs []procView
+}
+
+// procView is one process of a hostView.
+type procView struct {
+	Key    string
+	Labels map[string]string
+	State  model.ProcState
+	PID    int
+	Hosted bool
+}
+
+// viewKeeper makes hostViews of a listing, holding each distinct process
+// key and process label set once: decoded from a server, every (host,
+// process) came with copies of its own.
+type viewKeeper struct {
+	keys   map[string]string
+	labels map[string]map[string]string // by process key: the last set seen
+}
+
+func (k *viewKeeper) keep(v backend.HostView) hostView {
+	h := hostView{HostInfo: v.HostInfo}
+	if len(v.Procs) == 0 {
+		return h
+	}
+	if k.keys == nil {
+		k.keys, k.labels = map[string]string{}, map[string]map[string]string{}
+	}
+	h.Procs = make([]procView, len(v.Procs))
+	for i := range v.Procs {
+		pv := &v.Procs[i]
+		key, ok := k.keys[pv.Key]
+		if !ok {
+			key = pv.Key
+			k.keys[key] = key
+		}
+		labels := pv.Labels
+		if last, ok := k.labels[key]; ok && maps.Equal(last, labels) {
+			labels = last
+		} else {
+			k.labels[key] = labels
+		}
+		h.Procs[i] = procView{Key: key, Labels: labels, State: pv.Status.State, PID: pv.Status.PID, Hosted: pv.Status.Hosted}
+	}
+	return h
 }
 
 type hostsLoadedMsg struct {
@@ -56,7 +109,7 @@ type hostsLoadedMsg struct {
 func (m hostsLoadedMsg) pageID() int { return m.id }
 
 func newHostsPage(s *shared, q backend.HostQuery) *hostsPage {
-	return &hostsPage{s: s, id: s.newID(), q: q, sel: map[string]bool{}, filter: newListFilter(filterHint), sort: unsorted()}
+	return &hostsPage{s: s, id: s.newID(), q: q, sel: map[model.Host]bool{}, filter: newListFilter(filterHint), sort: unsorted()}
 }
 
 func (p *hostsPage) ID() int         { return p.id }
@@ -80,12 +133,12 @@ func (p *hostsPage) Title() string {
 // onEvents reloads the table when a host event concerns a shown host (one
 // reload at a time; nothing happens while nothing happens).
 func (p *hostsPage) onEvents(evs []model.Event) tea.Cmd {
-	ids := make(map[string]bool, len(evs))
+	ids := make(map[model.Host]bool, len(evs))
 	for _, e := range evs {
-		ids[e.Host.AgentID()] = true
+		ids[e.Host] = true
 	}
 	for i := range p.rows {
-		if ids[p.rows[i].id] {
+		if ids[p.rows[i].v.Host] {
 			return p.pace(p.rl.changed(p.s.now()))
 		}
 	}
@@ -144,10 +197,15 @@ func (p *hostsPage) Help() keyHelp {
 // of the other cells is built by display, for the rows drawn only (a list
 // of 100,000 hosts draws 40 of them).
 func newHostRow(v backend.HostView) hostRow {
-	r := hostRow{v: v, id: v.Host.AgentID(), ord: v.Host.Order()}
-	for _, pv := range v.Procs {
-		if r.state == "" || procRank(pv.Status.State) < procRank(r.state) {
-			r.state = pv.Status.State
+	var k viewKeeper
+	return k.row(v)
+}
+
+func (k *viewKeeper) row(v backend.HostView) hostRow {
+	r := hostRow{v: k.keep(v), ord: v.Host.Order()}
+	for _, pv := range r.v.Procs {
+		if r.state == "" || procRank(pv.State) < procRank(r.state) {
+			r.state = pv.State
 		}
 	}
 	return r
@@ -161,15 +219,15 @@ func (r *hostRow) display() hostCells {
 	c := hostCells{hosted: "-", pid: "-"}
 	hosted := 0
 	for _, pv := range v.Procs {
-		if pv.Status.Hosted {
+		if pv.Hosted {
 			hosted++
 		}
 	}
 	switch {
 	case len(v.Procs) == 1:
 		c.procs = procName(v.Procs[0].Key)
-		if v.Procs[0].Status.PID > 0 {
-			c.pid = strconv.Itoa(v.Procs[0].Status.PID)
+		if v.Procs[0].PID > 0 {
+			c.pid = strconv.Itoa(v.Procs[0].PID)
 		}
 	case len(v.Procs) > 1:
 		c.procs = fmt.Sprintf("%s +%d", procName(v.Procs[0].Key), len(v.Procs)-1)
@@ -219,11 +277,11 @@ func (p *hostsPage) sortRows() {
 			k.n = procRank(r.state)
 		case 5:
 			if len(r.v.Procs) == 1 {
-				k.n = r.v.Procs[0].Status.PID
+				k.n = r.v.Procs[0].PID
 			}
 		case 6:
 			for _, pv := range r.v.Procs {
-				if pv.Status.Hosted {
+				if pv.Hosted {
 					k.n++
 				}
 			}
@@ -274,17 +332,17 @@ func procRank(s model.ProcState) int {
 // keeping the cursor on the host it was on when that host is still shown.
 func (p *hostsPage) applyFilter() { p.applyFilterOn(p.cursorID()) }
 
-// cursorID is the host under the cursor ("" for none). Take it before
+// cursorID is the host under the cursor (zero for none). Take it before
 // p.rows change or are sorted: p.shown indexes the rows as they were.
-func (p *hostsPage) cursorID() string {
+func (p *hostsPage) cursorID() model.Host {
 	if r, ok := p.cursorRow(); ok {
-		return r.id
+		return r.v.Host
 	}
-	return ""
+	return model.Host{}
 }
 
 // applyFilterOn is applyFilter with the cursor put back on host cur.
-func (p *hostsPage) applyFilterOn(cur string) {
+func (p *hostsPage) applyFilterOn(cur model.Host) {
 	text := p.filter.value()
 	keep := make([]int, 0, len(p.shown))
 	if strings.TrimSpace(text) == "" {
@@ -305,11 +363,11 @@ func (p *hostsPage) applyFilterOn(cur string) {
 	}
 	p.shown = keep
 	p.list.setLen(len(keep))
-	if cur == "" {
+	if cur == (model.Host{}) {
 		return
 	}
 	for pos, i := range keep {
-		if p.rows[i].id == cur {
+		if p.rows[i].v.Host == cur {
 			p.list.cursor = pos
 			p.list.clamp()
 			break
@@ -343,7 +401,7 @@ func (p *hostsPage) procLabels() map[string]string {
 	return out
 }
 
-func isProcLabel(v backend.HostView, k string) bool {
+func isProcLabel(v hostView, k string) bool {
 	for _, pv := range v.Procs {
 		if hasKey(pv.Labels, k) {
 			return true
@@ -367,7 +425,7 @@ func (p *hostsPage) targetHosts() []model.Host {
 	var out []model.Host
 	if len(p.sel) > 0 {
 		for _, r := range p.rows {
-			if p.sel[r.id] {
+			if p.sel[r.v.Host] {
 				out = append(out, r.v.Host)
 			}
 		}
@@ -408,7 +466,7 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 				return nil
 			}
 			p.first = true
-			p.setRows(msg.hosts, "")
+			p.setRows(msg.hosts, model.Host{})
 			return nil
 		}
 		// The cursor keeps its host, but one the operator has not moved
@@ -417,7 +475,7 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 		// fleet lists one side's hosts, then the other's).
 		cur := p.cursorID()
 		if p.first && p.list.cursor == 0 {
-			cur = ""
+			cur = model.Host{}
 		}
 		if msg.err != nil && p.first {
 			// The first page is not the list: a failure shows no rows.
@@ -468,26 +526,26 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 			p.applyFilter()
 		case keyIs(msg, k.Select):
 			if r, ok := p.cursorRow(); ok {
-				if p.sel[r.id] {
-					delete(p.sel, r.id)
+				if p.sel[r.v.Host] {
+					delete(p.sel, r.v.Host)
 				} else {
-					p.sel[r.id] = true
+					p.sel[r.v.Host] = true
 				}
 				p.list.move(1)
 			}
 		case keyIs(msg, k.SelectAll):
 			all := true
 			for _, i := range p.shown {
-				if !p.sel[p.rows[i].id] {
+				if !p.sel[p.rows[i].v.Host] {
 					all = false
 					break
 				}
 			}
 			for _, i := range p.shown {
 				if all {
-					delete(p.sel, p.rows[i].id)
+					delete(p.sel, p.rows[i].v.Host)
 				} else {
-					p.sel[p.rows[i].id] = true
+					p.sel[p.rows[i].v.Host] = true
 				}
 			}
 		case keyIs(msg, k.ClearSel):
@@ -506,12 +564,12 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 			var cmds []Command
 			for _, pv := range r.v.Procs {
 				key := pv.Key
-				cmds = append(cmds, Command{Name: key, Help: procGlyph(pv.Status.State).text(), Run: func(string) tea.Cmd { return p.editProc(key) }})
+				cmds = append(cmds, Command{Name: key, Help: procGlyph(pv.State).text(), Run: func(string) tea.Cmd { return p.editProc(key) }})
 			}
-			return p.s.post(chooseMsg{prompt: "which process of " + r.id + " to edit?", kind: kindProcess, cmds: cmds})
+			return p.s.post(chooseMsg{prompt: "which process of " + r.v.Host.AgentID() + " to edit?", kind: kindProcess, cmds: cmds})
 		case keyIs(msg, k.Open):
 			if r, ok := p.cursorRow(); ok {
-				return p.s.post(pushMsg{newHostPage(p.s, r.v.Host, &r.v)})
+				return p.s.post(pushMsg{newHostPage(p.s, r.v.Host, nil)})
 			}
 		case keyIs(msg, k.Logs):
 			var on []procOn
@@ -522,7 +580,7 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 			}
 			if len(p.sel) > 0 {
 				for i := range p.rows {
-					if p.sel[p.rows[i].id] {
+					if p.sel[p.rows[i].v.Host] {
 						add(&p.rows[i])
 					}
 				}
@@ -539,11 +597,12 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 
 // setRows takes a listing: its rows sorted and filtered as the page is,
 // the cursor back on host cur (see applyFilterOn).
-func (p *hostsPage) setRows(hosts []backend.HostView, cur string) {
+func (p *hostsPage) setRows(hosts []backend.HostView, cur model.Host) {
 	p.names, p.keys = nil, nil
 	p.rows = make([]hostRow, len(hosts))
+	var k viewKeeper
 	for i, h := range hosts {
-		p.rows[i] = newHostRow(h)
+		p.rows[i] = k.row(h)
 	}
 	p.sortRows()
 	p.applyFilterOn(cur)
@@ -584,7 +643,7 @@ func (p *hostsPage) View() string {
 	if len(p.sel) > 0 && len(p.shown) < len(p.rows) {
 		vis := 0
 		for _, i := range p.shown {
-			if p.sel[p.rows[i].id] {
+			if p.sel[p.rows[i].v.Host] {
 				vis++
 			}
 		}
@@ -650,7 +709,7 @@ func (p *hostsPage) View() string {
 		cells[5], cells[6], cells[7] = cell(dc.pid, wd[5], true), cell(dc.hosted, wd[6], false), cell(dc.labels, wd[7], false)
 		as, pst = ag.style(t), ps.style(t)
 		b.WriteByte('\n')
-		b.WriteString(renderRow(t, i == p.list.cursor, p.sel[r.id], cells, styles))
+		b.WriteString(renderRow(t, i == p.list.cursor, p.sel[r.v.Host], cells, styles))
 	}
 	return b.String()
 }
@@ -669,10 +728,10 @@ func (p *hostsPage) click(x, y int) {
 		return
 	}
 	if r, ok := p.cursorRow(); ok {
-		if p.sel[r.id] {
-			delete(p.sel, r.id)
+		if p.sel[r.v.Host] {
+			delete(p.sel, r.v.Host)
 		} else {
-			p.sel[r.id] = true
+			p.sel[r.v.Host] = true
 		}
 	}
 }

@@ -33,7 +33,7 @@ func TestHostsFirstPage(t *testing.T) {
 	p.Update(keyMsg("j"))
 	p.Update(keyMsg("j"))
 	on, _ := p.cursorRow()
-	want := on.id
+	want := on.v.Host
 	for _, k := range []string{"a", " ", "o", "/"} {
 		p.Update(keyMsg(k))
 	}
@@ -44,8 +44,8 @@ func TestHostsFirstPage(t *testing.T) {
 	if !p.loaded || p.first || len(p.rows) != len(all) {
 		t.Fatalf("whole list: loaded %v first %v rows %d", p.loaded, p.first, len(p.rows))
 	}
-	if r, _ := p.cursorRow(); r.id != want {
-		t.Fatalf("cursor on %s, was on %s", r.id, want)
+	if r, _ := p.cursorRow(); r.v.Host != want {
+		t.Fatalf("cursor on %s, was on %s", r.v.Host, want)
 	}
 	if v := p.View(); strings.Contains(v, "first 100") || !strings.Contains(v, "500 hosts") {
 		t.Fatalf("whole list view:\n%s", v)
@@ -98,22 +98,22 @@ func TestHostsReloadKeepsCursor(t *testing.T) {
 	p.Update(keyMsg("j"))
 	p.Update(keyMsg("j"))
 	on, _ := p.cursorRow()
-	want := on.id
+	want := on.v.Host
 	// A host ahead of it leaves: the cursor stays on its host.
 	var less []backend.HostView
 	for _, h := range all {
-		if r := newHostRow(h); r.id != p.rows[0].id {
+		if r := newHostRow(h); r.v.Host != p.rows[0].v.Host {
 			less = append(less, h)
 		}
 	}
 	p.Update(hostsLoadedMsg{id: p.id, hosts: less})
-	if r, ok := p.cursorRow(); !ok || r.id != want {
+	if r, ok := p.cursorRow(); !ok || r.v.Host != want {
 		t.Fatalf("after a reload without the first host: cursor on %v, was on %s", r, want)
 	}
 	// Sorted by another column, reversed: the cursor stays on its host.
 	for _, k := range []string{"s", "S", "s", "s"} {
 		p.Update(keyMsg(k))
-		if r, ok := p.cursorRow(); !ok || r.id != want {
+		if r, ok := p.cursorRow(); !ok || r.v.Host != want {
 			t.Fatalf("after sort key %q: cursor on %v, was on %s", k, r, want)
 		}
 	}
@@ -132,8 +132,8 @@ func TestHostsFirstPageUntouchedStaysAtTop(t *testing.T) {
 	p.SetSize(120, 36)
 	p.Update(hostsLoadedMsg{id: p.id, hosts: all[400:], first: true})
 	p.Update(hostsLoadedMsg{id: p.id, hosts: all})
-	top := p.rows[p.shown[0]].id
-	if r, ok := p.cursorRow(); !ok || p.list.cursor != 0 || r.id != top {
+	top := p.rows[p.shown[0]].v.Host
+	if r, ok := p.cursorRow(); !ok || p.list.cursor != 0 || r.v.Host != top {
 		t.Fatalf("untouched cursor at row %d (%v), want row 0 (%s)", p.list.cursor, r, top)
 	}
 	// Moved on the first page: it stays on its host.
@@ -142,9 +142,9 @@ func TestHostsFirstPageUntouchedStaysAtTop(t *testing.T) {
 	p.Update(hostsLoadedMsg{id: p.id, hosts: all[400:], first: true})
 	p.Update(keyMsg("j"))
 	on, _ := p.cursorRow()
-	want := on.id
+	want := on.v.Host
 	p.Update(hostsLoadedMsg{id: p.id, hosts: all})
-	if r, ok := p.cursorRow(); !ok || r.id != want {
+	if r, ok := p.cursorRow(); !ok || r.v.Host != want {
 		t.Fatalf("moved cursor on %v, was on %s", r, want)
 	}
 }

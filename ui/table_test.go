@@ -60,13 +60,13 @@ func TestHostsSort(t *testing.T) {
 	}
 	// The filter keeps the sorted order; the selection follows hosts.
 	d.keys("space")
-	sel := hp.rows[hp.shown[0]].id
+	sel := hp.rows[hp.shown[0]].v.Host
 	d.keys("/")
 	d.typeText("state=running")
 	d.keys("enter")
 	for _, i := range hp.shown {
 		if !hasProcIn(hp.rows[i], model.ProcRunning) {
-			t.Fatalf("filter shows %s with no running process", hp.rows[i].id)
+			t.Fatalf("filter shows %s with no running process", hp.rows[i].v.Host)
 		}
 	}
 	d.keys("esc")
@@ -272,7 +272,7 @@ func TestEditAsksWhichProcessAndTaskSelection(t *testing.T) {
 	if p == nil || len(p.matches) != len(r.v.Procs) {
 		t.Fatalf("e did not ask which of %d processes:\n%s", len(r.v.Procs), d.view())
 	}
-	if !strings.Contains(d.view(), "which process of "+r.id) {
+	if !strings.Contains(d.view(), "which process of "+r.v.Host.AgentID()) {
 		t.Fatalf("the question is not shown:\n%s", d.view())
 	}
 	want := r.v.Procs[1].Key
@@ -295,7 +295,7 @@ func TestEditAsksWhichProcessAndTaskSelection(t *testing.T) {
 	d.keys("t")
 	tp := topAs[*tasksPage](t, d)
 	d.until("tasks", func() bool { return tp.loaded && len(tp.tasks) == 1 })
-	h0, h1 := hp.rows[hp.shown[0]].id, hp.rows[hp.shown[1]].id
+	h0, h1 := hp.rows[hp.shown[0]].v.Host.AgentID(), hp.rows[hp.shown[1]].v.Host.AgentID()
 	if sel := tp.tasks[0].Selection; sel != "hosts "+h0+","+h1 {
 		t.Fatalf("selection %q", sel)
 	}

@@ -166,26 +166,26 @@ func TestHostsFilterSelect(t *testing.T) {
 	if len(hp.shown) == 0 || len(hp.shown) == n {
 		t.Fatalf("filter %q shows %d of %d", other.v.Host.IP, len(hp.shown), n)
 	}
-	if !slices.ContainsFunc(hp.shown, func(i int) bool { return hp.rows[i].id == other.id }) {
-		t.Fatalf("%s is not among the %d rows shown for its own IP", other.id, len(hp.shown))
+	if !slices.ContainsFunc(hp.shown, func(i int) bool { return hp.rows[i].v.Host == other.v.Host }) {
+		t.Fatalf("%s is not among the %d rows shown for its own IP", other.v.Host, len(hp.shown))
 	}
-	if len(hp.sel) != 2 || !hp.sel[first.id] {
+	if len(hp.sel) != 2 || !hp.sel[first.v.Host] {
 		t.Fatal("selection lost by filtering")
 	}
 	if !strings.Contains(d.view(), "hidden by filter") {
 		t.Fatalf("hidden selection not mentioned:\n%s", d.view())
 	}
 	// a selects every shown row; a again unselects them, and only them.
-	hidden := map[string]bool{}
+	hidden := map[model.Host]bool{}
 	for id := range hp.sel {
-		if !slices.ContainsFunc(hp.shown, func(i int) bool { return hp.rows[i].id == id }) {
+		if !slices.ContainsFunc(hp.shown, func(i int) bool { return hp.rows[i].v.Host == id }) {
 			hidden[id] = true
 		}
 	}
 	d.keys("a")
 	for _, i := range hp.shown {
-		if !hp.sel[hp.rows[i].id] {
-			t.Fatalf("a left %s unselected", hp.rows[i].id)
+		if !hp.sel[hp.rows[i].v.Host] {
+			t.Fatalf("a left %s unselected", hp.rows[i].v.Host)
 		}
 	}
 	d.keys("a")
@@ -215,7 +215,7 @@ func TestHostsFilterSelect(t *testing.T) {
 	d.keys("enter")
 	for _, i := range hp.shown {
 		if hp.rows[i].v.Labels[lk] != lv {
-			t.Fatalf("host %s lacks %s=%s", hp.rows[i].id, lk, lv)
+			t.Fatalf("host %s lacks %s=%s", hp.rows[i].v.Host, lk, lv)
 		}
 	}
 	if hp.procLabels()[lk] != "" {
@@ -776,8 +776,10 @@ func TestHostPageAndQuitWhileRunning(t *testing.T) {
 	hp := openHosts(t, d, "app=nginx")
 	row := hp.rows[hp.shown[0]]
 	d.keys("enter")
-	topAs[*hostPage](t, d)
-	if v := d.view(); !strings.Contains(v, row.id) || !strings.Contains(v, "web:nginx") ||
+	// The page loads the host whole (the list keeps only its columns).
+	pg := topAs[*hostPage](t, d)
+	d.until("the host loaded", func() bool { return pg.loaded })
+	if v := d.view(); !strings.Contains(v, row.v.Host.AgentID()) || !strings.Contains(v, "web:nginx") ||
 		row.v.AgentID == "" || !strings.Contains(v, "agent id   "+row.v.AgentID) {
 		t.Fatalf("host page (want its agent id %q):\n%s", row.v.AgentID, v)
 	}
