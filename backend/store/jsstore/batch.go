@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -138,45 +140,169 @@ func kvSubject(kv jetstream.KeyValue, key string) string { return "$KV." + kv.Bu
 // bytes): one allocation, not the appends' doubling from nothing.
 const resultSize = 1024
 
-// PutResults stores many results as PutResult does, pipelined.
+// Result packs. The results of one task written together are stored as
+// few messages, not one each: a key <enc(task id)>.p<16 hex digits> holds
+// a pack, a JSON array of {"i": target index, "r": result}, of about
+// packBytes at most (a result bigger than that goes alone). A single
+// result is stored under its target's own key <enc(task id)>.<index>, as
+// every result was before packs (such keys are read as they always were).
+// Each pack key is random, never reused: a pack never replaces another
+// (two engines writing one task across a takeover write different keys);
+// a pack retried after a failed publish keeps its key, so storing it again
+// is harmless. A reader takes every key of the task, of both kinds, and
+// keeps for each target the result of the highest revision (within a
+// pack, the last): a result stored again later (a late answer's
+// correction) wins over the pack that held its first one.
+const packBytes = 256 << 10
+
+// packed is a result in a pack, by its target's index.
+type packed struct {
+	I int          `json:"i"`
+	R model.Result `json:"r"`
+}
+
+// resultsOf decodes a results-bucket entry of key (task id encoded, a dot,
+// then an index or a pack name) into the results it holds.
+func resultsOf(key string, value []byte) ([]packed, error) {
+	_, c, _ := strings.Cut(key, ".")
+	if strings.HasPrefix(c, "p") {
+		var p []packed
+		if err := json.Unmarshal(value, &p); err != nil {
+			return nil, fmt.Errorf("decode result pack %s: %w", key, err)
+		}
+		return p, nil
+	}
+	i, err := strconv.Atoi(c)
+	if err != nil {
+		return nil, fmt.Errorf("result key %s", key)
+	}
+	var r model.Result
+	if err := json.Unmarshal(value, &r); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", key, err)
+	}
+	return []packed{{I: i, R: r}}, nil
+}
+
+// packKey is a new pack's key for the task encoded tk.
+func packKey(tk string) string {
+	return tk + ".p" + fmt.Sprintf("%016x", rand.Uint64())
+}
+
+// PutResults stores many results as PutResult does, pipelined: each
+// task's are packed (see packBytes).
 func (s *Store) PutResults(ctx context.Context, rs []model.Result) error {
 	if err := s.check(); err != nil {
 		return err
 	}
 	var errs []error
-	msgs := make([]pubMsg, 0, len(rs))
-	for _, r := range rs {
-		m, err := s.resultMsg(ctx, r)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		msgs = append(msgs, m)
+	var msgs []pubMsg
+	for _, set := range byTask(rs) {
+		ms, err := s.resultMsgs(ctx, set)
+		errs = append(errs, err)
+		msgs = append(msgs, ms...)
 	}
 	errs = append(errs, s.publishAll(ctx, msgs))
 	return errors.Join(errs...)
 }
 
-// resultMsg is r as PutResult stores it: under its target's index in its
-// task.
-func (s *Store) resultMsg(ctx context.Context, r model.Result) (pubMsg, error) {
-	idx, err := s.targetIndex(ctx, r.TaskID)
+// byTask is rs by task, each task's in their order, the tasks in the
+// order their first result came.
+func byTask(rs []model.Result) [][]model.Result {
+	at := map[string]int{}
+	var out [][]model.Result
+	for _, r := range rs {
+		i, ok := at[r.TaskID]
+		if !ok {
+			i = len(out)
+			at[r.TaskID] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], r)
+	}
+	return out
+}
+
+// resultMsgs are rs, results of one task, as stored: a single one under
+// its target's index, more in packs. A result that cannot be stored (its
+// task or target unknown) is left out, with its error.
+func (s *Store) resultMsgs(ctx context.Context, rs []model.Result) ([]pubMsg, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	id := rs[0].TaskID
+	idx, err := s.targetIndex(ctx, id)
 	if err != nil {
-		return pubMsg{}, fmt.Errorf("put result of task %s: %w", r.TaskID, err)
+		return nil, fmt.Errorf("put results of task %s: %w", id, err)
 	}
-	i, ok := idx.targets[model.Target{Host: r.Host, ProcKey: r.ProcKey}.Pair()]
-	if !ok {
-		return pubMsg{}, fmt.Errorf("put result of task %s: %s %s is not a target: %w", r.TaskID, r.Host, r.ProcKey, model.ErrNotFound)
+	var errs []error
+	type one struct {
+		i int
+		r *model.Result
 	}
-	if r.State == "" {
-		r.State = model.StatePending
+	all := make([]one, 0, len(rs))
+	for k := range rs {
+		r := &rs[k]
+		if r.TaskID != id {
+			errs = append(errs, fmt.Errorf("put results of task %s: a result of task %s among them", id, r.TaskID))
+			continue
+		}
+		i, ok := idx.targets[model.Target{Host: r.Host, ProcKey: r.ProcKey}.Pair()]
+		if !ok {
+			errs = append(errs, fmt.Errorf("put result of task %s: %s %s is not a target: %w", id, r.Host, r.ProcKey, model.ErrNotFound))
+			continue
+		}
+		if r.State == "" {
+			r.State = model.StatePending
+		}
+		all = append(all, one{i, r})
 	}
-	data, err := model.AppendResultJSON(make([]byte, 0, resultSize), &r)
-	if err != nil {
-		return pubMsg{}, fmt.Errorf("put result of task %s: %w", r.TaskID, err)
+	tk := enc(id)
+	if len(all) == 1 {
+		r := all[0].r
+		data, err := model.AppendResultJSON(make([]byte, 0, resultSize), r)
+		if err != nil {
+			return nil, errors.Join(append(errs, fmt.Errorf("put result of task %s: %w", id, err))...)
+		}
+		return []pubMsg{{subject: kvSubject(s.on().results, tk+"."+strconv.Itoa(all[0].i)), data: data,
+			what: fmt.Sprintf("put result of task %s for %s %s", id, r.Host, r.ProcKey)}}, errors.Join(errs...)
 	}
-	return pubMsg{subject: kvSubject(s.on().results, enc(r.TaskID)+"."+strconv.Itoa(i)), data: data,
-		what: fmt.Sprintf("put result of task %s for %s %s", r.TaskID, r.Host, r.ProcKey)}, nil
+	var msgs []pubMsg
+	var pack, buf []byte
+	n := 0
+	flush := func() {
+		if n == 0 {
+			return
+		}
+		pack = append(pack, ']')
+		msgs = append(msgs, pubMsg{subject: kvSubject(s.on().results, packKey(tk)), data: pack,
+			what: fmt.Sprintf("put %d results of task %s", n, id)})
+		pack, n = nil, 0
+	}
+	for k, x := range all {
+		var err error
+		buf = append(buf[:0], `{"i":`...)
+		buf = strconv.AppendInt(buf, int64(x.i), 10)
+		buf = append(buf, `,"r":`...)
+		if buf, err = model.AppendResultJSON(buf, x.r); err != nil {
+			errs = append(errs, fmt.Errorf("put result of task %s: %w", id, err))
+			continue
+		}
+		buf = append(buf, '}')
+		if n > 0 && len(pack)+len(buf)+1 > packBytes {
+			flush()
+		}
+		if n == 0 {
+			// Room for what is left at about this result's size.
+			pack = make([]byte, 0, min(packBytes, (len(all)-k)*(len(buf)+8))+len(buf)+2)
+			pack = append(pack, '[')
+		} else {
+			pack = append(pack, ',')
+		}
+		pack = append(pack, buf...)
+		n++
+	}
+	flush()
+	return msgs, errors.Join(errs...)
 }
 
 // PutProcStatuses stores many last known statuses as PutProcStatus does, pipelined.

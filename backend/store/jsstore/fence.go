@@ -122,17 +122,12 @@ func (s *Store) PutResultsFencedMany(ctx context.Context, sets []engine.FencedRe
 		if errs[i] != nil {
 			continue
 		}
-		var bad []error
-		for _, r := range set.Results {
-			m, err := s.resultMsg(ctx, r)
-			if err != nil {
-				bad = append(bad, err)
-				continue
-			}
+		ms, err := s.resultMsgs(ctx, set.Results)
+		for _, m := range ms {
 			msgs = append(msgs, m)
 			of = append(of, i)
 		}
-		errs[i] = errors.Join(bad...)
+		errs[i] = err
 	}
 	p := s.publishEach(ctx, msgs)
 	for j, err := range p.failed {

@@ -10,6 +10,7 @@
 //	KV  gseproc_tasks     <enc(task id)>            -> model.Task
 //	KV  gseproc_targets   <enc(task id)>.<chunk>    -> []model.Target (2000 a chunk)
 //	KV  gseproc_results   <enc(task id)>.<index>    -> model.Result of the index-th target
+//	                      <enc(task id)>.p<16 hex>  -> a pack: [{"i": index, "r": model.Result}, ...] (batch.go)
 //	                      <enc(task id)>.fence.epoch (empty): its revision fences the task's writes (fence.go)
 //	KV  gseproc_leases    <enc(task id)>            -> {owner, ttl_ms, at} of an unfinished task
 //	KV  gseproc_cancels   <enc(task id)>            -> task id: a cancel was asked (kept MaxAge)
@@ -28,9 +29,10 @@
 // with one round trip and no CAS retry loop. A Put of revision r reserves
 // the block of seqBlock numbers from r*seqBlock for the store that made
 // it: one round trip per 64 tasks (numbers left in a block when the store
-// closes are never used; a later block is above every earlier one). Results are keyed by target
-// index, so Results lists them in target order, and a result for a target
-// that is not the task's is refused. Listing reads a whole bucket (or one
+// closes are never used; a later block is above every earlier one). Results are stored by target
+// index, one under its own key or many in a pack (batch.go), so Results
+// lists them in target order, and a result for a target that is not the
+// task's is refused. Listing reads a whole bucket (or one
 // task's keys) with one ordered consumer (a KV watch), not a Get per key.
 // The registry is never listed per call: one KV watch for the store's life
 // keeps an in-memory index of it (registry.go).
@@ -62,6 +64,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -1091,31 +1094,31 @@ func (s *Store) Results(ctx context.Context, taskID string) ([]model.Result, err
 	if _, err := s.task(ctx, taskID); err != nil {
 		return nil, fmt.Errorf("results of %w", err)
 	}
-	type indexed struct {
-		i int
-		r model.Result
+	// Each target's result of the highest revision (see packBytes).
+	type kept struct {
+		rev uint64
+		r   model.Result
 	}
-	var rs []indexed
+	byIndex := map[int]kept{}
 	err := s.each(ctx, s.on().results, enc(taskID)+".*", func(e jetstream.KeyValueEntry) error {
-		_, c, _ := strings.Cut(e.Key(), ".")
-		i, err := strconv.Atoi(c)
+		ps, err := resultsOf(e.Key(), e.Value())
 		if err != nil {
-			return fmt.Errorf("result key %s", e.Key())
+			return err
 		}
-		var r model.Result
-		if err := json.Unmarshal(e.Value(), &r); err != nil {
-			return fmt.Errorf("decode %s: %w", e.Key(), err)
+		for _, p := range ps {
+			if old, ok := byIndex[p.I]; !ok || e.Revision() >= old.rev {
+				byIndex[p.I] = kept{e.Revision(), p.R}
+			}
 		}
-		rs = append(rs, indexed{i, r})
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("results of task %s: %w", taskID, err)
 	}
-	slices.SortFunc(rs, func(a, b indexed) int { return a.i - b.i })
-	out := make([]model.Result, len(rs))
-	for i, x := range rs {
-		out[i] = x.r
+	idx := slices.Sorted(maps.Keys(byIndex))
+	out := make([]model.Result, len(idx))
+	for k, i := range idx {
+		out[k] = byIndex[i].r
 	}
 	return out, nil
 }

@@ -267,14 +267,16 @@ func (s *Store) WatchResults(ctx context.Context, taskID string) (<-chan model.R
 				if e.Operation() != jetstream.KeyValuePut {
 					continue
 				}
-				var r model.Result
-				if err := json.Unmarshal(e.Value(), &r); err != nil {
+				ps, err := resultsOf(e.Key(), e.Value())
+				if err != nil {
 					continue // not a result: skipped, as listings fail on it
 				}
-				select {
-				case out <- r:
-				case <-ctx.Done():
-					return
+				for _, p := range ps {
+					select {
+					case out <- p.R:
+					case <-ctx.Done():
+						return
+					}
 				}
 			case e, ok := <-tasks:
 				if !ok {

@@ -1,0 +1,131 @@
+package jsstore
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"gseproc/model"
+)
+
+// TestResultPacks: results written together are stored in packs, a few
+// messages for many results; Results and WatchResults read them, and a
+// result stored later for a target (alone or in a later pack) wins over
+// the pack that held its first one. A result stored under its target's
+// own key, as every result was before packs, is read alongside.
+func TestResultPacks(t *testing.T) {
+	s := open(t, startNATS(t, natsCfg(t, t.TempDir())), Options{})
+	ctx := tctx(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	seq, err := s.NextSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgs := targets(1200)
+	tk := model.Task{ID: model.FormatTaskID(now, seq), Op: model.OpStatus, Targets: len(tgs), Status: model.TaskRunning, Created: now}
+	if err := s.PutTask(ctx, tk, tgs); err != nil {
+		t.Fatal(err)
+	}
+	result := func(i int, msg string) model.Result {
+		return model.Result{TaskID: tk.ID, Host: tgs[i].Host, ProcKey: tgs[i].ProcKey, State: model.StateSuccess,
+			Seq: int64(i + 1), Message: msg + " " + strconv.Itoa(i) + " " + string(make([]byte, 300))}
+	}
+	st, err := s.kvStream(ctx, s.on().results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := func() uint64 {
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	before := msgs()
+
+	// Every target but the last 100, in one call: more than packBytes, so
+	// several packs, each far fewer messages than results.
+	var first []model.Result
+	for i := range len(tgs) - 100 {
+		first = append(first, result(i, "first"))
+	}
+	if err := s.PutResults(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	stored := msgs() - before
+	if stored < 2 || stored > 10 {
+		t.Fatalf("%d results stored as %d messages, want a few packs (2..10)", len(first), stored)
+	}
+	// Target 7 again, alone; targets 8 and 9 again in a later pack; the
+	// last 100 targets, the first of them as the old layout stored it.
+	if err := s.PutResult(ctx, result(7, "again")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutResults(ctx, []model.Result{result(8, "again"), result(9, "again")}); err != nil {
+		t.Fatal(err)
+	}
+	old := result(1100, "old layout")
+	data, err := model.AppendResultJSON(nil, &old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.on().results.Put(ctx, enc(tk.ID)+".1100", data); err != nil {
+		t.Fatal(err)
+	}
+	var last []model.Result
+	for i := 1101; i < len(tgs); i++ {
+		last = append(last, result(i, "last"))
+	}
+	if err := s.PutResults(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	want := func(i int) string {
+		switch {
+		case i >= 7 && i <= 9:
+			return result(i, "again").Message
+		case i == 1100:
+			return old.Message
+		case i > 1100:
+			return result(i, "last").Message
+		}
+		return result(i, "first").Message
+	}
+
+	rs, err := s.Results(ctx, tk.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != len(tgs) {
+		t.Fatalf("%d results, want %d", len(rs), len(tgs))
+	}
+	for i, r := range rs {
+		if r.Host != tgs[i].Host || r.Message != want(i) || r.Seq != int64(i+1) || r.State != model.StateSuccess {
+			t.Fatalf("result %d: %s %q seq %d %s, want %s %q", i, r.Host, r.Message[:20], r.Seq, r.State, tgs[i].Host, want(i)[:20])
+		}
+	}
+
+	// A watch of the task: every target's latest result comes (earlier
+	// ones of a target may come too, in no particular order); it ends
+	// once the task is stored complete.
+	tk.Status, tk.Finished = model.TaskDone, now
+	if err := s.UpdateTask(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := s.WatchResults(ctx, tk.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]map[string]bool{}
+	for r := range ch {
+		i := int(r.Seq - 1)
+		if seen[i] == nil {
+			seen[i] = map[string]bool{}
+		}
+		seen[i][r.Message] = true
+	}
+	for i := range tgs {
+		if !seen[i][want(i)] {
+			t.Fatalf("watch: target %d's latest result not sent (got %d of its results)", i, len(seen[i]))
+		}
+	}
+}
