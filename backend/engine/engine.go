@@ -399,6 +399,10 @@ func (e *Engine) refuseReadOnly(what string) error {
 // recordStatus updates the last known status of a process on a host; the
 // writer stores it when storeStatus says the stored copy is out of date.
 func (e *Engine) recordStatus(h model.Host, st model.ProcStatus) {
+	// Printed before the lock: every result of a fan-out records a status,
+	// and the print (a hash of the whole status) held e.smu for most of
+	// its time (58% of the mutex delay of an op over 10,000 hosts).
+	p := printStatus(e.statusSeed, st)
 	e.smu.Lock()
 	m := e.statuses[h]
 	if m == nil {
@@ -406,7 +410,6 @@ func (e *Engine) recordStatus(h model.Host, st model.ProcStatus) {
 		e.statuses[h] = m
 	}
 	k, had := m[st.ProcKey]
-	p := printStatus(e.statusSeed, st)
 	store := !had || storeStatus(k.stored, p)
 	k.st = st
 	if store {
