@@ -27,6 +27,11 @@ type AgentRequest struct {
 	// runs it later, and answers the op's outcome: the recorded one when
 	// it had finished, else cancelled (Cancelled set).
 	CancelOp bool `json:"cancel_op,omitempty"`
+	// ProcessJSON, when set, is Process's encoding (json.Marshal of it),
+	// made once for every host of a task by its sender:
+	// AppendRequestJSON writes it instead of encoding Process again for
+	// each host. It is no part of the request itself: never encoded.
+	ProcessJSON []byte `json:"-"`
 }
 
 // OpID is the operation id of task taskID on one target: the same every

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -25,8 +26,9 @@ type run struct {
 	task      model.Task
 	targets   []model.Target
 	procs     map[string]model.Process
-	results   []model.Result // by target index
-	log       []model.Result // final results, Seq ascending
+	procJSON  map[string][]byte // procs' encodings, made as first sent (processJSON)
+	results   []model.Result    // by target index
+	log       []model.Result    // final results, Seq ascending
 	lastSeq   int64
 	notify    chan struct{}
 	done      bool
@@ -518,6 +520,7 @@ func (e *Engine) dispatchOne(r *run, i int) {
 	}
 	op := r.task.Op
 	p, ok := r.procs[res.ProcKey]
+	pj := r.processJSON(res.ProcKey, p)
 	r.mu.Unlock()
 
 	if !ok {
@@ -531,7 +534,7 @@ func (e *Engine) dispatchOne(r *run, i int) {
 	budget := time.Duration(p.Deadline(op))*time.Second + e.cfg.DeadlineSlack.D()
 	dctx, cancel := context.WithTimeout(cctx, budget)
 	req := model.AgentRequest{TaskID: r.task.ID, OpID: model.OpID(r.task.ID, res.Host, res.ProcKey), Op: op, Process: p, Deadline: now.Add(budget),
-		CancelOp: r.recall}
+		CancelOp: r.recall, ProcessJSON: pj}
 	reply, err := e.d.Dispatch(dctx, res.Host, req)
 	for r.resumed && errors.Is(err, model.ErrUnreachable) && dctx.Err() == nil {
 		// Resumed right after a server restart, the agents are still
@@ -580,6 +583,25 @@ func (e *Engine) dispatchOne(r *run, i int) {
 	e.log.Debug("host result", "task", res.TaskID, "host", res.Host.String(), "proc", res.ProcKey,
 		"state", string(res.State), "code", res.Code, "duration", res.Duration())
 	e.finishResult(r, i, res)
+}
+
+// processJSON is the encoding of process p, the run's of key, made once
+// for every host (AgentRequest.ProcessJSON); nil when it cannot be
+// encoded (the request is then encoded whole, and fails the same way).
+// r.mu is held.
+func (r *run) processJSON(key string, p model.Process) []byte {
+	if pj, ok := r.procJSON[key]; ok {
+		return pj
+	}
+	pj, err := json.Marshal(p)
+	if err != nil {
+		pj = nil
+	}
+	if r.procJSON == nil {
+		r.procJSON = map[string][]byte{}
+	}
+	r.procJSON[key] = pj
+	return pj
 }
 
 // recallCancelled begins the message of a target cancelled by a recall.

@@ -326,7 +326,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, host model.Host, req model.Ag
 	if err != nil {
 		return model.AgentReply{}, fmt.Errorf("dispatch: %w", err)
 	}
-	data, err := json.Marshal(req)
+	data, err := model.AppendRequestJSON(make([]byte, 0, len(req.ProcessJSON)+256), &req)
 	if err != nil {
 		return model.AgentReply{}, fmt.Errorf("dispatch %s: encode request: %w", host, err)
 	}
