@@ -143,6 +143,25 @@ func TestLateAnswer(t *testing.T) {
 			t.Fatalf("engine: the slow host's result %+v", r)
 		}
 	}
+	// A watch from the start sends the log: the slow host's timeout as it
+	// was sent (the run keeps it, though its target's result is now the
+	// correction), then the correction, in Seq order.
+	ch, err := e.Watch(ctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log []model.Result
+	for r := range ch {
+		log = append(log, r)
+	}
+	if len(log) != 3 || log[2].Host != slow || log[2].Code != 0 || log[2].Seq != 3 {
+		t.Fatalf("watch after the correction: %+v, want 3 results, the correction last", log)
+	}
+	for _, r := range log[:2] {
+		if r.Host == slow && (r.Code != model.CodeTimeout || r.Seq > 2) {
+			t.Fatalf("watch after the correction: the slow host's first result %+v, want its timeout", r)
+		}
+	}
 	// The same answer again, and an op id that is not this task's: nothing.
 	f.late(lr)
 	f.late(model.LateReply{Host: slow, TaskID: task.ID, OpID: "forged/op", Reply: model.AgentReply{Code: 0}})

@@ -28,7 +28,7 @@ type run struct {
 	procs     map[string]model.Process
 	procJSON  map[string][]byte // procs' encodings, made as first sent (processJSON)
 	results   []model.Result    // by target index
-	log       []model.Result    // final results, Seq ascending
+	log       []logEntry        // final results, Seq ascending
 	lastSeq   int64
 	notify    chan struct{}
 	done      bool
@@ -400,7 +400,7 @@ func (e *Engine) saveItems(ctx context.Context, items []model.ProcessDef) error 
 
 // newRun builds a run; prior holds results already stored (resume).
 func newRun(t model.Task, targets []model.Target, procs map[string]model.Process, prior []model.Result) *run {
-	r := &run{task: t, targets: targets, procs: procs, notify: make(chan struct{}), log: make([]model.Result, 0, len(targets)),
+	r := &run{task: t, targets: targets, procs: procs, notify: make(chan struct{}), log: make([]logEntry, 0, len(targets)),
 		lease: &leaseHold{}}
 	r.results = make([]model.Result, len(targets))
 	index := make(map[model.Target]int, len(prior))
@@ -420,11 +420,11 @@ func newRun(t model.Task, targets []model.Target, procs map[string]model.Process
 			continue
 		}
 		r.results[i] = res
-		r.log = append(r.log, res)
+		r.log = append(r.log, logEntry{i: int32(i)})
 	}
-	sort.Slice(r.log, func(i, j int) bool { return r.log[i].Seq < r.log[j].Seq })
+	sort.Slice(r.log, func(i, j int) bool { return r.logged(i).Seq < r.logged(j).Seq })
 	if n := len(r.log); n > 0 {
-		r.lastSeq = r.log[n-1].Seq
+		r.lastSeq = r.logged(n - 1).Seq
 	}
 	r.task.Counts = model.Counts{}
 	for _, res := range r.results {
@@ -650,17 +650,42 @@ func applyReply(res *model.Result, op model.OpType, reply model.AgentReply, proc
 // finishLocked records a final result: it gets the next Seq, joins the log
 // and wakes the watchers. It reports whether the task is now complete.
 func (r *run) finishLocked(i int, res model.Result, now time.Time) (model.Result, bool) {
-	prev := r.results[i].State
+	was := r.results[i]
+	prev := was.State
+	if prev.Final() {
+		// Replaced (a late answer's correction): its log entry keeps
+		// the result it logged.
+		k := sort.Search(len(r.log), func(k int) bool { return r.logged(k).Seq >= was.Seq })
+		if k < len(r.log) && r.log[k].was == nil && int(r.log[k].i) == i {
+			r.log[k].was = &was
+		}
+	}
 	r.lastSeq++
 	res.Seq = r.lastSeq
 	r.results[i] = res
-	r.log = append(r.log, res)
+	r.log = append(r.log, logEntry{i: int32(i)})
 	r.task.Counts.Add(prev, -1)
 	r.task.Counts.Add(res.State, 1)
 	r.rollMoveLocked(i, prev, res)
 	close(r.notify)
 	r.notify = make(chan struct{})
 	return res, r.completeLocked(now)
+}
+
+// logEntry is a final result in a run's log: its target's (results[i]),
+// or, once a later one replaced it (a late answer's correction), the one
+// it was (was). The log holds no second copy of every result.
+type logEntry struct {
+	i   int32
+	was *model.Result
+}
+
+// logged is the k-th result of the log. r.mu is held.
+func (r *run) logged(k int) *model.Result {
+	if w := r.log[k].was; w != nil {
+		return w
+	}
+	return &r.results[r.log[k].i]
 }
 
 // completeLocked marks the task complete when every result is final (once).

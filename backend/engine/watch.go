@@ -80,11 +80,17 @@ func (e *Engine) Watch(ctx context.Context, id string, after int64) (<-chan mode
 	started := e.track(func() {
 		defer close(out)
 		r.mu.Lock()
-		cursor := sort.Search(len(r.log), func(i int) bool { return r.log[i].Seq > after })
+		cursor := sort.Search(len(r.log), func(k int) bool { return r.logged(k).Seq > after })
 		r.mu.Unlock()
+		var batch []model.Result
 		for {
+			// Copied under the lock (a result may be replaced later),
+			// watchBuffer at a time: the fan-out waits meanwhile.
 			r.mu.Lock()
-			batch := r.log[cursor:len(r.log):len(r.log)]
+			batch = batch[:0]
+			for k := cursor; k < len(r.log) && len(batch) < watchBuffer; k++ {
+				batch = append(batch, *r.logged(k))
+			}
 			done, lost, wake := r.ended, r.lost, r.notify
 			r.mu.Unlock()
 			if len(batch) > 0 {
@@ -125,8 +131,8 @@ func (e *Engine) followLost(ctx context.Context, id string, after int64, r *run,
 	}
 	sent := map[model.Target]bool{}
 	r.mu.Lock()
-	for _, res := range r.log {
-		if res.Seq > after {
+	for k := range r.log {
+		if res := r.logged(k); res.Seq > after {
 			sent[model.Target{Host: res.Host, ProcKey: res.ProcKey}] = true
 		}
 	}
