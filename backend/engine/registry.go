@@ -400,7 +400,7 @@ func (l *hostLister) view(hi model.HostInfo, idx []int32) backend.HostView {
 	v := backend.HostView{HostInfo: hi}
 	l.sts = l.sts[:0]
 	if l.src != nil && len(idx) > 0 {
-		// Asked outside e.smu: the source has locks of its own.
+		// Asked outside the statuses' lock: the source has locks of its own.
 		if l.app != nil {
 			l.sts = l.app.AppendStatuses(l.sts, h)
 		} else {
@@ -411,11 +411,12 @@ func (l *hostLister) view(hi model.HostInfo, idx []int32) backend.HostView {
 		return v
 	}
 	v.Procs = make([]backend.ProcView, 0, len(idx))
-	e.smu.RLock()
+	sh := e.statuses.shard(h)
+	sh.mu.RLock()
 	for _, i := range idx {
 		d := &l.defs[i]
 		key := l.keys[i]
-		k, ok := e.statuses[h][key]
+		k, ok := sh.m[h][key]
 		st := k.st
 		for _, s := range l.sts { // a host has a few processes: a scan beats a map
 			if s.ProcKey == key && (!ok || s.ReportTime >= st.ReportTime) {
@@ -428,7 +429,7 @@ func (l *hostLister) view(hi model.HostInfo, idx []int32) backend.HostView {
 		}
 		v.Procs = append(v.Procs, backend.ProcView{Key: key, Labels: d.Process.Meta.Labels, Status: st, Updated: st.ReportTime})
 	}
-	e.smu.RUnlock()
+	sh.mu.RUnlock()
 	return v
 }
 

@@ -52,8 +52,9 @@ func TestStoreStatus(t *testing.T) {
 // BenchmarkRecordStatus: a status op's result over a fleet whose process
 // did not change (only its readings): the status is not stored again.
 func BenchmarkRecordStatus(b *testing.B) {
-	e := &Engine{statuses: map[model.Host]map[string]knownStatus{}, statusSeed: maphash.MakeSeed()}
+	e := &Engine{statusSeed: maphash.MakeSeed()}
 	e.writes.init()
+	e.statuses.init()
 	h := model.Host{IP: "10.0.0.1"}
 	st := model.ProcStatus{ProcKey: "web:nginx", ProcName: "nginx", State: model.ProcRunning, PID: 42, Hosted: true,
 		StartTime: time.Unix(1_700_000_000, 0), ReportTime: 1_700_000_100, Version: "1.2", Cmdline: "/usr/sbin/nginx -g daemon off;"}
