@@ -504,10 +504,16 @@ func (e *Engine) dispatchOne(r *run, i int) {
 		r.inflight = map[int]context.CancelCauseFunc{}
 	}
 	r.inflight[i] = stop
+	// Its entry goes with its result (finishResult), in the same critical
+	// section: one lock of the run fewer per target (2,048 workers queue
+	// on it). A target left unfinished drops it here.
+	finished := false
 	defer func() {
-		r.mu.Lock()
-		delete(r.inflight, i)
-		r.mu.Unlock()
+		if !finished {
+			r.mu.Lock()
+			delete(r.inflight, i)
+			r.mu.Unlock()
+		}
 	}()
 	now := e.now()
 	res.State, res.Started = model.StateRunning, now
@@ -527,6 +533,7 @@ func (e *Engine) dispatchOne(r *run, i int) {
 		res.State, res.Code = model.StateFailed, model.CodeCommandFailed
 		res.Message = fmt.Sprintf("process %s is no longer in the registry", res.ProcKey)
 		res.Finished = e.now()
+		finished = true
 		e.finishResult(r, i, res)
 		return
 	}
@@ -582,6 +589,7 @@ func (e *Engine) dispatchOne(r *run, i int) {
 	res.Hosted = hosted
 	e.log.Debug("host result", "task", res.TaskID, "host", res.Host.String(), "proc", res.ProcKey,
 		"state", string(res.State), "code", res.Code, "duration", res.Duration())
+	finished = true
 	e.finishResult(r, i, res)
 }
 
@@ -701,8 +709,11 @@ func (r *run) completeLocked(now time.Time) bool {
 	return true
 }
 
+// finishResult records target i's final result, and forgets its dispatch
+// (inflight).
 func (e *Engine) finishResult(r *run, i int, res model.Result) {
 	r.mu.Lock()
+	delete(r.inflight, i)
 	if r.lost {
 		r.mu.Unlock()
 		return // another engine owns the task now and dispatches it again
