@@ -49,6 +49,17 @@ func (x *HostIndex) Positions(d ProcessDef) map[Host]int {
 	return p.pos
 }
 
+// Distinct reports whether d.Hosts lists no host twice, as its cached
+// positions say (built on first use, as Positions does). False for a
+// definition that is not cached (no revision, a short list): the caller
+// checks for itself.
+func (x *HostIndex) Distinct(d ProcessDef) bool {
+	if d.Rev == 0 || len(d.Hosts) < hostIndexMin {
+		return false
+	}
+	return len(x.Positions(d)) == len(d.Hosts)
+}
+
 func positions(hs []Host) map[Host]int {
 	pos := make(map[Host]int, len(hs))
 	for i, h := range hs {
