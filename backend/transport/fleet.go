@@ -122,6 +122,57 @@ type fleetServer struct {
 	infos []model.HostInfo
 	msgs  chan *nats.Msg
 	done  chan struct{} // closed when ServeFleet stops serving ops
+	procs procCache
+}
+
+// fleetRequest is an AgentRequest with its process left undecoded (the
+// outer field wins over the embedded one of the same name).
+type fleetRequest struct {
+	model.AgentRequest
+	Process json.RawMessage `json:"process"`
+}
+
+// procCache decodes requests for a fleet: the hosts of one task receive
+// the same process, decoded once for all of them (by reflection, it was
+// most of a simulated fleet's work per request), and shared: a fleet
+// reads a request's process, never changes it.
+type procCache struct {
+	mu sync.Mutex
+	m  map[string]model.Process // by encoding
+}
+
+// procCacheMax bounds the processes kept; beyond it the cache starts over.
+const procCacheMax = 256
+
+// decode decodes a request as json.Unmarshal into a model.AgentRequest
+// does (FuzzFleetDecode), but for a request naming its process twice,
+// which it takes the last of, whole.
+func (c *procCache) decode(data []byte) (model.AgentRequest, error) {
+	var w fleetRequest
+	if err := json.Unmarshal(data, &w); err != nil {
+		return model.AgentRequest{}, err
+	}
+	req := w.AgentRequest
+	if len(w.Process) == 0 {
+		return req, nil
+	}
+	c.mu.Lock()
+	p, ok := c.m[string(w.Process)]
+	c.mu.Unlock()
+	if ok {
+		req.Process = p
+		return req, nil
+	}
+	if err := json.Unmarshal(w.Process, &req.Process); err != nil {
+		return model.AgentRequest{}, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= procCacheMax {
+		c.m = map[string]model.Process{}
+	}
+	c.m[string(w.Process)] = req.Process
+	c.mu.Unlock()
+	return req, nil
 }
 
 // refresh subscribes the op subjects of hosts new to the fleet.
@@ -226,8 +277,8 @@ func (fs *fleetServer) serveOps(ctx context.Context, maxConc int) {
 }
 
 func (fs *fleetServer) handle(ctx context.Context, host model.Host, m *nats.Msg) {
-	var req model.AgentRequest
-	if err := json.Unmarshal(m.Data, &req); err != nil {
+	req, err := fs.procs.decode(m.Data)
+	if err != nil {
 		respond(m, model.AgentReply{Code: model.CodeIllegalOp, Message: fmt.Sprintf("decode request: %v", err)}, fs.s.log)
 		return
 	}

@@ -1,0 +1,90 @@
+package transport
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"gseproc/model"
+)
+
+// checkFleetDecode: the fleet's decoding of data is json.Unmarshal's,
+// the first time and from its cache.
+func checkFleetDecode(t *testing.T, c *procCache, data []byte) {
+	t.Helper()
+	var want model.AgentRequest
+	werr := json.Unmarshal(data, &want)
+	for range 2 {
+		got, gerr := c.decode(data)
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("%s: decode error %v, json.Unmarshal %v", data, gerr, werr)
+		}
+		if werr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: decoded\n%+v\nwant\n%+v", data, got, want)
+		}
+	}
+}
+
+func TestFleetDecode(t *testing.T) {
+	var c procCache
+	req := model.AgentRequest{TaskID: "GSETASK:20260101000000:7", OpID: "op", Op: model.OpRestart,
+		Deadline: time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC),
+		Process: model.Process{Meta: model.Meta{Namespace: "web", Name: "nginx", Labels: model.Labels{"app": "nginx"}},
+			Spec: model.Spec{Identity: model.Identity{ProcName: "nginx", SetupPath: "/usr/sbin"}}}}
+	data, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFleetDecode(t, &c, data)
+	if len(c.m) != 1 {
+		t.Fatalf("%d processes cached, want 1", len(c.m))
+	}
+	req.OpID, req.Process.Meta.Name = "op2", "other"
+	data, _ = json.Marshal(req)
+	checkFleetDecode(t, &c, data)
+	group := model.AgentRequest{Group: &model.ProcessGroup{Namespace: "web"}}
+	data, _ = json.Marshal(group)
+	checkFleetDecode(t, &c, data)
+	for _, s := range []string{`{}`, `{"process":null}`, `{"process":5}`, `{"task_id":1}`, `{"Process":{"meta":{"name":"x"}}}`, `[`, `null`} {
+		checkFleetDecode(t, &c, []byte(s))
+	}
+}
+
+// FuzzFleetDecode: the fleet decodes what json.Unmarshal decodes.
+func FuzzFleetDecode(f *testing.F) {
+	f.Add(`{"task_id":"t","op_type":2,"process":{"meta":{"namespace":"a","name":"b","labels":{"x":"y"}},"spec":{"identity":{"proc_name":"b"}}},"deadline":"2026-01-01T00:00:00Z"}`)
+	f.Add(`{"process_group":{"namespace":"a"},"cancel_op":true}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		if processKeys(s) > 1 {
+			t.Skip("a process named twice: the fleet takes the last, whole (decode's doc)")
+		}
+		var c procCache
+		checkFleetDecode(t, &c, []byte(s))
+	})
+}
+
+// processKeys counts the keys of the JSON object s that name the process
+// (json matches them case-insensitively).
+func processKeys(s string) int {
+	dec := json.NewDecoder(strings.NewReader(s))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return 0
+	}
+	n := 0
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return n
+		}
+		if k, ok := tok.(string); ok && strings.EqualFold(k, "process") {
+			n++
+		}
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			return n
+		}
+	}
+	return n
+}
