@@ -235,11 +235,13 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		e.track(func() { e.rollLoop(ids) })
 	}
+	if e.leaser != nil {
+		// Before resuming: a lease taken early in a long resume is renewed
+		// while the later tasks are resumed (they are claimed meanwhile).
+		e.track(e.leaseLoop)
+	}
 	if err := e.resume(ctx); err != nil {
 		return fmt.Errorf("engine start: %w", err)
-	}
-	if e.leaser != nil {
-		e.track(e.leaseLoop)
 	}
 	return nil
 }

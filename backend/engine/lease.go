@@ -167,10 +167,10 @@ func (e *Engine) scanLeases(seen map[string]leaseSeen, limit time.Duration) {
 		delete(seen, l.TaskID)
 		// On its own goroutine, so that the renewals go on meanwhile (the
 		// claim makes them renew this lease too once it is ours).
-		hold := &leaseHold{}
-		e.mu.Lock()
-		e.claims[l.TaskID] = hold
-		e.mu.Unlock()
+		hold, ok := e.claim(l.TaskID)
+		if !ok {
+			continue // resumed or claimed here meanwhile
+		}
 		var unrenewed time.Duration
 		if !free {
 			unrenewed = now.Sub(s.at)

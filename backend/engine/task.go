@@ -1027,23 +1027,69 @@ func (e *Engine) resume(ctx context.Context) error {
 		if t.Status.Final() {
 			continue
 		}
-		if e.leaser != nil {
-			ok, err := e.leaser.AcquireLease(ctx, t.ID, e.owner, e.leaseTTL)
-			if err != nil {
-				return fmt.Errorf("resume %s: %w", t.ID, err)
+		if e.leaser == nil {
+			if defs == nil {
+				if defs, err = e.registry(ctx); err != nil {
+					return fmt.Errorf("resume %s: %w", t.ID, err)
+				}
 			}
-			if !ok {
-				continue
+			if err := e.resumeTask(ctx, t.ID, "task resumed", defs); err != nil {
+				return err
 			}
+			continue
 		}
-		if defs == nil {
-			if defs, err = e.registry(ctx); err != nil {
-				return fmt.Errorf("resume %s: %w", t.ID, err)
-			}
+		// The renewals run meanwhile (Start began them): the claim makes
+		// them renew this lease from the moment it is ours, and keeps the
+		// lease scan from taking the task over as a lease in our name that
+		// nobody here runs.
+		hold, ok := e.claim(t.ID)
+		if !ok {
+			continue // taken over by the lease scan meanwhile
 		}
-		if err := e.resumeTask(ctx, t.ID, "task resumed", defs); err != nil {
+		err := e.resumeLeased(ctx, t.ID, hold, &defs)
+		e.mu.Lock()
+		delete(e.claims, t.ID)
+		e.mu.Unlock()
+		if err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// claim marks task id as being created or taken over here (its lease
+// renewed, not scanned), unless it is run or claimed here already.
+func (e *Engine) claim(id string) (*leaseHold, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.runs[id] != nil || e.claims[id] != nil {
+		return nil, false
+	}
+	hold := &leaseHold{}
+	e.claims[id] = hold
+	return hold, true
+}
+
+// resumeLeased resumes task id at start-up once it has its lease (hold
+// is its claim's); a lease held by another engine leaves the task to it.
+// defs is the registry, read once for every task resumed.
+func (e *Engine) resumeLeased(ctx context.Context, id string, hold *leaseHold, defs *map[string]model.Process) error {
+	ok, err := e.leaser.AcquireLease(ctx, id, e.owner, e.leaseTTL)
+	if err != nil {
+		return fmt.Errorf("resume %s: %w", id, err)
+	}
+	if !ok {
+		return nil
+	}
+	if *defs == nil {
+		if *defs, err = e.registry(ctx); err != nil {
+			e.letLeaseGo(context.WithoutCancel(ctx), hold, id, false)
+			return fmt.Errorf("resume %s: %w", id, err)
+		}
+	}
+	if err := e.resumeTask(ctx, id, "task resumed", *defs); err != nil {
+		e.letLeaseGo(context.WithoutCancel(ctx), hold, id, false)
+		return err
 	}
 	return nil
 }
