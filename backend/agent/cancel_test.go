@@ -19,6 +19,7 @@ import (
 	"gseproc/backend/engine"
 	"gseproc/backend/store/jsstore"
 	"gseproc/backend/transport"
+	"gseproc/backend/transport/natsembed"
 	"gseproc/model"
 )
 
@@ -145,7 +146,7 @@ func TestCancelFromAnotherServer(t *testing.T) {
 	nc := config.Default().NATS
 	nc.Listen = "127.0.0.1:-1"
 	nc.StoreDir = t.TempDir()
-	emb, err := transport.StartEmbedded(nc, transport.EmbeddedOptions{}, nil)
+	emb, err := natsembed.StartEmbedded(nc, natsembed.EmbeddedOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

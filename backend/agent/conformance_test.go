@@ -15,6 +15,7 @@ import (
 	"gseproc/backend/config"
 	"gseproc/backend/simulator"
 	"gseproc/backend/transport"
+	"gseproc/backend/transport/natsembed"
 	"gseproc/model"
 	"gseproc/model/opsem"
 )
@@ -172,7 +173,7 @@ func newNATSExec(t *testing.T, a *Agent) *natsExec {
 	cfg := config.Default().NATS
 	cfg.Listen = "127.0.0.1:-1"
 	cfg.StoreDir = t.TempDir()
-	srv, err := transport.StartEmbedded(cfg, transport.EmbeddedOptions{Demo: true}, nil)
+	srv, err := natsembed.StartEmbedded(cfg, natsembed.EmbeddedOptions{Demo: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"gseproc/backend"
 	"gseproc/backend/config"
-	"gseproc/backend/transport"
+	"gseproc/backend/transport/natsembed"
 )
 
 // outageCall is one API call of TestAPIDuringNATSOutage and what came back.
@@ -87,12 +87,12 @@ func getHealthz(t *testing.T, base string) healthz {
 // the server to be ready. restart starts NATS again, after a Shutdown, on
 // the same address and store. Cleanups run last first: the server stops
 // before NATS does.
-func serverOnNATS(t *testing.T) (ns *transport.Embedded, url, base string, stop func() int, restart func()) {
+func serverOnNATS(t *testing.T) (ns *natsembed.Embedded, url, base string, stop func() int, restart func()) {
 	t.Helper()
 	nc := config.Default().NATS
 	nc.Listen, nc.StoreDir = "127.0.0.1:-1", t.TempDir()
 	nc.Users = []config.NATSUser{{User: "srv", Password: "srvpw", Role: config.NATSRoleServer}}
-	ns, err := transport.StartEmbedded(nc, transport.EmbeddedOptions{}, nil)
+	ns, err := natsembed.StartEmbedded(nc, natsembed.EmbeddedOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func serverOnNATS(t *testing.T) (ns *transport.Embedded, url, base string, stop 
 	restart = func() {
 		t.Helper()
 		nc.Listen = strings.TrimPrefix(url, "nats://")
-		ns2, err := transport.StartEmbedded(nc, transport.EmbeddedOptions{}, nil)
+		ns2, err := natsembed.StartEmbedded(nc, natsembed.EmbeddedOptions{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

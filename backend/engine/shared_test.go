@@ -14,17 +14,17 @@ import (
 	"gseproc/backend/config"
 	"gseproc/backend/engine"
 	"gseproc/backend/store/jsstore"
-	"gseproc/backend/transport"
+	"gseproc/backend/transport/natsembed"
 	"gseproc/model"
 )
 
 // sharedNATS starts one embedded NATS server with JetStream (127.0.0.1).
-func sharedNATS(t *testing.T) *transport.Embedded {
+func sharedNATS(t *testing.T) *natsembed.Embedded {
 	t.Helper()
 	c := config.Default().NATS
 	c.Listen = "127.0.0.1:-1"
 	c.StoreDir = t.TempDir()
-	emb, err := transport.StartEmbedded(c, transport.EmbeddedOptions{}, nil)
+	emb, err := natsembed.StartEmbedded(c, natsembed.EmbeddedOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func sharedNATS(t *testing.T) *transport.Embedded {
 
 // sharedStore opens a JetStream store of its own on emb, as each server
 // of a cluster does.
-func sharedStore(t *testing.T, emb *transport.Embedded) *jsstore.Store {
+func sharedStore(t *testing.T, emb *natsembed.Embedded) *jsstore.Store {
 	t.Helper()
 	nc, err := emb.Connect("test")
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"gseproc/backend/transport"
+	"gseproc/backend/transport/natsembed"
 )
 
 // States of a server, as /readyz reports them.
@@ -240,7 +241,7 @@ func (p *Prober) probeOnce() {
 	}
 	if p.o.Node != nil {
 		if jsz, err := p.o.Node.Jsz(&server.JSzOptions{}); err == nil && jsz.Meta != nil && jsz.Meta.Size > 1 {
-			s.JetStream.NodesUp = 1 + len(transport.RoutePeers(p.o.Node))
+			s.JetStream.NodesUp = 1 + len(natsembed.RoutePeers(p.o.Node))
 			s.JetStream.NodesWant, s.JetStream.QuorumNeeded, s.JetStream.Leader = jsz.Meta.Size, jsz.Meta.QuorumNeeded, jsz.Meta.Leader
 			if s.JetStream.QuorumNeeded == 0 {
 				s.JetStream.QuorumNeeded = jsz.Meta.Size/2 + 1

@@ -13,6 +13,7 @@ import (
 
 	"gseproc/backend/config"
 	"gseproc/backend/transport"
+	"gseproc/backend/transport/natsembed"
 )
 
 func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
@@ -28,7 +29,7 @@ func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
 
 // node starts one embedded NATS server of a 3-node cluster whose route
 // ports are ports; listen is its client address.
-func node(t *testing.T, i int, ports []int, listen, storeDir string) *transport.Embedded {
+func node(t *testing.T, i int, ports []int, listen, storeDir string) *natsembed.Embedded {
 	t.Helper()
 	var routes []string
 	for _, p := range ports {
@@ -37,7 +38,7 @@ func node(t *testing.T, i int, ports []int, listen, storeDir string) *transport.
 	c := config.Default().NATS
 	c.Listen, c.StoreDir, c.ServerName = listen, storeDir, fmt.Sprintf("n%d", i+1)
 	c.Cluster = config.NATSClusterConfig{Name: "health", Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes, User: "r", Password: "rpw"}
-	e, err := transport.StartEmbedded(c, transport.EmbeddedOptions{Demo: true}, nil)
+	e, err := natsembed.StartEmbedded(c, natsembed.EmbeddedOptions{Demo: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func freePorts(t *testing.T, n int) []int {
 func TestQuorumLostAndBack(t *testing.T) {
 	ports := freePorts(t, 6)
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
-	var nodes []*transport.Embedded
+	var nodes []*natsembed.Embedded
 	for i := range 3 {
 		nodes = append(nodes, node(t, i, ports[:3], fmt.Sprintf("127.0.0.1:%d", ports[3+i]), dirs[i]))
 	}
@@ -138,12 +139,12 @@ func TestQuorumLostAndBack(t *testing.T) {
 // natsAndConn starts an embedded NATS with the server's user and the
 // server's connection to it (reconnecting every 100 ms); restart starts
 // NATS again, once e is shut down, on the same address and store.
-func natsAndConn(t *testing.T, o transport.EmbeddedOptions) (e *transport.Embedded, nc *nats.Conn, restart func()) {
+func natsAndConn(t *testing.T, o natsembed.EmbeddedOptions) (e *natsembed.Embedded, nc *nats.Conn, restart func()) {
 	t.Helper()
 	c := config.Default().NATS
 	c.Listen, c.StoreDir = "127.0.0.1:-1", t.TempDir()
 	c.Users = []config.NATSUser{{User: "srv", Password: "srvpw", Role: config.NATSRoleServer}}
-	e, err := transport.StartEmbedded(c, o, nil)
+	e, err := natsembed.StartEmbedded(c, o, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func natsAndConn(t *testing.T, o transport.EmbeddedOptions) (e *transport.Embedd
 	restart = func() {
 		t.Helper()
 		c.Listen = addr
-		e2, err := transport.StartEmbedded(c, o, nil)
+		e2, err := natsembed.StartEmbedded(c, o, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +170,7 @@ func natsAndConn(t *testing.T, o transport.EmbeddedOptions) (e *transport.Embedd
 // TestNATSDown: the server's NATS connection lost is reported, and
 // recovered from by itself.
 func TestNATSDown(t *testing.T) {
-	e, nc, restart := natsAndConn(t, transport.EmbeddedOptions{Demo: true})
+	e, nc, restart := natsAndConn(t, natsembed.EmbeddedOptions{Demo: true})
 	p, err := Start(Options{Link: transport.FixedLink(nc), Every: 50 * time.Millisecond, FailAfter: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +187,7 @@ func TestNATSDown(t *testing.T) {
 // the connection knows it, not at the next probe (here an hour away), and
 // no longer once it is back.
 func TestNATSDownAtOnce(t *testing.T) {
-	e, nc, restart := natsAndConn(t, transport.EmbeddedOptions{})
+	e, nc, restart := natsAndConn(t, natsembed.EmbeddedOptions{})
 	p, err := Start(Options{Link: transport.FixedLink(nc), Every: time.Hour, FailAfter: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +220,7 @@ func TestClusterForming(t *testing.T) {
 	listen := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[3+i]) }
 	n1 := node(t, 0, ports[:3], listen(0), dirs[0])
 	n2 := node(t, 1, ports[:3], listen(1), dirs[1])
-	probe := func(n *transport.Embedded) *Prober {
+	probe := func(n *natsembed.Embedded) *Prober {
 		nc, err := n.Connect("health-test")
 		if err != nil {
 			t.Fatal(err)
@@ -247,7 +248,7 @@ func TestClusterForming(t *testing.T) {
 	}
 
 	p.Close()
-	for _, n := range []*transport.Embedded{n1, n2, n3} {
+	for _, n := range []*natsembed.Embedded{n1, n2, n3} {
 		n.Shutdown()
 	}
 	n1 = node(t, 0, ports[:3], listen(0), dirs[0])

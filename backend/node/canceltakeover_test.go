@@ -18,7 +18,7 @@ import (
 	"gseproc/backend/config"
 	"gseproc/backend/node"
 	"gseproc/backend/node/nodetest"
-	"gseproc/backend/transport"
+	"gseproc/backend/transport/natsembed"
 	"gseproc/model"
 )
 
@@ -118,7 +118,7 @@ func TestCancelDuringTakeoverStopsCommands(t *testing.T) {
 	nc := config.Default().NATS
 	nc.Listen, nc.StoreDir = "127.0.0.1:-1", t.TempDir()
 	nc.Users = []config.NATSUser{{User: "peer", Password: "peerpw", Role: config.NATSRoleServer}}
-	emb, err := transport.StartEmbedded(nc, transport.EmbeddedOptions{Demo: true}, nil) // agents join without credentials
+	emb, err := natsembed.StartEmbedded(nc, natsembed.EmbeddedOptions{Demo: true}, nil) // agents join without credentials
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"gseproc/backend/node"
 	"gseproc/backend/node/nodetest"
 	"gseproc/backend/transport"
+	"gseproc/backend/transport/natsembed"
 	"gseproc/model"
 )
 
@@ -203,14 +204,14 @@ func checkFlaky(t *testing.T, got map[model.EventKind]int, starts int) {
 // extNATS is a NATS server with JetStream that is no gseproc server's (an
 // external cluster of one), with the servers' credentials and the agent
 // credential of h, keeping its files in dir.
-func extNATS(t *testing.T, dir string, h model.Host) *transport.Embedded {
+func extNATS(t *testing.T, dir string, h model.Host) *natsembed.Embedded {
 	t.Helper()
 	c := config.Default().NATS
 	c.Listen = "127.0.0.1:-1"
 	c.StoreDir = dir
 	c.Users = []config.NATSUser{{User: "server", Password: "spw", Role: config.NATSRoleServer},
 		{User: "agent", Password: "apw", Host: h.String()}}
-	e, err := transport.StartEmbedded(c, transport.EmbeddedOptions{}, nil)
+	e, err := natsembed.StartEmbedded(c, natsembed.EmbeddedOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"gseproc/backend/simulator"
 	"gseproc/backend/store/jsstore"
 	"gseproc/backend/transport"
+	"gseproc/backend/transport/natsembed"
 	"gseproc/model"
 )
 
@@ -37,7 +38,7 @@ type NATS struct {
 	// ClientURL is where agents connect (print it for the operator).
 	ClientURL string
 	// Embedded is the in-process NATS server, nil with external URLs.
-	Embedded *transport.Embedded
+	Embedded *natsembed.Embedded
 
 	// Link owns the server's own NATS connection: one closed for good is
 	// replaced, and the dispatcher and the store move onto the new one.
@@ -92,7 +93,7 @@ func connectNATS(cfg config.Config, demo bool, log *slog.Logger) (_ *NATS, err e
 		b.ClientURL = nc.ClientURLs()
 		log.Info("nats: using external cluster", "urls", b.ClientURL)
 	} else {
-		if b.Embedded, err = transport.StartEmbedded(nc, transport.EmbeddedOptions{Demo: demo}, log); err != nil {
+		if b.Embedded, err = natsembed.StartEmbedded(nc, natsembed.EmbeddedOptions{Demo: demo}, log); err != nil {
 			return nil, err
 		}
 		dial = func() (*nats.Conn, error) { return b.Embedded.Connect("gseproc-server") }

@@ -15,20 +15,21 @@ import (
 	"gseproc/backend/node/nodetest"
 	"gseproc/backend/simulator"
 	"gseproc/backend/transport"
+	"gseproc/backend/transport/natsembed"
 	"gseproc/model"
 )
 
 // natsCluster starts n embedded NATS servers with JetStream clustered on
 // 127.0.0.1 (random ports); each accepts the gseproc servers' user
 // (role server), the simulator's agent user and the users extra.
-func natsCluster(t *testing.T, n int, extra ...config.NATSUser) []*transport.Embedded {
+func natsCluster(t *testing.T, n int, extra ...config.NATSUser) []*natsembed.Embedded {
 	t.Helper()
 	// JetStream clustering needs every route up front, so the route ports
 	// are picked before the nodes listen on them; another process may take
 	// one in between: then the cluster is built again on fresh ports.
 	var err error
 	for attempt := 1; attempt <= 5; attempt++ {
-		var nodes []*transport.Embedded
+		var nodes []*natsembed.Embedded
 		if nodes, err = tryNATSCluster(t, n, extra); err == nil {
 			return nodes
 		}
@@ -38,7 +39,7 @@ func natsCluster(t *testing.T, n int, extra ...config.NATSUser) []*transport.Emb
 	return nil
 }
 
-func tryNATSCluster(t *testing.T, n int, extra []config.NATSUser) ([]*transport.Embedded, error) {
+func tryNATSCluster(t *testing.T, n int, extra []config.NATSUser) ([]*natsembed.Embedded, error) {
 	var ports []int
 	var routes []string
 	for range n {
@@ -51,7 +52,7 @@ func tryNATSCluster(t *testing.T, n int, extra []config.NATSUser) ([]*transport.
 		ports = append(ports, p)
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 	}
-	var nodes []*transport.Embedded
+	var nodes []*natsembed.Embedded
 	for i := range n {
 		c := config.Default().NATS
 		c.Listen = "127.0.0.1:-1"
@@ -63,7 +64,7 @@ func tryNATSCluster(t *testing.T, n int, extra []config.NATSUser) ([]*transport.
 		if err := c.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		e, err := transport.StartEmbedded(c, transport.EmbeddedOptions{}, nil)
+		e, err := natsembed.StartEmbedded(c, natsembed.EmbeddedOptions{}, nil)
 		if err != nil {
 			for _, n := range nodes {
 				n.Shutdown()

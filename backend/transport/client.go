@@ -2,6 +2,8 @@ package transport
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
 
 	"github.com/nats-io/nats.go"
@@ -54,4 +56,11 @@ func (s Stopper) Failure() error {
 	default:
 		return nil
 	}
+}
+
+// randomSecret is 32 random hex digits (ids and prefixes no one can guess).
+func randomSecret() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

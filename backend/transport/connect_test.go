@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"gseproc/backend/config"
+	"gseproc/backend/transport/natsembed"
+	"gseproc/backend/transport/transporttest"
 	"gseproc/model"
 )
 
@@ -49,7 +51,7 @@ func TestHomeAndBack(t *testing.T) {
 			key = k
 		}
 	}
-	logs := &logBuf{}
+	logs := &transporttest.LogBuf{}
 	nc, err := Connect(ClientOptions{URLs: strings.Join([]string{n2.ClientURL(), n1.ClientURL()}, ","), Home: key,
 		HomeCheck: 50 * time.Millisecond, MaxReconnectDelay: 200 * time.Millisecond},
 		slog.New(slog.NewTextHandler(logs, nil)))
@@ -58,7 +60,7 @@ func TestHomeAndBack(t *testing.T) {
 	}
 	defer nc.Close()
 	host := func(u string) string { p, _ := url.Parse(u); return p.Host }
-	on := func(e *Embedded) func() bool {
+	on := func(e *natsembed.Embedded) func() bool {
 		return func() bool { return nc.IsConnected() && host(nc.ConnectedUrl()) == host(e.ClientURL()) }
 	}
 	eventually(t, "on its home node", 15*time.Second, on(n1))
@@ -104,7 +106,7 @@ func TestConnectSaysWhy(t *testing.T) {
 			fatal := make(chan error, 1)
 			tt.o.FailFast, tt.o.OnFatal = true, func(err error) { fatal <- err }
 			tt.o.MaxReconnectDelay = 100 * time.Millisecond
-			logs := &logBuf{}
+			logs := &transporttest.LogBuf{}
 			nc, err := Connect(tt.o, slog.New(slog.NewTextHandler(logs, nil)))
 			if err != nil {
 				t.Fatal(err)
@@ -126,9 +128,9 @@ func TestConnectSaysWhy(t *testing.T) {
 	}
 
 	t.Run("transient", func(t *testing.T) {
-		ports := reservePorts(t, 1)
+		ports := transporttest.ReservePorts(t, 1)
 		addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-		logs := &logBuf{}
+		logs := &transporttest.LogBuf{}
 		nc, err := Connect(ClientOptions{URLs: "nats://" + addr, FailFast: true, MaxReconnectDelay: 100 * time.Millisecond,
 			OnFatal: func(err error) { t.Errorf("fatal on a transient failure: %v", err) }}, slog.New(slog.NewTextHandler(logs, nil)))
 		if err != nil {
@@ -150,7 +152,7 @@ func TestConnectSaysWhy(t *testing.T) {
 // (nats.go's connect handler logs it; Connect does not say it again).
 func TestConnectedLoggedOnce(t *testing.T) {
 	e := startServer(t, testNATS(t), true)
-	logs := &logBuf{}
+	logs := &transporttest.LogBuf{}
 	nc, err := Connect(ClientOptions{URLs: e.ClientURL()}, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)

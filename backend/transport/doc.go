@@ -62,7 +62,8 @@
 //	                             milliseconds instead of one interval.
 //
 // Per-host subjects bind an agent's credential to its identity (the
-// permission sets live in permissions.go, one place): a credential bound
+// permission sets live in natsembed/permissions.go, one place, on the
+// subjects of package subjects): a credential bound
 // to host "0:10.0.0.1" may only subscribe to gseproc.agent.0.10_0_0_1.op,
 // .cancel and .evack.* and publish that host's hb, event and reply
 // subjects; a `gseproc sim`
@@ -91,8 +92,13 @@
 //
 // # Pieces
 //
-//   - StartEmbedded runs a NATS server with JetStream in the process (or
-//     Connect reaches an external cluster).
+//   - natsembed.StartEmbedded runs a NATS server with JetStream in the
+//     process (or Connect reaches an external cluster). It lives in its
+//     own package so that what an agent links (this package) does not
+//     include the NATS server; subjects, which both use, imports only
+//     model.
+//   - ClientLink is an agent's or a simulated fleet's connection (a Link),
+//     and Stopper the end of its run.
 //   - Dispatcher (server side) implements the engine's Dispatcher, Inventory
 //     and EventSource over NATS.
 //   - ServeAgent (agent side) serves one AgentHandler; ServeFleet serves a

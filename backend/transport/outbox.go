@@ -279,7 +279,7 @@ func (s *session) subscribeAcks(nc *nats.Conn) error {
 	}
 	if err := refused(nc, subj); err != nil {
 		_ = sub.Unsubscribe()
-		return fmt.Errorf("%w (the credential must allow subscribing to its host's evack subjects: see backend/transport/permissions.go)", err)
+		return fmt.Errorf("%w (the credential must allow subscribing to its host's evack subjects: see backend/transport/natsembed/permissions.go)", err)
 	}
 	s.ackSub = sub
 	return nil

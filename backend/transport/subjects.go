@@ -3,17 +3,17 @@ package transport
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
+	"gseproc/backend/transport/subjects"
 	"gseproc/model"
 )
 
 // Subject names; see the package documentation.
 const (
-	subjectPrefix = "gseproc.agent."
+	subjectPrefix = subjects.Prefix
 	// HelloSubject asks every agent for a full heartbeat.
-	HelloSubject = "gseproc.server.hello"
+	HelloSubject = subjects.Hello
 	// AllHeartbeats and AllEvents are the server's wildcard subscriptions.
 	AllHeartbeats = "gseproc.agent.*.*.hb"
 	AllEvents     = "gseproc.agent.*.*.event"
@@ -36,17 +36,7 @@ const MaxSubject = len(subjectPrefix) + model.MaxHostIDText + len(".reply.") + m
 const maxReplyID = 64
 
 // HostToken is the host's two subject tokens "<cloud>.<ip-token>".
-func HostToken(id model.HostID) string {
-	return strconv.Itoa(id.Cloud()) + "." + strings.Map(func(r rune) rune {
-		switch r {
-		case '.':
-			return '_'
-		case ':':
-			return '-'
-		}
-		return r
-	}, id.Addr().String())
-}
+func HostToken(id model.HostID) string { return subjects.HostToken(id) }
 
 // OpSubject is the subject a host's agent serves operations on.
 func OpSubject(id model.HostID) string { return subject(id, ".op") }

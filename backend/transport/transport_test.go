@@ -16,6 +16,7 @@ import (
 	"gseproc/backend/engine"
 	"gseproc/backend/simulator"
 	"gseproc/backend/store"
+	"gseproc/backend/transport/natsembed"
 	"gseproc/backend/transport/transporttest"
 	"gseproc/model"
 )
@@ -39,9 +40,9 @@ func testNATS(t testing.TB) config.NATSConfig {
 	return c
 }
 
-func startServer(t testing.TB, cfg config.NATSConfig, demo bool) *Embedded {
+func startServer(t testing.TB, cfg config.NATSConfig, demo bool) *natsembed.Embedded {
 	t.Helper()
-	e, err := StartEmbedded(cfg, EmbeddedOptions{Demo: demo}, nil)
+	e, err := natsembed.StartEmbedded(cfg, natsembed.EmbeddedOptions{Demo: demo}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func startServer(t testing.TB, cfg config.NATSConfig, demo bool) *Embedded {
 	return e
 }
 
-func serverConn(t testing.TB, e *Embedded) *nats.Conn {
+func serverConn(t testing.TB, e *natsembed.Embedded) *nats.Conn {
 	t.Helper()
 	nc, err := e.Connect("test-server")
 	if err != nil {
@@ -438,7 +439,7 @@ func TestAuth(t *testing.T) {
 func TestUnboundAgentCredential(t *testing.T) {
 	cfg := testNATS(t)
 	cfg.Users = []config.NATSUser{{User: "a1", Password: "x", Host: "0:10.0.0.1"}, {User: "loose", Password: "y"}}
-	_, err := StartEmbedded(cfg, EmbeddedOptions{}, nil)
+	_, err := natsembed.StartEmbedded(cfg, natsembed.EmbeddedOptions{}, nil)
 	if err == nil || !strings.Contains(err.Error(), "nats.users[1]") || !strings.Contains(err.Error(), `user "loose"`) {
 		t.Fatalf("err = %v, want a refusal naming nats.users[1] (user \"loose\")", err)
 	}
@@ -453,7 +454,7 @@ func TestUnboundAgentCredential(t *testing.T) {
 func TestDemoRequiresLoopback(t *testing.T) {
 	cfg := testNATS(t)
 	cfg.Listen = "0.0.0.0:-1"
-	if _, err := StartEmbedded(cfg, EmbeddedOptions{Demo: true}, nil); err == nil || !strings.Contains(err.Error(), "loopback") {
+	if _, err := natsembed.StartEmbedded(cfg, natsembed.EmbeddedOptions{Demo: true}, nil); err == nil || !strings.Contains(err.Error(), "loopback") {
 		t.Fatalf("err = %v, want a loopback error", err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"gseproc/backend/config"
-	"gseproc/backend/transport"
+	"gseproc/backend/transport/natsembed"
 	"gseproc/model"
 )
 
@@ -63,7 +63,7 @@ func TestClusterReplicas(t *testing.T) {
 // every route up front, so the route ports are picked before the nodes
 // listen on them; another process may take one in between: then the
 // cluster is built again on fresh ports.
-func cluster3(t *testing.T) []*transport.Embedded {
+func cluster3(t *testing.T) []*natsembed.Embedded {
 	t.Helper()
 	var lastErr error
 	for attempt := 1; attempt <= 5; attempt++ {
@@ -78,12 +78,12 @@ func cluster3(t *testing.T) []*transport.Embedded {
 			ln.Close()
 			routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[len(ports)-1]))
 		}
-		var nodes []*transport.Embedded
+		var nodes []*natsembed.Embedded
 		for i := range 3 {
 			c := natsCfg(t, t.TempDir())
 			c.ServerName = fmt.Sprintf("s%d", i)
 			c.Cluster = config.NATSClusterConfig{Name: "js", Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes, User: "route", Password: "routepw"}
-			e, err := transport.StartEmbedded(c, transport.EmbeddedOptions{}, nil)
+			e, err := natsembed.StartEmbedded(c, natsembed.EmbeddedOptions{}, nil)
 			if err != nil {
 				lastErr = err
 				break

@@ -17,7 +17,7 @@ import (
 
 	"gseproc/backend/config"
 	"gseproc/backend/engine"
-	"gseproc/backend/transport"
+	"gseproc/backend/transport/natsembed"
 	"gseproc/model"
 )
 
@@ -30,9 +30,9 @@ func natsCfg(t testing.TB, dir string) config.NATSConfig {
 	return c
 }
 
-func startNATS(t testing.TB, cfg config.NATSConfig) *transport.Embedded {
+func startNATS(t testing.TB, cfg config.NATSConfig) *natsembed.Embedded {
 	t.Helper()
-	e, err := transport.StartEmbedded(cfg, transport.EmbeddedOptions{}, nil)
+	e, err := natsembed.StartEmbedded(cfg, natsembed.EmbeddedOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func startNATS(t testing.TB, cfg config.NATSConfig) *transport.Embedded {
 	return e
 }
 
-func open(t testing.TB, e *transport.Embedded, opts Options) *Store {
+func open(t testing.TB, e *natsembed.Embedded, opts Options) *Store {
 	t.Helper()
 	nc, err := e.Connect("test")
 	if err != nil {

@@ -12,7 +12,9 @@ import (
 // forbidden are the packages (a trailing / : and those under it) the
 // agent's binary must not link.
 var forbidden = []string{
-	"github.com/charmbracelet/", // bubbletea, lipgloss, wish
+	"github.com/charmbracelet/",       // bubbletea, lipgloss, wish
+	"github.com/nats-io/nats-server/", // the embedded server (natsembed)
+	"gseproc/backend/transport/natsembed",
 	"gseproc/ui/", "gseproc/theme/", "gseproc/backend/cli",
 	"gseproc/backend/engine/", "gseproc/backend/store/", "gseproc/backend/server/",
 	"gseproc/backend/node/", "gseproc/backend/simulator/", "gseproc/backend/scenario/",
@@ -47,7 +49,8 @@ func forbiddenIn(ds []string) []string {
 // TestAgentBinaryImports keeps gseproc-agent small: what it links is the
 // agent, the client side of the transport and the config (issue 13: an
 // idle agent's RSS is mostly the binary's pages it maps), never the
-// engine, the store, the server, the console or their libraries.
+// engine, the store, the server, the NATS server, the console or their
+// libraries.
 func TestAgentBinaryImports(t *testing.T) {
 	ds := deps(t, "gseproc/backend/agent/cmd/gseproc-agent")
 	for _, want := range []string{"gseproc/backend/agent", "gseproc/backend/agent/agentcmd", "gseproc/backend/transport", "github.com/nats-io/nats.go"} {
@@ -60,7 +63,7 @@ func TestAgentBinaryImports(t *testing.T) {
 	}
 	// The check sees them where they are: in gseproc.
 	inGseproc := forbiddenIn(deps(t, "gseproc"))
-	for _, want := range []string{"github.com/charmbracelet/bubbletea", "gseproc/backend/engine", "gseproc/backend/cli", "gseproc/ui"} {
+	for _, want := range []string{"github.com/charmbracelet/bubbletea", "github.com/nats-io/nats-server/v2/server", "gseproc/backend/transport/natsembed", "gseproc/backend/engine", "gseproc/backend/cli", "gseproc/ui"} {
 		if !slices.Contains(inGseproc, want) {
 			t.Errorf("the check does not find %s in gseproc", want)
 		}

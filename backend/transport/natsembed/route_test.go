@@ -1,4 +1,4 @@
-package transport
+package natsembed
 
 import (
 	"crypto/ecdsa"
@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,16 +24,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"gseproc/backend/config"
+	"gseproc/backend/transport/subjects"
+	"gseproc/backend/transport/transporttest"
 )
-
-// logBuf is a slog destination the test can read.
-type logBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuf) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
-func (l *logBuf) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // writeRouteTLS writes a CA and, per name, a certificate for 127.0.0.1
 // usable as both TLS server and client (a route node is both).
@@ -76,20 +68,6 @@ func writeRouteTLS(t *testing.T, names ...string) (ca string, certs, keys map[st
 	return ca, certs, keys
 }
 
-func reservePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-		ln.Close()
-	}
-	return ports
-}
-
 // TestRouteRefused: a cluster of two nodes whose routes are authenticated
 // (and, in one case, encrypted with verified peers). A rogue NATS server
 // pointing a route at a node without the credentials (or, with TLS, with
@@ -103,9 +81,9 @@ func TestRouteRefused(t *testing.T) {
 		tls  bool
 	}{{"auth", false}, {"auth and TLS", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			ports := reservePorts(t, 2)
+			ports := transporttest.ReservePorts(t, 2)
 			routes := []string{fmt.Sprintf("nats-route://127.0.0.1:%d", ports[0]), fmt.Sprintf("nats-route://127.0.0.1:%d", ports[1])}
-			logs := &logBuf{}
+			logs := &transporttest.LogBuf{}
 			var nodes []*Embedded
 			for i, name := range []string{"n1", "n2"} {
 				c := testNATS(t)
@@ -172,9 +150,10 @@ func TestRouteRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			_ = rc.Flush()
+			hbSubject := subjects.Prefix + "0.10_0_0_1.hb" // a host's heartbeat, as node 1 carries them
 			pc := serverConn(t, nodes[1])
 			if _, err := pc.Subscribe(">", func(m *nats.Msg) {
-				if m.Subject == HeartbeatSubject(mustID(t, h1)) {
+				if m.Subject == hbSubject {
 					peer.Add(1)
 				}
 			}); err != nil {
@@ -183,7 +162,7 @@ func TestRouteRefused(t *testing.T) {
 			_ = pc.Flush()
 			sc := serverConn(t, nodes[0])
 			eventually(t, "the real peer gets node 1's traffic", 20*time.Second, func() bool {
-				_ = sc.Publish(HeartbeatSubject(mustID(t, h1)), []byte(`{}`))
+				_ = sc.Publish(hbSubject, []byte(`{}`))
 				_ = sc.Flush()
 				return peer.Load() > 0
 			})

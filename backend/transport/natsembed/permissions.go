@@ -1,12 +1,12 @@
-package transport
+package natsembed
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/nats-io/nats-server/v2/server"
 
 	"gseproc/backend/config"
+	"gseproc/backend/transport/subjects"
 	"gseproc/model"
 )
 
@@ -24,48 +24,29 @@ import (
 //
 // and nothing else: no other host's subjects, no _INBOX, no JetStream API.
 // An event is published on the host's event subject, which the stream
-// EventStream captures, with the reply subject evack.<id> of the same
+// transport.EventStream captures, with the reply subject evack.<id> of the same
 // host, which only that host's credential may subscribe to; the agent
 // needs no JetStream permission at all. (NATS does not check the reply
 // subject a publisher names: what guards another host's acknowledgements
-// is its unguessable event ids; see EventStream.)
+// is its unguessable event ids; see transport.EventStream.)
 // A reply goes to the reply subject of the addressed host (the dispatcher
 // builds it), so a credential can only ever answer for its own hosts, and
 // the dispatcher checks the subject a reply arrived on against the host it
 // addressed. Role server has every permission.
 //
-// To let agents use a new subject, add it to hostSubjects.
-
-// hostSubjects are the subjects a credential serving the hosts of the
-// subject token pattern tok ("<cloud>.<ip-token>", either token may be
-// "*") may publish and subscribe to.
-func hostSubjects(tok string) (pub, sub []string) {
-	p := subjectPrefix + tok
-	return []string{p + ".hb", p + ".event", p + ".reply.*"}, []string{p + ".op", p + ".cancel", p + ".evack.*"}
-}
-
-// patternToken is the subject token pattern of a host pattern.
-func patternToken(p model.HostPattern) (string, error) {
-	if p.IP == "" {
-		return strconv.Itoa(p.CloudID) + ".*", nil
-	}
-	id, err := model.Host{CloudID: p.CloudID, IP: p.IP}.ID()
-	if err != nil {
-		return "", err
-	}
-	return HostToken(id), nil
-}
+// The subjects themselves are subjects.Host: to let agents use a new
+// subject, add it there.
 
 // hostPermissions allow serving the hosts of the token patterns toks.
 func hostPermissions(toks ...string) *server.Permissions {
 	var pub, sub []string
 	for _, t := range toks {
-		p, s := hostSubjects(t)
+		p, s := subjects.Host(t)
 		pub, sub = append(pub, p...), append(sub, s...)
 	}
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: pub},
-		Subscribe: &server.SubjectPermission{Allow: append(sub, HelloSubject)},
+		Subscribe: &server.SubjectPermission{Allow: append(sub, subjects.Hello)},
 	}
 }
 
@@ -86,7 +67,7 @@ func credentialPermissions(u config.NATSUser, demo bool) (*server.Permissions, e
 			if err != nil {
 				return nil, fmt.Errorf("%s: hosts: %w", u.Name(), err)
 			}
-			tok, err := patternToken(p)
+			tok, err := subjects.PatternToken(p)
 			if err != nil {
 				return nil, fmt.Errorf("%s: hosts: %w", u.Name(), err)
 			}
@@ -104,7 +85,7 @@ func credentialPermissions(u config.NATSUser, demo bool) (*server.Permissions, e
 		if err != nil {
 			return nil, fmt.Errorf("%s: host: %w", u.Name(), err)
 		}
-		return hostPermissions(HostToken(h)), nil
+		return hostPermissions(subjects.HostToken(h)), nil
 	}
 	return nil, fmt.Errorf("%s: role %q: want agent, sim or server", u.Name(), u.Role)
 }

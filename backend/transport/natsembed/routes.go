@@ -1,4 +1,4 @@
-package transport
+package natsembed
 
 import (
 	"log/slog"

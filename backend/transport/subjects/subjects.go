@@ -1,0 +1,57 @@
+// Package subjects names what the NATS subjects of gseproc's hosts are
+// built from: their prefix, a host's two tokens, the server's hello, and
+// the subjects a credential serving hosts may publish and subscribe to.
+// The transport builds every host subject on it and the embedded NATS
+// server (natsembed) grants credentials by it; it imports only model, so
+// the two share it without importing each other (the agent's binary links
+// the transport, not the NATS server).
+package subjects
+
+import (
+	"strconv"
+	"strings"
+
+	"gseproc/model"
+)
+
+const (
+	// Prefix starts every host subject: Prefix + HostToken + kind.
+	Prefix = "gseproc.agent."
+	// Hello asks every agent for a full heartbeat.
+	Hello = "gseproc.server.hello"
+)
+
+// HostToken is the host's two subject tokens "<cloud>.<ip-token>".
+func HostToken(id model.HostID) string {
+	return strconv.Itoa(id.Cloud()) + "." + strings.Map(func(r rune) rune {
+		switch r {
+		case '.':
+			return '_'
+		case ':':
+			return '-'
+		}
+		return r
+	}, id.Addr().String())
+}
+
+// PatternToken is the subject token pattern of a host pattern ("<cloud>.*"
+// for a whole cloud area).
+func PatternToken(p model.HostPattern) (string, error) {
+	if p.IP == "" {
+		return strconv.Itoa(p.CloudID) + ".*", nil
+	}
+	id, err := model.Host{CloudID: p.CloudID, IP: p.IP}.ID()
+	if err != nil {
+		return "", err
+	}
+	return HostToken(id), nil
+}
+
+// Host are the subjects a credential serving the hosts of the subject
+// token pattern tok ("<cloud>.<ip-token>", either token may be "*") may
+// publish and subscribe to (besides Hello, which every such credential
+// may subscribe to). To let agents use a new subject, add it here.
+func Host(tok string) (pub, sub []string) {
+	p := Prefix + tok
+	return []string{p + ".hb", p + ".event", p + ".reply.*"}, []string{p + ".op", p + ".cancel", p + ".evack.*"}
+}
