@@ -69,6 +69,9 @@
 // inherits what its commands leave behind (a daemon whose shell exited)
 // and reaps those orphans too, at each SIGCHLD and in a sweep every
 // second, never a command's child its owner still waits for (reaper.go).
+// A hosted orphan's watcher reaps it through its pidfd (waitid P_PIDFD),
+// which names that very process: it holds no launch back, where the
+// sweep holds every launch from its fork until its pid is registered.
 //
 // The agent runs on Linux (pidfd, /proc, process groups); on other
 // systems New reports that it is not supported, so that the console and

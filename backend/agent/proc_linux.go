@@ -394,29 +394,40 @@ func waitPidfd(ctx context.Context, fd, pid int) error {
 // the process exits (child or not); it polls /proc every poll only where
 // pidfd_open is unavailable. It returns ctx.Err() when ctx ended first.
 func waitGone(ctx context.Context, pid int, startTick uint64, poll time.Duration) error {
+	fd, err := waitGoneFd(ctx, pid, startTick, poll)
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+	return err
+}
+
+// waitGoneFd is waitGone that also returns the pidfd it waited on (-1:
+// none), left open for the caller to close: it names that very process
+// even once its pid is someone else's (reapExited reaps through it).
+func waitGoneFd(ctx context.Context, pid int, startTick uint64, poll time.Duration) (int, error) {
 	fd, ok, err := pidfdOpen(pid)
 	if ok && err != nil {
-		return nil // ESRCH: already gone
+		return -1, nil // ESRCH: already gone
 	}
 	if ok {
-		defer unix.Close(fd)
 		// The pid may have been reused between the caller's check and the
 		// open: verify the process the pidfd names is the one we meant.
 		if st, live := alive(pid); !live || (startTick != 0 && st.StartTick != startTick) {
-			return nil
+			unix.Close(fd)
+			return -1, nil
 		}
-		return waitPidfd(ctx, fd, pid)
+		return fd, waitPidfd(ctx, fd, pid)
 	}
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	for {
 		st, live := alive(pid)
 		if !live || (startTick != 0 && st.StartTick != startTick) {
-			return nil
+			return -1, nil
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return -1, ctx.Err()
 		case <-t.C:
 		}
 	}

@@ -227,12 +227,32 @@ func childPids() []int {
 // next sweep. The pid cannot be another process meanwhile: an exited
 // child stays a zombie until it is reaped. It does nothing when this
 // process runs no reaper (its children are then all owned).
-func (k *childSet) reapExited(pid int) bool {
+//
+// With pidfd (the watcher's, -1: none) it reaps through it (waitid
+// P_PIDFD, Linux 5.4): that names the very process watched, never a
+// launch's child that took its pid after someone else reaped it, so no
+// launch is held back (in a crash storm every exit took the gate, and
+// the launches and the exits behind them queued for seconds). Without,
+// it takes the gate.
+func (k *childSet) reapExited(pid, pidfd int) bool {
 	k.mu.Lock()
 	running := k.users > 0
 	k.mu.Unlock()
-	if !running || pid <= 0 {
+	if !running || pid <= 0 || k.owned(pid) {
 		return false
+	}
+	if pidfd >= 0 {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PIDFD, pidfd, &info, unix.WEXITED|unix.WNOHANG, nil)
+		if err == nil && siginfoPid(&info) == pid {
+			k.mu.Lock()
+			k.reaped++
+			k.mu.Unlock()
+			return true
+		}
+		if err != unix.EINVAL { // EINVAL: no P_PIDFD here; else not ours, or reaped
+			return false
+		}
 	}
 	// Not a child of this process (ECHILD), or a command's: nothing to
 	// take, and no launch to hold back. Only an unowned exited child

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"gseproc/backend/config"
 	"gseproc/model"
 )
@@ -121,5 +123,49 @@ func TestChildSetPidReused(t *testing.T) {
 	k.waited(4242) // B's owner
 	if k.owned(4242) {
 		t.Fatal("pid 4242 still owned after both owners waited")
+	}
+}
+
+// TestReapExitedHoldsNoLaunch: a watcher reaps the orphan it saw exit
+// through its pidfd while a launch is in flight (the gate held shared,
+// from before a fork until its pid is registered): it does not wait for
+// the launch, as the gated reap did, and what it reaps is the process
+// watched (its own wait then finds no child).
+func TestReapExitedHoldsNoLaunch(t *testing.T) {
+	t.Parallel()
+	k := newChildSet()
+	// A reaper runs for this set (its sweep is not needed here), and a
+	// child of this process no owner of k waits for exits.
+	k.users = 1
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	fd, ok, err := pidfdOpen(pid)
+	if !ok || err != nil {
+		cmd.Wait()
+		t.Skipf("no pidfd here (%v): the watcher reaps through the gate", err)
+	}
+	defer unix.Close(fd)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := waitPidfd(ctx, fd, pid); err != nil {
+		t.Fatal(err)
+	}
+	k.start() // a launch in flight
+	reaped := make(chan bool, 1)
+	go func() { reaped <- k.reapExited(pid, fd) }()
+	select {
+	case got := <-reaped:
+		if !got {
+			t.Fatalf("the exited orphan %d was not reaped", pid)
+		}
+	case <-ctx.Done():
+		t.Fatal("the reap of an exited orphan waited for a launch in flight")
+	}
+	k.started(0)
+	if err := cmd.Wait(); err == nil {
+		t.Fatalf("pid %d could still be waited for: reapExited did not reap it", pid)
 	}
 }

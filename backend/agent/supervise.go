@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"gseproc/model"
 	"gseproc/model/opsem"
 )
@@ -29,13 +31,17 @@ func (a *Agent) watchLocked(u *unit) {
 	go func() {
 		defer a.wg.Done()
 		defer cancel()
-		if err := waitGone(ctx, pid, tick, a.cfg.PollInterval.D()); err != nil {
+		fd, err := waitGoneFd(ctx, pid, tick, a.cfg.PollInterval.D())
+		if fd >= 0 {
+			defer unix.Close(fd)
+		}
+		if err != nil {
 			return // cancelled: someone else owns the process now
 		}
 		// An orphan we inherited (a daemon whose shell exited) is reaped
 		// now, not at the reaper's next sweep; our own command's child is
 		// left to its owner (onExit).
-		children.reapExited(pid)
+		children.reapExited(pid, fd)
 		a.onExit(u, gen, pid)
 	}()
 }
