@@ -5,11 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"gseproc/backend"
 	"gseproc/backend/bench"
+	"gseproc/model"
 )
 
 // BenchmarkSelectAllOpRemote100k is BenchmarkSelectAllOp100k in remote
@@ -21,10 +23,32 @@ import (
 // is set (`make bench-console`); GSEPROC_BIN names the gseproc binary to
 // run (default: one built from this module). With GSEPROC_BENCH_SERVER
 // (a URL) it runs against that server instead, one bench.Start started
-// (gseproc's own measurements compare console builds on one fleet).
+// (gseproc's own measurements compare console builds on one fleet), and
+// with GSEPROC_BENCH_TASK (a task id) it watches that task instead of
+// running an op.
 func BenchmarkSelectAllOpRemote100k(b *testing.B) {
 	if url := os.Getenv("GSEPROC_BENCH_SERVER"); url != "" {
-		remoteSelectAll(b, bench.Connect(url))
+		be := bench.Connect(url)
+		if id := os.Getenv("GSEPROC_BENCH_TASK"); id != "" {
+			// The op ran before: watch it (see selectAllWatch).
+			q, n := biggestQuery(b, be)
+			ts, err := be.Tasks(context.Background(), 50)
+			if err != nil {
+				b.Fatal(err)
+			}
+			i := slices.IndexFunc(ts, func(t model.Task) bool { return t.ID == id })
+			if i < 0 {
+				b.Fatalf("no task %s among the last 50", id)
+			}
+			task := ts[i]
+			var f selectAllFigures
+			for b.Loop() {
+				f = selectAllWatch(b, be, q, n, &task)
+			}
+			f.report(b)
+			return
+		}
+		remoteSelectAll(b, be)
 		return
 	}
 	if os.Getenv("GSEPROC_BENCH_REMOTE") == "" {

@@ -65,29 +65,65 @@ type procView struct {
 }
 
 // viewKeeper makes hostViews of a listing, holding each distinct process
-// key and process label set once: decoded from a server, every (host,
-// process) came with copies of its own.
+// key, version, host label set and process label set once: decoded from a
+// server, every host and (host, process) came with copies of its own.
 type viewKeeper struct {
-	keys   map[string]string
-	labels map[string]map[string]string // by process key: the last set seen
+	keys     map[string]string
+	labels   map[string]map[string]string // by process key: the last set seen
+	hostSets map[string]map[string]string // host label sets by their text
+	setText  []byte
+	setKeys  []string
+}
+
+// str is s, held once.
+func (k *viewKeeper) str(s string) string {
+	if s == "" {
+		return ""
+	}
+	if kept, ok := k.keys[s]; ok {
+		return kept
+	}
+	k.keys[s] = s
+	return s
+}
+
+// hostLabels is m, or an equal set kept before.
+func (k *viewKeeper) hostLabels(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return m
+	}
+	k.setKeys = k.setKeys[:0]
+	for key := range m {
+		k.setKeys = append(k.setKeys, key)
+	}
+	slices.Sort(k.setKeys)
+	b := k.setText[:0]
+	for _, key := range k.setKeys {
+		b = append(append(append(append(b, key...), 0), m[key]...), 0)
+	}
+	k.setText = b
+	if kept, ok := k.hostSets[string(b)]; ok {
+		return kept
+	}
+	k.hostSets[string(b)] = m
+	return m
 }
 
 func (k *viewKeeper) keep(v backend.HostView) hostView {
+	if k.keys == nil {
+		k.keys, k.labels, k.hostSets = map[string]string{}, map[string]map[string]string{}, map[string]map[string]string{}
+	}
 	h := hostView{HostInfo: v.HostInfo}
+	h.Labels = k.hostLabels(v.Labels)
+	h.Version = k.str(v.Version)
+	h.State = model.AgentState(k.str(string(v.State)))
 	if len(v.Procs) == 0 {
 		return h
-	}
-	if k.keys == nil {
-		k.keys, k.labels = map[string]string{}, map[string]map[string]string{}
 	}
 	h.Procs = make([]procView, len(v.Procs))
 	for i := range v.Procs {
 		pv := &v.Procs[i]
-		key, ok := k.keys[pv.Key]
-		if !ok {
-			key = pv.Key
-			k.keys[key] = key
-		}
+		key := k.str(pv.Key)
 		labels := pv.Labels
 		if last, ok := k.labels[key]; ok && maps.Equal(last, labels) {
 			labels = last

@@ -2,10 +2,13 @@ package ui
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"gseproc/backend"
+	"gseproc/model"
 )
 
 // TestHostsFirstPage: a host list opens with the backend's first hosts
@@ -146,5 +149,33 @@ func TestHostsFirstPageUntouchedStaysAtTop(t *testing.T) {
 	p.Update(hostsLoadedMsg{id: p.id, hosts: all})
 	if r, ok := p.cursorRow(); !ok || r.v.Host != want {
 		t.Fatalf("moved cursor on %v, was on %s", r, want)
+	}
+}
+
+// TestViewKeeperHoldsRepeatsOnce: a listing's rows share one copy of each
+// process key, version, host label set and process label set, as a
+// server's answer decodes them apart, and keep what the list shows.
+func TestViewKeeperHoldsRepeatsOnce(t *testing.T) {
+	view := func(ip, zone string, st model.ProcState, pid int) backend.HostView {
+		return backend.HostView{HostInfo: model.HostInfo{Host: model.Host{IP: ip}, State: model.AgentState(string([]byte("online"))),
+			Version: string([]byte("2.1.0")), Labels: map[string]string{"zone": zone, "rack": "r01"}},
+			Procs: []backend.ProcView{{Key: string([]byte("web:nginx")), Labels: map[string]string{"app": "nginx"},
+				Status: model.ProcStatus{State: st, PID: pid, Hosted: true, CPU: 3}}}}
+	}
+	var k viewKeeper
+	a, b, c := k.row(view("10.0.0.1", "a", model.ProcRunning, 7)), k.row(view("10.0.0.2", "a", model.ProcStopped, 0)), k.row(view("10.0.0.3", "b", model.ProcRunning, 9))
+	same := func(x, y map[string]string) bool {
+		return reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer()
+	}
+	if !same(a.v.Labels, b.v.Labels) || same(a.v.Labels, c.v.Labels) || c.v.Labels["zone"] != "b" {
+		t.Fatalf("host label sets: %v %v %v", a.v.Labels, b.v.Labels, c.v.Labels)
+	}
+	if !same(a.v.Procs[0].Labels, c.v.Procs[0].Labels) || unsafe.StringData(a.v.Procs[0].Key) != unsafe.StringData(c.v.Procs[0].Key) ||
+		unsafe.StringData(a.v.Version) != unsafe.StringData(b.v.Version) {
+		t.Fatal("a process's key, labels or the version are held twice")
+	}
+	want := procView{Key: "web:nginx", Labels: map[string]string{"app": "nginx"}, State: model.ProcStopped, PID: 0, Hosted: true}
+	if !reflect.DeepEqual(b.v.Procs[0], want) || b.state != model.ProcStopped || b.v.Host.IP != "10.0.0.2" || b.v.State != model.AgentOnline {
+		t.Fatalf("row %+v, want process %+v", b, want)
 	}
 }
