@@ -20,8 +20,9 @@ import (
 // actor is the one the call's context carries (backend.WithActor), with
 // the request's Operator and Source filling what it lacks.
 //
-// An operation is recorded before its task is stored: one that cannot be
-// recorded is not run. A change to the registry or a cancel is recorded
+// An operation is recorded before its task is stored (with a TaskCreator
+// store, together with the task's lease and targets, and the task record
+// only once all three are stored): one that cannot be recorded is not run. A change to the registry or a cancel is recorded
 // once done, with its outcome; refusals are recorded too (best effort).
 
 // actor is who makes a call: ctx's actor, completed by the request.
@@ -54,15 +55,22 @@ func outcome(err error) (string, string) {
 
 // record appends e to the trail, stamped with the engine's clock.
 func (e *Engine) record(ctx context.Context, en model.AuditEntry) error {
-	en.Time = e.now()
-	sort.Strings(en.Namespaces)
-	en.Namespaces = slices.Compact(en.Namespaces)
-	en.Targets = model.CapTargets(en.Targets)
+	en = e.stamp(en)
 	if _, err := e.st.AppendAudit(context.WithoutCancel(ctx), en); err != nil {
 		e.log.Error("audit trail: entry not stored", "action", en.Action, "actor", en.Actor.String(), "task", en.TaskID, "err", err)
 		return fmt.Errorf("record audit entry: %w", err)
 	}
 	return nil
+}
+
+// stamp is en as recorded: stamped with the engine's clock, its
+// namespaces sorted once each, its targets capped.
+func (e *Engine) stamp(en model.AuditEntry) model.AuditEntry {
+	en.Time = e.now()
+	sort.Strings(en.Namespaces)
+	en.Namespaces = slices.Compact(en.Namespaces)
+	en.Targets = model.CapTargets(en.Targets)
+	return en
 }
 
 // recordRefusal records an operation that was refused or failed before

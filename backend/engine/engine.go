@@ -40,6 +40,7 @@ type Engine struct {
 	leaseTTL time.Duration
 	board    CancelBoard  // cancels across engines, when st is one
 	fencer   Fencer       // fenced writes, when st is one (and a Leaser)
+	creator  TaskCreator  // a new task's writes together, when st is one (and a Leaser)
 	modifier TaskModifier // read-modify-write of a task, when st is one
 	rolls    RollBoard    // rolls' controls, when st is one
 
@@ -150,6 +151,7 @@ func New(cfg config.EngineConfig, d Dispatcher, inv Inventory, st Store, opts ..
 	e.modifier, _ = st.(TaskModifier)
 	if e.leaser != nil {
 		e.fencer, _ = st.(Fencer)
+		e.creator, _ = st.(TaskCreator)
 	}
 	e.owner = ownerID()
 	for _, o := range opts {

@@ -5,6 +5,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"gseproc/model"
@@ -239,6 +240,23 @@ type Fencer interface {
 	// UpdateTaskFenced stores t as Store.UpdateTask does, with token fence.
 	UpdateTaskFenced(ctx context.Context, fence uint64, t model.Task) error
 }
+
+// TaskCreator is optional: a Store and Leaser that stores a new task's
+// first writes together implements it. CreateTask stores owner's lease of
+// t (ttl), the audit entry of the operation that makes it and t's
+// targets, all at once, and only once every one of them is stored, t (as
+// Store.PutTask): a task in the store always has its lease, the record of
+// the operation and its targets. A lease held by another owner is
+// model.ErrConflict; an audit entry not stored is an error wrapping
+// ErrNotAudited. On any error t is not stored (its lease may be: the
+// caller lets it go).
+type TaskCreator interface {
+	CreateTask(ctx context.Context, t model.Task, targets []model.Target, owner string, ttl time.Duration, audit model.AuditEntry) error
+}
+
+// ErrNotAudited is the error of a CreateTask whose audit entry was not
+// stored.
+var ErrNotAudited = errors.New("audit entry not stored")
 
 // FencedResults are results of one task and the token they are written
 // with (Fencer.PutResultsFencedMany).

@@ -540,6 +540,12 @@ func (f failedCreation) PutTask(ctx context.Context, t model.Task, targets []mod
 	return errors.New("test: the task is not stored")
 }
 
+// CreateTask fails as PutTask does: the engine creates its tasks through
+// it on a JetStream store (engine.TaskCreator).
+func (f failedCreation) CreateTask(ctx context.Context, t model.Task, targets []model.Target, _ string, _ time.Duration, _ model.AuditEntry) error {
+	return f.PutTask(ctx, t, targets)
+}
+
 // TestRenewalKeepsNoLeaseOfAFailedCreation: a task's creation fails (its
 // store write) while the lease it claimed is being renewed. The renewal
 // does not leave the lease created again after the creation let it go:

@@ -152,13 +152,6 @@ func (e *Engine) operate(ctx context.Context, req backend.OperateRequest) (model
 			delete(e.claims, id)
 			e.mu.Unlock()
 		}()
-		ok, err := e.leaser.AcquireLease(ctx, id, e.owner, e.leaseTTL)
-		if err != nil {
-			return model.Task{}, fmt.Errorf("operate: %w", err)
-		}
-		if !ok {
-			return model.Task{}, fmt.Errorf("operate: task %s already has a lease: %w", id, model.ErrConflict)
-		}
 	}
 	nsSet := map[string]bool{}
 	for k := range procs {
@@ -184,15 +177,11 @@ func (e *Engine) operate(ctx context.Context, req backend.OperateRequest) (model
 	if rollout != nil {
 		en.Summary += fmt.Sprintf(", rolled in %d batches (%s)", len(plan), rollout)
 	}
-	err = e.record(ctx, en)
-	if err == nil {
-		err = e.st.PutTask(ctx, t, targets)
-	}
-	if err != nil {
+	if err := e.createTask(ctx, t, targets, en); err != nil {
 		if e.leaser != nil {
 			e.letLeaseGo(context.WithoutCancel(ctx), hold, id, true)
 		}
-		return model.Task{}, fmt.Errorf("operate: store task: %w", err)
+		return model.Task{}, err
 	}
 	r := newRun(t, targets, procs, nil)
 	r.lease = hold
@@ -205,6 +194,44 @@ func (e *Engine) operate(ctx context.Context, req backend.OperateRequest) (model
 		return model.Task{}, err
 	}
 	return t, nil
+}
+
+// createTask stores a new task t: its lease (with a Leaser), the audit
+// entry en of the operation that makes it and its targets, then t; in
+// this order (a task in the store always has its lease, its audit entry
+// and its targets), or all but t together when the store is a
+// TaskCreator. Nothing of the task is acted on before it returns: an
+// operation that cannot be recorded is not run. On an error the caller
+// lets the lease go.
+func (e *Engine) createTask(ctx context.Context, t model.Task, targets []model.Target, en model.AuditEntry) error {
+	if e.creator != nil {
+		en = e.stamp(en)
+		err := e.creator.CreateTask(context.WithoutCancel(ctx), t, targets, e.owner, e.leaseTTL, en)
+		if errors.Is(err, ErrNotAudited) {
+			e.log.Error("audit trail: entry not stored", "action", en.Action, "actor", en.Actor.String(), "task", en.TaskID, "err", err)
+		}
+		if err != nil {
+			return fmt.Errorf("operate: store task: %w", err)
+		}
+		return nil
+	}
+	if e.leaser != nil {
+		ok, err := e.leaser.AcquireLease(ctx, t.ID, e.owner, e.leaseTTL)
+		if err != nil {
+			return fmt.Errorf("operate: %w", err)
+		}
+		if !ok {
+			return fmt.Errorf("operate: task %s already has a lease: %w", t.ID, model.ErrConflict)
+		}
+	}
+	err := e.record(ctx, en)
+	if err == nil {
+		err = e.st.PutTask(ctx, t, targets)
+	}
+	if err != nil {
+		return fmt.Errorf("operate: store task: %w", err)
+	}
+	return nil
 }
 
 // selection is Task.Selection: the request's name, labels, hosts and

@@ -47,21 +47,30 @@ func (s *Store) AppendAudit(ctx context.Context, e model.AuditEntry) (uint64, er
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	e.Seq = 0
-	data, err := json.Marshal(e)
+	m, err := s.auditMsg(e)
 	if err != nil {
-		return 0, fmt.Errorf("append audit: %w", err)
+		return 0, err
 	}
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	id := hex.EncodeToString(b)
 	ack, err := do(s, ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
-		return s.on().js.Publish(ctx, s.auditSubject, data, jetstream.WithMsgID(id))
+		return s.on().js.PublishMsg(ctx, m.msg())
 	})
 	if err != nil {
 		return 0, fmt.Errorf("append audit: %w", err)
 	}
 	return ack.Sequence, nil
+}
+
+// auditMsg is e as stored, under a message id of its own: published again
+// (its acknowledgement lost), it is stored once.
+func (s *Store) auditMsg(e model.AuditEntry) (pubMsg, error) {
+	e.Seq = 0
+	data, err := json.Marshal(e)
+	if err != nil {
+		return pubMsg{}, fmt.Errorf("append audit: %w", err)
+	}
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return pubMsg{subject: s.auditSubject, data: data, what: "append audit", msgID: hex.EncodeToString(b)}, nil
 }
 
 // Audit lists the entries matching q, newest first: it reads the stream

@@ -34,14 +34,21 @@ type pubMsg struct {
 	what    string // for errors
 	del     bool   // a KV delete of the subject's key (data unused)
 	msgID   string // Nats-Msg-Id: the stream keeps one message per id within its duplicates window
+	// create: stored only if its subject has no message yet (a KV
+	// Create of a key never written: Nats-Expected-Last-Subject-Sequence
+	// 0); repeated after its acknowledgement was lost, it is refused.
+	create bool
 }
 
 // msg is m as published: a KV delete is a message carrying the
 // KV-Operation header, as KeyValue.Delete publishes it.
 func (m pubMsg) msg() *nats.Msg {
 	msg := &nats.Msg{Subject: m.subject, Data: m.data}
-	if m.del || m.msgID != "" {
+	if m.del || m.msgID != "" || m.create {
 		msg.Header = nats.Header{}
+	}
+	if m.create {
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 	}
 	if m.del {
 		msg.Data = nil
@@ -55,7 +62,7 @@ func (m pubMsg) msg() *nats.Msg {
 
 // publishAll stores every message of msgs, pubWindow at a time.
 func (s *Store) publishAll(ctx context.Context, msgs []pubMsg) error {
-	p := s.publishEach(ctx, msgs)
+	p := s.publishEach(ctx, msgs, false)
 	if p.stop != nil && ctx.Err() != nil && errors.Is(p.stop, ctx.Err()) {
 		return ctx.Err()
 	}
@@ -79,19 +86,45 @@ type published struct {
 	failed []error
 	stop   error
 	from   int
+	// seqs[i] is the stream sequence msgs[i] was stored at (when
+	// publishEach was asked for them).
+	seqs []uint64
 }
 
 // publishEach stores every message of msgs, pubWindow at a time, and says
-// which failed.
-func (s *Store) publishEach(ctx context.Context, msgs []pubMsg) published {
+// which failed (and, with seqs, where each was stored).
+func (s *Store) publishEach(ctx context.Context, msgs []pubMsg, seqs bool) published {
 	var p published
+	if seqs {
+		p.seqs = make([]uint64, len(msgs))
+	}
 	fail := func(i int, err error) {
 		if p.failed == nil {
 			p.failed = make([]error, len(msgs))
 		}
 		p.failed[i] = err
 	}
-	_, bounded := backend.StoreWait(ctx)
+	// With the caller's bound (an API call), the acknowledgements are
+	// awaited as do awaits an answer: an earlier call of the request that
+	// found the store down fails this one at once, and the check (judge)
+	// ends the wait as soon as JetStream is found unreachable, within the
+	// bound; when JetStream answers, the wait keeps its attemptTimeout.
+	t0 := time.Now()
+	wait := ctx
+	bound, bounded := backend.StoreDeadline(ctx)
+	if bounded && len(msgs) > 0 {
+		if err := backend.StoreDown(ctx); err != nil {
+			p.stop = err
+			return p
+		}
+		pctx, abort := context.WithCancelCause(ctx)
+		stop := s.judge(t0, bound, abort)
+		defer func() {
+			stop()
+			abort(nil)
+		}()
+		wait = pctx
+	}
 	for start := 0; start < len(msgs); start += pubWindow {
 		part := msgs[start:min(start+pubWindow, len(msgs))]
 		futs := make([]jetstream.PubAckFuture, len(part))
@@ -105,19 +138,30 @@ func (s *Store) publishEach(ctx context.Context, msgs []pubMsg) published {
 		for i, f := range futs {
 			if f != nil {
 				select {
-				case <-f.Ok():
+				case ack := <-f.Ok():
+					if p.seqs != nil {
+						p.seqs[start+i] = ack.Sequence
+					}
 					continue
 				case <-f.Err():
 				case <-timer.C:
 					timer.Reset(0) // the window is up: the rest are retried as they come
-				case <-ctx.Done():
+				case <-wait.Done():
 					timer.Stop()
 					p.stop, p.from = ctx.Err(), start+i
+					if p.stop == nil { // judged unreachable
+						p.stop = unavailable(time.Since(t0), context.Cause(wait))
+						backend.MarkStoreDown(ctx, p.stop)
+					}
 					return p
 				}
 			}
 			m := part[i]
-			if _, err := do(s, ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return s.on().js.PublishMsg(ctx, m.msg()) }); err != nil {
+			ack, err := do(s, ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return s.on().js.PublishMsg(ctx, m.msg()) })
+			if err == nil && p.seqs != nil {
+				p.seqs[start+i] = ack.Sequence
+			}
+			if err != nil {
 				fail(start+i, fmt.Errorf("%s: %w", m.what, err))
 				if bounded && errors.Is(err, model.ErrUnavailable) {
 					// The caller's bound is spent: the rest would wait as long each.

@@ -129,7 +129,7 @@ func (s *Store) PutResultsFencedMany(ctx context.Context, sets []engine.FencedRe
 		}
 		errs[i] = err
 	}
-	p := s.publishEach(ctx, msgs)
+	p := s.publishEach(ctx, msgs, false)
 	for j, err := range p.failed {
 		if err != nil {
 			errs[of[j]] = errors.Join(errs[of[j]], err)

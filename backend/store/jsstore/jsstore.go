@@ -669,36 +669,62 @@ func (s *Store) PutTask(ctx context.Context, t model.Task, targets []model.Targe
 	if err := s.check(); err != nil {
 		return err
 	}
-	idx := &taskIndex{targets: make(map[model.Target]int, len(targets))}
-	for i, tg := range targets {
-		if _, dup := idx.targets[tg.Pair()]; dup {
-			return fmt.Errorf("put task %s: target %s %s given twice", t.ID, tg.Host, tg.ProcKey)
+	w, err := s.taskWrites(t, targets)
+	if err != nil {
+		return err
+	}
+	// Targets first: a task record always has its targets.
+	for _, m := range w.targets {
+		if _, err := do(s, ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return s.on().js.PublishMsg(ctx, m.msg()) }); err != nil {
+			return fmt.Errorf("put task %s: targets: %w", t.ID, err)
 		}
-		idx.targets[tg.Pair()] = i
+	}
+	return s.createTask(ctx, t, w)
+}
+
+// taskWrites are a new task's: its targets' messages (chunkSize targets
+// each), its record and the index of its targets.
+type taskWrites struct {
+	targets []pubMsg
+	record  []byte
+	idx     *taskIndex
+}
+
+func (s *Store) taskWrites(t model.Task, targets []model.Target) (taskWrites, error) {
+	w := taskWrites{idx: &taskIndex{targets: make(map[model.Target]int, len(targets))}}
+	for i, tg := range targets {
+		if _, dup := w.idx.targets[tg.Pair()]; dup {
+			return w, fmt.Errorf("put task %s: target %s %s given twice", t.ID, tg.Host, tg.ProcKey)
+		}
+		w.idx.targets[tg.Pair()] = i
 	}
 	tk := enc(t.ID)
-	// Targets first: a task record always has its targets.
 	for c := 0; c*chunkSize < len(targets) || c == 0; c++ {
 		part := targets[c*chunkSize : min((c+1)*chunkSize, len(targets))]
 		data, err := json.Marshal(part)
 		if err != nil {
-			return fmt.Errorf("put task %s: %w", t.ID, err)
+			return w, fmt.Errorf("put task %s: %w", t.ID, err)
 		}
-		if _, err := do(s, ctx, func(ctx context.Context) (uint64, error) {
-			return s.on().targets.Put(ctx, tk+"."+strconv.Itoa(c), data)
-		}); err != nil {
-			return fmt.Errorf("put task %s: targets: %w", t.ID, err)
-		}
+		w.targets = append(w.targets, pubMsg{subject: kvSubject(s.on().targets, tk+"."+strconv.Itoa(c)), data: data,
+			what: fmt.Sprintf("put task %s: targets %d", t.ID, c)})
 	}
-	data, err := json.Marshal(t)
-	if err != nil {
-		return fmt.Errorf("put task %s: %w", t.ID, err)
+	var err error
+	if w.record, err = json.Marshal(t); err != nil {
+		return w, fmt.Errorf("put task %s: %w", t.ID, err)
 	}
-	idx.rev, err = do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().tasks.Create(ctx, tk, data) })
+	return w, nil
+}
+
+// createTask creates t's record (ErrConflict when it exists) once its
+// targets are stored, and keeps its index.
+func (s *Store) createTask(ctx context.Context, t model.Task, w taskWrites) error {
+	tk := enc(t.ID)
+	var err error
+	w.idx.rev, err = do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().tasks.Create(ctx, tk, w.record) })
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		// An earlier attempt may have been applied without its answer arriving.
-		if e, gerr := s.get(ctx, s.on().tasks, tk); gerr == nil && bytes.Equal(e.Value(), data) {
-			idx.rev, err = e.Revision(), nil
+		if e, gerr := s.get(ctx, s.on().tasks, tk); gerr == nil && bytes.Equal(e.Value(), w.record) {
+			w.idx.rev, err = e.Revision(), nil
 		}
 	}
 	if err != nil {
@@ -708,7 +734,7 @@ func (s *Store) PutTask(ctx context.Context, t model.Task, targets []model.Targe
 		return fmt.Errorf("put task %s: %w", t.ID, err)
 	}
 	s.mu.Lock()
-	s.cacheIndex(t.ID, idx)
+	s.cacheIndex(t.ID, w.idx)
 	s.mu.Unlock()
 	return nil
 }

@@ -131,9 +131,13 @@ func boundedCalls(s *Store, bound time.Duration) map[string]func() error {
 		"put process": func() error { return s.PutProcess(b(), proc("web", "apache")) },
 		"processes":   func() error { _, err := s.Processes(b()); return err },
 		"put task":    func() error { return s.PutTask(b(), model.Task{ID: "T2", Op: model.OpStart, Targets: 1}, targets(1)) },
-		"tasks":       func() error { _, err := s.Tasks(b(), 10); return err },
-		"task":        func() error { _, _, err := s.Task(b(), "T1"); return err },
-		"results":     func() error { _, err := s.Results(b(), "T1"); return err },
+		"create task": func() error {
+			return s.CreateTask(b(), model.Task{ID: "T3", Op: model.OpStart, Targets: 1}, targets(1), "A", time.Minute,
+				model.AuditEntry{Action: model.AuditOperate, TaskID: "T3"})
+		},
+		"tasks":   func() error { _, err := s.Tasks(b(), 10); return err },
+		"task":    func() error { _, _, err := s.Task(b(), "T1"); return err },
+		"results": func() error { _, err := s.Results(b(), "T1"); return err },
 	}
 }
 
@@ -272,7 +276,7 @@ func TestLostQuorumFailsFast(t *testing.T) {
 	for round := range 3 {
 		for _, o := range runBounded(boundedCalls(s, apiBound)) {
 			t.Logf("round %d %s: %s: %v", round, o.name, o.took, o.err)
-			mustFail := o.name == "put process" || o.name == "put task" || o.name == "tasks"
+			mustFail := o.name == "put process" || o.name == "put task" || o.name == "create task" || o.name == "tasks"
 			if mustFail && !errors.Is(o.err, model.ErrUnavailable) || o.err != nil && !errors.Is(o.err, model.ErrUnavailable) {
 				t.Errorf("round %d %s without a quorum: %v, not ErrUnavailable", round, o.name, o.err)
 			}
