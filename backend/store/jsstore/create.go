@@ -41,7 +41,7 @@ func (s *Store) CreateTask(ctx context.Context, t model.Task, targets []model.Ta
 	msgs = append(msgs, pubMsg{subject: kvSubject(s.on().leases, enc(t.ID)), data: leaseData(t.ID, owner, ttl),
 		what: "acquire lease of " + t.ID, create: true}, am)
 	msgs = append(msgs, w.targets...)
-	p := s.publishEach(ctx, msgs, false)
+	p := s.publishEach(ctx, msgs, true)
 	if p.stop != nil {
 		// ctx ended, or the store was found down within the caller's bound.
 		return fmt.Errorf("put task %s: %w", t.ID, p.stop)
@@ -55,6 +55,7 @@ func (s *Store) CreateTask(ctx context.Context, t model.Task, targets []model.Ta
 	var errs []error
 	switch err := failed(leaseAt); {
 	case err == nil:
+		s.leaseRevs.set(enc(t.ID), leaseMark{owner, ttl, p.seqs[leaseAt]})
 	case !wrongLastSeq(err):
 		errs = append(errs, err)
 	default:

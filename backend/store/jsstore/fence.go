@@ -50,11 +50,11 @@ func (s *Store) Fence(ctx context.Context, taskID string) (uint64, error) {
 	return rev, nil
 }
 
-// fence returns taskID's fence token now (0: never fenced).
+// fence returns taskID's fence token now (0: never fenced), read so that
+// any store's last write of it shows (get: through the stream leader on a
+// replicated bucket; with one replica the only copy is the leader's).
 func (s *Store) fence(ctx context.Context, taskID string) (uint64, error) {
-	e, err := do(s, ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
-		return s.leaderGet(ctx, s.on().results, fenceKey(taskID))
-	})
+	e, err := s.get(ctx, s.on().results, fenceKey(taskID))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return 0, nil
@@ -148,6 +148,9 @@ func (s *Store) PutResultsFencedMany(ctx context.Context, sets []engine.FencedRe
 // UpdateTaskFenced stores t as UpdateTask does, unless the task's fence is
 // no longer fence (model.ErrConflict): a compare-and-set on the task key
 // after the fence is checked, repeated when the key changed meanwhile.
+// The first compare is at the revision this store wrote last, when it
+// knows it (the task's index): if the key is still there, nobody wrote it
+// since; if not, the key is read, as it is when the revision is unknown.
 func (s *Store) UpdateTaskFenced(ctx context.Context, fence uint64, t model.Task) error {
 	if err := s.check(); err != nil {
 		return err
@@ -157,13 +160,23 @@ func (s *Store) UpdateTaskFenced(ctx context.Context, fence uint64, t model.Task
 	if err != nil {
 		return fmt.Errorf("update task %s: %w", t.ID, err)
 	}
+	s.mu.Lock()
+	idx := s.index[t.ID]
+	var rev uint64
+	if idx != nil {
+		rev = idx.rev
+	}
+	s.mu.Unlock()
 	for attempt := 0; ; attempt++ {
-		e, err := do(s, ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.leaderGet(ctx, s.on().tasks, tk) })
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return fmt.Errorf("update task %s: %w", t.ID, model.ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("update task %s: %w", t.ID, err)
+		if rev == 0 || attempt > 0 {
+			e, err := do(s, ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.leaderGet(ctx, s.on().tasks, tk) })
+			if errors.Is(err, jetstream.ErrKeyNotFound) {
+				return fmt.Errorf("update task %s: %w", t.ID, model.ErrNotFound)
+			}
+			if err != nil {
+				return fmt.Errorf("update task %s: %w", t.ID, err)
+			}
+			rev = e.Revision()
 		}
 		now, err := s.fence(ctx, t.ID)
 		if err != nil {
@@ -172,9 +185,14 @@ func (s *Store) UpdateTaskFenced(ctx context.Context, fence uint64, t model.Task
 		if now != fence {
 			return fmt.Errorf("update task %s: a newer owner fenced the task (fence %d, ours %d): %w", t.ID, now, fence, model.ErrConflict)
 		}
-		_, err = do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().tasks.Update(ctx, tk, data, e.Revision()) })
+		newRev, err := do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().tasks.Update(ctx, tk, data, rev) })
 		switch {
 		case err == nil:
+			if idx != nil {
+				s.mu.Lock()
+				idx.rev = newRev
+				s.mu.Unlock()
+			}
 			s.forgetIndex(t)
 			return nil
 		case !errors.Is(err, jetstream.ErrKeyRevisionMismatch) || attempt >= 10:

@@ -128,6 +128,7 @@ type Store struct {
 	cancel context.CancelFunc // of ctx
 	wg     sync.WaitGroup     // the registry watch
 
+	leaseRevs  leaseRevs    // the leases' revisions as written here (lease.go)
 	liveness   liveness     // the shared check of an unanswered API call (live.go)
 	lastAnswer atomic.Int64 // when JetStream last answered a call (unix ns; live.go)
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -27,6 +28,49 @@ type leaseRec struct {
 	Owner string `json:"owner"`
 	TTLms int64  `json:"ttl_ms"`
 	At    int64  `json:"at_ns"`
+}
+
+// leaseRevs are the revisions of the leases this store wrote last, by key,
+// with their owner and TTL, so that a release needs no read first: a lease
+// still at the revision written here is still as written (the release is
+// a compare-and-set at that revision; refused, the lease is read as
+// before). At most leaseRevsMax are kept; beyond, arbitrary ones are
+// forgotten (their release reads the lease).
+type leaseRevs struct {
+	mu sync.Mutex
+	m  map[string]leaseMark
+}
+
+type leaseMark struct {
+	owner string
+	ttl   time.Duration
+	rev   uint64
+}
+
+const leaseRevsMax = 1 << 14
+
+func (l *leaseRevs) set(k string, m leaseMark) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[string]leaseMark{}
+	}
+	for x := range l.m {
+		if len(l.m) < leaseRevsMax {
+			break
+		}
+		delete(l.m, x)
+	}
+	l.m[k] = m
+}
+
+// take returns k's mark and forgets it.
+func (l *leaseRevs) take(k string) (leaseMark, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m, ok := l.m[k]
+	delete(l.m, k)
+	return m, ok
 }
 
 func leaseData(task, owner string, ttl time.Duration) []byte {
@@ -53,8 +97,9 @@ func (s *Store) AcquireLease(ctx context.Context, taskID, owner string, ttl time
 	}
 	k := enc(taskID)
 	data := leaseData(taskID, owner, ttl)
-	_, err := do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().leases.Create(ctx, k, data) })
+	rev, err := do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().leases.Create(ctx, k, data) })
 	if err == nil {
+		s.leaseRevs.set(k, leaseMark{owner, ttl, rev})
 		return true, nil
 	}
 	if !errors.Is(err, jetstream.ErrKeyExists) {
@@ -68,7 +113,11 @@ func (s *Store) AcquireLease(ctx context.Context, taskID, owner string, ttl time
 		}
 		return false, fmt.Errorf("acquire lease of %s: %w", taskID, gerr)
 	}
-	return bytes.Equal(e.Value(), data) || rec.Owner == owner, nil
+	if !bytes.Equal(e.Value(), data) && rec.Owner != owner {
+		return false, nil
+	}
+	s.leaseRevs.set(k, leaseMark{owner, time.Duration(rec.TTLms) * time.Millisecond, e.Revision()})
+	return true, nil
 }
 
 // RenewLease rewrites owner's lease (model.ErrConflict when it is not
@@ -104,9 +153,10 @@ func (s *Store) RenewLease(ctx context.Context, taskID, owner string, ttl time.D
 			return fmt.Errorf("renew lease of %s: held by %q: %w", taskID, rec.Owner, model.ErrConflict)
 		}
 		data := leaseData(taskID, owner, ttl)
-		_, err = do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().leases.Update(ctx, k, data, e.Revision()) })
+		rev, err := do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().leases.Update(ctx, k, data, e.Revision()) })
 		switch {
 		case err == nil:
+			s.leaseRevs.set(k, leaseMark{owner, ttl, rev})
 			return nil
 		case !errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 			return fmt.Errorf("renew lease of %s: %w", taskID, err)
@@ -124,23 +174,41 @@ func (s *Store) TakeLease(ctx context.Context, taskID, owner string, ttl time.Du
 	}
 	k := enc(taskID)
 	data := leaseData(taskID, owner, ttl)
-	_, err := do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().leases.Update(ctx, k, data, rev) })
+	newRev, err := do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().leases.Update(ctx, k, data, rev) })
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		e, _, gerr := s.getLease(ctx, k)
-		return gerr == nil && bytes.Equal(e.Value(), data), nil
+		if gerr != nil || !bytes.Equal(e.Value(), data) {
+			return false, nil
+		}
+		newRev, err = e.Revision(), nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("take lease of %s: %w", taskID, err)
 	}
+	s.leaseRevs.set(k, leaseMark{owner, ttl, newRev})
 	return true, nil
 }
 
-// ReleaseLease deletes owner's lease (done) or leaves it ownerless.
+// ReleaseLease deletes owner's lease (done) or leaves it ownerless. A
+// lease this store wrote last for owner is released at the revision it
+// wrote (leaseRevs): one write, no read; refused (written since), the
+// lease is read and released as it is found.
 func (s *Store) ReleaseLease(ctx context.Context, taskID, owner string, done bool) error {
 	if err := s.check(); err != nil {
 		return err
 	}
 	k := enc(taskID)
+	if m, ok := s.leaseRevs.take(k); ok && m.owner == owner {
+		var err error
+		if done {
+			err = s.on().leases.Purge(ctx, k, jetstream.LastRevision(m.rev))
+		} else {
+			_, err = s.on().leases.Update(ctx, k, leaseData(taskID, "", m.ttl), m.rev)
+		}
+		if err == nil {
+			return nil
+		}
+	}
 	e, rec, err := s.getLease(ctx, k)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil
