@@ -475,20 +475,38 @@ func enc(s string) string {
 }
 
 func encLong(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
-			b.WriteByte(c)
-		default:
-			fmt.Fprintf(&b, "=%02X", c)
-		}
-	}
-	if b.Len() == 0 {
+	if s == "" {
 		return "=" // the empty string still needs a token
 	}
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		if !keyByte(s[i]) {
+			n += 2
+		}
+	}
+	if n == len(s) {
+		return s
+	}
+	// One allocation: the key of every task id (its colons escaped) is
+	// made several times per task.
+	const hexDigits = "0123456789ABCDEF"
+	var b strings.Builder
+	b.Grow(n)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; keyByte(c) {
+			b.WriteByte(c)
+		} else {
+			b.WriteByte('=')
+			b.WriteByte(hexDigits[c>>4])
+			b.WriteByte(hexDigits[c&15])
+		}
+	}
 	return b.String()
+}
+
+// keyByte says whether c stands for itself in a key token.
+func keyByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
 
 // ---- registry ----
