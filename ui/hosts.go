@@ -3,7 +3,9 @@ package ui
 import (
 	"cmp"
 	"fmt"
+	"hash/maphash"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,13 +68,15 @@ type procView struct {
 
 // viewKeeper makes hostViews of a listing, holding each distinct process
 // key, version, host label set and process label set once: decoded from a
-// server, every host and (host, process) came with copies of its own.
+// server, every host and (host, process) came with copies of its own. The
+// processes of the listing's hosts share one array (one allocation, not
+// one a host).
 type viewKeeper struct {
 	keys     map[string]string
-	labels   map[string]map[string]string // by process key: the last set seen
-	hostSets map[string]map[string]string // host label sets by their text
-	setText  []byte
-	setKeys  []string
+	labels   map[string]map[string]string   // by process key: the last set seen
+	hostSets map[uint64][]map[string]string // host label sets by setHash
+	seed     maphash.Seed
+	procs    []procView // room for the processes still to keep
 }
 
 // str is s, held once.
@@ -87,31 +91,42 @@ func (k *viewKeeper) str(s string) string {
 	return s
 }
 
+// sameMap reports whether a and b are one map (a listing from the
+// embedded engine shares its definitions' label maps).
+func sameMap(a, b map[string]string) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
 // hostLabels is m, or an equal set kept before.
 func (k *viewKeeper) hostLabels(m map[string]string) map[string]string {
 	if len(m) == 0 {
 		return m
 	}
-	k.setKeys = k.setKeys[:0]
-	for key := range m {
-		k.setKeys = append(k.setKeys, key)
+	// A hash of the set whatever the order its pairs come in (a sum of
+	// each pair's): no sorting, no text made a host.
+	var sum uint64
+	var h maphash.Hash
+	h.SetSeed(k.seed)
+	for key, val := range m {
+		h.Reset()
+		h.WriteString(key)
+		h.WriteByte(0)
+		h.WriteString(val)
+		sum += h.Sum64()
 	}
-	slices.Sort(k.setKeys)
-	b := k.setText[:0]
-	for _, key := range k.setKeys {
-		b = append(append(append(append(b, key...), 0), m[key]...), 0)
+	for _, kept := range k.hostSets[sum] {
+		if maps.Equal(kept, m) {
+			return kept
+		}
 	}
-	k.setText = b
-	if kept, ok := k.hostSets[string(b)]; ok {
-		return kept
-	}
-	k.hostSets[string(b)] = m
+	k.hostSets[sum] = append(k.hostSets[sum], m)
 	return m
 }
 
 func (k *viewKeeper) keep(v backend.HostView) hostView {
 	if k.keys == nil {
-		k.keys, k.labels, k.hostSets = map[string]string{}, map[string]map[string]string{}, map[string]map[string]string{}
+		k.keys, k.labels, k.hostSets = map[string]string{}, map[string]map[string]string{}, map[uint64][]map[string]string{}
+		k.seed = maphash.MakeSeed()
 	}
 	h := hostView{HostInfo: v.HostInfo}
 	h.Labels = k.hostLabels(v.Labels)
@@ -120,12 +135,15 @@ func (k *viewKeeper) keep(v backend.HostView) hostView {
 	if len(v.Procs) == 0 {
 		return h
 	}
-	h.Procs = make([]procView, len(v.Procs))
+	if len(k.procs) < len(v.Procs) {
+		k.procs = make([]procView, max(len(v.Procs), 256))
+	}
+	h.Procs, k.procs = k.procs[:len(v.Procs):len(v.Procs)], k.procs[len(v.Procs):]
 	for i := range v.Procs {
 		pv := &v.Procs[i]
 		key := k.str(pv.Key)
 		labels := pv.Labels
-		if last, ok := k.labels[key]; ok && maps.Equal(last, labels) {
+		if last, ok := k.labels[key]; ok && (sameMap(last, labels) || maps.Equal(last, labels)) {
 			labels = last
 		} else {
 			k.labels[key] = labels
@@ -637,6 +655,11 @@ func (p *hostsPage) setRows(hosts []backend.HostView, cur model.Host) {
 	p.names, p.keys = nil, nil
 	p.rows = make([]hostRow, len(hosts))
 	var k viewKeeper
+	n := 0
+	for i := range hosts {
+		n += len(hosts[i].Procs)
+	}
+	k.procs = make([]procView, n)
 	for i, h := range hosts {
 		p.rows[i] = k.row(h)
 	}
