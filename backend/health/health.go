@@ -31,11 +31,14 @@ const (
 	// server is still opening its store or resuming its tasks.
 	StateStarting = "starting"
 	// StateNATSDown: the server's NATS connection is down (it reconnects
-	// by itself); operations cannot reach agents or the store.
+	// by itself), or NATS answers nothing on it (not even a PING: a
+	// stopped or cut-off server, found by the store); operations cannot
+	// reach agents or the store.
 	StateNATSDown = "nats_disconnected"
 	// StateNoQuorum: JetStream does not answer: on a cluster, too few nodes
 	// are up for a quorum (the node waits for its peers and recovers by
-	// itself when they return). Hosted processes keep running.
+	// itself when they return), or the store finds JetStream silent or
+	// some of its streams without a leader. Hosted processes keep running.
 	StateNoQuorum = "no_quorum"
 )
 
@@ -100,6 +103,14 @@ type Options struct {
 	// NATS and JetStream answer (opening its store, resuming its tasks);
 	// "" once it has started. Until then the state is "starting".
 	Starting func() string
+	// StoreOutage, when not nil, is the store's own finding that it
+	// cannot reach JetStream (jsstore.Store.Outage: the probe an API call
+	// waiting on the store made found NATS or JetStream silent, or a
+	// stream without a leader), with the reason and since when. Status
+	// reads it live and reports it at once over a ready verdict, as it
+	// does a lost connection: natsSilent (NATS answers nothing, not even a
+	// PING) as nats_disconnected, anything else as no_quorum.
+	StoreOutage func() (since time.Time, natsSilent bool, err error)
 	// Every is the probe interval (default 1s); Timeout bounds each NATS
 	// call of a probe (default 2s).
 	Every, Timeout time.Duration
@@ -159,14 +170,31 @@ func Start(o Options) (*Prober, error) {
 
 // Status is the last probe's findings; it never blocks on NATS. A NATS
 // connection lost since that probe is reported at once (its state is read
-// live, without a request): nats_disconnected, with the reason.
+// live, without a request): nats_disconnected, with the reason; so is an
+// outage the store found (Options.StoreOutage) while the last probe found
+// the server ready.
 func (p *Prober) Status() Status {
 	down, why := natsDown(p.o.Link)
+	var (
+		storeSince  time.Time
+		storeSilent bool
+		storeErr    error
+	)
+	if !down && p.o.StoreOutage != nil {
+		storeSince, storeSilent, storeErr = p.o.StoreOutage()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.last
 	if !down {
 		p.downSince = time.Time{}
+		if storeErr != nil && s.Ready {
+			s.State, s.Ready, s.Since = StateNoQuorum, false, storeSince
+			if storeSilent {
+				s.State = StateNATSDown
+			}
+			s.Reason = "the store finds " + storeErr.Error() + " (it recovers by itself when they answer)"
+		}
 		return s
 	}
 	if s.State == StateNATSDown {

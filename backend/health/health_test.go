@@ -2,9 +2,11 @@ package health
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -259,4 +261,51 @@ func TestClusterForming(t *testing.T) {
 	}
 	node(t, 1, ports[:3], listen(1), dirs[1])
 	eventually(t, "ready with 2 of 3", 60*time.Second, func() bool { return p.Status().Ready })
+}
+
+// TestStoreOutageAtOnce: an outage the store found (Options.StoreOutage)
+// is reported by Status at once over a ready verdict, with its reason and
+// since when (NATS silent as nats_disconnected, else no_quorum), and no
+// longer once the store finds none.
+func TestStoreOutageAtOnce(t *testing.T) {
+	_, nc, _ := natsAndConn(t, natsembed.EmbeddedOptions{})
+	var (
+		mu     sync.Mutex
+		since  time.Time
+		silent bool
+		outage error
+	)
+	set := func(s time.Time, sil bool, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		since, silent, outage = s, sil, err
+	}
+	p, err := Start(Options{Link: transport.FixedLink(nc), Every: time.Hour, FailAfter: 3,
+		StoreOutage: func() (time.Time, bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return since, silent, outage
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if s := p.Status(); !s.Ready {
+		t.Fatalf("first probe: %+v", s)
+	}
+	at := time.Now().Add(-time.Second)
+	for _, c := range []struct {
+		silent bool
+		state  string
+	}{{true, StateNATSDown}, {false, StateNoQuorum}} {
+		set(at, c.silent, errors.New("NATS answers nothing"))
+		s := p.Status()
+		if s.Ready || s.State != c.state || !strings.Contains(s.Reason, "NATS answers nothing") || !s.Since.Equal(at) {
+			t.Fatalf("store outage (silent %v): %+v", c.silent, s)
+		}
+	}
+	set(time.Time{}, false, nil)
+	if s := p.Status(); !s.Ready {
+		t.Fatalf("store outage over: %+v", s)
+	}
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"gseproc/backend/config"
 	"gseproc/backend/engine"
 	"gseproc/backend/health"
+	"gseproc/backend/store/jsstore"
 	"gseproc/model"
 )
 
@@ -38,9 +40,10 @@ type Server struct {
 
 	mu     sync.Mutex
 	e      *engine.Engine
-	closer func() error // closes the engine and what it runs on
-	phase  string       // what the node is doing while not started
-	err    error        // why it could not start
+	closer func() error   // closes the engine and what it runs on
+	st     *jsstore.Store // the store, once started (its Outage: the prober)
+	phase  string         // what the node is doing while not started
+	err    error          // why it could not start
 }
 
 // StartServer builds the backend `gseproc server` serves, as [server]
@@ -94,7 +97,15 @@ func StartServer(ctx context.Context, cfg config.Config, demo bool, version stri
 			}
 			return 0
 		},
-		Agents: nb.NATS.Count}
+		Agents: nb.NATS.Count,
+		StoreOutage: func() (time.Time, bool, error) {
+			st := n.store()
+			if st == nil {
+				return time.Time{}, false, nil
+			}
+			since, err := st.Outage()
+			return since, errors.Is(err, jsstore.ErrNATSSilent), err
+		}}
 	if nb.Embedded != nil {
 		o.Node = nb.Embedded.Server()
 	}
@@ -120,6 +131,9 @@ func StartServer(ctx context.Context, cfg config.Config, demo bool, version stri
 		}
 		n.mu.Lock()
 		n.e, n.closer, n.err, n.phase = e, closer, err, phase
+		if st, ok := nb.Store.(*jsstore.Store); ok && err == nil {
+			n.st = st
+		}
 		n.mu.Unlock()
 		if err == nil {
 			n.prober.Probe() // ready now, not at the next probe
@@ -178,6 +192,13 @@ func (n *Server) why() string {
 		return "could not start: " + n.err.Error()
 	}
 	return n.phase
+}
+
+// store is the node's JetStream store once started (nil before).
+func (n *Server) store() *jsstore.Store {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.st
 }
 
 func (n *Server) engine() *engine.Engine {

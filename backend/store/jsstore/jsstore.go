@@ -148,9 +148,21 @@ type bound struct {
 	procs, status, seq, tasks, targets, results, leases jetstream.KeyValue
 	cancels, groups, rolls                              jetstream.KeyValue
 	events, audit                                       jetstream.Stream
+	eventsName, auditName                               string
 
 	mu        sync.Mutex
 	kvStreams map[string]jetstream.Stream // bucket -> its stream, looked up once
+}
+
+// streamNames are the names of every bucket's and stream's JetStream
+// stream, all of which API calls use: the store's probe asks each
+// (live.go).
+func (b *bound) streamNames() []string {
+	var names []string
+	for _, kv := range []jetstream.KeyValue{b.procs, b.status, b.seq, b.tasks, b.targets, b.results, b.leases, b.cancels, b.groups, b.rolls} {
+		names = append(names, "KV_"+kv.Bucket())
+	}
+	return append(names, b.eventsName, b.auditName)
 }
 
 // on is the store's current connection and handles.
@@ -301,6 +313,7 @@ func (s *Store) open(ctx context.Context, js jetstream.JetStream) (*bound, error
 	if b.audit, err = s.openAudit(ctx, js); err != nil {
 		return nil, err
 	}
+	b.eventsName, b.auditName = name, s.opts.Prefix+"_audit"
 	return b, nil
 }
 

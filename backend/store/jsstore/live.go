@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,26 +19,54 @@ import (
 // but a loaded machine's slow answer must not turn into a 503. Failures
 // that answer (no responders, a 503 from JetStream) are retried within
 // the bound and then reported. A request that stays unanswered is judged
-// (judge) by a second, cheap one shared by every call waiting meanwhile
-// (live): the store's task stream's info, which only its leader answers.
-// When the connection is down, the info is refused, or the leader has
-// not heard from a quorum of its replicas (writes cannot be
-// acknowledged), the store is unreachable: the call fails with that
-// reason, at once. When the leader answers with its quorum, JetStream is
-// alive and the call is only slow: it is given its full attempt
-// (attemptTimeout). Silence proves nothing by itself (a loaded machine is
-// slow everywhere): at its bound the call fails as unanswered only when
-// JetStream has answered nothing the store asked for silentFor, the
-// check included.
+// (judge) by a second, cheap probe shared by every call waiting meanwhile
+// (live, checkLive): a PING on the connection (answered by the NATS
+// server itself, not by JetStream) and an info of every stream the store
+// uses (each answered by that stream's leader: one stream's leader says
+// nothing of another's, nor does the meta leader). Positive evidence
+// fails the call at once with the reason: the connection down, an info
+// refused (no responders, 503, a stream offline), a stream without a
+// leader or whose leader has not heard from a quorum of its replicas
+// (writes cannot be acknowledged). Every info answered healthy: JetStream
+// is alive and the call is only slow: it keeps its attempt
+// (attemptTimeout).
+//
+// Silence is judged by what answers, not by a clock alone (decide): a
+// loaded machine is slow everywhere, so the probe's silence is counted in
+// time this process was scheduled (checkLive's ticks; a tick that comes
+// late counts two ticks at most), and it is an outage only when, for
+// silence of that time, one of these holds:
+//   - not a byte came back on the connection, not even the PING's PONG:
+//     the NATS server is stopped, hung, or cut off without the
+//     connection closing (a SIGSTOPped server, a dead link);
+//   - the PONG came back but nothing from JetStream (no info, and no
+//     other call of the store answered since the probe was sent):
+//     JetStream is hung while NATS runs;
+//   - some streams' infos came back and others did not, and no other
+//     call of the store was answered meanwhile: those have no leader (an
+//     election, or their replicas' nodes gone). While other calls are
+//     answered, JetStream may be answering a flood of requests in turn:
+//     an info not yet answered then proves nothing (a stream without a
+//     leader is mostly told by its replicas, or the meta leader, saying
+//     so: positive evidence).
+//
+// A probe still undecided after liveTimeout is no verdict: at its bound
+// the call fails as unanswered only when JetStream has answered nothing
+// the store asked for silentFor.
 
-// liveLead is how long before a call's bound the check is asked;
-// liveTimeout bounds the check; liveFresh is how long its verdict is
+// liveLead is how long before a call's bound the probe is asked;
+// liveTimeout bounds the probe; liveFresh is how long its verdict is
 // reused; peerSilence is how long a replica may go unheard by its leader
 // and still count for the quorum (the leader hears from each at least
 // every second while healthy).
 //
+// silence is how much scheduled time a probe may go unanswered (see
+// decide) before it is an outage; liveTick is how often the probe counts
+// it. With the server's bound (1.5 s) the probe is asked 0.5 s into a
+// call, so a silent store is judged 1.5 s into it on an idle machine.
+//
 // silentFor is how long JetStream must have answered nothing the store
-// asked for silence to be an outage (an attempt's time, as before): a
+// asked for silence to be an outage when the probe had no verdict: a
 // request that began answered on a loaded machine (its first steps) and
 // then waits is slow, not cut off.
 const (
@@ -46,12 +75,18 @@ const (
 	liveTimeout = attemptTimeout
 	liveFresh   = 500 * time.Millisecond
 	peerSilence = 3 * time.Second
+	silence     = time.Second
+	liveTick    = 25 * time.Millisecond
 )
 
-// liveness is the shared check (see above).
+// liveness is the shared probe (see above).
 type liveness struct {
-	mu  sync.Mutex
-	cur *liveCheck // in flight, or the last one done
+	mu   sync.Mutex
+	cur  *liveCheck // in flight, or the last one done
+	last *liveCheck // the last one with a verdict (Outage)
+	// since is when the probes began finding the store unreachable (zero
+	// while they find it answering).
+	since time.Time
 }
 
 type liveCheck struct {
@@ -89,8 +124,19 @@ func (s *Store) live() *liveCheck {
 	l.cur = c
 	go func() {
 		defer s.wg.Done()
-		c.err = s.checkLive()
-		c.at = time.Now()
+		err := s.checkLive()
+		l.mu.Lock()
+		c.err, c.at = err, time.Now()
+		if !errors.Is(err, errCheckUnanswered) {
+			l.last = c
+			switch {
+			case err == nil:
+				l.since = time.Time{}
+			case l.since.IsZero():
+				l.since = c.at
+			}
+		}
+		l.mu.Unlock()
 		close(c.done)
 	}()
 	return c
@@ -107,7 +153,44 @@ func (c *liveCheck) down() bool {
 	}
 }
 
-// checkLive says why JetStream does not answer for the store (nil: it does).
+// ErrNATSSilent marks an Outage in which the NATS server answers nothing
+// on the connection, not even a PING (stopped or cut off while the
+// connection stays open), as opposed to JetStream alone not answering.
+var ErrNATSSilent = errors.New("NATS answers nothing")
+
+// Outage is the store's own finding that it cannot reach JetStream, with
+// the reason and since when: the verdict of its last probe (an API call's
+// that waited, see judge) when that found JetStream unreachable. nil: the
+// last probe found it answering, or, when it found the whole of JetStream
+// silent, the store has been answered since. It never waits on NATS: a
+// finding older than liveFresh is probed again in the background, so that
+// repeated readings (a readiness prober's, every API call's) follow the
+// outage and its end. errors.Is(err, ErrNATSSilent) tells a NATS server
+// that answers nothing from a JetStream that does not.
+func (s *Store) Outage() (since time.Time, err error) {
+	l := &s.liveness
+	l.mu.Lock()
+	c, since := l.last, l.since
+	l.mu.Unlock()
+	if c == nil || c.err == nil {
+		return time.Time{}, nil
+	}
+	if !errors.Is(c.err, errStreamDown) && s.lastAnswer.Load() > c.at.UnixNano() {
+		return time.Time{}, nil // silent then, answering since
+	}
+	if time.Since(c.at) >= liveFresh {
+		s.live()
+	}
+	return since, fmt.Errorf("%w: %w", errDown, c.err)
+}
+
+// errStreamDown marks a verdict about some of the store's streams (the
+// others answer).
+var errStreamDown = errors.New("stream unavailable")
+
+// checkLive probes JetStream for the store (see above): nil when it
+// answers, else why not (errCheckUnanswered: no verdict within
+// liveTimeout).
 func (s *Store) checkLive() error {
 	b := s.on()
 	nc := b.js.Conn()
@@ -115,23 +198,126 @@ func (s *Store) checkLive() error {
 		return fmt.Errorf("the NATS connection is %s", strings.ToLower(nc.Status().String()))
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, liveTimeout)
-	defer cancel()
-	st, err := s.kvStream(ctx, b.tasks)
-	if err == nil {
-		var info *jetstream.StreamInfo
-		if info, err = st.Info(ctx); err == nil {
-			s.answered()
-			return quorum(info)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	sent := time.Now()
+	in0 := nc.Stats().InMsgs
+	type answer struct {
+		stream string
+		info   *jetstream.StreamInfo
+		err    error
+	}
+	names := b.streamNames()
+	answers := make(chan answer, len(names))
+	pong := make(chan error, 1)
+	wg.Go(func() { pong <- nc.FlushWithContext(ctx) })
+	for _, name := range names {
+		wg.Go(func() {
+			st, err := b.js.Stream(ctx, name)
+			a := answer{stream: name, err: err}
+			if err == nil {
+				a.info = st.CachedInfo()
+			}
+			answers <- a
+		})
+	}
+	pending := map[string]bool{}
+	for _, n := range names {
+		pending[n] = true
+	}
+	tick := time.NewTicker(liveTick)
+	defer tick.Stop()
+	e := evidence{}
+	last := sent
+	for {
+		select {
+		case <-ctx.Done():
+			if s.ctx.Err() != nil {
+				return errors.New("jsstore: closed")
+			}
+			return fmt.Errorf("%w: %w", errCheckUnanswered, ctx.Err())
+		case err := <-pong:
+			e.pong = err == nil
+		case now := <-tick.C:
+			// A tick that comes late (the machine busy) counts two at most:
+			// silence is counted in time this process was scheduled.
+			e.quiet += min(now.Sub(last), 2*liveTick)
+			last = now
+		case a := <-answers:
+			if errors.Is(a.err, context.DeadlineExceeded) || errors.Is(a.err, context.Canceled) {
+				continue // unanswered: ctx.Done says so
+			}
+			delete(pending, a.stream)
+			switch {
+			case a.err == nil:
+				e.answered++
+				if err := quorum(a.info); err != nil {
+					return fmt.Errorf("%w: stream %s: %w", errStreamDown, a.stream, err)
+				}
+			case refused(a.err):
+				return fmt.Errorf("%w: JetStream refuses the info of stream %s: %w", errStreamDown, a.stream, a.err)
+			default:
+				e.answered++ // an answer, if not the one hoped for: JetStream is there
+			}
+			if len(pending) == 0 {
+				s.answered()
+				return nil
+			}
+		}
+		e.inMoved = nc.Stats().InMsgs != in0
+		e.jsAnswered = s.lastAnswer.Load() > sent.UnixNano()
+		e.pending = e.pending[:0]
+		for n := range pending {
+			e.pending = append(e.pending, n)
+		}
+		if err := decide(e); err != nil {
+			return err
+		}
+		if !nc.IsConnected() {
+			return fmt.Errorf("the NATS connection is %s", strings.ToLower(nc.Status().String()))
 		}
 	}
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%w: %w", errCheckUnanswered, err)
-	case transient(err):
-		return fmt.Errorf("JetStream refuses a stream info: %w", err)
+}
+
+// evidence is what a probe has heard (checkLive), for decide.
+type evidence struct {
+	quiet      time.Duration // scheduled time since the probe was sent
+	pong       bool          // the probe's PING was answered
+	inMoved    bool          // a message came in on the connection since it was sent
+	jsAnswered bool          // JetStream answered another call of the store since
+	answered   int           // stream infos answered
+	pending    []string      // streams whose info is unanswered
+}
+
+// decide says whether a probe's silence is an outage, and why (nil: not
+// yet, or not at all): see the comment at the top.
+func decide(e evidence) error {
+	if e.quiet < silence || len(e.pending) == 0 {
+		return nil
 	}
-	s.answered() // an answer, if not the one hoped for: JetStream is there
+	switch {
+	case !e.pong && !e.inMoved && !e.jsAnswered && e.answered == 0:
+		return fmt.Errorf("%w on the connection, not even a PING, for %s (the NATS server stopped or cut off)", ErrNATSSilent, e.quiet.Round(time.Millisecond))
+	case e.pong && !e.jsAnswered && e.answered == 0:
+		return fmt.Errorf("NATS answers a PING but JetStream answers nothing for %s (JetStream hung, or no meta leader)", e.quiet.Round(time.Millisecond))
+	case e.answered > 0 && !e.jsAnswered:
+		p := slices.Clone(e.pending)
+		slices.Sort(p)
+		return fmt.Errorf("%w: stream %s unanswered for %s while the store's other streams answer (no leader)", errStreamDown, strings.Join(p, ", "), e.quiet.Round(time.Millisecond))
+	}
 	return nil
+}
+
+// refused says err is JetStream refusing a stream's info: no responders,
+// 503 (no leader, no quorum) or the stream offline (every replica's node
+// gone: the meta leader says so).
+func refused(err error) bool {
+	const streamOffline = 10118 // nats-server JSStreamOfflineErr
+	var apiErr *jetstream.APIError
+	return transient(err) || errors.As(err, &apiErr) && apiErr.ErrorCode == streamOffline
 }
 
 // errCheckUnanswered is a check left unanswered for liveTimeout.
@@ -142,6 +328,9 @@ var errCheckUnanswered = errors.New("a stream info was not answered either")
 // its replicas within peerSilence.
 func quorum(info *jetstream.StreamInfo) error {
 	if c := info.Cluster; c != nil && len(c.Replicas) > 0 {
+		if c.Leader == "" {
+			return fmt.Errorf("no leader (its replicas answer, electing one or without a quorum): writes cannot be acknowledged")
+		}
 		heard := 1 // the leader, which answered
 		for _, r := range c.Replicas {
 			if r != nil && !r.Offline && r.Active < peerSilence {
@@ -159,18 +348,22 @@ func quorum(info *jetstream.StreamInfo) error {
 var errDown = errors.New("JetStream unreachable")
 
 // judge watches an attempt of a call made at start and bounded by bound
-// (do): from liveLead before the bound (and a third of the way to it;
-// at once when the call is made past its bound) it asks the shared check, and aborts the
-// attempt with the reason (an errDown) as soon as the check finds JetStream
-// unreachable (the connection down, the stream info refused, the leader
-// without its quorum). A check left unanswered, like the attempt, is no
-// verdict by itself: on a loaded machine both may be slow. So at the
-// bound (or liveLead after the check was asked, if later), an attempt without a verdict is aborted only when no call of the
-// store at all was answered within silentFor; otherwise it is left to
-// its attempt time, and aborted later only if the check then finds
-// JetStream unreachable. When the check finds JetStream answering, the
-// attempt is left alone. stop ends the watch (call it once the attempt
-// returned).
+// (do): from liveLead before the bound (and a third of the way to it; at
+// once when the call is made past its bound) it fails the attempt at once
+// when the store's last probe found the whole of JetStream silent and
+// nothing was answered since (Outage), else asks the shared probe, and
+// aborts the attempt with the reason (an errDown) as soon as the probe
+// finds JetStream unreachable (see the top of this file). A probe left
+// without a verdict, like the attempt, is no verdict by itself: on a
+// loaded machine both may be slow. So at the bound (or liveLead after the
+// probe was asked, if later), an attempt without a verdict is aborted
+// only when no call of the store at all was answered within silentFor;
+// otherwise it is left to its attempt time, and aborted later only if the
+// probe then finds JetStream unreachable. When the probe finds JetStream
+// answering, the attempt is left alone. A verdict on some streams (the
+// others answering) aborts every attempt it finds waiting: the call does
+// not say which streams it waits on. stop ends the watch (call it once
+// the attempt returned).
 func (s *Store) judge(start, bound time.Time, abort context.CancelCauseFunc) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -185,6 +378,12 @@ func (s *Store) judge(start, bound time.Time, abort context.CancelCauseFunc) (st
 		case <-done:
 			return
 		case <-lead.C:
+		}
+		// The store found silent by the last probe, and answered nothing
+		// since: this call is not answered either, and fails at once.
+		if _, err := s.Outage(); err != nil && !errors.Is(err, errStreamDown) {
+			abort(err)
+			return
 		}
 		c := s.live()
 		// Silence is judged at the bound, and never before the check has

@@ -178,11 +178,12 @@ func seed(t *testing.T, s *Store) {
 
 // TestUnansweredStoreFailsFast: NATS connected, JetStream answering
 // nothing (its API and the streams' subjects have a subscriber that never
-// replies, as a node whose JetStream hangs). Once it has been silent for
-// silentFor, an API call's store calls fail with model.ErrUnavailable and
-// the reason once the server's bound (1.5 s) is spent, so the call is
-// answered 503 within 2 s: not after one more store attempt (3 s), nor
-// before the bound (an unanswered call is given all of it).
+// replies, as a node whose JetStream hangs). From the first call after it
+// fell silent (no earlier silence waited out), an API call's store calls
+// fail with model.ErrUnavailable and the reason (NATS answers the probe's
+// PING, JetStream nothing) within 2 s of the time the store controls (the
+// time taken less this process's stalls), not after one more store
+// attempt (3 s), nor before the probe is asked (a third of the bound).
 func TestUnansweredStoreFailsFast(t *testing.T) {
 	e := startNATS(t, natsCfg(t, t.TempDir()))
 	s := open(t, e, Options{})
@@ -203,27 +204,28 @@ func TestUnansweredStoreFailsFast(t *testing.T) {
 	if err := hole.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	// Silence is an outage once JetStream has answered nothing for
-	// silentFor (before, a call is given its attempt time, as a slow one).
-	time.Sleep(silentFor)
 	for round := range 2 {
-		for _, o := range runBounded(boundedCalls(s, apiBound)) {
-			t.Logf("round %d %s: %s: %v", round, o.name, o.took, o.err)
-			if !errors.Is(o.err, model.ErrUnavailable) || !strings.Contains(o.err.Error(), "unanswered") {
+		m := meterStalls()
+		outcomes := runBounded(boundedCalls(s, apiBound))
+		stalls := m.Stop()
+		for _, o := range outcomes {
+			t.Logf("round %d %s: %s (stalls %s): %v", round, o.name, o.took, stalls, o.err)
+			if !errors.Is(o.err, model.ErrUnavailable) || !strings.Contains(o.err.Error(), "JetStream answers nothing") {
 				t.Errorf("%s with JetStream unanswered: %v, not ErrUnavailable saying so", o.name, o.err)
 			}
-			if o.took < apiBound || o.took >= 2*time.Second {
-				t.Errorf("%s with JetStream unanswered took %s; want [%s, 2s)", o.name, o.took, apiBound)
+			if o.took < apiBound/3 || o.took-stalls >= 2*time.Second {
+				t.Errorf("%s with JetStream unanswered took %s (%s stalled); want [%s, 2s)", o.name, o.took, stalls, apiBound/3)
 			}
 		}
 	}
 }
 
 // TestStoreWithoutJetStreamFailsFast: NATS connected, JetStream shut down
-// on its node (as nats-server does on a storage failure): an API call's
-// store calls fail with model.ErrUnavailable and the reason within 2 s,
-// not before the bound's check began (a leader election may be over by
-// then).
+// on its node (as nats-server does on a storage failure; its API then
+// answers nothing): from the first call after, an API call's store calls
+// fail with model.ErrUnavailable and the reason within 2 s of the time
+// the store controls, not before the bound's check began (a leader
+// election may be over by then).
 func TestStoreWithoutJetStreamFailsFast(t *testing.T) {
 	e := startNATS(t, natsCfg(t, t.TempDir()))
 	s := open(t, e, Options{})
@@ -231,14 +233,16 @@ func TestStoreWithoutJetStreamFailsFast(t *testing.T) {
 	if err := e.Server().DisableJetStream(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(silentFor) // its API is silent then: see TestUnansweredStoreFailsFast
-	for _, o := range runBounded(boundedCalls(s, apiBound)) {
-		t.Logf("%s: %s: %v", o.name, o.took, o.err)
+	m := meterStalls()
+	outcomes := runBounded(boundedCalls(s, apiBound))
+	stalls := m.Stop()
+	for _, o := range outcomes {
+		t.Logf("%s: %s (stalls %s): %v", o.name, o.took, stalls, o.err)
 		if !errors.Is(o.err, model.ErrUnavailable) {
 			t.Errorf("%s without JetStream: %v, not ErrUnavailable", o.name, o.err)
 		}
-		if o.took < apiBound-liveLead || o.took >= 2*time.Second {
-			t.Errorf("%s without JetStream took %s; want [%s, 2s)", o.name, o.took, apiBound-liveLead)
+		if o.took < apiBound-liveLead || o.took-stalls >= 2*time.Second {
+			t.Errorf("%s without JetStream took %s (%s stalled); want [%s, 2s)", o.name, o.took, stalls, apiBound-liveLead)
 		}
 	}
 }

@@ -4,8 +4,11 @@
 package transporttest
 
 import (
+	"bufio"
+	"bytes"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +26,9 @@ type Relay struct {
 	to     string
 	conns  map[net.Conn]bool
 	closed bool
+	frozen bool          // Freeze: nothing is carried
+	thawed *sync.Cond    // on mu: frozen or closed changed
+	delay  time.Duration // DelayJetStream
 }
 
 // NewRelay starts a relay pointed at the server at url ("" for none),
@@ -34,6 +40,7 @@ func NewRelay(t testing.TB, url string) *Relay {
 		t.Fatal(err)
 	}
 	r := &Relay{ln: ln, conns: map[net.Conn]bool{}}
+	r.thawed = sync.NewCond(&r.mu)
 	r.Point(url)
 	r.wg.Add(1)
 	go r.accept()
@@ -58,6 +65,122 @@ func (r *Relay) Cut() {
 	for c := range r.conns {
 		c.Close()
 		delete(r.conns, c)
+	}
+}
+
+// Freeze stops carrying bytes either way on every connection, without
+// closing any (as a NATS server stopped with SIGSTOP, or a link that drops
+// everything): the client's PINGs go unanswered and its writes pile up.
+// Freeze(false) carries on with what was held.
+func (r *Relay) Freeze(on bool) {
+	r.mu.Lock()
+	r.frozen = on
+	r.mu.Unlock()
+	r.thawed.Broadcast()
+}
+
+// DelayJetStream makes the connections accepted from now on hold each
+// client message to JetStream (a publish to a $JS. or $KV. subject: API
+// requests, KV writes, acks) for d before passing it on, in order, while
+// everything else (PING, subscriptions, other publishes) passes at once:
+// a JetStream slow to answer on a NATS that is not.
+func (r *Relay) DelayJetStream(d time.Duration) {
+	r.mu.Lock()
+	r.delay = d
+	r.mu.Unlock()
+}
+
+// hold waits while the relay is frozen; false once it is closed.
+func (r *Relay) hold() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.frozen && !r.closed {
+		r.thawed.Wait()
+	}
+	return !r.closed
+}
+
+// pipe carries src to dst until either ends, held while frozen.
+func (r *Relay) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if !r.hold() {
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// delayedPipe carries the client's protocol (src) to the server (dst) a
+// message at a time, holding those to JetStream for d (DelayJetStream).
+func (r *Relay) delayedPipe(dst, src net.Conn, d time.Duration) {
+	type held struct {
+		due time.Time
+		msg []byte
+	}
+	var wmu sync.Mutex // one message written at a time
+	write := func(b []byte) error {
+		if !r.hold() {
+			return io.EOF
+		}
+		wmu.Lock()
+		defer wmu.Unlock()
+		_, err := dst.Write(b)
+		return err
+	}
+	queue := make(chan held, 4096)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for h := range queue {
+			time.Sleep(time.Until(h.due))
+			if write(h.msg) != nil {
+				dst.Close()
+				for range queue {
+				}
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(queue)
+		<-done
+	}()
+	br := bufio.NewReader(src)
+	for {
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			return
+		}
+		msg, toJS := line, false
+		f := bytes.Fields(line)
+		if len(f) >= 3 && (bytes.EqualFold(f[0], []byte("PUB")) || bytes.EqualFold(f[0], []byte("HPUB"))) {
+			size, err := strconv.Atoi(string(f[len(f)-1]))
+			if err != nil || size < 0 {
+				return
+			}
+			payload := make([]byte, size+2)
+			if _, err := io.ReadFull(br, payload); err != nil {
+				return
+			}
+			msg = append(append([]byte(nil), line...), payload...)
+			toJS = bytes.HasPrefix(f[1], []byte("$JS.")) || bytes.HasPrefix(f[1], []byte("$KV."))
+		}
+		if toJS {
+			queue <- held{time.Now().Add(d), msg}
+			continue
+		}
+		if write(msg) != nil {
+			return
+		}
 	}
 }
 
@@ -88,16 +211,21 @@ func (r *Relay) accept() {
 			return
 		}
 		r.conns[c], r.conns[s] = true, true
+		delay := r.delay
 		r.mu.Unlock()
-		pipe := func(dst, src net.Conn) {
+		pipe := func(dst, src net.Conn, carry func(dst, src net.Conn)) {
 			defer r.wg.Done()
-			_, _ = io.Copy(dst, src)
+			carry(dst, src)
 			c.Close()
 			s.Close()
 		}
+		up := r.pipe
+		if delay > 0 {
+			up = func(dst, src net.Conn) { r.delayedPipe(dst, src, delay) }
+		}
 		r.wg.Add(2)
-		go pipe(s, c)
-		go pipe(c, s)
+		go pipe(s, c, up)
+		go pipe(c, s, r.pipe)
 	}
 }
 
@@ -109,6 +237,7 @@ func (r *Relay) close() {
 		c.Close()
 	}
 	r.mu.Unlock()
+	r.thawed.Broadcast()
 	r.wg.Wait()
 }
 

@@ -1,0 +1,294 @@
+package jsstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"gseproc/backend"
+	"gseproc/backend/transport/natsembed"
+	"gseproc/backend/transport/transporttest"
+	"gseproc/model"
+)
+
+// TestDecide: the probe's silence is an outage only once it has lasted
+// silence of scheduled time, and only for what answered: nothing at all
+// (NATS), the PING alone (JetStream), or some streams and not others.
+func TestDecide(t *testing.T) {
+	long := silence + time.Millisecond
+	for _, c := range []struct {
+		name string
+		e    evidence
+		want string // "" no verdict
+	}{
+		{"nothing yet heard, not silent long enough", evidence{quiet: silence - time.Millisecond, pending: []string{"a"}}, ""},
+		{"nothing at all heard", evidence{quiet: long, pending: []string{"a", "b"}}, "not even a PING"},
+		{"only the PONG", evidence{quiet: long, pong: true, pending: []string{"a", "b"}}, "JetStream answers nothing"},
+		{"a message came in, no PONG yet", evidence{quiet: long, inMoved: true, pending: []string{"a"}}, ""},
+		{"JetStream answered another call", evidence{quiet: long, pong: true, inMoved: true, jsAnswered: true, pending: []string{"a"}}, ""},
+		{"some streams answered", evidence{quiet: long, pong: true, inMoved: true, answered: 10, pending: []string{"b", "a"}}, "stream a, b unanswered"},
+		{"some streams answered, other calls too (a flood)", evidence{quiet: long, pong: true, inMoved: true, jsAnswered: true, answered: 10, pending: []string{"a"}}, ""},
+		{"some streams answered, before silence", evidence{quiet: silence / 2, pong: true, answered: 10, pending: []string{"a"}}, ""},
+		{"everything answered", evidence{quiet: 10 * silence, pong: true, answered: 12}, ""},
+	} {
+		err := decide(c.e)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v, want no verdict", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+		if c.name == "nothing at all heard" && !errors.Is(err, ErrNATSSilent) {
+			t.Errorf("%s: %v is not ErrNATSSilent", c.name, err)
+		}
+		if c.name == "some streams answered" && !errors.Is(err, errStreamDown) {
+			t.Errorf("%s: %v is not errStreamDown", c.name, err)
+		}
+	}
+}
+
+// stallMeter measures how long this process was kept from running
+// meanwhile (a loaded machine): a ticker every 10 ms, the lateness of each
+// tick beyond 20 ms summed. A test that bounds how long the product takes
+// bounds the time it took less the stalls: the time the product chose to
+// wait, which a loaded machine does not stretch.
+type stallMeter struct {
+	stop chan struct{}
+	done chan time.Duration
+}
+
+func meterStalls() *stallMeter {
+	m := &stallMeter{stop: make(chan struct{}), done: make(chan time.Duration, 1)}
+	go func() {
+		const every = 10 * time.Millisecond
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		var stalled time.Duration
+		last := time.Now()
+		for {
+			select {
+			case <-m.stop:
+				if d := time.Since(last); d > 2*every {
+					stalled += d - 2*every
+				}
+				m.done <- stalled
+				return
+			case now := <-tick.C:
+				if d := now.Sub(last); d > 2*every {
+					stalled += d - 2*every
+				}
+				last = now
+			}
+		}
+	}()
+	return m
+}
+
+// Stop ends the meter and returns the stalls it saw.
+func (m *stallMeter) Stop() time.Duration {
+	close(m.stop)
+	return <-m.done
+}
+
+// viaRelay opens a store on e through a relay the test can freeze.
+func viaRelay(t *testing.T, e *natsembed.Embedded, opts Options, delayJS time.Duration) (*Store, *transporttest.Relay) {
+	t.Helper()
+	r := transporttest.NewRelay(t, e.ClientURL())
+	if delayJS > 0 {
+		r.DelayJetStream(delayJS)
+	}
+	nc, err := e.Connect("test", func(o *nats.Options) error { o.Servers = []string{r.URL()}; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return openConn(t, nc, opts), r
+}
+
+// TestFrozenNATSFailsFast: the NATS server stops answering without the
+// connection closing (frozen: as under SIGSTOP; nothing comes back, not
+// even a PONG). From the first call after the freeze, each API call's
+// store calls fail with model.ErrUnavailable saying NATS answers nothing,
+// in under 2 s of the time the store controls (the time taken less this
+// process's measured stalls: on an idle machine, the time taken), with
+// no earlier silence to wait out; the store's Outage says so at once.
+// Thawed, the store answers again by itself.
+func TestFrozenNATSFailsFast(t *testing.T) {
+	e := startNATS(t, natsCfg(t, t.TempDir()))
+	s, relay := viaRelay(t, e, Options{}, 0)
+	seed(t, s)
+	if _, err := s.Processes(backend.WithStoreWait(context.Background(), apiBound)); err != nil {
+		t.Fatal(err) // answered just now: no earlier silence
+	}
+	relay.Freeze(true)
+	for round := range 2 {
+		m := meterStalls()
+		outcomes := runBounded(boundedCalls(s, apiBound))
+		stalls := m.Stop()
+		for _, o := range outcomes {
+			t.Logf("round %d %s: %s (stalls %s): %v", round, o.name, o.took, stalls, o.err)
+			if !errors.Is(o.err, model.ErrUnavailable) || !strings.Contains(o.err.Error(), "NATS answers nothing") {
+				t.Errorf("%s with NATS frozen: %v, not ErrUnavailable saying so", o.name, o.err)
+			}
+			if o.took-stalls >= 2*time.Second {
+				t.Errorf("%s with NATS frozen took %s (%s stalled)", o.name, o.took, stalls)
+			}
+		}
+		since, err := s.Outage()
+		if !errors.Is(err, ErrNATSSilent) || since.IsZero() {
+			t.Errorf("round %d: Outage with NATS frozen: %v since %v", round, err, since)
+		}
+	}
+	relay.Freeze(false)
+	waitCond(t, "the store answering again after the thaw", 30*time.Second, func() bool {
+		for _, o := range runBounded(boundedCalls(s, apiBound)) {
+			if o.err != nil {
+				return false
+			}
+		}
+		_, err := s.Outage()
+		return err == nil
+	})
+}
+
+// TestSlowJetStreamIsNotDown: JetStream slow to answer (every request
+// held 400 ms on its way, NATS itself answering at once), a store that
+// had been idle: every API call's store calls succeed, however long they
+// take, and the store finds no outage: slow is not silent.
+func TestSlowJetStreamIsNotDown(t *testing.T) {
+	e := startNATS(t, natsCfg(t, t.TempDir()))
+	s, _ := viaRelay(t, e, Options{}, 400*time.Millisecond)
+	seed(t, s)
+	for round := range 3 {
+		time.Sleep(silentFor) // idle: nothing answered lately
+		for _, o := range runBounded(boundedCalls(s, apiBound)) {
+			t.Logf("round %d %s: %s: %v", round, o.name, o.took, o.err)
+			if o.err != nil {
+				t.Errorf("round %d %s on a slow JetStream: %v", round, o.name, o.err)
+			}
+		}
+		if _, err := s.Outage(); err != nil {
+			t.Errorf("round %d: Outage on a slow JetStream: %v", round, err)
+		}
+	}
+}
+
+// TestLeaderlessStreamFailsFast: a 3-node cluster, the store's streams in
+// one replica each, its results bucket moved to another node than the
+// others; that node dies. The results stream has no leader while the
+// others have theirs: a call needing it fails with model.ErrUnavailable
+// naming it in under 2 s of the time the store controls, and the store's
+// Outage names it too; calls on the other streams still succeed.
+func TestLeaderlessStreamFailsFast(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a 3-node NATS cluster")
+	}
+	nodes := cluster3(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	s := open(t, nodes[0], Options{Replicas: 1})
+	seed(t, s)
+	leader := func(name string) string {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		st, err := s.on().js.Stream(ctx, name)
+		if err != nil {
+			t.Logf("stream %s: %v", name, err) // moving
+			return ""
+		}
+		if ci := st.CachedInfo().Cluster; ci != nil {
+			return ci.Leader
+		}
+		return ""
+	}
+	// Move the results stream off the node that holds the others (R1
+	// streams are all placed together): removing its one peer places it
+	// on another node.
+	const results = "KV_gseproc_results"
+	home := leader(results)
+	nc := s.on().js.Conn()
+	if m, err := nc.Request("$JS.API.STREAM.PEER.REMOVE."+results, []byte(`{"peer":"`+home+`"}`), 10*time.Second); err != nil {
+		t.Fatal(err)
+	} else if !strings.Contains(string(m.Data), `"success":true`) {
+		t.Fatalf("peer remove: %s", m.Data)
+	}
+	waitCond(t, "the results stream moved off "+home, 60*time.Second, func() bool {
+		l := leader(results)
+		return l != "" && l != home
+	})
+	var victim, keep *natsembed.Embedded
+	for _, n := range nodes {
+		switch n.Server().Name() {
+		case leader(results):
+			victim = n
+		case leader("KV_gseproc_tasks"):
+			keep = n
+		}
+	}
+	if victim == nil || keep == nil {
+		t.Fatalf("results on %s, tasks on %s", leader(results), leader("KV_gseproc_tasks"))
+	}
+	// The store used: on a node that stays.
+	s = open(t, keep, Options{Replicas: 1})
+	x := targets(1)[0]
+	if err := s.PutResult(ctx, model.Result{TaskID: "T1", Host: x.Host, ProcKey: x.ProcKey, State: model.StateSuccess}); err != nil {
+		t.Fatal(err)
+	}
+	holder := map[string]string{}
+	for _, name := range s.on().streamNames() {
+		holder[name] = leader(name)
+	}
+	t.Logf("stream leaders: %v; %s dies", holder, victim.Server().Name())
+	victim.Shutdown()
+	// The survivors have (or elect) a meta leader: JetStream answers.
+	waitCond(t, "a meta leader among the survivors", 60*time.Second, func() bool {
+		c, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := s.on().js.AccountInfo(c)
+		return err == nil
+	})
+	calls := []struct {
+		name string
+		down bool
+		f    func(context.Context) error
+	}{
+		{"results", true, func(c context.Context) error { _, err := s.Results(c, "T1"); return err }},
+		{"put process", false, func(c context.Context) error { return s.PutProcess(c, proc("web", "apache")) }},
+		{"task", false, func(c context.Context) error { _, _, err := s.Task(c, "T1"); return err }},
+		{"audit", false, func(c context.Context) error {
+			_, err := s.AppendAudit(c, model.AuditEntry{Action: model.AuditOperate, Summary: "x"})
+			return err
+		}},
+	}
+	for round := range 2 {
+		var wg sync.WaitGroup
+		for _, c := range calls {
+			wg.Go(func() {
+				m := meterStalls()
+				t0 := time.Now()
+				err := c.f(backend.WithStoreWait(context.Background(), apiBound))
+				took, stalls := time.Since(t0), m.Stop()
+				t.Logf("round %d %s: %s (stalls %s): %v", round, c.name, took, stalls, err)
+				switch {
+				case !c.down && err != nil:
+					t.Errorf("%s, whose streams have their leader: %v", c.name, err)
+				case c.down && (!errors.Is(err, model.ErrUnavailable) || !strings.Contains(err.Error(), "KV_gseproc_results")):
+					t.Errorf("%s without its stream's leader: %v, not ErrUnavailable naming the stream", c.name, err)
+				case c.down && took-stalls >= 2*time.Second:
+					t.Errorf("%s without its stream's leader took %s (%s stalled)", c.name, took, stalls)
+				}
+			})
+		}
+		wg.Wait()
+		since, err := s.Outage()
+		t.Logf("Outage: %v since %v", err, since)
+		if err == nil || !strings.Contains(err.Error(), "KV_gseproc_results") {
+			t.Errorf("Outage with the results stream without a leader: %v", err)
+		}
+	}
+}
