@@ -130,7 +130,8 @@ type Store struct {
 
 	leaseRevs  leaseRevs    // the leases' revisions as written here (lease.go)
 	liveness   liveness     // the shared check of an unanswered API call (live.go)
-	lastAnswer atomic.Int64 // when JetStream last answered a call (unix ns; live.go)
+	lastAnswer atomic.Int64 // when JetStream last answered the store, probes included (unix ns; live.go)
+	lastCall   atomic.Int64 // when JetStream last answered a call of the store, not a probe (unix ns)
 
 	seqMu           sync.Mutex // held while a block is reserved
 	seqNext, seqEnd uint64     // the reserved block's numbers not handed out: [seqNext, seqEnd)

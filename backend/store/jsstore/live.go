@@ -50,9 +50,8 @@ import (
 //     leader is mostly told by its replicas, or the meta leader, saying
 //     so: positive evidence).
 //
-// A probe still undecided after liveTimeout is no verdict: at its bound
-// the call fails as unanswered only when JetStream has answered nothing
-// the store asked for silentFor.
+// A probe still undecided after liveTimeout is no verdict: the call is
+// left to its attempt time.
 
 // liveLead is how long before a call's bound the probe is asked;
 // liveTimeout bounds the probe; liveFresh is how long its verdict is
@@ -64,13 +63,7 @@ import (
 // decide) before it is an outage; liveTick is how often the probe counts
 // it. With the server's bound (1.5 s) the probe is asked 0.5 s into a
 // call, so a silent store is judged 1.5 s into it on an idle machine.
-//
-// silentFor is how long JetStream must have answered nothing the store
-// asked for silence to be an outage when the probe had no verdict: a
-// request that began answered on a loaded machine (its first steps) and
-// then waits is slow, not cut off.
 const (
-	silentFor   = attemptTimeout
 	liveLead    = time.Second
 	liveTimeout = attemptTimeout
 	liveFresh   = 500 * time.Millisecond
@@ -253,6 +246,7 @@ func (s *Store) checkLive() error {
 			delete(pending, a.stream)
 			switch {
 			case a.err == nil:
+				s.lastAnswer.Store(time.Now().UnixNano())
 				e.answered++
 				if err := quorum(a.info); err != nil {
 					return fmt.Errorf("%w: stream %s: %w", errStreamDown, a.stream, err)
@@ -260,15 +254,15 @@ func (s *Store) checkLive() error {
 			case refused(a.err):
 				return fmt.Errorf("%w: JetStream refuses the info of stream %s: %w", errStreamDown, a.stream, a.err)
 			default:
+				s.lastAnswer.Store(time.Now().UnixNano())
 				e.answered++ // an answer, if not the one hoped for: JetStream is there
 			}
 			if len(pending) == 0 {
-				s.answered()
 				return nil
 			}
 		}
 		e.inMoved = nc.Stats().InMsgs != in0
-		e.jsAnswered = s.lastAnswer.Load() > sent.UnixNano()
+		e.jsAnswered = s.lastCall.Load() > sent.UnixNano()
 		e.pending = e.pending[:0]
 		for n := range pending {
 			e.pending = append(e.pending, n)
@@ -353,17 +347,15 @@ var errDown = errors.New("JetStream unreachable")
 // when the store's last probe found the whole of JetStream silent and
 // nothing was answered since (Outage), else asks the shared probe, and
 // aborts the attempt with the reason (an errDown) as soon as the probe
-// finds JetStream unreachable (see the top of this file). A probe left
-// without a verdict, like the attempt, is no verdict by itself: on a
-// loaded machine both may be slow. So at the bound (or liveLead after the
-// probe was asked, if later), an attempt without a verdict is aborted
-// only when no call of the store at all was answered within silentFor;
-// otherwise it is left to its attempt time, and aborted later only if the
-// probe then finds JetStream unreachable. When the probe finds JetStream
-// answering, the attempt is left alone. A verdict on some streams (the
-// others answering) aborts every attempt it finds waiting: the call does
-// not say which streams it waits on. stop ends the watch (call it once
-// the attempt returned).
+// finds JetStream unreachable (see the top of this file). When the probe
+// finds JetStream answering, or has no verdict within liveTimeout (its
+// silence counted in scheduled time: a machine too busy to run it, or
+// evidence either way), the attempt is left to its own time
+// (attemptTimeout): silence by the clock alone is no verdict, as a loaded
+// machine is slow everywhere. A verdict on some streams (the others
+// answering) aborts every attempt it finds waiting: the call does not say
+// which streams it waits on. stop ends the watch (call it once the
+// attempt returned).
 func (s *Store) judge(start, bound time.Time, abort context.CancelCauseFunc) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -385,48 +377,24 @@ func (s *Store) judge(start, bound time.Time, abort context.CancelCauseFunc) (st
 			abort(err)
 			return
 		}
-		c := s.live()
-		// Silence is judged at the bound, and never before the check has
-		// had liveLead to answer: a call made past its bound on an idle
-		// store (nothing answered within silentFor) would otherwise be
-		// failed at once, its check not yet asked.
-		at := time.NewTimer(time.Until(maxTime(bound, ask.Add(liveLead))))
-		defer at.Stop()
-		atBound := false
-		silent := func() bool {
-			if s.answeredWithin(silentFor) {
-				return false
-			}
-			abort(fmt.Errorf("%w: unanswered, and so is a stream info, and nothing else the store asked was answered within %s (NATS or JetStream unreachable, or a leader election)", errDown, silentFor))
-			return true
-		}
-		for {
+		for c := s.live(); ; c = s.live() {
 			select {
 			case <-done:
 				return
 			case <-c.done:
-				switch {
-				case c.err == nil:
-					return // JetStream answers: the attempt is only slow
-				case !errors.Is(c.err, errCheckUnanswered):
-					abort(fmt.Errorf("%w: %w", errDown, c.err))
-					return
-				}
-				if !atBound {
-					select {
-					case <-done:
-						return
-					case <-at.C:
-					}
-				}
-				silent()
+			}
+			switch {
+			case c.down():
+				abort(fmt.Errorf("%w: %w", errDown, c.err))
 				return
-			case <-at.C:
-				atBound = true
-				if silent() {
-					return
-				}
-				// Others are answered: wait for the check's verdict.
+			case c.err == nil:
+				return // JetStream answers: the attempt is only slow
+			}
+			// No verdict: a new probe once this one is stale.
+			select {
+			case <-done:
+				return
+			case <-time.After(liveFresh - time.Since(c.at)):
 			}
 		}
 	})
@@ -438,11 +406,8 @@ func (s *Store) judge(start, bound time.Time, abort context.CancelCauseFunc) (st
 
 // answered records that JetStream answered a call of the store now (an
 // answer, not a transient failure nor silence).
-func (s *Store) answered() { s.lastAnswer.Store(time.Now().UnixNano()) }
-
-// answeredWithin says whether JetStream answered a call of the store
-// within d.
-func (s *Store) answeredWithin(d time.Duration) bool {
-	at := s.lastAnswer.Load()
-	return at != 0 && time.Since(time.Unix(0, at)) < d
+func (s *Store) answered() {
+	now := time.Now().UnixNano()
+	s.lastAnswer.Store(now)
+	s.lastCall.Store(now)
 }

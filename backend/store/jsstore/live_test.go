@@ -165,7 +165,7 @@ func TestSlowJetStreamIsNotDown(t *testing.T) {
 	s, _ := viaRelay(t, e, Options{}, 400*time.Millisecond)
 	seed(t, s)
 	for round := range 3 {
-		time.Sleep(silentFor) // idle: nothing answered lately
+		time.Sleep(attemptTimeout) // idle: nothing answered lately
 		for _, o := range runBounded(boundedCalls(s, apiBound)) {
 			t.Logf("round %d %s: %s: %v", round, o.name, o.took, o.err)
 			if o.err != nil {

@@ -361,7 +361,7 @@ func waitCond(t *testing.T, what string, d time.Duration, cond func() bool) {
 // TestCallPastItsBound: a call made long after its request's bound
 // (a stream's: a task stream that follows a takeover minutes in, its
 // last read of the task) on a healthy store that has answered nothing for
-// silentFor (idle) is not failed at once as unanswered: the check is
+// attemptTimeout (idle) is not failed at once as unanswered: the check is
 // given the time it has within a bound, and finds JetStream answering.
 func TestCallPastItsBound(t *testing.T) {
 	e := startNATS(t, natsCfg(t, t.TempDir()))
@@ -369,8 +369,8 @@ func TestCallPastItsBound(t *testing.T) {
 	seed(t, s)
 	for round := range 3 {
 		ctx := backend.WithStoreWait(tctx(t), time.Millisecond)
-		// Past the bound, and idle for silentFor.
-		time.Sleep(silentFor + 100*time.Millisecond)
+		// Past the bound, and idle for an attempt's time.
+		time.Sleep(attemptTimeout + 100*time.Millisecond)
 		for name, call := range map[string]func() error{
 			"task":      func() error { _, _, err := s.Task(ctx, "T1"); return err },
 			"processes": func() error { _, err := s.Processes(ctx); return err },
