@@ -37,8 +37,8 @@ const (
 	StateNATSDown = "nats_disconnected"
 	// StateNoQuorum: JetStream does not answer: on a cluster, too few nodes
 	// are up for a quorum (the node waits for its peers and recovers by
-	// itself when they return), or the store finds JetStream silent or
-	// some of its streams without a leader. Hosted processes keep running.
+	// itself when they return), or the store finds JetStream silent.
+	// Hosted processes keep running.
 	StateNoQuorum = "no_quorum"
 )
 
@@ -105,8 +105,8 @@ type Options struct {
 	Starting func() string
 	// StoreOutage, when not nil, is the store's own finding that it
 	// cannot reach JetStream (jsstore.Store.Outage: the probe an API call
-	// waiting on the store made found NATS or JetStream silent, or a
-	// stream without a leader), with the reason and since when. Status
+	// waiting on the store made found NATS or JetStream silent or
+	// refusing), with the reason and since when. Status
 	// reads it live and reports it at once over a ready verdict, as it
 	// does a lost connection: natsSilent (NATS answers nothing, not even a
 	// PING) as nats_disconnected, anything else as no_quorum.

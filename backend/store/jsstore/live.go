@@ -153,9 +153,10 @@ var ErrNATSSilent = errors.New("NATS answers nothing")
 
 // Outage is the store's own finding that it cannot reach JetStream, with
 // the reason and since when: the verdict of its last probe (an API call's
-// that waited, see judge) when that found JetStream unreachable. nil: the
-// last probe found it answering, or, when it found the whole of JetStream
-// silent, the store has been answered since. It never waits on NATS: a
+// that waited, see judge) when that found NATS or the whole of JetStream
+// silent or refusing. nil: the last probe found it answering, or found
+// some streams only unavailable (their calls fail with that reason), or
+// the store has been answered since. It never waits on NATS: a
 // finding older than liveFresh is probed again in the background, so that
 // repeated readings (a readiness prober's, every API call's) follow the
 // outage and its end. errors.Is(err, ErrNATSSilent) tells a NATS server
@@ -165,10 +166,13 @@ func (s *Store) Outage() (since time.Time, err error) {
 	l.mu.Lock()
 	c, since := l.last, l.since
 	l.mu.Unlock()
-	if c == nil || c.err == nil {
+	if c == nil || c.err == nil || errors.Is(c.err, errStreamDown) {
+		// A verdict on some streams (no leader, no quorum, refused) is the
+		// calls' that wait on them, not the server's: a stream's leader
+		// election after a node died must not make the server unready.
 		return time.Time{}, nil
 	}
-	if !errors.Is(c.err, errStreamDown) && s.lastAnswer.Load() > c.at.UnixNano() {
+	if s.lastAnswer.Load() > c.at.UnixNano() {
 		return time.Time{}, nil // silent then, answering since
 	}
 	if time.Since(c.at) >= liveFresh {

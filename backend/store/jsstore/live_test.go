@@ -182,8 +182,10 @@ func TestSlowJetStreamIsNotDown(t *testing.T) {
 // one replica each, its results bucket moved to another node than the
 // others; that node dies. The results stream has no leader while the
 // others have theirs: a call needing it fails with model.ErrUnavailable
-// naming it in under 2 s of the time the store controls, and the store's
-// Outage names it too; calls on the other streams still succeed.
+// naming it in under 2 s of the time the store controls; calls on the
+// other streams still succeed, and the store reports no Outage (its
+// readiness is the server's: one stream's election must not make it
+// unready).
 func TestLeaderlessStreamFailsFast(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 3-node NATS cluster")
@@ -285,10 +287,10 @@ func TestLeaderlessStreamFailsFast(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		since, err := s.Outage()
-		t.Logf("Outage: %v since %v", err, since)
-		if err == nil || !strings.Contains(err.Error(), "KV_gseproc_results") {
-			t.Errorf("Outage with the results stream without a leader: %v", err)
+		// Not the server's outage (readiness): only the calls waiting on
+		// the stream fail (a leader election must not make a server unready).
+		if since, err := s.Outage(); err != nil {
+			t.Errorf("Outage with only the results stream without a leader: %v since %v", err, since)
 		}
 	}
 }
