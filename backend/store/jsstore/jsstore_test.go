@@ -56,7 +56,7 @@ func openConn(t testing.TB, nc *nats.Conn, opts Options) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testPatience)
 	defer cancel()
 	s, err := New(ctx, js, configured(opts))
 	if err != nil {
@@ -120,8 +120,15 @@ func TestOptionsRefusedUnset(t *testing.T) {
 	_ = s.Close()
 }
 
+// testPatience bounds a test's store calls (tctx) and a store's opening:
+// wide, as a pass returns early anyway. 20 s was missed at load 30-40
+// with the race detector (TestAudit's 2,150 appends and a restart:
+// "context deadline exceeded"; TestReadYourWritesAcrossStores opening its
+// buckets: "bucket gseproc_groups: context deadline exceeded").
+const testPatience = 2 * time.Minute
+
 func tctx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testPatience)
 	t.Cleanup(cancel)
 	return ctx
 }
