@@ -302,7 +302,7 @@ func TestAPIWhileJetStreamUnanswered(t *testing.T) {
 		}
 		notReady = !getHealthz(t, base).Ready
 		for _, c := range calls {
-			m := meterStalls()
+			m := transporttest.MeterStalls()
 			r := c.do(t, base)
 			stalls := m.Stop()
 			t.Logf("round %d %s: %s (stalls %s) HTTP %d %.200s", round, c.name, r.Took, stalls, r.HTTP, r.Env.Message)
@@ -339,50 +339,6 @@ func TestAPIWhileJetStreamUnanswered(t *testing.T) {
 	}
 }
 
-// stallMeter measures how long this process was kept from running while
-// it runs (a loaded machine): a ticker every 10 ms, the lateness of each
-// tick beyond 20 ms summed. A test that bounds how long the server (in
-// this process) takes bounds the time taken less the stalls: the time the
-// server chose to wait, which a loaded machine does not stretch.
-type stallMeter struct {
-	stop chan struct{}
-	done chan time.Duration
-}
-
-func meterStalls() *stallMeter {
-	m := &stallMeter{stop: make(chan struct{}), done: make(chan time.Duration, 1)}
-	go func() {
-		const every = 10 * time.Millisecond
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		var stalled time.Duration
-		last := time.Now()
-		late := func(now time.Time) {
-			if d := now.Sub(last); d > 2*every {
-				stalled += d - 2*every
-			}
-			last = now
-		}
-		for {
-			select {
-			case <-m.stop:
-				late(time.Now())
-				m.done <- stalled
-				return
-			case now := <-tick.C:
-				late(now)
-			}
-		}
-	}()
-	return m
-}
-
-// Stop ends the meter and returns the stalls it saw.
-func (m *stallMeter) Stop() time.Duration {
-	close(m.stop)
-	return <-m.done
-}
-
 // TestAPIWhileNATSFrozen: `gseproc server` on an external NATS that stops
 // answering without the connection closing (a relay that carries nothing
 // either way: as a NATS server stopped with SIGSTOP). From the first call
@@ -400,7 +356,7 @@ func TestAPIWhileNATSFrozen(t *testing.T) {
 	calls, taskID := outageCalls(t, base)
 
 	relay.Freeze(true)
-	m := meterStalls()
+	m := transporttest.MeterStalls()
 	first := calls[0].do(t, base)
 	stalls := m.Stop()
 	t.Logf("first call after the freeze: %s (stalls %s): HTTP %d %s", first.Took, stalls, first.HTTP, first.Env.Message)
@@ -418,7 +374,7 @@ func TestAPIWhileNATSFrozen(t *testing.T) {
 	}
 	for round := range 2 {
 		for _, c := range calls {
-			m := meterStalls()
+			m := transporttest.MeterStalls()
 			r := c.do(t, base)
 			stalls := m.Stop()
 			t.Logf("round %d %s: %s (stalls %s) HTTP %d %.200s", round, c.name, r.Took, stalls, r.HTTP, r.Env.Message)

@@ -52,49 +52,6 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-// stallMeter measures how long this process was kept from running
-// meanwhile (a loaded machine): a ticker every 10 ms, the lateness of each
-// tick beyond 20 ms summed. A test that bounds how long the product takes
-// bounds the time it took less the stalls: the time the product chose to
-// wait, which a loaded machine does not stretch.
-type stallMeter struct {
-	stop chan struct{}
-	done chan time.Duration
-}
-
-func meterStalls() *stallMeter {
-	m := &stallMeter{stop: make(chan struct{}), done: make(chan time.Duration, 1)}
-	go func() {
-		const every = 10 * time.Millisecond
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		var stalled time.Duration
-		last := time.Now()
-		for {
-			select {
-			case <-m.stop:
-				if d := time.Since(last); d > 2*every {
-					stalled += d - 2*every
-				}
-				m.done <- stalled
-				return
-			case now := <-tick.C:
-				if d := now.Sub(last); d > 2*every {
-					stalled += d - 2*every
-				}
-				last = now
-			}
-		}
-	}()
-	return m
-}
-
-// Stop ends the meter and returns the stalls it saw.
-func (m *stallMeter) Stop() time.Duration {
-	close(m.stop)
-	return <-m.done
-}
-
 // viaRelay opens a store on e through a relay the test can freeze.
 func viaRelay(t *testing.T, e *natsembed.Embedded, opts Options, delayJS time.Duration) (*Store, *transporttest.Relay) {
 	t.Helper()
@@ -127,7 +84,7 @@ func TestFrozenNATSFailsFast(t *testing.T) {
 	}
 	relay.Freeze(true)
 	for round := range 2 {
-		m := meterStalls()
+		m := transporttest.MeterStalls()
 		outcomes := runBounded(boundedCalls(s, apiBound))
 		stalls := m.Stop()
 		for _, o := range outcomes {
@@ -271,7 +228,7 @@ func TestLeaderlessStreamFailsFast(t *testing.T) {
 		var wg sync.WaitGroup
 		for _, c := range calls {
 			wg.Go(func() {
-				m := meterStalls()
+				m := transporttest.MeterStalls()
 				t0 := time.Now()
 				err := c.f(backend.WithStoreWait(context.Background(), apiBound))
 				took, stalls := time.Since(t0), m.Stop()

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"gseproc/backend"
+	"gseproc/backend/transport/transporttest"
 	"gseproc/model"
 )
 
@@ -206,7 +207,7 @@ func TestUnansweredStoreFailsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	for round := range 2 {
-		m := meterStalls()
+		m := transporttest.MeterStalls()
 		outcomes := runBounded(boundedCalls(s, apiBound))
 		stalls := m.Stop()
 		for _, o := range outcomes {
@@ -234,7 +235,7 @@ func TestStoreWithoutJetStreamFailsFast(t *testing.T) {
 	if err := e.Server().DisableJetStream(); err != nil {
 		t.Fatal(err)
 	}
-	m := meterStalls()
+	m := transporttest.MeterStalls()
 	outcomes := runBounded(boundedCalls(s, apiBound))
 	stalls := m.Stop()
 	for _, o := range outcomes {
