@@ -604,18 +604,16 @@ func (c *countingStore) Processes(ctx context.Context) ([]model.ProcessDef, erro
 	return c.Memory.Processes(ctx)
 }
 
-// TestResumeReadsRegistryOnce: Start resumes several unfinished tasks with
-// one read of the registry, not one per task.
-func TestResumeReadsRegistryOnce(t *testing.T) {
+// unfinishedTasks registers p on h in st and stores n status tasks on it
+// left running (as by a server that died), returning their ids.
+func unfinishedTasks(t *testing.T, st engine.Store, p model.Process, h model.Host, n int) []string {
+	t.Helper()
 	ctx := context.Background()
-	st := &countingStore{Memory: store.NewMemory()}
-	p := proc("ns", "app", nil)
-	h := hostN(0)
 	if err := st.PutProcess(ctx, model.ProcessDef{Process: p, Hosts: []model.Host{h}}); err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
-	for i := range 3 {
+	for i := range n {
 		id := model.FormatTaskID(time.Now(), uint64(i+1))
 		if err := st.PutTask(ctx, model.Task{ID: id, Op: model.OpStatus, Targets: 1, Status: model.TaskRunning, Created: time.Now()},
 			[]model.Target{{Host: h, ProcKey: p.Key()}}); err != nil {
@@ -623,6 +621,17 @@ func TestResumeReadsRegistryOnce(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
+	return ids
+}
+
+// TestResumeReadsRegistryOnce: Start resumes several unfinished tasks with
+// one read of the registry, not one per task.
+func TestResumeReadsRegistryOnce(t *testing.T) {
+	ctx := context.Background()
+	st := &countingStore{Memory: store.NewMemory()}
+	p := proc("ns", "app", nil)
+	h := hostN(0)
+	ids := unfinishedTasks(t, st, p, h, 3)
 	f := newFake(1)
 	e := engine.New(testCfg(), f, f, st)
 	if err := e.Start(ctx); err != nil {

@@ -19,11 +19,11 @@ type slowResumeStore struct {
 	*jsstore.Store
 	first string
 
-	mu       sync.Mutex
-	reads    []string
-	renewed  chan struct{} // closed at the first renewal of first
-	waited   bool          // the second read saw the renewal
-	closedRe bool
+	mu      sync.Mutex
+	reads   []string
+	renewed chan struct{} // closed at the first renewal of first
+	once    sync.Once     // closes renewed
+	waited  bool          // the second read saw the renewal
 }
 
 func (s *slowResumeStore) Results(ctx context.Context, taskID string) ([]model.Result, error) {
@@ -44,12 +44,9 @@ func (s *slowResumeStore) Results(ctx context.Context, taskID string) ([]model.R
 }
 
 func (s *slowResumeStore) RenewLease(ctx context.Context, taskID, owner string, ttl time.Duration) error {
-	s.mu.Lock()
-	if taskID == s.first && !s.closedRe {
-		s.closedRe = true
-		close(s.renewed)
+	if taskID == s.first {
+		s.once.Do(func() { close(s.renewed) })
 	}
-	s.mu.Unlock()
 	return s.Store.RenewLease(ctx, taskID, owner, ttl)
 }
 
@@ -66,19 +63,7 @@ func TestResumeRenewsWhileResuming(t *testing.T) {
 	st := &slowResumeStore{Store: sharedStore(t, emb), renewed: make(chan struct{})}
 	p := proc("ns", "app", nil)
 	p.Spec.Policy.OpTimeout = 120 // the first task runs until the test lets it
-	h := hostN(0)
-	if err := st.PutProcess(ctx, model.ProcessDef{Process: p, Hosts: []model.Host{h}}); err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for i := range 2 {
-		id := model.FormatTaskID(time.Now(), uint64(i+1))
-		if err := st.PutTask(ctx, model.Task{ID: id, Op: model.OpStatus, Targets: 1, Status: model.TaskRunning, Created: time.Now()},
-			[]model.Target{{Host: h, ProcKey: p.Key()}}); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
+	ids := unfinishedTasks(t, st, p, hostN(0), 2)
 	ts, err := st.Tasks(ctx, 0)
 	if err != nil || len(ts) != 2 {
 		t.Fatalf("tasks %+v %v", ts, err)
