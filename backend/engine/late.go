@@ -94,7 +94,7 @@ func (e *Engine) correctLate(ctx context.Context, lr model.LateReply) error {
 		c, err = e.correctStored(ctx, lr, procKey)
 	case c.stored: // the run was stored complete: again
 		var ours bool
-		c.fixed, ours, err = e.storeCorrection(ctx, c.task, c.fixed)
+		c.fixed, ours, err = e.storeCorrection(ctx, c.task, c.targets, c.fixed)
 		if !ours {
 			c = correction{} // corrected in the store by another server
 		}
@@ -125,6 +125,7 @@ type correction struct {
 	fixed, was model.Result
 	st         *model.ProcStatus
 	task       model.Task
+	targets    []model.Target // task's, when stored
 	stored     bool
 }
 
@@ -164,7 +165,7 @@ func (e *Engine) correctRun(r *run, lr model.LateReply, procKey string) (c corre
 	c.fixed, _ = r.finishLocked(i, c.fixed, c.fixed.Finished)
 	if r.ended {
 		r.task.Status = r.task.Counts.Outcome(r.cancelled)
-		c.task, c.stored = r.task, true
+		c.task, c.targets, c.stored = r.task, r.targets, true
 		r.mu.Unlock()
 		return c, true
 	}
@@ -179,7 +180,7 @@ func (e *Engine) correctRun(r *run, lr model.LateReply, procKey string) (c corre
 // correctStored corrects the result in the store, when the task is
 // complete there (a task still running belongs to the engine running it).
 func (e *Engine) correctStored(ctx context.Context, lr model.LateReply, procKey string) (c correction, err error) {
-	t, _, err := e.st.Task(ctx, lr.TaskID)
+	t, targets, err := e.st.Task(ctx, lr.TaskID)
 	if err != nil {
 		return c, fmt.Errorf("read the task: %w", err)
 	}
@@ -210,7 +211,7 @@ func (e *Engine) correctStored(ctx context.Context, lr model.LateReply, procKey 
 	t.Counts.Add(c.was.State, -1)
 	t.Counts.Add(c.fixed.State, 1)
 	t.Status = t.Counts.Outcome(t.Status == model.TaskCanceled)
-	fixed, ours, err := e.storeCorrection(ctx, t, c.fixed)
+	fixed, ours, err := e.storeCorrection(ctx, t, targets, c.fixed)
 	if err != nil || !ours {
 		return correction{}, err
 	}
@@ -218,8 +219,8 @@ func (e *Engine) correctStored(ctx context.Context, lr model.LateReply, procKey 
 	return c, nil
 }
 
-// storeCorrection stores res, the corrected result of complete task t,
-// and t's new counts; it returns res as stored (its Seq may change) and
+// storeCorrection stores res, the corrected result of complete task t
+// (of targets, which a task never changes), and t's new counts; it returns res as stored (its Seq may change) and
 // false when the store holds a correction of that result already (made
 // by another server: nothing of ours to say). Two servers may correct
 // two results of one task at once (each got one of its late answers):
@@ -228,7 +229,7 @@ func (e *Engine) correctStored(ctx context.Context, lr model.LateReply, procKey 
 // the other's correction, which would lose its count. The task is
 // complete: no owner writes it any more, so a correction takes no fence
 // (correctors fencing each other out lost corrections).
-func (e *Engine) storeCorrection(ctx context.Context, t model.Task, res model.Result) (model.Result, bool, error) {
+func (e *Engine) storeCorrection(ctx context.Context, t model.Task, targets []model.Target, res model.Result) (model.Result, bool, error) {
 	if e.modifier == nil {
 		if err := e.st.PutResult(ctx, res); err != nil {
 			return res, false, fmt.Errorf("store the corrected result: %w", err)
@@ -240,10 +241,6 @@ func (e *Engine) storeCorrection(ctx context.Context, t model.Task, res model.Re
 	}
 	put := false
 	err := e.modifier.ModifyTask(ctx, t.ID, func(ctx context.Context, cur model.Task) (model.Task, error) {
-		_, targets, err := e.st.Task(ctx, t.ID)
-		if err != nil {
-			return cur, fmt.Errorf("read the targets: %w", err)
-		}
 		rs, err := e.st.Results(ctx, t.ID)
 		if err != nil {
 			return cur, fmt.Errorf("read the results: %w", err)
