@@ -209,7 +209,7 @@ func (d *driver) typeText(s string) {
 // never waits that long).
 func (d *driver) until(what string, cond func() bool) {
 	d.t.Helper()
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(90 * time.Second) // wide: a pass returns as soon as cond holds
 	for !cond() {
 		select {
 		case msg := <-d.msgs:

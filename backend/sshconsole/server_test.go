@@ -127,7 +127,9 @@ func TestSSHConsole(t *testing.T) {
 	tm.Wait(t, 0, "hosts ·")
 	tm.Press(t, "a", "selected")
 	tm.Press(t, "o", "run restart_cmd") // the picker has loaded: the ops are enabled
-	tm.Press(t, "\r", "Proceed?")
+	from := len(tm.Output())
+	tm.Keys(t, "\r") // once: a second enter would answer the dialog's default, No
+	tm.Wait(t, from, "Proceed?")
 	time.Sleep(500 * time.Millisecond) // past the dialog's guard against typed-ahead keys
 	tm.Keys(t, "y")
 	var entry model.AuditEntry

@@ -19,8 +19,9 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 )
 
-// Wait is how long Term.Wait and Until wait for a condition.
-const Wait = 30 * time.Second
+// Wait is how long Term.Wait and Until wait for a condition: wide, as a
+// pass returns as soon as it holds (30 s was missed once at load 30-40).
+const Wait = 90 * time.Second
 
 // NewKey makes an ed25519 key pair: the client's signer and the public
 // key as an authorized-keys line (without options).
@@ -138,13 +139,16 @@ func (tm *Term) Keys(t testing.TB, keys ...string) {
 }
 
 // Press types key until text is printed after it (a page that is still
-// loading ignores action keys), at most for Wait.
+// loading ignores action keys), at most for Wait. It types again only
+// after 5 s without the text, so a slow frame on a loaded machine does
+// not get the key twice; a key that must not repeat (enter on a dialog's
+// opener) goes through Keys and Wait instead.
 func (tm *Term) Press(t testing.TB, key, text string) {
 	t.Helper()
 	Until(t, fmt.Sprintf("%q after %q", text, key), func() bool {
 		n := len(tm.out.String())
 		tm.Keys(t, key)
-		deadline := time.Now().Add(time.Second)
+		deadline := time.Now().Add(5 * time.Second)
 		for time.Now().Before(deadline) {
 			if strings.Contains(tm.out.String()[n:], text) {
 				return true
