@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
+	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -57,9 +57,14 @@ type run struct {
 	// before the run is launched.
 	fence uint64
 
-	// inflight stops the dispatch of a running target (by index) with
-	// model.ErrCancelled: the dispatcher tells the host to stop the op.
-	inflight map[int]context.CancelCauseFunc
+	// sent is the context every target's dispatch is made under (r.ctx's
+	// child); stopSent ends it with model.ErrCancelled, which stops every
+	// dispatch running (the dispatcher tells each host to stop the op).
+	// One for the run, not a context per target: a cancel stops every
+	// running target, and no target is sent after it (they are made
+	// cancelled in the same critical section).
+	sent     context.Context
+	stopSent context.CancelCauseFunc
 
 	// roll is the roll of a rolling task (roll.go); nil for another.
 	roll *rollRun
@@ -468,6 +473,7 @@ func (e *Engine) launch(r *run) error {
 		return errors.New("engine is closed")
 	}
 	r.ctx, r.cancel = context.WithCancel(e.ctx)
+	r.sent, r.stopSent = context.WithCancelCause(r.ctx)
 	e.runs[r.task.ID] = r
 	e.wg.Add(1)
 	e.mu.Unlock()
@@ -521,27 +527,10 @@ func (e *Engine) dispatchOne(r *run, i int) {
 		r.mu.Unlock()
 		return // cancelled, or final from before a restart
 	}
-	// Only a target about to be sent gets a context of its own, registered
-	// in the same critical section that makes it running: a cancel
-	// (cancelRun) finds it pending or stops it. (Made before the check,
-	// every target a resumed or cancelled task skips cost one.)
-	cctx, stop := context.WithCancelCause(r.ctx)
-	defer stop(nil)
-	if r.inflight == nil {
-		r.inflight = map[int]context.CancelCauseFunc{}
-	}
-	r.inflight[i] = stop
-	// Its entry goes with its result (finishResult), in the same critical
-	// section: one lock of the run fewer per target (2,048 workers queue
-	// on it). A target left unfinished drops it here.
-	finished := false
-	defer func() {
-		if !finished {
-			r.mu.Lock()
-			delete(r.inflight, i)
-			r.mu.Unlock()
-		}
-	}()
+	// Made running in the critical section that found it pending: a
+	// cancel (cancelRun) finds it pending, or running and stops it (the
+	// run's sent context, which its dispatch is made under).
+	cctx := r.sent
 	now := e.now()
 	res.State, res.Started = model.StateRunning, now
 	r.results[i] = res
@@ -560,7 +549,6 @@ func (e *Engine) dispatchOne(r *run, i int) {
 		res.State, res.Code = model.StateFailed, model.CodeCommandFailed
 		res.Message = fmt.Sprintf("process %s is no longer in the registry", res.ProcKey)
 		res.Finished = e.now()
-		finished = true
 		e.finishResult(r, i, res)
 		return
 	}
@@ -614,9 +602,10 @@ func (e *Engine) dispatchOne(r *run, i int) {
 	}
 	res.Proc = model.ResultProcOf(p)
 	res.Hosted = hosted
-	e.log.Debug("host result", "task", res.TaskID, "host", res.Host.String(), "proc", res.ProcKey,
-		"state", string(res.State), "code", res.Code, "duration", res.Duration())
-	finished = true
+	if e.log.Enabled(r.ctx, slog.LevelDebug) { // its arguments cost a string and boxes per target
+		e.log.Debug("host result", "task", res.TaskID, "host", res.Host.String(), "proc", res.ProcKey,
+			"state", string(res.State), "code", res.Code, "duration", res.Duration())
+	}
 	e.finishResult(r, i, res)
 }
 
@@ -736,11 +725,9 @@ func (r *run) completeLocked(now time.Time) bool {
 	return true
 }
 
-// finishResult records target i's final result, and forgets its dispatch
-// (inflight).
+// finishResult records target i's final result.
 func (e *Engine) finishResult(r *run, i int, res model.Result) {
 	r.mu.Lock()
-	delete(r.inflight, i)
 	if r.lost {
 		r.mu.Unlock()
 		return // another engine owns the task now and dispatches it again
@@ -900,20 +887,20 @@ func (e *Engine) cancelRun(r *run) (cancelled, error) {
 	}
 	r.cancelled = true
 	finals, complete := r.cancelPendingLocked(now, "cancelled before it was sent to the host")
-	stops := slices.Collect(maps.Values(r.inflight))
+	running := r.task.Counts.Running // every one is being dispatched under r.sent
 	r.puts.Add(len(finals))
 	r.mu.Unlock()
-	for _, stop := range stops {
-		stop(model.ErrCancelled)
+	if r.stopSent != nil {
+		r.stopSent(model.ErrCancelled)
 	}
 	for i := range finals {
 		e.enqueue(write{res: &finals[i], fence: r.fence, done: r.puts.Done})
 	}
-	e.log.Info("task cancelled", "task", id, "cancelled_targets", len(finals), "running_told_to_stop", len(stops))
+	e.log.Info("task cancelled", "task", id, "cancelled_targets", len(finals), "running_told_to_stop", running)
 	if complete {
 		e.finishTask(r)
 	}
-	return cancelled{pending: len(finals), running: len(stops)}, nil
+	return cancelled{pending: len(finals), running: running}, nil
 }
 
 // cancelPendingLocked makes every pending target cancelled (why); it
@@ -955,6 +942,23 @@ func (e *Engine) cancelLoop(ids <-chan string) {
 			e.log.Warn("cancel requested by another server", "task", id, "err", err)
 		}
 	}
+}
+
+// TaskHead returns a task without its results when this engine holds its
+// run (running, or among the recent ones): ok false when it does not (the
+// caller asks Task). A stream of a task's results needs the task, not a
+// copy of its 100,000 results (Task's).
+func (e *Engine) TaskHead(_ context.Context, id string) (t model.Task, ok bool, err error) {
+	e.mu.RLock()
+	r := e.runs[id]
+	if r == nil {
+		r = e.recent.get(id)
+	}
+	e.mu.RUnlock()
+	if r == nil {
+		return model.Task{}, false, nil
+	}
+	return r.snapshot(), true, nil
 }
 
 // Task returns a task with every sub-result so far (pending ones included).

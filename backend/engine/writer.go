@@ -127,6 +127,20 @@ func (e *Engine) writeBatch(ctx context.Context, ws []write) {
 	}
 	byTask := map[string]*fenced{}
 	var tasks []string // of byTask, in order
+	if e.fencer != nil {
+		// Each task's results are counted first: its slice is made once
+		// at its size (a batch of 10,000 results grown by appending
+		// copied them all about twice more).
+		n := map[string]int{}
+		for _, w := range ws {
+			if w.res != nil {
+				n[w.res.TaskID]++
+			}
+		}
+		for id, k := range n {
+			byTask[id] = &fenced{rs: make([]model.Result, 0, k)}
+		}
+	}
 	for _, w := range ws {
 		if w.status != nil {
 			k := key{w.status.Host, w.status.Status.ProcKey}
@@ -140,9 +154,8 @@ func (e *Engine) writeBatch(ctx context.Context, ws []write) {
 		switch {
 		case w.res != nil && e.fencer != nil:
 			f := byTask[w.res.TaskID]
-			if f == nil {
-				f = &fenced{fence: w.fence}
-				byTask[w.res.TaskID] = f
+			if len(f.rs) == 0 {
+				f.fence = w.fence
 				tasks = append(tasks, w.res.TaskID)
 			}
 			f.rs = append(f.rs, *w.res)

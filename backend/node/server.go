@@ -325,6 +325,16 @@ func (n *Server) Task(ctx context.Context, id string) (backend.TaskView, error) 
 	return b.Task(ctx, id)
 }
 
+// TaskHead is the engine's: a task without its results, when the engine
+// holds its run.
+func (n *Server) TaskHead(ctx context.Context, id string) (model.Task, bool, error) {
+	e, err := n.ready()
+	if err != nil {
+		return model.Task{}, false, err
+	}
+	return e.TaskHead(ctx, id)
+}
+
 func (n *Server) Tasks(ctx context.Context, limit int) ([]model.Task, error) {
 	b, err := n.backend()
 	if err != nil {

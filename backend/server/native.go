@@ -373,6 +373,48 @@ func (s *Server) nativeTask(ctx context.Context, c *call, id string) (backend.Ta
 	return tv, nil
 }
 
+// taskHeader is a backend that gives a task without its results when it
+// holds the task's run in memory (the engine, the node): a stream of a
+// task over 100,000 hosts copied every result twice (its check, its end)
+// through Task.
+type taskHeader interface {
+	TaskHead(ctx context.Context, id string) (model.Task, bool, error)
+}
+
+// taskOnly is task id without its results: from the run the backend
+// holds when it can (taskHeader), else Task's.
+func (s *Server) taskOnly(ctx context.Context, id string) (model.Task, error) {
+	if h, ok := s.b.(taskHeader); ok {
+		if t, held, err := h.TaskHead(ctx, id); err != nil || held {
+			return t, err
+		}
+	}
+	tv, err := s.b.Task(ctx, id)
+	return tv.Task, err
+}
+
+// nativeTaskHead is nativeTask's check and task, without the results
+// when the backend can (taskHeader): the task's namespaces are those of
+// every target's process, results' included.
+func (s *Server) nativeTaskHead(ctx context.Context, c *call, id string) (model.Task, *apiError) {
+	if h, ok := s.b.(taskHeader); ok {
+		t, held, err := h.TaskHead(ctx, id)
+		if err != nil {
+			return t, backendError(CodeArgument, "task "+id, err)
+		}
+		if held {
+			for _, ns := range t.Namespace {
+				if !c.app.allowNamespace(ns) {
+					return t, namespaceDenied(c.app, "id", ns)
+				}
+			}
+			return t, nil
+		}
+	}
+	tv, aerr := s.nativeTask(ctx, c, id)
+	return tv.Task, aerr
+}
+
 func (s *Server) v1Task(ctx context.Context, c *call) (any, *apiError) {
 	tv, aerr := s.nativeTask(ctx, c, c.r.PathValue("id"))
 	if aerr != nil {
@@ -520,7 +562,7 @@ func (s *Server) v1TaskStream(ctx context.Context, c *call) (any, *apiError) {
 	if err := v.Err(); err != nil {
 		return nil, validationError(CodeArgument, err)
 	}
-	if _, aerr := s.nativeTask(ctx, c, id); aerr != nil {
+	if _, aerr := s.nativeTaskHead(ctx, c, id); aerr != nil {
 		return nil, aerr
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -545,10 +587,10 @@ func (s *Server) v1TaskStream(ctx context.Context, c *call) (any, *apiError) {
 					return nil, nil
 				}
 				tctx, tcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-				tv, err := s.b.Task(tctx, id)
+				t, err := s.taskOnly(tctx, id)
 				tcancel()
 				if err == nil {
-					_ = out.event("", "end", tv.Task)
+					_ = out.event("", "end", t)
 				}
 				return nil, nil
 			}
