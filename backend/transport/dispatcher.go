@@ -10,12 +10,14 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"gseproc/backend/transport/subjects"
 	"gseproc/model"
 )
 
@@ -47,6 +49,10 @@ type Dispatcher struct {
 
 	mu    sync.Mutex
 	hosts map[model.Host]*hostEntry
+	// shared holds one copy of each label set and agent version the
+	// hosts report (100,000 hosts have a few thousand label sets): the
+	// entries' labels are never changed in place, only replaced.
+	shared interned
 	// beats are the same entries by heartbeat subject: a keepalive (most
 	// heartbeats) finds its host without parsing its subject again.
 	beats map[string]*hostEntry
@@ -81,6 +87,11 @@ type Dispatcher struct {
 	// only at its head, not at every request waiting. An entry answered
 	// meanwhile is skipped when its window ends.
 	lateQ []lateEntry
+
+	// reqBufs are the buffers requests are encoded into (a request is
+	// about a kilobyte, one per target of every op): each is published,
+	// so copied by NATS, before the Dispatch that encoded it returns.
+	reqBufs sync.Pool
 
 	smu      sync.Mutex // natsSubs
 	natsSubs []*nats.Subscription
@@ -126,8 +137,12 @@ func (d *Dispatcher) heartbeatWorker(q <-chan *nats.Msg) {
 
 type pendingReply struct {
 	host model.HostID
-	ch   chan *nats.Msg // buffered 1; nil when late
-	late *lateOp
+	// subject is the reply subject the request named (ReplySubject of
+	// host and its id): an answer on exactly it came from host, whose
+	// credential alone may publish there.
+	subject string
+	ch      chan *nats.Msg // buffered 1; nil when late
+	late    *lateOp
 }
 
 // lateOp is a request whose dispatch gave up waiting at its deadline: an
@@ -151,6 +166,7 @@ const (
 )
 
 type hostEntry struct {
+	id       model.HostID // set with the entry's first heartbeat subject
 	info     model.HostInfo
 	ord      model.HostOrder // info.Host's place in the host ordering, parsed once
 	lastSeen time.Time       // zero: never heard from
@@ -326,11 +342,21 @@ func (d *Dispatcher) Dispatch(ctx context.Context, host model.Host, req model.Ag
 	if err != nil {
 		return model.AgentReply{}, fmt.Errorf("dispatch: %w", err)
 	}
-	data, err := model.AppendRequestJSON(make([]byte, 0, len(req.ProcessJSON)+256), &req)
+	buf, _ := d.reqBufs.Get().(*[]byte)
+	if buf == nil {
+		buf = new([]byte)
+	}
+	data, err := model.AppendRequestJSON((*buf)[:0], &req)
 	if err != nil {
+		d.reqBufs.Put(buf)
 		return model.AgentReply{}, fmt.Errorf("dispatch %s: encode request: %w", host, err)
 	}
 	msg, err := d.request(ctx, id, req.OpID, req.TaskID, data)
+	// NATS copied data at each publish: the buffer serves the next request.
+	if cap(data) <= maxPooledRequest {
+		*buf = data
+		d.reqBufs.Put(buf)
+	}
 	switch {
 	case err != nil && errors.Is(err, model.ErrCancelled):
 		return model.AgentReply{}, fmt.Errorf("dispatch %s: %w", host, err)
@@ -353,6 +379,9 @@ func (d *Dispatcher) Dispatch(ctx context.Context, host model.Host, req model.Ag
 	return rep, nil
 }
 
+// maxPooledRequest bounds the buffers kept for reuse.
+const maxPooledRequest = 64 << 10
+
 // noResponders reports whether m is NATS's answer that nobody subscribes
 // to the request's subject.
 func noResponders(m *nats.Msg) bool {
@@ -373,10 +402,19 @@ const CancelGrace = 5 * time.Second
 // stop op opID, and its answer is awaited up to CancelGrace more.
 func (d *Dispatcher) request(ctx context.Context, host model.HostID, opID, taskID string, data []byte) (*nats.Msg, error) {
 	ch := make(chan *nats.Msg, 1)
+	// The host's op and reply subjects, from one rendering of its token.
+	b := make([]byte, 0, MaxSubject)
+	b = append(b, subjectPrefix...)
+	b = subjects.AppendHostToken(b, host)
+	n := len(b)
+	opSubj := string(append(b, ".op"...))
 	d.rmu.Lock()
 	d.replyN++
-	id := d.replyPfx + strconv.FormatUint(d.replyN, 36)
-	d.replies[id] = pendingReply{host: host, ch: ch}
+	b = append(append(b[:n], ".reply."...), d.replyPfx...)
+	b = strconv.AppendUint(b, d.replyN, 36)
+	replySubj := string(b)
+	id := replySubj[n+len(".reply."):]
+	d.replies[id] = pendingReply{host: host, subject: replySubj, ch: ch}
 	again := d.reconnected
 	d.rmu.Unlock()
 	late := false // kept for a late answer
@@ -387,7 +425,7 @@ func (d *Dispatcher) request(ctx context.Context, host model.HostID, opID, taskI
 			d.rmu.Unlock()
 		}
 	}()
-	msg := &nats.Msg{Subject: OpSubject(host), Reply: ReplySubject(host, id), Data: data}
+	msg := &nats.Msg{Subject: opSubj, Reply: replySubj, Data: data}
 	if err := d.nc.Load().PublishMsg(msg); err != nil {
 		return nil, fmt.Errorf("publish request: %w", err)
 	}
@@ -427,7 +465,7 @@ wait:
 		}
 	}
 	if opID != "" && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		late = d.keepLate(id, host, taskID, opID)
+		late = d.keepLate(id, host, replySubj, taskID, opID)
 	}
 	if opID == "" || !errors.Is(context.Cause(ctx), model.ErrCancelled) {
 		return nil, ctx.Err()
@@ -450,14 +488,14 @@ wait:
 
 // keepLate keeps request id, whose deadline passed, waiting for a late
 // answer (when anyone subscribes to them and fewer than lateMax wait).
-func (d *Dispatcher) keepLate(id string, host model.HostID, taskID, opID string) bool {
+func (d *Dispatcher) keepLate(id string, host model.HostID, subject, taskID, opID string) bool {
 	d.rmu.Lock()
 	defer d.rmu.Unlock()
 	if d.lateSubs.empty() || d.lateN >= lateMax {
 		return false
 	}
 	until := time.Now().Add(lateWindow)
-	d.replies[id] = pendingReply{host: host, late: &lateOp{taskID: taskID, opID: opID, until: until}}
+	d.replies[id] = pendingReply{host: host, subject: subject, late: &lateOp{taskID: taskID, opID: opID, until: until}}
 	d.lateN++
 	d.lateQ = append(d.lateQ, lateEntry{id: id, until: until})
 	return true
@@ -513,23 +551,32 @@ func (d *Dispatcher) dropLate(now time.Time) {
 // lets only that host's credential publish there, so an answer for
 // another host (whatever its payload says) is ignored.
 func (d *Dispatcher) onReply(m *nats.Msg) {
-	from, id, err := replyFromSubject(m.Subject)
-	if err != nil {
-		d.log.Warn("dispatcher: reply", "err", err)
-		return
-	}
+	// The request id is the subject's last token; the answer counts only
+	// on the very subject its request named (the addressed host's), which
+	// is compared whole rather than parsed: any other subject is parsed
+	// only to say what it was.
+	id := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 	d.rmu.Lock()
 	p, ok := d.replies[id]
-	if ok && p.late != nil && p.host == from {
+	same := ok && p.subject == m.Subject
+	if same && p.late != nil {
 		delete(d.replies, id) // a late answer counts once
 		d.lateN--
 	}
 	d.rmu.Unlock()
+	if !same {
+		from, _, err := replyFromSubject(m.Subject)
+		switch {
+		case err != nil:
+			d.log.Warn("dispatcher: reply", "err", err)
+		case !ok:
+			d.log.Debug("dispatcher: reply nobody waits for (late, or answered twice)", "subject", m.Subject)
+		default:
+			d.log.Warn("dispatcher: reply from another host than the one addressed; ignored", "addressed", p.host.String(), "from", from.String())
+		}
+		return
+	}
 	switch {
-	case !ok:
-		d.log.Debug("dispatcher: reply nobody waits for (late, or answered twice)", "subject", m.Subject)
-	case p.host != from:
-		d.log.Warn("dispatcher: reply from another host than the one addressed; ignored", "addressed", p.host.String(), "from", from.String())
 	case p.late != nil:
 		d.onLate(p, m)
 	default:
@@ -582,6 +629,14 @@ func (d *Dispatcher) Count() (online, known int) {
 		}
 	}
 	return online, len(d.hosts)
+}
+
+// HostCounts is the number of hosts Hosts lists and of those online
+// (engine.HostCounter), without listing them: an Info over 100,000 hosts
+// copied every host and its labels to count them.
+func (d *Dispatcher) HostCounts(context.Context) (total, online int, err error) {
+	online, total = d.Count()
+	return total, online, nil
 }
 
 // Online reports whether host's agent is heartbeating.
@@ -639,7 +694,7 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 		d.onKeepalive(m.Subject)
 		return
 	}
-	subjHost, err := hostFromSubject(m.Subject)
+	subjHost, err := d.beatHost(m.Subject)
 	if err != nil {
 		d.log.Warn("dispatcher: heartbeat", "err", err)
 		return
@@ -664,7 +719,8 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 	now := time.Now()
 	var ev []model.Event
 	d.mu.Lock()
-	e := d.entry(hb.Info.Host, m.Subject)
+	e := d.entry(subjHost, m.Subject)
+	hb.Info.Labels, hb.Info.Version = d.shared.labels(hb.Info.Labels), d.shared.text(hb.Info.Version)
 	e.info = hb.Info
 	e.statuses = hb.Statuses
 	// An agent that reports less often than the server expects gets three
@@ -707,7 +763,7 @@ func (d *Dispatcher) onKeepalive(subj string) {
 			return
 		}
 		d.mu.Lock()
-		e = d.entry(id.Host(), subj)
+		e = d.entry(id, subj)
 	}
 	now := time.Now()
 	var ev []model.Event
@@ -722,17 +778,31 @@ func (d *Dispatcher) onKeepalive(subj string) {
 	d.emit(ev...)
 }
 
-// entry is host's entry (a new one knows only the host), known from now on
-// by its heartbeat subject subj too. d.mu is held; host is canonical, the
-// host of subj.
-func (d *Dispatcher) entry(host model.Host, subj string) *hostEntry {
+// entry is host id's entry (a new one knows only the host), known from
+// now on by its heartbeat subject subj too. d.mu is held; subj is id's.
+func (d *Dispatcher) entry(id model.HostID, subj string) *hostEntry {
+	host := id.Host()
 	e := d.hosts[host]
 	if e == nil {
 		e = &hostEntry{info: model.HostInfo{Host: host}, ord: host.Order(), grace: d.opts.OfflineAfter}
 		d.hosts[host] = e
 	}
+	e.id = id
 	d.beats[subj] = e
 	return e
+}
+
+// beatHost is the host of heartbeat subject subj: the one its entry
+// names when a heartbeat came on it before (parsed once, not at every
+// full heartbeat), else parsed.
+func (d *Dispatcher) beatHost(subj string) (model.HostID, error) {
+	d.mu.Lock()
+	e := d.beats[subj]
+	d.mu.Unlock()
+	if e != nil {
+		return e.id, nil
+	}
+	return hostFromSubject(subj)
 }
 
 // sweep turns hosts offline when their heartbeats stop.
@@ -801,4 +871,63 @@ func (s *subscribers[T]) empty() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.fns) == 0
+}
+
+// interned keeps one copy of each label set and text the hosts report,
+// at most internMax of each (then it starts again: hostile or churning
+// labels cost memory only up to the bound). The zero value is ready.
+// Guarded by Dispatcher.mu.
+type interned struct {
+	sets  map[string]map[string]string
+	texts map[string]string
+	key   []byte
+	keys  []string
+}
+
+const internMax = 1 << 16
+
+// labels is the kept copy of a label set equal to m (m itself, kept, when
+// it is new). The returned map must not be changed.
+func (x *interned) labels(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return m
+	}
+	x.keys = x.keys[:0]
+	for k := range m {
+		x.keys = append(x.keys, k)
+	}
+	slices.Sort(x.keys)
+	b := x.key[:0]
+	for _, k := range x.keys {
+		b = strconv.AppendInt(b, int64(len(k)), 10)
+		b = append(b, ':')
+		b = append(b, k...)
+		b = strconv.AppendInt(b, int64(len(m[k])), 10)
+		b = append(b, ':')
+		b = append(b, m[k]...)
+	}
+	x.key = b
+	if kept, ok := x.sets[string(b)]; ok {
+		return kept
+	}
+	if x.sets == nil || len(x.sets) >= internMax {
+		x.sets = map[string]map[string]string{}
+	}
+	x.sets[string(b)] = m
+	return m
+}
+
+// text is the kept copy of s.
+func (x *interned) text(s string) string {
+	if s == "" {
+		return s
+	}
+	if kept, ok := x.texts[s]; ok {
+		return kept
+	}
+	if x.texts == nil || len(x.texts) >= internMax {
+		x.texts = map[string]string{}
+	}
+	x.texts[s] = s
+	return s
 }

@@ -9,7 +9,6 @@ package subjects
 
 import (
 	"strconv"
-	"strings"
 
 	"gseproc/model"
 )
@@ -23,15 +22,25 @@ const (
 
 // HostToken is the host's two subject tokens "<cloud>.<ip-token>".
 func HostToken(id model.HostID) string {
-	return strconv.Itoa(id.Cloud()) + "." + strings.Map(func(r rune) rune {
-		switch r {
+	return string(AppendHostToken(make([]byte, 0, 48), id))
+}
+
+// AppendHostToken appends HostToken(id) to b: a dispatcher building a
+// host's subjects for every op makes one buffer, not a string per step.
+func AppendHostToken(b []byte, id model.HostID) []byte {
+	b = strconv.AppendInt(b, int64(id.Cloud()), 10)
+	b = append(b, '.')
+	start := len(b)
+	b = id.Addr().AppendTo(b)
+	for i := start; i < len(b); i++ {
+		switch b[i] {
 		case '.':
-			return '_'
+			b[i] = '_'
 		case ':':
-			return '-'
+			b[i] = '-'
 		}
-		return r
-	}, id.Addr().String())
+	}
+	return b
 }
 
 // PatternToken is the subject token pattern of a host pattern ("<cloud>.*"
