@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -85,7 +86,20 @@ type liveness struct {
 type liveCheck struct {
 	done chan struct{}
 	at   time.Time // when it was answered
-	err  error     // nil: JetStream answers; else why it does not
+	finding
+}
+
+// finding is what a probe found (checkLive).
+type finding struct {
+	err error // nil: JetStream answers; else why it does not
+	// streams are the streams found unavailable when err is an
+	// errStreamDown (the others answer): sorted.
+	streams []string
+	// lag is the most operations a replica of the store's streams is
+	// behind its leader, behind the replicas not current (of the streams
+	// answered).
+	lag    uint64
+	behind int
 }
 
 // live returns the check in flight, the last one when fresh, or a new one.
@@ -108,7 +122,7 @@ func (s *Store) live() *liveCheck {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		c.err, c.at = errors.New("jsstore: closed"), time.Now()
+		c.err, c.at = errClosed, time.Now()
 		close(c.done)
 		return c
 	}
@@ -117,9 +131,10 @@ func (s *Store) live() *liveCheck {
 	l.cur = c
 	go func() {
 		defer s.wg.Done()
-		err := s.checkLive()
+		f := s.checkLive()
+		err := f.err
 		l.mu.Lock()
-		c.err, c.at = err, time.Now()
+		c.finding, c.at = f, time.Now()
 		if !errors.Is(err, errCheckUnanswered) {
 			l.last = c
 			switch {
@@ -181,18 +196,63 @@ func (s *Store) Outage() (since time.Time, err error) {
 	return since, fmt.Errorf("%w: %w", errDown, c.err)
 }
 
+// Health is what the store's probe found (Check): NATS, JetStream and
+// each of the store's streams.
+type Health struct {
+	// At is when the probe was answered.
+	At time.Time
+	// Err is nil when NATS and every stream of the store answer, each
+	// stream's leader hearing from a quorum of its replicas; else why not.
+	// errors.Is(Err, ErrNATSSilent): NATS answers nothing, not even a
+	// PING.
+	Err error
+	// Streams, when Err is about some streams only (the others answer:
+	// their calls go on, as a server's readiness should), are their names.
+	Streams []string
+	// Unanswered: the probe came to no verdict within its time (3 s
+	// counted by the clock; a loaded machine, or evidence either way):
+	// Err says so; it is no finding of an outage.
+	Unanswered bool
+	// Lag is the most operations any replica of the store's streams is
+	// behind its leader; Behind counts the replicas not current.
+	Lag    uint64
+	Behind int
+}
+
+// Check probes the store now, as an API call waiting on it does (see the
+// top of this file), for a readiness prober: it joins the probe in flight,
+// or takes one answered within liveFresh, else starts one; every caller
+// shares it (no probe per caller). It waits for the probe's verdict
+// (bounded by liveTimeout) or ctx. Its verdict is also the store's Outage
+// and fails API calls waiting on the store (judge), as theirs would.
+func (s *Store) Check(ctx context.Context) Health {
+	c := s.live()
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return Health{At: time.Now(), Err: ctx.Err(), Unanswered: true}
+	}
+	return Health{At: c.at, Err: c.err, Streams: c.streams, Unanswered: errors.Is(c.err, errCheckUnanswered),
+		Lag: c.lag, Behind: c.behind}
+}
+
 // errStreamDown marks a verdict about some of the store's streams (the
 // others answer).
 var errStreamDown = errors.New("stream unavailable")
 
-// checkLive probes JetStream for the store (see above): nil when it
-// answers, else why not (errCheckUnanswered: no verdict within
-// liveTimeout).
-func (s *Store) checkLive() error {
+// errClosed is a call or probe of a closed store.
+var errClosed = errors.New("jsstore: closed")
+
+// checkLive probes JetStream for the store (see above): a nil err when
+// it answers, else why not (errCheckUnanswered: no verdict within
+// liveTimeout). Every stream's info is awaited (or judged by silence), so
+// that a verdict on some streams names each of them.
+func (s *Store) checkLive() (f finding) {
 	b := s.on()
 	nc := b.js.Conn()
 	if !nc.IsConnected() {
-		return fmt.Errorf("the NATS connection is %s", strings.ToLower(nc.Status().String()))
+		f.err = fmt.Errorf("the NATS connection is %s", strings.ToLower(nc.Status().String()))
+		return f
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, liveTimeout)
 	var wg sync.WaitGroup
@@ -225,6 +285,7 @@ func (s *Store) checkLive() error {
 	for _, n := range names {
 		pending[n] = true
 	}
+	bad := map[string]error{} // streams found unavailable, and why
 	tick := time.NewTicker(liveTick)
 	defer tick.Stop()
 	e := evidence{}
@@ -233,9 +294,15 @@ func (s *Store) checkLive() error {
 		select {
 		case <-ctx.Done():
 			if s.ctx.Err() != nil {
-				return errors.New("jsstore: closed")
+				f.err = errClosed
+				return f
 			}
-			return fmt.Errorf("%w: %w", errCheckUnanswered, ctx.Err())
+			if len(bad) > 0 {
+				f.err, f.streams = streamsDown(bad, len(names))
+				return f
+			}
+			f.err = fmt.Errorf("%w: %w", errCheckUnanswered, ctx.Err())
+			return f
 		case err := <-pong:
 			e.pong = err == nil
 		case now := <-tick.C:
@@ -253,16 +320,26 @@ func (s *Store) checkLive() error {
 				s.lastAnswer.Store(time.Now().UnixNano())
 				e.answered++
 				if err := quorum(a.info); err != nil {
-					return fmt.Errorf("%w: stream %s: %w", errStreamDown, a.stream, err)
+					bad[a.stream] = err
+				} else if c := a.info.Cluster; c != nil {
+					for _, r := range c.Replicas {
+						f.lag = max(f.lag, r.Lag)
+						if !r.Current {
+							f.behind++
+						}
+					}
 				}
 			case refused(a.err):
-				return fmt.Errorf("%w: JetStream refuses the info of stream %s: %w", errStreamDown, a.stream, a.err)
+				bad[a.stream] = fmt.Errorf("JetStream refuses its info: %w", a.err)
 			default:
 				s.lastAnswer.Store(time.Now().UnixNano())
 				e.answered++ // an answer, if not the one hoped for: JetStream is there
 			}
 			if len(pending) == 0 {
-				return nil
+				if len(bad) > 0 {
+					f.err, f.streams = streamsDown(bad, len(names))
+				}
+				return f
 			}
 		}
 		e.inMoved = nc.Stats().InMsgs != in0
@@ -272,12 +349,40 @@ func (s *Store) checkLive() error {
 			e.pending = append(e.pending, n)
 		}
 		if err := decide(e); err != nil {
-			return err
+			if !errors.Is(err, errStreamDown) {
+				f.err = err
+				return f
+			}
+			for _, n := range e.pending {
+				bad[n] = fmt.Errorf("unanswered for %s while the store's other streams answer (no leader)", e.quiet.Round(time.Millisecond))
+			}
+		}
+		if len(bad) > 0 && e.quiet >= silence {
+			// The others still unanswered after silence are left unjudged
+			// (JetStream may be answering a flood in turn).
+			f.err, f.streams = streamsDown(bad, len(names))
+			return f
 		}
 		if !nc.IsConnected() {
-			return fmt.Errorf("the NATS connection is %s", strings.ToLower(nc.Status().String()))
+			f.err = fmt.Errorf("the NATS connection is %s", strings.ToLower(nc.Status().String()))
+			return f
 		}
 	}
+}
+
+// streamsDown is the verdict on the streams of bad (of the store's all):
+// an errStreamDown naming each and why (sorted), or, when every stream
+// of the store is unavailable, the whole store's outage.
+func streamsDown(bad map[string]error, all int) (error, []string) {
+	names := slices.Sorted(maps.Keys(bad))
+	var why []string
+	for _, n := range names {
+		why = append(why, "stream "+n+": "+bad[n].Error())
+	}
+	if len(names) == all {
+		return fmt.Errorf("none of the store's %d streams can serve: %s", all, strings.Join(why, "; ")), nil
+	}
+	return fmt.Errorf("%w: %s", errStreamDown, strings.Join(why, "; ")), names
 }
 
 // evidence is what a probe has heard (checkLive), for decide.

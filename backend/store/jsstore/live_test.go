@@ -3,6 +3,8 @@ package jsstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -249,5 +251,47 @@ func TestLeaderlessStreamFailsFast(t *testing.T) {
 		if since, err := s.Outage(); err != nil {
 			t.Errorf("Outage with only the results stream without a leader: %v since %v", err, since)
 		}
+		// The store's probe (a readiness prober's) names the stream.
+		if h := s.Check(ctx); !slices.Equal(h.Streams, []string{results}) || !strings.Contains(fmt.Sprint(h.Err), results) {
+			t.Errorf("Check with only the results stream without a leader: %+v", h)
+		}
+	}
+}
+
+// TestCheckFindsFrozenNATS: with no call made, the store's probe (Check,
+// as a readiness prober asks it) finds a frozen NATS (nothing comes back,
+// not even a PONG) answering nothing (ErrNATSSilent) in about a second of
+// scheduled time, which is also the store's Outage; thawed, the probe
+// finds it answering again, and the Outage is over.
+func TestCheckFindsFrozenNATS(t *testing.T) {
+	e := startNATS(t, natsCfg(t, t.TempDir()))
+	s, relay := viaRelay(t, e, Options{}, 0)
+	seed(t, s)
+	ctx := tctx(t)
+	if h := s.Check(ctx); h.Err != nil || len(h.Streams) != 0 {
+		t.Fatalf("Check before the freeze: %+v", h)
+	}
+	relay.Freeze(true)
+	var h Health
+	waitCond(t, "a probe finding NATS silent", time.Minute, func() bool {
+		// One answered before the freeze may be reused for liveFresh; a
+		// loaded machine may leave one without a verdict.
+		h = s.Check(ctx)
+		return h.Err != nil && !h.Unanswered
+	})
+	t.Logf("Check with NATS frozen: %+v", h)
+	if !errors.Is(h.Err, ErrNATSSilent) || len(h.Streams) != 0 {
+		t.Fatalf("Check with NATS frozen: %+v, want ErrNATSSilent", h)
+	}
+	if _, err := s.Outage(); !errors.Is(err, ErrNATSSilent) {
+		t.Fatalf("Outage after the probe found NATS frozen: %v", err)
+	}
+	relay.Freeze(false)
+	waitCond(t, "a probe finding the store answering after the thaw", time.Minute, func() bool {
+		h = s.Check(ctx)
+		return h.Err == nil
+	})
+	if _, err := s.Outage(); err != nil {
+		t.Fatalf("Outage after the thaw: %v", err)
 	}
 }
