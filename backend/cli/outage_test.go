@@ -408,3 +408,46 @@ func TestAPIWhileNATSFrozen(t *testing.T) {
 		t.Fatalf("server exit %d", code)
 	}
 }
+
+// TestHealthzWhileNATSFrozenIdle: `gseproc server` on an external NATS
+// that freezes (a relay that carries nothing either way, as a NATS server
+// stopped with SIGSTOP) while no API call is made. /healthz and /readyz
+// turn by themselves (the server's background probe), saying that NATS
+// answers nothing (nats_disconnected), not that JetStream has no quorum;
+// thawed, the server is ready again by itself. The time from the freeze
+// to /healthz turning is logged (the product's figure: about 2 s on an
+// idle machine); it is bounded here generously, less this process's
+// measured stalls, so that a loaded machine meets it.
+func TestHealthzWhileNATSFrozenIdle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and NATS")
+	}
+	_, _, base, stop, _, relay := serverOnNATSVia(t, true)
+	m := transporttest.MeterStalls()
+	t0 := time.Now()
+	relay.Freeze(true)
+	var h healthz
+	waitFor(t, "/healthz turning with NATS frozen and no API call", 60*time.Second, func() bool {
+		h = getHealthz(t, base)
+		return !h.Ready
+	})
+	took, stalls := time.Since(t0), m.Stop()
+	t.Logf("/healthz turned %s after the freeze (stalls %s): %+v", took, stalls, h)
+	if h.State != "nats_disconnected" || !strings.Contains(h.Reason, "NATS answers nothing") {
+		t.Fatalf("/healthz with NATS frozen: %+v, want nats_disconnected saying NATS answers nothing", h)
+	}
+	if took-stalls >= 6*time.Second {
+		t.Errorf("/healthz turned %s after the freeze (%s stalled)", took, stalls)
+	}
+	r := callJSON(t, http.MethodGet, base+"/readyz", nil)
+	if r.Result || !strings.Contains(r.Message, "NATS answers nothing") {
+		t.Fatalf("/readyz with NATS frozen: %v %s", r.Result, r.Message)
+	}
+	relay.Freeze(false)
+	back := time.Now()
+	waitFor(t, "ready again after the thaw", 60*time.Second, func() bool { return getHealthz(t, base).Ready })
+	t.Logf("ready %s after the thaw", time.Since(back))
+	if code := stop(); code != 0 {
+		t.Fatalf("server exit %d", code)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,6 +65,14 @@ type Status struct {
 	// current.
 	StoreLag            uint64 `json:"store_lag"`
 	StoreReplicasBehind int    `json:"store_replicas_behind"`
+	// StreamsUnavailable are the store's streams the last probe found
+	// without a leader or without a quorum while the others answer (a
+	// leader election after a node died): calls on them are refused with
+	// 503 and the reason, the others go on, and the server stays ready
+	// (every server shares the streams: none would serve them better).
+	// Degraded says so in words ("" when none).
+	StreamsUnavailable []string `json:"streams_unavailable,omitempty"`
+	Degraded           string   `json:"degraded,omitempty"`
 	// LeasesHeld is the number of tasks this server runs (holds the lease of).
 	LeasesHeld   int `json:"leases_held"`
 	AgentsOnline int `json:"agents_online"`
@@ -111,6 +120,15 @@ type Options struct {
 	// does a lost connection: natsSilent (NATS answers nothing, not even a
 	// PING) as nats_disconnected, anything else as no_quorum.
 	StoreOutage func() (since time.Time, natsSilent bool, err error)
+	// CheckStore, when not nil, is the store's own probe
+	// (jsstore.Store.Check: a PING on its connection and an info of each of
+	// its streams, judged by what answers, shared with the API calls
+	// waiting on the store), with ok false while there is no store yet.
+	// Each probe asks it instead of JetStream's account info and stream
+	// listing, so that a NATS server that answers nothing (stopped, cut
+	// off) is told at once from JetStream without a quorum, from some
+	// streams without a leader; it bounds itself (3 s).
+	CheckStore func(ctx context.Context) (c StoreCheck, ok bool)
 	// Every is the probe interval (default 1s); Timeout bounds each NATS
 	// call of a probe (default 2s).
 	Every, Timeout time.Duration
@@ -120,6 +138,23 @@ type Options struct {
 	Logger    *slog.Logger
 }
 
+// StoreCheck is the store's probe's findings (Options.CheckStore).
+type StoreCheck struct {
+	// Err is nil when NATS and every stream of the store answer, each with
+	// a leader heard by a quorum of its replicas; else why not.
+	Err error
+	// NATSSilent: NATS answers nothing on the connection, not even a PING.
+	NATSSilent bool
+	// Streams, when Err is about some streams only, are their names.
+	Streams []string
+	// Unanswered: no verdict within the probe's time (no finding).
+	Unanswered bool
+	// Lag and Behind: the store's replication lag (Status.StoreLag,
+	// StoreReplicasBehind).
+	Lag    uint64
+	Behind int
+}
+
 // Prober probes in the background until Close.
 type Prober struct {
 	o    Options
@@ -127,6 +162,8 @@ type Prober struct {
 	js   jetstream.JetStream
 	stop chan struct{}
 	done chan struct{}
+	ctx  context.Context // ends at Close
+	end  context.CancelFunc
 
 	mu        sync.Mutex
 	last      Status
@@ -163,6 +200,7 @@ func Start(o Options) (*Prober, error) {
 	now := time.Now()
 	p := &Prober{o: o, nc: nc, js: js, stop: make(chan struct{}), done: make(chan struct{}),
 		last: Status{State: StateStarting, Reason: "not probed yet", Checked: now, Since: now, NATS: nc.Status().String()}}
+	p.ctx, p.end = context.WithCancel(context.Background())
 	p.probeOnce()
 	go p.loop()
 	return p, nil
@@ -234,6 +272,7 @@ func (p *Prober) Close() {
 	default:
 		close(p.stop)
 	}
+	p.end()
 	<-p.done
 }
 
@@ -277,9 +316,14 @@ func (p *Prober) probeOnce() {
 			s.JetStream.Forming = neverFormed(p.o.Node.Name(), jsz.Meta)
 		}
 	}
-	var bad string
+	var (
+		bad    string
+		judged bool // bad is the store's verdict, judged already: not one slow answer
+	)
 	if down, why := natsDown(p.o.Link); down {
 		s.State, bad = StateNATSDown, why
+	} else if c, ok := p.checkStore(); ok {
+		bad, judged = p.fromStore(&s, c)
 	} else {
 		if _, err := p.js.AccountInfo(ctx); err != nil {
 			s.JetStream.Error = err.Error()
@@ -296,12 +340,7 @@ func (p *Prober) probeOnce() {
 		} else {
 			s.JetStream.OK = true
 			s.StoreLag, s.StoreReplicasBehind = p.storeLag(ctx)
-			s.State = StateReady
-			if p.o.Starting != nil {
-				if why := p.o.Starting(); why != "" {
-					s.State, s.Reason = StateStarting, why
-				}
-			}
+			p.readyOrStarting(&s)
 		}
 	}
 
@@ -312,7 +351,7 @@ func (p *Prober) probeOnce() {
 		p.fails++
 		// A lost connection is a fact, reported at once; JetStream not
 		// answering may be one slow answer on a loaded machine.
-		if s.State != StateNATSDown && p.fails < p.o.FailAfter && prev.State != StateStarting {
+		if s.State != StateNATSDown && !judged && p.fails < p.o.FailAfter && prev.State != StateStarting {
 			// Not yet an outage: keep the last verdict, with fresh figures.
 			s.State, s.Ready, s.Reason = prev.State, prev.Ready, prev.Reason
 		} else {
@@ -334,7 +373,77 @@ func (p *Prober) probeOnce() {
 			p.o.Logger.Warn("health: not ready", "state", s.State, "reason", s.Reason)
 		}
 	}
+	switch {
+	case s.Degraded != "" && !slices.Equal(s.StreamsUnavailable, prev.StreamsUnavailable):
+		p.o.Logger.Warn("health: store streams unavailable (their calls are refused; the server stays ready)", "streams", s.StreamsUnavailable, "reason", s.Degraded)
+	case s.Degraded == "" && prev.Degraded != "":
+		p.o.Logger.Info("health: store streams available again", "were", prev.StreamsUnavailable)
+	}
 	p.last = s
+}
+
+// readyOrStarting sets s ready, or starting with the reason while the
+// server is still opening its store or resuming its tasks.
+func (p *Prober) readyOrStarting(s *Status) {
+	s.State = StateReady
+	if p.o.Starting != nil {
+		if why := p.o.Starting(); why != "" {
+			s.State, s.Reason = StateStarting, why
+		}
+	}
+}
+
+// checkStore asks the store's probe (Options.CheckStore), bounded by the
+// probe itself and by Close; ok false without a store.
+func (p *Prober) checkStore() (StoreCheck, bool) {
+	if p.o.CheckStore == nil {
+		return StoreCheck{}, false
+	}
+	return p.o.CheckStore(p.ctx)
+}
+
+// fromStore sets s from the store's probe's findings c and returns why
+// the server is not ready ("" when it is), and whether that is a verdict
+// already judged (reported at once) rather than a probe left unanswered
+// (counted towards FailAfter).
+func (p *Prober) fromStore(s *Status, c StoreCheck) (bad string, judged bool) {
+	switch {
+	case c.Err == nil || len(c.Streams) > 0:
+		s.JetStream.OK = true
+		s.StoreLag, s.StoreReplicasBehind = c.Lag, c.Behind
+		p.readyOrStarting(s)
+		if c.Err != nil {
+			s.StreamsUnavailable = c.Streams
+			s.Degraded = "the store finds " + c.Err.Error() + "; calls on these streams are refused with 503 until they answer (a leader election after a node died is over in seconds)"
+		}
+		return "", false
+	case c.NATSSilent:
+		s.State = StateNATSDown
+		return "the store finds " + c.Err.Error() + "; it recovers by itself when NATS answers", true
+	}
+	s.State, s.JetStream.Error = StateNoQuorum, c.Err.Error()
+	if why := clusterWaiting(s.JetStream); why != "" {
+		return why, !c.Unanswered
+	}
+	if c.Unanswered {
+		return "JetStream does not answer the store's probe: " + c.Err.Error(), false
+	}
+	return "the store finds " + c.Err.Error() + "; it recovers by itself when JetStream answers", true
+}
+
+// clusterWaiting says what an embedded cluster node waits for when too
+// few nodes are up for JetStream ("" when enough are, or not a cluster
+// node).
+func clusterWaiting(js JetStreamStatus) string {
+	switch {
+	case js.NodesWant > 0 && js.Forming:
+		return fmt.Sprintf("JetStream cluster forming: its first start needs all %d nodes of [nats.cluster] routes up together (%d up); it becomes ready by itself when they are",
+			js.NodesWant, js.NodesUp)
+	case js.NodesWant > 0 && js.NodesUp < js.QuorumNeeded:
+		return fmt.Sprintf("JetStream has no quorum: waiting for %d of %d nodes (%d up); it recovers by itself when they return",
+			js.QuorumNeeded, js.NodesWant, js.NodesUp)
+	}
+	return ""
 }
 
 // neverFormed says this node's JetStream meta group has never known a peer

@@ -309,3 +309,79 @@ func TestStoreOutageAtOnce(t *testing.T) {
 		t.Fatalf("store outage over: %+v", s)
 	}
 }
+
+// TestStoreCheckVerdicts: with the store's probe (Options.CheckStore) each
+// probe reports its findings: NATS answering nothing as nats_disconnected
+// and JetStream silent as no_quorum, at once (the store has judged them);
+// some streams without a leader keep the server ready, naming them
+// (degraded); a probe left unanswered is one slow answer until FailAfter
+// in a row; everything answering is ready again by itself, with the
+// store's lag. Without a store yet, JetStream is asked as before.
+func TestStoreCheckVerdicts(t *testing.T) {
+	_, nc, _ := natsAndConn(t, natsembed.EmbeddedOptions{})
+	var (
+		mu    sync.Mutex
+		check StoreCheck
+		open  bool
+	)
+	set := func(c StoreCheck) {
+		mu.Lock()
+		defer mu.Unlock()
+		check, open = c, true
+	}
+	p, err := Start(Options{Link: transport.FixedLink(nc), Every: time.Hour, FailAfter: 2,
+		CheckStore: func(context.Context) (StoreCheck, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			return check, open
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if s := p.Status(); !s.Ready || !s.JetStream.OK {
+		t.Fatalf("no store yet, JetStream asked: %+v", s)
+	}
+	silent := fmt.Errorf("%w on the connection, not even a PING, for 1s", errors.New("NATS answers nothing"))
+	for _, c := range []struct {
+		name     string
+		check    StoreCheck
+		state    string
+		reason   string // in Reason, or Degraded when ready
+		streams  int
+		probesTo int // probes before the state shows (1: at once)
+	}{
+		{"answering", StoreCheck{Lag: 4, Behind: 1}, StateReady, "", 0, 1},
+		{"NATS silent", StoreCheck{Err: silent, NATSSilent: true}, StateNATSDown, "NATS answers nothing", 0, 1},
+		{"answering again", StoreCheck{}, StateReady, "", 0, 1},
+		{"JetStream silent", StoreCheck{Err: errors.New("NATS answers a PING but JetStream answers nothing for 1s")}, StateNoQuorum, "JetStream answers nothing", 0, 1},
+		{"some streams without a leader", StoreCheck{Err: errors.New("stream unavailable: stream KV_gseproc_tasks: no leader"), Streams: []string{"KV_gseproc_tasks"}},
+			StateReady, "KV_gseproc_tasks: no leader", 1, 1},
+		{"unanswered", StoreCheck{Err: errors.New("a stream info was not answered either"), Unanswered: true}, StateNoQuorum, "does not answer the store's probe", 0, 2},
+		{"answering at last", StoreCheck{}, StateReady, "", 0, 1},
+	} {
+		set(c.check)
+		for i := 1; i <= c.probesTo; i++ {
+			s := p.Probe()
+			if i < c.probesTo {
+				if s.State == c.state {
+					t.Fatalf("%s: %s after %d probe(s), want %d", c.name, s.State, i, c.probesTo)
+				}
+				continue
+			}
+			text := s.Reason
+			if s.Ready {
+				text = s.Degraded
+			}
+			if s.State != c.state || s.Ready != (c.state == StateReady) || !strings.Contains(text, c.reason) || len(s.StreamsUnavailable) != c.streams {
+				t.Fatalf("%s: %+v", c.name, s)
+			}
+			if c.name == "answering" && (s.StoreLag != 4 || s.StoreReplicasBehind != 1) {
+				t.Fatalf("%s: lag %d, behind %d", c.name, s.StoreLag, s.StoreReplicasBehind)
+			}
+			if c.reason == "" && (s.Reason != "" || s.Degraded != "") {
+				t.Fatalf("%s: reason %q, degraded %q", c.name, s.Reason, s.Degraded)
+			}
+		}
+	}
+}

@@ -105,6 +105,15 @@ func StartServer(ctx context.Context, cfg config.Config, demo bool, version stri
 			}
 			since, err := st.Outage()
 			return since, errors.Is(err, jsstore.ErrNATSSilent), err
+		},
+		CheckStore: func(ctx context.Context) (health.StoreCheck, bool) {
+			st := n.store()
+			if st == nil {
+				return health.StoreCheck{}, false
+			}
+			h := st.Check(ctx)
+			return health.StoreCheck{Err: h.Err, NATSSilent: errors.Is(h.Err, jsstore.ErrNATSSilent), Streams: h.Streams,
+				Unanswered: h.Unanswered, Lag: h.Lag, Behind: h.Behind}, true
 		}}
 	if nb.Embedded != nil {
 		o.Node = nb.Embedded.Server()

@@ -50,12 +50,16 @@ func (s *Server) unavailable(h http.Header) *apiError {
 // healthz is liveness: the process serves HTTP (200 whatever the state,
 // so that nothing restarts a server for an outage of NATS). It touches
 // nothing else, and says at once what /readyz says: the state and, when
-// not ready, why and since when.
+// not ready, why and since when; and the store's streams unavailable
+// while the server stays ready (degraded).
 func (s *Server) healthz(context.Context, *call) (any, *apiError) {
 	st := s.ready()
 	out := map[string]any{"status": "ok", "state": st.State, "ready": st.Ready}
 	if !st.Ready {
 		out["reason"], out["since"] = st.Reason, st.Since
+	}
+	if st.Degraded != "" {
+		out["degraded"], out["streams_unavailable"] = st.Degraded, st.StreamsUnavailable
 	}
 	return out, nil
 }
@@ -82,6 +86,7 @@ var readinessGauges = []struct {
 	{gauge("gseproc_cluster_nodes", "NATS cluster size (embedded cluster node only)."), func(st health.Status) float64 { return float64(st.JetStream.NodesWant) }},
 	{gauge("gseproc_store_lag_ops", "Most operations any replica of the store's streams is behind its leader."), func(st health.Status) float64 { return float64(st.StoreLag) }},
 	{gauge("gseproc_store_replicas_behind", "Replicas of the store's streams not current."), func(st health.Status) float64 { return float64(st.StoreReplicasBehind) }},
+	{gauge("gseproc_store_streams_unavailable", "Streams of the store without a leader or a quorum while the others answer (their calls are refused; the server stays ready)."), func(st health.Status) float64 { return float64(len(st.StreamsUnavailable)) }},
 	{gauge("gseproc_leases_held", "Tasks this server runs (holds the lease of)."), func(st health.Status) float64 { return float64(st.LeasesHeld) }},
 	{gauge("gseproc_agents_online", "Agents heartbeating."), func(st health.Status) float64 { return float64(st.AgentsOnline) }},
 	{gauge("gseproc_agents_known", "Agents known (heard from or configured)."), func(st health.Status) float64 { return float64(st.AgentsKnown) }},
