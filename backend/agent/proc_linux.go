@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,18 +34,69 @@ type procStat struct {
 }
 
 // readStat parses /proc/<pid>/stat. A missing process is os.ErrNotExist.
+// It reads with plain system calls into a buffer on the stack (open,
+// read, close): an os.File costs a poller registration attempt, an fstat
+// and a finalizer, and this runs several times per restart and for every
+// process at each sample.
 func readStat(pid int) (procStat, error) {
 	if pid <= 0 {
 		return procStat{}, os.ErrNotExist
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	var path [32]byte
+	b := append(strconv.AppendInt(append(path[:0], "/proc/"...), int64(pid), 10), "/stat"...)
+	var buf [1024]byte
+	n, err := readSmall(string(b), buf[:])
 	if err != nil {
-		if errors.Is(err, syscall.ESRCH) {
+		if errors.Is(err, syscall.ESRCH) || errors.Is(err, syscall.ENOENT) {
 			err = os.ErrNotExist
 		}
 		return procStat{}, err
 	}
-	return parseStat(pid, b)
+	return parseStat(pid, buf[:n])
+}
+
+// readSmall reads the file at path into buf (a /proc file or a pid file:
+// what does not fit is left unread) with open, read and close; errors are
+// *os.PathError as os.ReadFile's.
+func readSmall(path string, buf []byte) (int, error) {
+	fd, err := openRead(path)
+	if err != nil {
+		return 0, err
+	}
+	defer syscall.Close(fd)
+	return readFd(fd, path, buf)
+}
+
+func openRead(path string) (int, error) {
+	for {
+		fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return -1, &os.PathError{Op: "open", Path: path, Err: err}
+		}
+		return fd, nil
+	}
+}
+
+// readFd reads fd until buf is full or the end of the file.
+func readFd(fd int, path string, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := syscall.Read(fd, buf[n:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if m <= 0 {
+			break
+		}
+		n += m
+	}
+	return n, nil
 }
 
 func parseStat(pid int, b []byte) (procStat, error) {
@@ -53,17 +105,45 @@ func parseStat(pid int, b []byte) (procStat, error) {
 	if i < 0 || i+2 >= len(b) {
 		return procStat{}, fmt.Errorf("/proc/%d/stat: malformed", pid)
 	}
-	f := strings.Fields(string(b[i+2:]))
-	// f[0] is field 3 (state); field n is f[n-3].
-	if len(f) < 22 {
-		return procStat{}, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+	// f[k] is field k+3 (f[0] is the state), split on blanks in place.
+	var f [22][]byte
+	n := 0
+	for rest := b[i+2:]; n < len(f); {
+		j := 0
+		for j < len(rest) && isBlank(rest[j]) {
+			j++
+		}
+		rest = rest[j:]
+		if len(rest) == 0 {
+			break
+		}
+		j = 0
+		for j < len(rest) && !isBlank(rest[j]) {
+			j++
+		}
+		f[n], rest = rest[:j], rest[j:]
+		n++
 	}
-	u := func(n int) uint64 { v, _ := strconv.ParseUint(f[n-3], 10, 64); return v }
+	if n < len(f) {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: %d fields", pid, n+2)
+	}
+	u := func(k int) uint64 {
+		var v uint64
+		for _, c := range f[k-3] {
+			if c < '0' || c > '9' {
+				return 0 // as a failed ParseUint: a negative or odd field
+			}
+			v = v*10 + uint64(c-'0')
+		}
+		return v
+	}
 	return procStat{
 		PID: pid, State: f[0][0], PPID: int(u(4)), PGRP: int(u(5)),
 		Utime: u(14), Stime: u(15), Threads: int(u(20)), StartTick: u(22), RSSPages: u(24),
 	}, nil
 }
+
+func isBlank(c byte) bool { return c == ' ' || c == '\n' || c == '\t' }
 
 // alive reports whether pid is a live (non-zombie) process, with its stat.
 func alive(pid int) (procStat, bool) {
@@ -207,19 +287,20 @@ func readPidFile(path string) (int, time.Time, error) {
 
 // readPidFileInfo returns the pid in path and what the file was when it
 // was read (its fstat before the read; nil when it could not be opened).
+// Plain system calls, as readStat: a start check reads it several times.
 func readPidFileInfo(path string) (int, os.FileInfo, error) {
-	f, err := os.Open(path)
+	fd, err := openRead(path)
 	if err != nil {
 		return 0, nil, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, nil, err
+	defer syscall.Close(fd)
+	fi := &statInfo{name: path}
+	if err := syscall.Fstat(fd, &fi.st); err != nil {
+		return 0, nil, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
-	b := make([]byte, 64)
-	n, _ := f.Read(b)
-	s := strings.TrimSpace(string(b[:n]))
+	var buf [64]byte
+	n, _ := readFd(fd, path, buf[:])
+	s := strings.TrimSpace(string(buf[:n]))
 	if i := strings.IndexAny(s, " \t\n"); i >= 0 {
 		s = s[:i]
 	}
@@ -228,6 +309,36 @@ func readPidFileInfo(path string) (int, os.FileInfo, error) {
 		return 0, fi, fmt.Errorf("pid file %s: %q is not a pid", path, s)
 	}
 	return pid, fi, nil
+}
+
+// statInfo is an os.FileInfo from an fstat (Sys: *syscall.Stat_t).
+type statInfo struct {
+	name string
+	st   syscall.Stat_t
+}
+
+func (fi *statInfo) Name() string       { return filepath.Base(fi.name) }
+func (fi *statInfo) Size() int64        { return fi.st.Size }
+func (fi *statInfo) ModTime() time.Time { return time.Unix(fi.st.Mtim.Unix()) }
+func (fi *statInfo) IsDir() bool        { return fi.st.Mode&syscall.S_IFMT == syscall.S_IFDIR }
+func (fi *statInfo) Sys() any           { return &fi.st }
+func (fi *statInfo) Mode() os.FileMode {
+	m := os.FileMode(fi.st.Mode & 0o777)
+	switch fi.st.Mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		m |= os.ModeDir
+	case syscall.S_IFLNK:
+		m |= os.ModeSymlink
+	case syscall.S_IFIFO:
+		m |= os.ModeNamedPipe
+	case syscall.S_IFSOCK:
+		m |= os.ModeSocket
+	case syscall.S_IFCHR:
+		m |= os.ModeDevice | os.ModeCharDevice
+	case syscall.S_IFBLK:
+		m |= os.ModeDevice
+	}
+	return m
 }
 
 // errUnchanged: the pid file is as it was when last read.

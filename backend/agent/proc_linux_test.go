@@ -4,6 +4,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -183,5 +184,54 @@ func TestPidFileSeen(t *testing.T) {
 	}
 	if s.same(path) {
 		t.Fatal("a removed pid file was seen the same")
+	}
+}
+
+// TestParseStat: /proc/<pid>/stat's fields after the command name (which
+// may hold blanks and ')'), read without allocating; a line cut short is
+// refused, a field that is not a count (negative) reads 0.
+func TestParseStat(t *testing.T) {
+	t.Parallel()
+	tail := " 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+	for _, c := range []struct {
+		name string
+		line string
+		want procStat
+		bad  bool
+	}{
+		{"plain", "42 (sleep) S 1 42 42 0 -1 4194304 100 0 0 0 7 3 0 0 20 0 1 0 123456 2236416 128" + tail,
+			procStat{PID: 42, State: 'S', PPID: 1, PGRP: 42, Utime: 7, Stime: 3, Threads: 1, StartTick: 123456, RSSPages: 128}, false},
+		{"comm with blanks and parens", "42 (a) b) (c\td) R 7 8 9 0 -1 0 0 0 0 0 11 12 0 0 20 0 4 0 99 0 5" + tail,
+			procStat{PID: 42, State: 'R', PPID: 7, PGRP: 8, Utime: 11, Stime: 12, Threads: 4, StartTick: 99, RSSPages: 5}, false},
+		{"zombie, negative field", "42 (z) Z 1 -3 42 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 5 0 0",
+			procStat{PID: 42, State: 'Z', PPID: 1, Utime: 1, Stime: 2, Threads: 1, StartTick: 5}, false},
+		{"cut short", "42 (sleep) S 1 42 42 0 -1 4194304 100 0 0 0 7 3 0 0 20 0 1 0 123456 2236416", procStat{}, true},
+		{"no comm", "42 sleep S 1", procStat{}, true},
+		{"nothing after comm", "42 (sleep)", procStat{}, true},
+	} {
+		got, err := parseStat(42, []byte(c.line))
+		if (err != nil) != c.bad || got != c.want {
+			t.Errorf("%s: got %+v, %v; want %+v (refused: %v)", c.name, got, err, c.want, c.bad)
+		}
+	}
+	// This process, read for real: itself, running, started before now.
+	st, err := readStat(os.Getpid())
+	if err != nil || st.PID != os.Getpid() || st.PPID != os.Getppid() || st.Threads < 1 ||
+		st.StartTick == 0 || st.StartTick > uptimeTicks() {
+		t.Fatalf("readStat(self): %+v, %v", st, err)
+	}
+	if _, err := readStat(1 << 30); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("readStat of no process: %v, want os.ErrNotExist", err)
+	}
+}
+
+// BenchmarkReadStat is one read of /proc/<pid>/stat (several per restart).
+func BenchmarkReadStat(b *testing.B) {
+	pid := os.Getpid()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := readStat(pid); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
