@@ -69,16 +69,49 @@ func (a *Agent) capturePath(key string, idx int, s model.LogStream) (string, err
 	return filepath.Join(a.cfg.DataDir, LogsDir, dir, name), nil
 }
 
+// rotateSweepEvery: every so many checks, rotateLogs looks at every
+// file under the logs directory, not only those of the processes the
+// agent knows (a process it has forgotten, its definition gone with an
+// agent restart, may still write).
+const rotateSweepEvery = 10
+
 // rotateLogs rotates every captured file over log_max_bytes: copied to
 // .1 (the older ones moved up, those beyond log_keep dropped), then
 // emptied in place; the process, appending, writes on at its start. What
 // it writes between the copy and the emptying is lost (logrotate's
 // copytruncate has the same gap): the price of never holding a pipe a
-// process could die of when the agent restarts.
-func (a *Agent) rotateLogs() {
-	files, err := filepath.Glob(filepath.Join(a.cfg.DataDir, LogsDir, "*", "*.log"))
-	if err != nil {
-		return
+// process could die of when the agent restarts. check counts the calls:
+// the files of the processes the agent knows are looked at every time
+// (one lstat each), the whole directory at every rotateSweepEvery-th
+// (listing some 500 directories every sample was a tenth of the agent's
+// cpu in a crash storm).
+func (a *Agent) rotateLogs(check int) {
+	var files []string
+	if check%rotateSweepEvery == 0 {
+		var err error
+		if files, err = filepath.Glob(filepath.Join(a.cfg.DataDir, LogsDir, "*", "*.log")); err != nil {
+			return
+		}
+	} else {
+		a.mu.Lock()
+		type inst struct {
+			key string
+			n   int
+		}
+		known := make([]inst, 0, len(a.procs))
+		for key, e := range a.procs {
+			known = append(known, inst{key, len(e.units)})
+		}
+		a.mu.Unlock()
+		for _, k := range known {
+			for idx := 1; idx <= k.n; idx++ {
+				for _, s := range []model.LogStream{model.LogStdout, model.LogStderr} {
+					if f, err := a.capturePath(k.key, idx, s); err == nil {
+						files = append(files, f)
+					}
+				}
+			}
+		}
 	}
 	for _, f := range files {
 		fi, err := os.Lstat(f)

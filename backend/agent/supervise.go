@@ -336,7 +336,7 @@ func (a *Agent) sampler() {
 	defer a.wg.Done()
 	t := time.NewTicker(a.cfg.SampleInterval.D())
 	defer t.Stop()
-	for {
+	for check := 0; ; check++ {
 		select {
 		case <-a.ctx.Done():
 			return
@@ -344,7 +344,7 @@ func (a *Agent) sampler() {
 		}
 		a.sample()
 		if a.cfg.LogCapture {
-			a.rotateLogs()
+			a.rotateLogs(check)
 		}
 	}
 }

@@ -68,7 +68,8 @@ type AgentConfig struct {
 	// stderr.log; instance i > 1: stdout.<i>.log ...), which `gseproc logs`
 	// tails. A file over LogMaxBytes is rotated (copied to .1, .2 ...; the
 	// oldest beyond LogKeep dropped; then emptied in place, so the process
-	// keeps writing to it), checked every sample_interval.
+	// keeps writing to it), checked every sample_interval (the files of
+	// processes the agent no longer knows, every tenth).
 	LogCapture  bool  `toml:"log_capture"`
 	LogMaxBytes int64 `toml:"log_max_bytes"`
 	LogKeep     int   `toml:"log_keep"`
