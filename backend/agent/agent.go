@@ -62,6 +62,7 @@ type Agent struct {
 	// regDone those on disk; regFlushed is closed (and replaced) at every
 	// write, regErr is its error. flushMu keeps writes one at a time.
 	regKick    chan struct{}
+	regLazy    chan struct{} // a supervisor's change (persistSupervisedLocked)
 	regWant    uint64
 	regDone    uint64
 	regFlushed chan struct{}
@@ -171,6 +172,7 @@ func New(cfg config.AgentConfig, log *slog.Logger) (*Agent, error) {
 		poolBreaches: map[string]int{},
 		subs:         map[*subscriber]struct{}{},
 		regKick:      make(chan struct{}, 1),
+		regLazy:      make(chan struct{}, 1),
 		regFlushed:   make(chan struct{}),
 		tails:        make(chan struct{}, maxTails),
 	}

@@ -41,7 +41,11 @@
 // The hosting registry (procinfo.json) is written whole, compact and
 // atomically (kept.WriteFile), at most once per registryDelay (50 ms):
 // a change only marks it due, and one write after the first change takes
-// every change made meanwhile, outside the agent lock. An op answers only
+// every change made meanwhile, outside the agent lock. The supervisor's
+// own changes that a restart recovers (below: a restart decided, a
+// restart's new pid and count) are due within registrySupervisorDelay
+// (1 s) instead, or with the next change an op makes: a crash storm
+// writes the registry about once a second, not 20 times. An op answers only
 // once the write that holds its change is on disk, so what an op did and
 // answered survives a crash of the agent; Close writes what is left. A
 // crash loses at most the supervisor's own changes of the last interval

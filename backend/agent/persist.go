@@ -14,6 +14,15 @@ import (
 // written: every change made meanwhile goes into the same write.
 const registryDelay = 50 * time.Millisecond
 
+// registrySupervisorDelay is how long after the first change a write is
+// due when only the supervisor changed it on its own (a restart decided,
+// a restart's new pid and count: persistSupervisedLocked). A crash loses
+// at most these, and the next start recovers them from the processes
+// themselves (doc.go); in a crash storm they are most of the changes, and
+// writing them every registryDelay wrote the whole registry 20 times a
+// second. A change an op makes (or waits for) is due in registryDelay.
+const registrySupervisorDelay = time.Second
+
 // registryRetry is the wait before a failed registry write is tried again.
 const registryRetry = time.Second
 
@@ -30,34 +39,45 @@ func (a *Agent) persistLocked() {
 	}
 }
 
-// persister writes the registry registryDelay after a change, until the
+// persistSupervisedLocked records a change the supervisor made on its own
+// that the next start can recover from the processes if a crash loses it
+// (a restart decided, a restart's new pid and count): written within
+// registrySupervisorDelay, or with the next change an op makes.
+func (a *Agent) persistSupervisedLocked() {
+	a.regWant++
+	select {
+	case a.regLazy <- struct{}{}:
+	default:
+	}
+}
+
+// persister writes the registry registryDelay after a change
+// (registrySupervisorDelay after one of the supervisor's own), until the
 // agent closes (Close writes what is left).
 func (a *Agent) persister() {
 	defer a.wg.Done()
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	defer t.Stop()
+	var due time.Time // when the next write is due; zero: none
+	dueIn := func(d time.Duration) {
+		if at := time.Now().Add(d); due.IsZero() || at.Before(due) {
+			due = at
+			t.Reset(d)
+		}
+	}
 	for {
 		select {
 		case <-a.ctx.Done():
 			return
 		case <-a.regKick:
-		}
-		t := time.NewTimer(registryDelay)
-		select {
-		case <-a.ctx.Done():
-			t.Stop()
-			return
+			dueIn(registryDelay)
+		case <-a.regLazy:
+			dueIn(registrySupervisorDelay)
 		case <-t.C:
-		}
-		if a.flush() != nil {
-			t := time.NewTimer(registryRetry)
-			select {
-			case <-a.ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			select {
-			case a.regKick <- struct{}{}:
-			default:
+			due = time.Time{}
+			if a.flush() != nil {
+				dueIn(registryRetry)
 			}
 		}
 	}
@@ -102,6 +122,14 @@ func (a *Agent) flush() error {
 func (a *Agent) waitPersisted(ctx context.Context) error {
 	a.mu.Lock()
 	want := a.regWant
+	if a.regDone < want {
+		// What is pending may be the supervisor's alone, due later: an
+		// op waiting for it has it written in registryDelay.
+		select {
+		case a.regKick <- struct{}{}:
+		default:
+		}
+	}
 	for a.regDone < want {
 		ch := a.regFlushed
 		a.mu.Unlock()

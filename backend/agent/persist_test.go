@@ -19,7 +19,9 @@ import (
 // TestRegistryWritesCoalesced: a storm of crash-looping processes changes
 // the registry hundreds of times; it is written at most once per
 // registryDelay (each write waits that long after the change that asked
-// for it), and what is on disk after the agent closes is its last state.
+// for it), and, the restarts being the supervisor's own changes, about
+// once per registrySupervisorDelay (plus the writes of the two ops); what
+// is on disk after the agent closes is its last state.
 func TestRegistryWritesCoalesced(t *testing.T) {
 	t.Parallel()
 	dataDir := t.TempDir()
@@ -65,6 +67,11 @@ exit 1
 	t.Logf("%d registry changes, %d writes in %s", changes, writes, elapsed.Round(time.Millisecond))
 	if max := uint64(elapsed/registryDelay) + 2; writes > max {
 		t.Fatalf("%d writes in %s: more than one per %s", writes, elapsed, registryDelay)
+	}
+	// Each op's changes take a write or two (the op's own, and one its
+	// wait asks for); the restarts one per registrySupervisorDelay.
+	if max := uint64(elapsed/registrySupervisorDelay) + 8; writes > max {
+		t.Fatalf("%d writes in %s: the supervisor's restarts were written more than once per %s", writes, elapsed, registrySupervisorDelay)
 	}
 	cancel()
 	if err := <-done; err != nil {

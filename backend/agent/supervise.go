@@ -176,7 +176,7 @@ func (a *Agent) decideRestartLocked(u *unit, ex opsem.Exit, why string) {
 	case opsem.Restart:
 		u.gen++
 		a.setStateLocked(u, next.State, why+"; "+next.Reason)
-		a.persistLocked()
+		a.persistSupervisedLocked()
 		a.wg.Add(1)
 		go a.restartAfter(u, u.gen, next.Delay)
 	}
@@ -225,7 +225,7 @@ func (a *Agent) restartAfter(u *unit, gen uint64, delay time.Duration) {
 		u.restarts++
 		publishLocked(e)
 		a.emitLocked(u, model.EventRestartSuccess, fmt.Sprintf("check %s not running, and restart it success", name), float64(u.restarts))
-		a.persistLocked()
+		a.persistSupervisedLocked()
 		return
 	}
 	a.emitLocked(u, model.EventRestartFailed, fmt.Sprintf("check %s not running, and restart it failed: %s", name, r.msg), float64(u.attempts))
