@@ -51,7 +51,7 @@ func (s *Store) AppendAudit(ctx context.Context, e model.AuditEntry) (uint64, er
 	if err != nil {
 		return 0, err
 	}
-	ack, err := do(s, ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
+	ack, err := do(s, ctx, s.streamOf(m.subject), func(ctx context.Context) (*jetstream.PubAck, error) {
 		return s.on().js.PublishMsg(ctx, m.msg())
 	})
 	if err != nil {
@@ -80,7 +80,7 @@ func (s *Store) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEnt
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	info, err := do(s, ctx, func(ctx context.Context) (*jetstream.StreamInfo, error) { return s.on().audit.Info(ctx) })
+	info, err := do(s, ctx, s.streams.audit, func(ctx context.Context) (*jetstream.StreamInfo, error) { return s.on().audit.Info(ctx) })
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
@@ -121,7 +121,7 @@ func (s *Store) Audit(ctx context.Context, q model.AuditQuery) ([]model.AuditEnt
 
 // auditRange reads the entries with sequence in [start, end], in order.
 func (s *Store) auditRange(ctx context.Context, start, end uint64) ([]model.AuditEntry, error) {
-	cons, err := do(s, ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+	cons, err := do(s, ctx, s.streams.audit, func(ctx context.Context) (jetstream.Consumer, error) {
 		return s.on().js.OrderedConsumer(ctx, s.on().audit.CachedInfo().Config.Name, jetstream.OrderedConsumerConfig{
 			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start,
 		})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -78,6 +79,17 @@ func (s *Store) publishAll(ctx context.Context, msgs []pubMsg) error {
 	return errors.Join(errs...)
 }
 
+// streamsOf are the streams msgs are stored in, each once.
+func (s *Store) streamsOf(msgs []pubMsg) []string {
+	var on []string
+	for _, m := range msgs {
+		if n := s.streamOf(m.subject); !slices.Contains(on, n) {
+			on = append(on, n)
+		}
+	}
+	return on
+}
+
 // published is what publishEach did: failed[i] is why msgs[i] was not
 // stored (failed is nil when every message tried was); stop, when not
 // nil, ended it early (ctx ended, or the caller's store bound was spent)
@@ -118,7 +130,7 @@ func (s *Store) publishEach(ctx context.Context, msgs []pubMsg, seqs bool) publi
 			return p
 		}
 		pctx, abort := context.WithCancelCause(ctx)
-		stop := s.judge(t0, bound, abort)
+		stop := s.judge(t0, bound, s.streamsOf(msgs), abort)
 		defer func() {
 			stop()
 			abort(nil)
@@ -157,7 +169,7 @@ func (s *Store) publishEach(ctx context.Context, msgs []pubMsg, seqs bool) publi
 				}
 			}
 			m := part[i]
-			ack, err := do(s, ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return s.on().js.PublishMsg(ctx, m.msg()) })
+			ack, err := do(s, ctx, s.streamOf(m.subject), func(ctx context.Context) (*jetstream.PubAck, error) { return s.on().js.PublishMsg(ctx, m.msg()) })
 			if err == nil && p.seqs != nil {
 				p.seqs[start+i] = ack.Sequence
 			}

@@ -20,7 +20,7 @@ func (s *Store) RequestCancel(ctx context.Context, taskID string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	if _, err := do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().cancels.Put(ctx, enc(taskID), []byte(taskID)) }); err != nil {
+	if _, err := do(s, ctx, s.streams.cancels, func(ctx context.Context) (uint64, error) { return s.on().cancels.Put(ctx, enc(taskID), []byte(taskID)) }); err != nil {
 		return fmt.Errorf("request cancel of %s: %w", taskID, err)
 	}
 	return nil
@@ -56,7 +56,7 @@ func watchNew[T any](s *Store, ctx context.Context, what string, pick func(*boun
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	w, err := do(s, ctx, func(context.Context) (jetstream.KeyWatcher, error) {
+	w, err := do(s, ctx, kvName(pick(s.on())), func(context.Context) (jetstream.KeyWatcher, error) {
 		return pick(s.on()).WatchAll(ctx, jetstream.UpdatesOnly(), jetstream.IgnoreDeletes())
 	})
 	if err != nil {

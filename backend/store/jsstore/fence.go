@@ -43,7 +43,7 @@ func (s *Store) Fence(ctx context.Context, taskID string) (uint64, error) {
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	rev, err := do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().results.Put(ctx, fenceKey(taskID), nil) })
+	rev, err := do(s, ctx, s.streams.results, func(ctx context.Context) (uint64, error) { return s.on().results.Put(ctx, fenceKey(taskID), nil) })
 	if err != nil {
 		return 0, fmt.Errorf("fence task %s: %w", taskID, err)
 	}
@@ -169,7 +169,7 @@ func (s *Store) UpdateTaskFenced(ctx context.Context, fence uint64, t model.Task
 	s.mu.Unlock()
 	for attempt := 0; ; attempt++ {
 		if rev == 0 || attempt > 0 {
-			e, err := do(s, ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.leaderGet(ctx, s.on().tasks, tk) })
+			e, err := do(s, ctx, s.streams.tasks, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.leaderGet(ctx, s.on().tasks, tk) })
 			if errors.Is(err, jetstream.ErrKeyNotFound) {
 				return fmt.Errorf("update task %s: %w", t.ID, model.ErrNotFound)
 			}
@@ -185,7 +185,7 @@ func (s *Store) UpdateTaskFenced(ctx context.Context, fence uint64, t model.Task
 		if now != fence {
 			return fmt.Errorf("update task %s: a newer owner fenced the task (fence %d, ours %d): %w", t.ID, now, fence, model.ErrConflict)
 		}
-		newRev, err := do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().tasks.Update(ctx, tk, data, rev) })
+		newRev, err := do(s, ctx, s.streams.tasks, func(ctx context.Context) (uint64, error) { return s.on().tasks.Update(ctx, tk, data, rev) })
 		switch {
 		case err == nil:
 			if idx != nil {

@@ -123,6 +123,11 @@ type Store struct {
 	storage                     jetstream.StorageType
 	eventsSubject, auditSubject string
 
+	// streams name the JetStream stream of each bucket and stream (they
+	// do not change with Rebind): each call says which it waits on (do),
+	// so that a verdict on some streams fails only their calls.
+	streams streamNames
+
 	reg    *registry          // the procs bucket, indexed by a watch
 	ctx    context.Context    // ends at Close: stops the registry watch
 	cancel context.CancelFunc // of ctx
@@ -164,6 +169,37 @@ func (b *bound) streamNames() []string {
 		names = append(names, "KV_"+kv.Bucket())
 	}
 	return append(names, b.eventsName, b.auditName)
+}
+
+// streamNames are the store's streams, by what they hold (Store.streams).
+type streamNames struct {
+	procs, status, seq, tasks, targets, results, leases, cancels, groups, rolls, events, audit string
+}
+
+func newStreamNames(prefix string) streamNames {
+	kv := func(bucket string) string { return "KV_" + prefix + "_" + bucket }
+	return streamNames{procs: kv("procs"), status: kv("status"), seq: kv("seq"), tasks: kv("tasks"), targets: kv("targets"),
+		results: kv("results"), leases: kv("leases"), cancels: kv("cancels"), groups: kv("groups"), rolls: kv("rolls"),
+		events: prefix + "_events", audit: prefix + "_audit"}
+}
+
+// kvName is the name of kv's stream.
+func kvName(kv jetstream.KeyValue) string { return "KV_" + kv.Bucket() }
+
+// streamOf is the stream a message to subject is stored in: a KV key's
+// bucket's ($KV.<bucket>.<key>), the events' or the audit's ("" for
+// none of the store's).
+func (s *Store) streamOf(subject string) string {
+	switch {
+	case strings.HasPrefix(subject, "$KV."):
+		bucket, _, _ := strings.Cut(subject[len("$KV."):], ".")
+		return "KV_" + bucket
+	case subject == s.eventsSubject:
+		return s.streams.events
+	case subject == s.auditSubject:
+		return s.streams.audit
+	}
+	return ""
 }
 
 // on is the store's current connection and handles.
@@ -235,7 +271,7 @@ func New(ctx context.Context, js jetstream.JetStream, opts Options) (*Store, err
 	if opts.Memory {
 		storage = jetstream.MemoryStorage
 	}
-	s := &Store{opts: opts, storage: storage, index: map[string]*taskIndex{},
+	s := &Store{opts: opts, storage: storage, index: map[string]*taskIndex{}, streams: newStreamNames(opts.Prefix),
 		eventsSubject: opts.Prefix + ".store.events", auditSubject: opts.Prefix + ".store.audit"}
 	b, err := s.open(ctx, js)
 	if err != nil {
@@ -365,7 +401,8 @@ var retryBackoff = model.Backoff{Base: 100 * time.Millisecond, Max: time.Second,
 // errStalled is a listing that stopped delivering: tried again.
 var errStalled = errors.New("listing stalled")
 
-// do runs f, each attempt within attemptTimeout, retrying while it fails
+// do runs f, a call that waits on the stream named on (the store's
+// stream it reads or writes), each attempt within attemptTimeout, retrying while it fails
 // transiently or goes unanswered, for up to failoverWait or until ctx
 // ends; then it fails with model.ErrUnavailable and the last error. f
 // must be safe to repeat (every write here is: a Put writes the same
@@ -373,10 +410,11 @@ var errStalled = errors.New("listing stalled")
 //
 // With the caller's bound (backend.WithStoreWait: an API call), it
 // retries until the bound only, and an attempt still unanswered is judged
-// (judge, live.go): when JetStream is found unreachable it fails at once
-// with the reason, within the bound; when JetStream answers, the attempt
-// is only slow and keeps its attemptTimeout.
-func do[T any](s *Store, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+// (judge, live.go): when JetStream, or the stream on, is found
+// unreachable it fails at once with the reason, within the bound; when
+// they answer (or only other streams do not), the attempt is only slow
+// and keeps its attemptTimeout.
+func do[T any](s *Store, ctx context.Context, on string, f func(context.Context) (T, error)) (T, error) {
 	start := time.Now()
 	deadline := start.Add(failoverWait)
 	bound, bounded := backend.StoreDeadline(ctx)
@@ -392,7 +430,7 @@ func do[T any](s *Store, ctx context.Context, f func(context.Context) (T, error)
 		actx, cancel := context.WithTimeout(pctx, attemptTimeout)
 		stop := func() {}
 		if bounded {
-			stop = s.judge(start, bound, abort)
+			stop = s.judge(start, bound, []string{on}, abort)
 		}
 		v, err := f(actx)
 		stop()
@@ -415,7 +453,7 @@ func do[T any](s *Store, ctx context.Context, f func(context.Context) (T, error)
 			// Refused (no leader, no responders): the check's verdict, once
 			// in, ends the retries at once instead of at the bound (each
 			// refusal of a leaderless group comes after half a second).
-			if c := s.live(); c.down() {
+			if c := s.live(); c.downFor([]string{on}) {
 				err = unavailable(time.Since(start), fmt.Errorf("%w: %w", errDown, c.err))
 				backend.MarkStoreDown(ctx, err)
 				return v, err
@@ -540,9 +578,9 @@ func (s *Store) PutProcess(ctx context.Context, def model.ProcessDef) error {
 	}
 	k := enc(key)
 	if want == 0 {
-		_, err = do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().procs.Put(ctx, k, data) })
+		_, err = do(s, ctx, s.streams.procs, func(ctx context.Context) (uint64, error) { return s.on().procs.Put(ctx, k, data) })
 	} else {
-		_, err = do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().procs.Update(ctx, k, data, want) })
+		_, err = do(s, ctx, s.streams.procs, func(ctx context.Context) (uint64, error) { return s.on().procs.Update(ctx, k, data, want) })
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			if _, gerr := s.get(ctx, s.on().procs, k); errors.Is(gerr, jetstream.ErrKeyNotFound) {
 				_, err = s.on().procs.Create(ctx, k, data) // nothing stored: as the memory store, accept
@@ -684,7 +722,7 @@ func (s *Store) NextSeq(ctx context.Context) (uint64, error) {
 	s.seqMu.Lock()
 	defer s.seqMu.Unlock()
 	if s.seqNext == s.seqEnd {
-		rev, err := do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().seq.Put(ctx, "seq", nil) })
+		rev, err := do(s, ctx, s.streams.seq, func(ctx context.Context) (uint64, error) { return s.on().seq.Put(ctx, "seq", nil) })
 		if err != nil {
 			return 0, fmt.Errorf("next task seq: %w", err)
 		}
@@ -708,7 +746,7 @@ func (s *Store) PutTask(ctx context.Context, t model.Task, targets []model.Targe
 	}
 	// Targets first: a task record always has its targets.
 	for _, m := range w.targets {
-		if _, err := do(s, ctx, func(ctx context.Context) (*jetstream.PubAck, error) { return s.on().js.PublishMsg(ctx, m.msg()) }); err != nil {
+		if _, err := do(s, ctx, s.streamOf(m.subject), func(ctx context.Context) (*jetstream.PubAck, error) { return s.on().js.PublishMsg(ctx, m.msg()) }); err != nil {
 			return fmt.Errorf("put task %s: targets: %w", t.ID, err)
 		}
 	}
@@ -753,7 +791,7 @@ func (s *Store) taskWrites(t model.Task, targets []model.Target) (taskWrites, er
 func (s *Store) createTask(ctx context.Context, t model.Task, w taskWrites) error {
 	tk := enc(t.ID)
 	var err error
-	w.idx.rev, err = do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().tasks.Create(ctx, tk, w.record) })
+	w.idx.rev, err = do(s, ctx, s.streams.tasks, func(ctx context.Context) (uint64, error) { return s.on().tasks.Create(ctx, tk, w.record) })
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		// An earlier attempt may have been applied without its answer arriving.
 		if e, gerr := s.get(ctx, s.on().tasks, tk); gerr == nil && bytes.Equal(e.Value(), w.record) {
@@ -824,12 +862,12 @@ func (s *Store) UpdateTask(ctx context.Context, t model.Task) error {
 		rev = e.Revision()
 	}
 	// Last writer wins, but never resurrect a task deleted meanwhile.
-	newRev, err := do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().tasks.Update(ctx, tk, data, rev) })
+	newRev, err := do(s, ctx, s.streams.tasks, func(ctx context.Context) (uint64, error) { return s.on().tasks.Update(ctx, tk, data, rev) })
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		if _, err := s.get(ctx, s.on().tasks, tk); err != nil {
 			return fmt.Errorf("update task %s: %w", t.ID, model.ErrNotFound)
 		}
-		newRev, err = do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().tasks.Put(ctx, tk, data) })
+		newRev, err = do(s, ctx, s.streams.tasks, func(ctx context.Context) (uint64, error) { return s.on().tasks.Put(ctx, tk, data) })
 		if err != nil {
 			return fmt.Errorf("update task %s: %w", t.ID, err)
 		}
@@ -867,7 +905,7 @@ func (s *Store) ModifyTask(ctx context.Context, taskID string, modify func(conte
 	}
 	tk := enc(taskID)
 	for attempt := 0; ; attempt++ {
-		e, err := do(s, ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.leaderGet(ctx, s.on().tasks, tk) })
+		e, err := do(s, ctx, s.streams.tasks, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.leaderGet(ctx, s.on().tasks, tk) })
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return fmt.Errorf("modify task %s: %w", taskID, model.ErrNotFound)
 		}
@@ -888,7 +926,7 @@ func (s *Store) ModifyTask(ctx context.Context, taskID string, modify func(conte
 		if err != nil {
 			return fmt.Errorf("modify task %s: %w", taskID, err)
 		}
-		_, err = do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().tasks.Update(ctx, tk, data, e.Revision()) })
+		_, err = do(s, ctx, s.streams.tasks, func(ctx context.Context) (uint64, error) { return s.on().tasks.Update(ctx, tk, data, e.Revision()) })
 		switch {
 		case err == nil:
 			s.forgetIndex(t)
@@ -1201,7 +1239,7 @@ func (s *Store) Events(ctx context.Context, limit int) ([]model.Event, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	info, err := do(s, ctx, func(ctx context.Context) (*jetstream.StreamInfo, error) { return s.on().events.Info(ctx) })
+	info, err := do(s, ctx, s.streams.events, func(ctx context.Context) (*jetstream.StreamInfo, error) { return s.on().events.Info(ctx) })
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
@@ -1213,7 +1251,7 @@ func (s *Store) Events(ctx context.Context, limit int) ([]model.Event, error) {
 		n = uint64(limit)
 	}
 	start := info.State.LastSeq - n + 1
-	cons, err := do(s, ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+	cons, err := do(s, ctx, s.streams.events, func(ctx context.Context) (jetstream.Consumer, error) {
 		return s.on().js.OrderedConsumer(ctx, s.on().events.CachedInfo().Config.Name, jetstream.OrderedConsumerConfig{
 			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start,
 		})
@@ -1251,7 +1289,7 @@ func (s *Store) Events(ctx context.Context, limit int) ([]model.Event, error) {
 // each calls fn with the current value of every key of kv matching filter,
 // read with one ordered consumer.
 func (s *Store) each(ctx context.Context, kv jetstream.KeyValue, filter string, fn func(jetstream.KeyValueEntry) error) error {
-	entries, err := do(s, ctx, func(actx context.Context) ([]jetstream.KeyValueEntry, error) {
+	entries, err := do(s, ctx, kvName(kv), func(actx context.Context) ([]jetstream.KeyValueEntry, error) {
 		// A listing may take longer than an attempt while it delivers (it
 		// fails by itself once silent for attemptTimeout): it stops with
 		// the attempt only when the attempt is judged unanswered (do).

@@ -32,9 +32,9 @@ func (s *Store) consistent() bool { return s.opts.Replicas > 1 }
 // older than an acknowledged write (see above).
 func (s *Store) get(ctx context.Context, kv jetstream.KeyValue, key string) (jetstream.KeyValueEntry, error) {
 	if s.consistent() {
-		return do(s, ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.leaderGet(ctx, kv, key) })
+		return do(s, ctx, kvName(kv), func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.leaderGet(ctx, kv, key) })
 	}
-	return do(s, ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return kv.Get(ctx, key) })
+	return do(s, ctx, kvName(kv), func(ctx context.Context) (jetstream.KeyValueEntry, error) { return kv.Get(ctx, key) })
 }
 
 // leaderMsg is the last message of subject (wildcards allowed) in stream,

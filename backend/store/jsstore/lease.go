@@ -79,7 +79,7 @@ func leaseData(task, owner string, ttl time.Duration) []byte {
 }
 
 func (s *Store) getLease(ctx context.Context, k string) (jetstream.KeyValueEntry, leaseRec, error) {
-	e, err := do(s, ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.on().leases.Get(ctx, k) })
+	e, err := do(s, ctx, s.streams.leases, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.on().leases.Get(ctx, k) })
 	if err != nil {
 		return nil, leaseRec{}, err
 	}
@@ -97,7 +97,7 @@ func (s *Store) AcquireLease(ctx context.Context, taskID, owner string, ttl time
 	}
 	k := enc(taskID)
 	data := leaseData(taskID, owner, ttl)
-	rev, err := do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().leases.Create(ctx, k, data) })
+	rev, err := do(s, ctx, s.streams.leases, func(ctx context.Context) (uint64, error) { return s.on().leases.Create(ctx, k, data) })
 	if err == nil {
 		s.leaseRevs.set(k, leaseMark{owner, ttl, rev})
 		return true, nil
@@ -153,7 +153,7 @@ func (s *Store) RenewLease(ctx context.Context, taskID, owner string, ttl time.D
 			return fmt.Errorf("renew lease of %s: held by %q: %w", taskID, rec.Owner, model.ErrConflict)
 		}
 		data := leaseData(taskID, owner, ttl)
-		rev, err := do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().leases.Update(ctx, k, data, e.Revision()) })
+		rev, err := do(s, ctx, s.streams.leases, func(ctx context.Context) (uint64, error) { return s.on().leases.Update(ctx, k, data, e.Revision()) })
 		switch {
 		case err == nil:
 			s.leaseRevs.set(k, leaseMark{owner, ttl, rev})
@@ -174,7 +174,7 @@ func (s *Store) TakeLease(ctx context.Context, taskID, owner string, ttl time.Du
 	}
 	k := enc(taskID)
 	data := leaseData(taskID, owner, ttl)
-	newRev, err := do(s, ctx, func(ctx context.Context) (uint64, error) { return s.on().leases.Update(ctx, k, data, rev) })
+	newRev, err := do(s, ctx, s.streams.leases, func(ctx context.Context) (uint64, error) { return s.on().leases.Update(ctx, k, data, rev) })
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		e, _, gerr := s.getLease(ctx, k)
 		if gerr != nil || !bytes.Equal(e.Value(), data) {
@@ -262,11 +262,11 @@ func (s *Store) WatchResults(ctx context.Context, taskID string) (<-chan model.R
 	}
 	tk := enc(taskID)
 	filter := tk + ".*"
-	rw, err := do(s, ctx, func(context.Context) (jetstream.KeyWatcher, error) { return s.on().results.Watch(ctx, filter) })
+	rw, err := do(s, ctx, s.streams.results, func(context.Context) (jetstream.KeyWatcher, error) { return s.on().results.Watch(ctx, filter) })
 	if err != nil {
 		return nil, fmt.Errorf("watch results of %s: %w", taskID, err)
 	}
-	tw, err := do(s, ctx, func(context.Context) (jetstream.KeyWatcher, error) { return s.on().tasks.Watch(ctx, tk) })
+	tw, err := do(s, ctx, s.streams.tasks, func(context.Context) (jetstream.KeyWatcher, error) { return s.on().tasks.Watch(ctx, tk) })
 	if err != nil {
 		_ = rw.Stop()
 		return nil, fmt.Errorf("watch task %s: %w", taskID, err)
@@ -279,7 +279,7 @@ func (s *Store) WatchResults(ctx context.Context, taskID string) (<-chan model.R
 		final := false
 		var want uint64 // once final: read results up to this revision
 		lastSeq := func() (uint64, error) {
-			return do(s, ctx, func(ctx context.Context) (uint64, error) { return s.lastSeq(ctx, s.on().results, filter) })
+			return do(s, ctx, s.streams.results, func(ctx context.Context) (uint64, error) { return s.lastSeq(ctx, s.on().results, filter) })
 		}
 		setFinal := func() bool {
 			final = true

@@ -161,6 +161,29 @@ func (c *liveCheck) down() bool {
 	}
 }
 
+// downFor says whether c is answered and found unreachable JetStream, or
+// a stream of on (the streams a call waits on; none: unknown, any), so
+// that a verdict on some streams fails only the calls that wait on them.
+func (c *liveCheck) downFor(on []string) bool {
+	return c.down() && affects(c.finding, on)
+}
+
+// affects says whether a verdict f (an outage) concerns a call waiting on
+// the streams on: a verdict on the whole store concerns every call, one
+// on some streams the calls on them, and those that do not say which
+// they wait on (none, or "").
+func affects(f finding, on []string) bool {
+	if !errors.Is(f.err, errStreamDown) || len(on) == 0 || slices.Contains(on, "") {
+		return true
+	}
+	for _, n := range on {
+		if slices.Contains(f.streams, n) {
+			return true
+		}
+	}
+	return false
+}
+
 // ErrNATSSilent marks an Outage in which the NATS server answers nothing
 // on the connection, not even a PING (stopped or cut off while the
 // connection stays open), as opposed to JetStream alone not answering.
@@ -451,7 +474,7 @@ func quorum(info *jetstream.StreamInfo) error {
 var errDown = errors.New("JetStream unreachable")
 
 // judge watches an attempt of a call made at start and bounded by bound
-// (do): from liveLead before the bound (and a third of the way to it; at
+// (do), waiting on the streams on: from liveLead before the bound (and a third of the way to it; at
 // once when the call is made past its bound) it fails the attempt at once
 // when the store's last probe found the whole of JetStream silent and
 // nothing was answered since (Outage), else asks the shared probe, and
@@ -462,10 +485,10 @@ var errDown = errors.New("JetStream unreachable")
 // evidence either way), the attempt is left to its own time
 // (attemptTimeout): silence by the clock alone is no verdict, as a loaded
 // machine is slow everywhere. A verdict on some streams (the others
-// answering) aborts every attempt it finds waiting: the call does not say
-// which streams it waits on. stop ends the watch (call it once the
-// attempt returned).
-func (s *Store) judge(start, bound time.Time, abort context.CancelCauseFunc) (stop func()) {
+// answering) aborts the attempts waiting on those streams (affects); an
+// attempt on another stream is left to its own time, as when JetStream
+// answers. stop ends the watch (call it once the attempt returned).
+func (s *Store) judge(start, bound time.Time, on []string, abort context.CancelCauseFunc) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -493,11 +516,11 @@ func (s *Store) judge(start, bound time.Time, abort context.CancelCauseFunc) (st
 			case <-c.done:
 			}
 			switch {
-			case c.down():
+			case c.downFor(on):
 				abort(fmt.Errorf("%w: %w", errDown, c.err))
 				return
-			case c.err == nil:
-				return // JetStream answers: the attempt is only slow
+			case c.err == nil, c.down():
+				return // JetStream answers (or only for other streams not): the attempt is only slow
 			}
 			// No verdict: a new probe once this one is stale.
 			select {

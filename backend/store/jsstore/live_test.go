@@ -144,7 +144,10 @@ func TestSlowJetStreamIsNotDown(t *testing.T) {
 // naming it in under 2 s of the time the store controls; calls on the
 // other streams still succeed, and the store reports no Outage (its
 // readiness is the server's: one stream's election must not make it
-// unready).
+// unready). A call on another stream that is still waiting for its
+// answer when that verdict comes (its writes held 2.5 s on their way) is
+// not failed by it: the verdict fails only the calls on the stream it
+// names.
 func TestLeaderlessStreamFailsFast(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 3-node NATS cluster")
@@ -196,6 +199,17 @@ func TestLeaderlessStreamFailsFast(t *testing.T) {
 	}
 	// The store used: on a node that stays.
 	s = open(t, keep, Options{Replicas: 1})
+	// Another on it whose writes to the cancels bucket are held on their
+	// way (a call slow to be answered, not failing).
+	const hold = 2500 * time.Millisecond
+	relay := transporttest.NewRelay(t, keep.ClientURL())
+	relay.DelayJetStreamOn(hold, "$KV.gseproc_cancels.")
+	slowNC, err := keep.Connect("slow cancels", func(o *nats.Options) error { o.Servers = []string{relay.URL()}; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(slowNC.Close)
+	slow := openConn(t, slowNC, Options{Replicas: 1})
 	x := targets(1)[0]
 	if err := s.PutResult(ctx, model.Result{TaskID: "T1", Host: x.Host, ProcKey: x.ProcKey, State: model.StateSuccess}); err != nil {
 		t.Fatal(err)
@@ -256,6 +270,50 @@ func TestLeaderlessStreamFailsFast(t *testing.T) {
 			t.Errorf("Check with only the results stream without a leader: %+v", h)
 		}
 	}
+	// A slow call on the cancels stream and a call on the results stream
+	// together, on one store (one probe): the results call fails with the
+	// verdict; the cancel is not failed by it (it is answered, or on a
+	// very loaded machine its attempt runs out, not naming the results
+	// stream). A round shows it when the verdict came while the cancel
+	// waited (the results call answered first).
+	shown := 0
+	for round := 0; shown == 0; round++ {
+		if round == 6 {
+			t.Fatalf("in %d rounds the verdict on %s never came while the slow call waited", round, results)
+		}
+		var (
+			wg                 sync.WaitGroup
+			resErr, canErr     error
+			resTook, canTook   time.Duration
+			resStall, canStall time.Duration
+		)
+		call := func(f func(context.Context) error, err *error, took, stalls *time.Duration) {
+			m := transporttest.MeterStalls()
+			t0 := time.Now()
+			*err = f(backend.WithStoreWait(context.Background(), apiBound))
+			*took, *stalls = time.Since(t0), m.Stop()
+		}
+		wg.Go(func() {
+			call(func(c context.Context) error { _, err := slow.Results(c, "T1"); return err }, &resErr, &resTook, &resStall)
+		})
+		wg.Go(func() {
+			call(func(c context.Context) error { return slow.RequestCancel(c, "T1") }, &canErr, &canTook, &canStall)
+		})
+		wg.Wait()
+		t.Logf("round %d: results %s (stalls %s): %v; slow cancel %s (stalls %s): %v", round, resTook, resStall, resErr, canTook, canStall, canErr)
+		if !errors.Is(resErr, model.ErrUnavailable) || !strings.Contains(resErr.Error(), results) {
+			t.Fatalf("results without its stream's leader: %v, not ErrUnavailable naming the stream", resErr)
+		}
+		if canErr != nil && strings.Contains(canErr.Error(), results) {
+			t.Fatalf("a slow call on the cancels stream failed by the verdict on %s after %s: %v", results, canTook, canErr)
+		}
+		if canTook < hold {
+			t.Fatalf("the cancel answered in %s, before its writes were let through (%s)", canTook, hold)
+		}
+		if resTook < canTook {
+			shown++
+		}
+	}
 }
 
 // TestCheckFindsFrozenNATS: with no call made, the store's probe (Check,
@@ -293,5 +351,51 @@ func TestCheckFindsFrozenNATS(t *testing.T) {
 	})
 	if _, err := s.Outage(); err != nil {
 		t.Fatalf("Outage after the thaw: %v", err)
+	}
+}
+
+// TestAffects: a verdict on the whole store fails every call; one on some
+// streams fails the calls on them and those that do not say which they
+// wait on, and no other.
+func TestAffects(t *testing.T) {
+	whole := finding{err: fmt.Errorf("%w on the connection", ErrNATSSilent)}
+	some := finding{err: fmt.Errorf("%w: stream KV_r: no leader", errStreamDown), streams: []string{"KV_r", "KV_x"}}
+	for _, c := range []struct {
+		name string
+		f    finding
+		on   []string
+		want bool
+	}{
+		{"whole store, a call on one stream", whole, []string{"KV_a"}, true},
+		{"whole store, a call that does not say", whole, nil, true},
+		{"some streams, a call on one of them", some, []string{"KV_r"}, true},
+		{"some streams, a call on several, one of them", some, []string{"KV_a", "KV_x"}, true},
+		{"some streams, a call on another", some, []string{"KV_a"}, false},
+		{"some streams, a call on others", some, []string{"KV_a", "gseproc_audit"}, false},
+		{"some streams, a call that does not say", some, nil, true},
+		{"some streams, a call on a stream not the store's", some, []string{"KV_a", ""}, true},
+	} {
+		if got := affects(c.f, c.on); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestStreamOf: the stream a store message goes to, from its subject.
+func TestStreamOf(t *testing.T) {
+	s := &Store{streams: newStreamNames("gp"), eventsSubject: "gp.store.events", auditSubject: "gp.store.audit"}
+	for subject, want := range map[string]string{
+		"$KV.gp_results.T=3A1.7": "KV_gp_results",
+		"$KV.gp_leases.T1":       "KV_gp_leases",
+		"gp.store.events":        "gp_events",
+		"gp.store.audit":         "gp_audit",
+		"gp.store.other":         "",
+	} {
+		if got := s.streamOf(subject); got != want {
+			t.Errorf("streamOf(%q) = %q, want %q", subject, got, want)
+		}
+	}
+	if s.streams.audit != "gp_audit" || s.streams.tasks != "KV_gp_tasks" {
+		t.Errorf("stream names %+v", s.streams)
 	}
 }

@@ -90,7 +90,7 @@ func (s *Store) lastProcSeq(ctx context.Context) (uint64, error) {
 	start := time.Now()
 	jctx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
-	stop := s.judge(start, bound, abort)
+	stop := s.judge(start, bound, []string{s.streams.procs}, abort)
 	defer stop()
 	hard := time.NewTimer(time.Until(maxTime(bound, start.Add(attemptTimeout))))
 	defer hard.Stop()
@@ -122,7 +122,7 @@ func maxTime(a, b time.Time) time.Time {
 func (s *Store) runProbes(p *probe) {
 	r := s.reg
 	for p != nil {
-		p.last, p.err = do(s, s.ctx, func(ctx context.Context) (uint64, error) {
+		p.last, p.err = do(s, s.ctx, s.streams.procs, func(ctx context.Context) (uint64, error) {
 			st, err := s.kvStream(ctx, s.on().procs)
 			if err != nil {
 				return 0, err

@@ -31,7 +31,7 @@ func (s *Store) rollControl(ctx context.Context, taskID string) (model.RollContr
 	if err := s.check(); err != nil {
 		return model.RollControl{}, 0, err
 	}
-	e, err := do(s, ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
+	e, err := do(s, ctx, s.streams.rolls, func(ctx context.Context) (jetstream.KeyValueEntry, error) {
 		return s.leaderGet(ctx, s.on().rolls, enc(taskID))
 	})
 	switch {
@@ -60,7 +60,7 @@ func (s *Store) UpdateRollControl(ctx context.Context, taskID string, fn func(mo
 		if err != nil {
 			return model.RollControl{}, fmt.Errorf("write roll control of %s: %w", taskID, err)
 		}
-		_, err = do(s, ctx, func(ctx context.Context) (uint64, error) {
+		_, err = do(s, ctx, s.streams.rolls, func(ctx context.Context) (uint64, error) {
 			if rev == 0 {
 				return s.on().rolls.Create(ctx, enc(taskID), data)
 			}

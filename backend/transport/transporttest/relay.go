@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +30,7 @@ type Relay struct {
 	frozen bool          // Freeze: nothing is carried
 	thawed *sync.Cond    // on mu: frozen or closed changed
 	delay  time.Duration // DelayJetStream
+	only   []string      // DelayJetStreamOn: the subject prefixes delayed (none: all of JetStream's)
 }
 
 // NewRelay starts a relay pointed at the server at url ("" for none),
@@ -85,8 +87,15 @@ func (r *Relay) Freeze(on bool) {
 // everything else (PING, subscriptions, other publishes) passes at once:
 // a JetStream slow to answer on a NATS that is not.
 func (r *Relay) DelayJetStream(d time.Duration) {
+	r.DelayJetStreamOn(d)
+}
+
+// DelayJetStreamOn is DelayJetStream for the client messages to JetStream
+// whose subject begins with one of prefixes only (e.g. "$KV.b." for the
+// writes to bucket b); the others pass at once. No prefix: every one.
+func (r *Relay) DelayJetStreamOn(d time.Duration, prefixes ...string) {
 	r.mu.Lock()
-	r.delay = d
+	r.delay, r.only = d, prefixes
 	r.mu.Unlock()
 }
 
@@ -121,7 +130,7 @@ func (r *Relay) pipe(dst, src net.Conn) {
 
 // delayedPipe carries the client's protocol (src) to the server (dst) a
 // message at a time, holding those to JetStream for d (DelayJetStream).
-func (r *Relay) delayedPipe(dst, src net.Conn, d time.Duration) {
+func (r *Relay) delayedPipe(dst, src net.Conn, d time.Duration, only []string) {
 	type held struct {
 		due time.Time
 		msg []byte
@@ -173,6 +182,9 @@ func (r *Relay) delayedPipe(dst, src net.Conn, d time.Duration) {
 			}
 			msg = append(append([]byte(nil), line...), payload...)
 			toJS = bytes.HasPrefix(f[1], []byte("$JS.")) || bytes.HasPrefix(f[1], []byte("$KV."))
+			if toJS && len(only) > 0 {
+				toJS = slices.ContainsFunc(only, func(p string) bool { return bytes.HasPrefix(f[1], []byte(p)) })
+			}
 		}
 		if toJS {
 			queue <- held{time.Now().Add(d), msg}
@@ -211,7 +223,7 @@ func (r *Relay) accept() {
 			return
 		}
 		r.conns[c], r.conns[s] = true, true
-		delay := r.delay
+		delay, only := r.delay, r.only
 		r.mu.Unlock()
 		pipe := func(dst, src net.Conn, carry func(dst, src net.Conn)) {
 			defer r.wg.Done()
@@ -221,7 +233,7 @@ func (r *Relay) accept() {
 		}
 		up := r.pipe
 		if delay > 0 {
-			up = func(dst, src net.Conn) { r.delayedPipe(dst, src, delay) }
+			up = func(dst, src net.Conn) { r.delayedPipe(dst, src, delay, only) }
 		}
 		r.wg.Add(2)
 		go pipe(s, c, up)
