@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"gseproc/backend"
+	"gseproc/backend/health"
+	"gseproc/backend/transport"
 	"gseproc/backend/transport/natsembed"
 	"gseproc/backend/transport/transporttest"
 	"gseproc/model"
@@ -313,6 +315,27 @@ func TestLeaderlessStreamFailsFast(t *testing.T) {
 		if resTook < canTook {
 			shown++
 		}
+	}
+	// The server's readiness prober on this store (as node wires it, no
+	// call made): ready, naming the stream without a leader.
+	p, err := health.Start(health.Options{Link: transport.FixedLink(s.on().js.Conn()), Every: time.Hour,
+		CheckStore: func(ctx context.Context) (health.StoreCheck, bool) {
+			h := s.Check(ctx)
+			return health.StoreCheck{Err: h.Err, NATSSilent: errors.Is(h.Err, ErrNATSSilent), Streams: h.Streams,
+				Unanswered: h.Unanswered, Lag: h.Lag, Behind: h.Behind}, true
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var st health.Status
+	waitCond(t, "the prober's verdict", time.Minute, func() bool {
+		st = p.Probe()
+		return len(st.StreamsUnavailable) > 0 || !st.Ready
+	})
+	t.Logf("readiness with %s without a leader: %+v", results, st)
+	if !st.Ready || st.State != health.StateReady || !slices.Equal(st.StreamsUnavailable, []string{results}) || !strings.Contains(st.Degraded, results) {
+		t.Fatalf("readiness with only %s without a leader: %+v, want ready naming it", results, st)
 	}
 }
 
