@@ -199,6 +199,26 @@ func (s Selector) Scope() string {
 	return strings.Join(parts, " ")
 }
 
+// TaskSummarizer is a Backend that reads a task without its results (the
+// HTTP client: the results of a task over 100,000 hosts are a reply of
+// ~65 MB, and a watch that only wants the task's status and counts, or
+// its roll, need not read them).
+type TaskSummarizer interface {
+	// TaskSummary is Task without its results (Results nil).
+	TaskSummary(ctx context.Context, id string) (TaskView, error)
+}
+
+// TaskSummary reads task id of be without its results (Results nil): through
+// TaskSummarizer when be is one, else through Task.
+func TaskSummary(ctx context.Context, be Backend, id string) (TaskView, error) {
+	if th, ok := be.(TaskSummarizer); ok {
+		return th.TaskSummary(ctx, id)
+	}
+	v, err := be.Task(ctx, id)
+	v.Results = nil
+	return v, err
+}
+
 // RefusalRecorder is a Backend that keeps the audit trail (the engine).
 // A layer that refuses a request itself because it reaches outside the
 // caller's scopes (the API server for an app, Restrict for an SSH

@@ -109,6 +109,15 @@ func (g *guarded) Task(ctx context.Context, id string) (backend.TaskView, error)
 	return v, err
 }
 
+// TaskSummary reads a task without its results (backend.TaskSummary).
+func (g *guarded) TaskSummary(ctx context.Context, id string) (backend.TaskView, error) {
+	if err := g.enter(); err != nil {
+		return backend.TaskView{}, err
+	}
+	defer g.mu.RUnlock()
+	return backend.TaskSummary(ctx, g.be, id)
+}
+
 func (g *guarded) Tasks(ctx context.Context, limit int) ([]model.Task, error) {
 	if err := g.enter(); err != nil {
 		return nil, err

@@ -171,7 +171,10 @@ func (p *watchPage) drain(ch <-chan model.Result) tea.Cmd {
 func (p *watchPage) refreshTask() tea.Cmd {
 	ctx, be, id, tid := p.ctx, p.s.be, p.id, p.task.ID
 	return func() tea.Msg {
-		t, err := be.Task(ctx, tid)
+		// The task and its roll, without its results (they came through
+		// Watch): a finished task's 218,000 results read whole were the
+		// remote console's biggest reply.
+		t, err := backend.TaskSummary(ctx, be, tid)
 		return watchTaskMsg{id: id, task: t.Task, roll: t.Roll, err: err}
 	}
 }

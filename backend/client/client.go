@@ -49,7 +49,10 @@ type Client struct {
 	wg     sync.WaitGroup
 }
 
-var _ backend.Backend = (*Client)(nil)
+var (
+	_ backend.Backend        = (*Client)(nil)
+	_ backend.TaskSummarizer = (*Client)(nil)
+)
 
 // Option configures a Client.
 type Option func(*Client)
@@ -191,33 +194,6 @@ func (c *Client) newRequest(ctx context.Context, base, method, path string, q ur
 	return req, nil
 }
 
-// decodeEnvelope reads a reply and returns its data or its error.
-func decodeEnvelope(resp *http.Response) (json.RawMessage, error) {
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
-	if err != nil {
-		return nil, fmt.Errorf("read reply: %w", err)
-	}
-	var env envelope
-	if err := json.Unmarshal(raw, &env); err != nil {
-		snip := string(raw)
-		if len(snip) > 200 {
-			snip = snip[:200]
-		}
-		return nil, fmt.Errorf("reply %s is not a gseproc envelope: %q", resp.Status, snip)
-	}
-	if env.Result && env.Code == 0 {
-		return env.Data, nil
-	}
-	var ed errData
-	if len(env.Data) > 0 && env.Data[0] == '{' {
-		_ = json.Unmarshal(env.Data, &ed)
-	}
-	if ed.Kind == "validation" && len(ed.Errors) > 0 {
-		return nil, model.ValidationError(ed.Errors)
-	}
-	return nil, &APIError{Status: resp.StatusCode, Code: env.Code, Message: env.Message, RequestID: env.RequestID, Kind: ed.Kind}
-}
-
 // Server is the server requests go to first: the last one that answered.
 func (c *Client) Server() string { return c.servers[c.cur.Load()] }
 
@@ -320,18 +296,12 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	data, err := decodeEnvelope(resp)
-	if err != nil {
+	if err := readReply(resp, out); err != nil {
 		var ve model.ValidationError
 		if errors.As(err, &ve) {
 			return ve
 		}
 		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("%s %s: decode data: %w", method, path, err)
-		}
 	}
 	return nil
 }
@@ -353,10 +323,11 @@ func (c *Client) Namespaces(ctx context.Context) ([]backend.NamespaceSummary, er
 	return out, err
 }
 
-// Hosts lists hosts matching q.
+// Hosts lists hosts matching q. The label maps of a listing are shared
+// between its hosts (each distinct set held once): not to be changed.
 func (c *Client) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.HostView, error) {
 	var out []backend.HostView
-	err := c.call(ctx, http.MethodPost, "/api/v1/hosts", nil, q, &out)
+	err := c.call(ctx, http.MethodPost, "/api/v1/hosts", nil, q, &hostsOf{p: &out})
 	return out, err
 }
 
@@ -406,7 +377,16 @@ func taskPath(id string) string { return "/api/v1/tasks/" + url.PathEscape(id) }
 // Task returns a task with every sub-result so far.
 func (c *Client) Task(ctx context.Context, id string) (backend.TaskView, error) {
 	var tv backend.TaskView
-	err := c.call(ctx, http.MethodGet, taskPath(id), nil, nil, &tv)
+	err := c.call(ctx, http.MethodGet, taskPath(id), nil, nil, taskViewOf{v: &tv})
+	return tv, err
+}
+
+// TaskSummary returns a task without its results (backend.TaskSummarizer): the
+// server leaves them out of its reply (results=false); from a server
+// that sends them anyway they are read and dropped.
+func (c *Client) TaskSummary(ctx context.Context, id string) (backend.TaskView, error) {
+	var tv backend.TaskView
+	err := c.call(ctx, http.MethodGet, taskPath(id), url.Values{"results": {"false"}}, nil, taskViewOf{v: &tv, skipResults: true})
 	return tv, err
 }
 

@@ -444,6 +444,11 @@ func TestClientMatchesEngine(t *testing.T) {
 		t2, e2 := c.Task(ctx, task.ID)
 		return t1, t2, e1, e2
 	})
+	same("task head", func() (any, any, error, error) {
+		t1, e1 := backend.TaskSummary(ctx, eng, task.ID)
+		t2, e2 := c.TaskSummary(ctx, task.ID)
+		return t1, t2, e1, e2
+	})
 	same("tasks", func() (any, any, error, error) {
 		l1, e1 := eng.Tasks(ctx, 5)
 		l2, e2 := c.Tasks(ctx, 5)

@@ -83,7 +83,7 @@ func (c *Client) openStream(ctx context.Context, path, lastID string) (*http.Res
 	}
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		defer resp.Body.Close()
-		if _, err := decodeEnvelope(resp); err != nil {
+		if err := readReply(resp, nil); err != nil {
 			return nil, fmt.Errorf("GET %s: %w", path, err)
 		}
 		return nil, fmt.Errorf("GET %s: %s is not an event stream", path, resp.Status)

@@ -415,12 +415,35 @@ func (s *Server) nativeTaskHead(ctx context.Context, c *call, id string) (model.
 	return tv.Task, aerr
 }
 
+// v1Task answers a task with its results, or without them when asked
+// results=false (the task's status, counts and roll: a watch need not
+// read 200,000 results to learn the task ended).
 func (s *Server) v1Task(ctx context.Context, c *call) (any, *apiError) {
-	tv, aerr := s.nativeTask(ctx, c, c.r.PathValue("id"))
+	results := true
+	switch q := c.r.URL.Query()["results"]; {
+	case len(q) == 0:
+	case len(q) == 1 && (q[0] == "true" || q[0] == "false"):
+		results = q[0] == "true"
+	default:
+		return nil, validationError(CodeArgument, model.ValidationError{{Field: "results", Reason: fmt.Sprintf("want true or false, got %q", strings.Join(q, ","))}})
+	}
+	id := c.r.PathValue("id")
+	if !results {
+		// The task as the backend holds it when it can, without
+		// copying its results (a roll's view is made from them).
+		t, aerr := s.nativeTaskHead(ctx, c, id)
+		if aerr != nil {
+			return nil, aerr
+		}
+		if t.Rollout == nil {
+			return backend.TaskView{Task: t, Results: []model.Result{}}, nil
+		}
+	}
+	tv, aerr := s.nativeTask(ctx, c, id)
 	if aerr != nil {
 		return nil, aerr
 	}
-	if tv.Results == nil {
+	if tv.Results == nil || !results {
 		tv.Results = []model.Result{}
 	}
 	return tv, nil

@@ -15,6 +15,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"gseproc/backend"
 )
 
 // The OpenAPI document is checked by kin-openapi: the document itself is
@@ -184,6 +186,14 @@ func TestNativeAPIMatchesOpenAPI(t *testing.T) {
 	for _, p := range []string{"/healthz", "/api/v1/tasks", "/api/v1/tasks/" + url.PathEscape(id), "/api/v1/tasks/GSETASK:20200101000000:1",
 		"/api/v1/events/recent?n=5", "/api/v1/audit?limit=5", "/api/v1/processes?namespace=gse"} {
 		call(http.MethodGet, p, nil, false)
+	}
+	// Without its results: the task as it is, results [].
+	head := call(http.MethodGet, "/api/v1/tasks/"+url.PathEscape(id)+"?results=false", nil, false)
+	if tv := decode[backend.TaskView](t, head.Data); tv.Task.ID != id || tv.Task.Counts.Final() == 0 || tv.Results == nil || len(tv.Results) != 0 {
+		t.Fatalf("task without results: %s", head.raw)
+	}
+	if r := call(http.MethodGet, "/api/v1/tasks/"+url.PathEscape(id)+"?results=no", nil, true); r.Status != http.StatusBadRequest || !strings.Contains(string(r.raw), `"field":"results"`) {
+		t.Fatalf("results=no: %d %s, want 400 naming results", r.Status, r.raw)
 	}
 	if r := call(http.MethodPost, "/api/v1/operate", map[string]any{"op_type": 6}, true); r.Status != http.StatusBadRequest {
 		t.Fatalf("op_type 6: %d %s", r.Status, r.raw)

@@ -1,0 +1,299 @@
+package client
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"maps"
+	"net/http"
+
+	"gseproc/backend"
+	"gseproc/model"
+)
+
+// A reply is decoded as it is read: its envelope key by key, its data
+// straight into the caller's value, and the big lists (a listing of
+// 100,000 hosts, a task's 218,000 results) element by element, so the
+// body is never held whole. Reading it whole and decoding it twice (the
+// envelope, then its data) made a 100,000-host listing allocate ~560 MB
+// and a big task's reply ~650 MB in the console (remote mode), the peaks
+// of its RSS.
+
+// maxReply bounds a reply's body.
+const maxReply = 256 << 20
+
+// dataDecoder decodes an envelope's data from the decoder, positioned at
+// the data's first token (a value with its own element-wise decoding).
+type dataDecoder interface {
+	decodeData(dec *json.Decoder) error
+}
+
+// headReader keeps the first bytes read through it, to quote a reply that
+// is not an envelope.
+type headReader struct {
+	r    io.Reader
+	head []byte
+}
+
+func (h *headReader) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	if room := 200 - len(h.head); room > 0 && n > 0 {
+		h.head = append(h.head, p[:min(n, room)]...)
+	}
+	return n, err
+}
+
+// readReply reads a reply's envelope from resp's body and decodes its
+// data into out (when not nil and the reply is a success), or returns the
+// reply's error: a model.ValidationError for a validation refusal, an
+// *APIError for another.
+func readReply(resp *http.Response, out any) error {
+	hr := &headReader{r: io.LimitReader(resp.Body, maxReply)}
+	dec := json.NewDecoder(hr)
+	var (
+		env            envelope
+		seenOK, seenCo bool
+		decoded        bool // data went into out
+	)
+	notEnvelope := func() error {
+		_, _ = io.Copy(io.Discard, io.LimitReader(hr, 200)) // a little more to quote
+		return fmt.Errorf("reply %s is not a gseproc envelope: %q", resp.Status, hr.head)
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return notEnvelope()
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		key, ok := tok.(string)
+		if err != nil || !ok {
+			return notEnvelope()
+		}
+		switch key {
+		case "result":
+			err, seenOK = dec.Decode(&env.Result), true
+		case "code":
+			err, seenCo = dec.Decode(&env.Code), true
+		case "message":
+			err = dec.Decode(&env.Message)
+		case "request_id":
+			err = dec.Decode(&env.RequestID)
+		case "data":
+			if out != nil && seenOK && seenCo && env.Result && env.Code == 0 {
+				// A success: its data goes into out as it is read.
+				if err = decodeData(dec, out); err != nil {
+					return fmt.Errorf("decode data: %w", err)
+				}
+				decoded = true
+				continue
+			}
+			err = dec.Decode(&env.Data) // an error's (small), or in an unusual order
+		default:
+			var skip json.RawMessage
+			err = dec.Decode(&skip)
+		}
+		if err != nil {
+			return notEnvelope()
+		}
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return notEnvelope()
+	}
+	if env.Result && env.Code == 0 {
+		if out != nil && !decoded && len(env.Data) > 0 {
+			sub := json.NewDecoder(bytes.NewReader(env.Data))
+			if err := decodeData(sub, out); err != nil {
+				return fmt.Errorf("decode data: %w", err)
+			}
+		}
+		return nil
+	}
+	var ed errData
+	if len(env.Data) > 0 && env.Data[0] == '{' {
+		_ = json.Unmarshal(env.Data, &ed)
+	}
+	if ed.Kind == "validation" && len(ed.Errors) > 0 {
+		return model.ValidationError(ed.Errors)
+	}
+	return &APIError{Status: resp.StatusCode, Code: env.Code, Message: env.Message, RequestID: env.RequestID, Kind: ed.Kind}
+}
+
+// decodeData decodes the value at dec into out: element-wise when out
+// says how, else whole.
+func decodeData(dec *json.Decoder, out any) error {
+	if d, ok := out.(dataDecoder); ok {
+		return d.decodeData(dec)
+	}
+	return dec.Decode(out)
+}
+
+// listOf decodes a JSON array into *p one element at a time (null leaves
+// *p nil, as encoding/json does); each element, once decoded, is passed
+// to keep when set.
+type listOf[T any] struct {
+	p    *[]T
+	keep func(*T)
+}
+
+func (l listOf[T]) decodeData(dec *json.Decoder) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok == nil {
+		*l.p = nil
+		return nil
+	}
+	if tok != json.Delim('[') {
+		return fmt.Errorf("want an array, got %v", tok)
+	}
+	s := (*l.p)[:0]
+	for dec.More() {
+		var zero T
+		s = append(s, zero)
+		if err := dec.Decode(&s[len(s)-1]); err != nil {
+			return fmt.Errorf("element %d: %w", len(s)-1, err)
+		}
+		if l.keep != nil {
+			l.keep(&s[len(s)-1])
+		}
+	}
+	if s == nil {
+		s = []T{}
+	}
+	*l.p = s
+	_, err = dec.Token() // ]
+	return err
+}
+
+// taskViewOf decodes a backend.TaskView, its results element-wise into
+// a slice made for the task's targets (its task comes first).
+// With skipResults, results are read past without being kept.
+type taskViewOf struct {
+	v           *backend.TaskView
+	skipResults bool
+}
+
+func (t taskViewOf) decodeData(dec *json.Decoder) error {
+	tok, err := dec.Token()
+	if err != nil || tok == nil {
+		return err
+	}
+	if tok != json.Delim('{') {
+		return fmt.Errorf("want an object, got %v", tok)
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case "task":
+			err = dec.Decode(&t.v.Task)
+		case "results":
+			if t.skipResults {
+				err = skipValue(dec)
+				break
+			}
+			if n := t.v.Task.Targets; n > 0 && t.v.Results == nil {
+				t.v.Results = make([]model.Result, 0, min(n, 1<<20))
+			}
+			err = listOf[model.Result]{p: &t.v.Results}.decodeData(dec)
+		case "roll":
+			err = dec.Decode(&t.v.Roll)
+		default:
+			var skip json.RawMessage
+			err = dec.Decode(&skip)
+		}
+		if err != nil {
+			return fmt.Errorf("%v: %w", tok, err)
+		}
+	}
+	_, err = dec.Token() // }
+	return err
+}
+
+// hostsOf decodes a host listing element-wise, holding each distinct
+// host label set, process label set and agent version once: a listing of
+// 100,000 hosts came with a label map per host and per process, most of
+// them equal (the console keeps the listing). The maps of one listing
+// are shared between its hosts: not to be changed.
+type hostsOf struct {
+	p    *[]backend.HostView
+	sets labelSets
+}
+
+func (h *hostsOf) decodeData(dec *json.Decoder) error {
+	return listOf[backend.HostView]{p: h.p, keep: func(v *backend.HostView) {
+		v.Labels = h.sets.keep(v.Labels)
+		v.Version = h.sets.str(v.Version)
+		for i := range v.Procs {
+			v.Procs[i].Labels = h.sets.keep(v.Procs[i].Labels)
+		}
+	}}.decodeData(dec)
+}
+
+// labelSets holds label sets and strings once each.
+type labelSets struct {
+	seed maphash.Seed
+	sets map[uint64][]map[string]string // by setHash
+	strs map[string]string
+}
+
+// keep returns the set held equal to m, or holds m.
+func (l *labelSets) keep(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return m
+	}
+	if l.sets == nil {
+		l.seed, l.sets = maphash.MakeSeed(), map[uint64][]map[string]string{}
+	}
+	var h uint64
+	for k, v := range m { // order-free: a sum of the pairs' hashes
+		h += maphash.String(l.seed, k)*31 + maphash.String(l.seed, v)
+	}
+	for _, s := range l.sets[h] {
+		if maps.Equal(s, m) {
+			return s
+		}
+	}
+	l.sets[h] = append(l.sets[h], m)
+	return m
+}
+
+// str returns s held once.
+func (l *labelSets) str(s string) string {
+	if s == "" {
+		return s
+	}
+	if l.strs == nil {
+		l.strs = map[string]string{}
+	}
+	if kept, ok := l.strs[s]; ok {
+		return kept
+	}
+	l.strs[s] = s
+	return s
+}
+
+// skipValue reads past the value at dec token by token, holding none of
+// it whole.
+func skipValue(dec *json.Decoder) error {
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+		if depth == 0 {
+			return nil
+		}
+	}
+}
