@@ -13,6 +13,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"gseproc/backend/server/wire"
 	"gseproc/model"
 )
 
@@ -137,6 +138,8 @@ var (
 	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 	rawMessageType  = reflect.TypeFor[json.RawMessage]()
 	labelsType      = reflect.TypeFor[model.Labels]()
+	hostsType       = reflect.TypeFor[wire.Hosts]()
+	hostType        = reflect.TypeFor[model.Host]()
 )
 
 func join(path, name string) string {
@@ -158,6 +161,10 @@ func typeCheck(v *model.Validator, val any, t reflect.Type, path string) {
 	}
 	if t == labelsType {
 		checkLabels(v, val, path)
+		return
+	}
+	if t == hostsType {
+		checkHosts(v, val, path)
 		return
 	}
 	if reflect.PointerTo(t).Implements(checkerType) {
@@ -237,6 +244,29 @@ func typeCheck(v *model.Validator, val any, t reflect.Type, path string) {
 		}
 		if _, err := strconv.ParseFloat(string(n), t.Bits()); err != nil {
 			v.Addf(path, "want a number, got %s", n)
+		}
+	}
+}
+
+// checkHosts checks a wire.Hosts list: each entry a "cloud:ip" text
+// ParseHostText takes, or a host object; every wrong entry named.
+func checkHosts(v *model.Validator, val any, path string) {
+	arr, ok := val.([]any)
+	if !ok {
+		v.Addf(path, "want an array of hosts (\"cloud:ip\" or {ip, bk_cloud_id}), got %s", jsonKind(val))
+		return
+	}
+	for i, e := range arr {
+		field := fmt.Sprintf("%s[%d]", path, i)
+		switch x := e.(type) {
+		case string:
+			if _, err := wire.ParseHostText(x); err != nil {
+				v.Add(field, err.Error())
+			}
+		case map[string]any:
+			typeCheck(v, x, hostType, field)
+		default:
+			v.Addf(field, "want a host (\"cloud:ip\" or {ip, bk_cloud_id}), got %s", jsonKind(e))
 		}
 	}
 }

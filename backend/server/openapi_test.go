@@ -187,6 +187,15 @@ func TestNativeAPIMatchesOpenAPI(t *testing.T) {
 		"/api/v1/events/recent?n=5", "/api/v1/audit?limit=5", "/api/v1/processes?namespace=gse"} {
 		call(http.MethodGet, p, nil, false)
 	}
+	// The selector's hosts in the compact form and as objects, mixed.
+	hv, err := e.eng.Hosts(context.Background(), backend.HostQuery{Namespace: "gse", Name: "proc-test"})
+	if err != nil || len(hv) < 2 {
+		t.Fatalf("%d hosts, %v", len(hv), err)
+	}
+	hosts := []any{hv[0].Host.AgentID(), map[string]any{"ip": hv[1].Host.IP, "bk_cloud_id": hv[1].Host.CloudID}}
+	if r := call(http.MethodPost, "/api/v1/operate", map[string]any{"op_type": 2, "selector": map[string]any{"namespace": "gse", "name": "proc-test", "hosts": hosts}}, false); !r.Result {
+		t.Fatalf("operate on compact hosts: %s", r.raw)
+	}
 	// Without its results: the task as it is, results [].
 	head := call(http.MethodGet, "/api/v1/tasks/"+url.PathEscape(id)+"?results=false", nil, false)
 	if tv := decode[backend.TaskView](t, head.Data); tv.Task.ID != id || tv.Task.Counts.Final() == 0 || tv.Results == nil || len(tv.Results) != 0 {
