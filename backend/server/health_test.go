@@ -67,7 +67,27 @@ func TestReadiness(t *testing.T) {
 	if r := e.post("/api/c/compapi/v2/gse/operate_proc/", seed); !r.Result {
 		t.Fatalf("operate_proc when ready: %s", r.raw)
 	}
-	if m := metrics(); !strings.Contains(m, "gseproc_ready 1\n") {
-		t.Fatal("/metrics does not say ready")
+	if m := metrics(); !strings.Contains(m, "gseproc_ready 1\n") || !strings.Contains(m, "gseproc_store_streams_unavailable 0\n") {
+		t.Fatal("/metrics does not say ready, with no stream unavailable")
+	}
+
+	// A stream electing its leader: still ready (the API serves; the calls
+	// on that stream answer 503 themselves), and /healthz, /readyz and
+	// /metrics name it.
+	set(health.Status{State: health.StateReady, Ready: true, Since: time.Now(), NATS: "connected", JetStream: health.JetStreamStatus{OK: true, NodesUp: 2, NodesWant: 3},
+		StreamsUnavailable: []string{"KV_gseproc_tasks"}, Degraded: "the store finds stream unavailable: stream KV_gseproc_tasks: no leader"})
+	if r := e.do(http.MethodGet, "/healthz", nil, nil); r.Status != 200 || !strings.Contains(string(r.Data), `"ready":true`) ||
+		!strings.Contains(string(r.Data), `"streams_unavailable":["KV_gseproc_tasks"]`) || !strings.Contains(string(r.Data), "KV_gseproc_tasks: no leader") {
+		t.Fatalf("healthz with a stream electing: %d %s", r.Status, r.raw)
+	}
+	if r := e.do(http.MethodGet, "/readyz", nil, nil); r.Status != 200 || !strings.Contains(string(r.Data), `"streams_unavailable":["KV_gseproc_tasks"]`) ||
+		!strings.Contains(string(r.Data), `"degraded":"the store finds`) {
+		t.Fatalf("readyz with a stream electing: %d %s", r.Status, r.raw)
+	}
+	if r := e.do(http.MethodGet, "/api/v1/tasks", nil, nil); r.Status != 200 {
+		t.Fatalf("native API with a stream electing: %d %s", r.Status, r.raw)
+	}
+	if m := metrics(); !strings.Contains(m, "gseproc_ready 1\n") || !strings.Contains(m, "gseproc_store_streams_unavailable 1\n") {
+		t.Fatal("/metrics with a stream electing: not ready, or the stream not counted")
 	}
 }
