@@ -391,6 +391,7 @@ type FleetRun struct {
 	ServerCPU          time.Duration
 	ServerRSS, PeakRSS int64
 	SimCPU             time.Duration // the simulated fleet's process
+	ClientCPU          time.Duration // the op client's process (user + system)
 	NotOK              int
 }
 
@@ -429,10 +430,10 @@ func Fleet(ctx context.Context, o FleetOptions) ([]FleetRun, error) {
 		fmt.Fprintf(out, "warning: %v\n", err)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "hosts\ttargets\twall\thost p50\thost p99\tdone p50\tdone p99\tserver CPU\tserver RSS\tpeak RSS\tsim CPU\tnot OK\t\n")
+	fmt.Fprintf(tw, "hosts\ttargets\twall\thost p50\thost p99\tdone p50\tdone p99\tserver CPU\tserver RSS\tpeak RSS\tsim CPU\tclient CPU\tnot OK\t\n")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", o.Hosts, r.Targets, ms(r.Wall), ms(r.HostP50), ms(r.HostP99),
-			ms(r.DoneP50), ms(r.DoneP99), ms(r.ServerCPU), mb(r.ServerRSS), mb(r.PeakRSS), ms(r.SimCPU), r.NotOK)
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", o.Hosts, r.Targets, ms(r.Wall), ms(r.HostP50), ms(r.HostP99),
+			ms(r.DoneP50), ms(r.DoneP99), ms(r.ServerCPU), mb(r.ServerRSS), mb(r.PeakRSS), ms(r.SimCPU), ms(r.ClientCPU), r.NotOK)
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(out, "event drops while %d agents came online and ran: %d\n", o.Hosts, e.dropped())
@@ -487,6 +488,9 @@ func (e *env) runOp(ctx context.Context, o FleetOptions) (FleetRun, error) {
 	}
 	werr := cmd.Wait()
 	r.Wall = time.Since(start)
+	if ps := cmd.ProcessState; ps != nil {
+		r.ClientCPU = ps.UserTime() + ps.SystemTime()
+	}
 	var ee *exec.ExitError
 	if werr != nil && !errors.As(werr, &ee) {
 		return r, fmt.Errorf("op: %w", werr)
