@@ -120,8 +120,8 @@ func (c *Client) Watch(ctx context.Context, id string, after int64) (<-chan mode
 			err := readEvents(resp.Body, func(ev sseEvent) bool {
 				switch ev.name {
 				case "result":
-					var r model.Result
-					if err := json.Unmarshal([]byte(ev.data), &r); err != nil {
+					r, err := model.DecodeResultJSON([]byte(ev.data))
+					if err != nil {
 						c.log.Warn("task stream: bad result event", "task", id, "err", err)
 						return true
 					}

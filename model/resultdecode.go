@@ -1,0 +1,314 @@
+package model
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+)
+
+// DecodeResultJSON decodes a result exactly as json.Unmarshal into a zero
+// Result does. A client streaming an op over 100,000 hosts decodes
+// 100,000 of them, and encoding/json's reflection was most of its CPU.
+// What AppendResultJSON writes (its keys in its order, no white space,
+// strings of printable ASCII without escapes, plain numbers) is read by a
+// small reader; anything else (an escape, other bytes, white space, a
+// null, an unknown, missing or repeated key, a number in another form,
+// invalid JSON) is left to json.Unmarshal, which then decides, so the two
+// never differ (FuzzDecodeResultJSON).
+func DecodeResultJSON(data []byte) (Result, error) {
+	if r, ok := readResult(data); ok {
+		return r, nil
+	}
+	var r Result
+	err := json.Unmarshal(data, &r)
+	return r, err
+}
+
+// jr reads the JSON AppendResultJSON writes from b at i; ok turns false
+// at the first thing it does not take.
+type jr struct {
+	b  []byte
+	i  int
+	ok bool
+}
+
+// lit consumes s when it comes next.
+func (r *jr) lit(s string) bool {
+	if !r.ok || len(r.b)-r.i < len(s) || string(r.b[r.i:r.i+len(s)]) != s {
+		return false
+	}
+	r.i += len(s)
+	return true
+}
+
+// must consumes s, or fails.
+func (r *jr) must(s string) {
+	if !r.lit(s) {
+		r.ok = false
+	}
+}
+
+// str reads a string of printable ASCII without '"' or '\\' (what
+// encoding/json returns byte for byte).
+func (r *jr) str() string {
+	if !r.lit(`"`) {
+		r.ok = false
+		return ""
+	}
+	for j := r.i; j < len(r.b); j++ {
+		c := r.b[j]
+		switch {
+		case c == '"':
+			s := string(r.b[r.i:j])
+			r.i = j + 1
+			return s
+		case c < 0x20 || c >= 0x7f || c == '\\':
+			r.ok = false
+			return ""
+		}
+	}
+	r.ok = false
+	return ""
+}
+
+// digits is the end of the digits of b from j.
+func digits(b []byte, j int) int {
+	for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+		j++
+	}
+	return j
+}
+
+// intLit returns the integer literal at i: -?(0|[1-9][0-9]*), nothing
+// else (a fraction or exponent is left to encoding/json).
+func (r *jr) intLit() []byte {
+	if !r.ok {
+		return nil
+	}
+	j := r.i
+	if j < len(r.b) && r.b[j] == '-' {
+		j++
+	}
+	start := j
+	j = digits(r.b, j)
+	if j == start || (r.b[start] == '0' && j-start > 1) {
+		r.ok = false
+		return nil
+	}
+	if j < len(r.b) && (r.b[j] == '.' || r.b[j] == 'e' || r.b[j] == 'E') {
+		r.ok = false
+		return nil
+	}
+	lit := r.b[r.i:j]
+	r.i = j
+	return lit
+}
+
+// int reads an integer of bits bits (out of range: left to encoding/json).
+func (r *jr) int(bits int) int64 {
+	lit := r.intLit()
+	if !r.ok {
+		return 0
+	}
+	n, err := strconv.ParseInt(string(lit), 10, bits)
+	if err != nil {
+		r.ok = false
+	}
+	return n
+}
+
+// uint reads an unsigned integer.
+func (r *jr) uint() uint64 {
+	lit := r.intLit()
+	if !r.ok || lit[0] == '-' {
+		r.ok = false
+		return 0
+	}
+	n, err := strconv.ParseUint(string(lit), 10, 64)
+	if err != nil {
+		r.ok = false
+	}
+	return n
+}
+
+// float reads -?(0|[1-9][0-9]*)(\.[0-9]+)? as encoding/json does.
+func (r *jr) float() float64 {
+	if !r.ok {
+		return 0
+	}
+	j := r.i
+	if j < len(r.b) && r.b[j] == '-' {
+		j++
+	}
+	start := j
+	j = digits(r.b, j)
+	if j == start || (r.b[start] == '0' && j-start > 1) {
+		r.ok = false
+		return 0
+	}
+	if j < len(r.b) && r.b[j] == '.' {
+		k := digits(r.b, j+1)
+		if k == j+1 {
+			r.ok = false
+			return 0
+		}
+		j = k
+	}
+	if j < len(r.b) && (r.b[j] == 'e' || r.b[j] == 'E') {
+		r.ok = false
+		return 0
+	}
+	f, err := strconv.ParseFloat(string(r.b[r.i:j]), 64)
+	if err != nil {
+		r.ok = false
+	}
+	r.i = j
+	return f
+}
+
+// bool reads true or false.
+func (r *jr) bool() bool {
+	switch {
+	case r.lit("true"):
+		return true
+	case r.lit("false"):
+		return false
+	}
+	r.ok = false
+	return false
+}
+
+// time reads a time as time.Time's UnmarshalJSON does (it is called).
+func (r *jr) time() time.Time {
+	if !r.lit(`"`) {
+		r.ok = false
+		return time.Time{}
+	}
+	start := r.i - 1
+	for j := r.i; j < len(r.b); j++ {
+		if c := r.b[j]; c == '"' {
+			var t time.Time
+			if err := t.UnmarshalJSON(r.b[start : j+1]); err != nil {
+				r.ok = false
+			}
+			r.i = j + 1
+			return t
+		} else if c < 0x20 || c >= 0x7f || c == '\\' {
+			break
+		}
+	}
+	r.ok = false
+	return time.Time{}
+}
+
+func readResult(b []byte) (Result, bool) {
+	r := &jr{b: b, ok: true}
+	var res Result
+	r.must(`{"task_id":`)
+	res.TaskID = r.str()
+	r.must(`,"seq":`)
+	res.Seq = r.int(64)
+	r.must(`,"host":{"ip":`)
+	res.Host.IP = r.str()
+	r.must(`,"bk_cloud_id":`)
+	res.Host.CloudID = int(r.int(strconv.IntSize))
+	r.must(`},"proc":`)
+	res.ProcKey = r.str()
+	if r.lit(`,"value_key":`) {
+		res.ValueKey = r.str()
+	}
+	if r.lit(`,"agent_id":`) {
+		res.AgentID = r.str()
+	}
+	r.must(`,"op_type":`)
+	res.Op = OpType(r.int(strconv.IntSize))
+	r.must(`,"state":`)
+	res.State = ResultState(r.str())
+	r.must(`,"error_code":`)
+	res.Code = int(r.int(strconv.IntSize))
+	r.must(`,"error_msg":`)
+	res.Message = r.str()
+	if r.lit(`,"proc_identity":{`) {
+		sep := ""
+		for _, f := range [...]struct {
+			k string
+			v *string
+		}{
+			{`"proc_name":`, &res.Proc.ProcName}, {`"setup_path":`, &res.Proc.SetupPath},
+			{`"func_id":`, &res.Proc.FuncID}, {`"instance_id":`, &res.Proc.InstanceID},
+		} {
+			if r.lit(sep + f.k) {
+				*f.v = r.str()
+				sep = ","
+			}
+		}
+		r.must(`}`)
+	}
+	if r.lit(`,"hosted":`) {
+		res.Hosted = r.bool()
+	}
+	if r.lit(`,"status":`) {
+		res.Status = r.status()
+	}
+	if r.lit(`,"started":`) {
+		res.Started = r.time()
+	}
+	if r.lit(`,"finished":`) {
+		res.Finished = r.time()
+	}
+	r.must(`}`)
+	return res, r.ok && r.i == len(b)
+}
+
+func (r *jr) status() *ProcStatus {
+	var s ProcStatus
+	r.must(`{"proc":`)
+	s.ProcKey = r.str()
+	r.must(`,"proc_name":`)
+	s.ProcName = r.str()
+	r.must(`,"state":`)
+	s.State = ProcState(r.str())
+	r.must(`,"pid":`)
+	s.PID = int(r.int(strconv.IntSize))
+	r.must(`,"is_auto":`)
+	s.Hosted = r.bool()
+	if r.lit(`,"start_time":`) {
+		s.StartTime = r.time()
+	}
+	if r.lit(`,"register_time":`) {
+		s.RegisterTime = r.int(64)
+	}
+	if r.lit(`,"last_start_time":`) {
+		s.LastStartTime = r.int(64)
+	}
+	if r.lit(`,"report_time":`) {
+		s.ReportTime = r.int(64)
+	}
+	r.must(`,"cpu_usage":`)
+	s.CPU = r.float()
+	r.must(`,"mem_usage":`)
+	s.Mem = r.float()
+	if r.lit(`,"mem_rss":`) {
+		s.MemRSS = r.uint()
+	}
+	if r.lit(`,"restarts":`) {
+		s.Restarts = int(r.int(strconv.IntSize))
+	}
+	if r.lit(`,"exit_status":`) {
+		s.ExitStatus = int(r.int(strconv.IntSize))
+	}
+	if r.lit(`,"version":`) {
+		s.Version = r.str()
+	}
+	if r.lit(`,"cmdline":`) {
+		s.Cmdline = r.str()
+	}
+	if r.lit(`,"threads":`) {
+		s.Threads = int(r.int(strconv.IntSize))
+	}
+	if r.lit(`,"message":`) {
+		s.Message = r.str()
+	}
+	r.must(`}`)
+	return &s
+}

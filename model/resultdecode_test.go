@@ -1,0 +1,118 @@
+package model
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// checkDecode: DecodeResultJSON(data) is json.Unmarshal's result and error-ness.
+func checkDecode(t *testing.T, data []byte) {
+	t.Helper()
+	var want Result
+	werr := json.Unmarshal(data, &want)
+	got, gerr := DecodeResultJSON(data)
+	if (werr == nil) != (gerr == nil) {
+		t.Fatalf("%s: DecodeResultJSON error %v, json.Unmarshal %v", data, gerr, werr)
+	}
+	if werr == nil && !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s: DecodeResultJSON differs from json.Unmarshal:\n got %+v\nwant %+v", data, got, want)
+	}
+}
+
+// The usual results (as AppendResultJSON writes them) are read by the
+// reader itself, as json.Unmarshal reads them; anything else is left to it.
+func TestDecodeResultJSON(t *testing.T) {
+	r := sampleResult()
+	data, err := AppendResultJSON(nil, &r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := readResult(data); !ok {
+		t.Fatalf("the reader left a usual result to encoding/json: %s", data)
+	}
+	checkDecode(t, data)
+	for _, r := range []Result{{}, {TaskID: "t", State: StatePending, Status: &ProcStatus{}}, {Proc: ResultProc{FuncID: "f"}, Hosted: true}} {
+		data, err := AppendResultJSON(nil, &r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := readResult(data); !ok {
+			t.Fatalf("the reader left %s to encoding/json", data)
+		}
+		checkDecode(t, data)
+	}
+	for _, s := range []string{
+		`{"task_id":"a","seq":1,"host":{"ip":"x","bk_cloud_id":0},"proc":"p","op_type":1,"state":"s","error_code":0,"error_msg":"m"}`,
+		`{"task_id":"a","seq":1,"seq":2,"host":{"ip":"x","bk_cloud_id":0},"proc":"p","op_type":1,"state":"s","error_code":0,"error_msg":"m"}`,
+		`{"task_id":"a\n","seq":1,"host":{"ip":"x","bk_cloud_id":0},"proc":"p","op_type":1,"state":"s","error_code":0,"error_msg":"m"}`,
+		`{"task_id":"a","seq":01,"host":{"ip":"x","bk_cloud_id":0},"proc":"p","op_type":1,"state":"s","error_code":0,"error_msg":"m"}`,
+		`{"task_id":"a","seq":1.5,"host":{"ip":"x","bk_cloud_id":0},"proc":"p","op_type":1,"state":"s","error_code":0,"error_msg":"m"}`,
+		`{"task_id":"a","seq":1e2,"host":{"ip":"x","bk_cloud_id":0},"proc":"p","op_type":1,"state":"s","error_code":0,"error_msg":"m"}`,
+		`{"task_id":"a","seq":99999999999999999999,"host":{"ip":"x","bk_cloud_id":0},"proc":"p","op_type":1,"state":"s","error_code":0,"error_msg":"m"}`,
+		`{"task_id":"a","seq":1,"host":{"ip":"x","bk_cloud_id":0},"proc":"p","op_type":1,"state":"s","error_code":0,"error_msg":"m","status":null}`,
+		`{"task_id":"a","seq":1,"host":{"ip":"x","bk_cloud_id":0},"proc":"p","op_type":1,"state":"s","error_code":0,"error_msg":"m","started":"bad"}`,
+		`{"task_id":"a","seq":1,"host":{"ip":"x","bk_cloud_id":0},"proc":"p","op_type":1,"state":"s","error_code":0,"error_msg":"m"} `,
+		`{"task_id":"a","seq":1,"host":{"ip":"x","bk_cloud_id":0},"proc":"p","op_type":1,"state":"s","error_code":0,"error_msg":"m"}x`,
+		`{"TASK_ID":"a","seq":1,"host":{"ip":"x","bk_cloud_id":0},"proc":"p","op_type":1,"state":"s","error_code":0,"error_msg":"m"}`,
+		`{"task_id":"a","seq":1,"host":{"ip":"x","bk_cloud_id":0},"proc":"p","op_type":1,"state":"s","error_code":0,"error_msg":"m","status":{"proc":"p","proc_name":"n","state":"running","pid":-1,"is_auto":false,"cpu_usage":-0,"mem_usage":1.,"mem_rss":-1}}`,
+		`{"task_id":"a","seq":1,"host":{"ip":"x","bk_cloud_id":0},"proc":"p","op_type":1,"state":"s","error_code":0,"error_msg":"m","status":{"proc":"p","proc_name":"n","state":"running","pid":-1,"is_auto":false,"cpu_usage":-0,"mem_usage":0.25,"mem_rss":18446744073709551615}}`,
+		`{"task_id":"a","seq":1,"host":{"ip":"x","bk_cloud_id":0},"proc":"p","op_type":1,"state":"s","error_code":0,"error_msg":"m","proc_identity":{}}`,
+		`{"task_id":"a","seq":1,"host":{"ip":"x","bk_cloud_id":0},"proc":"p","op_type":1,"state":"s","error_code":0,"error_msg":"m","hosted":false}`,
+		`{}`, `null`, ``, `{"task_id":"a"`,
+	} {
+		checkDecode(t, []byte(s))
+	}
+}
+
+// FuzzDecodeResultJSON: DecodeResultJSON reads what json.Unmarshal reads,
+// of what AppendResultJSON writes and of any input.
+func FuzzDecodeResultJSON(f *testing.F) {
+	f.Add([]byte(`{"task_id":"a","seq":1,"host":{"ip":"x","bk_cloud_id":0},"proc":"p","op_type":1,"state":"s","error_code":0,"error_msg":"m"}`),
+		"GSETASK:1", "10.0.0.1", "web:nginx", "ok", int64(7), int64(1_700_000_000), 12.5, true)
+	f.Add([]byte(`{"seq":-0}`), "", "", "", "<&>\u2028\xff", int64(-1), int64(0), 1e-9, false)
+	f.Fuzz(func(t *testing.T, raw []byte, task, ip, proc, msg string, n, unix int64, cpu float64, withStatus bool) {
+		checkDecode(t, raw)
+		r := Result{TaskID: task, Seq: n, Host: Host{IP: ip, CloudID: int(n % 1000)}, ProcKey: proc, ValueKey: msg, AgentID: msg,
+			Op: OpType(n % 13), State: ResultState(msg), Code: int(n), Message: msg, Proc: ResultProc{ProcName: proc, InstanceID: msg},
+			Hosted: n%2 == 0}
+		if unix%3 != 0 {
+			r.Started = time.Unix(unix%(1<<35), n%1e9).In(time.FixedZone("z", int(n%50000)))
+			r.Finished = time.Unix(unix%(1<<35), 0).UTC()
+		}
+		if withStatus {
+			r.Status = &ProcStatus{ProcKey: proc, ProcName: task, State: ProcState(msg), PID: int(n), Hosted: n%2 == 1,
+				StartTime: r.Started, RegisterTime: unix, LastStartTime: n, ReportTime: unix, CPU: cpu, Mem: -cpu, MemRSS: uint64(unix),
+				Restarts: int(n), ExitStatus: int(-n), Version: msg, Cmdline: task, Threads: int(n), Message: msg}
+		}
+		if data, err := AppendResultJSON(nil, &r); err == nil {
+			checkDecode(t, data)
+		}
+	})
+}
+
+func BenchmarkDecodeResultJSON(b *testing.B) {
+	r := sampleResult()
+	data, err := AppendResultJSON(nil, &r)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("reader", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := DecodeResultJSON(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding/json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var r Result
+			if err := json.Unmarshal(data, &r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
