@@ -912,13 +912,14 @@ func (s *subscribers[T]) empty() bool {
 
 // interned keeps one copy of each label set and text the hosts report,
 // at most internMax of each (then it starts again: hostile or churning
-// labels cost memory only up to the bound). The zero value is ready.
-// Guarded by Dispatcher.mu.
+// labels cost memory only up to the bound). A set is kept under a hash
+// of its pairs (16 bytes an entry, whether hosts share sets or not) and
+// compared whole before it is shared. The zero value is ready. Guarded
+// by Dispatcher.mu.
 type interned struct {
-	sets  map[string]map[string]string
+	seed  maphash.Seed
+	sets  map[uint64]map[string]string
 	texts map[string]string
-	key   []byte
-	keys  []string
 }
 
 const internMax = 1 << 16
@@ -929,28 +930,22 @@ func (x *interned) labels(m map[string]string) map[string]string {
 	if len(m) == 0 {
 		return m
 	}
-	x.keys = x.keys[:0]
-	for k := range m {
-		x.keys = append(x.keys, k)
-	}
-	slices.Sort(x.keys)
-	b := x.key[:0]
-	for _, k := range x.keys {
-		b = strconv.AppendInt(b, int64(len(k)), 10)
-		b = append(b, ':')
-		b = append(b, k...)
-		b = strconv.AppendInt(b, int64(len(m[k])), 10)
-		b = append(b, ':')
-		b = append(b, m[k]...)
-	}
-	x.key = b
-	if kept, ok := x.sets[string(b)]; ok {
-		return kept
-	}
 	if x.sets == nil || len(x.sets) >= internMax {
-		x.sets = map[string]map[string]string{}
+		x.seed = maphash.MakeSeed()
+		x.sets = map[uint64]map[string]string{}
 	}
-	x.sets[string(b)] = m
+	// The pairs' hashes summed: the same for any order of the map.
+	var h uint64
+	for k, v := range m {
+		h += maphash.String(x.seed, k) ^ maphash.String(x.seed, v)*0x9e3779b97f4a7c15
+	}
+	kept, ok := x.sets[h]
+	switch {
+	case ok && maps.Equal(kept, m):
+		return kept
+	case !ok:
+		x.sets[h] = m
+	}
 	return m
 }
 
