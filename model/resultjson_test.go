@@ -98,3 +98,40 @@ func BenchmarkResultJSON(b *testing.B) {
 		}
 	})
 }
+
+func checkReplyJSON(t *testing.T, rep AgentReply) {
+	t.Helper()
+	want, werr := json.Marshal(rep)
+	got, gerr := AppendReplyJSON([]byte("prefix"), &rep)
+	if (werr == nil) != (gerr == nil) {
+		t.Fatalf("%+v: AppendReplyJSON error %v, json.Marshal %v", rep, gerr, werr)
+	}
+	if werr == nil && !bytes.Equal(got, append([]byte("prefix"), want...)) {
+		t.Fatalf("AppendReplyJSON differs from json.Marshal:\n got %s\nwant prefix%s", got, want)
+	}
+}
+
+// An agent's reply is written as json.Marshal writes it.
+func TestReplyJSON(t *testing.T) {
+	r := sampleResult()
+	for _, rep := range []AgentReply{{}, {Code: 115, Message: "running", Output: "out\n<&>", Status: r.Status, Cancelled: true},
+		{Message: "\xff\u2028"}, {Status: &ProcStatus{CPU: math.NaN()}}, {Status: &ProcStatus{Mem: 1e30}},
+		{Code: 0, Tail: &TailChunk{}}} {
+		checkReplyJSON(t, rep)
+	}
+}
+
+// FuzzReplyJSON: AppendReplyJSON writes what json.Marshal writes.
+func FuzzReplyJSON(f *testing.F) {
+	f.Add(0, "success", "", "running", int64(1_700_000_000), 1.5, true, false)
+	f.Add(-1, "<&>\u2028\xff", "\x00", "", int64(-7), 1e-9, false, true)
+	f.Fuzz(func(t *testing.T, code int, msg, out, state string, n int64, cpu float64, withStatus, cancelled bool) {
+		rep := AgentReply{Code: code, Message: msg, Output: out, Cancelled: cancelled}
+		if withStatus {
+			rep.Status = &ProcStatus{ProcKey: msg, ProcName: out, State: ProcState(state), PID: int(n), Hosted: cancelled,
+				StartTime: time.Unix(n%(1<<35), n%1e9), RegisterTime: n, ReportTime: -n, CPU: cpu, Mem: -cpu, MemRSS: uint64(n),
+				Restarts: int(n), Version: state, Threads: code, Message: out}
+		}
+		checkReplyJSON(t, rep)
+	})
+}

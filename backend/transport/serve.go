@@ -330,7 +330,7 @@ func refused(nc *nats.Conn, subjects ...string) error {
 }
 
 func respond(m *nats.Msg, rep model.AgentReply, log *slog.Logger) {
-	data, err := json.Marshal(rep)
+	data, err := model.AppendReplyJSON(make([]byte, 0, 512), &rep)
 	if err != nil {
 		log.Error("agent: encode reply", "err", err)
 		return
