@@ -81,9 +81,17 @@ func accountEnv(name string) []string {
 // capture on, the process's captured stdout and stderr files (opened for
 // appending, so that a rotation that empties them in place is followed).
 type child struct {
-	cmd    *exec.Cmd
-	pid    int
-	pidfd  int // -1 where pidfd_open is unavailable
+	cmd   *exec.Cmd
+	pid   int
+	pidfd int // -1 where pidfd_open is unavailable
+	// pf is pidfd registered with the runtime's poller (nil where it is
+	// refused): a wait for the exit parks the goroutine there. A wait in
+	// poll(2) blocks its thread: the runtime hands the thread's P to
+	// another, and sysmon, finding Ps taken back from system calls, wakes
+	// every 20 us for a while after each; in a crash storm that spinning
+	// cost more cpu than the launches.
+	pf     *os.File // owns pidfd
+	polled bool
 	tick   uint64
 	outs   []outFile // what the command prints, in the order output reads them
 	launch uint64    // uptime ticks just before the launch
@@ -139,8 +147,17 @@ func launch(p model.Process, command string, env []string, capture *captureFiles
 	}
 	if fd, ok, err := pidfdOpen(c.pid); ok && err == nil {
 		c.pidfd = fd
+		c.pf, c.polled = pidfdFile(fd)
 	}
 	return c, nil
+}
+
+// pidfdFile makes pidfd fd an os.File, which owns it from then on,
+// registered with the runtime's poller where it takes it (polled).
+func pidfdFile(fd int) (f *os.File, polled bool) {
+	_ = unix.SetNonblock(fd, true) // os.NewFile registers a non-blocking fd
+	f = os.NewFile(uintptr(fd), "pidfd")
+	return f, f.SetReadDeadline(time.Time{}) == nil
 }
 
 // openOutputs opens where a command prints: capture's stdout and stderr
@@ -188,7 +205,11 @@ func (c *child) poll(d time.Duration) bool {
 	if c.exited {
 		return true
 	}
-	if c.pidfd >= 0 {
+	if c.polled {
+		if !c.exitedWithin(context.Background(), d) {
+			return false
+		}
+	} else if c.pidfd >= 0 {
 		fds := []unix.PollFd{{Fd: int32(c.pidfd), Events: unix.POLLIN}}
 		n, _ := unix.Poll(fds, int(d/time.Millisecond))
 		if n <= 0 {
@@ -231,12 +252,56 @@ func (c *child) wait(ctx context.Context, d time.Duration) bool {
 		// is seen soon; the caller comes back.
 		return c.poll(min(max(d, 0), 50*time.Millisecond))
 	}
+	if c.polled {
+		if !c.exitedWithin(ctx, d) {
+			return false
+		}
+		return c.poll(0)
+	}
 	wctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	if waitPidfd(wctx, c.pidfd, c.pid) != nil {
 		return false
 	}
 	return c.poll(0)
+}
+
+// exitedWithin waits up to d (0: only looks), or until ctx ends, for
+// the child to exit, parked in the runtime's poller on its pidfd (which
+// is readable once the process has exited); c.polled must hold.
+func (c *child) exitedWithin(ctx context.Context, d time.Duration) bool {
+	rc, err := c.pf.SyscallConn()
+	if err != nil {
+		return false
+	}
+	gone := false
+	look := func(fd uintptr) bool {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, _ := unix.Poll(fds, 0)
+		gone = n > 0 && fds[0].Revents != 0
+		return gone
+	}
+	if d <= 0 {
+		_ = rc.Control(func(fd uintptr) { look(fd) })
+		return gone
+	}
+	if c.pf.SetReadDeadline(time.Now().Add(d)) != nil {
+		return false
+	}
+	if ctx.Done() != nil {
+		fired := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			_ = c.pf.SetReadDeadline(time.Unix(1, 0))
+			close(fired)
+		})
+		defer func() {
+			if !stop() {
+				<-fired // its deadline set before the next wait sets its own
+			}
+		}()
+	}
+	_ = rc.Read(look) // until readable, or the deadline
+	return gone
 }
 
 // reap collects the exit status of a child that has exited.
@@ -259,10 +324,18 @@ func (c *child) reap() {
 			c.status = -1
 		}
 	}
-	if c.pidfd >= 0 {
+	c.closePidfd()
+}
+
+// closePidfd closes the child's pidfd, if open.
+func (c *child) closePidfd() {
+	if c.pf != nil {
+		c.pf.Close()
+		c.pf, c.polled = nil, false
+	} else if c.pidfd >= 0 {
 		unix.Close(c.pidfd)
-		c.pidfd = -1
 	}
+	c.pidfd = -1
 }
 
 // output returns the tail of what the command printed (limit bytes):
@@ -308,10 +381,7 @@ func (c *child) close() {
 			c.outs[i].f = nil
 		}
 	}
-	if c.pidfd >= 0 {
-		unix.Close(c.pidfd)
-		c.pidfd = -1
-	}
+	c.closePidfd()
 }
 
 // run launches command and waits for it to finish within timeout or ctx;
