@@ -433,12 +433,16 @@ func TestHealthzWhileNATSFrozenIdle(t *testing.T) {
 	})
 	took, stalls := time.Since(t0), m.Stop()
 	t.Logf("/healthz turned %s after the freeze (stalls %s): %+v", took, stalls, h)
-	if h.State != "nats_disconnected" || !strings.Contains(h.Reason, "NATS answers nothing") {
-		t.Fatalf("/healthz with NATS frozen: %+v, want nats_disconnected saying NATS answers nothing", h)
-	}
 	if took-stalls >= 6*time.Second {
 		t.Errorf("/healthz turned %s after the freeze (%s stalled)", took, stalls)
 	}
+	// Saying why: at once on an idle machine; on a very loaded one the
+	// store's probe may first find neither (no verdict in its 3 s, counted
+	// after 3 in a row as JetStream not answering).
+	waitFor(t, "/healthz saying NATS answers nothing", 60*time.Second, func() bool {
+		h = getHealthz(t, base)
+		return h.State == "nats_disconnected" && strings.Contains(h.Reason, "NATS answers nothing")
+	})
 	r := callJSON(t, http.MethodGet, base+"/readyz", nil)
 	if r.Result || !strings.Contains(r.Message, "NATS answers nothing") {
 		t.Fatalf("/readyz with NATS frozen: %v %s", r.Result, r.Message)
