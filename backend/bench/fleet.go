@@ -298,6 +298,30 @@ func (e *env) consumers(ctx context.Context) (int, error) {
 	return ai.Consumers, nil
 }
 
+// streamSeqs is every JetStream stream's last sequence now, by name: the
+// difference of two readings is how many messages each stored meanwhile
+// (deleted, purged or replaced ones included).
+func (e *env) streamSeqs(ctx context.Context) (map[string]uint64, error) {
+	nc, err := nats.Connect(e.natsURL, nats.UserInfo(natsUser, natsPass), nats.Name("gseproc-bench probe"))
+	if err != nil {
+		return nil, fmt.Errorf("bench: probe nats: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	seqs := map[string]uint64{}
+	l := js.ListStreams(ctx)
+	for si := range l.Info() {
+		seqs[si.Config.Name] = si.State.LastSeq
+	}
+	if err := l.Err(); err != nil {
+		return nil, fmt.Errorf("bench: list streams: %w", err)
+	}
+	return seqs, nil
+}
+
 // profiler takes the server's profiles while the measured part runs.
 type profiler struct {
 	e    *env

@@ -57,6 +57,9 @@ type LoadResult struct {
 	ServerCPUAll    time.Duration
 	ServerAllocsAll uint64
 	IdleCPU         time.Duration
+	// Stored is how many messages each JetStream stream stored from the
+	// load's start to the last task stored (nil when unread).
+	Stored map[string]uint64
 }
 
 // drainWait bounds the wait for the last task's end after the load.
@@ -127,6 +130,17 @@ func (r LoadResult) print(w io.Writer, o LoadOptions) {
 			r.Drained.Round(time.Millisecond), r.ServerCPUAll.Round(time.Millisecond),
 			float64(net)/float64(time.Millisecond)/float64(r.Calls), 100*r.IdleCPU.Seconds(), r.ServerAllocsAll/uint64(r.Calls))
 	}
+	if r.Calls > 0 && len(r.Stored) > 0 {
+		var total uint64
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(r.Stored)) {
+			if n := r.Stored[k]; n > 0 {
+				total += n
+				parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(n)/float64(r.Calls)))
+			}
+		}
+		fmt.Fprintf(w, "JetStream messages stored per call: %.2f (%s)\n", float64(total)/float64(r.Calls), strings.Join(parts, ", "))
+	}
 	if len(r.Errors) == 0 {
 		fmt.Fprintln(w, "errors: none")
 		return
@@ -162,6 +176,7 @@ func (e *env) load(ctx context.Context, o LoadOptions, hosts []model.Host) (Load
 	case <-time.After(idleSample):
 	}
 	m0, merr := e.mallocs(ctx, hc)
+	seq0, serr := e.streamSeqs(ctx)
 	u0, err := readUsage(pid)
 	if err != nil {
 		return res, err
@@ -258,6 +273,12 @@ func (e *env) load(ctx context.Context, o LoadOptions, hosts []model.Host) (Load
 		}
 		u2, uerr := readUsage(pid)
 		m2, err := e.mallocs(ctx, hc)
+		if seq2, err := e.streamSeqs(ctx); err == nil && serr == nil {
+			res.Stored = map[string]uint64{}
+			for k, v := range seq2 {
+				res.Stored[k] = v - min(v, seq0[k])
+			}
+		}
 		if uerr == nil && err == nil {
 			res.Drained = max(time.Since(end), time.Millisecond)
 			res.ServerCPUAll, res.ServerAllocsAll = u2.CPU-u0.CPU, m2-m0
