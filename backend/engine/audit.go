@@ -142,13 +142,18 @@ func countsText(t model.Task) string {
 
 // recordFinished records a task's end.
 func (e *Engine) recordFinished(t model.Task) {
+	_ = e.record(e.ctx, finishedEntry(t))
+}
+
+// finishedEntry is the audit entry of task t's end.
+func finishedEntry(t model.Task) model.AuditEntry {
 	en := model.AuditEntry{Actor: model.Actor{Operator: t.Operator, Via: t.Source}, Action: model.AuditTaskFinished,
 		Op: t.Op.String(), Namespaces: t.Namespace, TargetCount: t.Targets, TaskID: t.ID,
 		Result: model.AuditOK, Summary: countsText(t)}
 	if t.Status == model.TaskFailed {
 		en.Result = model.AuditError
 	}
-	_ = e.record(e.ctx, en)
+	return en
 }
 
 // RecordRefusal records a request refused before it reached the engine

@@ -41,6 +41,7 @@ type Engine struct {
 	board    CancelBoard  // cancels across engines, when st is one
 	fencer   Fencer       // fenced writes, when st is one (and a Leaser)
 	creator  TaskCreator  // a new task's writes together, when st is one (and a Leaser)
+	ender    TaskEnder    // a finished task's lease release and audit entry together, when st is one (and a Leaser)
 	modifier TaskModifier // read-modify-write of a task, when st is one
 	rolls    RollBoard    // rolls' controls, when st is one
 
@@ -152,6 +153,7 @@ func New(cfg config.EngineConfig, d Dispatcher, inv Inventory, st Store, opts ..
 	if e.leaser != nil {
 		e.fencer, _ = st.(Fencer)
 		e.creator, _ = st.(TaskCreator)
+		e.ender, _ = st.(TaskEnder)
 	}
 	e.owner = ownerID()
 	for _, o := range opts {

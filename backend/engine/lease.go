@@ -102,6 +102,23 @@ func (e *Engine) letLeaseGo(ctx context.Context, h *leaseHold, id string, done b
 	}
 }
 
+// endTask lets the lease of finished task t go for good under h, as
+// letLeaseGo does, and records the end in the audit trail, both with one
+// call of the TaskEnder (the entry as recordFinished records it).
+func (e *Engine) endTask(h *leaseHold, t model.Task, done bool) {
+	en := e.stamp(finishedEntry(t))
+	h.mu.Lock()
+	h.released = true
+	lerr, aerr := e.ender.EndTask(context.WithoutCancel(e.ctx), t.ID, e.owner, done, en)
+	h.mu.Unlock()
+	if lerr != nil {
+		e.log.Warn("release lease", "task", t.ID, "err", lerr)
+	}
+	if aerr != nil {
+		e.log.Error("audit trail: entry not stored", "action", en.Action, "actor", en.Actor.String(), "task", en.TaskID, "err", aerr)
+	}
+}
+
 // renewLease renews the lease of task id within limit, unless it was let
 // go since the renewals began (renewed false); r is its run, nil while
 // the task is being created or taken over.

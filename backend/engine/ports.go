@@ -254,6 +254,17 @@ type TaskCreator interface {
 	CreateTask(ctx context.Context, t model.Task, targets []model.Target, owner string, ttl time.Duration, audit model.AuditEntry) error
 }
 
+// TaskEnder is optional: a Leaser that makes a finished task's last
+// writes together implements it. EndTask lets owner's lease of taskID go
+// as Leaser.ReleaseLease does (done: deleted) and appends audit, the entry
+// of the task's end, both at once: one wait for both acknowledgements
+// instead of one after the other. It returns each write's error apart.
+// The engine calls it once the task is stored complete (or could not be),
+// as it called ReleaseLease and then recorded the entry.
+type TaskEnder interface {
+	EndTask(ctx context.Context, taskID, owner string, done bool, audit model.AuditEntry) (leaseErr, auditErr error)
+}
+
 // ErrNotAudited is the error of a CreateTask whose audit entry was not
 // stored.
 var ErrNotAudited = errors.New("audit entry not stored")

@@ -755,9 +755,15 @@ func (e *Engine) finishTask(r *run) {
 	if err != nil {
 		e.log.Warn("store task", "task", t.ID, "err", err)
 	}
-	if e.leaser != nil {
-		// Stored complete: the lease goes. Not stored: it is let go, so
-		// that an engine (this one too) takes the task over and stores it.
+	// Stored complete: the lease goes. Not stored: it is let go, so that
+	// an engine (this one too) takes the task over and stores it. With a
+	// TaskEnder the audit entry of the end is stored with the release.
+	audited := false
+	switch {
+	case e.ender != nil:
+		e.endTask(r.lease, t, err == nil)
+		audited = true
+	case e.leaser != nil:
 		e.letLeaseGo(context.WithoutCancel(e.ctx), r.lease, t.ID, err == nil)
 	}
 	// Watchers end now: the task and every result are stored.
@@ -778,7 +784,9 @@ func (e *Engine) finishTask(r *run) {
 	e.log.Info("task finished", "task", t.ID, "op", t.Op.String(), "status", string(t.Status),
 		"targets", t.Targets, "success", c.Success, "failed", c.Failed, "timeout", c.Timeout,
 		"unreachable", c.Unreachable, "cancelled", c.Cancelled, "duration", t.Finished.Sub(t.Created))
-	e.recordFinished(t)
+	if !audited {
+		e.recordFinished(t)
+	}
 }
 
 // Cancel stops a task: pending targets become cancelled, and the hosts

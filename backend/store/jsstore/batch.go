@@ -39,19 +39,34 @@ type pubMsg struct {
 	// Create of a key never written: Nats-Expected-Last-Subject-Sequence
 	// 0); repeated after its acknowledgement was lost, it is refused.
 	create bool
+	// expect (with expectSet): stored only if its subject's last
+	// message is at that stream sequence (a KV write at a revision).
+	expect    uint64
+	expectSet bool
+	// purge: a KV purge of the subject's key (data unused): a marker that
+	// replaces every earlier message of the key, as KeyValue.Purge.
+	purge bool
 }
 
 // msg is m as published: a KV delete is a message carrying the
 // KV-Operation header, as KeyValue.Delete publishes it.
 func (m pubMsg) msg() *nats.Msg {
 	msg := &nats.Msg{Subject: m.subject, Data: m.data}
-	if m.del || m.msgID != "" || m.create {
+	if m.del || m.purge || m.msgID != "" || m.create || m.expectSet {
 		msg.Header = nats.Header{}
 	}
-	if m.create {
+	switch {
+	case m.create:
 		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+	case m.expectSet:
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(m.expect, 10))
 	}
-	if m.del {
+	switch {
+	case m.purge:
+		msg.Data = nil
+		msg.Header.Set("KV-Operation", "PURGE")
+		msg.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	case m.del:
 		msg.Data = nil
 		msg.Header.Set("KV-Operation", "DEL")
 	}
