@@ -193,8 +193,10 @@ func (e *Engine) operate(ctx context.Context, req backend.OperateRequest) (model
 	if rollout != nil {
 		r.roll = newRollRun(r, model.RollControl{}, plan)
 	}
-	e.log.Info("task created", "task", t.ID, "op", t.Op.String(), "targets", t.Targets,
-		"namespaces", namespaces, "source", t.Source, "operator", t.Operator)
+	if e.log.Enabled(ctx, slog.LevelInfo) { // else its attributes are not even made (every operate)
+		e.log.Info("task created", "task", t.ID, "op", t.Op.String(), "targets", t.Targets,
+			"namespaces", namespaces, "source", t.Source, "operator", t.Operator)
+	}
 	if err := e.launch(r); err != nil {
 		return model.Task{}, err
 	}
@@ -781,9 +783,11 @@ func (e *Engine) finishTask(r *run) {
 	}
 	e.mu.Unlock()
 	c := t.Counts
-	e.log.Info("task finished", "task", t.ID, "op", t.Op.String(), "status", string(t.Status),
-		"targets", t.Targets, "success", c.Success, "failed", c.Failed, "timeout", c.Timeout,
-		"unreachable", c.Unreachable, "cancelled", c.Cancelled, "duration", t.Finished.Sub(t.Created))
+	if e.log.Enabled(e.ctx, slog.LevelInfo) { // else its attributes are not even made (every task)
+		e.log.Info("task finished", "task", t.ID, "op", t.Op.String(), "status", string(t.Status),
+			"targets", t.Targets, "success", c.Success, "failed", c.Failed, "timeout", c.Timeout,
+			"unreachable", c.Unreachable, "cancelled", c.Cancelled, "duration", t.Finished.Sub(t.Created))
+	}
 	if !audited {
 		e.recordFinished(t)
 	}

@@ -202,7 +202,7 @@ func typeCheck(v *model.Validator, val any, t reflect.Type, path string) {
 			v.Addf(path, "want an object, got %s", jsonKind(val))
 			return
 		}
-		keys := make([]string, 0, len(obj))
+		var keys []string // rare: made only when a key differs by case
 		for k := range obj {
 			keys = append(keys, k)
 		}

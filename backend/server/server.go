@@ -194,6 +194,9 @@ func (s *Server) wrap(name string, kind int, h handlerFunc) http.HandlerFunc {
 		if kind == kindOpen {
 			lvl = slog.LevelDebug
 		}
+		if !s.log.Enabled(r.Context(), lvl) {
+			return // not logged: its attributes are not made either
+		}
 		attrs := []any{"request_id", c.rid, "endpoint", name, "method", r.Method, "code", code, "dur", d.Round(time.Microsecond), "remote", r.RemoteAddr}
 		if c.app != nil {
 			attrs = append(attrs, "app", c.app.code)

@@ -426,17 +426,7 @@ func do[T any](s *Store, ctx context.Context, on string, f func(context.Context)
 		deadline = bound
 	}
 	for k := 0; ; k++ {
-		pctx, abort := context.WithCancelCause(ctx)
-		actx, cancel := context.WithTimeout(pctx, attemptTimeout)
-		stop := func() {}
-		if bounded {
-			stop = s.judge(start, bound, []string{on}, abort)
-		}
-		v, err := f(actx)
-		stop()
-		down := context.Cause(pctx)
-		cancel()
-		abort(nil)
+		v, err, down := attempt(s, ctx, on, bounded, start, bound, f)
 		if err != nil && ctx.Err() == nil && errors.Is(down, errDown) {
 			err = unavailable(time.Since(start), down)
 			backend.MarkStoreDown(ctx, err)
@@ -470,6 +460,28 @@ func do[T any](s *Store, ctx context.Context, on string, f func(context.Context)
 		case <-time.After(min(retryBackoff.Delay(k, rand.Float64()), time.Until(deadline))):
 		}
 	}
+}
+
+// attempt is one attempt of do: f within attemptTimeout and, for a call
+// with a bound of its own (bounded), watched by judge (down is then why
+// the watch aborted it, if it did). An unbounded call needs no context
+// of the watch's.
+func attempt[T any](s *Store, ctx context.Context, on string, bounded bool, start, bound time.Time, f func(context.Context) (T, error)) (v T, err, down error) {
+	if !bounded {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		defer cancel()
+		v, err = f(actx)
+		return v, err, nil
+	}
+	pctx, abort := context.WithCancelCause(ctx)
+	actx, cancel := context.WithTimeout(pctx, attemptTimeout)
+	stop := s.judge(start, bound, []string{on}, abort)
+	v, err = f(actx)
+	stop()
+	down = context.Cause(pctx)
+	cancel()
+	abort(nil)
+	return v, err, down
 }
 
 // unavailable is the error of a call that found the store unreachable for

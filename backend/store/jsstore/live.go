@@ -488,20 +488,23 @@ var errDown = errors.New("JetStream unreachable")
 // answering) aborts the attempts waiting on those streams (affects); an
 // attempt on another stream is left to its own time, as when JetStream
 // answers. stop ends the watch (call it once the attempt returned).
+//
+// The watch is a timer until it is due: an attempt answered before then
+// (every call of a store that answers) costs no goroutine.
 func (s *Store) judge(start, bound time.Time, on []string, abort context.CancelCauseFunc) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		// Not before a third of the bound: a connection that drops and
-		// comes back at once (a node restarted) is ridden over. A call
-		// made past its bound (a stream's, minutes in) asks at once.
-		ask := maxTime(maxTime(bound.Add(-liveLead), start.Add(bound.Sub(start)/3)), start)
-		lead := time.NewTimer(time.Until(ask))
-		defer lead.Stop()
+	// Not before a third of the bound: a connection that drops and comes
+	// back at once (a node restarted) is ridden over. A call made past
+	// its bound (a stream's, minutes in) asks at once.
+	ask := maxTime(maxTime(bound.Add(-liveLead), start.Add(bound.Sub(start)/3)), start)
+	wg.Add(1)
+	lead := time.AfterFunc(time.Until(ask), func() {
+		defer wg.Done()
 		select {
 		case <-done:
 			return
-		case <-lead.C:
+		default:
 		}
 		// The store found silent by the last probe, and answered nothing
 		// since: this call is not answered either, and fails at once.
@@ -532,6 +535,9 @@ func (s *Store) judge(start, bound time.Time, on []string, abort context.CancelC
 	})
 	return func() {
 		close(done)
+		if lead.Stop() {
+			wg.Done() // never ran
+		}
 		wg.Wait()
 	}
 }
