@@ -133,15 +133,18 @@ func launch(p model.Process, command string, env []string, capture *captureFiles
 	}
 	cmd.Stdout, cmd.Stderr = outs[0].f, outs[len(outs)-1].f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
+	forks.enter() // the fork holds a P until the child execs (forkgate.go)
 	c := &child{cmd: cmd, outs: outs, pidfd: -1, launch: uptimeTicks(), at: time.Now()}
 	children.start() // an orphan reaper must not take it before its wait
 	if err := cmd.Start(); err != nil {
 		children.started(0)
+		forks.leave()
 		c.close()
 		return nil, fmt.Errorf("run %q as %s: %w", command, p.Account(), err)
 	}
 	c.pid = cmd.Process.Pid
 	children.started(c.pid)
+	forks.leave()
 	if st, err := readStat(c.pid); err == nil {
 		c.tick = st.StartTick
 	}

@@ -467,6 +467,8 @@ func BenchmarkAgentCrashStorm(b *testing.B) {
 		b.ReportMetric(float64(f.peakRSS)/(1<<20), "rss-MB")
 		b.ReportMetric(float64(f.statusMax.Microseconds())/1000, "status-max-ms")
 		b.ReportMetric(float64(f.statusP99.Microseconds())/1000, "status-p99-ms")
+		b.ReportMetric(float64(f.statusP50.Microseconds())/1000, "status-p50-ms")
+		b.ReportMetric(float64(f.statusN), "status-n")
 		b.ReportMetric(float64(f.restarts), "restarts")
 		b.ReportMetric(float64(f.zombiesEnd), "zombies-left")
 		b.Logf("%.2f ms of agent cpu per restart; %d zombies left after the stop", perRestart*1000, f.zombiesEnd)
