@@ -169,12 +169,30 @@ func tickTime(tick uint64) time.Time {
 	return time.Now().Add(-time.Duration(int64(now)-int64(tick)) * (time.Second / clkTck)).Truncate(10 * time.Millisecond)
 }
 
+// readCmdline is pid's command line, its arguments joined by spaces. A
+// status op reads it: into a buffer on the stack (readSmall), the one
+// string made being the answer; only a command line longer than the
+// buffer is read with os.ReadFile.
 func readCmdline(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	var path [40]byte
+	p := append(strconv.AppendInt(append(path[:0], "/proc/"...), int64(pid), 10), "/cmdline"...)
+	var buf [2048]byte
+	n, err := readSmall(string(p), buf[:])
 	if err != nil {
 		return ""
 	}
-	return strings.TrimSpace(string(bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
+	b := buf[:n]
+	if n == len(buf) {
+		if b, err = os.ReadFile(string(p)); err != nil {
+			return ""
+		}
+	}
+	for i, c := range b {
+		if c == 0 {
+			b[i] = ' '
+		}
+	}
+	return string(bytes.TrimSpace(b))
 }
 
 // hasEnv reports whether pid's environment holds every one of vars

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -233,5 +234,39 @@ func BenchmarkReadStat(b *testing.B) {
 		if _, err := readStat(pid); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestReadCmdline: a process's command line, its arguments joined by
+// spaces, read whole however long, allocating the path (twice: a string,
+// then its C form), the answer's string, and one more at most (the race
+// detector's). Not parallel: AllocsPerRun.
+func TestReadCmdline(t *testing.T) {
+	long := strings.Repeat("x", 3000) // longer than the stack buffer
+	for _, arg := range []string{"short", long} {
+		cmd := exec.Command("sleep", "30", arg)
+		if err := cmd.Start(); err == nil {
+			// Start returns once the exec is under way: the new command
+			// line is set a moment later.
+			got := readCmdline(cmd.Process.Pid)
+			for deadline := time.Now().Add(time.Minute); got == "" && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+				got = readCmdline(cmd.Process.Pid)
+			}
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			if got != "sleep 30 "+arg {
+				t.Fatalf("command line %.60q, want %.60q", got, "sleep 30 "+arg)
+			}
+		} else {
+			t.Fatal(err)
+		}
+	}
+	if got := readCmdline(1 << 30); got != "" {
+		t.Fatalf("command line of no process: %q", got)
+	}
+	pid := os.Getpid()
+	if n := testing.AllocsPerRun(100, func() { _ = readCmdline(pid) }); n > 4 {
+		t.Fatalf("readCmdline: %.0f allocations", n)
 	}
 }

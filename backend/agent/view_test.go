@@ -133,3 +133,23 @@ func TestStopBeforeExitHandled(t *testing.T) {
 		t.Fatalf("after the stop: %+v", st)
 	}
 }
+
+// BenchmarkStatusOp: a status op of a hosted running process, as a
+// request brings it (Handle): its time and what it allocates, which in a
+// crash storm is garbage the collector's stop-the-world and assists make
+// the status itself pay for.
+func BenchmarkStatusOp(b *testing.B) {
+	a := newAgent(b, "")
+	p, _ := setup(b, "snap", nil)
+	if r := do(b, a, model.OpStart, p); r.Code != model.CodeSuccess {
+		b.Fatalf("start: %d %s", r.Code, r.Message)
+	}
+	req := model.AgentRequest{TaskID: "t", Op: model.OpStatus, Process: p}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if r := a.Handle(ctx, req); r.Code != model.CodeSuccess || r.Status.State != model.ProcRunning {
+			b.Fatalf("status: %d %s %+v", r.Code, r.Message, r.Status)
+		}
+	}
+}
