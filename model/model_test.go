@@ -290,3 +290,17 @@ func TestHostOrder(t *testing.T) {
 		t.Error("an IPv4-mapped address is the IPv4 address")
 	}
 }
+
+// TestValidateAllocates: a valid definition is validated without making
+// its field names (a label's name is the one made); one with errors still
+// names them under the prefix (TestValidateCollectsEveryError).
+func TestValidateAllocates(t *testing.T) {
+	p := validProcess()
+	require.NoError(t, p.Validate("process"))
+	n := testing.AllocsPerRun(100, func() { _ = p.Validate("process") })
+	assert.LessOrEqual(t, n, 2.0, "allocations per Validate of a valid definition with one label")
+	p.Spec.Identity.PidPath = "run/x.pid"
+	err := p.Validate("process")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `process.spec.identity.pid_path: "run/x.pid" is not an absolute path`)
+}

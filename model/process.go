@@ -264,8 +264,19 @@ func quote(s string) string { return "\"" + s + "\"" }
 // ValidationError naming each offending field (prefix is the path of the
 // definition in the request, e.g. "process_infos[0]"; names use the wire
 // names of the meta/spec form unless a form maps them back).
+//
+// A valid definition is checked under the bare field names (constants)
+// and allocates nothing for names; only one with errors is checked again
+// under prefix to name them: an agent validates every request, status
+// ops included, and their field names were most of what a status
+// allocated.
 func (p Process) Validate(prefix string) error {
 	v := &Validator{}
+	p.ValidateInto(v, "", nil)
+	if len(v.errs) == 0 || prefix == "" {
+		return v.Err()
+	}
+	v = &Validator{}
 	p.ValidateInto(v, prefix, nil)
 	return v.Err()
 }

@@ -135,7 +135,7 @@ func (v *Validator) checkPath(field, p string, required, windows bool) {
 		}
 		return
 	}
-	for _, seg := range strings.FieldsFunc(p, sep) {
+	for seg := range strings.FieldsFuncSeq(p, sep) {
 		if seg == ".." {
 			v.Addf(field, "%q climbs out with a '..' segment: give the path without it", p)
 			return

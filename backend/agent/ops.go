@@ -557,10 +557,13 @@ func (a *Agent) hostVars() map[string]string {
 // (or ${...}) in setup_path, pid_path and log_path; any other $ is left
 // alone.
 func (a *Agent) expand(p model.Process) model.Process {
-	vars := a.hostVars()
+	var vars map[string]string // made when a path names one: most do not
 	f := func(s string) string {
 		if !strings.Contains(s, "$GSEPROC_") && !strings.Contains(s, "${GSEPROC_") {
 			return s
+		}
+		if vars == nil {
+			vars = a.hostVars()
 		}
 		return os.Expand(s, func(k string) string {
 			if v, ok := vars[k]; ok {
