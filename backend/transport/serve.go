@@ -116,7 +116,11 @@ func ServeAgentOn(ctx context.Context, l *Link, a AgentHandler, opts ServeOption
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, opts.MaxConcurrent)
+	// Ops run at most MaxConcurrent at once, and status ops as many apart
+	// (looksOnly): a status never waits for a slot behind ops (a start's
+	// check takes seconds) and an op never waits in NATS's delivery
+	// goroutine, which delivers the subscription's messages one at a time.
+	ops, looks := newRunner(opts.MaxConcurrent, &wg), newRunner(opts.MaxConcurrent, &wg)
 	inflight := newInflight()
 	onOp := func(m *nats.Msg) {
 		var req model.AgentRequest
@@ -136,14 +140,14 @@ func ServeAgentOn(ctx context.Context, l *Link, a AgentHandler, opts ServeOption
 		} else {
 			octx, done = inflight.begin(hctx, req.OpID)
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+		run := ops
+		if looksOnly(req) {
+			run = looks
+		}
+		run.submit(func() {
 			defer done()
 			respond(m, a.Handle(octx, req), log)
-		}()
+		})
 	}
 	opSub, err := s.conn().Subscribe(OpSubject(id), onOp)
 	if err != nil {
@@ -230,6 +234,78 @@ func ServeAgentOn(ctx context.Context, l *Link, a AgentHandler, opts ServeOption
 		_ = nc.FlushTimeout(time.Second)
 	}
 	return err
+}
+
+// looksOnly reports whether req only reads the process's state: a status
+// op (the agent answers it from what it has published, without its lock
+// or the process's op slot).
+func looksOnly(req model.AgentRequest) bool {
+	return req.Op == model.OpStatus && !req.CancelOp && req.Group == nil && req.Tail == nil
+}
+
+// runner runs at most max functions at once, in the order they were
+// submitted; those beyond wait in its queue, not in the submitter (NATS's
+// delivery goroutine, which would hold back every message behind them),
+// until maxQueued wait: then submit waits for room, as NATS would have
+// buffered them. wg counts what was submitted and has not returned yet.
+type runner struct {
+	max   int
+	wg    *sync.WaitGroup
+	mu    sync.Mutex
+	room  *sync.Cond
+	busy  int
+	queue []func()
+	head  int // queue[head:] wait
+}
+
+// maxQueued bounds the functions a runner keeps waiting.
+const maxQueued = 65536
+
+func newRunner(max int, wg *sync.WaitGroup) *runner {
+	r := &runner{max: max, wg: wg}
+	r.room = sync.NewCond(&r.mu)
+	return r
+}
+
+func (r *runner) submit(f func()) {
+	r.wg.Add(1)
+	r.mu.Lock()
+	if r.busy < r.max {
+		r.busy++
+		r.mu.Unlock()
+		go r.work(f)
+		return
+	}
+	for len(r.queue)-r.head >= maxQueued {
+		r.room.Wait()
+	}
+	r.queue = append(r.queue, f)
+	r.mu.Unlock()
+}
+
+// work runs f, then what waits, until nothing does.
+func (r *runner) work(f func()) {
+	for f != nil {
+		f()
+		r.wg.Done()
+		r.mu.Lock()
+		f = nil
+		if r.head < len(r.queue) {
+			f, r.queue[r.head] = r.queue[r.head], nil
+			r.head++
+			if r.head == len(r.queue) {
+				r.queue, r.head = r.queue[:0], 0
+			} else if r.head >= 1024 && 2*r.head >= len(r.queue) {
+				n := copy(r.queue, r.queue[r.head:]) // what ran, dropped
+				clear(r.queue[n:])
+				r.queue, r.head = r.queue[:n], 0
+			}
+			r.room.Signal()
+		} else {
+			r.busy--
+		}
+		r.mu.Unlock()
+	}
 }
 
 // inflight are the ops an agent is running, by op id, so that a cancel

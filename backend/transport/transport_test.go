@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -696,4 +697,90 @@ func subscribeStored(ctx context.Context, d *Dispatcher, fn func(model.Event)) {
 			ack(nil)
 		}
 	})
+}
+
+// TestStatusNotBehindOps: with every op slot taken (MaxConcurrent 1: a
+// start the agent holds) and another op waiting for one, a status op is
+// answered at once, and the waiting op runs once the slot is free: ops
+// wait in the agent's queue, not in NATS's delivery of the op subject.
+func TestStatusNotBehindOps(t *testing.T) {
+	t.Parallel()
+	e := startServer(t, testNATS(t), true)
+	release := make(chan struct{})
+	var running, most atomic.Int32
+	var order []string
+	var mu sync.Mutex
+	a := &fakeAgent{info: model.HostInfo{Host: h1}, handle: func(ctx context.Context, req model.AgentRequest) model.AgentReply {
+		if req.Op != model.OpStatus {
+			n := running.Add(1)
+			defer running.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			mu.Lock()
+			order = append(order, req.TaskID)
+			mu.Unlock()
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return model.AgentReply{Code: model.CodeSuccess, Message: req.Op.String() + " " + req.TaskID,
+			Status: &model.ProcStatus{ProcKey: req.Process.Key(), State: model.ProcRunning, PID: 7}}
+	}}
+	runAgent(t, e.ClientURL(), ClientOptions{Name: "agent"}, a, ServeOptions{HeartbeatInterval: time.Minute, MaxConcurrent: 1})
+	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{})
+	eventually(t, "agent online", 30*time.Second, func() bool { return d.Online(h1) })
+
+	// One connection sends everything: NATS delivers one publisher's
+	// messages in the order they were published, so each status below
+	// reaches the agent after both starts.
+	nc := serverConn(t, e)
+	subj := OpSubject(mustID(t, h1))
+	// The agent may answer only on its own reply subjects.
+	replyTo := strings.TrimSuffix(subj, ".op") + ".reply.behind-"
+	replies, err := nc.SubscribeSync(strings.TrimSuffix(subj, ".op") + ".reply.*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(id string, op model.OpType) {
+		t.Helper()
+		data, err := json.Marshal(model.AgentRequest{TaskID: id, Op: op, Process: model.Process{Meta: model.Meta{Namespace: "ns", Name: "p"}}})
+		if err == nil {
+			err = nc.PublishRequest(subj, replyTo+id, data)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := func(what string) model.AgentReply {
+		t.Helper()
+		m, err := replies.NextMsg(time.Minute)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		var rep model.AgentReply
+		if err := json.Unmarshal(m.Data, &rep); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return rep
+	}
+	send("first", model.OpStart)
+	send("second", model.OpStart)
+	for i := range 3 {
+		send(fmt.Sprint("status", i), model.OpStatus)
+		if rep := next("status while the op slot is taken"); rep.Message != fmt.Sprint("status status", i) || rep.Status == nil {
+			t.Fatalf("status %d while the op slot is taken: %+v", i, rep)
+		}
+	}
+	close(release)
+	for _, want := range []string{"start first", "start second"} {
+		if rep := next(want); rep.Message != want {
+			t.Fatalf("after the release: %+v, want %q", rep, want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most.Load() != 1 || len(order) != 2 || order[0] != "first" || order[1] != "second" {
+		t.Fatalf("ops ran %v, %d at most at once; want first then second, one at a time", order, most.Load())
+	}
 }
