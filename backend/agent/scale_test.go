@@ -257,7 +257,8 @@ func benchConfig(dataDir string) config.AgentConfig {
 // exit; start_interval 1 s (backoff 1 s doubling) keeps them looping,
 // start_retries high enough to loop through the window. It watches the
 // agent for window: its cpu, its peak rss, a status op's answer time
-// (one every statusEvery: p50, p99, max; any that fails fails the
+// (one every statusEvery: p50, p99, max, how many were asked, and the
+// longest from its tick; any that fails fails the
 // benchmark), restarts, zombies.
 type stormFigures struct {
 	restarts   int // restart_success events in the window
@@ -273,8 +274,9 @@ type stormFigures struct {
 	statusP50  time.Duration
 	statusP99  time.Duration
 	statusN    int
-	zombiesMax int // at one sample: exited, not reaped yet
-	zombiesEnd int // left once the storm is stopped (10 s to reap them)
+	statusDue  time.Duration // the longest from a tick to its answer
+	zombiesMax int           // at one sample: exited, not reaped yet
+	zombiesEnd int           // left once the storm is stopped (10 s to reap them)
 	load0      string
 	load1      string
 }
@@ -329,6 +331,7 @@ func storm(tb testing.TB, a *Agent, eng *engine.Engine, n int, life string, wind
 	// loaded machine, does not thin them out.
 	type asked struct {
 		lat  []time.Duration
+		due  time.Duration // the longest from a tick to its answer
 		bad  int
 		what string // the first that failed
 	}
@@ -338,11 +341,12 @@ func storm(tb testing.TB, a *Agent, eng *engine.Engine, n int, life string, wind
 		t := time.NewTicker(statusEvery)
 		defer t.Stop()
 		for i := 0; ; i++ {
+			var tick time.Time
 			select {
 			case <-stop:
 				done <- got
 				return
-			case <-t.C:
+			case tick = <-t.C:
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			p := ps[i%n]
@@ -354,6 +358,10 @@ func storm(tb testing.TB, a *Agent, eng *engine.Engine, n int, life string, wind
 				r = a.Handle(ctx, model.AgentRequest{Op: model.OpStatus, Process: p})
 			})
 			got.lat = append(got.lat, time.Since(s))
+			// From the tick on, the wait of this goroutine to run counts
+			// too: what a client whose request waits for the agent to be
+			// scheduled sees. Ticks missed meanwhile are not asked.
+			got.due = max(got.due, time.Since(tick))
 			cancel()
 			if r.Code != model.CodeSuccess || r.Status == nil || r.Status.ProcKey != p.Key() {
 				if got.bad++; got.what == "" {
@@ -401,14 +409,14 @@ func storm(tb testing.TB, a *Agent, eng *engine.Engine, n int, life string, wind
 	}
 	f.load1 = loadavg()
 	slices.Sort(lat)
-	f.statusN, f.statusMax, f.statusP50 = len(lat), lat[len(lat)-1], lat[len(lat)/2]
+	f.statusN, f.statusMax, f.statusP50, f.statusDue = len(lat), lat[len(lat)-1], lat[len(lat)/2], st.due
 	f.statusP99 = lat[min(len(lat)-1, len(lat)*99/100)]
 	if f.failed > 0 {
 		tb.Logf("first failed restart: %s", f.failedMsg)
 	}
-	tb.Logf("storm of %d for %s (load %s -> %s): %d restarts (%d failed), agent cpu %.2f s = %.1f%% of a core (the harness's own sampling, %.2f s, left out); rss %.1f MB at the start, peak %.1f MB; status op p50 %s p99 %s max %s (%d asked); zombies: at most %d at a sample (exited, not reaped yet)",
+	tb.Logf("storm of %d for %s (load %s -> %s): %d restarts (%d failed), agent cpu %.2f s = %.1f%% of a core (the harness's own sampling, %.2f s, left out); rss %.1f MB at the start, peak %.1f MB; status op p50 %s p99 %s max %s (%d asked; from its tick, max %s); zombies: at most %d at a sample (exited, not reaped yet)",
 		n, f.wall.Round(time.Millisecond), f.load0, f.load1, f.restarts, f.failed, f.cpu.Seconds(), f.cpuShare*100, f.harness.Seconds(),
-		float64(f.startRSS)/(1<<20), float64(f.peakRSS)/(1<<20), f.statusP50, f.statusP99, f.statusMax, f.statusN, f.zombiesMax)
+		float64(f.startRSS)/(1<<20), float64(f.peakRSS)/(1<<20), f.statusP50, f.statusP99, f.statusMax, f.statusN, f.statusDue, f.zombiesMax)
 	// The stop ends the storm: one running is stopped, one in backoff or
 	// dead with its exit not handled yet has its restart called off (both
 	// success), and none is hosted or running after it.
@@ -469,6 +477,7 @@ func BenchmarkAgentCrashStorm(b *testing.B) {
 		b.ReportMetric(float64(f.statusP99.Microseconds())/1000, "status-p99-ms")
 		b.ReportMetric(float64(f.statusP50.Microseconds())/1000, "status-p50-ms")
 		b.ReportMetric(float64(f.statusN), "status-n")
+		b.ReportMetric(float64(f.statusDue.Microseconds())/1000, "status-due-max-ms")
 		b.ReportMetric(float64(f.restarts), "restarts")
 		b.ReportMetric(float64(f.zombiesEnd), "zombies-left")
 		b.Logf("%.2f ms of agent cpu per restart; %d zombies left after the stop", perRestart*1000, f.zombiesEnd)
