@@ -8,8 +8,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"gseproc/backend"
+	"gseproc/backend/server/wire"
 	"gseproc/model"
 )
 
@@ -289,6 +291,26 @@ func TestOpStatusShowsProcesses(t *testing.T) {
 	for _, r := range jsonResults(t, stdout) {
 		if r.Status == nil || r.Status.State == "" {
 			t.Fatalf("JSON result without status: %+v", r)
+		}
+	}
+}
+
+// A --json line is what json.Marshal writes of an opLine.
+func TestOpLineJSON(t *testing.T) {
+	start := time.Date(2026, 11, 24, 1, 2, 3, 456789000, time.UTC)
+	st := &model.ProcStatus{ProcKey: "gse:beat", ProcName: "beat", State: model.ProcRunning, PID: 42, CPU: 1.5, Mem: 0.25}
+	for _, r := range []model.Result{
+		{},
+		{TaskID: "T", Seq: 3, Host: model.Host{IP: "10.0.0.1"}, ProcKey: "gse:beat", AgentID: "0:10.0.0.1", Op: model.OpStatus,
+			State: model.StateSuccess, Message: "ok <&>", Proc: model.ResultProc{ProcName: "beat"}, Status: st, Started: start, Finished: start.Add(time.Second)},
+		{TaskID: "T", Host: model.Host{IP: "::1", CloudID: 7}, ProcKey: "web:n", Op: model.OpRestart, State: model.StateFailed, Code: 836,
+			Message: "bad \xff \u2028", Hosted: true, Status: &model.ProcStatus{CPU: 1e-9}},
+	} {
+		l := opLine{Result: r, Content: wire.Content(r), AgentID: r.Host.AgentID(), OpName: r.Op.String(), DurationMS: r.Duration().Milliseconds()}
+		want, werr := json.Marshal(l)
+		got, gerr := appendOpLine([]byte("x"), l)
+		if (werr == nil) != (gerr == nil) || (werr == nil && string(got) != "x"+string(want)) {
+			t.Fatalf("appendOpLine differs from json.Marshal:\n got %s (%v)\nwant x%s (%v)", got, gerr, want, werr)
 		}
 	}
 }
