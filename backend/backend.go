@@ -220,6 +220,32 @@ func TaskSummary(ctx context.Context, be Backend, id string) (TaskView, error) {
 	return v, err
 }
 
+// TaskResultsReader is a Backend that hands a task's results over one at
+// a time as it reads them (the HTTP client, from the reply's body), never
+// holding them all: a task over 100,000 hosts has ~218,000, ~60 MB as a
+// []model.Result, which a watch turns into rows of its own at once.
+type TaskResultsReader interface {
+	// TaskResults is Task, each result passed to fn (in the order Task
+	// has them) instead of returned: fn must copy what it keeps of the
+	// result, which is reused after fn returns. The view's Results is
+	// nil.
+	TaskResults(ctx context.Context, id string, fn func(*model.Result)) (TaskView, error)
+}
+
+// TaskResults reads task id of be with each of its results passed to fn
+// (see TaskResultsReader): one at a time where be can, else from Task.
+func TaskResults(ctx context.Context, be Backend, id string, fn func(*model.Result)) (TaskView, error) {
+	if tr, ok := be.(TaskResultsReader); ok {
+		return tr.TaskResults(ctx, id, fn)
+	}
+	v, err := be.Task(ctx, id)
+	for i := range v.Results {
+		fn(&v.Results[i])
+	}
+	v.Results = nil
+	return v, err
+}
+
 // RefusalRecorder is a Backend that keeps the audit trail (the engine).
 // A layer that refuses a request itself because it reaches outside the
 // caller's scopes (the API server for an app, Restrict for an SSH

@@ -109,6 +109,22 @@ func (g *guarded) Task(ctx context.Context, id string) (backend.TaskView, error)
 	return v, err
 }
 
+// TaskResults reads a task, each result made plain before fn sees it
+// (backend.TaskResults).
+func (g *guarded) TaskResults(ctx context.Context, id string, fn func(*model.Result)) (backend.TaskView, error) {
+	if err := g.enter(); err != nil {
+		return backend.TaskView{}, err
+	}
+	defer g.mu.RUnlock()
+	return backend.TaskResults(ctx, g.be, id, func(r *model.Result) {
+		if c, changed := plainResult(*r); changed {
+			fn(&c)
+			return
+		}
+		fn(r)
+	})
+}
+
 // TaskSummary reads a task without its results (backend.TaskSummary).
 func (g *guarded) TaskSummary(ctx context.Context, id string) (backend.TaskView, error) {
 	if err := g.enter(); err != nil {

@@ -119,6 +119,9 @@ func newResults(n int, status bool) *results {
 
 func (t *results) len() int { return len(t.rows) }
 
+// cap is the number of rows the table has room for.
+func (t *results) cap() int { return cap(t.rows) }
+
 // hostID is h's index, added when new.
 func (t *results) hostID(h model.Host) uint32 {
 	if i, ok := t.hostIx[h]; ok {

@@ -61,6 +61,7 @@ type (
 	watchInitMsg struct {
 		id   int
 		view backend.TaskView
+		rows *results // the view's results, made rows as they were read
 		ch   <-chan model.Result
 		err  error
 	}
@@ -124,25 +125,34 @@ func (p *watchPage) Close()          { p.cancel() }
 func (p *watchPage) Resume() tea.Cmd { return p.tick() }
 
 // Init loads what the task has so far, then subscribes from the last final
-// result it saw (Watch replays anything newer, so nothing is missed).
+// result it saw (Watch replays anything newer, so nothing is missed). The
+// results are made rows as they are read (backend.TaskResults): a task
+// over 100,000 hosts read whole first held ~218,000 model.Results besides
+// the rows, the remote console's peak.
 func (p *watchPage) Init() tea.Cmd {
 	ctx, be, id, tid := p.ctx, p.s.be, p.id, p.task.ID
+	n, status := p.res.cap(), p.task.Op == model.OpStatus
 	load := func() tea.Msg {
-		v, err := be.Task(ctx, tid)
-		if err != nil {
-			return watchInitMsg{id: id, err: err}
-		}
+		rows := newResults(n, status)
 		var after int64
-		for _, r := range v.Results {
+		v, err := backend.TaskResults(ctx, be, tid, func(r *model.Result) {
 			if r.Seq > after {
 				after = r.Seq
 			}
+			if i, ok := rows.find(model.Host{IP: r.Host.IP, CloudID: r.Host.CloudID}, r.ProcKey); ok && rows.state(i).Final() && !r.State.Final() {
+				return // a late non-final update never undoes a final one
+			}
+			rows.put(r)
+		})
+		if err != nil {
+			return watchInitMsg{id: id, err: err}
 		}
+		v.Results = nil
 		var ch <-chan model.Result
 		if v.Task.Status == model.TaskRunning || v.Task.Status == model.TaskPending {
 			ch, err = be.Watch(ctx, tid, after)
 		}
-		return watchInitMsg{id: id, view: v, ch: ch, err: err}
+		return watchInitMsg{id: id, view: v, rows: rows, ch: ch, err: err}
 	}
 	return tea.Batch(load, p.tick())
 }
@@ -241,6 +251,28 @@ func (p *watchPage) apply(rs []model.Result) {
 		}
 		p.counts.Add(r.State, 1)
 		p.stats.add(r.State, r.Started, r.Finished, p.task.Created, 1)
+	}
+}
+
+// applyRows merges rows read before (Init's): taken as the table when the
+// page has none yet, else applied one by one.
+func (p *watchPage) applyRows(t *results) {
+	if t == nil || t.len() == 0 {
+		return
+	}
+	if p.res.len() > 0 {
+		for i := range t.len() {
+			p.apply([]model.Result{t.result(i)})
+		}
+		return
+	}
+	p.res = t
+	for i := range t.len() {
+		p.moving = append(p.moving, false)
+		p.move(i)
+		st := t.state(i)
+		p.counts.Add(st, 1)
+		p.stats.add(st, t.started(i), t.finished(i), p.task.Created, 1)
 	}
 }
 
@@ -376,6 +408,7 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 		}
 		p.setTask(msg.view.Task)
 		p.setRoll(msg.view.Roll)
+		p.applyRows(msg.rows)
 		p.apply(msg.view.Results)
 		p.resort()
 		if msg.ch != nil {

@@ -50,8 +50,9 @@ type Client struct {
 }
 
 var (
-	_ backend.Backend        = (*Client)(nil)
-	_ backend.TaskSummarizer = (*Client)(nil)
+	_ backend.Backend           = (*Client)(nil)
+	_ backend.TaskSummarizer    = (*Client)(nil)
+	_ backend.TaskResultsReader = (*Client)(nil)
 )
 
 // Option configures a Client.
@@ -378,6 +379,15 @@ func taskPath(id string) string { return "/api/v1/tasks/" + url.PathEscape(id) }
 func (c *Client) Task(ctx context.Context, id string) (backend.TaskView, error) {
 	var tv backend.TaskView
 	err := c.call(ctx, http.MethodGet, taskPath(id), nil, nil, taskViewOf{v: &tv})
+	return tv, err
+}
+
+// TaskResults returns a task, each of its results passed to fn as it is
+// read from the reply (backend.TaskResultsReader): the results are never
+// held together.
+func (c *Client) TaskResults(ctx context.Context, id string, fn func(*model.Result)) (backend.TaskView, error) {
+	var tv backend.TaskView
+	err := c.call(ctx, http.MethodGet, taskPath(id), nil, nil, taskViewOf{v: &tv, each: fn})
 	return tv, err
 }
 

@@ -449,6 +449,16 @@ func TestClientMatchesEngine(t *testing.T) {
 		t2, e2 := c.TaskSummary(ctx, task.ID)
 		return t1, t2, e1, e2
 	})
+	same("task results one at a time", func() (any, any, error, error) {
+		t1, e1 := eng.Task(ctx, task.ID)
+		var rs []model.Result
+		t2, e2 := c.TaskResults(ctx, task.ID, func(r *model.Result) { rs = append(rs, *r) })
+		if t2.Results != nil {
+			t.Fatalf("TaskResults returned %d results in its view", len(t2.Results))
+		}
+		t2.Results = rs
+		return t1, t2, e1, e2
+	})
 	same("tasks", func() (any, any, error, error) {
 		l1, e1 := eng.Tasks(ctx, 5)
 		l2, e2 := c.Tasks(ctx, 5)

@@ -173,6 +173,7 @@ func (l listOf[T]) decodeData(dec *json.Decoder) error {
 type taskViewOf struct {
 	v           *backend.TaskView
 	skipResults bool
+	each        func(*model.Result) // when set, given each result instead
 }
 
 func (t taskViewOf) decodeData(dec *json.Decoder) error {
@@ -196,6 +197,10 @@ func (t taskViewOf) decodeData(dec *json.Decoder) error {
 				err = skipValue(dec)
 				break
 			}
+			if t.each != nil {
+				err = eachOf(dec, t.each)
+				break
+			}
 			if n := t.v.Task.Targets; n > 0 && t.v.Results == nil {
 				t.v.Results = make([]model.Result, 0, min(n, 1<<20))
 			}
@@ -211,6 +216,28 @@ func (t taskViewOf) decodeData(dec *json.Decoder) error {
 		}
 	}
 	_, err = dec.Token() // }
+	return err
+}
+
+// eachOf decodes the array at dec one element at a time into one
+// model.Result, passed to fn after each (null: none).
+func eachOf(dec *json.Decoder, fn func(*model.Result)) error {
+	tok, err := dec.Token()
+	if err != nil || tok == nil {
+		return err
+	}
+	if tok != json.Delim('[') {
+		return fmt.Errorf("want an array, got %v", tok)
+	}
+	var r model.Result
+	for i := 0; dec.More(); i++ {
+		r = model.Result{}
+		if err := dec.Decode(&r); err != nil {
+			return fmt.Errorf("element %d: %w", i, err)
+		}
+		fn(&r)
+	}
+	_, err = dec.Token() // ]
 	return err
 }
 
