@@ -140,6 +140,8 @@ type Store struct {
 
 	seqMu           sync.Mutex // held while a block is reserved
 	seqNext, seqEnd uint64     // the reserved block's numbers not handed out: [seqNext, seqEnd)
+	seqSpare        uint64     // the first number of the next block, reserved ahead (0: none yet)
+	seqReserving    bool       // a spare block is being reserved (reserveSeq)
 
 	mu           sync.Mutex
 	index        map[string]*taskIndex // task id -> target index, while the task runs (indexMaxTasks)
@@ -726,7 +728,11 @@ func (s *Store) ProcStatuses(ctx context.Context) (map[model.Host][]model.ProcSt
 // ---- tasks ----
 
 // NextSeq returns a sequence number never returned before by any store on
-// the same buckets (see the package documentation).
+// the same buckets (see the package documentation). Once half a block is
+// handed out, the next block is reserved in the background (reserveSeq):
+// callers do not queue behind its round trip, as they did under seqMu
+// (38% of the server's mutex delay under the operate bench). A block
+// reserved ahead is a block like another: unused when the store closes.
 func (s *Store) NextSeq(ctx context.Context) (uint64, error) {
 	if err := s.check(); err != nil {
 		return 0, err
@@ -734,14 +740,45 @@ func (s *Store) NextSeq(ctx context.Context) (uint64, error) {
 	s.seqMu.Lock()
 	defer s.seqMu.Unlock()
 	if s.seqNext == s.seqEnd {
-		rev, err := do(s, ctx, s.streams.seq, func(ctx context.Context) (uint64, error) { return s.on().seq.Put(ctx, "seq", nil) })
-		if err != nil {
-			return 0, fmt.Errorf("next task seq: %w", err)
+		if s.seqSpare != 0 {
+			s.seqNext, s.seqEnd, s.seqSpare = s.seqSpare, s.seqSpare+seqBlock, 0
+		} else {
+			rev, err := do(s, ctx, s.streams.seq, func(ctx context.Context) (uint64, error) { return s.on().seq.Put(ctx, "seq", nil) })
+			if err != nil {
+				return 0, fmt.Errorf("next task seq: %w", err)
+			}
+			s.seqNext, s.seqEnd = rev*seqBlock, rev*seqBlock+seqBlock
 		}
-		s.seqNext, s.seqEnd = rev*seqBlock, rev*seqBlock+seqBlock
 	}
 	s.seqNext++
+	if s.seqSpare == 0 && !s.seqReserving && s.seqEnd-s.seqNext <= seqBlock/2 {
+		s.reserveSeq()
+	}
 	return s.seqNext - 1, nil
+}
+
+// reserveSeq reserves the next block on a goroutine of the store's (Close
+// waits for it); seqMu is held. A failure leaves no spare: the caller that
+// finds its block spent reserves one itself, as before.
+func (s *Store) reserveSeq() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	s.seqReserving = true
+	go func() {
+		defer s.wg.Done()
+		rev, err := do(s, s.ctx, s.streams.seq, func(ctx context.Context) (uint64, error) { return s.on().seq.Put(ctx, "seq", nil) })
+		s.seqMu.Lock()
+		defer s.seqMu.Unlock()
+		s.seqReserving = false
+		if err == nil {
+			s.seqSpare = rev * seqBlock
+		}
+	}()
 }
 
 // seqBlock is how many sequence numbers one Put reserves (see NextSeq).
