@@ -502,13 +502,11 @@ func TestClusterWithAgents(t *testing.T) {
 			t.Fatalf("host %d: %d starts and %d stops, want 2 and 1 (the restart exactly once)", clouds[i], s, p)
 		}
 	}
-	for _, s := range srv[1:] {
-		r := s.readyz(t)
-		if !r.Ready {
-			t.Fatalf("a survivor is not ready: %+v", r)
-		}
-	}
-	waitFor(t, "survivors count 2 of 3 nodes up", 60*time.Second, func() bool {
+	// The survivors are ready with 2 of 3 nodes up: waited for, as their
+	// readiness prober may still find every stream info unanswered for a
+	// probe or two right after the kill on a loaded machine (seen at load
+	// 30: no_quorum "a stream info was not answered").
+	waitFor(t, "survivors ready, counting 2 of 3 nodes up", 60*time.Second, func() bool {
 		for _, s := range srv[1:] {
 			if r := s.readyz(t); !r.Ready || r.JS.NodesUp != 2 {
 				return false
