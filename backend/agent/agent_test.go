@@ -1426,3 +1426,32 @@ rm -f running
 		t.Fatalf("runs overlapped across the agent restart: %s", b)
 	}
 }
+
+// TestStartFindsAPidFileRewrittenLate: the start command exits leaving a
+// pid file that names a dead process, and the real process rewrites it
+// seconds later (a daemon that writes its pid file once it is up). The
+// start check, backing off its looks at the unchanged file
+// (pidFileIdleMax), still finds the new pid within its window: success,
+// the daemon's pid, well before the window ends.
+func TestStartFindsAPidFileRewrittenLate(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t, "")
+	p, _ := setup(t, "late", nil)
+	// The dead pid is written at once, the daemon (which writes its own)
+	// starts 2.5 s later, after the command exited.
+	p.Spec.Control.StartCmd = `sh -c 'exit 0' & dead=$!; wait $dead; echo $dead > "$GSEPROC_PID_FILE"; (sleep 2.5; exec ./daemon.sh) >/dev/null 2>&1 &`
+	p.Spec.Policy.StartCheckSecs, p.Spec.Policy.StartCheckEndSecs = 0, 60
+	t0 := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r := a.Handle(ctx, model.AgentRequest{TaskID: "t", Op: model.OpStart, Process: p})
+	took := time.Since(t0)
+	wantCode(t, r, model.CodeSuccess, "start")
+	if pid := livePid(p.Spec.Identity.PidPath); pid <= 0 || r.Status.PID != pid {
+		t.Fatalf("start answered pid %d, the pid file names %d", r.Status.PID, pid)
+	}
+	if took < 2500*time.Millisecond {
+		t.Fatalf("answered in %s, before the daemon wrote its pid file", took)
+	}
+	t.Logf("found the late pid file in %s", took.Round(time.Millisecond))
+}

@@ -593,6 +593,11 @@ func (a *Agent) envOf(p model.Process, idx int) []string {
 	}
 }
 
+// pidFileIdleMax bounds the start check's back-off between looks at a
+// pid file unchanged since it named no process of the start, once the
+// command is done.
+const pidFileIdleMax = time.Second
+
 // startUnit runs start_cmd (or restart_cmd for op restart) for u and then
 // the start check. For a resident process: within the window after the
 // command (start_check_secs .. max(begin, end), at least min_start_wait)
@@ -654,7 +659,17 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 			exited = c.wait(ctx, d)
 		} else if c.exited && !first {
 			// The command is done; only the pid file is awaited now.
-			nap = min(nap*2, poll)
+			// While it stays as it was when it named no process of this
+			// start (seen), the look backs off to pidFileIdleMax, never
+			// past the window's end: a start whose process died polled
+			// every poll_interval for the whole window (30 s), and in a
+			// crash storm on a loaded machine those polls were a large
+			// part of the agent's cpu.
+			limit := poll
+			if seen.ok {
+				limit = max(poll, min(pidFileIdleMax, time.Until(cmdEnd.Add(max(window, beginD)))))
+			}
+			nap = min(nap*2, limit)
 			select {
 			case <-time.After(nap):
 			case <-ctx.Done():
