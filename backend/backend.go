@@ -220,6 +220,31 @@ func TaskSummary(ctx context.Context, be Backend, id string) (TaskView, error) {
 	return v, err
 }
 
+// HostsReader is a Backend that hands a host listing over one host at a
+// time as it reads it (the HTTP client, from the reply's body): a listing
+// of 100,000 hosts is ~90 MB as a []HostView, most of it process statuses
+// a console turns into rows of its own at once.
+type HostsReader interface {
+	// HostsEach is Hosts, each host passed to fn (in Hosts' order)
+	// instead of returned: fn must copy what it keeps of the view, which
+	// is reused after fn returns (the maps and strings it holds are not
+	// changed afterwards: they may be kept).
+	HostsEach(ctx context.Context, q HostQuery, fn func(*HostView)) error
+}
+
+// HostsEach lists the hosts q matches with each passed to fn (see
+// HostsReader): one at a time where be can, else from Hosts.
+func HostsEach(ctx context.Context, be Backend, q HostQuery, fn func(*HostView)) error {
+	if hr, ok := be.(HostsReader); ok {
+		return hr.HostsEach(ctx, q, fn)
+	}
+	hv, err := be.Hosts(ctx, q)
+	for i := range hv {
+		fn(&hv[i])
+	}
+	return err
+}
+
 // TaskResultsReader is a Backend that hands a task's results over one at
 // a time as it reads them (the HTTP client, from the reply's body), never
 // holding them all: a task over 100,000 hosts has ~218,000, ~60 MB as a

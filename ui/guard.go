@@ -67,6 +67,22 @@ func (g *guarded) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Hos
 	return hs, err
 }
 
+// HostsEach lists hosts, each made plain before fn sees it
+// (backend.HostsEach).
+func (g *guarded) HostsEach(ctx context.Context, q backend.HostQuery, fn func(*backend.HostView)) error {
+	if err := g.enter(); err != nil {
+		return err
+	}
+	defer g.mu.RUnlock()
+	return backend.HostsEach(ctx, g.be, q, func(v *backend.HostView) {
+		if c, changed := plainHost(*v); changed {
+			fn(&c)
+			return
+		}
+		fn(v)
+	})
+}
+
 func (g *guarded) Processes(ctx context.Context, q backend.ProcQuery) ([]model.ProcessDef, error) {
 	if err := g.enter(); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"maps"
 	"reflect"
@@ -126,12 +127,31 @@ func (k *viewKeeper) keep(v backend.HostView) hostView {
 
 type hostsLoadedMsg struct {
 	id    int
-	hosts []backend.HostView
+	rows  []hostRow          // the listing's hosts made rows as they were read (listRows)
+	hosts []backend.HostView // or the listing as views, made rows when taken
 	err   error
 	first bool // the answer of loadFirst
 }
 
 func (m hostsLoadedMsg) pageID() int { return m.id }
+
+// rowsOf is the message's rows: rows, or hosts made rows.
+func (m hostsLoadedMsg) rowsOf() []hostRow {
+	if m.rows != nil || m.hosts == nil {
+		return m.rows
+	}
+	rows := make([]hostRow, len(m.hosts))
+	var k viewKeeper
+	n := 0
+	for i := range m.hosts {
+		n += len(m.hosts[i].Procs)
+	}
+	k.procs = make([]procView, n)
+	for i, h := range m.hosts {
+		rows[i] = k.row(h)
+	}
+	return rows
+}
 
 func newHostsPage(s *shared, q backend.HostQuery) *hostsPage {
 	return &hostsPage{s: s, id: s.newID(), q: q, sel: map[model.Host]bool{}, filter: newListFilter(filterHint), sort: unsorted()}
@@ -182,9 +202,20 @@ func (p *hostsPage) load() tea.Cmd {
 	p.rl.started(p.s.now())
 	ctx, be, id, q := p.s.ctx, p.s.be, p.id, p.q
 	return func() tea.Msg {
-		hosts, err := be.Hosts(ctx, q)
-		return hostsLoadedMsg{id: id, hosts: hosts, err: err}
+		rows, err := listRows(ctx, be, q)
+		return hostsLoadedMsg{id: id, rows: rows, err: err}
 	}
+}
+
+// listRows lists the hosts of q made rows as the backend hands them over
+// (backend.HostsEach): from a server, a listing of 100,000 hosts held
+// whole as views (~90 MB, mostly process statuses) next to its rows was
+// the remote console's peak as a list opened.
+func listRows(ctx context.Context, be backend.Backend, q backend.HostQuery) ([]hostRow, error) {
+	var k viewKeeper
+	var rows []hostRow
+	err := backend.HostsEach(ctx, be, q, func(v *backend.HostView) { rows = append(rows, k.row(*v)) })
+	return rows, err
 }
 
 // loadFirst asks for the first hosts only, a screen or two, while load
@@ -196,8 +227,8 @@ func (p *hostsPage) loadFirst() tea.Cmd {
 	ctx, be, id, q := p.s.ctx, p.s.be, p.id, p.q
 	q.Limit = max(2*p.h, 100)
 	return func() tea.Msg {
-		hosts, err := be.Hosts(ctx, q)
-		return hostsLoadedMsg{id: id, hosts: hosts, err: err, first: true}
+		rows, err := listRows(ctx, be, q)
+		return hostsLoadedMsg{id: id, rows: rows, err: err, first: true}
 	}
 }
 
@@ -491,7 +522,7 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 				return nil
 			}
 			p.first = true
-			p.setRows(msg.hosts, model.Host{})
+			p.setRows(msg.rowsOf(), model.Host{})
 			return nil
 		}
 		// The cursor keeps its host, but one the operator has not moved
@@ -518,7 +549,7 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 			p.s.resolved("list hosts")
 		}
 		p.fresh.at = p.s.now()
-		p.setRows(msg.hosts, cur)
+		p.setRows(msg.rowsOf(), cur)
 		return next
 	case tea.KeyMsg:
 		if p.filter.typing {
@@ -622,18 +653,9 @@ func (p *hostsPage) Update(msg tea.Msg) tea.Cmd {
 
 // setRows takes a listing: its rows sorted and filtered as the page is,
 // the cursor back on host cur (see applyFilterOn).
-func (p *hostsPage) setRows(hosts []backend.HostView, cur model.Host) {
+func (p *hostsPage) setRows(rows []hostRow, cur model.Host) {
 	p.names, p.keys = nil, nil
-	p.rows = make([]hostRow, len(hosts))
-	var k viewKeeper
-	n := 0
-	for i := range hosts {
-		n += len(hosts[i].Procs)
-	}
-	k.procs = make([]procView, n)
-	for i, h := range hosts {
-		p.rows[i] = k.row(h)
-	}
+	p.rows = rows
 	p.sortRows()
 	p.applyFilterOn(cur)
 }

@@ -2,7 +2,9 @@ package ui
 
 import (
 	"context"
+	"maps"
 	"net/http/httptest"
+	"slices"
 	"testing"
 
 	"gseproc/backend"
@@ -58,8 +60,27 @@ func TestWatchThroughServer(t *testing.T) {
 		}
 	}
 
-	// Opened on the task as it starts.
+	// A host list made rows as the client reads it (backend.HostsEach).
 	d := newDriver(t, c, Options{}, 120, 40)
+	q := backend.HostQuery{Namespace: "web"}
+	hp := newHostsPage(d.m.s, q)
+	d.send(pushMsg{hp})
+	d.until("the host list", func() bool { return hp.loaded })
+	want, err := eng.Hosts(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hp.rows) != len(want) || len(want) == 0 {
+		t.Fatalf("%d rows, want %d", len(hp.rows), len(want))
+	}
+	for _, v := range want {
+		i := slices.IndexFunc(hp.rows, func(r hostRow) bool { return r.v.Host == v.Host })
+		if i < 0 || len(hp.rows[i].v.Procs) != len(v.Procs) || !maps.Equal(hp.rows[i].v.Labels, v.Labels) {
+			t.Fatalf("host %s: row %d, want %d processes and labels %v", v.Host, i, len(v.Procs), v.Labels)
+		}
+	}
+
+	// Opened on the task as it starts.
 	task, err := c.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "web"}})
 	if err != nil {
 		t.Fatal(err)

@@ -53,6 +53,7 @@ var (
 	_ backend.Backend           = (*Client)(nil)
 	_ backend.TaskSummarizer    = (*Client)(nil)
 	_ backend.TaskResultsReader = (*Client)(nil)
+	_ backend.HostsReader       = (*Client)(nil)
 )
 
 // Option configures a Client.
@@ -330,6 +331,12 @@ func (c *Client) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 	var out []backend.HostView
 	err := c.call(ctx, http.MethodPost, "/api/v1/hosts", nil, q, &hostsOf{p: &out})
 	return out, err
+}
+
+// HostsEach lists hosts matching q, each passed to fn as it is read from
+// the reply (backend.HostsReader), label sets held once as by Hosts.
+func (c *Client) HostsEach(ctx context.Context, q backend.HostQuery, fn func(*backend.HostView)) error {
+	return c.call(ctx, http.MethodPost, "/api/v1/hosts", nil, q, &hostsOf{each: fn})
 }
 
 // Processes lists definitions matching q.

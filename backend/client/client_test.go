@@ -432,6 +432,14 @@ func TestClientMatchesEngine(t *testing.T) {
 			return h1, h2, e1, e2
 		})
 	}
+	for _, q := range []backend.HostQuery{{}, {Namespace: "web", Labels: map[string]string{"app": "nginx"}}} {
+		same(fmt.Sprintf("hosts one at a time %+v", q), func() (any, any, error, error) {
+			h1, e1 := eng.Hosts(ctx, q)
+			var h2 []backend.HostView
+			e2 := c.HostsEach(ctx, q, func(v *backend.HostView) { h2 = append(h2, *v) })
+			return h1, h2, e1, e2
+		})
+	}
 	for _, q := range []backend.ProcQuery{{}, {Namespace: "gse"}, {Name: "proc-test"}, {Host: &model.Host{IP: "127.0.0.1"}}} {
 		same(fmt.Sprintf("processes %+v", q), func() (any, any, error, error) {
 			p1, e1 := eng.Processes(ctx, q)

@@ -246,19 +246,44 @@ func eachOf(dec *json.Decoder, fn func(*model.Result)) error {
 // 100,000 hosts came with a label map per host and per process, most of
 // them equal (the console keeps the listing). The maps of one listing
 // are shared between its hosts: not to be changed.
+// With each set, every host is decoded into one view passed to it
+// instead of into *p.
 type hostsOf struct {
 	p    *[]backend.HostView
+	each func(*backend.HostView)
 	sets labelSets
 }
 
+func (h *hostsOf) keep(v *backend.HostView) {
+	v.Labels = h.sets.keep(v.Labels)
+	v.Version = h.sets.str(v.Version)
+	for i := range v.Procs {
+		v.Procs[i].Labels = h.sets.keep(v.Procs[i].Labels)
+	}
+}
+
 func (h *hostsOf) decodeData(dec *json.Decoder) error {
-	return listOf[backend.HostView]{p: h.p, keep: func(v *backend.HostView) {
-		v.Labels = h.sets.keep(v.Labels)
-		v.Version = h.sets.str(v.Version)
-		for i := range v.Procs {
-			v.Procs[i].Labels = h.sets.keep(v.Procs[i].Labels)
+	if h.each == nil {
+		return listOf[backend.HostView]{p: h.p, keep: h.keep}.decodeData(dec)
+	}
+	tok, err := dec.Token()
+	if err != nil || tok == nil {
+		return err
+	}
+	if tok != json.Delim('[') {
+		return fmt.Errorf("want an array, got %v", tok)
+	}
+	var v backend.HostView
+	for i := 0; dec.More(); i++ {
+		v = backend.HostView{}
+		if err := dec.Decode(&v); err != nil {
+			return fmt.Errorf("element %d: %w", i, err)
 		}
-	}}.decodeData(dec)
+		h.keep(&v)
+		h.each(&v)
+	}
+	_, err = dec.Token() // ]
+	return err
 }
 
 // labelSets holds label sets and strings once each.
