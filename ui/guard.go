@@ -67,6 +67,13 @@ func (g *guarded) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Hos
 	return hs, err
 }
 
+// streamsHosts says the backend hands listings over host by host
+// (backend.HostsReader: the client), not at once.
+func (g *guarded) streamsHosts() bool {
+	_, ok := g.be.(backend.HostsReader)
+	return ok
+}
+
 // HostsEach lists hosts, each made plain before fn sees it
 // (backend.HostsEach).
 func (g *guarded) HostsEach(ctx context.Context, q backend.HostQuery, fn func(*backend.HostView)) error {
