@@ -186,7 +186,10 @@ func TestGoldenFleetMap(t *testing.T) {
 func TestFleetMapLiveAndDrill(t *testing.T) {
 	e, _ := simBackend(t, quietSim(60, "web"))
 	d := newDriver(t, e, Options{}, 100, 30)
-	d.until("namespaces", func() bool { return d.m.stack[0].(*nsPage).loaded })
+	// The change below is seen through the live events: the subscription,
+	// made by a command at start, must be in place before it (on a loaded
+	// machine it may come after the namespaces).
+	d.until("namespaces and live events", func() bool { return d.m.stack[0].(*nsPage).loaded && d.m.s.eventsLive })
 	d.keys("M")
 	mp := topAs[*fleetMapPage](t, d)
 	d.until("the map", func() bool { return mp.loaded })

@@ -3,11 +3,13 @@ package ui
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,8 +34,21 @@ func updating() bool {
 }
 
 func TestMain(m *testing.M) {
-	// Golden files and timestamps must not depend on the machine.
-	time.Local = time.UTC
+	// Golden files and timestamps must not depend on the machine: the
+	// local zone is UTC. The time package reads TZ when local time is
+	// first used, which an init of a dependency does before TestMain, so
+	// the test binary runs itself again with TZ empty (UTC). Assigning
+	// time.Local instead raced with nats-server's process sampler (a
+	// timer its package init starts), as the race detector reported.
+	if tz, ok := os.LookupEnv("TZ"); !ok || tz != "" {
+		exe, err := os.Executable()
+		if err == nil {
+			env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "TZ=") })
+			err = syscall.Exec(exe, os.Args, append(env, "TZ="))
+		}
+		fmt.Fprintf(os.Stderr, "ui tests: run again with TZ empty (UTC): %v\n", err)
+		os.Exit(2)
+	}
 	lipgloss.SetColorProfile(termenv.Ascii)
 	os.Exit(m.Run())
 }

@@ -520,6 +520,7 @@ func (m *Model) handle(msg tea.Msg) tea.Cmd {
 			m.setBanner(&e)
 			return nil
 		}
+		m.s.eventsLive = true
 		return m.s.drainEvents(msg.ch)
 	case eventsMsg:
 		m.addEvents(msg.events)
@@ -528,6 +529,7 @@ func (m *Model) handle(msg tea.Msg) tea.Cmd {
 			refresh = ea.onEvents(msg.events)
 		}
 		if msg.closed {
+			m.s.eventsLive = false
 			return refresh
 		}
 		return tea.Batch(refresh, m.s.drainEvents(msg.ch))

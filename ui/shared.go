@@ -37,6 +37,7 @@ type shared struct {
 	nextID        int
 	pending       []tea.Msg     // posted by pages, handled by the root in the same Update
 	events        []model.Event // newest last, capped
+	eventsLive    bool          // the live event subscription is in place
 	lastEventSeen time.Time
 	log           []logEntry // every error, warning and notice shown, oldest first
 	infoSeq       int        // Info calls issued
