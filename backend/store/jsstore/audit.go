@@ -26,7 +26,7 @@ const auditPage = 1000
 const auditSkew = time.Minute
 
 func (s *Store) openAudit(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
-	name := s.opts.Prefix + "_audit"
+	name := s.streams.audit
 	var st jetstream.Stream
 	err := retry(ctx, func(ctx context.Context) (err error) {
 		st, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{

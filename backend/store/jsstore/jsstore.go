@@ -156,21 +156,9 @@ type bound struct {
 	procs, status, seq, tasks, targets, results, leases jetstream.KeyValue
 	cancels, groups, rolls                              jetstream.KeyValue
 	events, audit                                       jetstream.Stream
-	eventsName, auditName                               string
 
 	mu        sync.Mutex
 	kvStreams map[string]jetstream.Stream // bucket -> its stream, looked up once
-}
-
-// streamNames are the names of every bucket's and stream's JetStream
-// stream, all of which API calls use: the store's probe asks each
-// (live.go).
-func (b *bound) streamNames() []string {
-	var names []string
-	for _, kv := range []jetstream.KeyValue{b.procs, b.status, b.seq, b.tasks, b.targets, b.results, b.leases, b.cancels, b.groups, b.rolls} {
-		names = append(names, "KV_"+kv.Bucket())
-	}
-	return append(names, b.eventsName, b.auditName)
 }
 
 // streamNames are the store's streams, by what they hold (Store.streams).
@@ -183,6 +171,12 @@ func newStreamNames(prefix string) streamNames {
 	return streamNames{procs: kv("procs"), status: kv("status"), seq: kv("seq"), tasks: kv("tasks"), targets: kv("targets"),
 		results: kv("results"), leases: kv("leases"), cancels: kv("cancels"), groups: kv("groups"), rolls: kv("rolls"),
 		events: prefix + "_events", audit: prefix + "_audit"}
+}
+
+// all are the names of every bucket's and stream's JetStream stream, all
+// of which API calls use: the store's probe asks each (live.go).
+func (n streamNames) all() []string {
+	return []string{n.procs, n.status, n.seq, n.tasks, n.targets, n.results, n.leases, n.cancels, n.groups, n.rolls, n.events, n.audit}
 }
 
 // kvName is the name of kv's stream.
@@ -336,7 +330,7 @@ func (s *Store) open(ctx context.Context, js jetstream.JetStream) (*bound, error
 		}
 		*bk.kv = kv
 	}
-	name := opts.Prefix + "_events"
+	name := s.streams.events
 	err := retry(ctx, func(ctx context.Context) (err error) {
 		b.events, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name: name, Subjects: []string{s.eventsSubject}, MaxMsgs: int64(opts.MaxEvents),
@@ -352,7 +346,6 @@ func (s *Store) open(ctx context.Context, js jetstream.JetStream) (*bound, error
 	if b.audit, err = s.openAudit(ctx, js); err != nil {
 		return nil, err
 	}
-	b.eventsName, b.auditName = name, s.opts.Prefix+"_audit"
 	return b, nil
 }
 

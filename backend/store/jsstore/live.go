@@ -290,7 +290,7 @@ func (s *Store) checkLive() (f finding) {
 		info   *jetstream.StreamInfo
 		err    error
 	}
-	names := b.streamNames()
+	names := s.streams.all()
 	answers := make(chan answer, len(names))
 	pong := make(chan error, 1)
 	wg.Go(func() { pong <- nc.FlushWithContext(ctx) })

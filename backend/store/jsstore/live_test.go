@@ -217,7 +217,7 @@ func TestLeaderlessStreamFailsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	holder := map[string]string{}
-	for _, name := range s.on().streamNames() {
+	for _, name := range s.streams.all() {
 		holder[name] = leader(name)
 	}
 	t.Logf("stream leaders: %v; %s dies", holder, victim.Server().Name())
