@@ -507,8 +507,9 @@ func (s *Store) judge(start, bound time.Time, on []string, abort context.CancelC
 		default:
 		}
 		// The store found silent by the last probe, and answered nothing
-		// since: this call is not answered either, and fails at once.
-		if _, err := s.Outage(); err != nil && !errors.Is(err, errStreamDown) {
+		// since: this call is not answered either, and fails at once (a
+		// verdict on some streams is no Outage: asked below, by stream).
+		if _, err := s.Outage(); err != nil {
 			abort(err)
 			return
 		}
