@@ -118,6 +118,19 @@ type published struct {
 	seqs []uint64
 }
 
+// errOf is why msgs[i], of the msgs published (p), was not stored (nil:
+// it was): its own failure, or the stop that ended publishEach before it
+// was tried or its acknowledgement awaited.
+func (p published) errOf(msgs []pubMsg, i int) error {
+	switch {
+	case p.stop != nil && i >= p.from:
+		return fmt.Errorf("%s: not stored: %w", msgs[i].what, p.stop)
+	case p.failed != nil:
+		return p.failed[i]
+	}
+	return nil
+}
+
 // publishEach stores every message of msgs, pubWindow at a time, and says
 // which failed (and, with seqs, where each was stored).
 func (s *Store) publishEach(ctx context.Context, msgs []pubMsg, seqs bool) published {

@@ -46,14 +46,8 @@ func (s *Store) CreateTask(ctx context.Context, t model.Task, targets []model.Ta
 		// ctx ended, or the store was found down within the caller's bound.
 		return fmt.Errorf("put task %s: %w", t.ID, p.stop)
 	}
-	failed := func(i int) error {
-		if p.failed != nil {
-			return p.failed[i]
-		}
-		return nil
-	}
 	var errs []error
-	switch err := failed(leaseAt); {
+	switch err := p.errOf(msgs, leaseAt); {
 	case err == nil:
 		s.leaseRevs.set(enc(t.ID), leaseMark{owner, ttl, p.seqs[leaseAt]})
 	case !wrongLastSeq(err):
@@ -67,11 +61,11 @@ func (s *Store) CreateTask(ctx context.Context, t model.Task, targets []model.Ta
 			errs = append(errs, fmt.Errorf("put task %s: its lease is held: %w", t.ID, model.ErrConflict))
 		}
 	}
-	if err := failed(auditAt); err != nil {
+	if err := p.errOf(msgs, auditAt); err != nil {
 		errs = append(errs, fmt.Errorf("%w: %w", engine.ErrNotAudited, err))
 	}
 	for i := auditAt + 1; i < len(msgs); i++ {
-		if err := failed(i); err != nil {
+		if err := p.errOf(msgs, i); err != nil {
 			errs = append(errs, fmt.Errorf("put task %s: %w", t.ID, err))
 		}
 	}

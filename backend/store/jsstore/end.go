@@ -44,21 +44,12 @@ func (s *Store) EndTask(ctx context.Context, taskID, owner string, done bool, au
 		msgs = append(msgs, rel)
 	}
 	p := s.publishEach(ctx, msgs, false)
-	failed := func(i int) error {
-		switch {
-		case i < 0:
-			return nil
-		case p.stop != nil && i >= p.from:
-			return fmt.Errorf("%s: not stored: %w", msgs[i].what, p.stop)
-		case p.failed != nil:
-			return p.failed[i]
+	if auditAt >= 0 {
+		if err := p.errOf(msgs, auditAt); err != nil {
+			auditErr = fmt.Errorf("append audit: %w", err)
 		}
-		return nil
 	}
-	if err := failed(auditAt); err != nil {
-		auditErr = fmt.Errorf("append audit: %w", err)
-	}
-	if leaseAt < 0 || failed(leaseAt) != nil {
+	if leaseAt < 0 || p.errOf(msgs, leaseAt) != nil {
 		// Not known here, refused (written since: read it as it is), or
 		// not stored: as ReleaseLease after its write at the known
 		// revision failed.
