@@ -57,10 +57,15 @@ func outcome(err error) (string, string) {
 func (e *Engine) record(ctx context.Context, en model.AuditEntry) error {
 	en = e.stamp(en)
 	if _, err := e.st.AppendAudit(context.WithoutCancel(ctx), en); err != nil {
-		e.log.Error("audit trail: entry not stored", "action", en.Action, "actor", en.Actor.String(), "task", en.TaskID, "err", err)
+		e.notAudited(en, err)
 		return fmt.Errorf("record audit entry: %w", err)
 	}
 	return nil
+}
+
+// notAudited logs that entry en was not stored (err).
+func (e *Engine) notAudited(en model.AuditEntry, err error) {
+	e.log.Error("audit trail: entry not stored", "action", en.Action, "actor", en.Actor.String(), "task", en.TaskID, "err", err)
 }
 
 // stamp is en as recorded: stamped with the engine's clock, its

@@ -115,7 +115,7 @@ func (e *Engine) endTask(h *leaseHold, t model.Task, done bool) {
 		e.log.Warn("release lease", "task", t.ID, "err", lerr)
 	}
 	if aerr != nil {
-		e.log.Error("audit trail: entry not stored", "action", en.Action, "actor", en.Actor.String(), "task", en.TaskID, "err", aerr)
+		e.notAudited(en, aerr)
 	}
 }
 

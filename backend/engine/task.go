@@ -215,7 +215,7 @@ func (e *Engine) createTask(ctx context.Context, t model.Task, targets []model.T
 		en = e.stamp(en)
 		err := e.creator.CreateTask(context.WithoutCancel(ctx), t, targets, e.owner, e.leaseTTL, en)
 		if errors.Is(err, ErrNotAudited) {
-			e.log.Error("audit trail: entry not stored", "action", en.Action, "actor", en.Actor.String(), "task", en.TaskID, "err", err)
+			e.notAudited(en, err)
 		}
 		if err != nil {
 			return fmt.Errorf("operate: store task: %w", err)
