@@ -329,13 +329,8 @@ func (p *Prober) probeOnce() {
 			s.JetStream.Error = err.Error()
 			s.State = StateNoQuorum
 			bad = "JetStream does not answer: " + err.Error()
-			switch js := s.JetStream; {
-			case js.NodesWant > 0 && js.Forming:
-				bad = fmt.Sprintf("JetStream cluster forming: its first start needs all %d nodes of [nats.cluster] routes up together (%d up); it becomes ready by itself when they are",
-					js.NodesWant, js.NodesUp)
-			case js.NodesWant > 0:
-				bad = fmt.Sprintf("JetStream has no quorum: waiting for %d of %d nodes (%d up); it recovers by itself when they return",
-					js.QuorumNeeded, js.NodesWant, js.NodesUp)
+			if s.JetStream.NodesWant > 0 {
+				bad = clusterWhy(s.JetStream)
 			}
 		} else {
 			s.JetStream.OK = true
@@ -435,15 +430,21 @@ func (p *Prober) fromStore(s *Status, c StoreCheck) (bad string, judged bool) {
 // few nodes are up for JetStream ("" when enough are, or not a cluster
 // node).
 func clusterWaiting(js JetStreamStatus) string {
-	switch {
-	case js.NodesWant > 0 && js.Forming:
-		return fmt.Sprintf("JetStream cluster forming: its first start needs all %d nodes of [nats.cluster] routes up together (%d up); it becomes ready by itself when they are",
-			js.NodesWant, js.NodesUp)
-	case js.NodesWant > 0 && js.NodesUp < js.QuorumNeeded:
-		return fmt.Sprintf("JetStream has no quorum: waiting for %d of %d nodes (%d up); it recovers by itself when they return",
-			js.QuorumNeeded, js.NodesWant, js.NodesUp)
+	if js.NodesWant > 0 && (js.Forming || js.NodesUp < js.QuorumNeeded) {
+		return clusterWhy(js)
 	}
 	return ""
+}
+
+// clusterWhy is what a cluster node's JetStream (js.NodesWant > 0) waits
+// for when it does not answer: the cluster to form, or a quorum.
+func clusterWhy(js JetStreamStatus) string {
+	if js.Forming {
+		return fmt.Sprintf("JetStream cluster forming: its first start needs all %d nodes of [nats.cluster] routes up together (%d up); it becomes ready by itself when they are",
+			js.NodesWant, js.NodesUp)
+	}
+	return fmt.Sprintf("JetStream has no quorum: waiting for %d of %d nodes (%d up); it recovers by itself when they return",
+		js.QuorumNeeded, js.NodesWant, js.NodesUp)
 }
 
 // neverFormed says this node's JetStream meta group has never known a peer
