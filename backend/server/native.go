@@ -393,23 +393,35 @@ func (s *Server) taskOnly(ctx context.Context, id string) (model.Task, error) {
 	return tv.Task, err
 }
 
-// nativeTaskHead is nativeTask's check and task, without the results
-// when the backend can (taskHeader): the task's namespaces are those of
+// heldTask is nativeTask's check and task, without the results, when
+// the backend holds the task's run (taskHeader); held false when it does
+// not (the caller asks nativeTask). The task's namespaces are those of
 // every target's process, results' included.
+func (s *Server) heldTask(ctx context.Context, c *call, id string) (t model.Task, held bool, aerr *apiError) {
+	h, ok := s.b.(taskHeader)
+	if !ok {
+		return model.Task{}, false, nil
+	}
+	t, held, err := h.TaskHead(ctx, id)
+	if err != nil {
+		return t, false, backendError(CodeArgument, "task "+id, err)
+	}
+	if !held {
+		return t, false, nil
+	}
+	for _, ns := range t.Namespace {
+		if !c.app.allowNamespace(ns) {
+			return t, true, namespaceDenied(c.app, "id", ns)
+		}
+	}
+	return t, true, nil
+}
+
+// nativeTaskHead is nativeTask's check and task, without the results
+// when the backend can (heldTask).
 func (s *Server) nativeTaskHead(ctx context.Context, c *call, id string) (model.Task, *apiError) {
-	if h, ok := s.b.(taskHeader); ok {
-		t, held, err := h.TaskHead(ctx, id)
-		if err != nil {
-			return t, backendError(CodeArgument, "task "+id, err)
-		}
-		if held {
-			for _, ns := range t.Namespace {
-				if !c.app.allowNamespace(ns) {
-					return t, namespaceDenied(c.app, "id", ns)
-				}
-			}
-			return t, nil
-		}
+	if t, held, aerr := s.heldTask(ctx, c, id); aerr != nil || held {
+		return t, aerr
 	}
 	tv, aerr := s.nativeTask(ctx, c, id)
 	return tv.Task, aerr
@@ -430,12 +442,13 @@ func (s *Server) v1Task(ctx context.Context, c *call) (any, *apiError) {
 	id := c.r.PathValue("id")
 	if !results {
 		// The task as the backend holds it when it can, without
-		// copying its results (a roll's view is made from them).
-		t, aerr := s.nativeTaskHead(ctx, c, id)
+		// copying its results; a roll's view is made from them, and a
+		// task the backend does not hold is read once, by nativeTask.
+		t, held, aerr := s.heldTask(ctx, c, id)
 		if aerr != nil {
 			return nil, aerr
 		}
-		if t.Rollout == nil {
+		if held && t.Rollout == nil {
 			return backend.TaskView{Task: t, Results: []model.Result{}}, nil
 		}
 	}
