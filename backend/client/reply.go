@@ -137,34 +137,51 @@ type listOf[T any] struct {
 }
 
 func (l listOf[T]) decodeData(dec *json.Decoder) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	if tok == nil {
-		*l.p = nil
-		return nil
-	}
-	if tok != json.Delim('[') {
-		return fmt.Errorf("want an array, got %v", tok)
-	}
 	s := (*l.p)[:0]
-	for dec.More() {
+	null, err := elements(dec, func() error {
 		var zero T
 		s = append(s, zero)
 		if err := dec.Decode(&s[len(s)-1]); err != nil {
-			return fmt.Errorf("element %d: %w", len(s)-1, err)
+			return err
 		}
 		if l.keep != nil {
 			l.keep(&s[len(s)-1])
 		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return err
+	case null:
+		*l.p = nil
+	case s == nil:
+		*l.p = []T{}
+	default:
+		*l.p = s
 	}
-	if s == nil {
-		s = []T{}
+	return nil
+}
+
+// elements reads the JSON array at dec, calling each with dec at each
+// element in turn (each decodes it); null: none, and null true.
+func elements(dec *json.Decoder, each func() error) (null bool, err error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return false, err
 	}
-	*l.p = s
+	if tok == nil {
+		return true, nil
+	}
+	if tok != json.Delim('[') {
+		return false, fmt.Errorf("want an array, got %v", tok)
+	}
+	for i := 0; dec.More(); i++ {
+		if err := each(); err != nil {
+			return false, fmt.Errorf("element %d: %w", i, err)
+		}
+	}
 	_, err = dec.Token() // ]
-	return err
+	return false, err
 }
 
 // taskViewOf decodes a backend.TaskView, its results element-wise into
@@ -222,22 +239,15 @@ func (t taskViewOf) decodeData(dec *json.Decoder) error {
 // eachOf decodes the array at dec one element at a time into one
 // model.Result, passed to fn after each (null: none).
 func eachOf(dec *json.Decoder, fn func(*model.Result)) error {
-	tok, err := dec.Token()
-	if err != nil || tok == nil {
-		return err
-	}
-	if tok != json.Delim('[') {
-		return fmt.Errorf("want an array, got %v", tok)
-	}
 	var r model.Result
-	for i := 0; dec.More(); i++ {
+	_, err := elements(dec, func() error {
 		r = model.Result{}
 		if err := dec.Decode(&r); err != nil {
-			return fmt.Errorf("element %d: %w", i, err)
+			return err
 		}
 		fn(&r)
-	}
-	_, err = dec.Token() // ]
+		return nil
+	})
 	return err
 }
 
@@ -266,23 +276,16 @@ func (h *hostsOf) decodeData(dec *json.Decoder) error {
 	if h.each == nil {
 		return listOf[backend.HostView]{p: h.p, keep: h.keep}.decodeData(dec)
 	}
-	tok, err := dec.Token()
-	if err != nil || tok == nil {
-		return err
-	}
-	if tok != json.Delim('[') {
-		return fmt.Errorf("want an array, got %v", tok)
-	}
 	var v backend.HostView
-	for i := 0; dec.More(); i++ {
+	_, err := elements(dec, func() error {
 		v = backend.HostView{}
 		if err := dec.Decode(&v); err != nil {
-			return fmt.Errorf("element %d: %w", i, err)
+			return err
 		}
 		h.keep(&v)
 		h.each(&v)
-	}
-	_, err = dec.Token() // ]
+		return nil
+	})
 	return err
 }
 
