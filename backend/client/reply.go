@@ -55,6 +55,7 @@ func readReply(resp *http.Response, out any) error {
 	var (
 		env            envelope
 		seenOK, seenCo bool
+		seenData       bool
 		decoded        bool // data went into out
 	)
 	notEnvelope := func() error {
@@ -80,6 +81,12 @@ func readReply(resp *http.Response, out any) error {
 		case "request_id":
 			err = dec.Decode(&env.RequestID)
 		case "data":
+			if seenData {
+				// Decoded twice, a list handed over one by
+				// one would be handed over twice.
+				return notEnvelope()
+			}
+			seenData = true
 			if out != nil && seenOK && seenCo && env.Result && env.Code == 0 {
 				// A success: its data goes into out as it is read.
 				if err = decodeData(dec, out); err != nil {
@@ -98,6 +105,9 @@ func readReply(resp *http.Response, out any) error {
 		}
 	}
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return notEnvelope()
+	}
+	if _, err := dec.Token(); err != io.EOF { // nothing after the envelope
 		return notEnvelope()
 	}
 	if env.Result && env.Code == 0 {

@@ -55,7 +55,8 @@ func TestReadReply(t *testing.T) {
 	if !errors.As(err, &ae) || !errors.Is(err, model.ErrNotFound) || ae.RequestID != "r9" || ae.Message != "task x: not found" {
 		t.Fatalf("not found: %v", err)
 	}
-	for _, body := range []string{"<html>bad gateway</html>", `{"result":true,"code":0,"data":[1,2`, `[1]`, ``} {
+	for _, body := range []string{"<html>bad gateway</html>", `{"result":true,"code":0,"data":[1,2`, `[1]`, ``,
+		`{"result":true,"code":0,"data":[]} x`, `{"result":true,"code":0,"data":[]}{}`, `{"result":true,"code":0,"data":[],"data":[]}`} {
 		err := readReply(reply(502, body), &got)
 		if err == nil || !strings.Contains(err.Error(), "not a gseproc envelope") && !strings.Contains(err.Error(), "decode data") {
 			t.Fatalf("%q: %v, want it refused", body, err)
