@@ -79,9 +79,10 @@ func digits(b []byte, j int) int {
 	return j
 }
 
-// intLit returns the integer literal at i: -?(0|[1-9][0-9]*), nothing
-// else (a fraction or exponent is left to encoding/json).
-func (r *jr) intLit() []byte {
+// num returns the number literal at i: -?(0|[1-9][0-9]*), with a
+// fraction (\.[0-9]+) when frac; nothing else (an exponent, or a fraction
+// when not frac, is left to encoding/json).
+func (r *jr) num(frac bool) []byte {
 	if !r.ok {
 		return nil
 	}
@@ -95,6 +96,14 @@ func (r *jr) intLit() []byte {
 		r.ok = false
 		return nil
 	}
+	if frac && j < len(r.b) && r.b[j] == '.' {
+		k := digits(r.b, j+1)
+		if k == j+1 {
+			r.ok = false
+			return nil
+		}
+		j = k
+	}
 	if j < len(r.b) && (r.b[j] == '.' || r.b[j] == 'e' || r.b[j] == 'E') {
 		r.ok = false
 		return nil
@@ -106,7 +115,7 @@ func (r *jr) intLit() []byte {
 
 // int reads an integer of bits bits (out of range: left to encoding/json).
 func (r *jr) int(bits int) int64 {
-	lit := r.intLit()
+	lit := r.num(false)
 	if !r.ok {
 		return 0
 	}
@@ -119,7 +128,7 @@ func (r *jr) int(bits int) int64 {
 
 // uint reads an unsigned integer.
 func (r *jr) uint() uint64 {
-	lit := r.intLit()
+	lit := r.num(false)
 	if !r.ok || lit[0] == '-' {
 		r.ok = false
 		return 0
@@ -133,36 +142,14 @@ func (r *jr) uint() uint64 {
 
 // float reads -?(0|[1-9][0-9]*)(\.[0-9]+)? as encoding/json does.
 func (r *jr) float() float64 {
+	lit := r.num(true)
 	if !r.ok {
 		return 0
 	}
-	j := r.i
-	if j < len(r.b) && r.b[j] == '-' {
-		j++
-	}
-	start := j
-	j = digits(r.b, j)
-	if j == start || (r.b[start] == '0' && j-start > 1) {
-		r.ok = false
-		return 0
-	}
-	if j < len(r.b) && r.b[j] == '.' {
-		k := digits(r.b, j+1)
-		if k == j+1 {
-			r.ok = false
-			return 0
-		}
-		j = k
-	}
-	if j < len(r.b) && (r.b[j] == 'e' || r.b[j] == 'E') {
-		r.ok = false
-		return 0
-	}
-	f, err := strconv.ParseFloat(string(r.b[r.i:j]), 64)
+	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil {
 		r.ok = false
 	}
-	r.i = j
 	return f
 }
 
