@@ -50,25 +50,29 @@ func (r *jr) must(s string) {
 
 // str reads a string of printable ASCII without '"' or '\\' (what
 // encoding/json returns byte for byte).
-func (r *jr) str() string {
+func (r *jr) str() string { return string(r.strText()) }
+
+// strText reads such a string, returning its text without the quotes
+// (r.b's own bytes).
+func (r *jr) strText() []byte {
 	if !r.lit(`"`) {
 		r.ok = false
-		return ""
+		return nil
 	}
 	for j := r.i; j < len(r.b); j++ {
 		c := r.b[j]
 		switch {
 		case c == '"':
-			s := string(r.b[r.i:j])
+			s := r.b[r.i:j]
 			r.i = j + 1
 			return s
 		case c < 0x20 || c >= 0x7f || c == '\\':
 			r.ok = false
-			return ""
+			return nil
 		}
 	}
 	r.ok = false
-	return ""
+	return nil
 }
 
 // digits is the end of the digits of b from j.
@@ -165,27 +169,18 @@ func (r *jr) bool() bool {
 	return false
 }
 
-// time reads a time as time.Time's UnmarshalJSON does (it is called).
+// time reads a time as time.Time's UnmarshalJSON does (it is called,
+// on the string with its quotes).
 func (r *jr) time() time.Time {
-	if !r.lit(`"`) {
-		r.ok = false
+	start := r.i
+	if r.strText(); !r.ok {
 		return time.Time{}
 	}
-	start := r.i - 1
-	for j := r.i; j < len(r.b); j++ {
-		if c := r.b[j]; c == '"' {
-			var t time.Time
-			if err := t.UnmarshalJSON(r.b[start : j+1]); err != nil {
-				r.ok = false
-			}
-			r.i = j + 1
-			return t
-		} else if c < 0x20 || c >= 0x7f || c == '\\' {
-			break
-		}
+	var t time.Time
+	if err := t.UnmarshalJSON(r.b[start:r.i]); err != nil {
+		r.ok = false
 	}
-	r.ok = false
-	return time.Time{}
+	return t
 }
 
 func readResult(b []byte) (Result, bool) {
