@@ -137,17 +137,26 @@ func (m hostsLoadedMsg) pageID() int { return m.id }
 
 // rowsOf is the message's rows: rows, or hosts made rows.
 func (m hostsLoadedMsg) rowsOf() []hostRow {
-	if m.rows != nil || m.hosts == nil {
+	if m.rows != nil {
 		return m.rows
 	}
-	rows := make([]hostRow, len(m.hosts))
+	return viewRows(m.hosts)
+}
+
+// viewRows makes a listing held whole rows in one go, the processes of
+// all its hosts in one array (nil: none).
+func viewRows(hosts []backend.HostView) []hostRow {
+	if hosts == nil {
+		return nil
+	}
+	rows := make([]hostRow, len(hosts))
 	var k viewKeeper
 	n := 0
-	for i := range m.hosts {
-		n += len(m.hosts[i].Procs)
+	for i := range hosts {
+		n += len(hosts[i].Procs)
 	}
 	k.procs = make([]procView, n)
-	for i, h := range m.hosts {
+	for i, h := range hosts {
 		rows[i] = k.row(h)
 	}
 	return rows
@@ -218,7 +227,7 @@ func (p *hostsPage) load() tea.Cmd {
 func listRows(ctx context.Context, be backend.Backend, q backend.HostQuery) ([]hostRow, error) {
 	if s, ok := be.(interface{ streamsHosts() bool }); !ok || !s.streamsHosts() {
 		hv, err := be.Hosts(ctx, q)
-		return hostsLoadedMsg{hosts: hv}.rowsOf(), err
+		return viewRows(hv), err
 	}
 	var k viewKeeper
 	var rows []hostRow
