@@ -141,6 +141,10 @@ func TestListsFilterAndSort(t *testing.T) {
 	// Events: one crash gives a restart event; a filter on its host finds it.
 	// The fleet's statuses reach the engine through its reports: under load
 	// the first ones may not be in yet, so poll until one process crashes.
+	// The event is seen through the live subscription, a command started
+	// with the console: on a loaded machine it may come after all of the
+	// above, so the crash waits for it (as TestFleetMapLiveAndDrill does).
+	d.until("live events", func() bool { return d.m.s.eventsLive })
 	var host model.Host
 	var key string
 	d.keys("E")
