@@ -135,6 +135,13 @@ func (t *results) hostID(h model.Host) uint32 {
 }
 
 // find is the row of (h, proc).
+// late reports whether r is a non-final update of a row already final:
+// a late update, which never undoes a final one. i is r's row when found.
+func (t *results) late(r *model.Result) (i int, found, late bool) {
+	i, found = t.find(r.Host, r.ProcKey)
+	return i, found, found && t.state(i).Final() && !r.State.Final()
+}
+
 func (t *results) find(h model.Host, proc string) (int, bool) {
 	hi, ok := t.hostIx[h]
 	if !ok {

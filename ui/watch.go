@@ -139,10 +139,9 @@ func (p *watchPage) Init() tea.Cmd {
 			if r.Seq > after {
 				after = r.Seq
 			}
-			if i, ok := rows.find(model.Host{IP: r.Host.IP, CloudID: r.Host.CloudID}, r.ProcKey); ok && rows.state(i).Final() && !r.State.Final() {
-				return // a late non-final update never undoes a final one
+			if _, _, late := rows.late(r); !late {
+				rows.put(r)
 			}
-			rows.put(r)
 		})
 		if err != nil {
 			return watchInitMsg{id: id, err: err}
@@ -232,11 +231,12 @@ func (p *watchPage) Help() keyHelp {
 func (p *watchPage) apply(rs []model.Result) {
 	for k := range rs {
 		r := &rs[k]
-		if i, ok := p.res.find(model.Host{IP: r.Host.IP, CloudID: r.Host.CloudID}, r.ProcKey); ok {
+		i, ok, late := p.res.late(r)
+		switch {
+		case late:
+			continue // a late non-final update never undoes a final one
+		case ok:
 			old := p.res.state(i)
-			if old.Final() && !r.State.Final() {
-				continue // a late non-final update never undoes a final one
-			}
 			p.counts.Add(old, -1)
 			p.stats.add(old, p.res.started(i), p.res.finished(i), p.task.Created, -1)
 			rank := p.res.rank(i)
@@ -244,7 +244,7 @@ func (p *watchPage) apply(rs []model.Result) {
 			if p.res.rank(i) != rank {
 				p.move(i)
 			}
-		} else {
+		default:
 			i, _ := p.res.put(r)
 			p.moving = append(p.moving, false)
 			p.move(i)
