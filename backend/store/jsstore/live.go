@@ -79,8 +79,29 @@ type liveness struct {
 	cur  *liveCheck // in flight, or the last one done
 	last *liveCheck // the last one with a verdict (Outage)
 	// since is when the probes began finding the store unreachable (zero
-	// while they find it answering).
+	// while they find it answering, or only some streams unavailable).
 	since time.Time
+}
+
+// record sets c's finding f, answered at, and keeps it as the last
+// verdict unless it is none (errCheckUnanswered). since follows the
+// store's outage (Outage): a verdict on some streams is none, so an
+// outage of the whole store that follows one is dated from its own first
+// verdict, not from the streams'.
+func (l *liveness) record(c *liveCheck, f finding, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c.finding, c.at = f, at
+	if errors.Is(f.err, errCheckUnanswered) {
+		return
+	}
+	l.last = c
+	switch {
+	case f.err == nil || errors.Is(f.err, errStreamDown):
+		l.since = time.Time{}
+	case l.since.IsZero():
+		l.since = at
+	}
 }
 
 type liveCheck struct {
@@ -131,20 +152,7 @@ func (s *Store) live() *liveCheck {
 	l.cur = c
 	go func() {
 		defer s.wg.Done()
-		f := s.checkLive()
-		err := f.err
-		l.mu.Lock()
-		c.finding, c.at = f, time.Now()
-		if !errors.Is(err, errCheckUnanswered) {
-			l.last = c
-			switch {
-			case err == nil:
-				l.since = time.Time{}
-			case l.since.IsZero():
-				l.since = c.at
-			}
-		}
-		l.mu.Unlock()
+		l.record(c, s.checkLive(), time.Now())
 		close(c.done)
 	}()
 	return c

@@ -422,3 +422,46 @@ func TestStreamOf(t *testing.T) {
 		t.Errorf("stream names %+v", s.streams)
 	}
 }
+
+// TestOutageSince: the store's outage is dated from the first verdict on
+// the whole store in a row: a verdict on some streams (no Outage) neither
+// starts it nor carries over into one that follows, an answering store
+// ends it, and a probe without a verdict changes nothing.
+func TestOutageSince(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	whole := finding{err: fmt.Errorf("%w on the connection", ErrNATSSilent)}
+	some := finding{err: fmt.Errorf("%w: stream KV_r: no leader", errStreamDown), streams: []string{"KV_r"}}
+	none := finding{err: fmt.Errorf("%w: %w", errCheckUnanswered, context.DeadlineExceeded)}
+	var l liveness
+	for i, c := range []struct {
+		name  string
+		f     finding
+		since int // seconds after t0; -1: none
+	}{
+		{"some streams", some, -1},
+		{"the whole store after some streams", whole, 1},
+		{"the whole store still", whole, 1},
+		{"no verdict", none, 1},
+		{"some streams after the whole store", some, -1},
+		{"the whole store again", whole, 5},
+		{"answering", finding{}, -1},
+		{"the whole store after answering", whole, 7},
+	} {
+		at := t0.Add(time.Duration(i) * time.Second)
+		lc := &liveCheck{done: make(chan struct{})}
+		l.record(lc, c.f, at)
+		want := time.Time{}
+		if c.since >= 0 {
+			want = t0.Add(time.Duration(c.since) * time.Second)
+		}
+		if !l.since.Equal(want) {
+			t.Errorf("%s: since %v, want %v", c.name, l.since, want)
+		}
+		if c.f.err != none.err && l.last != lc {
+			t.Errorf("%s: not kept as the last verdict", c.name)
+		}
+		if lc.at != at || lc.err != c.f.err {
+			t.Errorf("%s: the check holds %v at %v", c.name, lc.err, lc.at)
+		}
+	}
+}
