@@ -67,9 +67,13 @@ func readSmall(path string, buf []byte) (int, error) {
 	return readFd(fd, path, buf)
 }
 
+// openRead opens path for reading without waiting: O_NONBLOCK, so that a
+// FIFO (a pid path is the process account's to write) opens at once
+// rather than waiting for a writer; a regular or /proc file reads as
+// without it.
 func openRead(path string) (int, error) {
 	for {
-		fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
 		if err == syscall.EINTR {
 			continue
 		}
@@ -304,7 +308,9 @@ func readPidFile(path string) (int, time.Time, error) {
 }
 
 // readPidFileInfo returns the pid in path and what the file was when it
-// was read (its fstat before the read; nil when it could not be opened).
+// was read (its fstat before the read; nil when it could not be opened or
+// is not a regular file, which is refused unread: a FIFO or a device
+// there is no pid file, and reading one may not end).
 // Plain system calls, as readStat: a start check reads it several times.
 func readPidFileInfo(path string) (int, os.FileInfo, error) {
 	fd, err := openRead(path)
@@ -315,6 +321,9 @@ func readPidFileInfo(path string) (int, os.FileInfo, error) {
 	fi := &statInfo{name: path}
 	if err := syscall.Fstat(fd, &fi.st); err != nil {
 		return 0, nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if fi.st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return 0, nil, fmt.Errorf("pid file %s: not a regular file (%s)", path, fi.Mode().Type())
 	}
 	var buf [64]byte
 	n, _ := readFd(fd, path, buf[:])

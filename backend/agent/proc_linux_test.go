@@ -270,3 +270,42 @@ func TestReadCmdline(t *testing.T) {
 		t.Fatalf("readCmdline: %.0f allocations", n)
 	}
 }
+
+// TestPidFileNotRegular: a pid path that is not a regular file (a FIFO
+// the process's account put there, a device) is refused at once, naming
+// the path; opening a FIFO for reading used to wait for a writer, with no
+// end, in the start check or in Run's adoption under the agent lock.
+func TestPidFileNotRegular(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "p.pid")
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Frees a read still waiting for a writer (the old behaviour).
+		if f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	})
+	type read struct {
+		pid int
+		fi  os.FileInfo
+		err error
+	}
+	got := make(chan read, 1)
+	go func() {
+		pid, fi, err := readPidFileInfo(path)
+		got <- read{pid, fi, err}
+	}()
+	select {
+	case r := <-got:
+		if r.err == nil || r.pid != 0 || r.fi != nil || !strings.Contains(r.err.Error(), path) || !strings.Contains(r.err.Error(), "not a regular file") {
+			t.Fatalf("a FIFO as pid file: pid %d, info %v, err %v; want refused, naming it", r.pid, r.fi, r.err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("reading a FIFO as pid file did not return within a minute")
+	}
+	if pid, _, err := readPidFileInfo("/dev/null"); err == nil || pid != 0 || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("/dev/null as pid file: %d %v; want refused", pid, err)
+	}
+}
