@@ -3,7 +3,10 @@ package model
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -134,4 +137,53 @@ func FuzzReplyJSON(f *testing.F) {
 		}
 		checkReplyJSON(t, rep)
 	})
+}
+
+// TestReplyJSONEveryField: a reply with every field of AgentReply and of
+// its ProcStatus set (Tail aside: a tail reply goes to json.Marshal) is
+// written as json.Marshal writes it, so a field added to either struct
+// and not to the appender fails here instead of going missing from every
+// agent's answer.
+func TestReplyJSONEveryField(t *testing.T) {
+	rep := AgentReply{Status: &ProcStatus{}}
+	n := fillFields(t, reflect.ValueOf(&rep).Elem(), 1, "Tail")
+	n += fillFields(t, reflect.ValueOf(rep.Status).Elem(), n+1)
+	if rep.Tail != nil || n < 20 {
+		t.Fatalf("filled %d fields, tail %v", n, rep.Tail)
+	}
+	checkReplyJSON(t, rep)
+}
+
+// fillFields sets every exported field of struct v but skip, other than
+// pointers, to a value of its own (from seed on) that no omitempty leaves
+// out, and says how many it set. A field of a kind it does not know
+// fails t: the appender's test must learn it.
+func fillFields(t *testing.T, v reflect.Value, seed int, skip ...string) int {
+	t.Helper()
+	n := 0
+	for i := range v.NumField() {
+		f, sf := v.Field(i), v.Type().Field(i)
+		if !sf.IsExported() || slices.Contains(skip, sf.Name) || (f.Kind() == reflect.Pointer && !f.IsNil()) {
+			continue
+		}
+		x := seed + n
+		switch {
+		case f.Type() == reflect.TypeFor[time.Time]():
+			f.Set(reflect.ValueOf(time.Unix(int64(1_700_000_000+x), int64(x)).UTC()))
+		case f.Kind() == reflect.String:
+			f.SetString(fmt.Sprintf("%s-%d", sf.Name, x))
+		case f.CanInt():
+			f.SetInt(int64(x))
+		case f.CanUint():
+			f.SetUint(uint64(x))
+		case f.CanFloat():
+			f.SetFloat(float64(x) + 0.25)
+		case f.Kind() == reflect.Bool:
+			f.SetBool(true)
+		default:
+			t.Fatalf("%s.%s: a field of kind %s; teach fillFields and the appender", v.Type(), sf.Name, f.Kind())
+		}
+		n++
+	}
+	return n
 }
