@@ -42,21 +42,24 @@
 // atomically (kept.WriteFile), at most once per registryDelay (50 ms):
 // a change only marks it due, and one write after the first change takes
 // every change made meanwhile, outside the agent lock. The supervisor's
-// own changes that a restart recovers (below: a restart decided, a
-// restart's new pid and count) are due within registrySupervisorDelay
-// (1 s) instead, or with the next change an op makes: a crash storm
-// writes the registry about once a second, not 20 times. An op answers only
+// own changes of a restart (a restart decided, the restart's new pid and
+// count), which the next start recovers from the processes but for the
+// count (below), are due within registrySupervisorDelay (1 s) instead, or
+// with the next change an op makes: a crash storm writes the registry
+// about once a second, not 20 times. An op answers only
 // once the write that holds its change is on disk, so what an op did and
 // answered survives a crash of the agent; Close writes what is left. A
-// crash loses at most the supervisor's own changes of the last interval
-// (a restart's new pid, a restart count, a give-up), and the next start
-// recovers them from the processes themselves: a process alive with the
-// recorded start time is re-adopted; a pid file written after the
-// recorded start by a process carrying the instance's environment
-// (GSEPROC_AGENT_ID, GSEPROC_PROC, GSEPROC_INSTANCE) is a restart not yet
-// recorded and is re-adopted too, never started twice; anything else is
-// not running and goes to the restart policy (a give-up lost this way is
-// decided again after start_retries).
+// crash loses at most the supervisor's own changes not yet written (a
+// give-up, within registryDelay; a restart decided, a restart's new pid
+// and count, within registrySupervisorDelay), and the next start recovers
+// the processes from themselves: a process alive with the recorded start
+// time is re-adopted; a pid file written after the recorded start by a
+// process carrying the instance's environment (GSEPROC_AGENT_ID,
+// GSEPROC_PROC, GSEPROC_INSTANCE) is a restart not yet recorded and is
+// re-adopted too, never started twice; anything else is not running and
+// goes to the restart policy (a give-up lost this way is decided again
+// after start_retries). A restart count lost so is not recovered: it
+// reads lower by those restarts.
 //
 // No command is launched or waited for, and no state file written or
 // synced, while the agent-wide lock is held: it guards the state in
