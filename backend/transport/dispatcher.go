@@ -911,18 +911,25 @@ func (s *subscribers[T]) empty() bool {
 }
 
 // interned keeps one copy of each label set and text the hosts report,
-// at most internMax of each (then it starts again: hostile or churning
-// labels cost memory only up to the bound). A set is kept under a hash
-// of its pairs (16 bytes an entry, whether hosts share sets or not) and
-// compared whole before it is shared. The zero value is ready. Guarded
-// by Dispatcher.mu.
+// at most internMax of each and internMaxBytes of their keys, values and
+// texts (then it starts again: hostile or churning labels cost memory
+// only up to the bound; a count alone let one agent, heartbeating a new
+// label set of megabytes each time, have 65,536 of them kept). A set is
+// kept under a hash of its pairs (16 bytes an entry, whether hosts share
+// sets or not) and compared whole before it is shared. The zero value is
+// ready. Guarded by Dispatcher.mu.
 type interned struct {
-	seed  maphash.Seed
-	sets  map[uint64]map[string]string
-	texts map[string]string
+	seed      maphash.Seed
+	sets      map[uint64]map[string]string
+	texts     map[string]string
+	setBytes  int // of the keys and values in sets
+	textBytes int // of the texts
 }
 
-const internMax = 1 << 16
+const (
+	internMax      = 1 << 16
+	internMaxBytes = 16 << 20
+)
 
 // labels is the kept copy of a label set equal to m (m itself, kept, when
 // it is new). The returned map must not be changed.
@@ -930,22 +937,29 @@ func (x *interned) labels(m map[string]string) map[string]string {
 	if len(m) == 0 {
 		return m
 	}
-	if x.sets == nil || len(x.sets) >= internMax {
+	if x.sets == nil {
 		x.seed = maphash.MakeSeed()
 		x.sets = map[uint64]map[string]string{}
 	}
 	// The pairs' hashes summed: the same for any order of the map.
 	var h uint64
+	size := 0
 	for k, v := range m {
 		h += maphash.String(x.seed, k) ^ maphash.String(x.seed, v)*0x9e3779b97f4a7c15
+		size += len(k) + len(v)
 	}
 	kept, ok := x.sets[h]
 	switch {
 	case ok && maps.Equal(kept, m):
 		return kept
-	case !ok:
-		x.sets[h] = m
+	case ok: // another set under the same hash: m is not kept
+		return m
 	}
+	if len(x.sets) >= internMax || x.setBytes+size > internMaxBytes {
+		x.sets, x.setBytes = map[uint64]map[string]string{}, 0
+	}
+	x.sets[h] = m
+	x.setBytes += size
 	return m
 }
 
@@ -957,9 +971,10 @@ func (x *interned) text(s string) string {
 	if kept, ok := x.texts[s]; ok {
 		return kept
 	}
-	if x.texts == nil || len(x.texts) >= internMax {
-		x.texts = map[string]string{}
+	if x.texts == nil || len(x.texts) >= internMax || x.textBytes+len(s) > internMaxBytes {
+		x.texts, x.textBytes = map[string]string{}, 0
 	}
 	x.texts[s] = s
+	x.textBytes += len(s)
 	return s
 }

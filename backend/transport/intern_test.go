@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -38,5 +39,37 @@ func TestInternedLabels(t *testing.T) {
 	}
 	if x.text("v1") != "v1" || x.text("") != "" {
 		t.Fatal("text changed its value")
+	}
+}
+
+// TestInternedBytesBounded: label sets and texts of a megabyte each, all
+// different (one hostile agent heartbeating a new one each time), are
+// kept up to internMaxBytes, not internMax of them.
+func TestInternedBytesBounded(t *testing.T) {
+	var x interned
+	big := strings.Repeat("x", 1<<20)
+	for i := range 40 {
+		v := fmt.Sprint(i) + big
+		if got := x.labels(map[string]string{"k": v}); got["k"] != v {
+			t.Fatalf("set %d changed", i)
+		}
+		if x.text(v) != v {
+			t.Fatalf("text %d changed", i)
+		}
+		if x.setBytes > internMaxBytes || x.textBytes > internMaxBytes {
+			t.Fatalf("after %d sets of 1 MB: %d bytes of sets, %d of texts kept; bound %d", i+1, x.setBytes, x.textBytes, internMaxBytes)
+		}
+	}
+	setBytes, textBytes := 0, 0
+	for _, m := range x.sets {
+		for k, v := range m {
+			setBytes += len(k) + len(v)
+		}
+	}
+	for s := range x.texts {
+		textBytes += len(s)
+	}
+	if setBytes != x.setBytes || textBytes != x.textBytes || setBytes > internMaxBytes || textBytes > internMaxBytes {
+		t.Fatalf("kept %d bytes of sets (counted %d), %d of texts (counted %d); bound %d", setBytes, x.setBytes, textBytes, x.textBytes, internMaxBytes)
 	}
 }
