@@ -242,9 +242,14 @@ func BenchmarkReadStat(b *testing.B) {
 // then its C form), the answer's string, and one more at most (the race
 // detector's). Not parallel: AllocsPerRun.
 func TestReadCmdline(t *testing.T) {
-	long := strings.Repeat("x", 3000) // longer than the stack buffer
-	for _, arg := range []string{"short", long} {
-		cmd := exec.Command("sleep", "30", arg)
+	// sleep adds up its arguments: "0" and 3,000 zeros (longer than the
+	// stack buffer) keep it alive. Letters (as before) made it refuse them
+	// and exit at once: the command line was read only by a look fast
+	// enough to come before that, which a loaded machine's did not (a
+	// minute of "").
+	long := strings.Repeat("0", 3000)
+	for _, arg := range []string{"0", long} {
+		cmd := exec.Command("sleep", "300", arg)
 		if err := cmd.Start(); err == nil {
 			// Start returns once the exec is under way: the new command
 			// line is set a moment later.
@@ -255,8 +260,8 @@ func TestReadCmdline(t *testing.T) {
 			}
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
-			if got != "sleep 30 "+arg {
-				t.Fatalf("command line %.60q, want %.60q", got, "sleep 30 "+arg)
+			if got != "sleep 300 "+arg {
+				t.Fatalf("command line %.60q, want %.60q", got, "sleep 300 "+arg)
 			}
 		} else {
 			t.Fatal(err)
