@@ -273,37 +273,16 @@ func (c *child) wait(ctx context.Context, d time.Duration) bool {
 // the child to exit, parked in the runtime's poller on its pidfd (which
 // is readable once the process has exited); c.polled must hold.
 func (c *child) exitedWithin(ctx context.Context, d time.Duration) bool {
-	rc, err := c.pf.SyscallConn()
-	if err != nil {
-		return false
-	}
-	gone := false
-	look := func(fd uintptr) bool {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, _ := unix.Poll(fds, 0)
-		gone = n > 0 && fds[0].Revents != 0
-		return gone
-	}
 	if d <= 0 {
-		_ = rc.Control(func(fd uintptr) { look(fd) })
+		rc, err := c.pf.SyscallConn()
+		if err != nil {
+			return false
+		}
+		gone := false
+		_ = rc.Control(func(fd uintptr) { gone = pidfdReadable(fd) })
 		return gone
 	}
-	if c.pf.SetReadDeadline(time.Now().Add(d)) != nil {
-		return false
-	}
-	if ctx.Done() != nil {
-		fired := make(chan struct{})
-		stop := context.AfterFunc(ctx, func() {
-			_ = c.pf.SetReadDeadline(time.Unix(1, 0))
-			close(fired)
-		})
-		defer func() {
-			if !stop() {
-				<-fired // its deadline set before the next wait sets its own
-			}
-		}()
-	}
-	_ = rc.Read(look) // until readable, or the deadline
+	gone, _ := parkPidfd(ctx, c.pf, time.Now().Add(d))
 	return gone
 }
 

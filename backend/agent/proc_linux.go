@@ -465,34 +465,20 @@ func pidfdOpen(pid int) (fd int, ok bool, err error) {
 // fd, it sleeps in poll(2) on the pidfd and an eventfd that ctx's end
 // writes. fd stays the caller's.
 func waitPidfd(ctx context.Context, fd, pid int) error {
-	exited := func(fd int) bool {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, _ := unix.Poll(fds, 0)
-		return n > 0 && fds[0].Revents != 0
-	}
 	if dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err == nil {
-		if err := unix.SetNonblock(dup, true); err != nil {
-			unix.Close(dup)
-		} else {
-			// os.NewFile registers a non-blocking fd with the poller.
-			f := os.NewFile(uintptr(dup), "pidfd")
-			defer f.Close()
-			if rc, err := f.SyscallConn(); err == nil {
-				stop := context.AfterFunc(ctx, func() { _ = f.SetReadDeadline(time.Unix(1, 0)) })
-				defer stop()
-				gone := false
-				_ = rc.Read(func(fd uintptr) bool {
-					gone = exited(int(fd))
-					return gone
-				})
-				switch {
-				case gone:
-					return nil
-				case ctx.Err() != nil:
-					return ctx.Err()
-				}
-				// Not pollable here: the poll(2) below.
-			}
+		f, polled := pidfdFile(dup)
+		gone, err := false, error(nil)
+		if polled {
+			gone, err = parkPidfd(ctx, f, time.Time{})
+		}
+		f.Close()
+		switch {
+		case !polled || err != nil:
+			// Not pollable here: the poll(2) below.
+		case gone:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
 		}
 	}
 	// Sleep in poll on the pidfd and an eventfd that ctx's end writes:
@@ -569,4 +555,42 @@ func waitGoneFd(ctx context.Context, pid int, startTick uint64, poll time.Durati
 		case <-t.C:
 		}
 	}
+}
+
+// pidfdReadable reports whether pidfd fd is readable now: its process has
+// exited.
+func pidfdReadable(fd uintptr) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, _ := unix.Poll(fds, 0)
+	return n > 0 && fds[0].Revents != 0
+}
+
+// parkPidfd waits, parked in the runtime's poller, until the process of
+// pidfd f (pidfdFile, polled) has exited (gone), ctx ends or deadline
+// passes (zero: none). err: f cannot be waited on so.
+func parkPidfd(ctx context.Context, f *os.File, deadline time.Time) (gone bool, err error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	if err := f.SetReadDeadline(deadline); err != nil {
+		return false, err
+	}
+	if ctx.Done() != nil {
+		fired := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			_ = f.SetReadDeadline(time.Unix(1, 0))
+			close(fired)
+		})
+		defer func() {
+			if !stop() {
+				<-fired // its deadline set before the next wait sets its own
+			}
+		}()
+	}
+	_ = rc.Read(func(fd uintptr) bool { // until readable, or the deadline
+		gone = pidfdReadable(fd)
+		return gone
+	})
+	return gone, nil
 }
