@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"gseproc/backend"
 	"gseproc/backend/engine"
 	"gseproc/model"
 )
@@ -81,4 +83,52 @@ func wrongLastSeq(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// createOwn creates key with value in the bucket kv picks (on the
+// connection in use at each try) and returns its revision; a value found
+// there that own says is this call's (an earlier attempt applied, its
+// answer lost) is success too, with its revision. Another value is
+// jetstream.ErrKeyExists.
+//
+// On a replicated stream JetStream refuses a create of a key while an
+// earlier write of it is still being applied (proposed, not yet stored:
+// "wrong last sequence", which nats.go reports as ErrKeyExists), and the
+// key then reads as not found: the earlier attempt of this very call, do
+// having asked again after attemptTimeout without an answer (a loaded
+// machine: seen as "put task ...:64: exists: conflict" on a 3-node
+// cluster). So a refusal with nothing to read is not a conflict: the
+// create is asked again, within do's deadline, until the key is stored
+// (ours: success) or created (it was deleted meanwhile); an error of the
+// read is returned as such, never as a conflict.
+func (s *Store) createOwn(ctx context.Context, on string, kv func(*bound) jetstream.KeyValue, key string, value []byte,
+	own func(jetstream.KeyValueEntry) bool) (uint64, error) {
+	start := time.Now()
+	deadline := start.Add(failoverWait)
+	if bound, ok := backend.StoreDeadline(ctx); ok {
+		deadline = bound
+	}
+	for k := 0; ; k++ {
+		rev, err := do(s, ctx, on, func(ctx context.Context) (uint64, error) { return kv(s.on()).Create(ctx, key, value) })
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return rev, err
+		}
+		e, gerr := s.get(ctx, kv(s.on()), key)
+		switch {
+		case gerr == nil && own(e):
+			return e.Revision(), nil
+		case gerr == nil:
+			return 0, err
+		case !errors.Is(gerr, jetstream.ErrKeyNotFound):
+			return 0, fmt.Errorf("create refused as existing (%w), then reading it back: %w", err, gerr)
+		}
+		if !time.Now().Before(deadline) || ctx.Err() != nil {
+			return 0, fmt.Errorf("%w: a create refused as existing for %s, yet nothing stored: %w",
+				model.ErrUnavailable, time.Since(start).Round(time.Millisecond), err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(min(retryBackoff.Delay(k, rand.Float64()), time.Until(deadline))):
+		}
+	}
 }

@@ -1,9 +1,14 @@
 package jsstore
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"gseproc/model"
 )
@@ -65,5 +70,88 @@ func TestCreateTask(t *testing.T) {
 	}
 	if ls, err := s.Leases(ctx); err != nil || len(ls) != 1 {
 		t.Fatalf("leases after a refused task: %+v %v", ls, err)
+	}
+}
+
+// applyingKV is a bucket whose first create of a key is applied only after
+// a while, and every create of that key is refused meanwhile, as a
+// replicated JetStream stream refuses a create while an earlier write of
+// the key is proposed and not yet stored (10164 "wrong last sequence",
+// ErrKeyExists to nats.go), the key reading as not found.
+type applyingKV struct {
+	jetstream.KeyValue
+	after   time.Duration
+	mu      sync.Mutex
+	pending map[string]bool // keys whose first create is being applied
+	applied chan error      // the first create's own result
+}
+
+func (kv *applyingKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	kv.mu.Lock()
+	defer kv.mu.Unlock()
+	if kv.pending == nil {
+		kv.pending = map[string]bool{key: true}
+		time.AfterFunc(kv.after, func() {
+			_, err := kv.KeyValue.Create(context.Background(), key, value, opts...)
+			kv.mu.Lock()
+			delete(kv.pending, key)
+			kv.mu.Unlock()
+			kv.applied <- err
+		})
+	}
+	if kv.pending[key] {
+		refusal := &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequenceConstant, Description: "wrong last sequence"}
+		return 0, fmt.Errorf("%w: %w", refusal, jetstream.ErrKeyExists)
+	}
+	return kv.KeyValue.Create(ctx, key, value, opts...)
+}
+
+// TestCreateRefusedWhileItsOwnIsApplied: a task record's and a lease's
+// create refused as existing while nothing can be read there (their own
+// earlier attempt still being applied) is asked again until the value is
+// stored, and found its own: not a conflict (it was: "put task ...:64:
+// exists: conflict", a 3-node cluster under load). Another owner's lease,
+// and another task under the id, are still refused.
+func TestCreateRefusedWhileItsOwnIsApplied(t *testing.T) {
+	s := open(t, startNATS(t, natsCfg(t, t.TempDir())), Options{})
+	ctx := tctx(t)
+	const after = 700 * time.Millisecond
+	tasks := &applyingKV{KeyValue: s.on().tasks, after: after, applied: make(chan error, 1)}
+	leases := &applyingKV{KeyValue: s.on().leases, after: after, applied: make(chan error, 1)}
+	s.on().tasks, s.on().leases = tasks, leases
+
+	id := model.FormatTaskID(time.Now(), 64)
+	task := model.Task{ID: id, Op: model.OpStart, Targets: 1, Status: model.TaskPending, Created: time.Now().UTC()}
+	t0 := time.Now()
+	if err := s.PutTask(ctx, task, targets(1)); err != nil {
+		t.Fatalf("put task while its own create is applied: %v", err)
+	}
+	if err := <-tasks.applied; err != nil {
+		t.Fatalf("the first create: %v", err)
+	}
+	if took := time.Since(t0); took < after {
+		t.Fatalf("put task returned in %s, before its record was stored (%s)", took, after)
+	}
+	if got, _, err := s.Task(ctx, id); err != nil || got.ID != id || got.Op != model.OpStart {
+		t.Fatalf("task %+v: %v", got, err)
+	}
+	other := task
+	other.Op = model.OpStop
+	if err := s.PutTask(ctx, other, targets(1)); !errors.Is(err, model.ErrConflict) {
+		t.Fatalf("another task under the id: %v, want ErrConflict", err)
+	}
+
+	ok, err := s.AcquireLease(ctx, id, "A", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("acquire a lease while its own create is applied: %v, %v", ok, err)
+	}
+	if err := <-leases.applied; err != nil {
+		t.Fatalf("the first lease create: %v", err)
+	}
+	if ls, err := s.Leases(ctx); err != nil || len(ls) != 1 || ls[0].Owner != "A" {
+		t.Fatalf("leases %+v: %v", ls, err)
+	}
+	if ok, err := s.AcquireLease(ctx, id, "B", time.Minute); err != nil || ok {
+		t.Fatalf("another owner: %v, %v; want refused", ok, err)
 	}
 }

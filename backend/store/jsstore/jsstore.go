@@ -831,15 +831,11 @@ func (s *Store) taskWrites(t model.Task, targets []model.Target) (taskWrites, er
 // createTask creates t's record (ErrConflict when it exists) once its
 // targets are stored, and keeps its index.
 func (s *Store) createTask(ctx context.Context, t model.Task, w taskWrites) error {
-	tk := enc(t.ID)
 	var err error
-	w.idx.rev, err = do(s, ctx, s.streams.tasks, func(ctx context.Context) (uint64, error) { return s.on().tasks.Create(ctx, tk, w.record) })
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		// An earlier attempt may have been applied without its answer arriving.
-		if e, gerr := s.get(ctx, s.on().tasks, tk); gerr == nil && bytes.Equal(e.Value(), w.record) {
-			w.idx.rev, err = e.Revision(), nil
-		}
-	}
+	// An earlier attempt may have been applied without its answer
+	// arriving: the same record is ours.
+	w.idx.rev, err = s.createOwn(ctx, s.streams.tasks, func(b *bound) jetstream.KeyValue { return b.tasks }, enc(t.ID), w.record,
+		func(e jetstream.KeyValueEntry) bool { return bytes.Equal(e.Value(), w.record) })
 	if err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return fmt.Errorf("put task %s: exists: %w", t.ID, model.ErrConflict)

@@ -97,26 +97,25 @@ func (s *Store) AcquireLease(ctx context.Context, taskID, owner string, ttl time
 	}
 	k := enc(taskID)
 	data := leaseData(taskID, owner, ttl)
-	rev, err := do(s, ctx, s.streams.leases, func(ctx context.Context) (uint64, error) { return s.on().leases.Create(ctx, k, data) })
-	if err == nil {
+	// An earlier attempt may have been applied without its answer
+	// arriving: the same value, or a lease of this owner, is ours.
+	var rec leaseRec
+	rev, err := s.createOwn(ctx, s.streams.leases, func(b *bound) jetstream.KeyValue { return b.leases }, k, data,
+		func(e jetstream.KeyValueEntry) bool {
+			rec = leaseRec{}
+			return bytes.Equal(e.Value(), data) || json.Unmarshal(e.Value(), &rec) == nil && rec.Owner == owner
+		})
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("acquire lease of %s: %w", taskID, err)
+	}
+	if rec.Owner == "" {
 		s.leaseRevs.set(k, leaseMark{owner, ttl, rev})
 		return true, nil
 	}
-	if !errors.Is(err, jetstream.ErrKeyExists) {
-		return false, fmt.Errorf("acquire lease of %s: %w", taskID, err)
-	}
-	// An earlier attempt may have been applied without its answer arriving.
-	e, rec, gerr := s.getLease(ctx, k)
-	if gerr != nil {
-		if errors.Is(gerr, jetstream.ErrKeyNotFound) {
-			return false, nil // released meanwhile: let the caller look again
-		}
-		return false, fmt.Errorf("acquire lease of %s: %w", taskID, gerr)
-	}
-	if !bytes.Equal(e.Value(), data) && rec.Owner != owner {
-		return false, nil
-	}
-	s.leaseRevs.set(k, leaseMark{owner, time.Duration(rec.TTLms) * time.Millisecond, e.Revision()})
+	s.leaseRevs.set(k, leaseMark{owner, time.Duration(rec.TTLms) * time.Millisecond, rev})
 	return true, nil
 }
 
