@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -30,15 +31,55 @@ type apiReply struct {
 	Data    json.RawMessage `json:"data"`
 }
 
+// apiCall makes one API call, asked again as a client does while the
+// answer is a 503 that says the store is unavailable (data.kind
+// "unavailable": the server fails fast, within its bound, while a stream
+// elects a leader or a quorum is slow on a loaded machine; seen at load
+// 30-58 as "JetStream did not answer"), for up to storeRetryFor. Any other
+// answer is returned as it is: a read that answers, answers what it
+// finds (a not-found is never asked again). The calls asked again here are
+// safe to repeat: reads, a definition saved whole, a status operation.
 func apiCall(t *testing.T, method, url string, body any) apiReply {
+	t.Helper()
+	var raw []byte
+	if body != nil {
+		var err error
+		if raw, err = json.Marshal(body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(storeRetryFor)
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		r := apiCallOnce(t, method, url, raw)
+		if r.HTTP != http.StatusServiceUnavailable || !storeUnavailable(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s %s: still 503 after %s: %s", method, url, storeRetryFor, r.Message)
+		}
+		t.Logf("%s %s: %s (asked again)", method, url, r.Message)
+		time.Sleep(wait)
+	}
+}
+
+// storeRetryFor is how long apiCall asks again while the store is
+// unavailable.
+const storeRetryFor = time.Minute
+
+// storeUnavailable says r is the server's "the store is unavailable"
+// refusal (data.kind "unavailable").
+func storeUnavailable(r apiReply) bool {
+	var d struct {
+		Kind string `json:"kind"`
+	}
+	return json.Unmarshal(r.Data, &d) == nil && d.Kind == "unavailable"
+}
+
+func apiCallOnce(t *testing.T, method, url string, body []byte) apiReply {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(b)
+		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequest(method, url, rd)
 	if err != nil {
@@ -58,7 +99,6 @@ func apiCall(t *testing.T, method, url string, body any) apiReply {
 	return r
 }
 
-// decodeData decodes r's data into v, or fails the test naming what.
 func decodeData(t *testing.T, what string, r apiReply, v any) {
 	t.Helper()
 	if !r.Result || r.HTTP != http.StatusOK {
@@ -68,6 +108,10 @@ func decodeData(t *testing.T, what string, r apiReply, v any) {
 		t.Fatalf("%s: %v: %.300s", what, err, r.Data)
 	}
 }
+
+// errStoreUnavailable marks a stream refused with a 503 that says the
+// store is unavailable (see apiCall): asked again.
+var errStoreUnavailable = errors.New("the store is unavailable")
 
 // streamTask reads a task's result stream (SSE) to its end: the results
 // and the task the end event carries.
@@ -83,6 +127,10 @@ func streamTask(ctx context.Context, url string) ([]model.Result, model.Task, er
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		raw, _ := io.ReadAll(resp.Body)
+		r := apiReply{HTTP: resp.StatusCode}
+		if resp.StatusCode == http.StatusServiceUnavailable && json.Unmarshal(raw, &r) == nil && storeUnavailable(r) {
+			return nil, model.Task{}, fmt.Errorf("HTTP %d: %.300s: %w", resp.StatusCode, raw, errStoreUnavailable)
+		}
 		return nil, model.Task{}, fmt.Errorf("HTTP %d: %.300s", resp.StatusCode, raw)
 	}
 	var rs []model.Result
@@ -227,8 +275,19 @@ func TestReadYourWritesAcrossServers(t *testing.T) {
 		sc, stopStream := context.WithTimeout(ctx, 60*time.Second)
 		streamDone := make(chan streamed, 1)
 		go func() {
-			rs, end, err := streamTask(sc, b+"/api/v1/tasks/"+task.ID+"/stream")
-			streamDone <- streamed{rs, end, err}
+			// Opened again, as apiCall asks again, while refused because
+			// the store is unavailable (until sc ends).
+			for wait := 250 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+				rs, end, err := streamTask(sc, b+"/api/v1/tasks/"+task.ID+"/stream")
+				if !errors.Is(err, errStoreUnavailable) || sc.Err() != nil {
+					streamDone <- streamed{rs, end, err}
+					return
+				}
+				select {
+				case <-sc.Done():
+				case <-time.After(wait):
+				}
+			}
 		}()
 		var view backend.TaskView
 		decodeData(t, fmt.Sprintf("round %d: task %s at B", round, task.ID), apiCall(t, http.MethodGet, b+"/api/v1/tasks/"+task.ID, nil), &view)
