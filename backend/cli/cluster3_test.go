@@ -190,18 +190,47 @@ func (s *clusterServer) readyz(t *testing.T) readiness {
 // get GETs path and returns the status and the envelope's message.
 func (s *clusterServer) get(t *testing.T, path string) (int, string) {
 	t.Helper()
+	code, msg, _ := s.getKind(t, path)
+	return code, msg
+}
+
+// getKind is get with the refusal's data.kind ("unavailable": the store
+// did not answer within the request's bound).
+func (s *clusterServer) getKind(t *testing.T, path string) (code int, msg, kind string) {
+	t.Helper()
 	hc := &http.Client{Timeout: 10 * time.Second}
 	resp, err := hc.Get(s.URL + path)
 	if err != nil {
-		return 0, err.Error()
+		return 0, err.Error(), ""
 	}
 	defer resp.Body.Close()
 	var env struct {
 		Message string `json:"message"`
+		Data    struct {
+			Kind string `json:"kind"`
+		} `json:"data"`
 	}
 	raw, _ := io.ReadAll(resp.Body)
 	_ = json.Unmarshal(raw, &env)
-	return resp.StatusCode, env.Message
+	return resp.StatusCode, env.Message, env.Data.Kind
+}
+
+// getServed is get on a ready server, asked again as a client does while
+// the answer is a 503 saying the store is unavailable (the server fails
+// fast while a stream of a cluster just formed elects its leader, or a
+// loaded machine keeps JetStream from answering within the bound: seen at
+// load 30-58 as "JetStream did not answer"), for up to a minute.
+func (s *clusterServer) getServed(t *testing.T, path string) (int, string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		code, msg, kind := s.getKind(t, path)
+		if code != http.StatusServiceUnavailable || kind != "unavailable" || time.Now().After(deadline) {
+			return code, msg
+		}
+		t.Logf("GET %s: %d %s (asked again)", path, code, msg)
+		time.Sleep(wait)
+	}
 }
 
 func waitReady(t *testing.T, what string, ss ...*clusterServer) {
@@ -257,7 +286,7 @@ func TestClusterStartUp(t *testing.T) {
 		waitFor(t, "a ready server prints its serving banner", 30*time.Second, func() bool {
 			return listenRe.MatchString(s.out.String())
 		})
-		if code, msg := s.get(t, "/api/v1/tasks"); code != http.StatusOK {
+		if code, msg := s.getServed(t, "/api/v1/tasks"); code != http.StatusOK {
 			t.Fatalf("API call on a ready server: %d %q", code, msg)
 		}
 	}
