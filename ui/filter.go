@@ -334,7 +334,7 @@ func (m hostMatcher) matchTerm(t filterTerm, r *hostRow) bool {
 		return false
 	}
 	// A label key, of the host or of one of its processes.
-	if val, ok := v.Labels[t.field]; ok && t.match(val) {
+	if val, ok := v.labels.get(t.field); ok && t.match(val) {
 		return true
 	}
 	for _, pv := range v.Procs {

@@ -52,9 +52,157 @@ type hostRow struct {
 // and, of each process, what the list shows, filters and acts on. A
 // process's whole status (~200 bytes) a (host, process) was most of a
 // 100,000-host list's memory; the host page loads the host whole.
+//
+// A host's labels are a labelSet: from a server (the client hands each
+// host's label map over to be copied) they are compact, pairs held once
+// a listing; from a backend that keeps its own maps (the engine) they
+// are its map, shared.
 type hostView struct {
-	model.HostInfo
-	Procs []procView
+	Host    model.Host
+	State   model.AgentState
+	Version string
+	AgentID string
+	labels  labelSet
+	Procs   []procView
+}
+
+// labelSet is a host's label set: either a map the backend keeps anyway
+// (m), or a run of pair ids in a listing's labelTab, in the order
+// model.SortedLabels gives (n pairs from off). A 100,000-host listing
+// from a server had a map per host (~86,000 distinct sets of ~850
+// distinct pairs: ~37 MB with their strings, the biggest part of the
+// remote console's list); as runs of ids it is ~4 MB.
+type labelSet struct {
+	m      map[string]string
+	tab    *labelTab
+	off, n uint32
+}
+
+// labelPair is one label.
+type labelPair struct{ k, v string }
+
+// labelTab holds a listing's distinct label pairs once each and, in one
+// array, the pair ids of its hosts' sets. It is filled by the goroutine
+// that reads the listing and never changed once the rows are handed over.
+type labelTab struct {
+	ix    map[labelPair]uint32
+	pairs []labelPair
+	ids   []uint32
+}
+
+// set is m as a compact labelSet of t (m is not kept: it may be reused).
+func (t *labelTab) set(m map[string]string) labelSet {
+	if len(m) == 0 {
+		return labelSet{}
+	}
+	if t.ix == nil {
+		t.ix = map[labelPair]uint32{}
+	}
+	off := len(t.ids)
+	for k, v := range m {
+		id, ok := t.ix[labelPair{k, v}]
+		if !ok {
+			id = uint32(len(t.pairs))
+			t.ix[labelPair{k, v}] = id
+			t.pairs = append(t.pairs, labelPair{k, v})
+		}
+		// Insertion in SortedLabels' order: a set is a few pairs.
+		t.ids = append(t.ids, id)
+		run := t.ids[off:]
+		for j := len(run) - 1; j > 0 && pairLess(t.pairs[run[j]], t.pairs[run[j-1]]); j-- {
+			run[j], run[j-1] = run[j-1], run[j]
+		}
+	}
+	return labelSet{tab: t, off: uint32(off), n: uint32(len(t.ids) - off)}
+}
+
+// pairLess orders pairs as their "key=value" texts sort (SortedLabels),
+// without making the texts.
+func pairLess(a, b labelPair) bool {
+	if a.k == b.k {
+		return a.v < b.v
+	}
+	// The texts differ first within the shorter key, or where it ends:
+	// there one text has '=' and the other the longer key's next byte.
+	n := min(len(a.k), len(b.k))
+	if a.k[:n] != b.k[:n] {
+		return a.k[:n] < b.k[:n]
+	}
+	switch {
+	case len(a.k) < len(b.k) && b.k[n] != '=':
+		return '=' < b.k[n]
+	case len(a.k) > len(b.k) && a.k[n] != '=':
+		return a.k[n] < '='
+	}
+	return a.k+"="+a.v < b.k+"="+b.v // a key with '=' (refused at the entrance)
+}
+
+// setOf is a labelSet holding m itself (a map its backend keeps anyway).
+func setOf(m map[string]string) labelSet { return labelSet{m: m} }
+
+// len is the number of labels.
+func (l labelSet) len() int {
+	if l.tab == nil {
+		return len(l.m)
+	}
+	return int(l.n)
+}
+
+// get is the value of label k.
+func (l labelSet) get(k string) (string, bool) {
+	if l.tab == nil {
+		v, ok := l.m[k]
+		return v, ok
+	}
+	for _, id := range l.tab.ids[l.off : l.off+l.n] {
+		if p := l.tab.pairs[id]; p.k == k {
+			return p.v, true
+		}
+	}
+	return "", false
+}
+
+// text is the labels as the list shows them: SortedLabels joined by
+// spaces.
+func (l labelSet) text() string {
+	if l.tab == nil {
+		return strings.Join(model.SortedLabels(l.m), " ")
+	}
+	var b strings.Builder
+	for i, id := range l.tab.ids[l.off : l.off+l.n] {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		p := l.tab.pairs[id]
+		b.WriteString(p.k)
+		b.WriteByte('=')
+		b.WriteString(p.v)
+	}
+	return b.String()
+}
+
+// toMap is the labels as a map (nil: none); a new one for a compact set.
+func (l labelSet) toMap() map[string]string {
+	if l.tab == nil || l.n == 0 {
+		return l.m
+	}
+	m := make(map[string]string, l.n)
+	for _, id := range l.tab.ids[l.off : l.off+l.n] {
+		p := l.tab.pairs[id]
+		m[p.k] = p.v
+	}
+	return m
+}
+
+// agentState is s as the model's constant when it is one: each host of a
+// listing decoded from a server came with its own copy of "online".
+func agentState(s model.AgentState) model.AgentState {
+	for _, k := range [...]model.AgentState{model.AgentOnline, model.AgentOffline, model.AgentUnknown} {
+		if s == k {
+			return k
+		}
+	}
+	return s
 }
 
 // procView is one process of a hostView.
@@ -71,10 +219,16 @@ type procView struct {
 // process) came with copies of its own. The
 // processes of the listing's hosts share one array (one allocation, not
 // one a host).
+//
+// With tab set (a listing from a server, whose label maps are the
+// reader's to reuse) host label sets are made compact in tab; without,
+// the backend's own maps are kept (the engine shares them with its
+// registry: held anyway).
 type viewKeeper struct {
 	keys   map[string]string
 	labels map[string]map[string]string // by process key: the last set seen
 	procs  []procView                   // room for the processes still to keep
+	tab    *labelTab
 }
 
 // str is s, held once.
@@ -99,11 +253,13 @@ func (k *viewKeeper) keep(v backend.HostView) hostView {
 	if k.keys == nil {
 		k.keys, k.labels = map[string]string{}, map[string]map[string]string{}
 	}
-	// The host's own fields are kept as they came: holding each label
+	// A backend's own label maps are kept as they came: holding each
 	// set once (hostLabels) cost a 100,000-host open ~50 ms more than
-	// the list's 0.5 s target leaves (OpenHosts100k), for ~20 MB in
-	// remote mode.
-	h := hostView{HostInfo: v.HostInfo}
+	// the list's 0.5 s target leaves (OpenHosts100k).
+	h := hostView{Host: v.Host, State: agentState(v.State), Version: v.Version, AgentID: v.AgentID, labels: setOf(v.Labels)}
+	if k.tab != nil {
+		h.labels = k.tab.set(v.Labels)
+	}
 	if len(v.Procs) == 0 {
 		return h
 	}
@@ -229,7 +385,7 @@ func listRows(ctx context.Context, be backend.Backend, q backend.HostQuery) ([]h
 		hv, err := be.Hosts(ctx, q)
 		return viewRows(hv), err
 	}
-	var k viewKeeper
+	k := viewKeeper{tab: &labelTab{}}
 	var rows []hostRow
 	err := backend.HostsEach(ctx, be, q, func(v *backend.HostView) { rows = append(rows, k.row(*v)) })
 	return rows, err
@@ -314,7 +470,7 @@ func (r *hostRow) display() hostCells {
 	default:
 		c.hosted = fmt.Sprintf("%d/%d", hosted, len(v.Procs))
 	}
-	c.labels = strings.Join(model.SortedLabels(v.Labels), " ")
+	c.labels = v.labels.text()
 	return c
 }
 
@@ -359,7 +515,7 @@ func (p *hostsPage) sortRows() {
 				}
 			}
 		case 7:
-			k.s = strings.Join(model.SortedLabels(r.v.Labels), " ")
+			k.s = r.v.labels.text()
 		}
 		keys[i] = k
 	}

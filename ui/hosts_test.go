@@ -7,6 +7,8 @@ import (
 	"testing"
 	"unsafe"
 
+	tea "github.com/charmbracelet/bubbletea"
+
 	"gseproc/backend"
 	"gseproc/model"
 )
@@ -167,8 +169,8 @@ func TestViewKeeperHoldsRepeatsOnce(t *testing.T) {
 	same := func(x, y map[string]string) bool {
 		return reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer()
 	}
-	if a.v.Labels["zone"] != "a" || c.v.Labels["zone"] != "b" || b.v.Version != "2.1.0" {
-		t.Fatalf("host labels or version: %v %v %q", a.v.Labels, c.v.Labels, b.v.Version)
+	if a.v.labels.toMap()["zone"] != "a" || c.v.labels.toMap()["zone"] != "b" || b.v.Version != "2.1.0" {
+		t.Fatalf("host labels or version: %v %v %q", a.v.labels.toMap(), c.v.labels.toMap(), b.v.Version)
 	}
 	if !same(a.v.Procs[0].Labels, c.v.Procs[0].Labels) || unsafe.StringData(a.v.Procs[0].Key) != unsafe.StringData(c.v.Procs[0].Key) {
 		t.Fatal("a process's key or labels are held twice")
@@ -176,5 +178,97 @@ func TestViewKeeperHoldsRepeatsOnce(t *testing.T) {
 	want := procView{Key: "web:nginx", Labels: map[string]string{"app": "nginx"}, State: model.ProcStopped, PID: 0, Hosted: true}
 	if !reflect.DeepEqual(b.v.Procs[0], want) || b.state != model.ProcStopped || b.v.Host.IP != "10.0.0.2" || b.v.State != model.AgentOnline {
 		t.Fatalf("row %+v, want process %+v", b, want)
+	}
+}
+
+// TestCompactLabelsAsFromAMap: a listing from a server (the client
+// reuses one label map for every host, backend.HostsReader) is kept as
+// compact label sets, each distinct pair held once; the list shows,
+// filters and sorts them as it does the engine's maps, and a set stays
+// as it was read when the reader's map is refilled.
+func TestCompactLabelsAsFromAMap(t *testing.T) {
+	sets := []map[string]string{
+		{"zone": "a", "rack": "r01", "a.b": "x", "ab": "y", "a": "z"},
+		{"zone": "b", "rack": "r01"},
+		{"zone": "a", "rack": "r02", "role": "db"},
+		nil,
+		{"zone": "b", "rack": "r02", "a": "z"},
+	}
+	views := make([]backend.HostView, len(sets))
+	for i, l := range sets {
+		views[i] = backend.HostView{HostInfo: model.HostInfo{Host: model.Host{IP: "10.0.0." + string(rune('1'+i))}, Labels: l, State: model.AgentOnline},
+			Procs: []backend.ProcView{{Key: "web:nginx", Labels: map[string]string{"app": "nginx"}, Status: model.ProcStatus{State: model.ProcRunning}}}}
+	}
+	// As the client hands them over: one map, emptied and refilled.
+	k := viewKeeper{tab: &labelTab{}}
+	reused := map[string]string{}
+	var compact []hostRow
+	for _, v := range views {
+		clear(reused)
+		for key, val := range v.Labels {
+			reused[key] = val
+		}
+		v.Labels = reused
+		compact = append(compact, k.row(v))
+	}
+	clear(reused)
+	reused["zone"] = "changed"
+	pairs := map[labelPair]bool{}
+	for i, r := range compact {
+		if r.v.labels.m != nil {
+			t.Fatalf("row %d keeps the reader's map", i)
+		}
+		want := strings.Join(model.SortedLabels(sets[i]), " ")
+		if got := r.v.labels.text(); got != want {
+			t.Fatalf("row %d labels %q, want %q", i, got, want)
+		}
+		if !reflect.DeepEqual(r.v.labels.toMap(), sets[i]) && len(sets[i]) > 0 {
+			t.Fatalf("row %d labels %v, want %v", i, r.v.labels.toMap(), sets[i])
+		}
+		if v, ok := r.v.labels.get("zone"); ok != (sets[i]["zone"] != "") || v != sets[i]["zone"] {
+			t.Fatalf("row %d zone %q %v", i, v, ok)
+		}
+		if _, ok := r.v.labels.get("nothing"); ok {
+			t.Fatalf("row %d has a label it was not given", i)
+		}
+		for key, val := range sets[i] {
+			pairs[labelPair{key, val}] = true
+		}
+	}
+	if len(k.tab.pairs) != len(pairs) {
+		t.Fatalf("%d pairs held for %d distinct", len(k.tab.pairs), len(pairs))
+	}
+
+	// The same list from maps (the engine's) and from compact sets: the
+	// same screen, the same filter, the same order by LABELS.
+	s := benchShared(t, 160, 40)
+	open := func(rows []hostRow) *hostsPage {
+		p := newHostsPage(s, backend.HostQuery{Namespace: "web"})
+		p.SetSize(160, 36)
+		p.Update(hostsLoadedMsg{id: p.id, rows: rows})
+		return p
+	}
+	pm, pc := open(viewRows(views)), open(compact)
+	if pm.View() != pc.View() {
+		t.Fatalf("from maps:\n%s\ncompact:\n%s", pm.View(), pc.View())
+	}
+	for _, p := range []*hostsPage{pm, pc} {
+		p.Update(keyMsg("/"))
+		for _, r := range "zone=a" {
+			p.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+		}
+		p.Update(keyMsg("enter"))
+	}
+	if len(pc.shown) != 2 || pm.View() != pc.View() {
+		t.Fatalf("filter zone=a: %d shown\nfrom maps:\n%s\ncompact:\n%s", len(pc.shown), pm.View(), pc.View())
+	}
+	for _, p := range []*hostsPage{pm, pc} {
+		p.Update(keyMsg("esc"))
+		for p.sort.col != 7 {
+			p.Update(keyMsg("s"))
+		}
+	}
+	if len(pc.shown) != len(sets) || pm.View() != pc.View() || !strings.Contains(pc.View(), "LABELS") {
+		t.Fatalf("sorted by labels:\nfrom maps:\n%s\ncompact:\n%s", pm.View(), pc.View())
 	}
 }

@@ -75,7 +75,7 @@ func TestWatchThroughServer(t *testing.T) {
 	}
 	for _, v := range want {
 		i := slices.IndexFunc(hp.rows, func(r hostRow) bool { return r.v.Host == v.Host })
-		if i < 0 || len(hp.rows[i].v.Procs) != len(v.Procs) || !maps.Equal(hp.rows[i].v.Labels, v.Labels) {
+		if i < 0 || len(hp.rows[i].v.Procs) != len(v.Procs) || !maps.Equal(hp.rows[i].v.labels.toMap(), v.Labels) {
 			t.Fatalf("host %s: row %d, want %d processes and labels %v", v.Host, i, len(v.Procs), v.Labels)
 		}
 	}

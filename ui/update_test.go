@@ -206,7 +206,7 @@ func TestHostsFilterSelect(t *testing.T) {
 	}
 	// A key=value filter on a host label narrows to hosts carrying it.
 	var lk, lv string
-	for k, v := range first.v.Labels {
+	for k, v := range first.v.labels.toMap() {
 		lk, lv = k, v
 		break
 	}
@@ -214,7 +214,7 @@ func TestHostsFilterSelect(t *testing.T) {
 	d.typeText(lk + "=" + lv)
 	d.keys("enter")
 	for _, i := range hp.shown {
-		if hp.rows[i].v.Labels[lk] != lv {
+		if hp.rows[i].v.labels.toMap()[lk] != lv {
 			t.Fatalf("host %s lacks %s=%s", hp.rows[i].v.Host, lk, lv)
 		}
 	}
