@@ -227,8 +227,9 @@ func TaskSummary(ctx context.Context, be Backend, id string) (TaskView, error) {
 type HostsReader interface {
 	// HostsEach is Hosts, each host passed to fn (in Hosts' order)
 	// instead of returned: fn must copy what it keeps of the view, which
-	// is reused after fn returns (the maps and strings it holds are not
-	// changed afterwards: they may be kept).
+	// is reused after fn returns, its host label map (HostInfo.Labels)
+	// too; the process label maps and the strings it holds are not
+	// changed afterwards: they may be kept.
 	HostsEach(ctx context.Context, q HostQuery, fn func(*HostView)) error
 }
 

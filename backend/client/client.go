@@ -334,7 +334,9 @@ func (c *Client) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 }
 
 // HostsEach lists hosts matching q, each passed to fn as it is read from
-// the reply (backend.HostsReader), label sets held once as by Hosts.
+// the reply (backend.HostsReader): process label sets held once as by
+// Hosts; the host's label map is reused for the next host (fn copies
+// what it keeps of it).
 func (c *Client) HostsEach(ctx context.Context, q backend.HostQuery, fn func(*backend.HostView)) error {
 	return c.call(ctx, http.MethodPost, "/api/v1/hosts", nil, q, &hostsOf{each: fn})
 }
