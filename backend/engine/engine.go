@@ -192,13 +192,12 @@ func (e *Engine) Start(ctx context.Context) error {
 		return fmt.Errorf("engine start: load statuses: %w", err)
 	}
 	for h, l := range sts {
-		m := make(map[string]knownStatus, len(l))
-		for _, s := range l {
-			m[s.ProcKey] = knownStatus{st: s, stored: printStatus(e.statusSeed, s)}
-		}
 		sh := e.statuses.shard(h)
 		sh.mu.Lock()
-		sh.m[h] = m
+		for i := range l {
+			s := &l[i]
+			sh.m[statusKey{h, s.ProcKey}] = knownStatus{st: s, stored: printStatus(e.statusSeed, *s)}
+		}
 		sh.mu.Unlock()
 	}
 
@@ -405,28 +404,26 @@ func (e *Engine) refuseReadOnly(what string) error {
 
 // recordStatus updates the last known status of a process on a host; the
 // writer stores it when storeStatus says the stored copy is out of date.
-func (e *Engine) recordStatus(h model.Host, st model.ProcStatus) {
+// st is kept, not copied: no one changes it after (a status op's result
+// shares it).
+func (e *Engine) recordStatus(h model.Host, st *model.ProcStatus) {
 	// Printed before the lock: every result of a fan-out records a status,
 	// and the print (a hash of the whole status) held the lock for most
 	// of its time (58% of the mutex delay of an op over 10,000 hosts).
-	p := printStatus(e.statusSeed, st)
+	p := printStatus(e.statusSeed, *st)
 	sh := e.statuses.shard(h)
+	key := statusKey{h, st.ProcKey}
 	sh.mu.Lock()
-	m := sh.m[h]
-	if m == nil {
-		m = make(map[string]knownStatus)
-		sh.m[h] = m
-	}
-	k, had := m[st.ProcKey]
+	k, had := sh.m[key]
 	store := !had || storeStatus(k.stored, p)
 	k.st = st
 	if store {
 		k.stored = p
 	}
-	m[st.ProcKey] = k
+	sh.m[key] = k
 	sh.mu.Unlock()
 	if store {
-		e.enqueue(write{status: &HostStatus{Host: h, Status: st}})
+		e.enqueue(write{status: &HostStatus{Host: h, Status: *st}})
 	}
 }
 
@@ -437,12 +434,12 @@ func (e *Engine) recordStatus(h model.Host, st model.ProcStatus) {
 func (e *Engine) statusNotStored(hs HostStatus) {
 	p := printStatus(e.statusSeed, hs.Status)
 	sh := e.statuses.shard(hs.Host)
+	key := statusKey{hs.Host, hs.Status.ProcKey}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	m := sh.m[hs.Host]
-	if k, ok := m[hs.Status.ProcKey]; ok && k.stored == p {
+	if k, ok := sh.m[key]; ok && k.stored == p {
 		k.stored = statusPrint{}
-		m[hs.Status.ProcKey] = k
+		sh.m[key] = k
 	}
 }
 
@@ -454,19 +451,17 @@ func (e *Engine) statusStored(hs HostStatus) {
 	st := hs.Status
 	p := printStatus(e.statusSeed, st)
 	sh := e.statuses.shard(hs.Host)
+	key := statusKey{hs.Host, st.ProcKey}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	m := sh.m[hs.Host]
-	if m == nil {
-		m = make(map[string]knownStatus)
-		sh.m[hs.Host] = m
-	}
-	k, had := m[st.ProcKey]
-	if !had || st.ReportTime >= k.st.ReportTime {
-		k.st = st
+	k, had := sh.m[key]
+	// The status this engine holds already (its own write, read back)
+	// stays the one held: not a second copy of every status stored.
+	if !had || (st.ReportTime >= k.st.ReportTime && *k.st != st) {
+		k.st = &st
 	}
 	k.stored = p
-	m[st.ProcKey] = k
+	sh.m[key] = k
 }
 
 // lastStatuses are the last known statuses by host, in shards each under
@@ -481,7 +476,14 @@ type lastStatuses struct {
 
 type statusShard struct {
 	mu sync.RWMutex
-	m  map[model.Host]map[string]knownStatus
+	m  map[statusKey]knownStatus
+}
+
+// statusKey names a process on a host: one map of them per shard, not a
+// map per host (a map and its group for every host of the fleet).
+type statusKey struct {
+	h    model.Host
+	proc string
 }
 
 const statusShards = 64
@@ -489,7 +491,7 @@ const statusShards = 64
 func (x *lastStatuses) init() {
 	x.seed = maphash.MakeSeed()
 	for i := range x.shards {
-		x.shards[i].m = make(map[model.Host]map[string]knownStatus)
+		x.shards[i].m = make(map[statusKey]knownStatus)
 	}
 }
 
@@ -502,7 +504,7 @@ func (x *lastStatuses) shard(h model.Host) *statusShard {
 // fingerprint of the one last handed to the store (stored; its zero: the
 // store may not have it).
 type knownStatus struct {
-	st     model.ProcStatus
+	st     *model.ProcStatus // never nil; replaced whole, never changed
 	stored statusPrint
 }
 
@@ -552,6 +554,9 @@ func (e *Engine) status(h model.Host, key string) (model.ProcStatus, bool) {
 	sh := e.statuses.shard(h)
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
-	k, ok := sh.m[h][key]
-	return k.st, ok
+	k, ok := sh.m[statusKey{h, key}]
+	if !ok {
+		return model.ProcStatus{}, false
+	}
+	return *k.st, true
 }

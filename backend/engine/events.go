@@ -223,7 +223,7 @@ func (e *Engine) handleEvents(batch []queuedEvent) {
 		}
 		if ev.ProcKey != "" {
 			if st, ok := statusAfter(ev, e); ok {
-				e.recordStatus(ev.Host, st)
+				e.recordStatus(ev.Host, &st)
 			}
 		}
 		e.log.Debug("host event", "host", ev.Host.String(), "proc", ev.ProcKey, "event", string(ev.Kind), "msg", ev.Message)

@@ -107,7 +107,8 @@ func (e *Engine) correctLate(ctx context.Context, lr model.LateReply) error {
 		return nil // nothing to correct: not a timeout (any more)
 	}
 	if st != nil {
-		e.recordStatus(lr.Host, *st)
+		cp := *st
+		e.recordStatus(lr.Host, &cp)
 	}
 	e.log.Info("late answer corrected a timeout", "task", lr.TaskID, "host", lr.Host.String(), "proc", procKey,
 		"code", fixed.Code, "state", string(fixed.State))

@@ -27,7 +27,19 @@ func (x *recentRuns) add(r *run) {
 	if n > recentMaxTargets {
 		return
 	}
-	for len(x.order) > 0 && (x.targets+n > recentMaxTargets || len(x.order) >= recentMaxRuns) {
+	x.reserve(n, recentMaxRuns-1)
+	x.byID[r.task.ID] = r
+	x.order = append(x.order, r.task.ID)
+	x.targets += n
+}
+
+// reserve drops the oldest runs kept until n more targets fit the bound
+// and at most runs are kept. A run launched reserves its targets (launch):
+// the kept runs and the one running are bounded together, so a fan-out
+// over 100,000 hosts does not hold the results of the one before it too
+// (each about 50 MB) while it runs.
+func (x *recentRuns) reserve(n, runs int) {
+	for len(x.order) > 0 && (x.targets+n > recentMaxTargets || len(x.order) > runs) {
 		old := x.order[0]
 		x.order = x.order[1:]
 		if o := x.byID[old]; o != nil {
@@ -35,9 +47,6 @@ func (x *recentRuns) add(r *run) {
 			delete(x.byID, old)
 		}
 	}
-	x.byID[r.task.ID] = r
-	x.order = append(x.order, r.task.ID)
-	x.targets += n
 }
 
 // get returns the kept run of task id, or nil.

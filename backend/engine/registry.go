@@ -416,8 +416,11 @@ func (l *hostLister) view(hi model.HostInfo, idx []int32) backend.HostView {
 	for _, i := range idx {
 		d := &l.defs[i]
 		key := l.keys[i]
-		k, ok := sh.m[h][key]
-		st := k.st
+		var st model.ProcStatus
+		k, ok := sh.m[statusKey{h, key}]
+		if ok {
+			st = *k.st
+		}
 		for _, s := range l.sts { // a host has a few processes: a scan beats a map
 			if s.ProcKey == key && (!ok || s.ReportTime >= st.ReportTime) {
 				st, ok = s, true

@@ -58,10 +58,12 @@ func BenchmarkRecordStatus(b *testing.B) {
 	h := model.Host{IP: "10.0.0.1"}
 	st := model.ProcStatus{ProcKey: "web:nginx", ProcName: "nginx", State: model.ProcRunning, PID: 42, Hosted: true,
 		StartTime: time.Unix(1_700_000_000, 0), ReportTime: 1_700_000_100, Version: "1.2", Cmdline: "/usr/sbin/nginx -g daemon off;"}
-	e.recordStatus(h, st) // stored once (enqueued: the writer is not running)
+	first := st
+	e.recordStatus(h, &first) // stored once (enqueued: the writer is not running)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		st.CPU = float64(i % 100)
-		e.recordStatus(h, st)
+		s := st // each reply's status is its own: the engine keeps it
+		s.CPU = float64(i % 100)
+		e.recordStatus(h, &s)
 	}
 }

@@ -477,6 +477,7 @@ func (e *Engine) launch(r *run) error {
 	r.ctx, r.cancel = context.WithCancel(e.ctx)
 	r.sent, r.stopSent = context.WithCancelCause(r.ctx)
 	e.runs[r.task.ID] = r
+	e.recent.reserve(len(r.targets), recentMaxRuns)
 	e.wg.Add(1)
 	e.mu.Unlock()
 	if r.roll != nil && !r.recall {
@@ -578,7 +579,7 @@ func (e *Engine) dispatchOne(r *run, i int) {
 	case err == nil:
 		if st := applyReply(&res, op, reply, p.Spec.Identity.ProcName, end); st != nil {
 			hosted = st.Hosted
-			e.recordStatus(res.Host, *st)
+			e.recordStatus(res.Host, st)
 		}
 		if req.CancelOp && reply.Cancelled {
 			res.Message = recallCancelled + "; the host stopped it: " + reply.Message
@@ -667,8 +668,7 @@ func applyReply(res *model.Result, op model.OpType, reply model.AgentReply, proc
 		st.ReportTime = end.Unix()
 	}
 	if op == model.OpStatus {
-		cp := st
-		res.Status = &cp
+		res.Status = &st // shared with the last known statuses: neither changes it
 	}
 	return &st
 }
