@@ -725,7 +725,7 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 	e := d.entry(subjHost, m.Subject)
 	hb.Info.Labels, hb.Info.Version = d.shared.labels(hb.Info.Labels), d.shared.text(hb.Info.Version)
 	e.info = hb.Info
-	e.statuses = hb.Statuses
+	e.statuses = d.shared.statuses(e.statuses, hb.Statuses)
 	// An agent that reports less often than the server expects gets three
 	// of its own intervals.
 	e.grace = max(d.opts.OfflineAfter, 3*hb.Interval)
@@ -958,10 +958,52 @@ func (x *interned) labels(m map[string]string) map[string]string {
 	if len(x.sets) >= internMax || x.setBytes+size > internMaxBytes {
 		x.sets, x.setBytes = map[uint64]map[string]string{}, 0
 	}
-	x.sets[h] = m
+	// Kept with its keys and values shared: hosts whose sets differ (a
+	// rack or a zone each) still share the words (12 strings a host of
+	// 100,000 otherwise).
+	kept = make(map[string]string, len(m))
+	for k, v := range m {
+		kept[x.word(k)] = x.word(v)
+	}
+	x.sets[h] = kept
 	x.setBytes += size
-	return m
+	return kept
 }
+
+// statuses is the statuses a host reported (sts) as kept: was, the ones
+// kept from before, when they are equal, else sts at its length with its
+// words shared (process keys and names, states, versions, command lines:
+// the same on many hosts).
+func (x *interned) statuses(was, sts []model.ProcStatus) []model.ProcStatus {
+	if slices.Equal(was, sts) {
+		return was
+	}
+	if len(sts) == 0 {
+		return nil
+	}
+	if cap(sts) > len(sts) {
+		sts = slices.Clone(sts)
+	}
+	for i := range sts {
+		s := &sts[i]
+		s.ProcKey, s.ProcName, s.Version = x.word(s.ProcKey), x.word(s.ProcName), x.word(s.Version)
+		s.State, s.Cmdline, s.Message = model.ProcState(x.word(string(s.State))), x.word(s.Cmdline), x.word(s.Message)
+	}
+	return sts
+}
+
+// word is the kept copy of s when s is short (internWord at most), else
+// s: a long text (a hostile label of megabytes) does not empty the table
+// of the words every host shares.
+func (x *interned) word(s string) string {
+	if len(s) > internWord {
+		return s
+	}
+	return x.text(s)
+}
+
+// internWord bounds the texts word keeps.
+const internWord = 256
 
 // text is the kept copy of s.
 func (x *interned) text(s string) string {

@@ -6,6 +6,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
+
+	"gseproc/model"
 )
 
 // Equal label sets reported by different hosts are kept once; a set that
@@ -71,5 +74,41 @@ func TestInternedBytesBounded(t *testing.T) {
 	}
 	if setBytes != x.setBytes || textBytes != x.textBytes || setBytes > internMaxBytes || textBytes > internMaxBytes {
 		t.Fatalf("kept %d bytes of sets (counted %d), %d of texts (counted %d); bound %d", setBytes, x.setBytes, textBytes, x.textBytes, internMaxBytes)
+	}
+}
+
+// TestInternedStatuses: statuses equal to the ones kept are not kept
+// again; new ones are kept at their length with their words shared with
+// other hosts' (one copy of "running" or a process key, not one a host).
+func TestInternedStatuses(t *testing.T) {
+	var x interned
+	mk := func(pid int) []model.ProcStatus {
+		s := make([]model.ProcStatus, 1, 4) // as decoded: room to spare
+		s[0] = model.ProcStatus{ProcKey: strings.Clone("gse:agent"), ProcName: strings.Clone("agent"),
+			State: model.ProcState(strings.Clone("running")), PID: pid, Version: strings.Clone("1.0")}
+		return s
+	}
+	a := x.statuses(nil, mk(1))
+	if len(a) != 1 || cap(a) != 1 || a[0].PID != 1 || a[0].ProcKey != "gse:agent" || a[0].State != model.ProcRunning {
+		t.Fatalf("kept %+v (cap %d)", a, cap(a))
+	}
+	if got := x.statuses(a, mk(1)); &got[0] != &a[0] {
+		t.Fatal("statuses equal to the kept ones were kept again")
+	}
+	b := x.statuses(nil, mk(2)) // another host's
+	if b[0].PID != 2 {
+		t.Fatalf("kept %+v", b)
+	}
+	for _, p := range [][2]string{{a[0].ProcKey, b[0].ProcKey}, {string(a[0].State), string(b[0].State)}, {a[0].Version, b[0].Version}} {
+		if unsafe.StringData(p[0]) != unsafe.StringData(p[1]) {
+			t.Fatalf("%q is kept twice", p[0])
+		}
+	}
+	if got := x.statuses(a, nil); got != nil {
+		t.Fatalf("no statuses kept as %+v", got)
+	}
+	long := strings.Repeat("x", internWord+1)
+	if x.word(long) != long || x.texts[long] != "" {
+		t.Fatal("a long text was kept")
 	}
 }
