@@ -32,9 +32,13 @@ const pubWindow = 1000
 type pubMsg struct {
 	subject string
 	data    []byte
-	what    string // for errors
-	del     bool   // a KV delete of the subject's key (data unused)
-	msgID   string // Nats-Msg-Id: the stream keeps one message per id within its duplicates window
+	what    string // for errors (see desc)
+	// status, when what is "", is the status m writes: what names it is
+	// made only when an error needs it (not a Sprintf for each of the
+	// 100,000 statuses of a first op over a fleet).
+	status *engine.HostStatus
+	del    bool   // a KV delete of the subject's key (data unused)
+	msgID  string // Nats-Msg-Id: the stream keeps one message per id within its duplicates window
 	// create: stored only if its subject has no message yet (a KV
 	// Create of a key never written: Nats-Expected-Last-Subject-Sequence
 	// 0); repeated after its acknowledgement was lost, it is refused.
@@ -46,6 +50,14 @@ type pubMsg struct {
 	// purge: a KV purge of the subject's key (data unused): a marker that
 	// replaces every earlier message of the key, as KeyValue.Purge.
 	purge bool
+}
+
+// desc is what m writes, for errors.
+func (m *pubMsg) desc() string {
+	if m.what == "" && m.status != nil {
+		return fmt.Sprintf("put status of %s on %s", m.status.Status.ProcKey, m.status.Host)
+	}
+	return m.what
 }
 
 // msg is m as published: a KV delete is a message carrying the
@@ -124,7 +136,7 @@ type published struct {
 func (p published) errOf(msgs []pubMsg, i int) error {
 	switch {
 	case p.stop != nil && i >= p.from:
-		return fmt.Errorf("%s: not stored: %w", msgs[i].what, p.stop)
+		return fmt.Errorf("%s: not stored: %w", msgs[i].desc(), p.stop)
 	case p.failed != nil:
 		return p.failed[i]
 	}
@@ -202,7 +214,7 @@ func (s *Store) publishEach(ctx context.Context, msgs []pubMsg, seqs bool) publi
 				p.seqs[start+i] = ack.Sequence
 			}
 			if err != nil {
-				fail(start+i, fmt.Errorf("%s: %w", m.what, err))
+				fail(start+i, fmt.Errorf("%s: %w", m.desc(), err))
 				if bounded && errors.Is(err, model.ErrUnavailable) {
 					// The caller's bound is spent: the rest would wait as long each.
 					timer.Stop()
@@ -396,7 +408,8 @@ func (s *Store) PutProcStatuses(ctx context.Context, sts []engine.HostStatus) er
 	}
 	var errs []error
 	msgs := make([]pubMsg, 0, len(sts))
-	for _, x := range sts {
+	for i := range sts {
+		x := &sts[i]
 		if x.Status.ProcKey == "" {
 			errs = append(errs, fmt.Errorf("put status on %s: proc key is empty", x.Host))
 			continue
@@ -411,8 +424,7 @@ func (s *Store) PutProcStatuses(ctx context.Context, sts []engine.HostStatus) er
 			errs = append(errs, fmt.Errorf("put status on %s: %w", x.Host, err))
 			continue
 		}
-		msgs = append(msgs, pubMsg{subject: kvSubject(s.on().status, key), data: data,
-			what: fmt.Sprintf("put status of %s on %s", x.Status.ProcKey, x.Host)})
+		msgs = append(msgs, pubMsg{subject: kvSubject(s.on().status, key), data: data, status: x})
 	}
 	errs = append(errs, s.publishAll(ctx, msgs))
 	return errors.Join(errs...)

@@ -138,7 +138,7 @@ func (s *Store) PutResultsFencedMany(ctx context.Context, sets []engine.FencedRe
 	if p.stop != nil {
 		for j := p.from; j < len(msgs); j++ {
 			if i := of[j]; errs[i] == nil || !errors.Is(errs[i], p.stop) {
-				errs[i] = errors.Join(errs[i], fmt.Errorf("%s: not stored: %w", msgs[j].what, p.stop))
+				errs[i] = errors.Join(errs[i], fmt.Errorf("%s: not stored: %w", msgs[j].desc(), p.stop))
 			}
 		}
 	}
