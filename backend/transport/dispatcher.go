@@ -702,8 +702,8 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 		d.log.Warn("dispatcher: heartbeat", "err", err)
 		return
 	}
-	var hb Heartbeat
-	if err := json.Unmarshal(m.Data, &hb); err != nil {
+	hb, err := decodeHeartbeat(m.Data)
+	if err != nil {
 		d.log.Warn("dispatcher: heartbeat: decode", "subject", m.Subject, "err", err)
 		return
 	}
@@ -958,16 +958,14 @@ func (x *interned) labels(m map[string]string) map[string]string {
 	if len(x.sets) >= internMax || x.setBytes+size > internMaxBytes {
 		x.sets, x.setBytes = map[uint64]map[string]string{}, 0
 	}
-	// Kept with its keys and values shared: hosts whose sets differ (a
-	// rack or a zone each) still share the words (12 strings a host of
-	// 100,000 otherwise).
-	kept = make(map[string]string, len(m))
+	// Kept with its values shared: hosts whose sets differ (a rack or a
+	// zone each) still share the words.
 	for k, v := range m {
-		kept[x.word(k)] = x.word(v)
+		m[k] = x.word(v)
 	}
-	x.sets[h] = kept
+	x.sets[h] = m
 	x.setBytes += size
-	return kept
+	return m
 }
 
 // statuses is the statuses a host reported (sts) as kept: was, the ones
