@@ -416,6 +416,9 @@ func (e *Engine) recordStatus(h model.Host, st *model.ProcStatus) {
 	sh.mu.Lock()
 	k, had := sh.m[key]
 	store := !had || storeStatus(k.stored, p)
+	if had {
+		shareTexts(st, k.st)
+	}
 	k.st = st
 	if store {
 		k.stored = p
@@ -424,6 +427,24 @@ func (e *Engine) recordStatus(h model.Host, st *model.ProcStatus) {
 	sh.mu.Unlock()
 	if store {
 		e.enqueue(write{status: &HostStatus{Host: h, Status: *st}})
+	}
+}
+
+// shareTexts makes st's texts that say what was's say was's: a host's
+// status, reported again and again by every op, keeps one copy of its
+// version and command line, not one per report.
+func shareTexts(st, was *model.ProcStatus) {
+	if st.ProcName == was.ProcName {
+		st.ProcName = was.ProcName
+	}
+	if st.Version == was.Version {
+		st.Version = was.Version
+	}
+	if st.Cmdline == was.Cmdline {
+		st.Cmdline = was.Cmdline
+	}
+	if st.Message == was.Message {
+		st.Message = was.Message
 	}
 }
 

@@ -647,8 +647,8 @@ func applyReply(res *model.Result, op model.OpType, reply model.AgentReply, proc
 	if res.Message == "" {
 		res.Message = reply.Output
 	}
-	if res.Message == "" {
-		res.Message = model.CodeText(reply.Code)
+	if t := model.CodeText(reply.Code); res.Message == "" || res.Message == t {
+		res.Message = t // one copy of "success" for every host
 	}
 	if reply.Cancelled {
 		res.State, res.Code = model.StateCancelled, model.CodeCommandFailed
@@ -658,12 +658,16 @@ func applyReply(res *model.Result, op model.OpType, reply model.AgentReply, proc
 		return nil
 	}
 	st := *reply.Status
-	if st.ProcKey == "" {
+	// The key, name and state as the engine holds them already when they
+	// say the same: one copy for every host, not one per reply kept by
+	// the result and the last known statuses.
+	if st.ProcKey == "" || st.ProcKey == res.ProcKey {
 		st.ProcKey = res.ProcKey
 	}
-	if st.ProcName == "" {
+	if st.ProcName == "" || st.ProcName == procName {
 		st.ProcName = procName
 	}
+	st.State = knownState(st.State)
 	if st.ReportTime == 0 {
 		st.ReportTime = end.Unix()
 	}
@@ -671,6 +675,17 @@ func applyReply(res *model.Result, op model.OpType, reply model.AgentReply, proc
 		res.Status = &st // shared with the last known statuses: neither changes it
 	}
 	return &st
+}
+
+// knownState is s, as the constant that names it when there is one.
+func knownState(s model.ProcState) model.ProcState {
+	for _, k := range [...]model.ProcState{model.ProcRunning, model.ProcStopped, model.ProcStarting, model.ProcBackoff,
+		model.ProcStopping, model.ProcExited, model.ProcFatal, model.ProcUnknown} {
+		if s == k {
+			return k
+		}
+	}
+	return s
 }
 
 // finishLocked records a final result: it gets the next Seq, joins the log
