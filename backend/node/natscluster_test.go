@@ -3,10 +3,14 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
 
 	"gseproc/backend"
 	"gseproc/backend/config"
@@ -28,9 +32,11 @@ func natsCluster(t *testing.T, n int, extra ...config.NATSUser) []*natsembed.Emb
 	// are picked before the nodes listen on them; another process may take
 	// one in between: then the cluster is built again on fresh ports.
 	var err error
+	said := &violationLog{}
 	for attempt := 1; attempt <= 5; attempt++ {
 		var nodes []*natsembed.Embedded
-		if nodes, err = tryNATSCluster(t, n, extra); err == nil {
+		if nodes, err = tryNATSCluster(t, n, extra, said); err == nil {
+			t.Cleanup(func() { noProtocolViolations(t, nodes, said) })
 			return nodes
 		}
 		t.Logf("cluster attempt %d: %v", attempt, err)
@@ -39,7 +45,65 @@ func natsCluster(t *testing.T, n int, extra ...config.NATSUser) []*natsembed.Emb
 	return nil
 }
 
-func tryNATSCluster(t *testing.T, n int, extra []config.NATSUser) ([]*natsembed.Embedded, error) {
+// protocolViolations are the reasons a NATS server closes a client's
+// connection for something the client sent wrong, for good (nats.go does
+// not reconnect): a control line over 4 KB ("nats: maximum control line
+// exceeded", seen once in TestEventsStoredOnceOnCluster's log, its sender
+// not found), a line it cannot parse, a payload over the limit.
+var protocolViolations = map[string]bool{
+	natsserver.MaxControlLineExceeded.String(): true, natsserver.ParseError.String(): true,
+	natsserver.ProtocolViolation.String(): true, natsserver.MaxPayloadExceeded.String(): true,
+}
+
+// noProtocolViolations fails the test for each connection a node still up
+// closed for a protocol violation (run when the test's clients are gone,
+// before the nodes stop), naming the client, so that the sender of a bad
+// line is known the first time it happens.
+func noProtocolViolations(t *testing.T, nodes []*natsembed.Embedded, said *violationLog) {
+	t.Helper()
+	defer func() {
+		if t.Failed() {
+			if l := said.String(); l != "" {
+				t.Logf("what the nodes said of it (the line's beginning):\n%s", l)
+			}
+		}
+	}()
+	for _, n := range nodes {
+		cz, err := n.Server().Connz(&natsserver.ConnzOptions{State: natsserver.ConnClosed, Limit: 10000, Username: true, Subscriptions: true})
+		if err != nil {
+			continue // shut down by the test
+		}
+		for _, c := range cz.Conns {
+			if protocolViolations[c.Reason] {
+				t.Errorf("NATS node %s closed connection %d (name %q, user %q, from %s:%d, %d subscriptions) for %s",
+					n.Server().Name(), c.Cid, c.Name, c.AuthorizedUser, c.IP, c.Port, c.NumSubs, c.Reason)
+			}
+		}
+	}
+}
+
+// violationLog keeps the nodes' log lines about a bad protocol line
+// (nats-server logs the line's beginning), at most 64 KB.
+type violationLog struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (v *violationLog) Write(p []byte) (int, error) {
+	s := string(p)
+	if strings.Contains(s, "control line") || strings.Contains(s, "parser ERROR") || strings.Contains(s, "Protocol Violation") {
+		v.mu.Lock()
+		if len(v.b) < 64<<10 {
+			v.b = append(v.b, p...)
+		}
+		v.mu.Unlock()
+	}
+	return len(p), nil
+}
+
+func (v *violationLog) String() string { v.mu.Lock(); defer v.mu.Unlock(); return string(v.b) }
+
+func tryNATSCluster(t *testing.T, n int, extra []config.NATSUser, said *violationLog) ([]*natsembed.Embedded, error) {
 	var ports []int
 	var routes []string
 	for range n {
@@ -64,7 +128,8 @@ func tryNATSCluster(t *testing.T, n int, extra []config.NATSUser) ([]*natsembed.
 		if err := c.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		e, err := natsembed.StartEmbedded(c, natsembed.EmbeddedOptions{}, nil)
+		log := slog.New(slog.NewTextHandler(said, &slog.HandlerOptions{Level: slog.LevelError})).With("node", c.ServerName)
+		e, err := natsembed.StartEmbedded(c, natsembed.EmbeddedOptions{}, log)
 		if err != nil {
 			for _, n := range nodes {
 				n.Shutdown()
