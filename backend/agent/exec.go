@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -131,6 +132,9 @@ func launch(p model.Process, command string, env []string, capture *captureFiles
 	if cred != nil {
 		cmd.Env = append(cmd.Env, accountEnv(p.Spec.Identity.User)...)
 	}
+	if null, err := devNull(); err == nil {
+		cmd.Stdin = null // else exec opens /dev/null itself
+	}
 	cmd.Stdout, cmd.Stderr = outs[0].f, outs[len(outs)-1].f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 	forks.enter() // the fork holds a P until the child execs (forkgate.go)
@@ -155,10 +159,17 @@ func launch(p model.Process, command string, env []string, capture *captureFiles
 	return c, nil
 }
 
+// devNull is /dev/null opened once for reading, every command's stdin:
+// an exec.Cmd without a Stdin opens (and registers with the poller, and
+// closes) its own at every launch. One per process, as the children are.
+var devNull = sync.OnceValues(func() (*os.File, error) { return os.Open(os.DevNull) })
+
 // pidfdFile makes pidfd fd an os.File, which owns it from then on,
 // registered with the runtime's poller where it takes it (polled).
 func pidfdFile(fd int) (f *os.File, polled bool) {
-	_ = unix.SetNonblock(fd, true) // os.NewFile registers a non-blocking fd
+	if pidfdUnsupported.nonblock == 0 { // else opened so (pidfdOpen), or a dup of one
+		_ = unix.SetNonblock(fd, true) // os.NewFile registers a non-blocking fd
+	}
 	f = os.NewFile(uintptr(fd), "pidfd")
 	return f, f.SetReadDeadline(time.Time{}) == nil
 }
@@ -181,12 +192,9 @@ func openOutputs(capture *captureFiles, cred *syscall.Credential) ([]outFile, er
 		own(out)
 		return []outFile{{f: out}}, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(capture.stdout), 0o750); err != nil {
-		return nil, fmt.Errorf("capture output: %w", err)
-	}
 	var outs []outFile
 	for _, path := range []string{capture.stdout, capture.stderr} {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o640)
+		f, err := openCapture(path)
 		if err != nil {
 			for _, o := range outs {
 				o.f.Close()
@@ -201,6 +209,37 @@ func openOutputs(capture *captureFiles, cred *syscall.Credential) ([]outFile, er
 		outs = append(outs, outFile{f: f, from: from})
 	}
 	return outs, nil
+}
+
+// openCapture opens a captured stream's file for appending, creating it
+// (and its directory, when that is missing) as needed. It opens with a
+// plain open(2) and os.NewFile: os.OpenFile tries each file on the
+// runtime's poller (four fcntl and an epoll_ctl for a regular file, two
+// files per launch), and the directory is made only when the open finds
+// it missing, not looked up at every launch.
+func openCapture(path string) (*os.File, error) {
+	const flags = syscall.O_RDWR | syscall.O_CREAT | syscall.O_APPEND | syscall.O_CLOEXEC
+	fd, err := ignoringEINTR(func() (int, error) { return syscall.Open(path, flags, 0o640) })
+	if err == syscall.ENOENT {
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+			return nil, err
+		}
+		fd, err = ignoringEINTR(func() (int, error) { return syscall.Open(path, flags, 0o640) })
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// ignoringEINTR calls open until it is not interrupted by a signal.
+func ignoringEINTR(open func() (int, error)) (int, error) {
+	for {
+		fd, err := open()
+		if err != syscall.EINTR {
+			return fd, err
+		}
+	}
 }
 
 // poll waits up to d for the child to exit and reaps it when it has.

@@ -276,3 +276,37 @@ while :; do seq 1 100 | sed 's/^/out line /'; sleep 0.05; done
 		return err == nil && fi.Size() > 0 && fi.Size() < 4096*4
 	})
 }
+
+// TestOpenCapture: a captured stream's file is opened for appending, its
+// directory made when missing (not looked up at every launch); what was
+// there is kept, and a failure names the file.
+func TestOpenCapture(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "logs", "ns%3Aname", "stdout.log")
+	for i, line := range []string{"one\n", "two\n"} {
+		f, err := openCapture(path) // the first makes the directory
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		if _, err := f.WriteString(line); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "one\ntwo\n" {
+		t.Fatalf("appended: %q %v", b, err)
+	}
+	// A directory where the file should be: refused with the path.
+	dir := filepath.Join(t.TempDir(), "stdout.log")
+	if err := os.Mkdir(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := openCapture(dir); err == nil || !strings.Contains(err.Error(), dir) {
+		if f != nil {
+			f.Close()
+		}
+		t.Fatalf("open of a directory: %v, want an error naming %s", err, dir)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -43,9 +44,9 @@ func readStat(pid int) (procStat, error) {
 		return procStat{}, os.ErrNotExist
 	}
 	var path [32]byte
-	b := append(strconv.AppendInt(append(path[:0], "/proc/"...), int64(pid), 10), "/stat"...)
+	b := append(strconv.AppendInt(append(path[:0], "/proc/"...), int64(pid), 10), "/stat\x00"...)
 	var buf [1024]byte
-	n, err := readSmall(string(b), buf[:])
+	n, err := readProc(b, buf[:])
 	if err != nil {
 		if errors.Is(err, syscall.ESRCH) || errors.Is(err, syscall.ENOENT) {
 			err = os.ErrNotExist
@@ -55,8 +56,52 @@ func readStat(pid int) (procStat, error) {
 	return parseStat(pid, buf[:n])
 }
 
-// readSmall reads the file at path into buf (a /proc file or a pid file:
-// what does not fit is left unread) with open, read and close; errors are
+// readProc reads the /proc file at path (NUL-terminated) into buf (what
+// does not fit is left unread) with raw system calls: open, read, close,
+// none of which waits on /proc. A raw call leaves the goroutine's P as
+// it is; a plain one (syscall.Syscall) marks it in a system call, and
+// the first after the scheduler went idle wakes its monitor (sysmon),
+// which then polls every 20 us for a millisecond or more: in a crash
+// storm, where the reads come a few at a time between idle spells, those
+// polls and their context switches were a sixth of the agent's cpu.
+// Errors are *os.PathError as os.ReadFile's.
+func readProc(path []byte, buf []byte) (int, error) {
+	name := func() string { return string(path[:len(path)-1]) }
+	var fd uintptr
+	cwd := unix.AT_FDCWD // not a constant: a negative one does not convert
+	for {
+		r, _, errno := syscall.RawSyscall6(syscall.SYS_OPENAT, uintptr(cwd), uintptr(unsafe.Pointer(&path[0])),
+			uintptr(syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK), 0, 0, 0)
+		if errno == syscall.EINTR {
+			continue
+		}
+		if errno != 0 {
+			return 0, &os.PathError{Op: "open", Path: name(), Err: errno}
+		}
+		fd = r
+		break
+	}
+	defer syscall.RawSyscall(syscall.SYS_CLOSE, fd, 0, 0)
+	n := 0
+	for n < len(buf) {
+		m, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&buf[n])), uintptr(len(buf)-n))
+		if errno == syscall.EINTR {
+			continue
+		}
+		if errno != 0 {
+			return n, &os.PathError{Op: "read", Path: name(), Err: errno}
+		}
+		if m == 0 {
+			break
+		}
+		n += int(m)
+	}
+	return n, nil
+}
+
+// readSmall reads the file at path into buf (a command line: what does
+// not fit is left unread) with open, read and close, plain system calls:
+// reading another process's memory may wait on its locks; errors are
 // *os.PathError as os.ReadFile's.
 func readSmall(path string, buf []byte) (int, error) {
 	fd, err := openRead(path)
@@ -433,16 +478,20 @@ func signalGroup(pid int, sig syscall.Signal, m machine) error {
 }
 
 var pidfdUnsupported struct {
-	once sync.Once
-	no   bool
+	once     sync.Once
+	no       bool
+	nonblock int // PIDFD_NONBLOCK where the kernel takes it (5.10), else 0
 }
 
-// pidfdOpen opens a pidfd for pid; ok is false where the kernel lacks
+// pidfdOpen opens a pidfd for pid, non-blocking where the kernel can
+// (pidfdFile then sets no flag); ok is false where the kernel lacks
 // pidfd_open (the caller then polls /proc).
 func pidfdOpen(pid int) (fd int, ok bool, err error) {
 	pidfdUnsupported.once.Do(func() {
-		fd, err := unix.PidfdOpen(os.Getpid(), 0)
-		if err != nil {
+		fd, err := unix.PidfdOpen(os.Getpid(), unix.PIDFD_NONBLOCK)
+		if err == nil {
+			pidfdUnsupported.nonblock = unix.PIDFD_NONBLOCK
+		} else if fd, err = unix.PidfdOpen(os.Getpid(), 0); err != nil {
 			pidfdUnsupported.no = true
 			return
 		}
@@ -451,7 +500,7 @@ func pidfdOpen(pid int) (fd int, ok bool, err error) {
 	if pidfdUnsupported.no {
 		return -1, false, nil
 	}
-	fd, err = unix.PidfdOpen(pid, 0)
+	fd, err = unix.PidfdOpen(pid, pidfdUnsupported.nonblock)
 	if err != nil {
 		return -1, true, err
 	}
@@ -559,10 +608,18 @@ func waitGoneFd(ctx context.Context, pid int, startTick uint64, poll time.Durati
 
 // pidfdReadable reports whether pidfd fd is readable now: its process has
 // exited.
+// A raw ppoll with a zero timeout: it never waits, and does not wake the
+// scheduler's monitor as a plain system call does (readProc).
 func pidfdReadable(fd uintptr) bool {
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	n, _ := unix.Poll(fds, 0)
-	return n > 0 && fds[0].Revents != 0
+	pfd := unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	var zero unix.Timespec
+	for {
+		n, _, errno := syscall.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&zero)), 0, 0, 0)
+		if errno == syscall.EINTR {
+			continue
+		}
+		return errno == 0 && n > 0 && pfd.Revents != 0
+	}
 }
 
 // parkPidfd waits, parked in the runtime's poller, until the process of

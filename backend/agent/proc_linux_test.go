@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestProcTableSumsTheGroup: one read of /proc gives each process group's
@@ -108,6 +110,24 @@ func TestWaitGoneParksInThePoller(t *testing.T) {
 		if grown := threadCount(t) - threads0; grown > n/4 {
 			t.Errorf("%d waits on a pidfd took %d more threads", n, grown)
 		}
+	}
+	if fd, ok, err := pidfdOpen(pid); ok && err == nil {
+		// Non-blocking from the open where the kernel can (no fcntl
+		// before the poller takes it), and readable only once it exits.
+		if pidfdUnsupported.nonblock != 0 {
+			if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err != nil || fl&unix.O_NONBLOCK == 0 {
+				t.Errorf("pidfd flags %#x (%v): not non-blocking", fl, err)
+			}
+		}
+		if pidfdReadable(uintptr(fd)) {
+			t.Error("the pidfd of a live process is readable")
+		}
+		defer unix.Close(fd)
+		defer func() {
+			if !pidfdReadable(uintptr(fd)) {
+				t.Error("the pidfd of an exited process is not readable")
+			}
+		}()
 	}
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)

@@ -243,8 +243,8 @@ func (k *childSet) reapExited(pid, pidfd int) bool {
 	}
 	if pidfd >= 0 {
 		var info unix.Siginfo
-		err := unix.Waitid(unix.P_PIDFD, pidfd, &info, unix.WEXITED|unix.WNOHANG, nil)
-		if err == nil && siginfoPid(&info) == pid {
+		err := waitidNoHang(unix.P_PIDFD, pidfd, &info, 0)
+		if err == 0 && siginfoPid(&info) == pid {
 			k.mu.Lock()
 			k.reaped++
 			k.mu.Unlock()
@@ -281,10 +281,23 @@ func (k *childSet) reapExited(pid, pidfd int) bool {
 // or there is no such child.
 func peekExited(idtype, id int) int {
 	var info unix.Siginfo
-	if err := unix.Waitid(idtype, id, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err != nil {
+	if waitidNoHang(idtype, id, &info, unix.WNOWAIT) != 0 {
 		return 0
 	}
 	return siginfoPid(&info)
+}
+
+// waitidNoHang is waitid(idtype, id, info, WEXITED|WNOHANG|flags) as a
+// raw system call: with WNOHANG it never waits, and a raw call does not
+// wake the scheduler's monitor as a plain one does (readProc).
+func waitidNoHang(idtype, id int, info *unix.Siginfo, flags int) syscall.Errno {
+	for {
+		_, _, errno := syscall.RawSyscall6(syscall.SYS_WAITID, uintptr(idtype), uintptr(id), uintptr(unsafe.Pointer(info)),
+			uintptr(unix.WEXITED|unix.WNOHANG|flags), 0, 0)
+		if errno != syscall.EINTR {
+			return errno
+		}
+	}
 }
 
 // siginfoPid is si_pid of a waitid answer: the first field of the union
