@@ -69,6 +69,7 @@ type Agent struct {
 	regErr     error
 	regWrites  uint64 // attempted, for tests
 	flushMu    sync.Mutex
+	regEnc     regEncoder // the registry's encoding, record by record (flushMu)
 
 	// stopReaper ends this agent's use of the orphan reaper (reaper.go),
 	// when it runs one.
@@ -86,6 +87,7 @@ type Agent struct {
 type entry struct {
 	key          string
 	p            model.Process
+	pGen         uint64 // a new one at every p set (procGen): the registry's encoder compares it
 	hosted       bool
 	registerTime int64
 	lastOp       model.OpType
@@ -438,8 +440,13 @@ func transientEntry(p model.Process) *entry {
 	return e
 }
 
+// procGen numbers the definitions entries are given, process-wide, so
+// that no two are ever alike (an entry forgotten and made again).
+var procGen atomic.Uint64
+
 func updateEntry(e *entry, p model.Process) {
 	e.p = p
+	e.pGen = procGen.Add(1)
 	n := p.Spec.Policy.InstanceNum
 	for len(e.units) < n {
 		i := len(e.units) + 1

@@ -3,8 +3,13 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"gseproc/model"
@@ -99,7 +104,10 @@ func (a *Agent) flush() error {
 	hosted := a.hostedLocked()
 	a.mu.Unlock()
 
-	err := saveRegistry(a.regPath, records(hosted))
+	b, err := a.regEnc.encode(hosted, time.Now().Unix())
+	if err == nil {
+		err = writeRegistry(a.regPath, b)
+	}
 
 	a.mu.Lock()
 	a.regWrites++
@@ -153,6 +161,7 @@ func (a *Agent) waitPersisted(ctx context.Context) error {
 // the agent lock; the records are built (and sorted) outside it.
 type hostedView struct {
 	p            model.Process
+	pGen         uint64 // p's generation (entry.pGen)
 	lastOp       model.OpType
 	registerTime int64
 	instances    []instanceRecord
@@ -167,7 +176,7 @@ func (a *Agent) hostedLocked() []hostedView {
 		if !e.hosted {
 			continue
 		}
-		v := hostedView{p: e.p, lastOp: e.lastOp, registerTime: e.registerTime, instances: make([]instanceRecord, len(e.units))}
+		v := hostedView{p: e.p, pGen: e.pGen, lastOp: e.lastOp, registerTime: e.registerTime, instances: make([]instanceRecord, len(e.units))}
 		for i, u := range e.units {
 			v.instances[i] = instanceRecord{PID: u.pid, StartTick: u.tick, State: u.state,
 				Held: u.held, Done: u.done, Restarts: u.restarts}
@@ -177,13 +186,99 @@ func (a *Agent) hostedLocked() []hostedView {
 	return out
 }
 
-// records is the registry of hosted, by process key.
-func records(hosted []hostedView) []procRecord {
-	sort.Slice(hosted, func(i, j int) bool { return hosted[i].p.Key() < hosted[j].p.Key() })
+// records is the registry of hosted, by process key, stamped now.
+func records(hosted []hostedView, now int64) []procRecord {
+	sortHosted(hosted)
 	recs := make([]procRecord, len(hosted))
-	now := time.Now().Unix()
 	for i, v := range hosted {
-		recs[i] = recordOf(v.p, v.lastOp, now, &hostedRecord{Process: v.p, RegisterTime: v.registerTime, Instances: v.instances})
+		recs[i] = v.record(now)
 	}
 	return recs
+}
+
+func sortHosted(hosted []hostedView) {
+	sort.Slice(hosted, func(i, j int) bool { return hosted[i].p.Key() < hosted[j].p.Key() })
+}
+
+func (v hostedView) record(now int64) procRecord {
+	return recordOf(v.p, v.lastOp, now, &hostedRecord{Process: v.p, RegisterTime: v.registerTime, Instances: v.instances})
+}
+
+// regEncoder encodes the registry as saveRegistry would (json.Marshal of
+// the whole file, byte for byte), keeping each record's encoding from
+// the write before and encoding again only the records whose content
+// changed: in a crash storm a write a second re-encoded all 500 records
+// for the few that changed. A record's encoding is kept in two parts
+// around its timestamp, which every write stamps anew. Only the registry
+// writer uses it (Agent.flush, under flushMu).
+type regEncoder struct {
+	recs    map[string]*encodedRecord // by process key
+	buf     []byte
+	encoded int // records encoded, not taken from recs (tests)
+}
+
+// encodedRecord is a record's encoding and what it was made from.
+type encodedRecord struct {
+	pGen         uint64
+	lastOp       model.OpType
+	registerTime int64
+	instances    []instanceRecord
+	head, tail   []byte // before and after the timestamp's digits
+}
+
+// fresh reports whether r encodes v: the same definition (by
+// generation) and the same op, register time and instances.
+func (r *encodedRecord) fresh(v hostedView) bool {
+	return r.pGen == v.pGen && v.pGen != 0 && r.lastOp == v.lastOp && r.registerTime == v.registerTime &&
+		slices.Equal(r.instances, v.instances)
+}
+
+// timestampKey precedes a record's timestamp in its encoding: the first
+// such text in it is the record's own (every field before it is a
+// string, where a quote is escaped, or a number).
+var timestampKey = []byte(`"timestamp":`)
+
+// encode returns the registry file of hosted (sorted here) stamped now;
+// the bytes are the encoder's until its next call.
+func (r *regEncoder) encode(hosted []hostedView, now int64) ([]byte, error) {
+	sortHosted(hosted)
+	if r.recs == nil {
+		r.recs = map[string]*encodedRecord{}
+	}
+	seen := make(map[string]struct{}, len(hosted))
+	b := append(r.buf[:0], `{"proc":[`...)
+	for i, v := range hosted {
+		key := v.p.Key()
+		seen[key] = struct{}{}
+		rec := r.recs[key]
+		if rec == nil || !rec.fresh(v) {
+			enc, err := json.Marshal(v.record(0))
+			if err != nil {
+				return nil, fmt.Errorf("encode hosting registry: %w", err)
+			}
+			at := bytes.Index(enc, timestampKey)
+			if at < 0 {
+				return nil, fmt.Errorf("encode hosting registry: no timestamp in the record of %s", key)
+			}
+			at += len(timestampKey)
+			rec = &encodedRecord{pGen: v.pGen, lastOp: v.lastOp, registerTime: v.registerTime,
+				instances: slices.Clone(v.instances), head: enc[:at], tail: enc[at+1:]} // +1: the "0"
+			r.recs[key] = rec
+			r.encoded++
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, rec.head...)
+		b = strconv.AppendInt(b, now, 10)
+		b = append(b, rec.tail...)
+	}
+	b = append(b, "]}\n"...)
+	for key := range r.recs {
+		if _, ok := seen[key]; !ok {
+			delete(r.recs, key)
+		}
+	}
+	r.buf = b
+	return b, nil
 }

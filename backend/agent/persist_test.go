@@ -4,9 +4,11 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -141,5 +143,70 @@ func TestAgentRestartAdoptsARestartNotYetRecorded(t *testing.T) {
 	b, _ := os.ReadFile(filepath.Join(dir, "starts.log"))
 	if n := strings.Count(string(b), "start"); n != 1 {
 		t.Fatalf("start_cmd ran %d times, want 1: the unrecorded restart was not adopted", n)
+	}
+}
+
+// TestRegistryEncoderKeepsRecords: the registry's encoder writes what
+// json.Marshal writes of the whole file, byte for byte, at every step,
+// and encodes again only the records whose content changed (definition,
+// op, register time, an instance); a record dropped and the same key
+// hosted again with another definition is encoded anew.
+func TestRegistryEncoderKeepsRecords(t *testing.T) {
+	proc := func(name, cmd string) model.Process {
+		return model.Process{Meta: model.Meta{Namespace: "ns", Name: name},
+			Spec: model.Spec{Identity: model.Identity{ProcName: name, SetupPath: "/srv/" + name, PidPath: "/srv/" + name + "/pid"},
+				Control: model.Control{StartCmd: cmd}, Policy: model.Policy{InstanceNum: 1, OpTimeout: 60}}}
+	}
+	view := func(p model.Process, gen uint64, pid int, st model.ProcState) hostedView {
+		return hostedView{p: p, pGen: gen, lastOp: model.OpStart, registerTime: 1700000000,
+			instances: []instanceRecord{{PID: pid, StartTick: uint64(pid) * 10, State: st, Restarts: pid % 7}}}
+	}
+	a := proc("a", `echo "<a & b>" > "$GSEPROC_PID_FILE"`) // quotes and HTML characters escaped as Marshal does
+	b := proc("b", "sleep 1 &")
+	b2 := proc("b", "sleep 2 &")
+	c := proc("c", `printf '"timestamp":0'`) // the key's text inside a value
+	steps := []struct {
+		name    string
+		hosted  []hostedView
+		encoded int // records encoded at this step
+	}{
+		{"empty", nil, 0},
+		{"first write", []hostedView{view(b, 2, 11, model.ProcRunning), view(a, 1, 10, model.ProcRunning), view(c, 3, 12, model.ProcRunning)}, 3},
+		{"nothing changed", []hostedView{view(a, 1, 10, model.ProcRunning), view(b, 2, 11, model.ProcRunning), view(c, 3, 12, model.ProcRunning)}, 0},
+		{"one restarted", []hostedView{view(a, 1, 20, model.ProcRunning), view(b, 2, 11, model.ProcRunning), view(c, 3, 12, model.ProcRunning)}, 1},
+		{"one's state", []hostedView{view(a, 1, 20, model.ProcBackoff), view(b, 2, 11, model.ProcRunning), view(c, 3, 12, model.ProcRunning)}, 1},
+		{"b dropped", []hostedView{view(a, 1, 20, model.ProcBackoff), view(c, 3, 12, model.ProcRunning)}, 0},
+		{"b again, a new definition", []hostedView{view(a, 1, 20, model.ProcBackoff), view(b2, 4, 11, model.ProcRunning), view(c, 3, 12, model.ProcRunning)}, 1},
+		{"a new definition, same pid", []hostedView{view(a, 5, 20, model.ProcBackoff), view(b2, 4, 11, model.ProcRunning), view(c, 3, 12, model.ProcRunning)}, 1},
+		{"an op", func() []hostedView {
+			v := view(c, 3, 12, model.ProcRunning)
+			v.lastOp = model.OpStop
+			return []hostedView{view(a, 5, 20, model.ProcBackoff), view(b2, 4, 11, model.ProcRunning), v}
+		}(), 1},
+		{"no generation: always encoded", []hostedView{view(a, 0, 20, model.ProcBackoff)}, 1},
+		{"again", []hostedView{view(a, 0, 20, model.ProcBackoff)}, 1},
+	}
+	var enc regEncoder
+	for i, s := range steps {
+		now := int64(1700000000 + i)
+		before := enc.encoded
+		got, err := enc.encode(slices.Clone(s.hosted), now)
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		recs := records(slices.Clone(s.hosted), now)
+		if recs == nil {
+			recs = []procRecord{}
+		}
+		want, err := json.Marshal(registryFile{Proc: recs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want = append(want, '\n'); string(got) != string(want) {
+			t.Fatalf("%s:\n got %s\nwant %s", s.name, got, want)
+		}
+		if n := enc.encoded - before; n != s.encoded {
+			t.Errorf("%s: %d records encoded, want %d", s.name, n, s.encoded)
+		}
 	}
 }

@@ -111,7 +111,12 @@ func saveRegistry(path string, recs []procRecord) error {
 	if err != nil {
 		return fmt.Errorf("encode hosting registry: %w", err)
 	}
-	if err := kept.WriteFile(path, append(b, '\n')); err != nil {
+	return writeRegistry(path, append(b, '\n'))
+}
+
+// writeRegistry writes an encoded registry atomically (kept.WriteFile).
+func writeRegistry(path string, b []byte) error {
+	if err := kept.WriteFile(path, b); err != nil {
 		return fmt.Errorf("hosting registry: %w", err)
 	}
 	return nil
