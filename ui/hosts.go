@@ -45,7 +45,6 @@ type hostsPage struct {
 type hostRow struct {
 	v     hostView
 	state model.ProcState // the worst of its processes'
-	ord   model.HostOrder
 }
 
 // hostView is what the list keeps of a backend.HostView: the host's agent
@@ -431,7 +430,7 @@ func newHostRow(v backend.HostView) hostRow {
 }
 
 func (k *viewKeeper) row(v backend.HostView) hostRow {
-	r := hostRow{v: k.keep(v), ord: v.Host.Order()}
+	r := hostRow{v: k.keep(v)}
 	for _, pv := range r.v.Procs {
 		if r.state == "" || procRank(pv.State) < procRank(r.state) {
 			r.state = pv.State
@@ -479,20 +478,28 @@ func (r *hostRow) display() hostCells {
 func (p *hostsPage) sortRows() {
 	p.keys = nil // by row
 	col := p.sort.col
-	if col < 0 || col == 1 { // IP: the canonical order is the address order
-		slices.SortStableFunc(p.rows, func(a, b hostRow) int { return p.sort.apply(a.ord.Compare(b.ord)) })
-		return
-	}
-	// One key per row, computed once (a label key over 100,000 rows).
+	// One key per row, computed once (a label key over 100,000 rows),
+	// and the host's place in the host order: its hostKey, or when a
+	// host is not plain IPv4, every row's model.HostOrder (rows keep
+	// neither: 48 bytes a row of a 100,000-host list).
 	type keyed struct {
 		n   int
 		s   string
 		row int
+		hk  hostKey
 	}
 	keys := make([]keyed, len(p.rows))
+	var ords []model.HostOrder
 	for i := range p.rows {
 		r := &p.rows[i]
 		k := keyed{row: i}
+		var plain bool
+		if k.hk, plain = plainKey(r.v.Host); !plain && ords == nil {
+			ords = make([]model.HostOrder, len(p.rows))
+			for j := range p.rows {
+				ords[j] = p.rows[j].v.Host.Order()
+			}
+		}
 		switch col {
 		case 0:
 			k.n = int(r.v.Host.CloudID)
@@ -519,16 +526,29 @@ func (p *hostsPage) sortRows() {
 		}
 		keys[i] = k
 	}
-	slices.SortStableFunc(keys, func(a, b keyed) int {
+	hostOrder := func(a, b keyed) int {
+		if ords != nil {
+			return ords[a.row].Compare(ords[b.row])
+		}
+		return cmp.Compare(a.hk, b.hk)
+	}
+	order := func(a, b keyed) int {
+		if col < 0 || col == 1 { // IP: the canonical order is the address order
+			return p.sort.apply(hostOrder(a, b))
+		}
 		c := cmp.Compare(a.n, b.n)
 		if c == 0 {
 			c = strings.Compare(a.s, b.s)
 		}
 		if c == 0 {
-			return p.rows[a.row].ord.Compare(p.rows[b.row].ord) // ties in host order, both directions
+			return hostOrder(a, b) // ties in host order, both directions
 		}
 		return p.sort.apply(c)
-	})
+	}
+	if slices.IsSortedFunc(keys, order) {
+		return // a listing comes in host order: no copy of the rows
+	}
+	slices.SortStableFunc(keys, order)
 	sorted := make([]hostRow, len(p.rows))
 	for i, k := range keys {
 		sorted[i] = p.rows[k.row]

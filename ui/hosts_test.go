@@ -3,6 +3,7 @@ package ui
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -271,4 +272,53 @@ func TestCompactLabelsAsFromAMap(t *testing.T) {
 	if len(pc.shown) != len(sets) || pm.View() != pc.View() || !strings.Contains(pc.View(), "LABELS") {
 		t.Fatalf("sorted by labels:\nfrom maps:\n%s\ncompact:\n%s", pm.View(), pc.View())
 	}
+}
+
+// TestHostsOrderWithoutKeptOrders: a host list keeps no host order a
+// row; it orders its rows as model.HostOrder does, by the IP column both
+// ways and for ties of another column, plain IPv4 hosts alone and mixed
+// with IPv6 and text hosts.
+func TestHostsOrderWithoutKeptOrders(t *testing.T) {
+	plain := []model.Host{{IP: "10.0.0.10"}, {IP: "10.0.0.2"}, {IP: "9.0.0.1", CloudID: 1}, {IP: "10.0.0.1", CloudID: 1}, {IP: "10.0.1.0"}}
+	mixed := append(slices.Clone(plain), model.Host{IP: "fe80::1"}, model.Host{IP: "::ffff:10.0.0.3"}, model.Host{IP: "host-a"}, model.Host{IP: "2001:db8::1", CloudID: 1})
+	for _, hosts := range [][]model.Host{plain, mixed} {
+		var views []backend.HostView
+		for _, h := range hosts {
+			views = append(views, backend.HostView{HostInfo: model.HostInfo{Host: h, State: model.AgentOnline}})
+		}
+		s := benchShared(t, 120, 40)
+		p := newHostsPage(s, backend.HostQuery{Namespace: "web"})
+		p.SetSize(120, 36)
+		p.Update(hostsLoadedMsg{id: p.id, hosts: views})
+		got := func() []model.Host {
+			var out []model.Host
+			for _, i := range p.shown {
+				out = append(out, p.rows[i].v.Host)
+			}
+			return out
+		}
+		want := slices.SortedFunc(slices.Values(hosts), model.CompareHosts)
+		if g := got(); !slices.Equal(g, want) {
+			t.Fatalf("unsorted: %v, want %v", g, want)
+		}
+		for p.sort.col != 1 { // IP
+			p.Update(keyMsg("s"))
+		}
+		p.Update(keyMsg("S"))
+		if g := got(); !equalReversed(g, want) {
+			t.Fatalf("by IP reversed: %v, want %v reversed", g, want)
+		}
+		for p.sort.col != 2 { // AGENT: all equal, ties in host order
+			p.Update(keyMsg("s"))
+		}
+		if g := got(); !slices.Equal(g, want) {
+			t.Fatalf("by agent: %v, want %v", g, want)
+		}
+	}
+}
+
+func equalReversed(a, b []model.Host) bool {
+	r := slices.Clone(b)
+	slices.Reverse(r)
+	return slices.Equal(a, r)
 }

@@ -15,9 +15,7 @@ import (
 // result gives a row back whole, as it arrived.
 type results struct {
 	strs    strtab
-	hosts   []model.Host
-	ords    []model.HostOrder // each host's place in the host order
-	hostIx  map[model.Host]uint32
+	hosts   hostTab
 	extras  []resultExtra
 	extraIx map[resultExtra]uint32
 	stats   []compactStatus
@@ -109,7 +107,7 @@ func (t *strtab) str(i uint32) string {
 // newResults makes room for n rows (and their statuses, for a status op:
 // a table of 228,000 grown by doubling held up to twice that).
 func newResults(n int, status bool) *results {
-	t := &results{hostIx: map[model.Host]uint32{}, extraIx: map[resultExtra]uint32{},
+	t := &results{extraIx: map[resultExtra]uint32{},
 		rows: make([]compactResult, 0, n), index: make(map[pairKey]int32, n)}
 	if status {
 		t.stats = make([]compactStatus, 0, n)
@@ -122,18 +120,6 @@ func (t *results) len() int { return len(t.rows) }
 // cap is the number of rows the table has room for.
 func (t *results) cap() int { return cap(t.rows) }
 
-// hostID is h's index, added when new.
-func (t *results) hostID(h model.Host) uint32 {
-	if i, ok := t.hostIx[h]; ok {
-		return i
-	}
-	i := uint32(len(t.hosts))
-	t.hostIx[h] = i
-	t.hosts = append(t.hosts, h)
-	t.ords = append(t.ords, h.Order())
-	return i
-}
-
 // find is the row of (h, proc).
 // late reports whether r is a non-final update of a row already final:
 // a late update, which never undoes a final one. i is r's row when found.
@@ -143,7 +129,7 @@ func (t *results) late(r *model.Result) (i int, found, late bool) {
 }
 
 func (t *results) find(h model.Host, proc string) (int, bool) {
-	hi, ok := t.hostIx[h]
+	hi, ok := t.hosts.find(h)
 	if !ok {
 		return 0, false
 	}
@@ -158,7 +144,7 @@ func (t *results) find(h model.Host, proc string) (int, bool) {
 // put stores r in its (host, process)'s row, added when new; it returns
 // the row and whether it is new.
 func (t *results) put(r *model.Result) (int, bool) {
-	k := pairKey{t.hostID(model.Host{IP: r.Host.IP, CloudID: r.Host.CloudID}), t.strs.id(r.ProcKey)}
+	k := pairKey{t.hosts.id(r.Host), t.strs.id(r.ProcKey)}
 	i, ok := t.index[k]
 	if !ok {
 		i = int32(len(t.rows))
@@ -215,9 +201,8 @@ func (t *results) extraID(e resultExtra) uint32 {
 
 // Row accessors: what ordering, counting and drawing read without making
 // the result whole.
-func (t *results) host(i int) model.Host      { return t.hosts[t.rows[i].host] }
-func (t *results) ord(i int) *model.HostOrder { return &t.ords[t.rows[i].host] }
-func (t *results) proc(i int) string          { return t.strs.str(t.rows[i].proc) }
+func (t *results) host(i int) model.Host { return t.hosts.host(t.rows[i].host) }
+func (t *results) proc(i int) string     { return t.strs.str(t.rows[i].proc) }
 func (t *results) state(i int) model.ResultState {
 	return model.ResultState(t.strs.str(t.rows[i].state))
 }
@@ -261,7 +246,7 @@ func (t *results) status(i int) *model.ProcStatus {
 func (t *results) result(i int) model.Result {
 	c := &t.rows[i]
 	e := &t.extras[c.extra]
-	return model.Result{TaskID: e.task, Seq: c.seq, Host: t.hosts[c.host], ProcKey: t.strs.str(c.proc), ValueKey: e.valueKey,
+	return model.Result{TaskID: e.task, Seq: c.seq, Host: t.hosts.host(c.host), ProcKey: t.strs.str(c.proc), ValueKey: e.valueKey,
 		AgentID: e.agentID, Op: e.op, State: model.ResultState(t.strs.str(c.state)), Code: int(c.code), Message: t.strs.str(c.msg),
 		Proc: e.proc, Hosted: c.hosted, Status: t.status(i), Started: fromUnixNano(c.started), Finished: fromUnixNano(c.finished)}
 }

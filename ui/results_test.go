@@ -95,3 +95,46 @@ func inUTC(r model.Result) model.Result {
 	}
 	return r
 }
+
+// TestHostTabOrdersAsTheModel: the watch's host table gives every host
+// back as it was put and orders hosts as model.HostOrder does, plain
+// IPv4 hosts (held as 8-byte keys) among IPv6, mapped, misspelt and
+// text hosts and cloud ids beyond the model's limits.
+func TestHostTabOrdersAsTheModel(t *testing.T) {
+	hosts := []model.Host{
+		{IP: "10.0.0.2"}, {IP: "10.0.0.10"}, {IP: "10.0.0.2", CloudID: 1}, {IP: "9.255.255.255", CloudID: 1},
+		{IP: "255.255.255.255"}, {IP: "0.0.0.0"}, {IP: "::ffff:10.0.0.2"}, {IP: "::ffff:10.0.0.3", CloudID: 1},
+		{IP: "fe80::1"}, {IP: "2001:db8::1", CloudID: 1}, {IP: "010.0.0.1"}, {IP: "host-a"}, {IP: "10.0.0.1", CloudID: -1},
+		{IP: "10.0.0.1", CloudID: model.MaxCloudID}, {IP: "10.0.0.1", CloudID: model.MaxCloudID + 1}, {IP: ""}, {IP: "10.0.0.2 "},
+	}
+	var tab hostTab
+	ids := make([]uint32, len(hosts))
+	for i, h := range hosts {
+		ids[i] = tab.id(h)
+		if again := tab.id(h); again != ids[i] {
+			t.Fatalf("%q: id %d, then %d", h, ids[i], again)
+		}
+	}
+	if tab.len() != len(hosts) {
+		t.Fatalf("%d hosts held for %d", tab.len(), len(hosts))
+	}
+	for i, h := range hosts {
+		if got := tab.host(ids[i]); got != h {
+			t.Fatalf("host %d: %+v, put %+v", i, got, h)
+		}
+		if id, ok := tab.find(h); !ok || id != ids[i] {
+			t.Fatalf("find %+v: %d %v", h, id, ok)
+		}
+		for j, g := range hosts {
+			if got, want := tab.compare(ids[i], ids[j]), model.CompareHosts(h, g); got != want {
+				t.Fatalf("compare %+v %+v: %d, want %d", h, g, got, want)
+			}
+		}
+	}
+	if _, ok := tab.find(model.Host{IP: "10.0.0.3"}); ok {
+		t.Fatal("found a host never put")
+	}
+	if _, plain := plainKey(model.Host{IP: "10.0.0.2"}); !plain {
+		t.Fatal("a plain IPv4 host is not held as a key")
+	}
+}

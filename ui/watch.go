@@ -318,7 +318,7 @@ func (p *watchPage) before(a, b int) bool {
 		return ra.rank < rb.rank
 	}
 	if ra.host != rb.host {
-		if c := t.ords[ra.host].Compare(t.ords[rb.host]); c != 0 {
+		if c := t.hosts.compare(ra.host, rb.host); c != 0 {
 			return c < 0
 		}
 	}
