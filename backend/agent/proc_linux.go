@@ -29,6 +29,8 @@ type procStat struct {
 	PGRP      int    // process group
 	Utime     uint64 // ticks
 	Stime     uint64 // ticks
+	Cutime    uint64 // ticks of its children it has waited for (and theirs)
+	Cstime    uint64 // ticks
 	Threads   int
 	StartTick uint64 // ticks after boot
 	RSSPages  uint64
@@ -188,7 +190,7 @@ func parseStat(pid int, b []byte) (procStat, error) {
 	}
 	return procStat{
 		PID: pid, State: f[0][0], PPID: int(u(4)), PGRP: int(u(5)),
-		Utime: u(14), Stime: u(15), Threads: int(u(20)), StartTick: u(22), RSSPages: u(24),
+		Utime: u(14), Stime: u(15), Cutime: u(16), Cstime: u(17), Threads: int(u(20)), StartTick: u(22), RSSPages: u(24),
 	}, nil
 }
 
@@ -316,12 +318,18 @@ func readProcTable() (procTable, error) {
 			continue
 		}
 		st, err := readStat(pid)
-		if err != nil || st.State == 'Z' {
+		if err != nil {
+			continue
+		}
+		g := t.groups[st.PGRP]
+		g.ticks += st.ticks()
+		if st.State == 'Z' {
+			// Not a process any more, but its ticks are its group's
+			// until its parent reaps it (and counts them).
+			t.groups[st.PGRP] = g
 			continue
 		}
 		t.procs[pid] = st
-		g := t.groups[st.PGRP]
-		g.ticks += st.Utime + st.Stime
 		g.rssPages += st.RSSPages
 		g.threads += st.Threads
 		t.groups[st.PGRP] = g
@@ -329,15 +337,27 @@ func readProcTable() (procTable, error) {
 	return t, nil
 }
 
+// ticks is the cpu time of the process and of the children it reaped:
+// a sum that only grows while the process lives, whichever of its
+// children come and go (a child's ticks move into its reaper's cutime
+// and cstime when it is reaped).
+func (st procStat) ticks() uint64 { return st.Utime + st.Stime + st.Cutime + st.Cstime }
+
 // groupUsage sums cpu ticks, rss pages and threads of pid's process group
-// (when the group is not the agent's own) or of pid alone.
+// (when the group is not the agent's own) or of pid alone. The ticks
+// count the children the members reaped and the members not reaped yet
+// (zombies): a member that exits leaves its ticks counted, so the sum
+// does not fall when one does. It did, and the sampler then kept the
+// previous sample's cpu: a shell forking a sleep 20 times a second, one
+// clock tick charged to one sleep, read 5% of the machine on that sample
+// and again on the next, the next sleep having none.
 func (t procTable) groupUsage(pid int, m machine) (ticks, rssPages uint64, threads int, err error) {
 	st, ok := t.procs[pid]
 	if !ok {
 		return 0, 0, 0, os.ErrNotExist
 	}
 	if st.PGRP <= 1 || st.PGRP == m.selfPGRP {
-		return st.Utime + st.Stime, st.RSSPages, st.Threads, nil
+		return st.ticks(), st.RSSPages, st.Threads, nil
 	}
 	g := t.groups[st.PGRP]
 	return g.ticks, g.rssPages, g.threads, nil

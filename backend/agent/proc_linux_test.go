@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -333,4 +334,69 @@ func TestPidFileNotRegular(t *testing.T) {
 	if pid, _, err := readPidFileInfo("/dev/null"); err == nil || pid != 0 || !strings.Contains(err.Error(), "not a regular file") {
 		t.Fatalf("/dev/null as pid file: %d %v; want refused", pid, err)
 	}
+}
+
+// TestGroupTicksKeepReapedMembers: a process group's cpu ticks do not fall
+// when a member exits: a child that spun, then was reaped by the shell
+// (which then execs a sleep), stays counted in the group's ticks (its
+// reaper's cutime and cstime), as does a zombie not reaped yet.
+func TestGroupTicksKeepReapedMembers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cmd := exec.Command("sh", "-c", `sh -c 'while [ ! -e stop ]; do :; done'; exec sleep 60`)
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+	m := readMachine()
+	members := func(tab procTable) int {
+		n := 0
+		for _, st := range tab.procs {
+			if st.PGRP == cmd.Process.Pid {
+				n++
+			}
+		}
+		return n
+	}
+	var spun uint64
+	eventually(t, 60*time.Second, "the child spinning for 5 ticks", func() bool {
+		tab, err := readProcTable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if spun, _, _, err = tab.groupUsage(cmd.Process.Pid, m); err != nil {
+			t.Fatal(err)
+		}
+		return members(tab) == 2 && spun >= 5
+	})
+	if err := os.WriteFile(filepath.Join(dir, "stop"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the child reaped, the shell a sleep", func() bool {
+		tab, err := readProcTable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, ok := tab.procs[cmd.Process.Pid]
+		if !ok || members(tab) != 1 {
+			return false
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(st.PID), "cmdline"))
+		if !strings.HasPrefix(string(cmdline), "sleep") {
+			return false
+		}
+		ticks, _, _, err := tab.groupUsage(cmd.Process.Pid, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ticks < spun {
+			t.Fatalf("the group's ticks fell from %d to %d when its spinning member exited", spun, ticks)
+		}
+		return true
+	})
 }
