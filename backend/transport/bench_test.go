@@ -128,6 +128,8 @@ func BenchmarkKeepalive(b *testing.B) {
 // 2026-11-23: ~785 bytes kept a host (79 MB at 100,000), 1.3 KB and 40
 // allocations a beat. The simulator's hosts carry 62,002 distinct label
 // sets in 100,000: sharing equal label maps saved 5 % of it (not kept).
+// 2026-11-24: ~620 bytes kept a host (labelSet), 516 B and 18
+// allocations a beat (decodeHeartbeat), from ~740, 1.2 KB and 33.
 func BenchmarkFullBeats100k(b *testing.B) {
 	const n = 100000
 	f := simulator.New(config.SimulatorConfig{Hosts: n, Seed: 1, Clouds: 1, Namespaces: []string{"web"}})

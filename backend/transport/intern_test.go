@@ -24,11 +24,11 @@ func TestInternedLabels(t *testing.T) {
 		{"zone": "z1", "os": "win"}, {"zone": "z1"}, {"zone": "z1", "os": "linux", "rack": "r1"}, {"os": "z1", "zone": "linux"},
 	} {
 		got := x.labels(maps.Clone(m))
-		if !maps.Equal(got, m) {
+		if gm := setMap(got); !maps.Equal(gm, m) {
 			t.Fatalf("labels(%v) = %v", m, got)
 		}
 		if reflect.ValueOf(got).UnsafePointer() == reflect.ValueOf(a).UnsafePointer() {
-			t.Fatalf("labels(%v) shares the map of %v", m, a)
+			t.Fatalf("labels(%v) shares the set of %v", m, a)
 		}
 	}
 	if got := x.labels(nil); got != nil {
@@ -53,7 +53,7 @@ func TestInternedBytesBounded(t *testing.T) {
 	big := strings.Repeat("x", 1<<20)
 	for i := range 40 {
 		v := fmt.Sprint(i) + big
-		if got := x.labels(map[string]string{"k": v}); got["k"] != v {
+		if got := setMap(x.labels(map[string]string{"k": v})); got["k"] != v {
 			t.Fatalf("set %d changed", i)
 		}
 		if x.text(v) != v {
@@ -65,8 +65,8 @@ func TestInternedBytesBounded(t *testing.T) {
 	}
 	setBytes, textBytes := 0, 0
 	for _, m := range x.sets {
-		for k, v := range m {
-			setBytes += len(k) + len(v)
+		for _, w := range m {
+			setBytes += len(w)
 		}
 	}
 	for s := range x.texts {
@@ -110,5 +110,43 @@ func TestInternedStatuses(t *testing.T) {
 	long := strings.Repeat("x", internWord+1)
 	if x.word(long) != long || x.texts[long] != "" {
 		t.Fatal("a long text was kept")
+	}
+}
+
+// setMap is l's labels as a map.
+func setMap(l labelSet) map[string]string {
+	m := map[string]string{}
+	l.addTo(m)
+	return m
+}
+
+// TestLabelSet: a set holds its labels by key, words shared with other
+// sets; equal says whether a map holds exactly them.
+func TestLabelSet(t *testing.T) {
+	var x interned
+	a := x.labels(map[string]string{"zone": "z1", "os": "linux", "rack": "r007"})
+	if want := (labelSet{"os", "linux", "rack", "r007", "zone", "z1"}); !reflect.DeepEqual(a, want) {
+		t.Fatalf("set %q, want %q", a, want)
+	}
+	b := x.labels(map[string]string{"zone": strings.Clone("z1"), "os": "win"})
+	if unsafe.StringData(a[5]) != unsafe.StringData(b[3]) {
+		t.Fatal("the value z1 of two sets is kept twice")
+	}
+	for _, c := range []struct {
+		m    map[string]string
+		want bool
+	}{
+		{map[string]string{"zone": "z1", "os": "linux", "rack": "r007"}, true},
+		{map[string]string{"zone": "z1", "os": "linux"}, false},
+		{map[string]string{"zone": "z1", "os": "linux", "rack": "r008"}, false},
+		{map[string]string{"zone": "z1", "os": "linux", "row": "r007"}, false},
+		{nil, false},
+	} {
+		if got := a.equal(c.m); got != c.want {
+			t.Errorf("equal(%v) = %v", c.m, got)
+		}
+	}
+	if got := setMap(nil); len(got) != 0 {
+		t.Fatalf("an empty set holds %v", got)
 	}
 }
