@@ -93,7 +93,7 @@ type child struct {
 	// cost more cpu than the launches.
 	pf     *os.File // owns pidfd
 	polled bool
-	tick   uint64
+	tick   uint64    // start time, 0: not read yet (startTick)
 	outs   []outFile // what the command prints, in the order output reads them
 	launch uint64    // uptime ticks just before the launch
 	at     time.Time
@@ -149,9 +149,6 @@ func launch(p model.Process, command string, env []string, capture *captureFiles
 	c.pid = cmd.Process.Pid
 	children.started(c.pid)
 	forks.leave()
-	if st, err := readStat(c.pid); err == nil {
-		c.tick = st.StartTick
-	}
 	if fd, ok, err := pidfdOpen(c.pid); ok && err == nil {
 		c.pidfd = fd
 		c.pf, c.polled = pidfdFile(fd)
@@ -163,6 +160,21 @@ func launch(p model.Process, command string, env []string, capture *captureFiles
 // an exec.Cmd without a Stdin opens (and registers with the poller, and
 // closes) its own at every launch. One per process, as the children are.
 var devNull = sync.OnceValues(func() (*os.File, error) { return os.Open(os.DevNull) })
+
+// startTick is the child's start time (/proc/<pid>/stat), read at the
+// first call: only a command that is itself the process a unit tracks
+// (a job's run, a start_cmd that execs its process) needs it, not a
+// shell that starts a daemon (a /proc read per launch before). Only
+// until the child is reaped: a zombie keeps its pid, a reaped one's may
+// be another process's.
+func (c *child) startTick() uint64 {
+	if c.tick == 0 && !c.exited {
+		if st, err := readStat(c.pid); err == nil {
+			c.tick = st.StartTick
+		}
+	}
+	return c.tick
+}
 
 // pidfdFile makes pidfd fd an os.File, which owns it from then on,
 // registered with the runtime's poller where it takes it (polled).

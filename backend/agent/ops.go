@@ -718,7 +718,7 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 			}
 			if now.Sub(c.at) >= up && !(oneShot && cancelled(ctx)) {
 				a.mu.Lock()
-				u.pid, u.tick = c.pid, c.tick
+				u.pid, u.tick = c.pid, c.startTick()
 				a.ownLocked(u, c)
 				u.lastStart, u.upSince = c.at.Unix(), now
 				msg := what + " running"

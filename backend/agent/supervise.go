@@ -320,7 +320,7 @@ func (a *Agent) periodicTick(ctx context.Context, e *entry) {
 			a.emitLocked(u, model.EventRestartFailed, "periodic run of "+p.Spec.Identity.ProcName+" failed: "+err.Error(), 0)
 			continue
 		}
-		u.pid, u.tick = c.pid, c.tick
+		u.pid, u.tick = c.pid, c.startTick()
 		a.ownLocked(u, c)
 		u.lastStart, u.upSince = c.at.Unix(), c.at
 		a.setStateLocked(u, model.ProcRunning, "periodic run")
