@@ -8,8 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"gseproc/model"
@@ -160,6 +160,7 @@ func (a *Agent) waitPersisted(ctx context.Context) error {
 // hostedView is a hosted entry as the registry records it, taken under
 // the agent lock; the records are built (and sorted) outside it.
 type hostedView struct {
+	key          string // p.Key(), made once (entry.key)
 	p            model.Process
 	pGen         uint64 // p's generation (entry.pGen)
 	lastOp       model.OpType
@@ -176,7 +177,7 @@ func (a *Agent) hostedLocked() []hostedView {
 		if !e.hosted {
 			continue
 		}
-		v := hostedView{p: e.p, pGen: e.pGen, lastOp: e.lastOp, registerTime: e.registerTime, instances: make([]instanceRecord, len(e.units))}
+		v := hostedView{key: e.key, p: e.p, pGen: e.pGen, lastOp: e.lastOp, registerTime: e.registerTime, instances: make([]instanceRecord, len(e.units))}
 		for i, u := range e.units {
 			v.instances[i] = instanceRecord{PID: u.pid, StartTick: u.tick, State: u.state,
 				Held: u.held, Done: u.done, Restarts: u.restarts}
@@ -197,7 +198,7 @@ func records(hosted []hostedView, now int64) []procRecord {
 }
 
 func sortHosted(hosted []hostedView) {
-	sort.Slice(hosted, func(i, j int) bool { return hosted[i].p.Key() < hosted[j].p.Key() })
+	slices.SortFunc(hosted, func(x, y hostedView) int { return strings.Compare(x.key, y.key) })
 }
 
 func (v hostedView) record(now int64) procRecord {
@@ -248,7 +249,7 @@ func (r *regEncoder) encode(hosted []hostedView, now int64) ([]byte, error) {
 	seen := make(map[string]struct{}, len(hosted))
 	b := append(r.buf[:0], `{"proc":[`...)
 	for i, v := range hosted {
-		key := v.p.Key()
+		key := v.key
 		seen[key] = struct{}{}
 		rec := r.recs[key]
 		if rec == nil || !rec.fresh(v) {
