@@ -1472,3 +1472,28 @@ func TestStartFindsAPidFileRewrittenLate(t *testing.T) {
 	}
 	t.Logf("found the late pid file in %s", took.Round(time.Millisecond))
 }
+
+// TestCheckQuiet: how long a start check waits for the command's exit
+// alone before it looks at the pid file: a resident process's begin, a
+// job's up, never past op_timeout, and no wait when begin is 0.
+func TestCheckQuiet(t *testing.T) {
+	s := time.Second
+	for _, c := range []struct {
+		name               string
+		job                bool
+		begin, up, timeout time.Duration
+		want               time.Duration
+	}{
+		{"resident: its begin", false, 1 * s, 1 * s, 60 * s, 1 * s},
+		{"resident, begin 0: at once", false, 0, 1 * s, 60 * s, 0},
+		{"resident: begin past op_timeout", false, 90 * s, 90 * s, 60 * s, 60 * s},
+		{"periodic: up (min_start_wait)", true, 0, 1 * s, 60 * s, 1 * s},
+		{"one-shot: the whole op_timeout", true, 1 * s, 60 * s, 60 * s, 60 * s},
+		{"job: up past op_timeout", true, 5 * s, 5 * s, 2 * s, 2 * s},
+		{"no timeout left", false, 1 * s, 1 * s, 0, 0},
+	} {
+		if got := checkQuiet(c.job, c.begin, c.up, c.timeout); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+}

@@ -642,12 +642,25 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 	poll := a.cfg.PollInterval.D()
 	var cmdEnd time.Time
 	var lastErr string
+	// A job's run is up once it has run for up (at least min_start_wait,
+	// so that a job failing at once is a failure whatever the timing of
+	// the looks); a one-shot's result is its exit status: it is awaited
+	// for the whole op_timeout.
+	up := max(beginD, a.cfg.MinStartWait.D())
+	if oneShot {
+		up = timeout
+	}
 	// Look soon, then every poll: a daemon writes its pid file right
 	// after the command, and a command that execs the process itself
 	// (exec prog, its pid file written first) never exits; waiting a
 	// whole poll first would leave either STARTING, unwatched, that long.
+	// But nothing is decided before checkQuiet but by the command's
+	// exit: until then the check waits for that exit alone.
 	nap := time.Millisecond
-	var until time.Time // the pid is up, the check not due before then
+	var until time.Time // nothing to decide before then but by the command's exit
+	if q := checkQuiet(job, beginD, up, timeout); q > 0 {
+		until = c.at.Add(q)
+	}
 	var seen pidFileSeen
 	for first := true; ; first = false {
 		var exited bool
@@ -708,14 +721,7 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 				a.mu.Unlock()
 				return result{code: model.CodeSuccess, out: out}
 			}
-			// Up for the whole check (at least min_start_wait, so that a
-			// job failing at once is a failure whatever the poll's timing).
-			// A one-shot's result is its exit status: it is awaited for
-			// the whole op_timeout.
-			up := max(beginD, a.cfg.MinStartWait.D())
-			if oneShot {
-				up = timeout
-			}
+			// Up for the whole check (up, above).
 			if now.Sub(c.at) >= up && !(oneShot && cancelled(ctx)) {
 				a.mu.Lock()
 				u.pid, u.tick = c.pid, c.startTick()
@@ -797,6 +803,23 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 				msg: fmt.Sprintf("%s did not finish within op_timeout %s and no process came up: killed", what, timeout)})
 		}
 	}
+}
+
+// checkQuiet is how long after its launch a start check has nothing to
+// decide but by the command's exit (its status), so that it waits for
+// that exit alone, not looking at the pid file and /proc every poll
+// meanwhile (in a crash storm on a loaded machine, several looks per
+// restart while the shell ran): a resident process is running at the
+// earliest begin (start_check_secs) after the launch, a job's run once
+// up for up; at timeout (op_timeout) a command still running with no
+// process up is killed. 0: look at once (begin 0: a resident process is
+// running as soon as its pid file names one started by the command).
+func checkQuiet(job bool, begin, up, timeout time.Duration) time.Duration {
+	q := begin
+	if job {
+		q = up
+	}
+	return max(0, min(q, timeout))
 }
 
 // stopUnit stops u: stop_cmd, or SIGTERM to the process group and SIGKILL
