@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"gseproc/model"
@@ -153,5 +154,41 @@ func TestCreateRefusedWhileItsOwnIsApplied(t *testing.T) {
 	}
 	if ok, err := s.AcquireLease(ctx, id, "B", time.Minute); err != nil || ok {
 		t.Fatalf("another owner: %v, %v; want refused", ok, err)
+	}
+}
+
+// closingKV is a bucket whose first create is applied and then answered
+// nats.ErrConnectionClosed: the connection closed for good (a NATS server
+// closes one for a protocol violation) before the answer came.
+type closingKV struct {
+	jetstream.KeyValue
+	once sync.Once
+}
+
+func (kv *closingKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	lost := false
+	kv.once.Do(func() { lost = true })
+	rev, err := kv.KeyValue.Create(ctx, key, value, opts...)
+	if lost && err == nil {
+		return 0, nats.ErrConnectionClosed
+	}
+	return rev, err
+}
+
+// TestCreateAnsweredConnectionClosed: a task record's create applied whose
+// answer was lost with its connection (closed for good) is asked again
+// (on the connection then in use) and found its own; it failed with 'nats:
+// connection closed'.
+func TestCreateAnsweredConnectionClosed(t *testing.T) {
+	s := open(t, startNATS(t, natsCfg(t, t.TempDir())), Options{})
+	ctx := tctx(t)
+	s.on().tasks = &closingKV{KeyValue: s.on().tasks}
+	id := model.FormatTaskID(time.Now(), 64)
+	task := model.Task{ID: id, Op: model.OpStart, Targets: 1, Status: model.TaskPending, Created: time.Now().UTC()}
+	if err := s.PutTask(ctx, task, targets(1)); err != nil {
+		t.Fatalf("put task whose create's answer was lost with its connection: %v", err)
+	}
+	if got, _, err := s.Task(ctx, id); err != nil || got.ID != id {
+		t.Fatalf("task %+v: %v", got, err)
 	}
 }

@@ -179,6 +179,26 @@ func (n streamNames) all() []string {
 	return []string{n.procs, n.status, n.seq, n.tasks, n.targets, n.results, n.leases, n.cancels, n.groups, n.rolls, n.events, n.audit}
 }
 
+// kv is the bucket named bucket on this connection (a handle taken before
+// a Rebind is the old connection's); nil when the store has none.
+func (b *bound) kv(bucket string) jetstream.KeyValue {
+	for _, x := range [...]jetstream.KeyValue{b.procs, b.status, b.seq, b.tasks, b.targets, b.results, b.leases, b.cancels, b.groups, b.rolls} {
+		if x != nil && x.Bucket() == bucket {
+			return x
+		}
+	}
+	return nil
+}
+
+// current is kv as the connection in use has it (kv itself when the store
+// has no such bucket).
+func (s *Store) current(kv jetstream.KeyValue) jetstream.KeyValue {
+	if x := s.on().kv(kv.Bucket()); x != nil {
+		return x
+	}
+	return kv
+}
+
 // kvName is the name of kv's stream.
 func kvName(kv jetstream.KeyValue) string { return "KV_" + kv.Bucket() }
 
@@ -428,6 +448,16 @@ func do[T any](s *Store, ctx context.Context, on string, f func(context.Context)
 			return v, err
 		}
 		unanswered := ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errStalled))
+		// The connection was closed for good (a NATS server closes one for
+		// a protocol violation; transport.Link dials a new one and Rebind
+		// moves the store onto it): asked again on the connection then in
+		// use, as an unanswered call. A write sent on the old one may have
+		// been applied with its answer lost: every f is safe to repeat (a
+		// create finds its own value, createOwn). Not once the store is
+		// closed (its owner closes the connection after it).
+		if errors.Is(err, nats.ErrConnectionClosed) && ctx.Err() == nil && s.check() == nil {
+			unanswered = true
+		}
 		if err == nil || !(transient(err) || unanswered) {
 			if ctx.Err() == nil {
 				s.answered()
@@ -490,6 +520,8 @@ func unavailable(took time.Duration, err error) error {
 		why = "no JetStream server answers (no quorum, or NATS unreachable)"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, errStalled):
 		why = "unanswered (NATS unreachable, or a JetStream leader election)"
+	case errors.Is(err, nats.ErrConnectionClosed):
+		why = "the NATS connection was closed, and no new one is in use yet"
 	case transient(err):
 		why = "JetStream has no leader for the store (an election, or no quorum)"
 	}
@@ -1338,7 +1370,7 @@ func (s *Store) each(ctx context.Context, kv jetstream.KeyValue, filter string, 
 				cancel()
 			}
 		})()
-		return s.list(lctx, kv, filter)
+		return s.list(lctx, s.current(kv), filter)
 	})
 	if err != nil {
 		return err

@@ -34,7 +34,7 @@ func (s *Store) get(ctx context.Context, kv jetstream.KeyValue, key string) (jet
 	if s.consistent() {
 		return do(s, ctx, kvName(kv), func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.leaderGet(ctx, kv, key) })
 	}
-	return do(s, ctx, kvName(kv), func(ctx context.Context) (jetstream.KeyValueEntry, error) { return kv.Get(ctx, key) })
+	return do(s, ctx, kvName(kv), func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.current(kv).Get(ctx, key) })
 }
 
 // leaderMsg is the last message of subject (wildcards allowed) in stream,
