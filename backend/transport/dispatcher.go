@@ -69,17 +69,20 @@ type Dispatcher struct {
 
 	// Replies: each Dispatch waits on its own id under the addressed
 	// host's reply subject (one subscription for all, as nats.go's own
-	// request mux).
-	rmu      sync.Mutex
-	replies  map[string]pendingReply
+	// request mux), kept in replies (locked by parts, not by rmu).
+	replies  replyTable
 	replyPfx string
-	replyN   uint64
+	replyN   atomic.Uint64
+	// rmu orders the replacements of reconnected and guards the late
+	// requests' count and queue (lateN, lateQ).
+	rmu sync.Mutex
 	// reconnected is closed (and replaced) whenever the connection in use
 	// comes back from a disconnection or is replaced (Rebind): an answer
 	// published meanwhile may have found no subscription, so every
 	// request waiting for one asks again (the agent answers a repeated op
-	// id from its ledger, without running it again). Guarded by rmu.
-	reconnected chan struct{}
+	// id from its ledger, without running it again). Replaced under rmu;
+	// a request reads it after it waits and before it publishes.
+	reconnected atomic.Pointer[chan struct{}]
 	// watchStop ends the status watch of the connection in use.
 	watchStop chan struct{}
 	// Late answers: a request whose deadline passed stays in replies (late
@@ -197,15 +200,15 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 	}
 	d := &Dispatcher{
 		opts: opts, log: opts.Logger,
-		hosts:   map[model.Host]*hostEntry{},
-		beats:   map[string]*hostEntry{},
-		hbSeed:  maphash.MakeSeed(),
-		replies: map[string]pendingReply{}, replyPfx: randomSecret()[:12],
-		reconnected: make(chan struct{}),
+		hosts:       map[model.Host]*hostEntry{},
+		beats:       map[string]*hostEntry{},
+		hbSeed:      maphash.MakeSeed(),
+		replyPfx:    randomSecret()[:12],
 		consumeWake: make(chan struct{}, 1), rebound: make(chan struct{}, 1),
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
 	}
+	d.reconnected.Store(new(make(chan struct{})))
 	for i := range d.hbq {
 		d.hbq[i] = make(chan *nats.Msg, hbQueue)
 		d.wg.Add(1)
@@ -260,8 +263,8 @@ func (d *Dispatcher) Rebind(_ context.Context, nc *nats.Conn) error {
 // request again.
 func (d *Dispatcher) askAgain() {
 	d.rmu.Lock()
-	close(d.reconnected)
-	d.reconnected = make(chan struct{})
+	old := d.reconnected.Swap(new(make(chan struct{})))
+	close(*old)
 	d.rmu.Unlock()
 }
 
@@ -422,21 +425,18 @@ func (d *Dispatcher) request(ctx context.Context, host model.HostID, opID, taskI
 	b = subjects.AppendHostToken(b, host)
 	n := len(b)
 	opSubj := string(append(b, ".op"...))
-	d.rmu.Lock()
-	d.replyN++
 	b = append(append(b[:n], ".reply."...), d.replyPfx...)
-	b = strconv.AppendUint(b, d.replyN, 36)
+	b = strconv.AppendUint(b, d.replyN.Add(1), 36)
 	replySubj := string(b)
 	id := replySubj[n+len(".reply."):]
-	d.replies[id] = pendingReply{host: host, subject: replySubj, ch: ch}
-	again := d.reconnected
-	d.rmu.Unlock()
+	d.replies.put(id, pendingReply{host: host, subject: replySubj, ch: ch})
+	// Read after the request waits and before it is published: a
+	// reconnection after this is seen, one before needs nothing asked again.
+	again := *d.reconnected.Load()
 	late := false // kept for a late answer
 	defer func() {
 		if !late {
-			d.rmu.Lock()
-			delete(d.replies, id)
-			d.rmu.Unlock()
+			d.replies.del(id)
 		}
 	}()
 	msg := &nats.Msg{Subject: opSubj, Reply: replySubj, Data: data}
@@ -459,9 +459,7 @@ wait:
 			}
 			retry = time.After(askAgainAfter)
 		case <-again:
-			d.rmu.Lock()
-			again = d.reconnected
-			d.rmu.Unlock()
+			again = *d.reconnected.Load()
 			if opID == "" {
 				continue
 			}
@@ -509,7 +507,7 @@ func (d *Dispatcher) keepLate(id string, host model.HostID, subject, taskID, opI
 		return false
 	}
 	until := time.Now().Add(lateWindow)
-	d.replies[id] = pendingReply{host: host, subject: subject, late: &lateOp{taskID: taskID, opID: opID, until: until}}
+	d.replies.put(id, pendingReply{host: host, subject: subject, late: &lateOp{taskID: taskID, opID: opID, until: until}})
 	d.lateN++
 	d.lateQ = append(d.lateQ, lateEntry{id: id, until: until})
 	return true
@@ -549,8 +547,7 @@ func (d *Dispatcher) dropLate(now time.Time) {
 			break
 		}
 		n++
-		if p, ok := d.replies[q.id]; ok && p.late != nil {
-			delete(d.replies, q.id)
+		if d.replies.dropLate(q.id) {
 			d.lateN--
 		}
 	}
@@ -570,14 +567,12 @@ func (d *Dispatcher) onReply(m *nats.Msg) {
 	// is compared whole rather than parsed: any other subject is parsed
 	// only to say what it was.
 	id := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
-	d.rmu.Lock()
-	p, ok := d.replies[id]
-	same := ok && p.subject == m.Subject
+	p, ok, same := d.replies.take(id, m.Subject) // a late answer counts once: taken away
 	if same && p.late != nil {
-		delete(d.replies, id) // a late answer counts once
+		d.rmu.Lock()
 		d.lateN--
+		d.rmu.Unlock()
 	}
-	d.rmu.Unlock()
 	if !same {
 		from, _, err := replyFromSubject(m.Subject)
 		switch {

@@ -58,7 +58,7 @@ func FuzzAgentMessages(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, subj string, data []byte) {
 		d := &Dispatcher{opts: DispatcherOptions{OfflineAfter: time.Minute}, log: slog.New(slog.DiscardHandler),
-			hosts: map[model.Host]*hostEntry{}, beats: map[string]*hostEntry{}, replies: map[string]pendingReply{}}
+			hosts: map[model.Host]*hostEntry{}, beats: map[string]*hostEntry{}}
 		var got []model.Event
 		d.subs.add(context.Background(), func(e model.Event) { got = append(got, e) })
 		m := &nats.Msg{Subject: subj, Data: data}
