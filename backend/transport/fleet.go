@@ -148,6 +148,9 @@ const procCacheMax = 256
 // does (FuzzFleetDecode), but for a request naming its process twice,
 // which it takes the last of, whole.
 func (c *procCache) decode(data []byte) (model.AgentRequest, error) {
+	if req, ok := c.fastRequest(data); ok {
+		return req, nil
+	}
 	var w fleetRequest
 	if err := json.Unmarshal(data, &w); err != nil {
 		return model.AgentRequest{}, err

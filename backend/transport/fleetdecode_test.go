@@ -88,3 +88,64 @@ func processKeys(s string) int {
 	}
 	return n
 }
+
+// TestFleetDecodeFast: a usual request whose process the cache holds is
+// read by the scanner (fastRequest), as json.Unmarshal reads it; one it
+// does not take (a key twice, an escape, another key, a process not
+// seen) is left to encoding/json, which decides.
+func TestFleetDecodeFast(t *testing.T) {
+	var c procCache
+	req := model.AgentRequest{TaskID: "GSETASK:20260101000000:7", OpID: "GSETASK:20260101000000:7/0:10.0.0.1/web:nginx", Op: model.OpStatus,
+		Deadline: time.Date(2026, 1, 1, 0, 0, 30, 5, time.UTC), CancelOp: true,
+		Process: model.Process{Meta: model.Meta{Namespace: "web", Name: "nginx", Labels: model.Labels{"app": "ng{inx}\""}},
+			Spec: model.Spec{Identity: model.Identity{ProcName: "nginx", SetupPath: "/usr/sbin"}}}}
+	data, err := model.AppendRequestJSON(nil, &req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.fastRequest(data); ok {
+		t.Fatal("fastRequest took a process the cache does not hold")
+	}
+	checkFleetDecode(t, &c, data) // cached now
+	if _, ok := c.fastRequest(data); !ok {
+		t.Fatalf("fastRequest did not take the usual request %s", data)
+	}
+	checkFleetDecode(t, &c, data)
+	p := string(data[strings.Index(string(data), `{"meta"`):strings.Index(string(data), `,"deadline"`)])
+	for _, s := range []string{
+		`{"task_id":"a","task_id":"b","process":` + p + `}`,
+		`{"task_id":"a\u0062","process":` + p + `}`,
+		`{"task_id":"a\nb","op_type":3,"process":` + p + `}`,
+		`{"Task_ID":"a","process":` + p + `}`,
+		`{"task_id":"a","process":` + p + `,"x":1}`,
+		`{"task_id":"a","process":` + p + `,"deadline":"2026-01-01"}`,
+		`{"task_id":"a","process":` + p + `,"deadline":null}`,
+		`{"task_id":"a","process":` + p + `,"op_type":2.5}`,
+		`{"task_id":"a","process":` + p + `,"cancel_op":tru}`,
+		`{"task_id":"a","process":` + p + `} x`,
+		`{"task_id":"a","process":` + p[:len(p)-1] + `}`,
+		`{"process":` + p + `,"process":` + p + `}`,
+	} {
+		checkFleetDecode(t, &c, []byte(s))
+	}
+}
+
+// BenchmarkFleetDecode: a simulated host's decoding of the usual request
+// (its process cached).
+func BenchmarkFleetDecode(b *testing.B) {
+	var c procCache
+	req := model.AgentRequest{TaskID: "GSETASK:20260101000000:7", OpID: "GSETASK:20260101000000:7/0:10.0.0.1/gse:bkmonitorbeat", Op: model.OpStatus,
+		Deadline: time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC),
+		Process: model.Process{Meta: model.Meta{Namespace: "gse", Name: "bkmonitorbeat", Labels: model.Labels{"app": "bkmonitorbeat"}},
+			Spec: model.Spec{Identity: model.Identity{ProcName: "bkmonitorbeat", SetupPath: "/usr/local/gse/plugins/bin"}}}}
+	data, err := model.AppendRequestJSON(nil, &req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.decode(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
