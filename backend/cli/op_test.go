@@ -314,3 +314,26 @@ func TestOpLineJSON(t *testing.T) {
 		}
 	}
 }
+
+// FuzzOpLineJSON: appendOpLine writes what json.Marshal writes, content
+// (a JSON text in a string, every '"' escaped) included.
+func FuzzOpLineJSON(f *testing.F) {
+	f.Add("T", "10.0.0.1", "gse:beat", "beat", "ok <&>", int64(3), 1.5, true, uint8(2))
+	f.Add("", "\xff\u2028", "\"\\", "", "\b\f\x00", int64(-1), 1e-9, false, uint8(5))
+	f.Fuzz(func(t *testing.T, task, ip, proc, name, msg string, n int64, cpu float64, withStatus bool, op uint8) {
+		start := time.Unix(n%(1<<35), 0).UTC()
+		r := model.Result{TaskID: task, Seq: n, Host: model.Host{IP: ip, CloudID: int(n % 100)}, ProcKey: proc, AgentID: msg,
+			Op: model.OpType(op % 13), State: model.ResultState(msg), Code: int(n % 3), Message: msg,
+			Proc: model.ResultProc{ProcName: name, InstanceID: msg}, Started: start, Finished: start.Add(time.Duration(n % 1e9))}
+		if withStatus {
+			r.Status = &model.ProcStatus{ProcKey: proc, ProcName: name, State: model.ProcRunning, PID: int(n), CPU: cpu, Mem: cpu / 2,
+				Version: msg, Cmdline: task, StartTime: start}
+		}
+		l := opLine{Result: r, Content: wire.Content(r), AgentID: r.Host.AgentID(), OpName: r.Op.String(), DurationMS: r.Duration().Milliseconds()}
+		want, werr := json.Marshal(l)
+		got, gerr := appendOpLine([]byte("x"), l)
+		if (werr == nil) != (gerr == nil) || (werr == nil && string(got) != "x"+string(want)) {
+			t.Fatalf("appendOpLine differs from json.Marshal:\n got %s (%v)\nwant x%s (%v)", got, gerr, want, werr)
+		}
+	})
+}

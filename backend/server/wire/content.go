@@ -2,6 +2,9 @@ package wire
 
 import (
 	"encoding/json"
+	"math"
+	"strconv"
+	"unicode/utf8"
 
 	"gseproc/model"
 )
@@ -10,81 +13,135 @@ import (
 // process) that the engine does not build. It keeps typed results
 // (model.Result: code, message, the definition's identity, hosting, the
 // status the agent reported) and the server renders them here.
+//
+// The content is written by hand, as json.Marshal writes the documents
+// below (controlDoc, statusDoc) byte for byte: the op client writes one
+// per result (100,000 per op over 100,000 hosts) and reflection was a
+// large part of its CPU. A content the appender does not write itself (a
+// float json writes in exponent form or refuses) is written by
+// json.Marshal of the document (FuzzContent compares the two).
 
 // Content is r's content as GSE shapes it: StatusContent for a status op
 // that got a status back, ControlContent for any other result the engine
 // ran, and "" for one it did not (pending, cancelled before it was sent,
 // its definition gone).
 func Content(r model.Result) string {
+	return string(AppendContent(nil, &r))
+}
+
+// AppendContent appends Content(*r) to b.
+func AppendContent(b []byte, r *model.Result) []byte {
 	if r.Proc == (model.ResultProc{}) && r.Status == nil {
-		return ""
+		return b
 	}
 	if r.Op == model.OpStatus && r.Status != nil {
-		return StatusContent(r)
+		return appendStatusContent(b, r)
 	}
-	return ControlContent(r)
+	return appendControlContent(b, r)
 }
 
 // ControlContent is the content of a control-op result as GSE shapes it:
 // {"value":[{procName, setupPath, funcID, instanceID, result, isAuto}]};
 // result is "success" for code 0, else the result's message.
 func ControlContent(r model.Result) string {
-	type item struct {
-		ProcName   string `json:"procName"`
-		SetupPath  string `json:"setupPath"`
-		FuncID     string `json:"funcID"`
-		InstanceID string `json:"instanceID"`
-		Result     string `json:"result"`
-		IsAuto     bool   `json:"isAuto"`
-	}
-	text := "success"
-	if r.Code != model.CodeSuccess {
-		text = r.Message
-	}
-	id := r.Proc
-	b, _ := json.Marshal(struct {
-		Value []item `json:"value"`
-	}{[]item{{id.ProcName, id.SetupPath, id.FuncID, id.InstanceID, text, r.Hosted}}})
-	return string(b)
+	return string(appendControlContent(nil, &r))
 }
 
 // StatusContent is the content of a status-op (op 2) result as GSE shapes
 // it: {ip, utctime, utctime2, timezone, process:[{procname, instance:[{...}]}]},
 // as of the time the result was final.
 func StatusContent(r model.Result) string {
-	type instance struct {
-		ProcessName   string  `json:"processName"`
-		PID           int     `json:"pid"`
-		IsAuto        bool    `json:"isAuto"`
-		Version       string  `json:"version"`
-		Health        string  `json:"health"`
-		Cmdline       string  `json:"cmdline"`
-		CPUUsage      float64 `json:"cpuUsage"`
-		CPUUsageAve   float64 `json:"cpuUsageAve"`
-		PhyMemUsage   float64 `json:"phyMemUsage"`
-		UsePhyMem     uint64  `json:"usePhyMem"`
-		FreeVMem      string  `json:"freeVMem"`
-		DiskSize      int     `json:"diskSize"`
-		StartTime     string  `json:"startTime"`
-		Stat          string  `json:"stat"`
-		Utime         string  `json:"utime"`
-		Stime         string  `json:"stime"`
-		ThreadCount   int     `json:"threadCount"`
-		ElapsedTime   int64   `json:"elapsedTime"`
-		RegisterTime  int64   `json:"register_time"`
-		LastStartTime int64   `json:"last_start_time"`
-		ReportTime    int64   `json:"report_time"`
+	return string(appendStatusContent(nil, &r))
+}
+
+type controlItem struct {
+	ProcName   string `json:"procName"`
+	SetupPath  string `json:"setupPath"`
+	FuncID     string `json:"funcID"`
+	InstanceID string `json:"instanceID"`
+	Result     string `json:"result"`
+	IsAuto     bool   `json:"isAuto"`
+}
+
+type controlDoc struct {
+	Value []controlItem `json:"value"`
+}
+
+func controlOf(r *model.Result) controlItem {
+	text := "success"
+	if r.Code != model.CodeSuccess {
+		text = r.Message
 	}
-	type proc struct {
-		ProcName string     `json:"procname"`
-		Instance []instance `json:"instance"`
-	}
+	id := r.Proc
+	return controlItem{id.ProcName, id.SetupPath, id.FuncID, id.InstanceID, text, r.Hosted}
+}
+
+func appendControlContent(b []byte, r *model.Result) []byte {
+	it := controlOf(r)
+	b = append(b, `{"value":[{"procName":`...)
+	b = AppendString(b, it.ProcName)
+	b = append(b, `,"setupPath":`...)
+	b = AppendString(b, it.SetupPath)
+	b = append(b, `,"funcID":`...)
+	b = AppendString(b, it.FuncID)
+	b = append(b, `,"instanceID":`...)
+	b = AppendString(b, it.InstanceID)
+	b = append(b, `,"result":`...)
+	b = AppendString(b, it.Result)
+	b = append(b, `,"isAuto":`...)
+	b = strconv.AppendBool(b, it.IsAuto)
+	return append(b, `}]}`...)
+}
+
+type statusInstance struct {
+	ProcessName   string  `json:"processName"`
+	PID           int     `json:"pid"`
+	IsAuto        bool    `json:"isAuto"`
+	Version       string  `json:"version"`
+	Health        string  `json:"health"`
+	Cmdline       string  `json:"cmdline"`
+	CPUUsage      float64 `json:"cpuUsage"`
+	CPUUsageAve   float64 `json:"cpuUsageAve"`
+	PhyMemUsage   float64 `json:"phyMemUsage"`
+	UsePhyMem     uint64  `json:"usePhyMem"`
+	FreeVMem      string  `json:"freeVMem"`
+	DiskSize      int     `json:"diskSize"`
+	StartTime     string  `json:"startTime"`
+	Stat          string  `json:"stat"`
+	Utime         string  `json:"utime"`
+	Stime         string  `json:"stime"`
+	ThreadCount   int     `json:"threadCount"`
+	ElapsedTime   int64   `json:"elapsedTime"`
+	RegisterTime  int64   `json:"register_time"`
+	LastStartTime int64   `json:"last_start_time"`
+	ReportTime    int64   `json:"report_time"`
+}
+
+type statusProc struct {
+	ProcName string           `json:"procname"`
+	Instance []statusInstance `json:"instance"`
+}
+
+type statusDoc struct {
+	IP       string       `json:"ip"`
+	AgentID  string       `json:"bk_agent_id"`
+	UTCTime  string       `json:"utctime"`
+	UTCTime2 string       `json:"utctime2"`
+	Timezone int          `json:"timezone"`
+	Process  []statusProc `json:"process"`
+}
+
+const contentTime = "2006-01-02 15:04:05"
+
+// statusOf is the status document's values but for its one process's
+// name and instance, then those.
+func statusOf(r *model.Result) (doc statusDoc, name string, in statusInstance) {
 	var st model.ProcStatus
 	if r.Status != nil {
 		st = *r.Status
 	}
 	now := r.Finished
-	name := r.Proc.ProcName
+	name = r.Proc.ProcName
 	if name == "" {
 		name = st.ProcName
 	}
@@ -92,7 +149,7 @@ func StatusContent(r model.Result) string {
 	if !st.State.Up() || pid == 0 {
 		pid = -1
 	}
-	in := instance{
+	in = statusInstance{
 		ProcessName: name, PID: pid, IsAuto: st.Hosted, Version: st.Version,
 		Cmdline: st.Cmdline, CPUUsage: st.CPU, CPUUsageAve: st.CPU, PhyMemUsage: st.Mem,
 		UsePhyMem: st.MemRSS, FreeVMem: "0", DiskSize: -1, Stat: string(st.State), Utime: "0", Stime: "0",
@@ -100,18 +157,150 @@ func StatusContent(r model.Result) string {
 		ReportTime: now.Unix(),
 	}
 	if pid > 0 && !st.StartTime.IsZero() {
-		in.StartTime = st.StartTime.UTC().Format("2006-01-02 15:04:05")
+		in.StartTime = st.StartTime.UTC().Format(contentTime)
 		in.ElapsedTime = int64(now.Sub(st.StartTime).Seconds())
 	}
 	_, off := now.Zone()
-	b, _ := json.Marshal(struct {
-		IP       string `json:"ip"`
-		AgentID  string `json:"bk_agent_id"`
-		UTCTime  string `json:"utctime"`
-		UTCTime2 string `json:"utctime2"`
-		Timezone int    `json:"timezone"`
-		Process  []proc `json:"process"`
-	}{r.Host.IP, r.Host.AgentID(), now.Format("2006-01-02 15:04:05"), now.UTC().Format("2006-01-02 15:04:05"), off / 3600,
-		[]proc{{name, []instance{in}}}})
-	return string(b)
+	doc = statusDoc{IP: r.Host.IP, AgentID: r.Host.AgentID(), UTCTime: now.Format(contentTime),
+		UTCTime2: now.UTC().Format(contentTime), Timezone: off / 3600}
+	return doc, name, in
+}
+
+func appendStatusContent(b []byte, r *model.Result) []byte {
+	doc, name, in := statusOf(r)
+	start := len(b)
+	ok := true
+	b = append(b, `{"ip":`...)
+	b = AppendString(b, doc.IP)
+	b = append(b, `,"bk_agent_id":`...)
+	b = AppendString(b, doc.AgentID)
+	b = append(b, `,"utctime":`...)
+	b = AppendString(b, doc.UTCTime)
+	b = append(b, `,"utctime2":`...)
+	b = AppendString(b, doc.UTCTime2)
+	b = append(b, `,"timezone":`...)
+	b = strconv.AppendInt(b, int64(doc.Timezone), 10)
+	b = append(b, `,"process":[{"procname":`...)
+	b = AppendString(b, name)
+	b = append(b, `,"instance":[{"processName":`...)
+	b = AppendString(b, in.ProcessName)
+	b = append(b, `,"pid":`...)
+	b = strconv.AppendInt(b, int64(in.PID), 10)
+	b = append(b, `,"isAuto":`...)
+	b = strconv.AppendBool(b, in.IsAuto)
+	b = append(b, `,"version":`...)
+	b = AppendString(b, in.Version)
+	b = append(b, `,"health":`...)
+	b = AppendString(b, in.Health)
+	b = append(b, `,"cmdline":`...)
+	b = AppendString(b, in.Cmdline)
+	b = append(b, `,"cpuUsage":`...)
+	b, ok = appendFloat(b, in.CPUUsage, ok)
+	b = append(b, `,"cpuUsageAve":`...)
+	b, ok = appendFloat(b, in.CPUUsageAve, ok)
+	b = append(b, `,"phyMemUsage":`...)
+	b, ok = appendFloat(b, in.PhyMemUsage, ok)
+	b = append(b, `,"usePhyMem":`...)
+	b = strconv.AppendUint(b, in.UsePhyMem, 10)
+	b = append(b, `,"freeVMem":`...)
+	b = AppendString(b, in.FreeVMem)
+	b = append(b, `,"diskSize":`...)
+	b = strconv.AppendInt(b, int64(in.DiskSize), 10)
+	b = append(b, `,"startTime":`...)
+	b = AppendString(b, in.StartTime)
+	b = append(b, `,"stat":`...)
+	b = AppendString(b, in.Stat)
+	b = append(b, `,"utime":`...)
+	b = AppendString(b, in.Utime)
+	b = append(b, `,"stime":`...)
+	b = AppendString(b, in.Stime)
+	b = append(b, `,"threadCount":`...)
+	b = strconv.AppendInt(b, int64(in.ThreadCount), 10)
+	for _, f := range [...]struct {
+		k string
+		v int64
+	}{{`,"elapsedTime":`, in.ElapsedTime}, {`,"register_time":`, in.RegisterTime},
+		{`,"last_start_time":`, in.LastStartTime}, {`,"report_time":`, in.ReportTime}} {
+		b = append(b, f.k...)
+		b = strconv.AppendInt(b, f.v, 10)
+	}
+	b = append(b, `}]}]}`...)
+	if ok {
+		return b
+	}
+	// A float json.Marshal writes in exponent form or refuses (NaN, ±Inf,
+	// and then the content is empty, as it always was).
+	doc.Process = []statusProc{{name, []statusInstance{in}}}
+	data, _ := json.Marshal(doc)
+	return append(b[:start], data...)
+}
+
+// appendFloat appends f as json.Marshal writes it when that is without an
+// exponent; else it leaves ok false.
+func appendFloat(b []byte, f float64, ok bool) ([]byte, bool) {
+	abs := math.Abs(f)
+	if math.IsNaN(f) || math.IsInf(f, 0) || (abs != 0 && (abs < 1e-6 || abs >= 1e21)) {
+		return b, false
+	}
+	return strconv.AppendFloat(b, f, 'f', -1, 64), ok
+}
+
+const hexDigits = "0123456789abcdef"
+
+// AppendString appends s as a JSON string exactly as json.Marshal writes
+// it: '"' and '\\' escaped, control characters as \b \f \n \r \t or
+// \u00XX, the HTML characters '<', '>' and '&' as \u003c \u003e \u0026,
+// U+2028 and U+2029 as \u2028 \u2029, and each byte of invalid UTF-8 as
+// \ufffd (FuzzAppendString compares the two). No byte of s reaches b
+// unescaped where JSON would end or change the string.
+func AppendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
