@@ -26,7 +26,8 @@ import (
 // ran, and "" for one it did not (pending, cancelled before it was sent,
 // its definition gone).
 func Content(r model.Result) string {
-	return string(AppendContent(nil, &r))
+	var buf [1024]byte // most contents: the one allocation is the string
+	return string(AppendContent(buf[:0], &r))
 }
 
 // AppendContent appends Content(*r) to b.
