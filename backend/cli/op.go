@@ -375,6 +375,7 @@ type resultPrinter struct {
 	procW      int
 	headerDone bool
 	buf        []byte // a --json line's, reused
+	content    []byte // a --json line's content, reused
 }
 
 // appendOpLine appends l encoded as json.Marshal encodes it: the result
@@ -383,6 +384,13 @@ type resultPrinter struct {
 // over 100,000 hosts prints 100,000 lines; by reflection they were most
 // of the client's CPU (TestOpLineJSON, FuzzOpLineJSON compare the two).
 func appendOpLine(b []byte, l opLine) ([]byte, error) {
+	return appendOpLineWith(b, l, l.Content)
+}
+
+// appendOpLineWith is appendOpLine with the content given apart from l
+// (l.Content unused): a printer renders each result's content into one
+// buffer and writes it from there.
+func appendOpLineWith[S string | []byte](b []byte, l opLine, content S) ([]byte, error) {
 	r := l.Result
 	r.AgentID = ""
 	b, err := model.AppendResultJSON(b, &r)
@@ -391,8 +399,8 @@ func appendOpLine(b []byte, l opLine) ([]byte, error) {
 	}
 	// The result's object without its '}', then opLine's fields.
 	b = b[:len(b)-1]
-	if l.Content != "" {
-		b = wire.AppendString(append(b, `,"content":`...), l.Content)
+	if len(content) > 0 {
+		b = wire.AppendString(append(b, `,"content":`...), content)
 	}
 	b = wire.AppendString(append(b, `,"agent_id":`...), l.AgentID)
 	b = wire.AppendString(append(b, `,"op":`...), l.OpName)
@@ -476,7 +484,8 @@ func (p *resultPrinter) print(r model.Result) error {
 	}
 	if p.json {
 		var err error
-		p.buf, err = appendOpLine(p.buf[:0], opLine{Result: r, Content: wire.Content(r), AgentID: r.Host.AgentID(), OpName: r.Op.String(), DurationMS: r.Duration().Milliseconds()})
+		p.content = wire.AppendContent(p.content[:0], &r)
+		p.buf, err = appendOpLineWith(p.buf[:0], opLine{Result: r, AgentID: r.Host.AgentID(), OpName: r.Op.String(), DurationMS: r.Duration().Milliseconds()}, p.content)
 		if err != nil {
 			return fmt.Errorf("encode result: %w", err)
 		}

@@ -335,5 +335,12 @@ func FuzzOpLineJSON(f *testing.F) {
 		if (werr == nil) != (gerr == nil) || (werr == nil && string(got) != "x"+string(want)) {
 			t.Fatalf("appendOpLine differs from json.Marshal:\n got %s (%v)\nwant x%s (%v)", got, gerr, want, werr)
 		}
+		// As the printer writes it: the content rendered apart, as bytes.
+		bare := l
+		bare.Content = ""
+		got, gerr = appendOpLineWith([]byte("x"), bare, wire.AppendContent([]byte("y")[:0], &r))
+		if (werr == nil) != (gerr == nil) || (werr == nil && string(got) != "x"+string(want)) {
+			t.Fatalf("appendOpLineWith differs from json.Marshal:\n got %s (%v)\nwant x%s (%v)", got, gerr, want, werr)
+		}
 	})
 }

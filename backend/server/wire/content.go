@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"gseproc/model"
@@ -134,9 +135,10 @@ type statusDoc struct {
 
 const contentTime = "2006-01-02 15:04:05"
 
-// statusOf is the status document's values but for its one process's
-// name and instance, then those.
-func statusOf(r *model.Result) (doc statusDoc, name string, in statusInstance) {
+// statusOf is the status document's values but for its times and its
+// one process's name and instance, then those. The times are now's and
+// the instance's StartTime (when set) formatted by contentTime.
+func statusOf(r *model.Result) (doc statusDoc, name string, in statusInstance, startTime time.Time) {
 	var st model.ProcStatus
 	if r.Status != nil {
 		st = *r.Status
@@ -158,17 +160,28 @@ func statusOf(r *model.Result) (doc statusDoc, name string, in statusInstance) {
 		ReportTime: now.Unix(),
 	}
 	if pid > 0 && !st.StartTime.IsZero() {
-		in.StartTime = st.StartTime.UTC().Format(contentTime)
+		startTime = st.StartTime.UTC()
 		in.ElapsedTime = int64(now.Sub(st.StartTime).Seconds())
 	}
 	_, off := now.Zone()
-	doc = statusDoc{IP: r.Host.IP, AgentID: r.Host.AgentID(), UTCTime: now.Format(contentTime),
-		UTCTime2: now.UTC().Format(contentTime), Timezone: off / 3600}
-	return doc, name, in
+	doc = statusDoc{IP: r.Host.IP, AgentID: r.Host.AgentID(), Timezone: off / 3600}
+	return doc, name, in, startTime
+}
+
+// appendTime appends t formatted by contentTime as a JSON string, "" for
+// the zero time. The text is made of digits, '-', ':' and ' ' alone, and
+// is escaped all the same.
+func appendTime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(b, `""`...)
+	}
+	var buf [40]byte
+	return AppendString(b, t.AppendFormat(buf[:0], contentTime))
 }
 
 func appendStatusContent(b []byte, r *model.Result) []byte {
-	doc, name, in := statusOf(r)
+	doc, name, in, startTime := statusOf(r)
+	now := r.Finished
 	start := len(b)
 	ok := true
 	b = append(b, `{"ip":`...)
@@ -176,9 +189,9 @@ func appendStatusContent(b []byte, r *model.Result) []byte {
 	b = append(b, `,"bk_agent_id":`...)
 	b = AppendString(b, doc.AgentID)
 	b = append(b, `,"utctime":`...)
-	b = AppendString(b, doc.UTCTime)
+	b = AppendString(b, now.AppendFormat(make([]byte, 0, 40), contentTime))
 	b = append(b, `,"utctime2":`...)
-	b = AppendString(b, doc.UTCTime2)
+	b = AppendString(b, now.UTC().AppendFormat(make([]byte, 0, 40), contentTime))
 	b = append(b, `,"timezone":`...)
 	b = strconv.AppendInt(b, int64(doc.Timezone), 10)
 	b = append(b, `,"process":[{"procname":`...)
@@ -208,7 +221,7 @@ func appendStatusContent(b []byte, r *model.Result) []byte {
 	b = append(b, `,"diskSize":`...)
 	b = strconv.AppendInt(b, int64(in.DiskSize), 10)
 	b = append(b, `,"startTime":`...)
-	b = AppendString(b, in.StartTime)
+	b = appendTime(b, startTime)
 	b = append(b, `,"stat":`...)
 	b = AppendString(b, in.Stat)
 	b = append(b, `,"utime":`...)
@@ -231,9 +244,19 @@ func appendStatusContent(b []byte, r *model.Result) []byte {
 	}
 	// A float json.Marshal writes in exponent form or refuses (NaN, ±Inf,
 	// and then the content is empty, as it always was).
-	doc.Process = []statusProc{{name, []statusInstance{in}}}
-	data, _ := json.Marshal(doc)
+	data, _ := json.Marshal(statusDocOf(r))
 	return append(b[:start], data...)
+}
+
+// statusDocOf is the whole status document, as json.Marshal writes it.
+func statusDocOf(r *model.Result) statusDoc {
+	doc, name, in, startTime := statusOf(r)
+	if !startTime.IsZero() {
+		in.StartTime = startTime.Format(contentTime)
+	}
+	doc.UTCTime, doc.UTCTime2 = r.Finished.Format(contentTime), r.Finished.UTC().Format(contentTime)
+	doc.Process = []statusProc{{name, []statusInstance{in}}}
+	return doc
 }
 
 // appendFloat appends f as json.Marshal writes it when that is without an
@@ -248,13 +271,13 @@ func appendFloat(b []byte, f float64, ok bool) ([]byte, bool) {
 
 const hexDigits = "0123456789abcdef"
 
-// AppendString appends s as a JSON string exactly as json.Marshal writes
+// AppendString appends s (a string or its bytes) as a JSON string exactly as json.Marshal writes
 // it: '"' and '\\' escaped, control characters as \b \f \n \r \t or
 // \u00XX, the HTML characters '<', '>' and '&' as \u003c \u003e \u0026,
 // U+2028 and U+2029 as \u2028 \u2029, and each byte of invalid UTF-8 as
 // \ufffd (FuzzAppendString compares the two). No byte of s reaches b
 // unescaped where JSON would end or change the string.
-func AppendString(b []byte, s string) []byte {
+func AppendString[S ~string | ~[]byte](b []byte, s S) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -285,7 +308,7 @@ func AppendString(b []byte, s string) []byte {
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		r, size := utf8.DecodeRuneInString(string(s[i:]))
 		if r == utf8.RuneError && size == 1 {
 			b = append(b, s[start:i]...)
 			b = append(b, `\ufffd`...)
