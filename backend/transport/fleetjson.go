@@ -18,18 +18,8 @@ import (
 // request was a third of the fleet's CPU for an op, taken from the server.
 func (c *procCache) fastRequest(data []byte) (req model.AgentRequest, ok bool) {
 	s := jscan{b: data}
-	if !s.is('{') {
-		return req, false
-	}
 	var seen uint8
-	for n := 0; ; n++ {
-		k, done, ok := s.key(n)
-		if !ok {
-			return req, false
-		}
-		if done {
-			break
-		}
+	ok = s.object(func(k []byte) (ok bool) {
 		var bit uint8
 		switch string(k) {
 		case "task_id":
@@ -52,16 +42,14 @@ func (c *procCache) fastRequest(data []byte) (req model.AgentRequest, ok bool) {
 		case "cancel_op":
 			bit = 1 << 5
 			req.CancelOp, ok = s.bool()
-		default:
-			ok = false
 		}
 		if !ok || seen&bit != 0 {
-			return req, false
+			return false
 		}
 		seen |= bit
-	}
-	s.ws()
-	return req, s.i == len(s.b)
+		return true
+	})
+	return req, ok && s.end()
 }
 
 // time reads a time as encoding/json does (time.Time's UnmarshalJSON on

@@ -40,18 +40,8 @@ func once(seen *uint16, bit uint16) bool {
 // fastHeartbeat is decodeHeartbeat's scanner (ok false: it does not take data).
 func fastHeartbeat(data []byte) (hb Heartbeat, ok bool) {
 	s := jscan{b: data}
-	if !s.is('{') {
-		return hb, false
-	}
 	var seen uint16
-	for n := 0; ; n++ {
-		k, done, ok := s.key(n)
-		if !ok {
-			return hb, false
-		}
-		if done {
-			break
-		}
+	ok = s.object(func(k []byte) (ok bool) {
 		switch string(k) {
 		case "info":
 			ok = once(&seen, 1<<0) && s.hostInfo(&hb.Info)
@@ -78,31 +68,16 @@ func fastHeartbeat(data []byte) (hb Heartbeat, ok bool) {
 		case "leaving":
 			hb.Leaving, ok = s.bool()
 			ok = ok && once(&seen, 1<<7)
-		default:
-			ok = false
 		}
-		if !ok {
-			return hb, false
-		}
-	}
-	s.ws()
-	return hb, s.i == len(s.b)
+		return ok
+	})
+	return hb, ok && s.end()
 }
 
 // hostInfo reads a HostInfo object into hi.
 func (s *jscan) hostInfo(hi *model.HostInfo) bool {
-	if !s.is('{') {
-		return false
-	}
 	var seen uint16
-	for n := 0; ; n++ {
-		k, done, ok := s.key(n)
-		if !ok {
-			return false
-		}
-		if done {
-			return true
-		}
+	return s.object(func(k []byte) (ok bool) {
 		switch string(k) {
 		case "host":
 			ok = once(&seen, 1<<0) && s.host(&hi.Host)
@@ -122,29 +97,15 @@ func (s *jscan) hostInfo(hi *model.HostInfo) bool {
 		case "bk_agent_id":
 			hi.AgentID, ok = s.str()
 			ok = ok && once(&seen, 1<<5)
-		default:
-			ok = false
 		}
-		if !ok {
-			return false
-		}
-	}
+		return ok
+	})
 }
 
 // host reads a Host object into h.
 func (s *jscan) host(h *model.Host) bool {
-	if !s.is('{') {
-		return false
-	}
 	var seen uint16
-	for n := 0; ; n++ {
-		k, done, ok := s.key(n)
-		if !ok {
-			return false
-		}
-		if done {
-			return true
-		}
+	return s.object(func(k []byte) (ok bool) {
 		switch string(k) {
 		case "ip":
 			h.IP, ok = s.str()
@@ -152,40 +113,28 @@ func (s *jscan) host(h *model.Host) bool {
 		case "bk_cloud_id":
 			h.CloudID, ok = s.int()
 			ok = ok && once(&seen, 1<<1)
-		default:
-			ok = false
 		}
-		if !ok {
-			return false
-		}
-	}
+		return ok
+	})
 }
 
 // labels reads an object of strings into a new map at *m (an empty
 // object: an empty map, as encoding/json makes). A key repeated is left
 // to encoding/json.
 func (s *jscan) labels(m *map[string]string) bool {
-	if !s.is('{') {
-		return false
-	}
 	out := make(map[string]string, 8)
-	for n := 0; ; n++ {
-		k, done, ok := s.key(n)
-		if !ok {
-			return false
-		}
-		if done {
-			*m = out
-			return true
-		}
+	ok := s.object(func(k []byte) (ok bool) {
 		key := string(k)
 		if _, dup := out[key]; dup {
 			return false
 		}
-		if out[key], ok = s.str(); !ok {
-			return false
-		}
+		out[key], ok = s.str()
+		return ok
+	})
+	if ok {
+		*m = out
 	}
+	return ok
 }
 
 // statuses reads an array of ProcStatus objects into a new slice at *sts

@@ -243,20 +243,37 @@ func (s *jscan) key(n int) (key []byte, done, ok bool) {
 	return k[1 : len(k)-1], false, true
 }
 
-// fastReply is decodeReply's scanner (ok false: it does not take data).
-func fastReply(data []byte) (rep model.AgentReply, ok bool) {
-	s := jscan{b: data}
+// object reads an object: its '{', then each key (and its ':') handed to
+// field, which reads the value (false: the data is not taken), to its
+// '}'. field does not outlive the call.
+func (s *jscan) object(field func(key []byte) bool) bool {
 	if !s.is('{') {
-		return rep, false
+		return false
 	}
 	for n := 0; ; n++ {
 		k, done, ok := s.key(n)
 		if !ok {
-			return rep, false
+			return false
 		}
 		if done {
-			break
+			return true
 		}
+		if !field(k) {
+			return false
+		}
+	}
+}
+
+// end reports whether only white space is left after what was read.
+func (s *jscan) end() bool {
+	s.ws()
+	return s.i == len(s.b)
+}
+
+// fastReply is decodeReply's scanner (ok false: it does not take data).
+func fastReply(data []byte) (rep model.AgentReply, ok bool) {
+	s := jscan{b: data}
+	ok = s.object(func(k []byte) (ok bool) {
 		switch string(k) {
 		case "error_code":
 			rep.Code, ok = s.int()
@@ -271,30 +288,15 @@ func fastReply(data []byte) (rep model.AgentReply, ok bool) {
 				rep.Status = new(model.ProcStatus)
 			}
 			ok = s.status(rep.Status)
-		default:
-			ok = false
 		}
-		if !ok {
-			return rep, false
-		}
-	}
-	s.ws()
-	return rep, s.i == len(s.b)
+		return ok
+	})
+	return rep, ok && s.end()
 }
 
 // status reads a ProcStatus object into st.
 func (s *jscan) status(st *model.ProcStatus) bool {
-	if !s.is('{') {
-		return false
-	}
-	for n := 0; ; n++ {
-		k, done, ok := s.key(n)
-		if !ok {
-			return false
-		}
-		if done {
-			return true
-		}
+	return s.object(func(k []byte) (ok bool) {
 		switch string(k) {
 		case "proc":
 			st.ProcKey, ok = s.str()
@@ -337,11 +339,7 @@ func (s *jscan) status(st *model.ProcStatus) bool {
 			st.Threads, ok = s.int()
 		case "message":
 			st.Message, ok = s.str()
-		default:
-			ok = false
 		}
-		if !ok {
-			return false
-		}
-	}
+		return ok
+	})
 }
