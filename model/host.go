@@ -70,15 +70,25 @@ func clip(s string) string {
 // Canonical returns h in canonical form (IP as ParseIP spells it), or an
 // error naming the offending part.
 func (h Host) Canonical() (Host, error) {
-	a, err := ParseIP(h.IP)
+	a, err := h.addr()
 	if err != nil {
-		return Host{}, fmt.Errorf("ip: %w", err)
-	}
-	if h.CloudID < 0 || h.CloudID > MaxCloudID {
-		return Host{}, fmt.Errorf("bk_cloud_id: %d is out of range [0,%d]", h.CloudID, MaxCloudID)
+		return Host{}, err
 	}
 	h.IP = a.String()
 	return h, nil
+}
+
+// addr is h's address, parsed once, when h has a canonical form (its
+// cloud id in range); the error names the field.
+func (h Host) addr() (netip.Addr, error) {
+	a, err := ParseIP(h.IP)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("ip: %w", err)
+	}
+	if h.CloudID < 0 || h.CloudID > MaxCloudID {
+		return netip.Addr{}, fmt.Errorf("bk_cloud_id: %d is out of range [0,%d]", h.CloudID, MaxCloudID)
+	}
+	return a, nil
 }
 
 // Canonicalize returns h in canonical form and records in v, under field,
@@ -161,11 +171,11 @@ const MaxHostIDText = 10 + 1 + 39
 
 // ID returns h's identity, or why it has none.
 func (h Host) ID() (HostID, error) {
-	c, err := h.Canonical()
+	a, err := h.addr()
 	if err != nil {
 		return HostID{}, fmt.Errorf("host %s: %w", clip(h.AgentID()), err)
 	}
-	return HostID{cloud: c.CloudID, ip: netip.MustParseAddr(c.IP)}, nil
+	return HostID{cloud: h.CloudID, ip: a}, nil
 }
 
 // ParseHostID parses an identity "cloud:ip".
