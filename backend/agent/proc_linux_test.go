@@ -22,15 +22,7 @@ import (
 // the agent's group alone.
 func TestProcTableSumsTheGroup(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command("sh", "-c", "sleep 30 & sleep 30 & wait")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-	})
+	cmd := startGroup(t, "", "sleep 30 & sleep 30 & wait")
 	m := readMachine()
 	var tab procTable
 	eventually(t, 10*time.Second, "the shell and its two sleeps", func() bool {
@@ -38,13 +30,7 @@ func TestProcTableSumsTheGroup(t *testing.T) {
 		if tab, err = readProcTable(); err != nil {
 			t.Fatal(err)
 		}
-		n := 0
-		for _, st := range tab.procs {
-			if st.PGRP == cmd.Process.Pid {
-				n++
-			}
-		}
-		return n == 3
+		return groupMembers(tab, cmd.Process.Pid) == 3
 	})
 	_, rss, threads, err := tab.groupUsage(cmd.Process.Pid, m)
 	if err != nil || threads != 3 || rss == 0 {
@@ -58,6 +44,36 @@ func TestProcTableSumsTheGroup(t *testing.T) {
 	if _, _, _, err := tab.groupUsage(1<<30, m); err == nil {
 		t.Fatal("a pid not in the table")
 	}
+}
+
+// startGroup starts sh -c script in dir (the test's own when empty), the
+// leader of a process group of its own, which is killed, and the shell
+// waited for, when the test ends.
+func startGroup(t *testing.T, dir, script string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+	return cmd
+}
+
+// groupMembers counts the processes of group pgrp in tab (zombies are
+// not in it).
+func groupMembers(tab procTable, pgrp int) int {
+	n := 0
+	for _, st := range tab.procs {
+		if st.PGRP == pgrp {
+			n++
+		}
+	}
+	return n
 }
 
 // BenchmarkReadProcTable is the cost of one sample's read of /proc (it
@@ -343,26 +359,9 @@ func TestPidFileNotRegular(t *testing.T) {
 func TestGroupTicksKeepReapedMembers(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	cmd := exec.Command("sh", "-c", `sh -c 'while [ ! -e stop ]; do :; done'; exec sleep 60`)
-	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-	})
+	cmd := startGroup(t, dir, `sh -c 'while [ ! -e stop ]; do :; done'; exec sleep 60`)
 	m := readMachine()
-	members := func(tab procTable) int {
-		n := 0
-		for _, st := range tab.procs {
-			if st.PGRP == cmd.Process.Pid {
-				n++
-			}
-		}
-		return n
-	}
+	members := func(tab procTable) int { return groupMembers(tab, cmd.Process.Pid) }
 	var spun uint64
 	eventually(t, 60*time.Second, "the child spinning for 5 ticks", func() bool {
 		tab, err := readProcTable()
