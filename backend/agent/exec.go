@@ -231,27 +231,17 @@ func openOutputs(capture *captureFiles, cred *syscall.Credential) ([]outFile, er
 // it missing, not looked up at every launch.
 func openCapture(path string) (*os.File, error) {
 	const flags = syscall.O_RDWR | syscall.O_CREAT | syscall.O_APPEND | syscall.O_CLOEXEC
-	fd, err := ignoringEINTR(func() (int, error) { return syscall.Open(path, flags, 0o640) })
-	if err == syscall.ENOENT {
+	fd, err := sysOpen(path, flags, 0o640)
+	if errors.Is(err, syscall.ENOENT) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 			return nil, err
 		}
-		fd, err = ignoringEINTR(func() (int, error) { return syscall.Open(path, flags, 0o640) })
+		fd, err = sysOpen(path, flags, 0o640)
 	}
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, err
 	}
 	return os.NewFile(uintptr(fd), path), nil
-}
-
-// ignoringEINTR calls open until it is not interrupted by a signal.
-func ignoringEINTR(open func() (int, error)) (int, error) {
-	for {
-		fd, err := open()
-		if err != syscall.EINTR {
-			return fd, err
-		}
-	}
 }
 
 // poll waits up to d for the child to exit and reaps it when it has.

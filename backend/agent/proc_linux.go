@@ -119,8 +119,15 @@ func readSmall(path string, buf []byte) (int, error) {
 // rather than waiting for a writer; a regular or /proc file reads as
 // without it.
 func openRead(path string) (int, error) {
+	return sysOpen(path, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
+}
+
+// sysOpen is open(2) of path, made again when a signal interrupts it;
+// errors are *os.PathError as os.OpenFile's. The descriptor is the
+// caller's, not on the runtime's poller (os.NewFile of it neither).
+func sysOpen(path string, flags int, perm uint32) (int, error) {
 	for {
-		fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
+		fd, err := syscall.Open(path, flags, perm)
 		if err == syscall.EINTR {
 			continue
 		}
