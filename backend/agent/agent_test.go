@@ -1286,11 +1286,17 @@ func TestRegistryFileIsAtomicAndGSEShaped(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, RegistryFile)
 	p, _ := setup(t, "reg", nil)
-	rec := recordOf(p, model.OpStart, 42, &hostedRecord{Process: p, Instances: []instanceRecord{{PID: 7, StartTick: 9}}})
-	if err := saveRegistry(path, []procRecord{rec}); err != nil {
+	// Written as the registry writer does (flush): encoded, then written.
+	var enc regEncoder
+	b, err := enc.encode([]hostedView{{key: p.Key(), p: p, pGen: procGen.Add(1), lastOp: model.OpStart,
+		instances: []instanceRecord{{PID: 7, StartTick: 9}}}}, 42)
+	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := os.ReadFile(path)
+	if err := writeRegistry(path, b); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(path)
 	for _, want := range []string{`"proc":[`, `"valuekey":"test:reg"`, `"procName":"reg"`, `"startCmd"`, `"opTimeOut":10`} {
 		if !strings.Contains(string(b), want) {
 			t.Fatalf("registry lacks %s:\n%s", want, b)

@@ -187,16 +187,6 @@ func (a *Agent) hostedLocked() []hostedView {
 	return out
 }
 
-// records is the registry of hosted, by process key, stamped now.
-func records(hosted []hostedView, now int64) []procRecord {
-	sortHosted(hosted)
-	recs := make([]procRecord, len(hosted))
-	for i, v := range hosted {
-		recs[i] = v.record(now)
-	}
-	return recs
-}
-
 func sortHosted(hosted []hostedView) {
 	slices.SortFunc(hosted, func(x, y hostedView) int { return strings.Compare(x.key, y.key) })
 }
@@ -205,8 +195,8 @@ func (v hostedView) record(now int64) procRecord {
 	return recordOf(v.p, v.lastOp, now, &hostedRecord{Process: v.p, RegisterTime: v.registerTime, Instances: v.instances})
 }
 
-// regEncoder encodes the registry as saveRegistry would (json.Marshal of
-// the whole file, byte for byte), keeping each record's encoding from
+// regEncoder encodes the registry as json.Marshal of the whole file
+// (registryFile) would, byte for byte, keeping each record's encoding from
 // the write before and encoding again only the records whose content
 // changed: in a crash storm a write a second re-encoded all 500 records
 // for the few that changed. A record's encoding is kept in two parts

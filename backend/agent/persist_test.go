@@ -214,3 +214,14 @@ func TestRegistryEncoderKeepsRecords(t *testing.T) {
 		}
 	}
 }
+
+// records is the registry of hosted, by process key, stamped now: what
+// the encoder's output is compared with, json.Marshal of it.
+func records(hosted []hostedView, now int64) []procRecord {
+	sortHosted(hosted)
+	recs := make([]procRecord, len(hosted))
+	for i, v := range hosted {
+		recs[i] = v.record(now)
+	}
+	return recs
+}

@@ -101,20 +101,9 @@ func loadRegistry(path string) ([]procRecord, error) {
 	return f.Proc, nil
 }
 
-// saveRegistry writes the records atomically (kept.WriteFile), compact:
-// it is written whole at every change, for up to thousands of processes.
-func saveRegistry(path string, recs []procRecord) error {
-	if recs == nil {
-		recs = []procRecord{}
-	}
-	b, err := json.Marshal(registryFile{Proc: recs})
-	if err != nil {
-		return fmt.Errorf("encode hosting registry: %w", err)
-	}
-	return writeRegistry(path, append(b, '\n'))
-}
-
-// writeRegistry writes an encoded registry atomically (kept.WriteFile).
+// writeRegistry writes an encoded registry (regEncoder: compact, the
+// whole registry at every write, for up to thousands of processes)
+// atomically (kept.WriteFile).
 func writeRegistry(path string, b []byte) error {
 	if err := kept.WriteFile(path, b); err != nil {
 		return fmt.Errorf("hosting registry: %w", err)
