@@ -723,8 +723,9 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 			}
 			// Up for the whole check (up, above).
 			if now.Sub(c.at) >= up && !(oneShot && cancelled(ctx)) {
+				tick := c.startTick() // a /proc read: not under the agent lock
 				a.mu.Lock()
-				u.pid, u.tick = c.pid, c.startTick()
+				u.pid, u.tick = c.pid, tick
 				a.ownLocked(u, c)
 				u.lastStart, u.upSince = c.at.Unix(), now
 				msg := what + " running"

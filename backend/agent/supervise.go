@@ -311,6 +311,9 @@ func (a *Agent) periodicTick(ctx context.Context, e *entry) {
 	errs := make([]error, len(due))
 	for i := range due {
 		kids[i], errs[i] = launch(p, p.Spec.Control.StartCmd, env[i], a.capture(p.Key(), due[i].idx))
+		if errs[i] == nil {
+			kids[i].startTick() // a /proc read: here, not under the agent lock below
+		}
 	}
 	a.mu.Lock()
 	for i, u := range due {
