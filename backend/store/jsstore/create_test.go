@@ -192,3 +192,56 @@ func TestCreateAnsweredConnectionClosed(t *testing.T) {
 		t.Fatalf("task %+v: %v", got, err)
 	}
 }
+
+// closingUpdateKV is a bucket whose first update is applied and then
+// answered nats.ErrConnectionClosed (as closingKV's create).
+type closingUpdateKV struct {
+	jetstream.KeyValue
+	once sync.Once
+}
+
+func (kv *closingUpdateKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	lost := false
+	kv.once.Do(func() { lost = true })
+	n, err := kv.KeyValue.Update(ctx, key, value, rev)
+	if lost && err == nil {
+		return 0, nats.ErrConnectionClosed
+	}
+	return n, err
+}
+
+// TestPutProcessAnsweredConnectionClosed: a definition's update at its
+// revision, applied with its answer lost with the connection, is asked
+// again (do), refused at the revision it moved, and found its own: not a
+// conflict (it was: "revision 1 is not the stored one: conflict"). An
+// update at a stale revision of another definition stays a conflict.
+func TestPutProcessAnsweredConnectionClosed(t *testing.T) {
+	s := open(t, startNATS(t, natsCfg(t, t.TempDir())), Options{})
+	ctx := tctx(t)
+	stored := func() model.ProcessDef {
+		t.Helper()
+		ps, err := s.Processes(ctx)
+		if err != nil || len(ps) != 1 {
+			t.Fatalf("processes %+v: %v", ps, err)
+		}
+		return ps[0]
+	}
+	if err := s.PutProcess(ctx, proc("web", "nginx")); err != nil {
+		t.Fatal(err)
+	}
+	got := stored()
+	s.on().procs = &closingUpdateKV{KeyValue: s.on().procs}
+	upd := got
+	upd.Hosts = upd.Hosts[:1]
+	if err := s.PutProcess(ctx, upd); err != nil {
+		t.Fatalf("update whose answer was lost with its connection: %v", err)
+	}
+	if now := stored(); now.Rev <= got.Rev || len(now.Hosts) != 1 {
+		t.Fatalf("after the update: %+v", now)
+	}
+	// The same update again at the revision it moved: refused, as
+	// TestRegistry's (asked once, nothing of its own can be stored).
+	if err := s.PutProcess(ctx, upd); !errors.Is(err, model.ErrConflict) {
+		t.Fatalf("the update again at the stale revision %d: %v, want ErrConflict", got.Rev, err)
+	}
+}

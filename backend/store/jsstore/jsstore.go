@@ -619,11 +619,28 @@ func (s *Store) PutProcess(ctx context.Context, def model.ProcessDef) error {
 	if want == 0 {
 		_, err = do(s, ctx, s.streams.procs, func(ctx context.Context) (uint64, error) { return s.on().procs.Put(ctx, k, data) })
 	} else {
-		_, err = do(s, ctx, s.streams.procs, func(ctx context.Context) (uint64, error) { return s.on().procs.Update(ctx, k, data, want) })
+		tries := 0
+		_, err = do(s, ctx, s.streams.procs, func(ctx context.Context) (uint64, error) {
+			tries++
+			return s.on().procs.Update(ctx, k, data, want)
+		})
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			if _, gerr := s.get(ctx, s.on().procs, k); errors.Is(gerr, jetstream.ErrKeyNotFound) {
-				_, err = s.on().procs.Create(ctx, k, data) // nothing stored: as the memory store, accept
-			} else {
+			// Refused. Asked more than once (do asks again after an
+			// unanswered attempt or a closed connection), an earlier
+			// attempt may have been applied without its answer arriving:
+			// the same definition stored since is ours. A read that
+			// fails is not a conflict either.
+			e, gerr := s.get(ctx, s.on().procs, k)
+			switch {
+			case errors.Is(gerr, jetstream.ErrKeyNotFound):
+				// Nothing stored: as the memory store, accept.
+				_, err = s.createOwn(ctx, s.streams.procs, func(b *bound) jetstream.KeyValue { return b.procs }, k, data,
+					func(e jetstream.KeyValueEntry) bool { return bytes.Equal(e.Value(), data) })
+			case gerr != nil:
+				return fmt.Errorf("put process %s: refused at revision %d, then reading it: %w", key, want, gerr)
+			case tries > 1 && e.Revision() > want && bytes.Equal(e.Value(), data):
+				err = nil
+			default:
 				return fmt.Errorf("put process %s: revision %d is not the stored one: %w", key, want, model.ErrConflict)
 			}
 		}
