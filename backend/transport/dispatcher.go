@@ -477,7 +477,7 @@ wait:
 		}
 	}
 	if opID != "" && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		late = d.keepLate(id, host, replySubj, taskID, opID)
+		late = d.keepLate(id, host, replySubj, taskID, opID, ch)
 	}
 	if opID == "" || !errors.Is(context.Cause(ctx), model.ErrCancelled) {
 		return nil, ctx.Err()
@@ -500,16 +500,25 @@ wait:
 
 // keepLate keeps request id, whose deadline passed, waiting for a late
 // answer (when anyone subscribes to them and fewer than lateMax wait).
-func (d *Dispatcher) keepLate(id string, host model.HostID, subject, taskID, opID string) bool {
+// An answer that came after the deadline and before it was kept went to
+// the request's channel (ch), which nobody reads any more: it is handed
+// on as a late answer, once (onReply takes the late request away).
+func (d *Dispatcher) keepLate(id string, host model.HostID, subject, taskID, opID string, ch <-chan *nats.Msg) bool {
 	d.rmu.Lock()
-	defer d.rmu.Unlock()
 	if d.lateSubs.empty() || d.lateN >= lateMax {
+		d.rmu.Unlock()
 		return false
 	}
 	until := time.Now().Add(lateWindow)
 	d.replies.put(id, pendingReply{host: host, subject: subject, late: &lateOp{taskID: taskID, opID: opID, until: until}})
 	d.lateN++
 	d.lateQ = append(d.lateQ, lateEntry{id: id, until: until})
+	d.rmu.Unlock()
+	select {
+	case m := <-ch:
+		d.onReply(m)
+	default:
+	}
 	return true
 }
 

@@ -1,10 +1,14 @@
 package transport
 
 import (
+	"context"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"gseproc/model"
 )
 
 // TestDropLateForgetsOnlyEnded: dropLate forgets the late requests whose
@@ -39,5 +43,39 @@ func TestDropLateForgetsOnlyEnded(t *testing.T) {
 	d.dropLate(t0.Add(3 * time.Minute))
 	if d.lateN != 0 || len(d.lateQ) != 0 || d.replies.len() != 1 {
 		t.Fatalf("lateN %d, lateQ %v, replies %d; want 0, [], 1", d.lateN, d.lateQ, d.replies.len())
+	}
+}
+
+// TestKeepLateHandsOnAnAnswerBetween: an answer that arrives after a
+// request's deadline and before keepLate keeps it (it went to the
+// request's channel, which nobody reads any more) reaches the late
+// subscribers, once; it was lost, and the timeout recorded for the op
+// never corrected.
+func TestKeepLateHandsOnAnAnswerBetween(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d := &Dispatcher{log: slog.New(slog.DiscardHandler)}
+	var got []model.LateReply
+	d.SubscribeLate(ctx, func(lr model.LateReply) { got = append(got, lr) })
+	host := model.Host{IP: "10.0.0.1"}
+	hid, err := host.ID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := "r1"
+	subject := ReplySubject(hid, id)
+	ch := make(chan *nats.Msg, 1)
+	d.replies.put(id, pendingReply{host: hid, subject: subject, ch: ch})
+	answer := &nats.Msg{Subject: subject, Data: []byte(`{"task_id":"t","op_id":"op","status":{"proc":"web:nginx","pid":7}}`)}
+	d.onReply(answer) // in time as far as onReply knows: to ch
+	if !d.keepLate(id, hid, subject, "t", "op", ch) {
+		t.Fatal("not kept")
+	}
+	if len(got) != 1 || got[0].OpID != "op" || got[0].TaskID != "t" || got[0].Host != host || got[0].Reply.Status.PID != 7 {
+		t.Fatalf("late replies %+v, want the answer once", got)
+	}
+	d.onReply(answer) // answered twice: counts once
+	if len(got) != 1 || d.lateN != 0 || d.replies.len() != 0 {
+		t.Fatalf("late replies %d, lateN %d, replies %d; want 1, 0, 0", len(got), d.lateN, d.replies.len())
 	}
 }
