@@ -308,7 +308,9 @@ func AppendString[S ~string | ~[]byte](b []byte, s S) []byte {
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(string(s[i:]))
+		// At most a rune's bytes converted: string(s[i:]) of bytes would
+		// copy the whole rest of s for every rune outside ASCII.
+		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
 		if r == utf8.RuneError && size == 1 {
 			b = append(b, s[start:i]...)
 			b = append(b, `\ufffd`...)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -224,6 +225,23 @@ func TestAppendString(t *testing.T) {
 	}
 	for _, s := range []string{"a<b>&c", `{"value":[{"procName":"x"}]}`, "\u2028\u2029\u2027", "中文 ü", "\xe2\x80", "\xed\xa0\x80", "\U0001F600", "\xf4\x90\x80\x80"} {
 		checkString(t, s)
+	}
+}
+
+// TestAppendStringBytesLinear: AppendString over bytes outside ASCII
+// allocates nothing into a buffer large enough (it had copied the rest of
+// its bytes into a string at every such rune: 1,000 runes, 990 allocations
+// and 1.6 MB; an agent's long non-ASCII message or cmdline in a --json
+// line's content was quadratic), and writes what it writes over the string.
+func TestAppendStringBytesLinear(t *testing.T) {
+	s := []byte(strings.Repeat("中文 \xff\u2028", 1000))
+	buf := make([]byte, 0, 8*len(s))
+	if n := testing.AllocsPerRun(10, func() { buf = AppendString(buf[:0], s) }); n != 0 {
+		t.Fatalf("AppendString of %d bytes: %v allocations, want 0", len(s), n)
+	}
+	checkString(t, string(s))
+	if got, want := string(AppendString(nil, s)), string(AppendString(nil, string(s))); got != want {
+		t.Fatalf("AppendString of bytes %s, of the string %s", got, want)
 	}
 }
 
