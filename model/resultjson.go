@@ -10,9 +10,8 @@ import (
 // AppendResultJSON appends r encoded as json.Marshal encodes it, byte for
 // byte. A result is encoded once to be stored and once more for every
 // client that streams it: an op over 100,000 hosts encodes 200,000 of
-// them, and encoding/json's reflection was most of that cost. A string
-// with a byte to escape is written by json.Marshal of that string; a
-// result with a float that json writes in exponent form (or refuses) by
+// them, and encoding/json's reflection was most of that cost. Strings are
+// quoted by AppendJSONString; a result with a float that json writes in exponent form (or refuses) by
 // json.Marshal of the whole result: the two never differ (FuzzResultJSON).
 func AppendResultJSON(b []byte, r *Result) ([]byte, error) {
 	out, ok := appendResult(b, r)
@@ -33,26 +32,8 @@ type jw struct {
 	ok bool
 }
 
-// str appends s quoted: itself when it is printable ASCII but for '"',
-// '\\' and the HTML characters '<', '>', '&' (which json.Marshal
-// escapes), else as json.Marshal writes it (escapes, U+2028, invalid UTF-8).
-func (w *jw) str(s string) {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			data, err := json.Marshal(s)
-			if err != nil {
-				w.ok = false
-				return
-			}
-			w.b = append(w.b, data...)
-			return
-		}
-	}
-	w.b = append(w.b, '"')
-	w.b = append(w.b, s...)
-	w.b = append(w.b, '"')
-}
+// str appends s quoted as json.Marshal quotes it (AppendJSONString).
+func (w *jw) str(s string) { w.b = AppendJSONString(w.b, s) }
 
 func (w *jw) key(k string) { w.b = append(w.b, k...) } // k is `"name":` or `,"name":`
 

@@ -380,7 +380,7 @@ type resultPrinter struct {
 
 // appendOpLine appends l encoded as json.Marshal encodes it: the result
 // by model.AppendResultJSON (without its agent_id, which opLine's own
-// agent_id hides), then opLine's own fields by wire.AppendString. An op
+// agent_id hides), then opLine's own fields by model.AppendJSONString. An op
 // over 100,000 hosts prints 100,000 lines; by reflection they were most
 // of the client's CPU (TestOpLineJSON, FuzzOpLineJSON compare the two).
 func appendOpLine(b []byte, l opLine) ([]byte, error) {
@@ -400,10 +400,10 @@ func appendOpLineWith[S string | []byte](b []byte, l opLine, content S) ([]byte,
 	// The result's object without its '}', then opLine's fields.
 	b = b[:len(b)-1]
 	if len(content) > 0 {
-		b = wire.AppendString(append(b, `,"content":`...), content)
+		b = model.AppendJSONString(append(b, `,"content":`...), content)
 	}
-	b = wire.AppendString(append(b, `,"agent_id":`...), l.AgentID)
-	b = wire.AppendString(append(b, `,"op":`...), l.OpName)
+	b = model.AppendJSONString(append(b, `,"agent_id":`...), l.AgentID)
+	b = model.AppendJSONString(append(b, `,"op":`...), l.OpName)
 	b = strconv.AppendInt(append(b, `,"duration_ms":`...), l.DurationMS, 10)
 	return append(b, '}'), nil
 }

@@ -5,7 +5,6 @@ import (
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"gseproc/model"
 )
@@ -81,15 +80,15 @@ func controlOf(r *model.Result) controlItem {
 func appendControlContent(b []byte, r *model.Result) []byte {
 	it := controlOf(r)
 	b = append(b, `{"value":[{"procName":`...)
-	b = AppendString(b, it.ProcName)
+	b = model.AppendJSONString(b, it.ProcName)
 	b = append(b, `,"setupPath":`...)
-	b = AppendString(b, it.SetupPath)
+	b = model.AppendJSONString(b, it.SetupPath)
 	b = append(b, `,"funcID":`...)
-	b = AppendString(b, it.FuncID)
+	b = model.AppendJSONString(b, it.FuncID)
 	b = append(b, `,"instanceID":`...)
-	b = AppendString(b, it.InstanceID)
+	b = model.AppendJSONString(b, it.InstanceID)
 	b = append(b, `,"result":`...)
-	b = AppendString(b, it.Result)
+	b = model.AppendJSONString(b, it.Result)
 	b = append(b, `,"isAuto":`...)
 	b = strconv.AppendBool(b, it.IsAuto)
 	return append(b, `}]}`...)
@@ -176,7 +175,7 @@ func appendTime(b []byte, t time.Time) []byte {
 		return append(b, `""`...)
 	}
 	var buf [40]byte
-	return AppendString(b, t.AppendFormat(buf[:0], contentTime))
+	return model.AppendJSONString(b, t.AppendFormat(buf[:0], contentTime))
 }
 
 func appendStatusContent(b []byte, r *model.Result) []byte {
@@ -185,29 +184,29 @@ func appendStatusContent(b []byte, r *model.Result) []byte {
 	start := len(b)
 	ok := true
 	b = append(b, `{"ip":`...)
-	b = AppendString(b, doc.IP)
+	b = model.AppendJSONString(b, doc.IP)
 	b = append(b, `,"bk_agent_id":`...)
-	b = AppendString(b, doc.AgentID)
+	b = model.AppendJSONString(b, doc.AgentID)
 	b = append(b, `,"utctime":`...)
-	b = AppendString(b, now.AppendFormat(make([]byte, 0, 40), contentTime))
+	b = model.AppendJSONString(b, now.AppendFormat(make([]byte, 0, 40), contentTime))
 	b = append(b, `,"utctime2":`...)
-	b = AppendString(b, now.UTC().AppendFormat(make([]byte, 0, 40), contentTime))
+	b = model.AppendJSONString(b, now.UTC().AppendFormat(make([]byte, 0, 40), contentTime))
 	b = append(b, `,"timezone":`...)
 	b = strconv.AppendInt(b, int64(doc.Timezone), 10)
 	b = append(b, `,"process":[{"procname":`...)
-	b = AppendString(b, name)
+	b = model.AppendJSONString(b, name)
 	b = append(b, `,"instance":[{"processName":`...)
-	b = AppendString(b, in.ProcessName)
+	b = model.AppendJSONString(b, in.ProcessName)
 	b = append(b, `,"pid":`...)
 	b = strconv.AppendInt(b, int64(in.PID), 10)
 	b = append(b, `,"isAuto":`...)
 	b = strconv.AppendBool(b, in.IsAuto)
 	b = append(b, `,"version":`...)
-	b = AppendString(b, in.Version)
+	b = model.AppendJSONString(b, in.Version)
 	b = append(b, `,"health":`...)
-	b = AppendString(b, in.Health)
+	b = model.AppendJSONString(b, in.Health)
 	b = append(b, `,"cmdline":`...)
-	b = AppendString(b, in.Cmdline)
+	b = model.AppendJSONString(b, in.Cmdline)
 	b = append(b, `,"cpuUsage":`...)
 	b, ok = appendFloat(b, in.CPUUsage, ok)
 	b = append(b, `,"cpuUsageAve":`...)
@@ -217,17 +216,17 @@ func appendStatusContent(b []byte, r *model.Result) []byte {
 	b = append(b, `,"usePhyMem":`...)
 	b = strconv.AppendUint(b, in.UsePhyMem, 10)
 	b = append(b, `,"freeVMem":`...)
-	b = AppendString(b, in.FreeVMem)
+	b = model.AppendJSONString(b, in.FreeVMem)
 	b = append(b, `,"diskSize":`...)
 	b = strconv.AppendInt(b, int64(in.DiskSize), 10)
 	b = append(b, `,"startTime":`...)
 	b = appendTime(b, startTime)
 	b = append(b, `,"stat":`...)
-	b = AppendString(b, in.Stat)
+	b = model.AppendJSONString(b, in.Stat)
 	b = append(b, `,"utime":`...)
-	b = AppendString(b, in.Utime)
+	b = model.AppendJSONString(b, in.Utime)
 	b = append(b, `,"stime":`...)
-	b = AppendString(b, in.Stime)
+	b = model.AppendJSONString(b, in.Stime)
 	b = append(b, `,"threadCount":`...)
 	b = strconv.AppendInt(b, int64(in.ThreadCount), 10)
 	for _, f := range [...]struct {
@@ -267,66 +266,4 @@ func appendFloat(b []byte, f float64, ok bool) ([]byte, bool) {
 		return b, false
 	}
 	return strconv.AppendFloat(b, f, 'f', -1, 64), ok
-}
-
-const hexDigits = "0123456789abcdef"
-
-// AppendString appends s (a string or its bytes) as a JSON string exactly as json.Marshal writes
-// it: '"' and '\\' escaped, control characters as \b \f \n \r \t or
-// \u00XX, the HTML characters '<', '>' and '&' as \u003c \u003e \u0026,
-// U+2028 and U+2029 as \u2028 \u2029, and each byte of invalid UTF-8 as
-// \ufffd (FuzzAppendString compares the two). No byte of s reaches b
-// unescaped where JSON would end or change the string.
-func AppendString[S ~string | ~[]byte](b []byte, s S) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		// At most a rune's bytes converted: string(s[i:]) of bytes would
-		// copy the whole rest of s for every rune outside ASCII.
-		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

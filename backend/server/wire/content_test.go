@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"math"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -204,52 +203,6 @@ func FuzzContent(f *testing.F) {
 		}
 		checkContent(t, r)
 	})
-}
-
-func checkString(t *testing.T, s string) {
-	t.Helper()
-	want, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := AppendString([]byte("x"), s); string(got) != "x"+string(want) {
-		t.Fatalf("AppendString(%q) = %s, json.Marshal %s", s, got[1:], want)
-	}
-}
-
-func TestAppendString(t *testing.T) {
-	checkString(t, "")
-	for c := range 256 {
-		checkString(t, string([]byte{byte(c)}))
-		checkString(t, "a"+string([]byte{byte(c)})+"b")
-	}
-	for _, s := range []string{"a<b>&c", `{"value":[{"procName":"x"}]}`, "\u2028\u2029\u2027", "中文 ü", "\xe2\x80", "\xed\xa0\x80", "\U0001F600", "\xf4\x90\x80\x80"} {
-		checkString(t, s)
-	}
-}
-
-// TestAppendStringBytesLinear: AppendString over bytes outside ASCII
-// allocates nothing into a buffer large enough (it had copied the rest of
-// its bytes into a string at every such rune: 1,000 runes, 990 allocations
-// and 1.6 MB; an agent's long non-ASCII message or cmdline in a --json
-// line's content was quadratic), and writes what it writes over the string.
-func TestAppendStringBytesLinear(t *testing.T) {
-	s := []byte(strings.Repeat("中文 \xff\u2028", 1000))
-	buf := make([]byte, 0, 8*len(s))
-	if n := testing.AllocsPerRun(10, func() { buf = AppendString(buf[:0], s) }); n != 0 {
-		t.Fatalf("AppendString of %d bytes: %v allocations, want 0", len(s), n)
-	}
-	checkString(t, string(s))
-	if got, want := string(AppendString(nil, s)), string(AppendString(nil, string(s))); got != want {
-		t.Fatalf("AppendString of bytes %s, of the string %s", got, want)
-	}
-}
-
-// FuzzAppendString: AppendString writes what json.Marshal writes.
-func FuzzAppendString(f *testing.F) {
-	f.Add("plain")
-	f.Add("<&>\u2028\xff\"\\\x00\b\f\n\r\t\x7f")
-	f.Fuzz(checkString)
 }
 
 func BenchmarkContent(b *testing.B) {

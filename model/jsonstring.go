@@ -1,0 +1,69 @@
+package model
+
+import "unicode/utf8"
+
+// The one JSON string writer: the result and reply appenders here, the
+// server's result contents and the op client's --json lines
+// (backend/server/wire, backend/cli) all quote strings by it.
+
+const jsonHex = "0123456789abcdef"
+
+// AppendJSONString appends s (a string or its bytes) as a JSON string exactly as json.Marshal writes
+// it: '"' and '\\' escaped, control characters as \b \f \n \r \t or
+// \u00XX, the HTML characters '<', '>' and '&' as \u003c \u003e \u0026,
+// U+2028 and U+2029 as \u2028 \u2029, and each byte of invalid UTF-8 as
+// \ufffd (FuzzAppendJSONString compares the two). No byte of s reaches b
+// unescaped where JSON would end or change the string.
+func AppendJSONString[S ~string | ~[]byte](b []byte, s S) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', jsonHex[c>>4], jsonHex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		// At most a rune's bytes converted: string(s[i:]) of bytes would
+		// copy the whole rest of s for every rune outside ASCII.
+		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', jsonHex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
