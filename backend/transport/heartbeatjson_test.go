@@ -98,38 +98,10 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"statuses":[{"pid":1},{"proc":"a:b","pid":-0}],"info":{"labels":{},"host":{"ip":"x"}}}`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		got, ok := fastHeartbeat(data)
-		if !ok {
-			return
-		}
-		var want Heartbeat
-		if err := json.Unmarshal(data, &want); err != nil {
-			t.Fatalf("%q: the scanner took what encoding/json refuses (%v): %+v", data, err, got)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("%q:\nscanner %+v\njson    %+v", data, got, want)
-		}
-	})
+	f.Fuzz(func(t *testing.T, data []byte) { agreesWithJSON(t, data, fastHeartbeat) })
 }
 
 func BenchmarkDecodeHeartbeat(b *testing.B) {
 	data := heartbeatSamples(b)[0]
-	b.Run("scanner", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := decodeHeartbeat(data); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("encoding-json", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			var hb Heartbeat
-			if err := json.Unmarshal(data, &hb); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	benchDecode(b, data, decodeHeartbeat)
 }

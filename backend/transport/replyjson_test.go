@@ -101,38 +101,10 @@ func FuzzDecodeReply(f *testing.F) {
 	}
 	f.Add([]byte(`{"status":{"pid":1},"status":{"proc":"a:b"}}`))
 	f.Add([]byte(`{"error_code":-0,"cancelled":true,"status":{"cpu_usage":-0.0e-3,"mem_rss":18446744073709551615}}`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		got, ok := fastReply(data)
-		if !ok {
-			return
-		}
-		var want model.AgentReply
-		if err := json.Unmarshal(data, &want); err != nil {
-			t.Fatalf("%q: the scanner took what encoding/json refuses (%v): %+v", data, err, got)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("%q:\nscanner %+v\njson    %+v", data, got, want)
-		}
-	})
+	f.Fuzz(func(t *testing.T, data []byte) { agreesWithJSON(t, data, fastReply) })
 }
 
 func BenchmarkDecodeReply(b *testing.B) {
 	data := replySamples(b)[0]
-	b.Run("scanner", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := decodeReply(data); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("encoding-json", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			var r model.AgentReply
-			if err := json.Unmarshal(data, &r); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	benchDecode(b, data, decodeReply)
 }
