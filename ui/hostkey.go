@@ -52,17 +52,20 @@ type hostTab struct {
 
 // id is h's id, added when new.
 func (t *hostTab) id(h model.Host) uint32 {
-	if i, ok := t.find(h); ok {
-		return i
-	}
+	k, plain := plainKey(h) // parsed once: find would parse it again
 	i := uint32(len(t.keys))
-	k, plain := plainKey(h)
 	if plain {
+		if j, ok := t.ix[k]; ok {
+			return j
+		}
 		if t.ix == nil {
 			t.ix = map[hostKey]uint32{}
 		}
 		t.ix[k] = i
 	} else {
+		if j, ok := t.oix[h]; ok {
+			return j
+		}
 		if t.oix == nil {
 			t.oix = map[model.Host]uint32{}
 		}
