@@ -49,15 +49,8 @@ func TestCancelReadsTaskWithoutResults(t *testing.T) {
 	be := &taskReads{Backend: e}
 	d := newDriver(t, be, Options{Guard: time.Nanosecond}, 120, 40)
 	openHosts(t, d, "app=nginx")
-	d.keys("a", "o")
-	p := topAs[*opPage](t, d)
-	d.until("processes", func() bool { return p.loaded })
-	for p.ops[p.list.cursor] != model.OpStatus {
-		d.keys("k")
-	}
-	d.keys("enter")
-	d.until("watch", func() bool { w, ok := d.m.top().(*watchPage); return ok && w.streaming })
-	w := topAs[*watchPage](t, d)
+	w := statusWatch(t, d)
+	d.until("streaming", func() bool { return w.streaming })
 	whole, summary := be.whole.Load(), be.summary.Load()
 	d.keys("x")
 	d.until("dialog", func() bool { return d.m.dialog != nil })

@@ -314,15 +314,8 @@ func TestStatusWatchShowsProcesses(t *testing.T) {
 	}
 	d := newDriver(t, e, Options{Guard: time.Nanosecond}, 120, 40)
 	openHosts(t, d, "app=nginx")
-	d.keys("a", "o")
-	op := topAs[*opPage](t, d)
-	d.until("processes", func() bool { return op.loaded })
-	for op.ops[op.list.cursor] != model.OpStatus {
-		d.keys("k")
-	}
-	d.keys("enter")
-	d.until("watch", func() bool { w, ok := d.m.top().(*watchPage); return ok && w.loaded })
-	w := topAs[*watchPage](t, d)
+	w := statusWatch(t, d)
+	d.until("loaded", func() bool { return w.loaded })
 	d.until("status done", func() bool { return taskFinal(w.task.Status) && len(w.shown) == w.task.Targets })
 	v := d.view()
 	for _, col := range []string{"PID", "UPTIME", "CPU", "MEM", "stopped processes first"} {
@@ -376,15 +369,8 @@ func TestCancelIsHonest(t *testing.T) {
 	e, _ := simBackendEngine(t, sc, ec)
 	d := newDriver(t, e, Options{Guard: time.Nanosecond}, 120, 40)
 	openHosts(t, d, "app=nginx")
-	d.keys("a", "o")
-	p := topAs[*opPage](t, d)
-	d.until("processes", func() bool { return p.loaded })
-	for p.ops[p.list.cursor] != model.OpStatus {
-		d.keys("k")
-	}
-	d.keys("enter")
-	d.until("watch", func() bool { w, ok := d.m.top().(*watchPage); return ok && w.streaming })
-	w := topAs[*watchPage](t, d)
+	w := statusWatch(t, d)
+	d.until("streaming", func() bool { return w.streaming })
 	d.keys("x")
 	d.until("dialog", func() bool { return d.m.dialog != nil })
 	if !strings.Contains(d.view(), "are told to stop") {

@@ -26,6 +26,21 @@ func topAs[T page](t *testing.T, d *driver) T {
 }
 
 // openHosts browses web -> the label row key=value -> hosts.
+// statusWatch selects every host of the open host list, runs the status
+// op on them and returns its watch once it is on top.
+func statusWatch(t *testing.T, d *driver) *watchPage {
+	t.Helper()
+	d.keys("a", "o")
+	p := topAs[*opPage](t, d)
+	d.until("processes", func() bool { return p.loaded })
+	for p.ops[p.list.cursor] != model.OpStatus {
+		d.keys("k")
+	}
+	d.keys("enter")
+	d.until("watch", func() bool { _, ok := d.m.top().(*watchPage); return ok })
+	return topAs[*watchPage](t, d)
+}
+
 func openHosts(t *testing.T, d *driver, label string) *hostsPage {
 	t.Helper()
 	d.until("namespaces", func() bool { return d.m.stack[0].(*nsPage).loaded })
@@ -453,15 +468,7 @@ func TestWatchCancelClosesSubscription(t *testing.T) {
 	e, _ := simBackendEngine(t, sc, ec)
 	d := newDriver(t, e, Options{Guard: time.Nanosecond}, 100, 30)
 	openHosts(t, d, "app=nginx")
-	d.keys("a", "o")
-	p := topAs[*opPage](t, d)
-	d.until("processes", func() bool { return p.loaded })
-	for p.ops[p.list.cursor] != model.OpStatus {
-		d.keys("k")
-	}
-	d.keys("enter")
-	d.until("watch", func() bool { _, ok := d.m.top().(*watchPage); return ok })
-	w := topAs[*watchPage](t, d)
+	w := statusWatch(t, d)
 	d.until("streaming", func() bool { return w.streaming })
 	d.keys("x")
 	d.until("dialog", func() bool { return d.m.dialog != nil })
