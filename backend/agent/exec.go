@@ -228,9 +228,11 @@ func openOutputs(capture *captureFiles, cred *syscall.Credential) ([]outFile, er
 // plain open(2) and os.NewFile: os.OpenFile tries each file on the
 // runtime's poller (four fcntl and an epoll_ctl for a regular file, two
 // files per launch), and the directory is made only when the open finds
-// it missing, not looked up at every launch.
+// it missing, not looked up at every launch. A symbolic link there is
+// refused (O_NOFOLLOW, as the log reader's open): the file is made the
+// command's account's (openOutputs), which a link would do to its target.
 func openCapture(path string) (*os.File, error) {
-	const flags = syscall.O_RDWR | syscall.O_CREAT | syscall.O_APPEND | syscall.O_CLOEXEC
+	const flags = syscall.O_RDWR | syscall.O_CREAT | syscall.O_APPEND | syscall.O_CLOEXEC | syscall.O_NOFOLLOW
 	fd, err := sysOpen(path, flags, 0o640)
 	if errors.Is(err, syscall.ENOENT) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {

@@ -309,4 +309,23 @@ func TestOpenCapture(t *testing.T) {
 		}
 		t.Fatalf("open of a directory: %v, want an error naming %s", err, dir)
 	}
+	// A symbolic link where the file should be: refused, its target left
+	// as it was (openOutputs gives the file to the command's account).
+	target := filepath.Join(t.TempDir(), "target")
+	if err := os.WriteFile(target, []byte("kept\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "stdout.log")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := openCapture(link); err == nil || !strings.Contains(err.Error(), link) {
+		if f != nil {
+			f.Close()
+		}
+		t.Fatalf("open of a symbolic link: %v, want an error naming %s", err, link)
+	}
+	if b, err := os.ReadFile(target); err != nil || string(b) != "kept\n" {
+		t.Fatalf("the link's target: %q %v", b, err)
+	}
 }
