@@ -10,7 +10,7 @@ import (
 
 // Free text from the fleet (a result's or an event's message, a
 // process's status message, command line and version, an agent's
-// version) is made plain where it enters the console: the guarded
+// version and host labels) is made plain where it enters the console: the guarded
 // backend. termSafe, at the frame's exit, must keep SGR (our own styling,
 // which it cannot tell from the fleet's), so a message holding ESC[8m
 // would otherwise hide the rest of its row, and ESC[30;40m blank it.
@@ -56,8 +56,10 @@ func plainEvent(e model.Event) (model.Event, bool) {
 }
 
 func plainHost(h backend.HostView) (backend.HostView, bool) {
-	var dirty bool
+	var dirty, d bool
 	h.Version, dirty = plainText(h.Version)
+	h.Labels, d = plainLabels(h.Labels)
+	dirty = dirty || d
 	h.Procs, _ = plainAll(h.Procs, func(p backend.ProcView) (backend.ProcView, bool) {
 		var d bool
 		p.Status, d = plainStatus(p.Status)
@@ -65,6 +67,28 @@ func plainHost(h backend.HostView) (backend.HostView, bool) {
 		return p, d
 	})
 	return h, dirty
+}
+
+// plainLabels is a host's labels (its agent's heartbeat reports them:
+// the fleet's text) with keys and values made plain: a new map when one
+// changed (m may be the backend's own, or its reader's to reuse).
+func plainLabels(m map[string]string) (map[string]string, bool) {
+	clean := true
+	for k, v := range m {
+		_, dk := plainText(k)
+		_, dv := plainText(v)
+		if clean = !dk && !dv; !clean {
+			break
+		}
+	}
+	if clean {
+		return m, false
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[PlainText(k)] = PlainText(v)
+	}
+	return out, true
 }
 
 // plainAll is xs with clean applied, copied only when an element changed.

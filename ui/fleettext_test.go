@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -87,5 +88,49 @@ func TestFleetTextEntersPlain(t *testing.T) {
 	d.until("the event listed", func() bool { return strings.Contains(d.view(), "boom hidden") })
 	if v := d.view(); strings.Contains(v, "\x1b[8m") || strings.Contains(v, "\x1b]52") {
 		t.Fatalf("escape sequences from the fleet reached the frame:\n%q", v)
+	}
+}
+
+// hostileHosts lists hosts whose agent labels (a heartbeat's, unchecked)
+// hold escape sequences.
+type hostileHosts struct {
+	backend.Backend
+	hosts []backend.HostView
+}
+
+func (h *hostileHosts) Hosts(context.Context, backend.HostQuery) ([]backend.HostView, error) {
+	return h.hosts, nil
+}
+
+// An agent's host labels enter the console plain, listed at once or host
+// by host, and the backend's own map is not written to: the LABELS cell
+// of the host list showed them as they came (ESC[8m hid the rest of the
+// row).
+func TestHostLabelsEnterPlain(t *testing.T) {
+	e, _ := simBackend(t, quietSim(1))
+	labels := map[string]string{"app": hidden, "k\x1b[8m": "v", "zone": "a"}
+	h := &hostileHosts{Backend: e, hosts: []backend.HostView{{HostInfo: model.HostInfo{Host: model.Host{IP: "10.0.0.1"}, Labels: labels}}}}
+	g := guard(h)
+	want := map[string]string{"app": "boom hidden", "k": "v", "zone": "a"}
+	hv, err := g.Hosts(context.Background(), backend.HostQuery{})
+	if err != nil || len(hv) != 1 || !maps.Equal(hv[0].Labels, want) {
+		t.Fatalf("hosts: %+v %v", hv, err)
+	}
+	n := 0
+	err = g.HostsEach(context.Background(), backend.HostQuery{}, func(v *backend.HostView) {
+		n++
+		if !maps.Equal(v.Labels, want) {
+			t.Fatalf("host by host: labels %q", v.Labels)
+		}
+		row := newHostRow(*v)
+		if text := row.display().labels; text != "app=boom hidden k=v zone=a" {
+			t.Fatalf("LABELS cell %q", text)
+		}
+	})
+	if err != nil || n != 1 {
+		t.Fatalf("host by host: %d hosts, %v", n, err)
+	}
+	if labels["app"] != hidden || len(labels) != 3 {
+		t.Fatal("the backend's own labels were written to")
 	}
 }
