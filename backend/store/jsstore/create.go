@@ -120,10 +120,11 @@ func (s *Store) createOwn(ctx context.Context, on string, kv func(*bound) jetstr
 		case gerr == nil:
 			return 0, err
 		case !errors.Is(gerr, jetstream.ErrKeyNotFound):
-			return 0, fmt.Errorf("create refused as existing (%w), then reading it back: %w", err, gerr)
+			// The refusal is not wrapped: not a conflict (ErrKeyExists).
+			return 0, fmt.Errorf("create refused as existing (%v), then reading it back: %w", err, gerr)
 		}
 		if !time.Now().Before(deadline) || ctx.Err() != nil {
-			return 0, fmt.Errorf("%w: a create refused as existing for %s, yet nothing stored: %w",
+			return 0, fmt.Errorf("%w: a create refused as existing for %s, yet nothing stored: %v",
 				model.ErrUnavailable, time.Since(start).Round(time.Millisecond), err)
 		}
 		select {

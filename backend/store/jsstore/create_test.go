@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"gseproc/backend"
 	"gseproc/model"
 )
 
@@ -243,5 +244,36 @@ func TestPutProcessAnsweredConnectionClosed(t *testing.T) {
 	// TestRegistry's (asked once, nothing of its own can be stored).
 	if err := s.PutProcess(ctx, upd); !errors.Is(err, model.ErrConflict) {
 		t.Fatalf("the update again at the stale revision %d: %v, want ErrConflict", got.Rev, err)
+	}
+}
+
+// TestCreateRefusedPastItsBoundIsUnavailable: a create refused as
+// existing with nothing to read there until the caller's bound is spent
+// fails as unavailable, never as a conflict (the refusal was wrapped, so
+// a task put that ran out of time said "exists: conflict" and a lease
+// asked for said "held by another", the errors createOwn exists to
+// avoid).
+func TestCreateRefusedPastItsBoundIsUnavailable(t *testing.T) {
+	s := open(t, startNATS(t, natsCfg(t, t.TempDir())), Options{})
+	const after = 3 * time.Second // the first create is applied long after the bound
+	tasks := &applyingKV{KeyValue: s.on().tasks, after: after, applied: make(chan error, 1)}
+	leases := &applyingKV{KeyValue: s.on().leases, after: after, applied: make(chan error, 1)}
+	s.on().tasks, s.on().leases = tasks, leases
+	bounded := func() context.Context { return backend.WithStoreWait(tctx(t), 500*time.Millisecond) }
+
+	id := model.FormatTaskID(time.Now(), 65)
+	task := model.Task{ID: id, Op: model.OpStart, Targets: 1, Status: model.TaskPending, Created: time.Now().UTC()}
+	err := s.PutTask(bounded(), task, targets(1))
+	if !errors.Is(err, model.ErrUnavailable) || errors.Is(err, model.ErrConflict) {
+		t.Fatalf("put task past its bound: %v, want unavailable, not a conflict", err)
+	}
+	ok, err := s.AcquireLease(bounded(), id, "A", time.Minute)
+	if ok || !errors.Is(err, model.ErrUnavailable) {
+		t.Fatalf("acquire a lease past its bound: %v, %v; want unavailable", ok, err)
+	}
+	for _, kv := range []*applyingKV{tasks, leases} {
+		if err := <-kv.applied; err != nil {
+			t.Fatalf("the first create: %v", err)
+		}
 	}
 }
