@@ -79,3 +79,24 @@ func TestKeepLateHandsOnAnAnswerBetween(t *testing.T) {
 		t.Fatalf("late replies %d, lateN %d, replies %d; want 1, 0, 0", len(got), d.lateN, d.replies.len())
 	}
 }
+
+// get is what id holds.
+func (t *replyTable) get(id string) (pendingReply, bool) {
+	s := t.shard(id)
+	s.mu.Lock()
+	p, ok := s.m[id]
+	s.mu.Unlock()
+	return p, ok
+}
+
+// len is how many requests wait.
+func (t *replyTable) len() int {
+	n := 0
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		n += len(s.m)
+		s.mu.Unlock()
+	}
+	return n
+}

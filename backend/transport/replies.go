@@ -45,15 +45,6 @@ func (t *replyTable) put(id string, p pendingReply) {
 	s.mu.Unlock()
 }
 
-// get is what id holds.
-func (t *replyTable) get(id string) (pendingReply, bool) {
-	s := t.shard(id)
-	s.mu.Lock()
-	p, ok := s.m[id]
-	s.mu.Unlock()
-	return p, ok
-}
-
 // del forgets id.
 func (t *replyTable) del(id string) {
 	s := t.shard(id)
@@ -88,16 +79,4 @@ func (t *replyTable) dropLate(id string) bool {
 		return true
 	}
 	return false
-}
-
-// len is how many requests wait (for tests).
-func (t *replyTable) len() int {
-	n := 0
-	for i := range t.shards {
-		s := &t.shards[i]
-		s.mu.Lock()
-		n += len(s.m)
-		s.mu.Unlock()
-	}
-	return n
 }
