@@ -296,7 +296,11 @@ type StatusWatcher interface {
 // as read; else it reads it and calls modify again. What modify reads of
 // the store after the task (its results) is thus as new as the task it
 // changes: two servers each changing one count of a complete task never
-// store one's change over the other's.
+// store one's change over the other's. modify may be called again on the
+// task as its own earlier call left it (a write applied whose answer was
+// lost is asked again, and refused: the task is no longer as read), so it
+// must make the same task of a task it made (storeCorrection tallies the
+// counts anew from the results).
 type TaskModifier interface {
 	ModifyTask(ctx context.Context, taskID string, modify func(context.Context, model.Task) (model.Task, error)) error
 }
@@ -311,7 +315,9 @@ type RollBoard interface {
 	RollControl(ctx context.Context, taskID string) (model.RollControl, error)
 	// UpdateRollControl applies fn to taskID's control atomically (a
 	// compare-and-set, repeated when another writer came between) and
-	// returns what it stored.
+	// returns what it stored. fn may be applied again to what it made (a
+	// write applied whose answer was lost is asked again, and refused):
+	// fn(fn(c)) must equal fn(c), as model.RollControl.Apply's do.
 	UpdateRollControl(ctx context.Context, taskID string, fn func(model.RollControl) model.RollControl) (model.RollControl, error)
 	// WatchRollControls sends the id of every task whose control is
 	// written from the call on, until ctx ends; then the channel closes.
