@@ -323,12 +323,7 @@ func (p Process) ValidateSpecInto(v *Validator, prefix string, names FieldNames)
 	m, id, pol := p.Meta, p.Spec.Identity, p.Spec.Policy
 
 	for k, val := range m.Labels {
-		field := f("meta.labels") + "[" + k + "]"
-		v.CheckName(field, k, true, 128)
-		if strings.ContainsAny(k, "=,") {
-			v.Add(field, "label key must not contain '=' or ','")
-		}
-		v.CheckName(field, val, false, 256)
+		v.CheckLabel(f("meta.labels")+"["+k+"]", k, val)
 	}
 
 	v.CheckIdent(f("spec.identity.proc_name"), id.ProcName, true, 256, procNameChar, ProcNameChars)

@@ -90,6 +90,19 @@ func (v *Validator) CheckName(field, s string, required bool, max int) {
 	}
 }
 
+// CheckLabel validates one label, a process's or a host's (the one label
+// rule): its key 1-128 characters without '=' or ',' (a selector's
+// separators), its value at most 256; neither blank-only nor with a NUL,
+// newline or control character (a label is shown on operators'
+// terminals: an escape sequence in it would drive them).
+func (v *Validator) CheckLabel(field, key, val string) {
+	v.CheckName(field, key, true, 128)
+	if strings.ContainsAny(key, "=,") {
+		v.Add(field, "label key must not contain '=' or ','")
+	}
+	v.CheckName(field, val, false, 256)
+}
+
 // MaxPath is the longest path a definition may carry.
 const MaxPath = 4096
 

@@ -119,9 +119,12 @@ func (c AgentConfig) validate() error {
 			add("ip", "%v", err)
 		}
 	}
-	for k := range c.Labels {
-		if strings.TrimSpace(k) == "" || strings.ContainsAny(k, "=,") {
-			add("labels", "key %q must be non-empty without '=' or ','", k)
+	// The label rule is the server's, which leaves out of a heartbeat
+	// what it refuses (transport.checkLabels): refused here first.
+	for k, val := range c.Labels {
+		var v model.Validator
+		if v.CheckLabel("labels", k, val); v.Err() != nil {
+			add("labels", "%q: %v", k, v.Err())
 		}
 	}
 	pos := []struct {

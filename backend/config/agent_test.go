@@ -34,6 +34,7 @@ rack = "r1"
 		{"ip", "[agent]\nip = \"10.0.0\"\n", "agent.ip", nil},
 		{"cloud", "[agent]\ncloud_id = -1\n", "agent.cloud_id", nil},
 		{"label key", "[agent.labels]\n\"a=b\" = \"x\"\n", "agent.labels", nil},
+		{"label value with an escape", "[agent.labels]\nzone = \"a\\u001b[8mb\"\n", "control character", nil},
 		{"sample", "[agent]\nsample_interval = \"0s\"\n", "agent.sample_interval", nil},
 		{"breaches", "[agent]\nbreach_count = 0\n", "agent.breach_count", nil},
 		{"backoff order", "[agent]\nbackoff_base = \"10s\"\nbackoff_max = \"1s\"\n", "agent.backoff_max", nil},
