@@ -702,6 +702,37 @@ func (d *Dispatcher) emit(evs ...model.Event) {
 	}
 }
 
+// checkLabels checks a heartbeat's host labels by the label rule
+// (model.Validator.CheckLabel), as the agent's configuration does: an
+// agent is untrusted, and its labels reach selectors, the store and
+// operators' terminals. It returns labels itself when every one passes
+// (no allocation), else the ones that pass and why the others were
+// refused (each named by its key, clipped).
+func checkLabels(labels map[string]string) (map[string]string, error) {
+	var v model.Validator
+	for k, val := range labels {
+		v.CheckLabel("labels", k, val)
+	}
+	if v.Err() == nil {
+		return labels, nil
+	}
+	kept := make(map[string]string, len(labels))
+	var why model.Validator
+	for k, val := range labels {
+		var one model.Validator
+		if one.CheckLabel("labels", k, val); one.Err() == nil {
+			kept[k] = val
+			continue
+		}
+		name := k
+		if len(name) > 64 {
+			name = name[:64] + "..."
+		}
+		why.CheckLabel("labels["+strconv.Quote(name)+"]", k, val)
+	}
+	return kept, why.Err()
+}
+
 func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 	if len(m.Data) == 0 {
 		d.onKeepalive(m.Subject)
@@ -727,6 +758,10 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 			d.log.Warn("dispatcher: heartbeat with an invalid agent id; the id is ignored", "subject", m.Subject, "err", err)
 		}
 		hb.Info.AgentID = id
+	}
+	if kept, err := checkLabels(hb.Info.Labels); err != nil {
+		d.log.Warn("dispatcher: heartbeat with labels the label rule refuses; they are left out", "subject", m.Subject, "err", err)
+		hb.Info.Labels = kept
 	}
 	hb.Info.Host = subjHost.Host()
 	now := time.Now()

@@ -2,6 +2,9 @@ package transport
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -156,4 +159,63 @@ func TestKeepaliveFromUnknownHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "online from a keepalive", 30*time.Second, func() bool { return hostState(d, h1) == model.AgentOnline })
+}
+
+// TestHeartbeatLabelsByTheLabelRule: a heartbeat's host labels are
+// untrusted (an agent, or whoever holds its credential): those the label
+// rule refuses (an escape sequence that would drive an operator's
+// terminal, a selector's separator in a key, an over-long value) are left
+// out at the entrance; the others and the host itself are taken.
+func TestHeartbeatLabelsByTheLabelRule(t *testing.T) {
+	e := startServer(t, testNATS(t), true)
+	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{})
+	hb, err := json.Marshal(Heartbeat{Time: time.Now(), Info: model.HostInfo{Host: h1, Labels: map[string]string{
+		"role":  "web",
+		"osc":   "\x1b]52;c;ZXZpbA==\a",
+		"a=b":   "c",
+		"long":  strings.Repeat("v", 257),
+		"\x1b[": "k",
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := serverConn(t, e)
+	if err := nc.Publish(HeartbeatSubject(mustID(t, h1)), hb); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]string
+	eventually(t, "the host listed", 30*time.Second, func() bool {
+		hs, _ := d.Hosts(context.Background())
+		if len(hs) != 1 || hs[0].State != model.AgentOnline {
+			return false
+		}
+		got = hs[0].Labels
+		return true
+	})
+	if want := map[string]string{"role": "web"}; !maps.Equal(got, want) {
+		t.Fatalf("labels %q, want %q", got, want)
+	}
+}
+
+func TestCheckLabels(t *testing.T) {
+	ok := map[string]string{"role": "web", "zone": "a\tb", "empty": ""}
+	if kept, err := checkLabels(ok); err != nil || !maps.Equal(kept, ok) {
+		t.Fatalf("valid labels: %v %v", kept, err)
+	}
+	for _, tc := range []struct {
+		key, val, why string
+	}{
+		{"osc", "\x1b]0;x\a", "control character"},
+		{"nl", "a\nb", "newline"},
+		{"a,b", "c", "'=' or ','"},
+		{" ", "c", "blank"},
+		{"long", strings.Repeat("v", 257), "longer than 256"},
+		{strings.Repeat("k", 129), "v", "longer than 128"},
+	} {
+		in := map[string]string{"role": "web", tc.key: tc.val}
+		kept, err := checkLabels(in)
+		if err == nil || !strings.Contains(err.Error(), tc.why) || !maps.Equal(kept, map[string]string{"role": "web"}) {
+			t.Errorf("%q=%q: kept %q, err %v; want only role kept and %q", tc.key, tc.val, kept, err, tc.why)
+		}
+	}
 }
