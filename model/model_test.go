@@ -2,6 +2,7 @@ package model
 
 import (
 	"cmp"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,15 @@ func validProcess() Process {
 	}
 }
 
+// manyLabels is n valid labels.
+func manyLabels(n int) map[string]string {
+	m := make(map[string]string, n)
+	for i := range n {
+		m[fmt.Sprintf("k%03d", i)] = "v"
+	}
+	return m
+}
+
 func TestProcessValidate(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -39,6 +49,8 @@ func TestProcessValidate(t *testing.T) {
 		{"name NUL", func(p *Process) { p.Meta.Name = "a\x00b" }, "meta.name", "NUL"},
 		{"name blank", func(p *Process) { p.Meta.Name = "   " }, "meta.name", "blank"},
 		{"label key with =", func(p *Process) { p.Meta.Labels = map[string]string{"a=b": "c"} }, "meta.labels[a=b]", "'='"},
+		{"labels at the bound", func(p *Process) { p.Meta.Labels = manyLabels(MaxLabels) }, "", ""},
+		{"labels past the bound", func(p *Process) { p.Meta.Labels = manyLabels(MaxLabels + 1) }, "meta.labels", "more than 64"},
 		{"proc_name required", func(p *Process) { p.Spec.Identity.ProcName = "" }, "spec.identity.proc_name", "required"},
 		{"proc_name path", func(p *Process) { p.Spec.Identity.ProcName = "bin/nginx" }, "spec.identity.proc_name", "not allowed"},
 		{"setup_path required", func(p *Process) { p.Spec.Identity.SetupPath = "" }, "spec.identity.setup_path", "required"},

@@ -322,6 +322,7 @@ func (p Process) ValidateSpecInto(v *Validator, prefix string, names FieldNames)
 	f := func(internal string) string { return names.name(prefix, internal) }
 	m, id, pol := p.Meta, p.Spec.Identity, p.Spec.Policy
 
+	v.CheckLabelCount(f("meta.labels"), len(m.Labels))
 	for k, val := range m.Labels {
 		v.CheckLabel(f("meta.labels")+"["+k+"]", k, val)
 	}

@@ -103,6 +103,19 @@ func (v *Validator) CheckLabel(field, key, val string) {
 	v.CheckName(field, val, false, 256)
 }
 
+// MaxLabels is how many labels a definition or a host may carry, the
+// label rule's count: a label set is copied into every host listing,
+// selector match and stored definition, and a host's comes from its
+// agent, which is untrusted.
+const MaxLabels = 64
+
+// CheckLabelCount refuses n labels when they are more than MaxLabels.
+func (v *Validator) CheckLabelCount(field string, n int) {
+	if n > MaxLabels {
+		v.Addf(field, "%d labels, more than %d", n, MaxLabels)
+	}
+}
+
 // MaxPath is the longest path a definition may carry.
 const MaxPath = 4096
 

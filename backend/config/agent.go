@@ -121,6 +121,10 @@ func (c AgentConfig) validate() error {
 	}
 	// The label rule is the server's, which leaves out of a heartbeat
 	// what it refuses (transport.checkLabels): refused here first.
+	var count model.Validator
+	if count.CheckLabelCount("labels", len(c.Labels)); count.Err() != nil {
+		add("labels", "%v", count.Err())
+	}
 	for k, val := range c.Labels {
 		var v model.Validator
 		if v.CheckLabel("labels", k, val); v.Err() != nil {

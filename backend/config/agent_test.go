@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -35,6 +36,8 @@ rack = "r1"
 		{"cloud", "[agent]\ncloud_id = -1\n", "agent.cloud_id", nil},
 		{"label key", "[agent.labels]\n\"a=b\" = \"x\"\n", "agent.labels", nil},
 		{"label value with an escape", "[agent.labels]\nzone = \"a\\u001b[8mb\"\n", "control character", nil},
+		{"labels at the bound", "[agent.labels]\n" + tomlLabels(64), "", func(c AgentConfig) bool { return len(c.Labels) == 64 }},
+		{"labels past the bound", "[agent.labels]\n" + tomlLabels(65), "more than 64", nil},
 		{"sample", "[agent]\nsample_interval = \"0s\"\n", "agent.sample_interval", nil},
 		{"breaches", "[agent]\nbreach_count = 0\n", "agent.breach_count", nil},
 		{"backoff order", "[agent]\nbackoff_base = \"10s\"\nbackoff_max = \"1s\"\n", "agent.backoff_max", nil},
@@ -44,6 +47,15 @@ rack = "r1"
 		{"poll", "[agent]\npoll_interval = \"soon\"\n", "not a duration", nil},
 	}
 	testSection(t, tests, func(c Config) AgentConfig { return c.Agent })
+}
+
+// tomlLabels is n labels as lines of a TOML table.
+func tomlLabels(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "k%03d = \"v\"\n", i)
+	}
+	return b.String()
 }
 
 func TestAgentValidateForRunning(t *testing.T) {

@@ -703,25 +703,37 @@ func (d *Dispatcher) emit(evs ...model.Event) {
 }
 
 // checkLabels checks a heartbeat's host labels by the label rule
-// (model.Validator.CheckLabel), as the agent's configuration does: an
-// agent is untrusted, and its labels reach selectors, the store and
-// operators' terminals. It returns labels itself when every one passes
-// (no allocation), else the ones that pass and why the others were
-// refused (each named by its key, clipped).
+// (model.Validator.CheckLabel, CheckLabelCount), as the agent's
+// configuration does: an agent is untrusted, and its labels reach
+// selectors, the store and operators' terminals. It returns labels itself
+// when every one passes (no allocation), else the ones that pass, at most
+// model.MaxLabels (the first by key: the same ones at every heartbeat),
+// and why the others were left out (the first refusedNamed by key, each
+// named by its key, clipped; then how many more).
 func checkLabels(labels map[string]string) (map[string]string, error) {
 	var v model.Validator
+	v.CheckLabelCount("labels", len(labels))
 	for k, val := range labels {
 		v.CheckLabel("labels", k, val)
 	}
 	if v.Err() == nil {
 		return labels, nil
 	}
-	kept := make(map[string]string, len(labels))
+	kept := make(map[string]string, min(len(labels), model.MaxLabels))
 	var why model.Validator
-	for k, val := range labels {
+	refused, over := 0, 0
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		val := labels[k]
 		var one model.Validator
 		if one.CheckLabel("labels", k, val); one.Err() == nil {
-			kept[k] = val
+			if len(kept) < model.MaxLabels {
+				kept[k] = val
+			} else {
+				over++
+			}
+			continue
+		}
+		if refused++; refused > refusedNamed {
 			continue
 		}
 		name := k
@@ -730,8 +742,18 @@ func checkLabels(labels map[string]string) (map[string]string, error) {
 		}
 		why.CheckLabel("labels["+strconv.Quote(name)+"]", k, val)
 	}
+	if refused > refusedNamed {
+		why.Addf("labels", "%d more refused by the label rule", refused-refusedNamed)
+	}
+	if over > 0 {
+		why.Addf("labels", "%d labels, more than %d: the %d after the first %d by key left out", len(labels)-refused, model.MaxLabels, over, model.MaxLabels)
+	}
 	return kept, why.Err()
 }
+
+// refusedNamed is how many refused labels checkLabels names: a heartbeat
+// may carry thousands, and the reason is logged.
+const refusedNamed = 8
 
 func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 	if len(m.Data) == 0 {

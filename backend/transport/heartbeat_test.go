@@ -3,7 +3,11 @@ package transport
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -197,6 +201,58 @@ func TestHeartbeatLabelsByTheLabelRule(t *testing.T) {
 	}
 }
 
+// TestHeartbeatLabelCountBounded: a heartbeat's host labels are at most
+// model.MaxLabels, the first by key (the same at every heartbeat); the
+// excess is left out and logged with why, and the host is taken. An agent
+// could send thousands, copied into every host listing and selector match.
+func TestHeartbeatLabelCountBounded(t *testing.T) {
+	e := startServer(t, testNATS(t), true)
+	var logged strings.Builder
+	var mu sync.Mutex
+	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))})
+	labels := make(map[string]string, 1000)
+	for i := range 1000 {
+		labels[fmt.Sprintf("k%04d", i)] = "v"
+	}
+	hb, err := json.Marshal(Heartbeat{Time: time.Now(), Info: model.HostInfo{Host: h1, Labels: labels}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := serverConn(t, e).Publish(HeartbeatSubject(mustID(t, h1)), hb); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]string
+	eventually(t, "the host listed", 30*time.Second, func() bool {
+		hs, _ := d.Hosts(context.Background())
+		if len(hs) != 1 || hs[0].State != model.AgentOnline {
+			return false
+		}
+		got = hs[0].Labels
+		return true
+	})
+	if len(got) != model.MaxLabels || got["k0000"] != "v" || got[fmt.Sprintf("k%04d", model.MaxLabels-1)] != "v" {
+		t.Fatalf("%d labels kept, want the first %d by key", len(got), model.MaxLabels)
+	}
+	mu.Lock()
+	log := logged.String()
+	mu.Unlock()
+	if !strings.Contains(log, "1000 labels, more than 64") {
+		t.Fatalf("log %q does not say why labels were left out", log)
+	}
+}
+
+// lockedWriter is w, written under mu.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
 func TestCheckLabels(t *testing.T) {
 	ok := map[string]string{"role": "web", "zone": "a\tb", "empty": ""}
 	if kept, err := checkLabels(ok); err != nil || !maps.Equal(kept, ok) {
@@ -217,5 +273,23 @@ func TestCheckLabels(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.why) || !maps.Equal(kept, map[string]string{"role": "web"}) {
 			t.Errorf("%q=%q: kept %q, err %v; want only role kept and %q", tc.key, tc.val, kept, err, tc.why)
 		}
+	}
+
+	// The count: the first MaxLabels valid ones by key, the refused named
+	// up to refusedNamed and then counted.
+	many := map[string]string{}
+	for i := range model.MaxLabels + 5 {
+		many[fmt.Sprintf("k%03d", i)] = "v"
+	}
+	for i := range refusedNamed + 3 {
+		many[fmt.Sprintf("bad%02d", i)] = "\x1b"
+	}
+	kept, err := checkLabels(many)
+	if len(kept) != model.MaxLabels || kept["k000"] != "v" || kept[fmt.Sprintf("k%03d", model.MaxLabels-1)] != "v" {
+		t.Fatalf("kept %d labels %v, want k000..k%03d", len(kept), slices.Sorted(maps.Keys(kept)), model.MaxLabels-1)
+	}
+	if err == nil || !strings.Contains(err.Error(), "69 labels, more than 64: the 5 after the first 64 by key left out") ||
+		!strings.Contains(err.Error(), "3 more refused") || strings.Count(err.Error(), "control character") != refusedNamed {
+		t.Fatalf("err %v", err)
 	}
 }
