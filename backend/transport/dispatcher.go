@@ -90,10 +90,15 @@ type Dispatcher struct {
 	// subscribes to late answers (lateSubs).
 	lateSubs subscribers[model.LateReply]
 	lateN    int // entries of replies that are late
+	// lateRefused counts the requests not kept for a late answer since
+	// lateMax were last reached (logged when it starts and ends).
+	lateRefused int
 	// lateQ is the late requests in the order their windows end (each
 	// window is lateWindow long from when it was kept): dropLate looks
 	// only at its head, not at every request waiting. An entry answered
-	// meanwhile is skipped when its window ends.
+	// meanwhile is skipped when its window ends, or taken out when the
+	// queue reaches lateQMax (compactLate): answered ones would otherwise
+	// pile up for a window, however few requests are still late.
 	lateQ []lateEntry
 
 	// reqBufs are the buffers requests are encoded into (a request is
@@ -171,6 +176,10 @@ type lateEntry struct {
 const (
 	lateWindow = 10 * time.Minute
 	lateMax    = 100_000
+	// lateQMax bounds lateQ: at it, the entries answered meanwhile are
+	// taken out, which leaves at most lateMax (the late ones), so a
+	// compaction comes at most once per lateQMax-lateMax keeps.
+	lateQMax = 2 * lateMax
 )
 
 type hostEntry struct {
@@ -505,9 +514,23 @@ wait:
 // on as a late answer, once (onReply takes the late request away).
 func (d *Dispatcher) keepLate(id string, host model.HostID, subject, taskID, opID string, ch <-chan *nats.Msg) bool {
 	d.rmu.Lock()
-	if d.lateSubs.empty() || d.lateN >= lateMax {
+	if d.lateSubs.empty() {
 		d.rmu.Unlock()
 		return false
+	}
+	if d.lateN >= lateMax {
+		if d.lateRefused++; d.lateRefused == 1 {
+			d.log.Warn("dispatcher: late answers: as many requests wait for one as are kept; more are not kept, their timeouts stand", "max", lateMax, "window", lateWindow)
+		}
+		d.rmu.Unlock()
+		return false
+	}
+	if d.lateRefused > 0 {
+		d.log.Warn("dispatcher: late answers: kept again", "not_kept", d.lateRefused)
+		d.lateRefused = 0
+	}
+	if len(d.lateQ) >= lateQMax {
+		d.compactLate()
 	}
 	until := time.Now().Add(lateWindow)
 	d.replies.put(id, pendingReply{host: host, subject: subject, late: &lateOp{taskID: taskID, opID: opID, until: until}})
@@ -544,6 +567,19 @@ func (d *Dispatcher) onLate(p pendingReply, m *nats.Msg) {
 	for _, fn := range d.lateSubs.list() {
 		fn(lr)
 	}
+}
+
+// compactLate takes out of lateQ the entries no longer late (answered
+// meanwhile), keeping the others in order. Called with rmu held.
+func (d *Dispatcher) compactLate() {
+	q := d.lateQ[:0]
+	for _, e := range d.lateQ {
+		if d.replies.isLate(e.id) {
+			q = append(q, e)
+		}
+	}
+	clear(d.lateQ[len(q):])
+	d.lateQ = q
 }
 
 // dropLate forgets the late requests whose window passed at now.

@@ -3,6 +3,8 @@ package transport
 import (
 	"context"
 	"log/slog"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,4 +101,72 @@ func (t *replyTable) len() int {
 		s.mu.Unlock()
 	}
 	return n
+}
+
+// TestLateQueueBounded: lateQ stays within lateQMax however many late
+// requests are answered (each answered one stayed queued for its whole
+// window: 200,000 late requests a minute, all answered, were two million
+// entries), keeps the ones still late in order, and a request beyond
+// lateMax still late is refused, counted and logged once.
+func TestLateQueueBounded(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logged strings.Builder
+	d := &Dispatcher{log: slog.New(slog.NewTextHandler(&logged, nil))}
+	answered := 0
+	d.SubscribeLate(ctx, func(model.LateReply) { answered++ })
+	hid, err := model.Host{IP: "10.0.0.1"}.ID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := func(id string) string {
+		subject := ReplySubject(hid, id)
+		ch := make(chan *nats.Msg, 1)
+		d.replies.put(id, pendingReply{host: hid, subject: subject, ch: ch})
+		if !d.keepLate(id, hid, subject, "t", id, ch) {
+			t.Fatalf("%s: not kept", id)
+		}
+		return subject
+	}
+	waiting := []string{"w0", "w1", "w2"}
+	for _, id := range waiting {
+		keep(id)
+	}
+	n := lateQMax + 10
+	for i := range n {
+		id := "a" + strconv.Itoa(i)
+		d.onReply(&nats.Msg{Subject: keep(id), Data: []byte(`{"task_id":"t","op_id":"x"}`)})
+		if len(d.lateQ) > lateQMax {
+			t.Fatalf("after %d answered: lateQ holds %d, more than %d", i+1, len(d.lateQ), lateQMax)
+		}
+	}
+	if answered != n || d.lateN != len(waiting) {
+		t.Fatalf("answered %d, lateN %d; want %d, %d", answered, d.lateN, n, len(waiting))
+	}
+	for i, id := range waiting {
+		if d.lateQ[i].id != id || !d.replies.isLate(id) {
+			t.Fatalf("lateQ head %v: %s not kept in order", d.lateQ[:len(waiting)], id)
+		}
+	}
+	d.dropLate(time.Now().Add(2 * lateWindow))
+	if d.lateN != 0 || len(d.lateQ) != 0 || d.replies.len() != 0 {
+		t.Fatalf("after every window: lateN %d, lateQ %d, replies %d; want 0", d.lateN, len(d.lateQ), d.replies.len())
+	}
+
+	d.lateN = lateMax // as many wait as are kept
+	for i := range 3 {
+		id := "over" + strconv.Itoa(i)
+		d.replies.put(id, pendingReply{host: hid, subject: ReplySubject(hid, id)})
+		if d.keepLate(id, hid, ReplySubject(hid, id), "t", id, nil) {
+			t.Fatal("kept beyond lateMax")
+		}
+	}
+	if d.lateRefused != 3 || strings.Count(logged.String(), "more are not kept") != 1 {
+		t.Fatalf("refused %d, log %q; want 3 counted, logged once", d.lateRefused, logged.String())
+	}
+	d.lateN = 0
+	keep("again")
+	if d.lateRefused != 0 || !strings.Contains(logged.String(), "not_kept=3") {
+		t.Fatalf("refused %d, log %q; want the count logged and reset", d.lateRefused, logged.String())
+	}
 }

@@ -68,6 +68,15 @@ func (t *replyTable) take(id, subject string) (p pendingReply, ok, same bool) {
 	return p, ok, same
 }
 
+// isLate reports whether id is still a late request.
+func (t *replyTable) isLate(id string) bool {
+	s := t.shard(id)
+	s.mu.Lock()
+	p, ok := s.m[id]
+	s.mu.Unlock()
+	return ok && p.late != nil
+}
+
 // dropLate forgets id when it is still a late request, and reports
 // whether it did.
 func (t *replyTable) dropLate(id string) bool {
