@@ -193,6 +193,10 @@ func (id HostID) Valid() bool { return id.ip.IsValid() }
 // Host is the identity as a (bare, canonical) Host.
 func (id HostID) Host() Host { return Host{IP: id.ip.String(), CloudID: id.cloud} }
 
+// Order is the identity's place in the host ordering: its host's
+// (Host.Order), without parsing the address again.
+func (id HostID) Order() HostOrder { return HostOrder{cloud: id.cloud, addr: id.ip} }
+
 // Cloud is the identity's cloud id.
 func (id HostID) Cloud() int { return id.cloud }
 

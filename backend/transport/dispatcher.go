@@ -54,6 +54,8 @@ type Dispatcher struct {
 	// counts those online (Count, asked every second by the health probe).
 	all    []*hostEntry
 	online int
+	// epoch is the origin of the entries' times (hostEntry.seen).
+	epoch time.Time
 	// shared holds one copy of each label set and agent version the
 	// hosts report (100,000 hosts have a few thousand label sets): the
 	// entries' labels are never changed in place, only replaced.
@@ -182,20 +184,62 @@ const (
 	lateQMax = 2 * lateMax
 )
 
+// hostEntry is what the dispatcher keeps of a host: 100,000 of them in
+// a 100,000-host fleet, so it holds no field it can derive (its place in
+// the host ordering is its identity's, its agent state is online and
+// heard) and its times are integers (24-byte time.Time values were 48
+// bytes an entry).
 type hostEntry struct {
-	id       model.HostID   // set with the entry's first heartbeat subject
-	info     model.HostInfo // its Labels nil: they are labels
-	labels   labelSet
-	ord      model.HostOrder // info.Host's place in the host ordering, parsed once
-	lastSeen time.Time       // zero: never heard from
-	grace    time.Duration   // silence after which the host is offline
-	online   bool
+	// id is the host's identity: set with the entry's first heartbeat
+	// subject, or, for a configured host, from its address when it has one.
+	id      model.HostID
+	host    model.Host
+	version string // the agent's, shared (interned.text)
+	agentID string
+	labels  labelSet
+	// seen is when the host was last heard from, in nanoseconds since the
+	// dispatcher's epoch (monotonic: a change of the wall clock moves no
+	// host offline); meaningful when heard.
+	seen     int64
+	grace    time.Duration // silence after which the host is offline
 	statuses []model.ProcStatus
-	// fullAt is the time the agent stamped on its last full heartbeat and
-	// keepalives how many came since: what names a change of state alike
-	// on every server (derivedEventID).
-	fullAt     time.Time
-	keepalives int
+	// fullAt is the time the agent stamped on its last full heartbeat (in
+	// Unix nanoseconds, 0 for none) and keepalives how many came since:
+	// what names a change of state alike on every server (derivedEventID).
+	fullAt     int64
+	keepalives int32
+	online     bool
+	heard      bool // zero: never heard from
+}
+
+// order is the entry's place in the host ordering.
+func (e *hostEntry) order() model.HostOrder {
+	if e.id.Valid() {
+		return e.id.Order()
+	}
+	return e.host.Order()
+}
+
+// info is the entry's host as listed (labels and state apart).
+func (e *hostEntry) info() model.HostInfo {
+	return model.HostInfo{Host: e.host, Version: e.version, AgentID: e.agentID}
+}
+
+// staticEntry is the entry of a configured host.
+func staticEntry(hi model.HostInfo, labels labelSet) hostEntry {
+	e := hostEntry{host: hi.Host, version: hi.Version, agentID: hi.AgentID, labels: labels}
+	if id, err := hi.Host.ID(); err == nil {
+		e.id = id
+	}
+	return e
+}
+
+// unixNano is t in Unix nanoseconds, 0 for the zero time.
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
 }
 
 // NewDispatcher subscribes to the agents' heartbeats and events on nc and
@@ -214,8 +258,9 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 		hbSeed:      maphash.MakeSeed(),
 		replyPfx:    randomSecret()[:12],
 		consumeWake: make(chan struct{}, 1), rebound: make(chan struct{}, 1),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
+		epoch: time.Now(),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
 	}
 	d.reconnected.Store(new(make(chan struct{})))
 	for i := range d.hbq {
@@ -228,10 +273,10 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 		labels := d.shared.labels(hi.Labels)
 		hi.Labels = nil
 		if e := d.hosts[hi.Host]; e != nil { // listed twice: the last one counts
-			*e = hostEntry{info: hi, labels: labels, ord: hi.Host.Order()}
+			*e = staticEntry(hi, labels)
 			continue
 		}
-		e := &hostEntry{info: hi, labels: labels, ord: hi.Host.Order()}
+		e := new(staticEntry(hi, labels))
 		d.hosts[hi.Host] = e
 		d.all = append(d.all, e)
 	}
@@ -647,21 +692,21 @@ func (d *Dispatcher) Hosts(ctx context.Context) ([]model.HostInfo, error) {
 	entries := slices.Clone(d.all)
 	// Sorted by the order each entry keeps, not by parsing two addresses
 	// per comparison (100,000 hosts: 1.7 million comparisons).
-	slices.SortFunc(entries, func(a, b *hostEntry) int { return a.ord.Compare(b.ord) })
+	slices.SortFunc(entries, func(a, b *hostEntry) int { return a.order().Compare(b.order()) })
 	out := make([]model.HostInfo, 0, len(entries))
 	for _, e := range entries {
-		hi := e.info
+		hi := e.info()
 		hi.Labels = d.labels(e.labels)
 		switch {
-		case e.lastSeen.IsZero():
+		case !e.heard:
 			hi.State = model.AgentUnknown
 		case e.online:
 			hi.State = model.AgentOnline
 		default:
 			hi.State = model.AgentOffline
 		}
-		if !e.lastSeen.IsZero() {
-			hi.LastSeen = e.lastSeen.Unix()
+		if e.heard {
+			hi.LastSeen = d.epoch.Add(time.Duration(e.seen)).Unix()
 		}
 		out = append(out, hi)
 	}
@@ -826,20 +871,19 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 	var ev []model.Event
 	d.mu.Lock()
 	e := d.entry(subjHost, m.Subject)
-	e.labels, hb.Info.Version = d.shared.labels(hb.Info.Labels), d.shared.text(hb.Info.Version)
-	hb.Info.Labels = nil
-	e.info = hb.Info
+	e.labels, e.version = d.shared.labels(hb.Info.Labels), d.shared.text(hb.Info.Version)
+	e.host, e.agentID = hb.Info.Host, hb.Info.AgentID
 	e.statuses = d.shared.statuses(e.statuses, hb.Statuses)
 	// An agent that reports less often than the server expects gets three
 	// of its own intervals.
 	e.grace = max(d.opts.OfflineAfter, 3*hb.Interval)
-	e.lastSeen = now
-	e.fullAt, e.keepalives = hb.Time, 0
+	d.heard(e, now)
+	e.fullAt, e.keepalives = unixNano(hb.Time), 0
 	switch {
 	case hb.Leaving && e.online:
 		e.online = false
 		d.online--
-		ev = append(ev, model.Event{ID: derivedEventID(hb.Info.Host, model.EventAgentOffline, hb.Time, 0),
+		ev = append(ev, model.Event{ID: derivedEventID(hb.Info.Host, model.EventAgentOffline, unixNano(hb.Time), 0),
 			Time: now, Host: hb.Info.Host, Kind: model.EventAgentOffline, Message: "agent stopped"})
 	case !hb.Leaving && !e.online:
 		e.online = true
@@ -848,7 +892,7 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 		if hb.Reconnected > 0 || hb.Dropped > 0 {
 			msg = fmt.Sprintf("agent back online; %d events reported late, %d dropped while the server was unreachable", hb.Reconnected, hb.Dropped)
 		}
-		ev = append(ev, model.Event{ID: derivedEventID(hb.Info.Host, model.EventAgentOnline, hb.Time, 0),
+		ev = append(ev, model.Event{ID: derivedEventID(hb.Info.Host, model.EventAgentOnline, unixNano(hb.Time), 0),
 			Time: now, Host: hb.Info.Host, Kind: model.EventAgentOnline, Message: msg})
 	}
 	d.mu.Unlock()
@@ -876,13 +920,13 @@ func (d *Dispatcher) onKeepalive(subj string) {
 	}
 	now := time.Now()
 	var ev []model.Event
-	e.lastSeen = now
+	d.heard(e, now)
 	e.keepalives++
 	if !e.online {
 		e.online = true
 		d.online++
-		ev = append(ev, model.Event{ID: derivedEventID(e.info.Host, model.EventAgentOnline, e.fullAt, e.keepalives),
-			Time: now, Host: e.info.Host, Kind: model.EventAgentOnline, Message: "agent online"})
+		ev = append(ev, model.Event{ID: derivedEventID(e.host, model.EventAgentOnline, e.fullAt, e.keepalives),
+			Time: now, Host: e.host, Kind: model.EventAgentOnline, Message: "agent online"})
 	}
 	d.mu.Unlock()
 	d.emit(ev...)
@@ -894,13 +938,23 @@ func (d *Dispatcher) entry(id model.HostID, subj string) *hostEntry {
 	host := id.Host()
 	e := d.hosts[host]
 	if e == nil {
-		e = &hostEntry{info: model.HostInfo{Host: host}, ord: host.Order(), grace: d.opts.OfflineAfter}
+		e = &hostEntry{host: host, grace: d.opts.OfflineAfter}
 		d.hosts[host] = e
 		d.all = append(d.all, e)
 	}
 	e.id = id
 	d.beats[subj] = e
 	return e
+}
+
+// heard records that e's host was heard from at now. d.mu is held.
+func (d *Dispatcher) heard(e *hostEntry, now time.Time) {
+	e.seen, e.heard = int64(now.Sub(d.epoch)), true
+}
+
+// silent is how long e's host has not been heard from at now (e.heard).
+func (d *Dispatcher) silent(e *hostEntry, now time.Time) time.Duration {
+	return now.Sub(d.epoch) - time.Duration(e.seen)
 }
 
 // beatHost is the host of heartbeat subject subj: the one its entry
@@ -937,12 +991,15 @@ func (d *Dispatcher) sweep() {
 			var ev []model.Event
 			d.mu.Lock()
 			for _, e := range d.all {
-				if e.online && now.Sub(e.lastSeen) > e.grace && (!behind || now.Sub(e.lastSeen) > 2*e.grace) {
+				if !e.online {
+					continue
+				}
+				if quiet := d.silent(e, now); quiet > e.grace && (!behind || quiet > 2*e.grace) {
 					e.online = false
 					d.online--
-					ev = append(ev, model.Event{ID: derivedEventID(e.info.Host, model.EventAgentOffline, e.fullAt, e.keepalives),
-						Time: now, Host: e.info.Host, Kind: model.EventAgentOffline,
-						Message: fmt.Sprintf("no heartbeat for %s", now.Sub(e.lastSeen).Round(time.Second))})
+					ev = append(ev, model.Event{ID: derivedEventID(e.host, model.EventAgentOffline, e.fullAt, e.keepalives),
+						Time: now, Host: e.host, Kind: model.EventAgentOffline,
+						Message: fmt.Sprintf("no heartbeat for %s", quiet.Round(time.Second))})
 				}
 			}
 			d.mu.Unlock()

@@ -138,16 +138,12 @@ func EventID(h model.HostID, agentID string) string { return "a." + HostToken(h)
 // heartbeat (the same message reaches every server) and how many
 // keepalives came after it. Every server of a cluster that sees the same
 // change names it alike, and the store keeps it once.
-func derivedEventID(h model.Host, kind model.EventKind, full time.Time, keepalives int) string {
+func derivedEventID(h model.Host, kind model.EventKind, full int64, keepalives int32) string {
 	on := "off"
 	if kind == model.EventAgentOnline {
 		on = "on"
 	}
-	var t int64
-	if !full.IsZero() {
-		t = full.UnixNano()
-	}
-	return "s." + h.AgentID() + "." + on + "." + strconv.FormatInt(t, 36) + "." + strconv.Itoa(keepalives)
+	return "s." + h.AgentID() + "." + on + "." + strconv.FormatInt(full, 36) + "." + strconv.Itoa(int(keepalives))
 }
 
 // eventIDs makes an agent's event ids: a random prefix for this run and a

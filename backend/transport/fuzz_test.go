@@ -74,8 +74,8 @@ func FuzzAgentMessages(f *testing.F) {
 		}
 		for h, e := range d.hosts {
 			id, err := h.ID()
-			if err != nil || id.Host() != h || e.info.Host != h {
-				t.Fatalf("dispatcher keeps host %+v (entry %+v) from %q", h, e.info.Host, subj)
+			if err != nil || id.Host() != h || e.host != h {
+				t.Fatalf("dispatcher keeps host %+v (entry %+v) from %q", h, e.host, subj)
 			}
 			if sid, _ := hostFromSubject(subj); sid != id {
 				t.Fatalf("host %s kept from subject %q", id, subj)
@@ -83,8 +83,8 @@ func FuzzAgentMessages(f *testing.F) {
 		}
 		// A subject is known by the entry of its own host only.
 		for s, e := range d.beats {
-			if sid, err := hostFromSubject(s); err != nil || sid.Host() != e.info.Host || d.hosts[e.info.Host] != e {
-				t.Fatalf("subject %q known as host %+v", s, e.info.Host)
+			if sid, err := hostFromSubject(s); err != nil || sid.Host() != e.host || d.hosts[e.host] != e {
+				t.Fatalf("subject %q known as host %+v", s, e.host)
 			}
 		}
 		for _, e := range got {
