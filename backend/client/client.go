@@ -43,6 +43,9 @@ type Client struct {
 	log     *slog.Logger
 	backoff [2]time.Duration
 	maxFail int
+	// maxEvent bounds a stream's lines and events (maxEvent; a test
+	// lowers it).
+	maxEvent int
 
 	ctx    context.Context // ends at Close: stops every stream
 	cancel context.CancelFunc
@@ -104,6 +107,8 @@ func NewCluster(baseURLs []string, opts ...Option) *Client {
 		log:     slog.New(slog.DiscardHandler),
 		backoff: [2]time.Duration{100 * time.Millisecond, 5 * time.Second},
 		maxFail: 30,
+
+		maxEvent: maxEvent,
 	}
 	for _, o := range opts {
 		o(c)

@@ -26,14 +26,30 @@ type sseEvent struct {
 	hasID bool
 }
 
+// maxEvent bounds one line of an event stream and one event's data: the
+// server is not trusted to end them (a result is at most a NATS payload,
+// 8 MiB, a log chunk 64 KiB; JSON may escape a byte as six).
+const maxEvent = 64 << 20
+
+// errEventTooLong is readEvents's error for a line or an event's data
+// past its bound; the stream is not read further.
+var errEventTooLong = fmt.Errorf("event stream: a line or an event over %d MiB; refused", maxEvent>>20)
+
 // readEvents parses an event stream, calling fn for every event until the
 // stream ends (io.EOF) or fn returns false. A line is read in place (a
 // line longer than the 64 KB buffer is gathered apart) and an event's
 // data is gathered in one buffer the events share: a task's stream is a
 // result event per target (100,000 per op over 100,000 hosts), each once
 // copied three times (TestReadEventsAsBefore, FuzzReadEvents compare it
-// with the former reader).
+// with the former reader). A line or an event's data over maxEvent ends
+// the stream with errEventTooLong.
 func readEvents(r io.Reader, fn func(sseEvent) bool) error {
+	return readEventsMax(r, maxEvent, fn)
+}
+
+// readEventsMax is readEvents with lines and events bounded by max (at
+// least the reader's 64 KiB buffer).
+func readEventsMax(r io.Reader, max int, fn func(sseEvent) bool) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var ev sseEvent
 	var data, long []byte
@@ -43,6 +59,9 @@ func readEvents(r io.Reader, fn func(sseEvent) bool) error {
 			long = append(long[:0], line...)
 			for err == bufio.ErrBufferFull {
 				line, err = br.ReadSlice('\n')
+				if len(long)+len(line) > max+2 { // past the bound however it ends
+					return errEventTooLong
+				}
 				long = append(long, line...)
 			}
 			line = long
@@ -56,6 +75,9 @@ func readEvents(r io.Reader, fn func(sseEvent) bool) error {
 			}
 		}
 		line = bytes.TrimRight(line, "\r\n")
+		if len(line) > max {
+			return errEventTooLong
+		}
 		switch {
 		case len(line) == 0:
 			if len(data) > 0 || ev.name != "" {
@@ -76,6 +98,9 @@ func readEvents(r io.Reader, fn func(sseEvent) bool) error {
 			case "event":
 				ev.name = eventName(value)
 			case "data":
+				if len(data)+len(value) > max {
+					return errEventTooLong
+				}
 				data = append(append(data, value...), '\n')
 			case "id":
 				ev.id, ev.hasID = string(value), true
@@ -146,7 +171,7 @@ func (c *Client) Watch(ctx context.Context, id string, after int64) (<-chan mode
 		fails := 0
 		for {
 			ended := false
-			err := readEvents(resp.Body, func(ev sseEvent) bool {
+			err := readEventsMax(resp.Body, c.maxEvent, func(ev sseEvent) bool {
 				switch ev.name {
 				case "result":
 					r, err := model.DecodeResultJSON(ev.data)
@@ -172,6 +197,10 @@ func (c *Client) Watch(ctx context.Context, id string, after int64) (<-chan mode
 			})
 			resp.Body.Close()
 			if ended || ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, errEventTooLong) { // the same would come again
+				c.log.Warn("task stream: not resumed", "task", id, "last_seq", last, "err", err)
 				return
 			}
 			c.log.Debug("task stream dropped; resuming", "task", id, "last_seq", last, "err", err)
@@ -267,7 +296,7 @@ func (c *Client) Events(ctx context.Context) (<-chan model.Event, error) {
 		defer close(out)
 		fails := 0
 		for {
-			_ = readEvents(resp.Body, func(ev sseEvent) bool {
+			err := readEventsMax(resp.Body, c.maxEvent, func(ev sseEvent) bool {
 				if ev.name != "event" {
 					return true
 				}
@@ -284,6 +313,9 @@ func (c *Client) Events(ctx context.Context) (<-chan model.Event, error) {
 				}
 			})
 			resp.Body.Close()
+			if errors.Is(err, errEventTooLong) {
+				c.log.Warn("event stream: dropped; resuming", "err", err)
+			}
 			if resp = c.reopen(ctx, path, "", &fails, true); resp == nil {
 				return
 			}
@@ -321,7 +353,7 @@ func (c *Client) Logs(ctx context.Context, q backend.LogQuery) (<-chan model.Tai
 		defer close(out)
 		defer resp.Body.Close()
 		ended := false
-		err := readEvents(resp.Body, func(ev sseEvent) bool {
+		err := readEventsMax(resp.Body, c.maxEvent, func(ev sseEvent) bool {
 			switch ev.name {
 			case "end":
 				ended = true
