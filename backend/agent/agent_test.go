@@ -225,17 +225,49 @@ func wantCode(t testing.TB, r model.AgentReply, code int, op string) {
 }
 
 // eventually polls cond every 10 ms until it holds or d passes. The
-// bounds are generous (10-15 s): a passing test never waits them out, and a
-// loaded machine running the race detector is slow.
+// bounds are generous (slowBox at least): a passing test never waits them
+// out, and a loaded machine (load 20-70 on 2 cores) running the race
+// detector is slow.
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
+	waitSeeing(t, d, what, func() (bool, string) { return cond(), "" })
+}
+
+// waitSeeing is eventually for a condition that also says what it saw:
+// the test fails with the last of it.
+func waitSeeing(t testing.TB, d time.Duration, what string, cond func() (ok bool, seen string)) {
+	t.Helper()
 	deadline := time.Now().Add(d)
-	for !cond() {
+	for {
+		ok, seen := cond()
+		if ok {
+			return
+		}
 		if time.Now().After(deadline) {
+			if seen != "" {
+				t.Fatalf("not within %s: %s; last seen: %s", d, what, seen)
+			}
 			t.Fatalf("not within %s: %s", d, what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// slowBox is how long a test waits for what takes a moment on an idle
+// machine: a loaded CI machine missed 10-15 s windows; a pass returns at
+// once.
+const slowBox = 60 * time.Second
+
+// kinds lists the kinds of evs, to say what was seen.
+func kinds(evs []model.Event) string {
+	var b strings.Builder
+	for i, e := range evs {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(string(e.Kind))
+	}
+	return b.String()
 }
 
 func livePid(path string) int {
@@ -262,6 +294,13 @@ func collect(t testing.TB, a *Agent) *events {
 		ev.mu.Unlock()
 	})
 	return ev
+}
+
+// all is every event so far.
+func (e *events) all() []model.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.evs)
 }
 
 func (e *events) of(kind model.EventKind) []model.Event {
@@ -300,7 +339,7 @@ func TestLifecycleOps(t *testing.T) {
 		!strings.Contains(st.Cmdline, "daemon.sh") || st.Threads < 1 || st.MemRSS == 0 || st.Mem <= 0 {
 		t.Fatalf("status: %+v", *st)
 	}
-	if d := time.Since(st.StartTime); d < 0 || d > 10*time.Second {
+	if d := time.Since(st.StartTime); d < 0 || d > slowBox {
 		t.Fatalf("status start time %s is %s ago", st.StartTime, d)
 	}
 
@@ -329,7 +368,7 @@ func TestLifecycleOps(t *testing.T) {
 
 	// reload without reload_cmd: SIGHUP.
 	wantCode(t, do(t, a, model.OpReload, p), model.CodeSuccess, "reload")
-	eventually(t, 10*time.Second, "daemon logs SIGHUP", func() bool {
+	eventually(t, slowBox, "daemon logs SIGHUP", func() bool {
 		b, _ := os.ReadFile(filepath.Join(dir, "hups.log"))
 		return strings.Count(string(b), "hup") == 1
 	})
@@ -417,12 +456,12 @@ wait
 	for _, op := range []model.OpType{model.OpStop, model.OpKill} {
 		wantCode(t, do(t, a, model.OpStart, p), model.CodeSuccess, "start")
 		childPid := 0
-		eventually(t, 10*time.Second, "child pid file", func() bool {
+		eventually(t, slowBox, "child pid file", func() bool {
 			childPid = livePid(filepath.Join(p.Spec.Identity.SetupPath, "child.pid"))
 			return childPid > 0
 		})
 		wantCode(t, do(t, a, op, p), model.CodeSuccess, op.String())
-		eventually(t, 10*time.Second, op.String()+" reaches the daemon's child", func() bool {
+		eventually(t, slowBox, op.String()+" reaches the daemon's child", func() bool {
 			_, live := alive(childPid)
 			return !live
 		})
@@ -546,7 +585,9 @@ func TestHostedRestartAfterSIGKILL(t *testing.T) {
 	wantCode(t, do(t, a, model.OpStart, p), model.CodeSuccess, "start")
 	lat := restartLatencies(t, a, p, 5)
 	t.Logf("restart after SIGKILL: %v (p50 %v)", lat, lat[len(lat)/2])
-	eventually(t, 10*time.Second, "restart events", func() bool { return len(ev.of(model.EventRestartSuccess)) == 5 })
+	waitSeeing(t, slowBox, "5 restart events", func() (bool, string) {
+		return len(ev.of(model.EventRestartSuccess)) == 5, "events " + kinds(ev.all())
+	})
 	e := ev.of(model.EventRestartSuccess)[0]
 	if e.ProcKey != p.Key() || e.Host.IP != "127.0.0.1" || !strings.Contains(e.Message, "restart it success") {
 		t.Fatalf("event %+v", e)
@@ -564,28 +605,30 @@ func restartLatencies(t testing.TB, a *Agent, p model.Process, n int) []time.Dur
 	path := p.Spec.Identity.PidPath
 	for i := 0; i < n; i++ {
 		var pid int
-		eventually(t, 15*time.Second, "running and watched", func() bool {
+		waitSeeing(t, slowBox, "running and watched", func() (bool, string) {
 			pid = livePid(path)
 			if pid == 0 {
-				return false
+				return false, "no live pid in the pid file"
 			}
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			u := a.procs[p.Key()].units[0]
-			return u.pid == pid && u.state == model.ProcRunning && u.stopWatch != nil
+			return u.pid == pid && u.state == model.ProcRunning && u.stopWatch != nil,
+				fmt.Sprintf("pid file %d, unit pid %d %s, watched %v", pid, u.pid, u.state, u.stopWatch != nil)
 		})
 		time.Sleep(150 * time.Millisecond) // past stable_after: a fresh failure, restarted at once
 		t0 := time.Now()
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		deadline := t0.Add(15 * time.Second)
+		deadline := t0.Add(slowBox)
 		for {
-			if np := livePid(path); np != 0 && np != pid {
+			np := livePid(path)
+			if np != 0 && np != pid {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("kill %d: not restarted within 15s", i)
+				t.Fatalf("kill %d of pid %d: not restarted within %s; live pid in the pid file: %d", i, pid, slowBox, np)
 			}
 			time.Sleep(time.Millisecond)
 		}
@@ -634,7 +677,7 @@ func BenchmarkRestartExecItself(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		var pid int
-		eventually(b, 15*time.Second, "running and watched", func() bool {
+		eventually(b, slowBox, "running and watched", func() bool {
 			pid = livePid(path)
 			return pid != 0 && watched(pid)
 		})
@@ -643,11 +686,11 @@ func BenchmarkRestartExecItself(b *testing.B) {
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			b.Fatal(err)
 		}
-		deadline := t0.Add(15 * time.Second)
+		deadline := t0.Add(slowBox)
 		np := 0
 		for np == 0 || np == pid {
 			if time.Now().After(deadline) {
-				b.Fatalf("kill %d: not restarted within 15s", i)
+				b.Fatalf("kill %d: not restarted within %s", i, slowBox)
 			}
 			time.Sleep(time.Millisecond)
 			np = livePid(path)
@@ -655,7 +698,7 @@ func BenchmarkRestartExecItself(b *testing.B) {
 		execed = append(execed, time.Since(t0))
 		for !watched(np) {
 			if time.Now().After(deadline) {
-				b.Fatalf("kill %d: restarted, not watched within 15s", i)
+				b.Fatalf("kill %d: restarted, not watched within %s", i, slowBox)
 			}
 			time.Sleep(time.Millisecond)
 		}
@@ -686,7 +729,9 @@ exit 1
 	p.Spec.Control.StartCmd = "./flaky.sh >/dev/null 2>&1 &"
 	p.Spec.Policy.StartRetries = 3
 	wantCode(t, do(t, a, model.OpStart, p), model.CodeSuccess, "start")
-	eventually(t, 10*time.Second, "given up", func() bool { return len(ev.of(model.EventGiveUp)) == 1 })
+	waitSeeing(t, slowBox, "given up", func() (bool, string) {
+		return len(ev.of(model.EventGiveUp)) == 1, "events " + kinds(ev.all())
+	})
 	st := do(t, a, model.OpStatus, p).Status
 	if st.State != model.ProcFatal || !st.Hosted || st.PID != -1 || !strings.Contains(st.Message, "given up") {
 		t.Fatalf("status after give-up: %+v", *st)
@@ -744,7 +789,7 @@ func TestRestartFailuresAreReportedThenGivenUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = syscall.Kill(r.Status.PID, syscall.SIGKILL)
-	eventually(t, 15*time.Second, "given up", func() bool { return len(ev.of(model.EventGiveUp)) == 1 })
+	eventually(t, slowBox, "given up", func() bool { return len(ev.of(model.EventGiveUp)) == 1 })
 	failed := ev.of(model.EventRestartFailed)
 	if len(failed) != 2 || !strings.Contains(failed[0].Message, "cannot start: broken") {
 		t.Fatalf("restart failed events: %+v", failed)
@@ -819,8 +864,8 @@ time.sleep(60)
 		t.Fatalf("event %+v (limit %.3f%%)", e, limit)
 	}
 	t.Logf("limit %.3f%%, measured %.3f%%: %s", limit, e.Value, e.Message)
-	eventually(t, 15*time.Second, "hog stopped", func() bool { _, live := alive(pid); return !live })
-	eventually(t, 10*time.Second, "state stopped", func() bool {
+	eventually(t, slowBox, "hog stopped", func() bool { _, live := alive(pid); return !live })
+	eventually(t, slowBox, "state stopped", func() bool {
 		st := do(t, a, model.OpStatus, p).Status
 		return st.State == model.ProcStopped && st.PID == -1
 	})
@@ -1054,7 +1099,7 @@ func TestInstances(t *testing.T) {
 	wantCode(t, do(t, a, model.OpStart, p), model.CodeAlreadyRunning, "start all running")
 	// One instance dies: it alone is restarted.
 	_ = syscall.Kill(pids[1], syscall.SIGKILL)
-	eventually(t, 15*time.Second, "instance 2 restarted", func() bool {
+	eventually(t, slowBox, "instance 2 restarted", func() bool {
 		np := livePid(pidPathOf(p, 2))
 		return np != 0 && np != pids[1]
 	})
@@ -1095,7 +1140,7 @@ func TestAgentRestartReadoptsProcesses(t *testing.T) {
 	r := do(t, a1, model.OpStart, fatal)
 	wantCode(t, r, model.CodeSuccess, "start fatal")
 	_ = syscall.Kill(r.Status.PID, syscall.SIGKILL)
-	eventually(t, 15*time.Second, "fatal", func() bool { return do(t, a1, model.OpStatus, fatal).Status.State == model.ProcFatal })
+	eventually(t, slowBox, "fatal", func() bool { return do(t, a1, model.OpStatus, fatal).Status.State == model.ProcFatal })
 	cancel1()
 	if err := <-done1; err != nil {
 		t.Fatal(err)
@@ -1110,7 +1155,10 @@ func TestAgentRestartReadoptsProcesses(t *testing.T) {
 	// now names an unrelated process (as if the pid were reused).
 	for _, name := range []string{"gone", "reused"} {
 		_ = syscall.Kill(pids[name], syscall.SIGKILL)
-		eventually(t, 10*time.Second, name+" dead", func() bool { _, live := alive(pids[name]); return !live })
+		waitSeeing(t, slowBox, name+" dead", func() (bool, string) {
+			st, live := alive(pids[name])
+			return !live, fmt.Sprintf("pid %d alive, state %q", pids[name], st.State)
+		})
 	}
 	stranger := startSleep(t)
 	if err := os.WriteFile(reused.Spec.Identity.PidPath, []byte(strconv.Itoa(stranger)), 0o644); err != nil {
@@ -1118,7 +1166,7 @@ func TestAgentRestartReadoptsProcesses(t *testing.T) {
 	}
 
 	a2 := newAgent(t, dataDir)
-	eventually(t, 15*time.Second, "all three running under the new agent", func() bool {
+	eventually(t, slowBox, "all three running under the new agent", func() bool {
 		sts := a2.Statuses()
 		for _, st := range sts {
 			if st.ProcKey != "test:fatal" && (st.State != model.ProcRunning || !st.Hosted) {
@@ -1145,7 +1193,7 @@ func TestAgentRestartReadoptsProcesses(t *testing.T) {
 	}
 	// The re-adopted process is supervised: SIGKILL brings it back.
 	_ = syscall.Kill(pids["keep"], syscall.SIGKILL)
-	eventually(t, 15*time.Second, "re-adopted process restarted", func() bool {
+	eventually(t, slowBox, "re-adopted process restarted", func() bool {
 		np := livePid(keep.Spec.Identity.PidPath)
 		return np != 0 && np != pids["keep"]
 	})
@@ -1372,7 +1420,7 @@ func TestOpIDRunsOnce(t *testing.T) {
 	if starts() != 2 {
 		t.Fatalf("%d starts after the repeat, want 2", starts())
 	}
-	eventually(t, 15*time.Second, "re-adopted, same pid", func() bool {
+	eventually(t, slowBox, "re-adopted, same pid", func() bool {
 		st := do(t, a2, model.OpStatus, p).Status
 		return st.State == model.ProcRunning && st.PID == restarted
 	})

@@ -5,6 +5,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,12 +26,13 @@ func TestProcTableSumsTheGroup(t *testing.T) {
 	cmd := startGroup(t, "", "sleep 30 & sleep 30 & wait")
 	m := readMachine()
 	var tab procTable
-	eventually(t, 10*time.Second, "the shell and its two sleeps", func() bool {
+	waitSeeing(t, slowBox, "the shell and its two sleeps", func() (bool, string) {
 		var err error
 		if tab, err = readProcTable(); err != nil {
 			t.Fatal(err)
 		}
-		return groupMembers(tab, cmd.Process.Pid) == 3
+		n := groupMembers(tab, cmd.Process.Pid)
+		return n == 3, fmt.Sprintf("%d members in the group", n)
 	})
 	_, rss, threads, err := tab.groupUsage(cmd.Process.Pid, m)
 	if err != nil || threads != 3 || rss == 0 {
