@@ -109,10 +109,16 @@ type ProcStatus struct {
 	Restarts      int       `json:"restarts,omitempty"`
 	ExitStatus    int       `json:"exit_status,omitempty"`
 	Version       string    `json:"version,omitempty"`
-	Cmdline       string    `json:"cmdline,omitempty"`
+	Cmdline       string    `json:"cmdline,omitempty"` // at most MaxCmdline bytes: an agent clips a longer one
 	Threads       int       `json:"threads,omitempty"`
 	Message       string    `json:"message,omitempty"`
 }
+
+// MaxCmdline bounds a status's command line (ProcStatus.Cmdline): a
+// process sets its own, up to megabytes (a Java class path), and every
+// heartbeat carries every hosted process's status, within one NATS
+// message.
+const MaxCmdline = 4096
 
 // Event is something that happened on a host without an operator asking:
 // a hosted process restarted, failed to restart, was given up, broke a limit.

@@ -15,6 +15,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"gseproc/model"
 )
 
 // clkTck is USER_HZ, the unit of /proc/<pid>/stat times (100 on every
@@ -227,23 +229,22 @@ func tickTime(tick uint64) time.Time {
 	return time.Now().Add(-time.Duration(int64(now)-int64(tick)) * (time.Second / clkTck)).Truncate(10 * time.Millisecond)
 }
 
-// readCmdline is pid's command line, its arguments joined by spaces. A
+// readCmdline is pid's command line, its arguments joined by spaces, at
+// most model.MaxCmdline bytes (a longer one clipped, ending in "..."). A
 // status op reads it: into a buffer on the stack (readSmall), the one
-// string made being the answer; only a command line longer than the
-// buffer is read with os.ReadFile.
+// string made being the answer. It was read whole, however long: a
+// process's own (megabytes of arguments) went into every heartbeat.
 func readCmdline(pid int) string {
 	var path [40]byte
 	p := append(strconv.AppendInt(append(path[:0], "/proc/"...), int64(pid), 10), "/cmdline"...)
-	var buf [2048]byte
+	var buf [model.MaxCmdline + 1]byte
 	n, err := readSmall(string(p), buf[:])
 	if err != nil {
 		return ""
 	}
 	b := buf[:n]
-	if n == len(buf) {
-		if b, err = os.ReadFile(string(p)); err != nil {
-			return ""
-		}
+	if n > model.MaxCmdline {
+		b = append(b[:model.MaxCmdline-3], "..."...)
 	}
 	for i, c := range b {
 		if c == 0 {

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"gseproc/model"
 )
 
 // TestProcTableSumsTheGroup: one read of /proc gives each process group's
@@ -277,7 +279,7 @@ func BenchmarkReadStat(b *testing.B) {
 }
 
 // TestReadCmdline: a process's command line, its arguments joined by
-// spaces, read whole however long, allocating the path (twice: a string,
+// spaces, read whole up to model.MaxCmdline, allocating the path (twice: a string,
 // then its C form), the answer's string, and one more at most (the race
 // detector's). Not parallel: AllocsPerRun.
 func TestReadCmdline(t *testing.T) {
@@ -312,6 +314,30 @@ func TestReadCmdline(t *testing.T) {
 	pid := os.Getpid()
 	if n := testing.AllocsPerRun(100, func() { _ = readCmdline(pid) }); n > 4 {
 		t.Fatalf("readCmdline: %.0f allocations", n)
+	}
+}
+
+// TestReadCmdlineClipped: a command line longer than model.MaxCmdline
+// (here 100,000 bytes of arguments) is clipped to it, ending in "...": it
+// was read whole into every heartbeat's status.
+func TestReadCmdlineClipped(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("0", 100_000) // sleep adds up its arguments: 0
+	cmd := exec.Command("sleep", "300", long)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	var got string
+	// Start returns once the exec is under way: the new command line is
+	// set a moment later.
+	waitSeeing(t, slowBox, "sleep's command line", func() (bool, string) {
+		got = readCmdline(cmd.Process.Pid)
+		return strings.HasPrefix(got, "sleep 300 0"), fmt.Sprintf("%.40q", got)
+	})
+	want := ("sleep 300 " + long)[:model.MaxCmdline-3] + "..."
+	if got != want {
+		t.Fatalf("command line of %d bytes %.40q...%q, want %d bytes ending in ...", len(got), got, got[max(0, len(got)-10):], len(want))
 	}
 }
 
