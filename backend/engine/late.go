@@ -144,7 +144,7 @@ func (e *Engine) correctRun(r *run, lr model.LateReply, procKey string) (c corre
 		if !r.done || r.ended {
 			break
 		}
-		ch := r.notify
+		ch := r.wakeLocked()
 		r.mu.Unlock()
 		select {
 		case <-ch:

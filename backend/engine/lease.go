@@ -263,8 +263,7 @@ func (e *Engine) lose(r *run, why error, evenDone bool) {
 		return
 	}
 	r.lost = true
-	close(r.notify)
-	r.notify = make(chan struct{})
+	r.changedLocked()
 	id := r.task.ID
 	r.mu.Unlock()
 	r.cancel()

@@ -139,7 +139,7 @@ func (e *Engine) executeRoll(r *run) {
 		if in.Started > 0 {
 			in.Current = rr.prog[in.Started-1]
 		}
-		notify := r.notify
+		notify := r.wakeLocked()
 		r.mu.Unlock()
 
 		d := model.DecideRoll(rr.spec, in)

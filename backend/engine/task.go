@@ -30,7 +30,8 @@ type run struct {
 	results   []model.Result    // by target index
 	log       []logEntry        // final results, Seq ascending
 	lastSeq   int64
-	notify    chan struct{}
+	notify    chan struct{} // see changedLocked
+	waited    bool          // notify was handed to a waiter (wakeLocked)
 	done      bool
 	ended     bool // finishTask is through: the task is stored complete (or that failed, logged)
 	cancelled bool
@@ -65,6 +66,9 @@ type run struct {
 	// cancelled in the same critical section).
 	sent     context.Context
 	stopSent context.CancelCauseFunc
+	// waits are the deadlines its dispatches wait under, by budget
+	// (waitFor); r.mu guards the map.
+	waits map[time.Duration]*sharedWait
 
 	// roll is the roll of a rolling task (roll.go); nil for another.
 	roll *rollRun
@@ -546,6 +550,11 @@ func (e *Engine) dispatchOne(r *run, i int) {
 	op := r.task.Op
 	p, ok := r.procs[res.ProcKey]
 	pj := r.processJSON(res.ProcKey, p)
+	budget := time.Duration(p.Deadline(op))*time.Second + e.cfg.DeadlineSlack.D()
+	var wait *sharedWait
+	if ok {
+		wait = r.waitFor(budget)
+	}
 	r.mu.Unlock()
 
 	if !ok {
@@ -556,8 +565,7 @@ func (e *Engine) dispatchOne(r *run, i int) {
 		return
 	}
 
-	budget := time.Duration(p.Deadline(op))*time.Second + e.cfg.DeadlineSlack.D()
-	dctx, cancel := context.WithTimeout(cctx, budget)
+	dctx := wait.ctx
 	req := model.AgentRequest{TaskID: r.task.ID, OpID: model.OpID(r.task.ID, res.Host, res.ProcKey), Op: op, Process: p, Deadline: now.Add(budget),
 		CancelOp: r.recall, ProcessJSON: pj}
 	reply, err := e.d.Dispatch(dctx, res.Host, req)
@@ -571,7 +579,7 @@ func (e *Engine) dispatchOne(r *run, i int) {
 		}
 	}
 	deadlinePassed := errors.Is(dctx.Err(), context.DeadlineExceeded)
-	cancel()
+	wait.release()
 	end := e.now()
 	res.Finished = end
 	hosted := false
@@ -610,6 +618,57 @@ func (e *Engine) dispatchOne(r *run, i int) {
 			"state", string(res.State), "code", res.Code, "duration", res.Duration())
 	}
 	e.finishResult(r, i, res)
+}
+
+// waitStep is how much past its budget a dispatch may wait: the
+// dispatches of a run with one budget sent within waitStep of each other
+// wait under one deadline (a context per target was a timer, and an entry
+// added to and removed from the children of the run's sent context under
+// its lock by every worker: 6% of the server's CPU in an op over 10,000
+// hosts, and most of the waits on a lock in it).
+const waitStep = 20 * time.Millisecond
+
+// sharedWait is a deadline that dispatches of a run wait under: ctx, a
+// child of the run's sent context, ends between budget and budget +
+// waitStep after each of them was sent. Its timer is let go once it is
+// no longer handed out and no dispatch waits under it.
+type sharedWait struct {
+	at       time.Time // ctx's deadline
+	ctx      context.Context
+	cancel   context.CancelFunc
+	refs     atomic.Int64 // dispatches waiting under it
+	replaced atomic.Bool  // no longer handed out
+}
+
+// waitFor is the deadline a dispatch with budget sent now waits under
+// (real time, as a context's deadline is); the caller releases it once
+// its dispatch is over. r.mu is held.
+func (r *run) waitFor(budget time.Duration) *sharedWait {
+	now := time.Now()
+	w := r.waits[budget]
+	if w == nil || w.at.Before(now.Add(budget)) {
+		if w != nil {
+			w.replaced.Store(true)
+			if w.refs.Load() == 0 {
+				w.cancel()
+			}
+		}
+		w = &sharedWait{at: now.Add(budget + waitStep)}
+		w.ctx, w.cancel = context.WithDeadline(r.sent, w.at)
+		if r.waits == nil {
+			r.waits = map[time.Duration]*sharedWait{}
+		}
+		r.waits[budget] = w
+	}
+	w.refs.Add(1)
+	return w
+}
+
+// release ends a dispatch's wait under w.
+func (w *sharedWait) release() {
+	if w.refs.Add(-1) == 0 && w.replaced.Load() {
+		w.cancel()
+	}
 }
 
 // processJSON is the encoding of process p, the run's of key, made once
@@ -708,9 +767,28 @@ func (r *run) finishLocked(i int, res model.Result, now time.Time) (model.Result
 	r.task.Counts.Add(prev, -1)
 	r.task.Counts.Add(res.State, 1)
 	r.rollMoveLocked(i, prev, res)
-	close(r.notify)
-	r.notify = make(chan struct{})
+	r.changedLocked()
 	return res, r.completeLocked(now)
+}
+
+// wakeLocked is the channel closed at the run's next change (a result
+// logged, its end, its loss). r.mu is held.
+func (r *run) wakeLocked() <-chan struct{} {
+	r.waited = true
+	return r.notify
+}
+
+// changedLocked wakes whoever waits for a change of the run. The channel
+// is replaced only when it was handed out since: most results are logged
+// while no watcher waits (it is busy sending the ones before), and a
+// channel made and closed for each cost an allocation per target. r.mu
+// is held.
+func (r *run) changedLocked() {
+	if r.waited {
+		close(r.notify)
+		r.notify = make(chan struct{})
+		r.waited = false
+	}
 }
 
 // logEntry is a final result in a run's log: its target's (results[i]),
@@ -737,8 +815,7 @@ func (r *run) completeLocked(now time.Time) bool {
 	r.done = true
 	r.task.Status = r.task.Counts.Outcome(r.cancelled)
 	r.task.Finished = now
-	close(r.notify)
-	r.notify = make(chan struct{})
+	r.changedLocked()
 	return true
 }
 
@@ -786,8 +863,7 @@ func (e *Engine) finishTask(r *run) {
 	// Watchers end now: the task and every result are stored.
 	r.mu.Lock()
 	r.ended = true
-	close(r.notify)
-	r.notify = make(chan struct{})
+	r.changedLocked()
 	r.mu.Unlock()
 	e.mu.Lock()
 	if e.runs[t.ID] == r {

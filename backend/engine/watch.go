@@ -91,7 +91,7 @@ func (e *Engine) Watch(ctx context.Context, id string, after int64) (<-chan mode
 			for k := cursor; k < len(r.log) && len(batch) < watchBuffer; k++ {
 				batch = append(batch, *r.logged(k))
 			}
-			done, lost, wake := r.ended, r.lost, r.notify
+			done, lost, wake := r.ended, r.lost, r.wakeLocked()
 			r.mu.Unlock()
 			if len(batch) > 0 {
 				if !e.send(ctx, out, batch) {
