@@ -69,6 +69,7 @@ type Engine struct {
 	hosts    model.HostIndex // where hosts sit in the definitions' lists
 	nsCounts nsCounts        // the last namespace summary (registry.go)
 	writes   writer          // results and statuses being stored (writer.go)
+	work     chan func()     // a share of a fan-out for an idle worker (workers.go)
 }
 
 // Option configures an Engine.
@@ -141,6 +142,7 @@ func New(cfg config.EngineConfig, d Dispatcher, inv Inventory, st Store, opts ..
 		claims:     make(map[string]*leaseHold),
 		statusSeed: maphash.MakeSeed(),
 		subs:       make(map[int]chan model.Event),
+		work:       make(chan func()),
 	}
 	e.leaseTTL = cfg.LeaseTTL.D()
 	e.writes.init()

@@ -207,8 +207,11 @@ func (e *Engine) rollPool(r *run, b model.Batch) chan struct{} {
 	var next atomic.Int64
 	next.Store(int64(b.Lo))
 	var wg sync.WaitGroup
-	for range min(e.cfg.Concurrency, b.Hi-b.Lo) {
-		wg.Go(func() {
+	n := min(e.cfg.Concurrency, b.Hi-b.Lo)
+	wg.Add(n)
+	for range n {
+		e.goWork(func() {
+			defer wg.Done()
 			for r.ctx.Err() == nil && !r.roll.hold.Load() {
 				i := int(next.Add(1) - 1)
 				if i >= b.Hi {

@@ -503,8 +503,10 @@ func (e *Engine) execute(r *run) {
 	r.mu.Unlock()
 	workers := min(e.cfg.Concurrency, pending)
 	var wg sync.WaitGroup
+	wg.Add(workers)
 	for range workers {
-		wg.Go(func() {
+		e.goWork(func() {
+			defer wg.Done()
 			for r.ctx.Err() == nil {
 				i := int(r.next.Add(1) - 1)
 				if i >= len(r.targets) {
