@@ -94,6 +94,7 @@ type entry struct {
 	units        []*unit
 	op           chan struct{} // serializes operations and supervisor actions
 	stopPeriodic context.CancelFunc
+	logDir       string // captureDir(key), once rotateLogs needed it (a.mu)
 	// view is what a status op reads (view.go), published under a.mu at
 	// every change of what it shows.
 	view atomic.Pointer[entryView]
