@@ -74,11 +74,15 @@
 // late to exit in the background, a hosted process that is our child by
 // its watcher. An agent that is pid 1, or a subreaper (agent.subreaper),
 // inherits what its commands leave behind (a daemon whose shell exited)
-// and reaps those orphans too, at each SIGCHLD and in a sweep every
-// second, never a command's child its owner still waits for (reaper.go).
-// A hosted orphan's watcher reaps it through its pidfd (waitid P_PIDFD),
-// which names that very process: it holds no launch back, where the
-// sweep holds every launch from its fork until its pid is registered.
+// and reaps those orphans too, never a command's child its owner still
+// waits for (reaper.go): a hosted orphan the moment it exits, by its
+// watcher through its pidfd (waitid P_PIDFD), which names that very
+// process and holds no launch back; any other in a sweep every second,
+// which holds every launch from its fork until its pid is registered.
+// The agent does not reap at each SIGCHLD (it did): an orphan no watcher
+// knows stays a zombie up to a second, and a crash storm no longer pays
+// a wake-up and a walk of all the agent's children for every exit, most
+// of which left nothing to reap (reaper.go says why).
 //
 // The agent runs on Linux (pidfd, /proc, process groups); on other
 // systems New reports that it is not supported, so that the console and

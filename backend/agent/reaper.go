@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/binary"
 	"os"
-	"os/signal"
 	"strconv"
 	"sync"
 	"syscall"
@@ -118,22 +117,31 @@ func (k *childSet) use() func() {
 	}
 }
 
-// run reaps orphans at every SIGCHLD, and every second a full sweep (an
-// orphan behind a command's child its owner has not waited for yet).
+// reapSweep is how often the reaper sweeps for orphans to reap.
+const reapSweep = time.Second
+
+// run reaps orphans in a sweep every reapSweep (and once at its start).
+//
+// It does not wake at each SIGCHLD, a deliberate choice: a hosted
+// process, the orphan that matters, is reaped by its watcher the moment
+// it exits (reapExited, through its pidfd), and a command's shell by its
+// owner, so a SIGCHLD almost never leaves the reaper anything to do; yet
+// each one woke the runtime's signal goroutine and the reaper, whose peek
+// (waitid P_ALL) walks every child of the agent. In a crash storm of 500
+// processes (two SIGCHLD per restart, some 500 children) that was a tenth
+// of the agent's cpu, for nothing. What is left to the sweep, an orphan
+// no watcher knows (a daemon's own helper that exits), stays a zombie at
+// most reapSweep: it holds a pid and a process table entry, no memory,
+// and the detection of a hosted process's exit does not depend on it.
 func (k *childSet) run(ctx context.Context, done chan struct{}) {
 	defer close(done)
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGCHLD)
-	defer signal.Stop(sig)
-	t := time.NewTicker(time.Second)
+	t := time.NewTicker(reapSweep)
 	defer t.Stop()
 	k.reap(true)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-sig:
-			k.reap(false)
 		case <-t.C:
 			k.reap(true)
 		}
@@ -145,11 +153,10 @@ func (k *childSet) run(ctx context.Context, done chan struct{}) {
 // command's; when a command's child is first in line, full lists the
 // children (/proc/self/task/*/children) and reaps the orphans among them.
 //
-// The gate is taken only when there may be something to reap: a SIGCHLD
-// whose peek finds no exited child, or a command's first in line (most
-// of them in a crash storm: a command's shell, or an orphan a watcher
-// reaped already), leaves the launches alone. The peek is repeated under
-// the gate, where an unowned pid is surely an orphan.
+// Without full, the gate is taken only when there may be something to
+// reap: a peek that finds no exited child, or a command's first in line,
+// leaves the launches alone. The peek is repeated under the gate, where
+// an unowned pid is surely an orphan.
 func (k *childSet) reap(full bool) int {
 	if !full {
 		if pid := peekExited(unix.P_ALL, 0); pid <= 0 || k.owned(pid) {
