@@ -662,6 +662,16 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 		until = c.at.Add(q)
 	}
 	var seen pidFileSeen
+	// watch is the pidfd of the process the pid file named at the last
+	// look, while that process is live and may be the one started: a
+	// later look at the same pid polls it instead of reading /proc, and
+	// the watcher takes it over once the check passes (openPidWatch).
+	var watch *pidWatch
+	defer func() {
+		if watch != nil {
+			watch.close()
+		}
+	}()
 	for first := true; ; first = false {
 		var exited bool
 		if !until.IsZero() {
@@ -748,7 +758,20 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 			if err == errUnchanged {
 				// lastErr stands
 			} else if err == nil {
-				st, live := alive(pid)
+				var st procStat
+				var live bool
+				if watch != nil && watch.pid == pid {
+					st, live = watch.st, !watch.exited()
+				} else {
+					if watch != nil {
+						watch.close()
+					}
+					watch, st, live = openPidWatch(pid)
+				}
+				if watch != nil && (!live || st.StartTick < c.launch) {
+					watch.close() // not the process of this start
+					watch = nil
+				}
 				switch {
 				case !live:
 					lastErr = fmt.Sprintf("pid %d in %s is not running", pid, pidPath)
@@ -769,7 +792,8 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 						a.reapLocked(c)
 					}
 					a.setStateLocked(u, model.ProcRunning, what+" succeeded, pid "+strconv.Itoa(pid))
-					a.watchLocked(u)
+					a.watchPidLocked(u, watch)
+					watch = nil // the watcher's now
 					a.mu.Unlock()
 					return result{code: model.CodeSuccess, out: out}
 				default:

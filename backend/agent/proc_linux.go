@@ -540,7 +540,7 @@ func pidfdOpen(pid int) (fd int, ok bool, err error) {
 // a pidfd is readable once its process has exited, so a thousand
 // watched processes cost no thread each. Where the poller refuses the
 // fd, it sleeps in poll(2) on the pidfd and an eventfd that ctx's end
-// writes. fd stays the caller's.
+// writes. fd stays the caller's (a dup of it is parked).
 func waitPidfd(ctx context.Context, fd, pid int) error {
 	if dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err == nil {
 		f, polled := pidfdFile(dup)
@@ -558,8 +558,14 @@ func waitPidfd(ctx context.Context, fd, pid int) error {
 			return ctx.Err()
 		}
 	}
-	// Sleep in poll on the pidfd and an eventfd that ctx's end writes:
-	// no wake-ups until the process exits or the watch is cancelled.
+	return pollPidfd(ctx, fd, pid)
+}
+
+// pollPidfd is waitPidfd where the runtime's poller refuses the pidfd:
+// it sleeps in poll(2) on the pidfd and an eventfd that ctx's end
+// writes, with no wake-ups until the process exits or the wait is
+// cancelled.
+func pollPidfd(ctx context.Context, fd, pid int) error {
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return fmt.Errorf("eventfd: %w", err)
@@ -590,45 +596,118 @@ func waitPidfd(ctx context.Context, fd, pid int) error {
 	}
 }
 
+// pidWatch is a pidfd of a process that was live when it was opened
+// (openPidWatch), with that process's stat: the start check opens it at
+// its look at the pid file and hands it to the process's watcher, which
+// waits on it, so that a restart opens one pidfd and reads /proc/<pid>/
+// stat once for the process it starts, not again in the watcher (and
+// the watcher parks on it as it is, not on a dup). A later look of the
+// check at the same pid asks the pidfd whether the process has exited
+// (a poll), not /proc.
+type pidWatch struct {
+	pid    int
+	st     procStat // read after the open: the process the pidfd names
+	fd     int      // owned by f once f is made
+	f      *os.File // fd registered with the runtime's poller (wait), nil before
+	polled bool
+}
+
+// openPidWatch opens a pidfd for pid and reads pid's stat after it, so
+// that a live stat is the process the pidfd names: w is that pidfd,
+// nil when the process is not live (closed then) or the pidfd could not
+// be opened for another reason than its exit (st and live are then
+// /proc's alone, as where pidfd_open is missing).
+func openPidWatch(pid int) (w *pidWatch, st procStat, live bool) {
+	fd, ok, err := pidfdOpen(pid)
+	if ok && errors.Is(err, unix.ESRCH) {
+		return nil, procStat{}, false
+	}
+	st, live = alive(pid)
+	if !ok || err != nil {
+		return nil, st, live
+	}
+	if !live {
+		unix.Close(fd)
+		return nil, st, false
+	}
+	return &pidWatch{pid: pid, st: st, fd: fd}, st, true
+}
+
+// exited reports whether the process has exited: the pidfd is readable.
+func (w *pidWatch) exited() bool { return pidfdReadable(uintptr(w.fd)) }
+
+// wait waits until the process exits (nil) or ctx ends (ctx.Err()),
+// parked in the runtime's poller on the pidfd itself, or in poll(2)
+// where the poller refuses it.
+func (w *pidWatch) wait(ctx context.Context) error {
+	if w.f == nil {
+		w.f, w.polled = pidfdFile(w.fd)
+	}
+	for w.polled {
+		gone, err := parkPidfd(ctx, w.f, time.Time{})
+		switch {
+		case err != nil:
+			return pollPidfd(ctx, w.fd, w.pid) // not pollable after all
+		case gone:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+	}
+	return pollPidfd(ctx, w.fd, w.pid)
+}
+
+// close closes the pidfd.
+func (w *pidWatch) close() {
+	if w.f != nil {
+		w.f.Close()
+	} else {
+		unix.Close(w.fd)
+	}
+	w.fd, w.f = -1, nil
+}
+
 // waitGone blocks until pid (with start tick startTick, 0 = any) has
 // exited or ctx ends. It uses a pidfd, which becomes readable the moment
 // the process exits (child or not); it polls /proc every poll only where
 // pidfd_open is unavailable. It returns ctx.Err() when ctx ended first.
 func waitGone(ctx context.Context, pid int, startTick uint64, poll time.Duration) error {
-	fd, err := waitGoneFd(ctx, pid, startTick, poll)
-	if fd >= 0 {
-		unix.Close(fd)
+	w, err := waitGoneWatch(ctx, pid, startTick, poll)
+	if w != nil {
+		w.close()
 	}
 	return err
 }
 
-// waitGoneFd is waitGone that also returns the pidfd it waited on (-1:
-// none), left open for the caller to close: it names that very process
-// even once its pid is someone else's (reapExited reaps through it).
-func waitGoneFd(ctx context.Context, pid int, startTick uint64, poll time.Duration) (int, error) {
+// waitGoneWatch is waitGone that also returns the pidfd it waited on
+// (nil: none), left open for the caller to close: it names that very
+// process even once its pid is someone else's (reapExited reaps through
+// it).
+func waitGoneWatch(ctx context.Context, pid int, startTick uint64, poll time.Duration) (*pidWatch, error) {
 	fd, ok, err := pidfdOpen(pid)
 	if ok && err != nil {
-		return -1, nil // ESRCH: already gone
+		return nil, nil // ESRCH: already gone
 	}
 	if ok {
 		// The pid may have been reused between the caller's check and the
 		// open: verify the process the pidfd names is the one we meant.
 		if st, live := alive(pid); !live || (startTick != 0 && st.StartTick != startTick) {
 			unix.Close(fd)
-			return -1, nil
+			return nil, nil
 		}
-		return fd, waitPidfd(ctx, fd, pid)
+		w := &pidWatch{pid: pid, fd: fd}
+		return w, w.wait(ctx)
 	}
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	for {
 		st, live := alive(pid)
 		if !live || (startTick != 0 && st.StartTick != startTick) {
-			return -1, nil
+			return nil, nil
 		}
 		select {
 		case <-ctx.Done():
-			return -1, ctx.Err()
+			return nil, ctx.Err()
 		case <-t.C:
 		}
 	}

@@ -10,17 +10,28 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"gseproc/model"
 	"gseproc/model/opsem"
 )
 
 // watchLocked starts a watcher for u's current pid: when that process
 // exits, onExit decides what happens. Any previous watcher is stopped.
-func (a *Agent) watchLocked(u *unit) {
+func (a *Agent) watchLocked(u *unit) { a.watchPidLocked(u, nil) }
+
+// watchPidLocked is watchLocked with the pidfd of u's process already
+// open (w, nil: none; openPidWatch checked it names the process of
+// u.tick), which the watcher takes over: it neither opens another nor
+// reads /proc to check it. w is closed when it is not u's pid.
+func (a *Agent) watchPidLocked(u *unit, w *pidWatch) {
 	a.unwatchLocked(u)
+	if w != nil && (w.pid != u.pid || w.st.StartTick != u.tick) {
+		w.close()
+		w = nil
+	}
 	if a.closed || u.pid <= 0 {
+		if w != nil {
+			w.close()
+		}
 		return
 	}
 	u.gen++
@@ -31,9 +42,16 @@ func (a *Agent) watchLocked(u *unit) {
 	go func() {
 		defer a.wg.Done()
 		defer cancel()
-		fd, err := waitGoneFd(ctx, pid, tick, a.cfg.PollInterval.D())
-		if fd >= 0 {
-			defer unix.Close(fd)
+		var err error
+		if w != nil {
+			err = w.wait(ctx)
+		} else {
+			w, err = waitGoneWatch(ctx, pid, tick, a.cfg.PollInterval.D())
+		}
+		fd := -1
+		if w != nil {
+			defer w.close()
+			fd = w.fd
 		}
 		if err != nil {
 			return // cancelled: someone else owns the process now
