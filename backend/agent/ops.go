@@ -747,6 +747,11 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 				a.mu.Unlock()
 				return ok()
 			}
+		} else if exited && now.Sub(c.at) < beginD && ctx.Err() == nil {
+			// The command is done (status 0) before start_check_secs:
+			// nothing can be decided before then, when the pid file is
+			// first looked at (not once at the exit and again then).
+			until = c.at.Add(beginD)
 		} else {
 			pid, fi, err := 0, os.FileInfo(nil), error(nil)
 			if seen.same(pidPath) {
