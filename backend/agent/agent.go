@@ -63,6 +63,7 @@ type Agent struct {
 	// write, regErr is its error. flushMu keeps writes one at a time.
 	regKick    chan struct{}
 	regLazy    chan struct{} // a supervisor's change (persistSupervisedLocked)
+	regLazyDue bool          // regLazy sent since the last flush took the records
 	regWant    uint64
 	regDone    uint64
 	regFlushed chan struct{}

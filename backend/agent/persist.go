@@ -48,8 +48,17 @@ func (a *Agent) persistLocked() {
 // that the next start can recover from the processes if a crash loses it
 // (a restart decided, a restart's new pid and count): written within
 // registrySupervisorDelay, or with the next change an op makes.
+//
+// Only the first such change after a write wakes the writer (regLazyDue):
+// the writer has a write due by then, which takes every later change
+// made before it reads the registry (flush). A crash storm made two per
+// restart, each a wake-up of the writer that found its write due already.
 func (a *Agent) persistSupervisedLocked() {
 	a.regWant++
+	if a.regLazyDue {
+		return
+	}
+	a.regLazyDue = true
 	select {
 	case a.regLazy <- struct{}{}:
 	default:
@@ -96,6 +105,7 @@ func (a *Agent) flush() error {
 	a.flushMu.Lock()
 	defer a.flushMu.Unlock()
 	a.mu.Lock()
+	a.regLazyDue = false // a supervisor's change from now on is not in this write
 	want := a.regWant
 	if want == a.regDone {
 		a.mu.Unlock()
