@@ -50,17 +50,26 @@ func (a *Agent) watchPidLocked(u *unit, w *pidWatch) {
 		}
 		fd := -1
 		if w != nil {
-			defer w.close()
 			fd = w.fd
 		}
 		if err != nil {
+			if w != nil {
+				w.close()
+			}
 			return // cancelled: someone else owns the process now
 		}
 		// An orphan we inherited (a daemon whose shell exited) is reaped
 		// now, not at the reaper's next sweep; our own command's child is
 		// left to its owner (onExit).
 		children.reapExited(pid, fd)
-		a.onExit(u, gen, pid)
+		restart := a.onExit(u, gen, pid)
+		if w != nil {
+			w.close() // not held through a restart's backoff
+			w = nil
+		}
+		if restart != nil {
+			restart() // here: no goroutine of its own to start and wake
+		}
 	}()
 }
 
@@ -109,12 +118,13 @@ func (a *Agent) ownLocked(u *unit, c *child) {
 	u.own = c
 }
 
-// onExit handles the exit of the process u was watching.
-func (a *Agent) onExit(u *unit, gen uint64, pid int) {
+// onExit handles the exit of the process u was watching. It returns the
+// restart the policy decided (nil: none), for the caller to run.
+func (a *Agent) onExit(u *unit, gen uint64, pid int) (restart func()) {
 	a.mu.Lock()
 	if u.gen != gen || a.closed {
 		a.mu.Unlock()
-		return // an op took over, or the agent is closing
+		return nil // an op took over, or the agent is closing
 	}
 	// Our own child is reaped outside the agent lock: taken from u first,
 	// so that no one else waits for it meanwhile.
@@ -137,7 +147,7 @@ func (a *Agent) onExit(u *unit, gen uint64, pid int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if u.gen != gen || a.closed {
-		return
+		return nil
 	}
 	u.stopWatch = nil
 	u.exitStatus = status
@@ -149,7 +159,7 @@ func (a *Agent) onExit(u *unit, gen uint64, pid int) {
 	}
 	why += " (pid " + strconv.Itoa(pid) + ")"
 	a.setStateLocked(u, model.ProcExited, why)
-	a.afterExitLocked(u, status, why)
+	return a.decideLocked(u, opsem.Exit{Status: status}, why)
 }
 
 // afterExitLocked tells the restart policy (model/opsem) that u's process
@@ -165,6 +175,14 @@ func (a *Agent) policy(p model.Process) opsem.Policy {
 }
 
 func (a *Agent) decideRestartLocked(u *unit, ex opsem.Exit, why string) {
+	if restart := a.decideLocked(u, ex, why); restart != nil {
+		go restart()
+	}
+}
+
+// decideLocked is decideRestartLocked that returns the restart decided
+// (nil: none) for the caller to run once it released the agent lock.
+func (a *Agent) decideLocked(u *unit, ex opsem.Exit, why string) (restart func()) {
 	e := u.e
 	pol := a.policy(e.p)
 	ex.Hosted, ex.Held, ex.Type, ex.Now = e.hosted && !a.closed, u.held != "", e.p.Spec.Policy.AutoType, time.Now()
@@ -196,8 +214,10 @@ func (a *Agent) decideRestartLocked(u *unit, ex opsem.Exit, why string) {
 		a.setStateLocked(u, next.State, why+"; "+next.Reason)
 		a.persistSupervisedLocked()
 		a.wg.Add(1)
-		go a.restartAfter(u, u.gen, next.Delay)
+		gen, delay := u.gen, next.Delay
+		return func() { a.restartAfter(u, gen, delay) }
 	}
+	return nil
 }
 
 // restartAfter is one restart attempt of a hosted process.
