@@ -140,6 +140,8 @@ type unit struct {
 	rss        uint64
 	threads    int
 	breaches   int
+
+	rot [2]rotLook // when rotateLogs looks next at its stdout, stderr
 }
 
 type subscriber struct {

@@ -97,14 +97,16 @@ const rotateSweepEvery = 10
 // it writes between the copy and the emptying is lost (logrotate's
 // copytruncate has the same gap): the price of never holding a pipe a
 // process could die of when the agent restarts. check counts the calls:
-// the files of the processes the agent knows are looked at every time,
-// the whole directory at every rotateSweepEvery-th (listing some 500
-// directories every sample was a tenth of the agent's cpu in a crash
-// storm). A known file is looked at by one fstatat relative to the logs
-// directory, opened once per check, of a name kept in its entry: an
-// lstat of its full path (the path walked from /, and the name escaped
-// and joined again every time) for each of 1,000 files every 2 s was
-// 5-7% of the agent's cpu in a crash storm.
+// the whole logs directory is looked at every rotateSweepEvery-th
+// (listing some 500 directories every sample was a tenth of the agent's
+// cpu in a crash storm), the files of the processes the agent knows in
+// between, each by one fstatat relative to the logs directory (opened
+// once per check) of a name kept in its entry. A known file is looked at
+// every check while it changed size at its last look, and less often
+// while it does not: the interval doubles, up to the sweep's (rotLook).
+// In a crash storm of 500 processes, an lstat of each of 1,000 files
+// every 2 s (their full paths, escaped and joined again every time) was
+// 4-7% of the agent's cpu, for files that mostly never grow.
 func (a *Agent) rotateLogs(check int) {
 	logs := filepath.Join(a.cfg.DataDir, LogsDir)
 	if check%rotateSweepEvery == 0 {
@@ -119,37 +121,76 @@ func (a *Agent) rotateLogs(check int) {
 		}
 		return
 	}
+	type inst struct {
+		dir string
+		u   *unit
+	}
+	var due []inst
+	a.mu.Lock()
+	for key, e := range a.procs {
+		for _, u := range e.units {
+			if u.rot[0].next > check && u.rot[1].next > check {
+				continue
+			}
+			if e.logDir == "" {
+				dir, err := captureDir(key)
+				if err != nil {
+					break
+				}
+				e.logDir = dir
+			}
+			due = append(due, inst{e.logDir, u})
+		}
+	}
+	a.mu.Unlock()
+	if len(due) == 0 {
+		return
+	}
 	dfd, err := sysOpen(logs, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return // nothing captured yet
 	}
 	defer syscall.Close(dfd)
-	type inst struct {
-		dir string
-		n   int
-	}
-	a.mu.Lock()
-	known := make([]inst, 0, len(a.procs))
-	for key, e := range a.procs {
-		if e.logDir == "" {
-			if e.logDir, err = captureDir(key); err != nil {
+	var name []byte // dir/file, NUL-terminated
+	for _, d := range due {
+		for i, s := range [...]model.LogStream{model.LogStdout, model.LogStderr} {
+			look := &d.u.rot[i]
+			if look.next > check {
 				continue
 			}
-		}
-		known = append(known, inst{e.logDir, len(e.units)})
-	}
-	a.mu.Unlock()
-	var name []byte // dir/file, NUL-terminated
-	for _, k := range known {
-		for idx := 1; idx <= k.n; idx++ {
-			for _, s := range []model.LogStream{model.LogStdout, model.LogStderr} {
-				name = append(append(append(name[:0], k.dir...), '/'), captureName(idx, s)...)
-				if size, ok := regularSizeAt(dfd, append(name, 0)); ok && size > a.cfg.LogMaxBytes {
-					a.rotateFile(filepath.Join(logs, string(name)))
-				}
+			name = append(append(append(name[:0], d.dir...), '/'), captureName(d.u.idx, s)...)
+			size, ok := regularSizeAt(dfd, append(name, 0))
+			if !ok {
+				size = -1
+			}
+			look.saw(size, check)
+			if size > a.cfg.LogMaxBytes {
+				a.rotateFile(filepath.Join(logs, string(name)))
+				look.saw(-1, check) // emptied: changed
 			}
 		}
 	}
+}
+
+// rotLook is when rotateLogs looks next at a captured file of a unit: at
+// every check while the file changes size, and while it does not, every
+// 2, 4, 8 ... checks, up to rotateSweepEvery (where the sweep of the
+// whole directory looks at it anyway). Only the sampler goroutine
+// (rotateLogs) reads or writes it.
+type rotLook struct {
+	size  int64 // at the last look; -1: missing or not a regular file
+	next  int   // the check at which it is looked at next
+	every int   // checks between two looks
+}
+
+// saw records a look at check that found size.
+func (l *rotLook) saw(size int64, check int) {
+	if l.every == 0 || size != l.size {
+		l.every = 1
+	} else {
+		l.every = min(l.every*2, rotateSweepEvery)
+	}
+	l.size, l.next = size, check+l.every
 }
 
 // regularSizeAt is the size of the file name (NUL-terminated) relative

@@ -329,3 +329,32 @@ func TestOpenCapture(t *testing.T) {
 		t.Fatalf("the link's target: %q %v", b, err)
 	}
 }
+
+// TestRotLookBacksOff: a captured file is looked at every check while its
+// size changes, and while it does not, every 2, 4, 8 checks, never less
+// often than the sweep of the whole directory (rotateSweepEvery); a
+// change (a write, a rotation, the file gone) brings it back to every
+// check.
+func TestRotLookBacksOff(t *testing.T) {
+	var l rotLook
+	steps := []struct {
+		size      int64
+		wantEvery int
+	}{
+		{0, 1}, // first look
+		{0, 2}, {0, 4}, {0, 8}, {0, rotateSweepEvery}, {0, rotateSweepEvery},
+		{100, 1}, // it grew
+		{100, 2}, {100, 4},
+		{-1, 1}, // gone (or rotated)
+		{-1, 2},
+	}
+	check := 0
+	for i, s := range steps {
+		l.saw(s.size, check)
+		if l.every != s.wantEvery || l.next != check+s.wantEvery {
+			t.Fatalf("step %d (size %d at check %d): every %d next %d, want every %d next %d",
+				i, s.size, check, l.every, l.next, s.wantEvery, check+s.wantEvery)
+		}
+		check = l.next
+	}
+}
