@@ -627,7 +627,17 @@ func (a *Agent) startUnit(ctx context.Context, u *unit, p model.Process, op mode
 	}
 	// The process running before (restart_cmd replaces it) does not count
 	// as the new one, even when it started within the launch's clock tick.
-	oldPid, oldSt, oldLive := a.probe(u)
+	// A start has none: an op's start begins only once a probe found no
+	// process alive (startAll), a supervisor's restart once the process
+	// exited; a process the pid file names started before the launch's
+	// tick is stale whatever the op (below). Not probing there saves a pid
+	// file read and a /proc read per restart in a crash storm.
+	var oldPid int
+	var oldSt procStat
+	var oldLive bool
+	if op == model.OpRestart {
+		oldPid, oldSt, oldLive = a.probe(u)
+	}
 	pidPath := pidPathOf(p, u.idx)
 	c, err := launch(p, cmd, a.env(p, u), a.capture(p.Key(), u.idx))
 	if err != nil {
