@@ -752,11 +752,12 @@ func knownState(s model.ProcState) model.ProcState {
 // finishLocked records a final result: it gets the next Seq, joins the log
 // and wakes the watchers. It reports whether the task is now complete.
 func (r *run) finishLocked(i int, res model.Result, now time.Time) (model.Result, bool) {
-	was := r.results[i]
-	prev := was.State
+	prev := r.results[i].State
 	if prev.Final() {
 		// Replaced (a late answer's correction): its log entry keeps
-		// the result it logged.
+		// the result it logged. Copied here only (the copy is kept):
+		// made for every result, it cost an allocation each.
+		was := r.results[i]
 		k := sort.Search(len(r.log), func(k int) bool { return r.logged(k).Seq >= was.Seq })
 		if k < len(r.log) && r.log[k].was == nil && int(r.log[k].i) == i {
 			r.log[k].was = &was
