@@ -2,6 +2,7 @@ package model
 
 import (
 	"time"
+	"unicode/utf8"
 )
 
 // AgentRequest is what the engine sends one host for one process.
@@ -119,6 +120,57 @@ type ProcStatus struct {
 // heartbeat carries every hosted process's status, within one NATS
 // message.
 const MaxCmdline = 4096
+
+// MaxHostProcs bounds the statuses a host reports in one heartbeat (one
+// for each process definition its agent knows; an agent is built and
+// measured to hold 1,000): a server keeps the first MaxHostProcs and
+// leaves the rest out. Without it a heartbeat of "{}" statuses within
+// the 8 MiB payload of the embedded NATS server made millions of them,
+// kept for the host.
+const MaxHostProcs = 4096
+
+// MaxStatusText bounds a status's other texts (its key, name, state,
+// version and message) and a host's agent version: a key is a
+// namespace and a name of at most 512 bytes each.
+const MaxStatusText = 2048
+
+// ClipText is s clipped to at most max bytes (max >= 3), at a character
+// boundary, ending in "..." when clipped; s itself when it fits.
+func ClipText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	n := max - 3
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
+}
+
+// PlainStatus makes st what a server keeps of a status an agent reports
+// (untrusted): each text plain (PlainText: no escape sequence, no control
+// character but newline and tab) and clipped to its bound (MaxCmdline,
+// MaxStatusText). It names the first field it changed ("" when none: the
+// usual status, changed in nothing and without allocation).
+func PlainStatus(st *ProcStatus) (changed string) {
+	note := func(field string, s *string, max int) {
+		if c := ClipText(PlainText(*s), max); c != *s {
+			*s = c
+			if changed == "" {
+				changed = field
+			}
+		}
+	}
+	note("proc", &st.ProcKey, MaxStatusText)
+	note("proc_name", &st.ProcName, MaxStatusText)
+	state := string(st.State)
+	note("state", &state, MaxStatusText)
+	st.State = ProcState(state)
+	note("version", &st.Version, MaxStatusText)
+	note("cmdline", &st.Cmdline, MaxCmdline)
+	note("message", &st.Message, MaxStatusText)
+	return changed
+}
 
 // Event is something that happened on a host without an operator asking:
 // a hosted process restarted, failed to restart, was given up, broke a limit.

@@ -832,6 +832,39 @@ func checkLabels(labels map[string]string) (map[string]string, error) {
 	return kept, why.Err()
 }
 
+// checkStatuses bounds what an agent (untrusted) reports of its
+// processes, as the heartbeat's decode began (at most model.MaxHostProcs
+// statuses, the others left out): each status's texts plain and clipped
+// (model.PlainStatus), and the agent's version too (model.PlainText,
+// model.MaxStatusText), so no escape sequence reaches an operator's
+// terminal and no text of megabytes is kept for the host. The host is
+// taken; what was changed is logged once a heartbeat (the first status
+// changed, named, and how many). A usual heartbeat is changed in nothing
+// and costs no allocation.
+func checkStatuses(log *slog.Logger, subject string, hb *Heartbeat) {
+	if hb.left > 0 {
+		log.Warn("dispatcher: heartbeat with more process statuses than a host may report; the rest are left out",
+			"subject", subject, "kept", len(hb.Statuses), "left_out", hb.left, "max", model.MaxHostProcs)
+	}
+	if v := model.ClipText(model.PlainText(hb.Info.Version), model.MaxStatusText); v != hb.Info.Version {
+		hb.Info.Version = v
+		log.Warn("dispatcher: heartbeat's agent version cleaned (escape sequences and control characters out, clipped)",
+			"subject", subject, "max", model.MaxStatusText)
+	}
+	changed, first, field := 0, "", ""
+	for i := range hb.Statuses {
+		if f := model.PlainStatus(&hb.Statuses[i]); f != "" {
+			if changed++; changed == 1 {
+				first, field = hb.Statuses[i].ProcKey, f
+			}
+		}
+	}
+	if changed > 0 {
+		log.Warn("dispatcher: heartbeat with process statuses cleaned (escape sequences and control characters out, texts clipped)",
+			"subject", subject, "statuses", changed, "first", first, "field", field, "cmdline_max", model.MaxCmdline, "max", model.MaxStatusText)
+	}
+}
+
 // refusedNamed is how many refused labels checkLabels names: a heartbeat
 // may carry thousands, and the reason is logged.
 const refusedNamed = 8
@@ -866,6 +899,7 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 		d.log.Warn("dispatcher: heartbeat with labels the label rule refuses; they are left out", "subject", m.Subject, "err", err)
 		hb.Info.Labels = kept
 	}
+	checkStatuses(d.log, m.Subject, &hb)
 	hb.Info.Host = subjHost.Host()
 	now := time.Now()
 	var ev []model.Event

@@ -1,12 +1,14 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -291,5 +293,107 @@ func TestCheckLabels(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "69 labels, more than 64: the 5 after the first 64 by key left out") ||
 		!strings.Contains(err.Error(), "3 more refused") || strings.Count(err.Error(), "control character") != refusedNamed {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// A heartbeat's process statuses are bounded at the entrance: at most
+// model.MaxHostProcs of them kept (the rest counted, not made), their
+// texts plain and clipped (model.PlainStatus), the agent's version too;
+// the host is taken and why is logged. An agent is untrusted: within the
+// 8 MiB payload it could send millions of "{}" statuses, kept for its
+// host, and escape sequences for operators' terminals.
+func TestHeartbeatStatusesBounded(t *testing.T) {
+	e := startServer(t, testNATS(t), true)
+	var logged strings.Builder
+	var mu sync.Mutex
+	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))})
+	evil := "\x1b]52;c;cm0gLXJmIH4=\a\x1b[2J"
+	first := model.ProcStatus{ProcKey: "web:nginx" + evil, ProcName: "nginx", State: model.ProcRunning, PID: 7,
+		Version: strings.Repeat("v", 10_000), Cmdline: "/bin/x " + strings.Repeat("a", 100_000), Message: "ok" + evil + "\r"}
+	head, err := json.Marshal(Heartbeat{Time: time.Now(), Info: model.HostInfo{Host: h1, Version: "2.0" + evil},
+		Statuses: []model.ProcStatus{first}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 200,000 more statuses, "{}" each: 600 KB on the wire.
+	const more = 200_000
+	hb := append(head[:bytes.LastIndex(head, []byte("]"))], bytes.Repeat([]byte(",{}"), more)...)
+	hb = append(hb, "]}"...)
+	if err := serverConn(t, e).Publish(HeartbeatSubject(mustID(t, h1)), hb); err != nil {
+		t.Fatal(err)
+	}
+	var hs []model.HostInfo
+	eventually(t, "the host listed", 30*time.Second, func() bool {
+		hs, _ = d.Hosts(context.Background())
+		return len(hs) == 1 && hs[0].State == model.AgentOnline
+	})
+	sts := d.Statuses(h1)
+	if len(sts) != model.MaxHostProcs {
+		t.Fatalf("%d statuses kept, want %d", len(sts), model.MaxHostProcs)
+	}
+	got := sts[0]
+	if got.ProcKey != "web:nginx" || got.Message != "ok" || got.PID != 7 || got.State != model.ProcRunning {
+		t.Errorf("first status kept as %q %q pid %d %s", got.ProcKey, got.Message, got.PID, got.State)
+	}
+	if len(got.Cmdline) != model.MaxCmdline || !strings.HasPrefix(got.Cmdline, "/bin/x aaa") || !strings.HasSuffix(got.Cmdline, "...") {
+		t.Errorf("cmdline kept with %d bytes, want %d ending in ...", len(got.Cmdline), model.MaxCmdline)
+	}
+	if len(got.Version) != model.MaxStatusText {
+		t.Errorf("version kept with %d bytes, want %d", len(got.Version), model.MaxStatusText)
+	}
+	if hs[0].Version != "2.0" {
+		t.Errorf("agent version kept as %q", hs[0].Version)
+	}
+	mu.Lock()
+	log := logged.String()
+	mu.Unlock()
+	for _, want := range []string{fmt.Sprintf("left_out=%d", more+1-model.MaxHostProcs), "statuses=1 first=web:nginx field=proc", "agent version cleaned"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log does not say %q: %s", want, log)
+		}
+	}
+}
+
+// decodeHeartbeat keeps the first model.MaxHostProcs statuses and counts
+// the others, by the scanner and by its fallback (an escape) alike.
+func TestDecodeHeartbeatStatusesBounded(t *testing.T) {
+	const n = model.MaxHostProcs + 904
+	sts := make([]model.ProcStatus, n)
+	for i := range sts {
+		sts[i] = model.ProcStatus{ProcKey: fmt.Sprintf("ns:p%05d", i), PID: i}
+	}
+	for _, msg := range []string{"plain", "with an \x1b escape"} {
+		sts[0].Message = msg
+		b, err := json.Marshal(Heartbeat{Info: model.HostInfo{Host: model.Host{IP: "10.0.0.1"}}, Statuses: sts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hb, err := decodeHeartbeat(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hb.Statuses) != model.MaxHostProcs || hb.left != n-model.MaxHostProcs ||
+			!reflect.DeepEqual(hb.Statuses, sts[:model.MaxHostProcs]) {
+			t.Fatalf("%s: %d statuses, %d left out; want the first %d, %d left out", msg, len(hb.Statuses), hb.left, model.MaxHostProcs, n-model.MaxHostProcs)
+		}
+	}
+}
+
+// A usual heartbeat's statuses pass checkStatuses unchanged, without an
+// allocation: a server takes 1,700 full heartbeats a second at 100,000
+// hosts.
+func TestCheckStatusesUsualFree(t *testing.T) {
+	b := heartbeatSamples(t)[0]
+	hb, err := decodeHeartbeat(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(hb.Statuses)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if n := testing.AllocsPerRun(100, func() { checkStatuses(log, "s", &hb) }); n != 0 {
+		t.Errorf("%v allocations a usual heartbeat", n)
+	}
+	if !reflect.DeepEqual(hb.Statuses, want) {
+		t.Errorf("a usual heartbeat's statuses changed: %+v", hb.Statuses)
 	}
 }

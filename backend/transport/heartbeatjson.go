@@ -1,7 +1,10 @@
 package transport
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"reflect"
 	"time"
 
 	"gseproc/model"
@@ -17,13 +20,76 @@ import (
 // field it does not know, a key repeated or in another case, invalid
 // JSON) is left to json.Unmarshal, which then decides, so the two never
 // differ (FuzzDecodeHeartbeat).
+//
+// One difference, a bound: of more than model.MaxHostProcs statuses only
+// the first are decoded; the others are counted (Heartbeat.left), not
+// made (millions of "{}" fit in a payload).
 func decodeHeartbeat(data []byte) (Heartbeat, error) {
 	if hb, ok := fastHeartbeat(data); ok {
 		return hb, nil
 	}
-	var hb Heartbeat
-	err := json.Unmarshal(data, &hb)
+	var in heartbeatIn
+	err := json.Unmarshal(data, &in)
+	hb := in.Heartbeat
+	hb.Statuses, hb.left = in.Statuses.sts, in.Statuses.left
 	return hb, err
+}
+
+// heartbeatIn is a Heartbeat as the fallback decodes it: its statuses
+// bounded (the field shadows the embedded one).
+type heartbeatIn struct {
+	Heartbeat
+	Statuses boundedStatuses `json:"statuses,omitempty"`
+}
+
+// boundedStatuses decodes a JSON array of statuses as encoding/json
+// decodes it into a slice (null: left as it is; a repeated array decodes
+// into the elements already there), but only its first
+// model.MaxHostProcs elements: the others are checked and counted.
+type boundedStatuses struct {
+	sts  []model.ProcStatus
+	left int
+}
+
+func (b *boundedStatuses) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if _, err := dec.Token(); err != nil { // '[' (an object or a string: refused below)
+		return err
+	}
+	if data[0] != '[' {
+		return &json.UnmarshalTypeError{Value: "non-array", Type: reflect.TypeFor[[]model.ProcStatus](), Field: "statuses"}
+	}
+	out, left := b.sts[:0], 0
+	var first error
+	for dec.More() {
+		if len(out) == model.MaxHostProcs {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return err
+			}
+			left++
+			continue
+		}
+		if len(out) < cap(out) {
+			out = out[:len(out)+1]
+		} else {
+			out = append(out, model.ProcStatus{})
+		}
+		if err := dec.Decode(&out[len(out)-1]); err != nil {
+			var te *json.UnmarshalTypeError
+			if !errors.As(err, &te) {
+				return err
+			}
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	b.sts, b.left = out, left
+	return first
 }
 
 // once reports whether bit was not in *seen yet, and adds it: a key
@@ -149,6 +215,9 @@ func (s *jscan) statuses(sts *[]model.ProcStatus) bool {
 		return true
 	}
 	for {
+		if len(out) == model.MaxHostProcs { // more: left to the bounded fallback
+			return false
+		}
 		// A key repeated in a status is taken as encoding/json takes
 		// it (the last), as in a reply's status.
 		var st model.ProcStatus

@@ -21,4 +21,7 @@ type Heartbeat struct {
 	// Leaving is set by an agent that stops cleanly: the server marks the
 	// host offline at once.
 	Leaving bool `json:"leaving,omitempty"`
+	// left counts the statuses past model.MaxHostProcs a server's
+	// decodeHeartbeat left out (not on the wire).
+	left int
 }
