@@ -174,7 +174,7 @@ func (e *Engine) correctRun(r *run, lr model.LateReply, procKey string) (c corre
 	r.puts.Add(1)
 	fence := r.fence
 	r.mu.Unlock()
-	e.enqueue(write{res: &c.fixed, fence: fence, done: r.puts.Done})
+	e.enqueue(write{res: &c.fixed, fence: fence, puts: &r.puts})
 	return c, true
 }
 

@@ -208,18 +208,19 @@ func (e *Engine) rollPool(r *run, b model.Batch) chan struct{} {
 	next.Store(int64(b.Lo))
 	var wg sync.WaitGroup
 	n := min(e.cfg.Concurrency, b.Hi-b.Lo)
+	share := func() { // one closure for every worker
+		defer wg.Done()
+		for r.ctx.Err() == nil && !r.roll.hold.Load() {
+			i := int(next.Add(1) - 1)
+			if i >= b.Hi {
+				return
+			}
+			e.dispatchOne(r, i)
+		}
+	}
 	wg.Add(n)
 	for range n {
-		e.goWork(func() {
-			defer wg.Done()
-			for r.ctx.Err() == nil && !r.roll.hold.Load() {
-				i := int(next.Add(1) - 1)
-				if i >= b.Hi {
-					return
-				}
-				e.dispatchOne(r, i)
-			}
-		})
+		e.goWork(share)
 	}
 	go func() {
 		wg.Wait()
@@ -282,7 +283,7 @@ func (e *Engine) stopRoll(r *run, d model.RollDecision) {
 	r.puts.Add(len(finals))
 	r.mu.Unlock()
 	for i := range finals {
-		e.enqueue(write{res: &finals[i], fence: r.fence, done: r.puts.Done})
+		e.enqueue(write{res: &finals[i], fence: r.fence, puts: &r.puts})
 	}
 	if complete {
 		e.finishTask(r)

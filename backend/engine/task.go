@@ -30,8 +30,9 @@ type run struct {
 	results   []model.Result    // by target index
 	log       []logEntry        // final results, Seq ascending
 	lastSeq   int64
-	notify    chan struct{} // see changedLocked
-	waited    bool          // notify was handed to a waiter (wakeLocked)
+	slots     []model.Result // room for results handed to the writer (slotLocked)
+	notify    chan struct{}  // see changedLocked
+	waited    bool           // notify was handed to a waiter (wakeLocked)
 	done      bool
 	ended     bool // finishTask is through: the task is stored complete (or that failed, logged)
 	cancelled bool
@@ -503,18 +504,19 @@ func (e *Engine) execute(r *run) {
 	r.mu.Unlock()
 	workers := min(e.cfg.Concurrency, pending)
 	var wg sync.WaitGroup
+	share := func() { // one closure for every worker
+		defer wg.Done()
+		for r.ctx.Err() == nil {
+			i := int(r.next.Add(1) - 1)
+			if i >= len(r.targets) {
+				return
+			}
+			e.dispatchOne(r, i)
+		}
+	}
 	wg.Add(workers)
 	for range workers {
-		e.goWork(func() {
-			defer wg.Done()
-			for r.ctx.Err() == nil {
-				i := int(r.next.Add(1) - 1)
-				if i >= len(r.targets) {
-					return
-				}
-				e.dispatchOne(r, i)
-			}
-		})
+		e.goWork(share)
 	}
 	wg.Wait()
 	if r.ctx.Err() != nil {
@@ -830,12 +832,34 @@ func (e *Engine) finishResult(r *run, i int, res model.Result) {
 		return // another engine owns the task now and dispatches it again
 	}
 	res, complete := r.finishLocked(i, res, e.now())
+	p := r.slotLocked()
+	*p = res
 	r.puts.Add(1)
 	r.mu.Unlock()
-	e.enqueue(write{res: &res, fence: r.fence, done: r.puts.Done})
+	e.enqueue(write{res: p, fence: r.fence, puts: &r.puts})
 	if complete {
 		e.finishTask(r)
 	}
+}
+
+// resultBlock is how many results' room slotLocked takes at once.
+const resultBlock = 128
+
+// slotLocked is room for a final result handed to the writer, taken from
+// a block of at most resultBlock: one allocation a block, not one a
+// result (the result handed over by address was moved to the heap, once
+// per target). A block is no bigger than the targets not final yet (the
+// one just finished counted), so a small task takes no more than it did
+// and a run that finished holds none (a run stays in memory a while
+// after, recentRuns); a block is let go once its results are stored.
+// r.mu is held.
+func (r *run) slotLocked() *model.Result {
+	if len(r.slots) == 0 {
+		r.slots = make([]model.Result, max(1, min(resultBlock, len(r.targets)-r.task.Counts.Final()+1)))
+	}
+	p := &r.slots[0]
+	r.slots = r.slots[1:]
+	return p
 }
 
 // finishTask stores the completed task, once every result is stored (so
@@ -1000,7 +1024,7 @@ func (e *Engine) cancelRun(r *run) (cancelled, error) {
 		r.stopSent(model.ErrCancelled)
 	}
 	for i := range finals {
-		e.enqueue(write{res: &finals[i], fence: r.fence, done: r.puts.Done})
+		e.enqueue(write{res: &finals[i], fence: r.fence, puts: &r.puts})
 	}
 	e.log.Info("task cancelled", "task", id, "cancelled_targets", len(finals), "running_told_to_stop", running)
 	if complete {
@@ -1322,7 +1346,7 @@ func (e *Engine) resumeTask(ctx context.Context, id, why string, defs map[string
 		return err
 	}
 	for i := range finals {
-		e.enqueue(write{res: &finals[i], fence: r.fence, done: r.puts.Done})
+		e.enqueue(write{res: &finals[i], fence: r.fence, puts: &r.puts})
 	}
 	if complete {
 		e.finishTask(r)

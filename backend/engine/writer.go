@@ -14,7 +14,7 @@ import (
 // stored goes in the next one, through the store's BatchStore when it has
 // one (pipelined), else one write at a time. A fan-out worker hands its
 // result over and goes on to the next host instead of waiting for the
-// store; a write's done runs once it is stored (or failed, logged), so a
+// store; a write's run is marked done once it is stored (or failed, logged), so a
 // task is stored complete only after every result of it (finishTask
 // waits run.puts). The queue is FIFO: a status queued before a result is
 // stored no later than it.
@@ -22,13 +22,14 @@ import (
 // writeQueueMax bounds the writes waiting: beyond it producers wait.
 const writeQueueMax = 1 << 15
 
-// write is a result or a last known status to store, and what to call
-// once stored (nil: nothing).
+// write is a result or a last known status to store, and the run's
+// WaitGroup to mark done once stored (nil: none; a WaitGroup, not a
+// method value, which was an allocation per result).
 type write struct {
 	res    *model.Result
 	fence  uint64 // res's run's token (Fencer)
 	status *HostStatus
-	done   func()
+	puts   *sync.WaitGroup
 }
 
 type writer struct {
@@ -45,7 +46,7 @@ func (x *writer) init() {
 }
 
 // enqueue queues w for the writer; when the engine is closing, w is not
-// stored and its done runs at once.
+// stored and its run is marked done at once.
 func (e *Engine) enqueue(w write) {
 	x := &e.writes
 	x.mu.Lock()
@@ -54,8 +55,8 @@ func (e *Engine) enqueue(w write) {
 	}
 	if x.closed {
 		x.mu.Unlock()
-		if w.done != nil {
-			w.done()
+		if w.puts != nil {
+			w.puts.Done()
 		}
 		return
 	}
@@ -110,7 +111,7 @@ func (e *Engine) writeLoop() {
 const finalFlush = 5 * time.Second
 
 // writeBatch stores ws: statuses (the last of each host and process)
-// first, then results; then runs every done. With a Fencer, results are
+// first, then results; then marks every run done. With a Fencer, results are
 // stored per task with their run's token, and a run whose results are
 // refused (another engine fenced the task) is abandoned.
 func (e *Engine) writeBatch(ctx context.Context, ws []write) {
@@ -215,8 +216,8 @@ func (e *Engine) writeBatch(ctx context.Context, ws []write) {
 		}
 	}
 	for _, w := range ws {
-		if w.done != nil {
-			w.done()
+		if w.puts != nil {
+			w.puts.Done()
 		}
 	}
 }
