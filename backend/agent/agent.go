@@ -88,7 +88,8 @@ type Agent struct {
 type entry struct {
 	key          string
 	p            model.Process
-	pGen         uint64 // a new one at every p set (procGen): the registry's encoder compares it
+	pGen         uint64         // a new one at every p set (procGen): the registry's encoder compares it
+	pReg         *model.Process // p as set (a copy never changed): what hostedLocked takes
 	hosted       bool
 	registerTime int64
 	lastOp       model.OpType
@@ -451,6 +452,7 @@ var procGen atomic.Uint64
 func updateEntry(e *entry, p model.Process) {
 	e.p = p
 	e.pGen = procGen.Add(1)
+	e.pReg = &p // a copy of its own, which the registry writer shares
 	n := p.Spec.Policy.InstanceNum
 	for len(e.units) < n {
 		i := len(e.units) + 1

@@ -1337,7 +1337,7 @@ func TestRegistryFileIsAtomicAndGSEShaped(t *testing.T) {
 	p, _ := setup(t, "reg", nil)
 	// Written as the registry writer does (flush): encoded, then written.
 	var enc regEncoder
-	b, err := enc.encode([]hostedView{{key: p.Key(), p: p, pGen: procGen.Add(1), lastOp: model.OpStart,
+	b, err := enc.encode([]hostedView{{key: p.Key(), p: &p, pGen: procGen.Add(1), lastOp: model.OpStart,
 		instances: []instanceRecord{{PID: 7, StartTick: 9}}}}, 42)
 	if err != nil {
 		t.Fatal(err)

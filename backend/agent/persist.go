@@ -171,7 +171,7 @@ func (a *Agent) waitPersisted(ctx context.Context) error {
 // the agent lock; the records are built (and sorted) outside it.
 type hostedView struct {
 	key          string // p.Key(), made once (entry.key)
-	p            model.Process
+	p            *model.Process
 	pGen         uint64 // p's generation (entry.pGen)
 	lastOp       model.OpType
 	registerTime int64
@@ -179,15 +179,16 @@ type hostedView struct {
 }
 
 // hostedLocked takes what the registry records of every hosted process.
-// The definitions are shared, not copied: an entry's definition is
-// replaced whole, never changed in place.
+// The definitions are shared, not copied (entry.pReg, never changed):
+// copying 500 of them by value at every write, and sorting the copies,
+// was most of the writer's cpu in a crash storm bar the write itself.
 func (a *Agent) hostedLocked() []hostedView {
 	out := make([]hostedView, 0, len(a.procs))
 	for _, e := range a.procs {
 		if !e.hosted {
 			continue
 		}
-		v := hostedView{key: e.key, p: e.p, pGen: e.pGen, lastOp: e.lastOp, registerTime: e.registerTime, instances: make([]instanceRecord, len(e.units))}
+		v := hostedView{key: e.key, p: e.pReg, pGen: e.pGen, lastOp: e.lastOp, registerTime: e.registerTime, instances: make([]instanceRecord, len(e.units))}
 		for i, u := range e.units {
 			v.instances[i] = instanceRecord{PID: u.pid, StartTick: u.tick, State: u.state,
 				Held: u.held, Done: u.done, Restarts: u.restarts}
@@ -202,7 +203,7 @@ func sortHosted(hosted []hostedView) {
 }
 
 func (v hostedView) record(now int64) procRecord {
-	return recordOf(v.p, v.lastOp, now, &hostedRecord{Process: v.p, RegisterTime: v.registerTime, Instances: v.instances})
+	return recordOf(*v.p, v.lastOp, now, &hostedRecord{Process: *v.p, RegisterTime: v.registerTime, Instances: v.instances})
 }
 
 // regEncoder encodes the registry as json.Marshal of the whole file

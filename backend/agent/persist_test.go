@@ -162,7 +162,7 @@ func TestRegistryEncoderKeepsRecords(t *testing.T) {
 				Control: model.Control{StartCmd: cmd}, Policy: model.Policy{InstanceNum: 1, OpTimeout: 60}}}
 	}
 	view := func(p model.Process, gen uint64, pid int, st model.ProcState) hostedView {
-		return hostedView{key: p.Key(), p: p, pGen: gen, lastOp: model.OpStart, registerTime: 1700000000,
+		return hostedView{key: p.Key(), p: &p, pGen: gen, lastOp: model.OpStart, registerTime: 1700000000,
 			instances: []instanceRecord{{PID: pid, StartTick: uint64(pid) * 10, State: st, Restarts: pid % 7}}}
 	}
 	a := proc("a", `echo "<a & b>" > "$GSEPROC_PID_FILE"`) // quotes and HTML characters escaped as Marshal does
