@@ -147,6 +147,50 @@ func ClipText(s string, max int) string {
 	return s[:n] + "..."
 }
 
+// MaxOutput bounds a command's output an agent reports in a reply
+// (AgentReply.Output: its tail) and the message with it: an agent keeps
+// at most its output_limit (4 KiB by default, at most MaxOutput), and a
+// server keeps at most MaxOutput of whatever an agent (untrusted) sends,
+// which a NATS payload (8 MiB embedded) otherwise bounds, for every target
+// of every task.
+const MaxOutput = 64 << 10
+
+// ClipOutput is a command's output s clipped as an agent clips it: its
+// last MaxOutput bytes at most, from a character boundary, after "..."
+// when clipped; s itself when it fits.
+func ClipOutput(s string) string {
+	if len(s) <= MaxOutput {
+		return s
+	}
+	n := len(s) - (MaxOutput - 3)
+	for n < len(s) && !utf8.RuneStart(s[n]) {
+		n++
+	}
+	return "..." + s[n:]
+}
+
+// BoundReply makes rep what a server keeps of an agent's reply: its
+// output clipped (ClipOutput), its message at most MaxOutput bytes
+// (ClipText) and its status by PlainStatus. It names the first field it
+// changed ("" when none, the usual reply: no allocation).
+func BoundReply(rep *AgentReply) (changed string) {
+	if o := ClipOutput(rep.Output); o != rep.Output {
+		rep.Output, changed = o, "output"
+	}
+	if m := ClipText(rep.Message, MaxOutput); m != rep.Message {
+		rep.Message = m
+		if changed == "" {
+			changed = "error_msg"
+		}
+	}
+	if rep.Status != nil {
+		if f := PlainStatus(rep.Status); f != "" && changed == "" {
+			changed = "status." + f
+		}
+	}
+	return changed
+}
+
 // PlainStatus makes st what a server keeps of a status an agent reports
 // (untrusted): each text plain (PlainText: no escape sequence, no control
 // character but newline and tab) and clipped to its bound (MaxCmdline,

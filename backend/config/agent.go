@@ -50,7 +50,8 @@ type AgentConfig struct {
 	// poll used only where pidfd_open is unavailable.
 	PollInterval Duration `toml:"poll_interval"`
 
-	// OutputLimit bounds the command output kept for a result (its tail).
+	// OutputLimit bounds the command output kept for a result (its tail),
+	// at most model.MaxOutput: what a server keeps of any agent's reply.
 	OutputLimit int `toml:"output_limit"`
 	// EventBuffer bounds the events queued per subscriber; beyond it the
 	// oldest are dropped (and counted in the log).
@@ -158,8 +159,8 @@ func (c AgentConfig) validate() error {
 	if c.BreachCount < 1 {
 		add("breach_count", "%d must be >= 1", c.BreachCount)
 	}
-	if c.OutputLimit < 64 {
-		add("output_limit", "%d must be >= 64", c.OutputLimit)
+	if c.OutputLimit < 64 || c.OutputLimit > model.MaxOutput {
+		add("output_limit", "%d must be in [64, %d] (a server keeps at most %d bytes of a reply's output)", c.OutputLimit, model.MaxOutput, model.MaxOutput)
 	}
 	if c.EventBuffer < 1 {
 		add("event_buffer", "%d must be >= 1", c.EventBuffer)

@@ -43,6 +43,8 @@ rack = "r1"
 		{"backoff order", "[agent]\nbackoff_base = \"10s\"\nbackoff_max = \"1s\"\n", "agent.backoff_max", nil},
 		{"stable", "[agent]\nstable_after = \"-1s\"\n", "agent.stable_after", nil},
 		{"output", "[agent]\noutput_limit = 10\n", "agent.output_limit", nil},
+		{"output at the bound", "[agent]\noutput_limit = 65536\n", "", func(c AgentConfig) bool { return c.OutputLimit == 65536 }},
+		{"output past the bound", "[agent]\noutput_limit = 65537\n", "agent.output_limit", nil},
 		{"events", "[agent]\nevent_buffer = 0\n", "agent.event_buffer", nil},
 		{"poll", "[agent]\npoll_interval = \"soon\"\n", "not a duration", nil},
 	}

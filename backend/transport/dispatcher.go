@@ -447,7 +447,19 @@ func (d *Dispatcher) Dispatch(ctx context.Context, host model.Host, req model.Ag
 	if err != nil {
 		return model.AgentReply{}, fmt.Errorf("dispatch %s: decode reply: %w", host, err)
 	}
+	d.boundReply(msg.Subject, &rep)
 	return rep, nil
+}
+
+// boundReply bounds an agent's reply (received on subject) at the
+// entrance, by model.BoundReply: an agent is untrusted, and its output
+// was kept up to the NATS payload for every target. What was changed is
+// logged.
+func (d *Dispatcher) boundReply(subject string, rep *model.AgentReply) {
+	if f := model.BoundReply(rep); f != "" {
+		d.log.Warn("dispatcher: reply clipped (output and message at most model.MaxOutput bytes, the status's texts plain and clipped)",
+			"subject", subject, "first", f, "max_output", model.MaxOutput)
+	}
 }
 
 // maxPooledRequest bounds the buffers kept for reuse.
@@ -608,6 +620,7 @@ func (d *Dispatcher) onLate(p pendingReply, m *nats.Msg) {
 		d.log.Warn("dispatcher: late reply: decode", "subject", m.Subject, "err", err)
 		return
 	}
+	d.boundReply(m.Subject, &rep)
 	lr := model.LateReply{Host: p.host.Host(), TaskID: p.late.taskID, OpID: p.late.opID, Reply: rep}
 	for _, fn := range d.lateSubs.list() {
 		fn(lr)

@@ -2,6 +2,8 @@ package transport
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -121,5 +123,46 @@ func TestReplyLostWhileServerAway(t *testing.T) {
 	defer a.mu.Unlock()
 	if n := a.runs[model.OpID("t1", h1, "ns:p")]; n != 1 || a.reqs < 2 {
 		t.Fatalf("op ran %d times over %d requests; want once, asked again", n, a.reqs)
+	}
+}
+
+// An agent's reply is bounded at the server's entrance (model.BoundReply):
+// its output clipped to its last model.MaxOutput bytes after "...", its
+// message to model.MaxOutput, its status's texts plain. An agent is
+// untrusted; its output_limit is its own, and a reply was kept up to the
+// NATS payload (8 MiB embedded) for every target of every task.
+func TestReplyOutputBounded(t *testing.T) {
+	e := startServer(t, testNATS(t), true)
+	out := strings.Repeat("x", 2<<20) + "the end"
+	a := &fakeAgent{info: model.HostInfo{Host: h1}, handle: func(ctx context.Context, req model.AgentRequest) model.AgentReply {
+		return model.AgentReply{Code: model.CodeCommandFailed, Message: "failed: " + strings.Repeat("m", 1<<20), Output: out,
+			Status: &model.ProcStatus{ProcKey: req.Process.Key(), State: model.ProcStopped, PID: -1, Message: "gone\x1b]52;c;eA==\a"}}
+	}}
+	runAgent(t, e.ClientURL(), ClientOptions{Name: "agent"}, a, ServeOptions{HeartbeatInterval: time.Minute})
+	var logged strings.Builder
+	var mu sync.Mutex
+	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))})
+	eventually(t, "agent online", 30*time.Second, func() bool { return d.Online(h1) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := d.Dispatch(ctx, h1, model.AgentRequest{TaskID: "GSETASK:20260101000000:1", Op: model.OpStart,
+		Process: model.Process{Meta: model.Meta{Namespace: "ns", Name: "p"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Output) != model.MaxOutput || !strings.HasPrefix(rep.Output, "...xxx") || !strings.HasSuffix(rep.Output, "the end") {
+		t.Errorf("output kept with %d bytes (%.10q...%.10q), want its last %d after ...", len(rep.Output), rep.Output, rep.Output[max(0, len(rep.Output)-10):], model.MaxOutput)
+	}
+	if len(rep.Message) != model.MaxOutput || !strings.HasPrefix(rep.Message, "failed: mmm") || !strings.HasSuffix(rep.Message, "m...") {
+		t.Errorf("message kept with %d bytes, want %d ending in ...", len(rep.Message), model.MaxOutput)
+	}
+	if rep.Code != model.CodeCommandFailed || rep.Status == nil || rep.Status.Message != "gone" || rep.Status.ProcKey != "ns:p" {
+		t.Errorf("reply %d, status %+v", rep.Code, rep.Status)
+	}
+	mu.Lock()
+	log := logged.String()
+	mu.Unlock()
+	if !strings.Contains(log, "reply clipped") || !strings.Contains(log, "first=output") {
+		t.Errorf("log does not say the reply was clipped: %s", log)
 	}
 }
