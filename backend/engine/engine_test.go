@@ -473,6 +473,50 @@ func TestWatchOrderAndReplay(t *testing.T) {
 	}
 }
 
+// TestResultHookSeesWhatAWatchSees: the hook an Operate's context carries
+// (backend.ResultHook) is taken by that task alone and told every final
+// result a watch from the start receives, in the same order, before the
+// task is stored complete.
+func TestResultHookSeesWhatAWatchSees(t *testing.T) {
+	f := newFake(50)
+	e, _ := start(t, f, testCfg())
+	var mu sync.Mutex
+	var hooked []model.Result
+	hook := backend.NewResultHook(func(r model.Result) {
+		mu.Lock()
+		hooked = append(hooked, r)
+		mu.Unlock()
+	})
+	ctx := backend.WithResultHook(context.Background(), hook)
+	task, err := e.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns", Name: "app"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hook.Taken() {
+		t.Fatal("the engine did not take the hook")
+	}
+	watched := collect(t, mustWatch(t, e, task.ID))
+	// A second task made with the same context does not take it again.
+	if _, err := e.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns", Name: "app"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "both tasks stored complete", 20*time.Second, func() bool {
+		info, err := e.Info(context.Background())
+		return err == nil && info.Running == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(watched) != 50 || len(hooked) != len(watched) {
+		t.Fatalf("the watch got %d results, the hook %d; want 50 each", len(watched), len(hooked))
+	}
+	for i := range watched {
+		if hooked[i].TaskID != task.ID || hooked[i].Seq != watched[i].Seq || hooked[i].Host != watched[i].Host || hooked[i].State != watched[i].State {
+			t.Fatalf("result %d: hook got %s seq %d %s %s, the watch %s seq %d %s %s", i, hooked[i].TaskID, hooked[i].Seq, hooked[i].Host,
+				hooked[i].State, watched[i].TaskID, watched[i].Seq, watched[i].Host, watched[i].State)
+		}
+	}
+}
+
 func TestSlowWatcherDoesNotBlock(t *testing.T) {
 	f := newFake(2000)
 	e, _ := start(t, f, testCfg())

@@ -78,6 +78,10 @@ type run struct {
 	// lease keeps its lease's renewals and its release apart (lease.go):
 	// the claim's of the Operate or takeover that made the run.
 	lease *leaseHold
+	// hook is told every final result logged until the task is stored
+	// complete (backend.ResultHook, taken by the Operate that made the
+	// run); called with mu held. nil: none.
+	hook func(model.Result)
 }
 
 // Operate validates the request, saves inline definitions, resolves the
@@ -195,6 +199,7 @@ func (e *Engine) operate(ctx context.Context, req backend.OperateRequest) (model
 	}
 	r := newRun(t, targets, procs, nil)
 	r.lease = hold
+	r.hook = backend.ResultHookOf(ctx).Take()
 	if rollout != nil {
 		r.roll = newRollRun(r, model.RollControl{}, plan)
 	}
@@ -772,6 +777,9 @@ func (r *run) finishLocked(i int, res model.Result, now time.Time) (model.Result
 	r.task.Counts.Add(prev, -1)
 	r.task.Counts.Add(res.State, 1)
 	r.rollMoveLocked(i, prev, res)
+	if r.hook != nil && !r.ended { // as a watch from the start: it ends with the task stored
+		r.hook(res)
+	}
 	r.changedLocked()
 	return res, r.completeLocked(now)
 }

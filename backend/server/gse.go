@@ -106,7 +106,6 @@ func (s *Server) registered(ctx context.Context, ns, name string) (model.Process
 }
 
 func (s *Server) started(t model.Task) (any, *apiError) {
-	s.track(t)
 	return map[string]string{"task_id": t.ID}, nil
 }
 
@@ -171,7 +170,7 @@ func (s *Server) gseOperate(ctx context.Context, c *call) (any, *apiError) {
 	if err := v.Err(); err != nil {
 		return nil, validationError(CodeArgument, err)
 	}
-	t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op, Source: "api:gse.operate_proc", Operator: c.operator,
+	t, err := s.operate(ctx, backend.OperateRequest{Op: op, Source: "api:gse.operate_proc", Operator: c.operator,
 		Suppliers: wire.Suppliers(nil, req.Hosts),
 		Selector:  backend.Selector{Namespace: req.Meta.Namespace, Name: req.Meta.Name, Hosts: hosts},
 		ByAgentID: namedTargets(def.Process.Key(), hosts, named)})
@@ -241,7 +240,7 @@ func (s *Server) gseOperateV2(ctx context.Context, c *call) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op, Items: []model.ProcessDef{def},
+	t, err := s.operate(ctx, backend.OperateRequest{Op: op, Items: []model.ProcessDef{def},
 		Source: "api:gse.operate_proc_v2", Operator: c.operator, Suppliers: sup, ByAgentID: namedTargets(def.Process.Key(), hosts, named)})
 	if err != nil {
 		return nil, backendError(CodeArgument, "operate_proc_v2", err)
@@ -316,7 +315,7 @@ func (s *Server) gseOperateMulti(ctx context.Context, c *call) (any, *apiError) 
 	if err := v.Err(); err != nil {
 		return nil, validationError(CodeArgument, err)
 	}
-	t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op0, Items: items,
+	t, err := s.operate(ctx, backend.OperateRequest{Op: op0, Items: items,
 		Source: "api:gse.operate_proc_multi", Operator: c.operator, Suppliers: sup, ByAgentID: byID})
 	if err != nil {
 		return nil, backendError(CodeArgument, "operate_proc_multi", err)
@@ -500,12 +499,11 @@ func (s *Server) gseUnregister(ctx context.Context, c *call) (any, *apiError) {
 	if len(targets) == 0 {
 		return out, nil
 	}
-	t, err := s.b.Operate(ctx, backend.OperateRequest{Op: model.OpUnregister, Source: "api:gse.unregister_proc_info",
+	t, err := s.operate(ctx, backend.OperateRequest{Op: model.OpUnregister, Source: "api:gse.unregister_proc_info",
 		Operator: c.operator, Selector: backend.Selector{Namespace: ns, Name: name, Hosts: targets}})
 	if err != nil {
 		return nil, backendError(CodeArgument, "unregister_proc_info", err)
 	}
-	s.track(t)
 	results := s.waitTask(ctx, t.ID)
 	remove := map[string]bool{}
 	for _, h := range hosts {

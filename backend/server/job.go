@@ -84,11 +84,10 @@ func (s *Server) jobOperate(form wire.InfoForm, name string) handlerFunc {
 		if err := v.Err(); err != nil {
 			return nil, validationError(CodeIllegalParam, err)
 		}
-		t, err := s.b.Operate(ctx, backend.OperateRequest{Op: op, Items: items, Source: "api:" + name, Operator: c.operator, Suppliers: sup})
+		t, err := s.operate(ctx, backend.OperateRequest{Op: op, Items: items, Source: "api:" + name, Operator: c.operator, Suppliers: sup})
 		if err != nil {
 			return nil, backendError(CodeIllegalParam, name, err)
 		}
-		s.track(t)
 		return map[string]string{"bk_gse_taskid": t.ID}, nil
 	}
 }

@@ -319,11 +319,10 @@ func (s *Server) v1Operate(ctx context.Context, c *call) (any, *apiError) {
 	if c.operator != "" && (s.cfg.NativeAuth || req.Operator == "") {
 		req.Operator = c.operator
 	}
-	t, err := s.b.Operate(ctx, req)
+	t, err := s.operate(ctx, req)
 	if err != nil {
 		return nil, backendError(CodeArgument, "operate", err)
 	}
-	s.track(t)
 	return t, nil
 }
 

@@ -377,9 +377,29 @@ func backendError(code int, what string, err error) *apiError {
 	return &apiError{status: http.StatusInternalServerError, code: CodeGSE, msg: what + ": " + err.Error()}
 }
 
-// track counts a task's per-host outcomes for /metrics as they arrive.
-func (s *Server) track(t model.Task) {
+// operate makes the task of req, its per-host outcomes counted for
+// /metrics as they arrive (track): by a result hook the backend takes
+// (the embedded engine), else by a watch.
+func (s *Server) operate(ctx context.Context, req backend.OperateRequest) (model.Task, error) {
+	hook := backend.NewResultHook(s.countOutcome)
+	t, err := s.b.Operate(backend.WithResultHook(ctx, hook), req)
+	if err != nil {
+		return t, err
+	}
+	s.track(t, hook)
+	return t, nil
+}
+
+// countOutcome counts a host's final result for /metrics.
+func (s *Server) countOutcome(r model.Result) { s.metrics.outcome(string(r.State), r.Duration()) }
+
+// track counts task t for /metrics, and its per-host outcomes as they
+// arrive: through hook when the backend took it, else by a watch.
+func (s *Server) track(t model.Task, hook *backend.ResultHook) {
 	s.metrics.task(t.Op.String(), t.Source)
+	if hook.Taken() {
+		return
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -389,7 +409,7 @@ func (s *Server) track(t model.Task) {
 			return
 		}
 		for r := range ch {
-			s.metrics.outcome(string(r.State), r.Duration())
+			s.countOutcome(r)
 		}
 	}()
 }
