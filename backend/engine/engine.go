@@ -70,6 +70,7 @@ type Engine struct {
 	nsCounts nsCounts        // the last namespace summary (registry.go)
 	writes   writer          // results and statuses being stored (writer.go)
 	work     chan func()     // a share of a fan-out for an idle worker (workers.go)
+	procJSON procJSONs       // definitions' encodings sent to hosts (procjson.go)
 }
 
 // Option configures an Engine.

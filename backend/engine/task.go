@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,9 +25,8 @@ type run struct {
 	task      model.Task
 	targets   []model.Target
 	procs     map[string]model.Process
-	procJSON  map[string][]byte // procs' encodings, made as first sent (processJSON)
-	results   []model.Result    // by target index
-	log       []logEntry        // final results, Seq ascending
+	results   []model.Result // by target index
+	log       []logEntry     // final results, Seq ascending
 	lastSeq   int64
 	slots     []model.Result // room for results handed to the writer (slotLocked)
 	notify    chan struct{}  // see changedLocked
@@ -558,7 +556,6 @@ func (e *Engine) dispatchOne(r *run, i int) {
 	}
 	op := r.task.Op
 	p, ok := r.procs[res.ProcKey]
-	pj := r.processJSON(res.ProcKey, p)
 	budget := time.Duration(p.Deadline(op))*time.Second + e.cfg.DeadlineSlack.D()
 	var wait *sharedWait
 	if ok {
@@ -573,6 +570,7 @@ func (e *Engine) dispatchOne(r *run, i int) {
 		e.finishResult(r, i, res)
 		return
 	}
+	pj := e.procJSON.get(res.ProcKey, p)
 
 	dctx := wait.ctx
 	req := model.AgentRequest{TaskID: r.task.ID, OpID: model.OpID(r.task.ID, res.Host, res.ProcKey), Op: op, Process: p, Deadline: now.Add(budget),
@@ -678,25 +676,6 @@ func (w *sharedWait) release() {
 	if w.refs.Add(-1) == 0 && w.replaced.Load() {
 		w.cancel()
 	}
-}
-
-// processJSON is the encoding of process p, the run's of key, made once
-// for every host (AgentRequest.ProcessJSON); nil when it cannot be
-// encoded (the request is then encoded whole, and fails the same way).
-// r.mu is held.
-func (r *run) processJSON(key string, p model.Process) []byte {
-	if pj, ok := r.procJSON[key]; ok {
-		return pj
-	}
-	pj, err := json.Marshal(p)
-	if err != nil {
-		pj = nil
-	}
-	if r.procJSON == nil {
-		r.procJSON = map[string][]byte{}
-	}
-	r.procJSON[key] = pj
-	return pj
 }
 
 // recallCancelled begins the message of a target cancelled by a recall.
