@@ -145,6 +145,9 @@ func (s *Server) metaHostsRequest(ctx context.Context, c *call, needName bool, e
 // gseOperate serves GSE operate_proc (v1, seed 004): meta + hosts + op_type
 // on a process registered earlier; the commands come from its spec.
 func (s *Server) gseOperate(ctx context.Context, c *call) (any, *apiError) {
+	// The definition is read here and again by the engine resolving the
+	// targets, with nothing written in between: one probe of the registry.
+	ctx = backend.WithRegistryRead(ctx)
 	var op model.OpType
 	req, hosts, named, aerr := s.metaHostsRequest(ctx, c, true, func(v *model.Validator, req metaRequest) {
 		op = checkOp(v, "op_type", req.OpType)

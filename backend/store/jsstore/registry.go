@@ -241,9 +241,14 @@ func (s *Store) followOnce(ctx context.Context) error {
 // definitions' hosts and labels are shared with the index and must not be
 // modified.
 func (s *Store) snapshot(ctx context.Context, shared bool) ([]model.ProcessDef, error) {
-	last, err := s.lastProcSeq(ctx)
-	if err != nil {
-		return nil, err
+	// A request's later read waits for what its first one probed
+	// (backend.WithRegistryRead), the first for a probe of its own.
+	last, probed := backend.RegistryReadRev(ctx)
+	if !probed {
+		var err error
+		if last, err = s.lastProcSeq(ctx); err != nil {
+			return nil, err
+		}
 	}
 	r := s.reg
 	start := time.Now()
@@ -253,6 +258,9 @@ func (s *Store) snapshot(ctx context.Context, shared bool) ([]model.ProcessDef, 
 		r.mu.Lock()
 		if r.ready && r.rev >= last {
 			defer r.mu.Unlock()
+			if !probed {
+				backend.SetRegistryReadRev(ctx, last)
+			}
 			for _, err := range r.bad {
 				return nil, err
 			}
