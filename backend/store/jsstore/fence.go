@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -24,7 +25,10 @@ var _ engine.Fencer = (*Store)(nil)
 // leader) and found to be still its token, and a task update is that
 // check plus a compare-and-set on the task key: once another engine has
 // written the fence, the deposed owner's writes are refused
-// (model.ErrConflict) and it abandons the task.
+// (model.ErrConflict) and it abandons the task. A task update within
+// fenceFresh of a results write of the task that found the fence still
+// its own (a one-target task's result, then its end) trusts that read
+// instead of making another.
 //
 // The result check is not atomic with the write: a batch already checked
 // when the takeover happens is still stored. A per-message expectation on
@@ -62,6 +66,26 @@ func (s *Store) fence(ctx context.Context, taskID string) (uint64, error) {
 		return 0, err
 	}
 	return e.Revision(), nil
+}
+
+// fenceFresh is how long after a fence read found it still a task's
+// token a task update trusts it without reading it again: a third of the
+// shortest lease TTL (300 ms), which a takeover, and so a newer fence,
+// waits out. A task of one target has its result stored and then, at
+// once, its end: one fence read for both instead of one each. The check
+// of the result batch is no more atomic with its write (see above); the
+// update keeps its compare-and-set on the task key.
+const fenceFresh = 100 * time.Millisecond
+
+// fenceSeen records that a fence read sent at sent found fence as
+// taskID's token (for the task's index, when it has one): a token not the
+// update's own makes it read the fence again.
+func (s *Store) fenceSeen(taskID string, fence uint64, sent time.Time) {
+	s.mu.Lock()
+	if idx := s.index[taskID]; idx != nil && !sent.Before(idx.fenceAt) {
+		idx.fence, idx.fenceAt = fence, sent
+	}
+	s.mu.Unlock()
 }
 
 // PutResultsFenced stores results of taskID as PutResults does, once the
@@ -106,7 +130,11 @@ func (s *Store) PutResultsFencedMany(ctx context.Context, sets []engine.FencedRe
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
+			sent := time.Now()
 			now, err := s.fence(ctx, set.TaskID)
+			if err == nil {
+				s.fenceSeen(set.TaskID, now, sent)
+			}
 			switch {
 			case err != nil:
 				errs[i] = fmt.Errorf("put results of task %s: read its fence: %w", set.TaskID, err)
@@ -163,8 +191,10 @@ func (s *Store) UpdateTaskFenced(ctx context.Context, fence uint64, t model.Task
 	s.mu.Lock()
 	idx := s.index[t.ID]
 	var rev uint64
+	checked := false // the fence as of fenceFresh ago (fenceSeen)
 	if idx != nil {
 		rev = idx.rev
+		checked = idx.fence == fence && time.Since(idx.fenceAt) < fenceFresh
 	}
 	s.mu.Unlock()
 	for attempt := 0; ; attempt++ {
@@ -178,12 +208,14 @@ func (s *Store) UpdateTaskFenced(ctx context.Context, fence uint64, t model.Task
 			}
 			rev = e.Revision()
 		}
-		now, err := s.fence(ctx, t.ID)
-		if err != nil {
-			return fmt.Errorf("update task %s: read its fence: %w", t.ID, err)
-		}
-		if now != fence {
-			return fmt.Errorf("update task %s: a newer owner fenced the task (fence %d, ours %d): %w", t.ID, now, fence, model.ErrConflict)
+		if !checked || attempt > 0 {
+			now, err := s.fence(ctx, t.ID)
+			if err != nil {
+				return fmt.Errorf("update task %s: read its fence: %w", t.ID, err)
+			}
+			if now != fence {
+				return fmt.Errorf("update task %s: a newer owner fenced the task (fence %d, ours %d): %w", t.ID, now, fence, model.ErrConflict)
+			}
 		}
 		newRev, err := do(s, ctx, s.streams.tasks, func(ctx context.Context) (uint64, error) { return s.on().tasks.Update(ctx, tk, data, rev) })
 		switch {

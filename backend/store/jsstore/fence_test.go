@@ -130,3 +130,32 @@ func TestFenceMany(t *testing.T) {
 		}
 	}
 }
+
+// TestFenceTrustedOnlyFresh: a task update trusts the fence read of a
+// results write only within fenceFresh; past it the update reads the
+// fence again, and a deposed owner's update is refused though its last
+// results write found the fence its own.
+func TestFenceTrustedOnlyFresh(t *testing.T) {
+	emb := startNATS(t, natsCfg(t, t.TempDir()))
+	a, b := open(t, emb, Options{}), open(t, emb, Options{})
+	ctx := tctx(t)
+	tgs := targets(1)
+	id := model.FormatTaskID(time.Now(), 9)
+	task := model.Task{ID: id, Op: model.OpStatus, Targets: 1, Status: model.TaskRunning, Created: time.Now()}
+	if err := a.PutTask(ctx, task, tgs); err != nil {
+		t.Fatal(err)
+	}
+	r := model.Result{TaskID: id, Host: tgs[0].Host, ProcKey: tgs[0].ProcKey, State: model.StateSuccess}
+	if err := a.PutResultsFenced(ctx, id, 0, []model.Result{r}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Fence(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(fenceFresh + 10*time.Millisecond)
+	done := task
+	done.Status = model.TaskDone
+	if err := a.UpdateTaskFenced(ctx, 0, done); !errors.Is(err, model.ErrConflict) {
+		t.Fatalf("deposed owner's update past fenceFresh: %v, want ErrConflict", err)
+	}
+}

@@ -224,6 +224,12 @@ func (s *Store) on() *bound { return s.cur.Load() }
 type taskIndex struct {
 	targets map[model.Target]int
 	rev     uint64 // the task record's revision as this store last wrote it (0: unknown)
+	// fence is the fence token a results write of the task last found
+	// still its own (PutResultsFencedMany), and fenceAt when that read
+	// was sent: a task update that follows within fenceFresh does not
+	// read it again (UpdateTaskFenced).
+	fence   uint64
+	fenceAt time.Time
 }
 
 const (
