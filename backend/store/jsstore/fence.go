@@ -2,7 +2,6 @@ package jsstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -184,7 +183,7 @@ func (s *Store) UpdateTaskFenced(ctx context.Context, fence uint64, t model.Task
 		return err
 	}
 	tk := enc(t.ID)
-	data, err := json.Marshal(t)
+	data, err := taskJSON(&t)
 	if err != nil {
 		return fmt.Errorf("update task %s: %w", t.ID, err)
 	}

@@ -877,7 +877,7 @@ func (s *Store) taskWrites(t model.Task, targets []model.Target) (taskWrites, er
 			what: fmt.Sprintf("put task %s: targets %d", t.ID, c)})
 	}
 	var err error
-	if w.record, err = json.Marshal(t); err != nil {
+	if w.record, err = taskJSON(&t); err != nil {
 		return w, fmt.Errorf("put task %s: %w", t.ID, err)
 	}
 	return w, nil
@@ -931,7 +931,7 @@ func (s *Store) UpdateTask(ctx context.Context, t model.Task) error {
 		return err
 	}
 	tk := enc(t.ID)
-	data, err := json.Marshal(t)
+	data, err := taskJSON(&t)
 	if err != nil {
 		return fmt.Errorf("update task %s: %w", t.ID, err)
 	}
@@ -1015,7 +1015,7 @@ func (s *Store) ModifyTask(ctx context.Context, taskID string, modify func(conte
 		if t.ID != taskID {
 			return fmt.Errorf("modify task %s: modified into task %q", taskID, t.ID)
 		}
-		data, err := json.Marshal(t)
+		data, err := taskJSON(&t)
 		if err != nil {
 			return fmt.Errorf("modify task %s: %w", taskID, err)
 		}
@@ -1533,4 +1533,10 @@ func (s *Store) lastSeq(ctx context.Context, kv jetstream.KeyValue, filter strin
 		return 0, err
 	}
 	return m.Sequence, nil
+}
+
+// taskJSON is a task record: t as json.Marshal encodes it
+// (model.AppendTaskJSON), in a buffer sized for an ordinary task.
+func taskJSON(t *model.Task) ([]byte, error) {
+	return model.AppendTaskJSON(make([]byte, 0, 512), t)
 }
