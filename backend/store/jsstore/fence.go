@@ -183,16 +183,13 @@ func (s *Store) UpdateTaskFenced(ctx context.Context, fence uint64, t model.Task
 		return err
 	}
 	tk := enc(t.ID)
-	data, err := taskJSON(&t)
-	if err != nil {
-		return fmt.Errorf("update task %s: %w", t.ID, err)
-	}
 	s.mu.Lock()
 	idx := s.index[t.ID]
 	var rev uint64
-	checked := false // the fence as of fenceFresh ago (fenceSeen)
+	var inline []byte // the targets the record holds, kept (taskRecord)
+	checked := false  // the fence as of fenceFresh ago (fenceSeen)
 	if idx != nil {
-		rev = idx.rev
+		rev, inline = idx.rev, idx.inline
 		checked = idx.fence == fence && time.Since(idx.fenceAt) < fenceFresh
 	}
 	s.mu.Unlock()
@@ -205,7 +202,14 @@ func (s *Store) UpdateTaskFenced(ctx context.Context, fence uint64, t model.Task
 			if err != nil {
 				return fmt.Errorf("update task %s: %w", t.ID, err)
 			}
+			if inline, err = inlineOf(e.Value()); err != nil {
+				return fmt.Errorf("update task %s: decode: %w", t.ID, err)
+			}
 			rev = e.Revision()
+		}
+		data, err := taskRecord(&t, inline)
+		if err != nil {
+			return fmt.Errorf("update task %s: %w", t.ID, err)
 		}
 		if !checked || attempt > 0 {
 			now, err := s.fence(ctx, t.ID)

@@ -224,6 +224,9 @@ func (s *Store) on() *bound { return s.cur.Load() }
 type taskIndex struct {
 	targets map[model.Target]int
 	rev     uint64 // the task record's revision as this store last wrote it (0: unknown)
+	// inline is the targets' JSON array the task record holds (nil: the
+	// targets bucket holds them): every rewrite of the record keeps it.
+	inline []byte
 	// fence is the fence token a results write of the task last found
 	// still its own (PutResultsFencedMany), and fenceAt when that read
 	// was sent: a task update that follows within fenceFresh does not
@@ -850,8 +853,55 @@ func (s *Store) PutTask(ctx context.Context, t model.Task, targets []model.Targe
 	return s.createTask(ctx, t, w)
 }
 
+// inlineTargets is how many targets a task has at most for its record to
+// hold them (its "target_list", see taskRecord) instead of the targets
+// bucket: one, an operate_proc on one host, a message fewer per task
+// (one of eight). The record is a task's first write and holds its
+// targets, as the targets written before it did: a task record is never
+// stored without its targets either way.
+const inlineTargets = 1
+
+// inlineKey is the record's member holding its targets inline (a name no
+// field of model.Task has).
+const inlineKey = `,"target_list":`
+
+// taskRecord is a task's record: t as json.Marshal encodes it, with its
+// targets' JSON array inline as a last member when it holds them (inline
+// not nil). A reader of the task decodes it as a model.Task, which
+// ignores the member; one of its targets reads them there (storedTask).
+func taskRecord(t *model.Task, inline []byte) ([]byte, error) {
+	data, err := taskJSON(t)
+	if err != nil || inline == nil {
+		return data, err
+	}
+	data = append(data[:len(data)-1], inlineKey...) // before its closing brace
+	data = append(data, inline...)
+	return append(data, '}'), nil
+}
+
+// storedTask is a task record decoded: the task, and its targets when
+// the record holds them.
+type storedTask struct {
+	model.Task
+	Inline json.RawMessage `json:"target_list,omitempty"`
+}
+
+// inlineOf is the targets a task record holds (nil: none, they are in the
+// targets bucket).
+func inlineOf(record []byte) ([]byte, error) {
+	if !bytes.Contains(record, []byte(inlineKey[1:])) {
+		return nil, nil
+	}
+	var st storedTask
+	if err := json.Unmarshal(record, &st); err != nil {
+		return nil, err
+	}
+	return st.Inline, nil
+}
+
 // taskWrites are a new task's: its targets' messages (chunkSize targets
-// each), its record and the index of its targets.
+// each; none when its record holds them), its record and the index of its
+// targets.
 type taskWrites struct {
 	targets []pubMsg
 	record  []byte
@@ -865,6 +915,17 @@ func (s *Store) taskWrites(t model.Task, targets []model.Target) (taskWrites, er
 			return w, fmt.Errorf("put task %s: target %s %s given twice", t.ID, tg.Host, tg.ProcKey)
 		}
 		w.idx.targets[tg.Pair()] = i
+	}
+	if len(targets) > 0 && len(targets) <= inlineTargets {
+		data, err := json.Marshal(targets)
+		if err != nil {
+			return w, fmt.Errorf("put task %s: %w", t.ID, err)
+		}
+		w.idx.inline = data
+		if w.record, err = taskRecord(&t, data); err != nil {
+			return w, fmt.Errorf("put task %s: %w", t.ID, err)
+		}
+		return w, nil
 	}
 	tk := enc(t.ID)
 	for c := 0; c*chunkSize < len(targets) || c == 0; c++ {
@@ -931,17 +992,16 @@ func (s *Store) UpdateTask(ctx context.Context, t model.Task) error {
 		return err
 	}
 	tk := enc(t.ID)
-	data, err := taskJSON(&t)
-	if err != nil {
-		return fmt.Errorf("update task %s: %w", t.ID, err)
-	}
 	// The revision this store wrote last saves reading it back (a round
-	// trip per task); a revision not known, or not current, is read.
+	// trip per task); a revision not known, or not current, is read. The
+	// record keeps the targets it holds (as known with the revision, or
+	// as read).
 	s.mu.Lock()
 	idx := s.index[t.ID]
 	var rev uint64
+	var inline []byte
 	if idx != nil {
-		rev = idx.rev
+		rev, inline = idx.rev, idx.inline
 	}
 	s.mu.Unlock()
 	if rev == 0 {
@@ -952,13 +1012,27 @@ func (s *Store) UpdateTask(ctx context.Context, t model.Task) error {
 		if err != nil {
 			return fmt.Errorf("update task %s: %w", t.ID, err)
 		}
+		if inline, err = inlineOf(e.Value()); err != nil {
+			return fmt.Errorf("update task %s: decode: %w", t.ID, err)
+		}
 		rev = e.Revision()
+	}
+	data, err := taskRecord(&t, inline)
+	if err != nil {
+		return fmt.Errorf("update task %s: %w", t.ID, err)
 	}
 	// Last writer wins, but never resurrect a task deleted meanwhile.
 	newRev, err := do(s, ctx, s.streams.tasks, func(ctx context.Context) (uint64, error) { return s.on().tasks.Update(ctx, tk, data, rev) })
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		if _, err := s.get(ctx, s.on().tasks, tk); err != nil {
+		e, err := s.get(ctx, s.on().tasks, tk)
+		if err != nil {
 			return fmt.Errorf("update task %s: %w", t.ID, model.ErrNotFound)
+		}
+		if inline, err = inlineOf(e.Value()); err != nil {
+			return fmt.Errorf("update task %s: decode: %w", t.ID, err)
+		}
+		if data, err = taskRecord(&t, inline); err != nil {
+			return fmt.Errorf("update task %s: %w", t.ID, err)
 		}
 		newRev, err = do(s, ctx, s.streams.tasks, func(ctx context.Context) (uint64, error) { return s.on().tasks.Put(ctx, tk, data) })
 		if err != nil {
@@ -1005,17 +1079,18 @@ func (s *Store) ModifyTask(ctx context.Context, taskID string, modify func(conte
 		if err != nil {
 			return fmt.Errorf("modify task %s: %w", taskID, err)
 		}
-		var t model.Task
-		if err := json.Unmarshal(e.Value(), &t); err != nil {
+		var st storedTask
+		if err := json.Unmarshal(e.Value(), &st); err != nil {
 			return fmt.Errorf("modify task %s: decode: %w", taskID, err)
 		}
-		if t, err = modify(ctx, t); err != nil {
+		t, err := modify(ctx, st.Task)
+		if err != nil {
 			return fmt.Errorf("modify task %s: %w", taskID, err)
 		}
 		if t.ID != taskID {
 			return fmt.Errorf("modify task %s: modified into task %q", taskID, t.ID)
 		}
-		data, err := taskJSON(&t)
+		data, err := taskRecord(&t, st.Inline)
 		if err != nil {
 			return fmt.Errorf("modify task %s: %w", taskID, err)
 		}
@@ -1037,33 +1112,48 @@ func (s *Store) Task(ctx context.Context, id string) (model.Task, []model.Target
 	if err := s.check(); err != nil {
 		return model.Task{}, nil, err
 	}
-	t, err := s.task(ctx, id)
+	st, err := s.stored(ctx, id)
 	if err != nil {
 		return model.Task{}, nil, err
 	}
-	targets, err := s.loadTargets(ctx, id)
+	targets, err := s.loadTargets(ctx, id, st.Inline)
 	if err != nil {
 		return model.Task{}, nil, err
 	}
-	return t, targets, nil
+	return st.Task, targets, nil
 }
 
 func (s *Store) task(ctx context.Context, id string) (model.Task, error) {
-	e, err := s.get(ctx, s.on().tasks, enc(id))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return model.Task{}, fmt.Errorf("task %s: %w", id, model.ErrNotFound)
-	}
-	if err != nil {
-		return model.Task{}, fmt.Errorf("task %s: %w", id, err)
-	}
-	var t model.Task
-	if err := json.Unmarshal(e.Value(), &t); err != nil {
-		return model.Task{}, fmt.Errorf("task %s: decode: %w", id, err)
-	}
-	return t, nil
+	st, err := s.stored(ctx, id)
+	return st.Task, err
 }
 
-func (s *Store) loadTargets(ctx context.Context, id string) ([]model.Target, error) {
+// stored reads task id's record.
+func (s *Store) stored(ctx context.Context, id string) (storedTask, error) {
+	e, err := s.get(ctx, s.on().tasks, enc(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return storedTask{}, fmt.Errorf("task %s: %w", id, model.ErrNotFound)
+	}
+	if err != nil {
+		return storedTask{}, fmt.Errorf("task %s: %w", id, err)
+	}
+	var st storedTask
+	if err := json.Unmarshal(e.Value(), &st); err != nil {
+		return storedTask{}, fmt.Errorf("task %s: decode: %w", id, err)
+	}
+	return st, nil
+}
+
+// loadTargets reads task id's targets: those its record holds (inline,
+// not nil), else the targets bucket's chunks.
+func (s *Store) loadTargets(ctx context.Context, id string, inline []byte) ([]model.Target, error) {
+	if inline != nil {
+		var out []model.Target
+		if err := json.Unmarshal(inline, &out); err != nil {
+			return nil, fmt.Errorf("targets of task %s: decode: %w", id, err)
+		}
+		return out, nil
+	}
 	chunks := map[int][]model.Target{}
 	err := s.each(ctx, s.on().targets, enc(id)+".*", func(e jetstream.KeyValueEntry) error {
 		_, c, _ := strings.Cut(e.Key(), ".")
@@ -1100,14 +1190,15 @@ func (s *Store) targetIndex(ctx context.Context, id string) (*taskIndex, error) 
 	if idx != nil {
 		return idx, nil
 	}
-	if _, err := s.task(ctx, id); err != nil {
-		return nil, err
-	}
-	targets, err := s.loadTargets(ctx, id)
+	st, err := s.stored(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	idx = &taskIndex{targets: make(map[model.Target]int, len(targets))}
+	targets, err := s.loadTargets(ctx, id, st.Inline)
+	if err != nil {
+		return nil, err
+	}
+	idx = &taskIndex{targets: make(map[model.Target]int, len(targets)), inline: st.Inline}
 	for i, tg := range targets {
 		idx.targets[tg.Pair()] = i
 	}
