@@ -54,7 +54,7 @@ func groupGone(pid int) bool {
 func commandRunning(t *testing.T, dir string) int {
 	t.Helper()
 	var pgid int
-	eventually(t, 30*time.Second, "start_cmd running", func() bool {
+	eventually(t, slowBox, "start_cmd running", func() bool {
 		pgid = pidFromFile(filepath.Join(dir, "cmd.pid"))
 		return pgid > 1 && !groupGone(pgid)
 	})
@@ -104,7 +104,7 @@ func cancelWhileRunning(t *testing.T, run, at *engine.Engine, host model.Host) (
 		t.Fatal(err)
 	}
 	cancelledResult(t, ch)
-	eventually(t, 10*time.Second, "start_cmd's process group gone", func() bool { return groupGone(pgid) })
+	eventually(t, slowBox, "start_cmd's process group gone", func() bool { return groupGone(pgid) })
 	return task, p, dir
 }
 
@@ -176,7 +176,7 @@ func TestCancelFromAnotherServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		sctx, cancel := context.WithTimeout(ctx, slowBox)
 		defer cancel()
 		so := jsstore.OptionsFromConfig(config.Default())
 		so.Memory = true
@@ -199,13 +199,13 @@ func TestCancelFromAnotherServer(t *testing.T) {
 	}
 	srvA, srvB := server("server-a"), server("server-b")
 
-	eventually(t, 30*time.Second, "agent online at server A", func() bool {
+	eventually(t, slowBox, "agent online at server A", func() bool {
 		hs, _ := srvA.Hosts(ctx, backend.HostQuery{Hosts: []model.Host{a.host}})
 		return len(hs) == 1 && hs[0].State == model.AgentOnline
 	})
 	task, _, dir := cancelWhileRunning(t, srvA, srvB, a.host)
 	for name, srv := range map[string]*engine.Engine{"A": srvA, "B": srvB} {
-		eventually(t, 20*time.Second, "task cancelled at server "+name, func() bool {
+		eventually(t, slowBox, "task cancelled at server "+name, func() bool {
 			tv, err := srv.Task(ctx, task.ID)
 			return err == nil && tv.Task.Status == model.TaskCanceled && tv.Task.Counts.Cancelled == 1
 		})
@@ -269,7 +269,7 @@ func TestCancelOpByID(t *testing.T) {
 	}
 	// SIGKILLed before the answer; a zombie still answers kill 0 until
 	// it is reaped.
-	eventually(t, 15*time.Second, "the command's process group gone", func() bool { return groupGone(pgid) })
+	eventually(t, slowBox, "the command's process group gone", func() bool { return groupGone(pgid) })
 	if r := <-answered; !r.Cancelled {
 		t.Fatalf("the running op's own answer: %+v", r)
 	}

@@ -70,7 +70,7 @@ func TestConformance(t *testing.T) {
 // until a status query shows state and hosted, and returns the last status.
 func settled(t *testing.T, ex executor, p model.Process, state model.ProcState, hosted bool) model.ProcStatus {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(slowBox)
 	for {
 		st := *ex.do(t, model.OpStatus, p, 0).Status
 		if (st.State == state && st.Hosted == hosted) || time.Now().After(deadline) {
@@ -148,7 +148,7 @@ func agentGiven(t *testing.T, ex executor, g opsem.Given, p model.Process, dir s
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		// BACKOFF also shows, for a moment, before the immediate restart:
 		// wait for the one after the failed restart.
-		eventually(t, 20*time.Second, "given "+string(g), func() bool {
+		eventually(t, slowBox, "given "+string(g), func() bool {
 			st := ex.do(t, model.OpStatus, p, 0).Status
 			return st.State == state && st.Hosted && strings.Contains(st.Message, "restart failed")
 		})
@@ -205,7 +205,7 @@ func newNATSExec(t *testing.T, a *Agent) *natsExec {
 		anc.Close()
 	})
 	// Ready once the agent's heartbeat reached the dispatcher.
-	eventually(t, 20*time.Second, "agent online over NATS", func() bool { return disp.Online(a.host) })
+	eventually(t, slowBox, "agent online over NATS", func() bool { return disp.Online(a.host) })
 	return &natsExec{a: a, disp: disp}
 }
 

@@ -90,7 +90,7 @@ func TestAgentKill9KeepsAndReadopts(t *testing.T) {
 	var pids map[string]int
 	select {
 	case pids = <-ready:
-	case <-time.After(20 * time.Second):
+	case <-time.After(slowBox):
 		t.Fatal("crash child never got ready")
 	}
 	for _, p := range crashProcs(dir) {
@@ -101,25 +101,29 @@ func TestAgentKill9KeepsAndReadopts(t *testing.T) {
 	}
 	cmd.Wait()
 	for name, pid := range pids {
-		eventually(t, 10*time.Second, name+" outlives the agent", func() bool { _, live := alive(pid); return live })
+		eventually(t, slowBox, name+" outlives the agent", func() bool { _, live := alive(pid); return live })
 	}
 
 	a := newAgent(t, dataDir)
-	eventually(t, 15*time.Second, "re-adopted", func() bool {
+	waitSeeing(t, slowBox, "re-adopted", func() (bool, string) {
 		sts := a.Statuses()
+		seen := fmt.Sprintf("%d statuses, want pids %v:", len(sts), pids)
+		for _, st := range sts {
+			seen += fmt.Sprintf(" %s %s pid %d;", st.ProcKey, st.State, st.PID)
+		}
 		for _, st := range sts {
 			if st.State != model.ProcRunning || st.PID != pids[strings.TrimPrefix(st.ProcKey, "crash:")] {
-				return false
+				return false, seen
 			}
 		}
-		return len(sts) == 3
+		return len(sts) == 3, seen
 	})
 	// Supervised again: the former child dies and comes back.
 	_ = syscall.Kill(pids["fg"], syscall.SIGKILL)
 	fg := crashProcs(dir)[1]
-	eventually(t, 15*time.Second, "fg restarted by the new agent", func() bool {
+	waitSeeing(t, slowBox, "fg restarted by the new agent", func() (bool, string) {
 		np := livePid(fg.Spec.Identity.PidPath)
-		return np != 0 && np != pids["fg"]
+		return np != 0 && np != pids["fg"], fmt.Sprintf("live pid %d (killed %d)", np, pids["fg"])
 	})
 	t.Cleanup(func() { killByPidFiles(fg) })
 }

@@ -80,7 +80,7 @@ func TestEngineOverTwoLocalAgents(t *testing.T) {
 	if err := syscall.Kill(pid2, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(slowBox)
 	for got := false; !got; {
 		select {
 		case ev := <-evs:

@@ -55,9 +55,9 @@ func TestCapturedOutputTailFollowUntilExit(t *testing.T) {
 
 	// From the end, 200 bytes back: the chunk starts at a line boundary.
 	var c model.TailChunk
-	eventually(t, 15*time.Second, "20 lines captured", func() bool {
+	waitSeeing(t, slowBox, "20 lines captured", func() (bool, string) {
 		c = mustTail(t, a, p, model.TailRequest{Stream: model.LogStdout, Offset: -1, Back: 200})
-		return c.Size > 400
+		return c.Size > 400, fmt.Sprintf("%d bytes", c.Size)
 	})
 	if !c.Running || c.Offset <= 0 || !strings.HasPrefix(c.Data, "out line ") || !strings.HasSuffix(c.Data, "\n") {
 		t.Fatalf("tail from the end: not whole lines of a running process: %+v", c)
@@ -244,7 +244,7 @@ while :; do seq 1 100 | sed 's/^/out line /'; sleep 0.05; done
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "stdout rotated twice", func() bool {
+	eventually(t, slowBox, "stdout rotated twice", func() bool {
 		_, err := os.Stat(out + ".2")
 		return err == nil
 	})
@@ -255,7 +255,7 @@ while :; do seq 1 100 | sed 's/^/out line /'; sleep 0.05; done
 	// A rotation renames .1 to .2 before the live file becomes .1: read
 	// between the two, .1 is briefly missing (seen at load 21). Both kept
 	// files hold lines once a rotation is not under way.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(slowBox); ; time.Sleep(10 * time.Millisecond) {
 		bad := ""
 		for _, f := range []string{out + ".1", out + ".2"} {
 			if b, err := os.ReadFile(f); err != nil || !strings.Contains(string(b), "out line ") {
@@ -271,9 +271,12 @@ while :; do seq 1 100 | sed 's/^/out line /'; sleep 0.05; done
 		}
 	}
 	// The process writes on into the emptied file (appending).
-	eventually(t, 10*time.Second, "the live file below its cap again", func() bool {
+	waitSeeing(t, slowBox, "the live file below its cap again", func() (bool, string) {
 		fi, err := os.Stat(out)
-		return err == nil && fi.Size() > 0 && fi.Size() < 4096*4
+		if err != nil {
+			return false, err.Error()
+		}
+		return fi.Size() > 0 && fi.Size() < 4096*4, fmt.Sprintf("%d bytes", fi.Size())
 	})
 }
 

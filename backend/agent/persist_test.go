@@ -5,6 +5,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,19 +128,20 @@ func TestAgentRestartAdoptsARestartNotYetRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var restarted int
-	eventually(t, 15*time.Second, "the restart's pid file", func() bool {
+	waitSeeing(t, slowBox, "the restart's pid file", func() (bool, string) {
 		restarted = livePid(p.Spec.Identity.PidPath)
-		return restarted != 0 && restarted != old
+		return restarted != 0 && restarted != old, fmt.Sprintf("live pid %d (before the restart %d)", restarted, old)
 	})
 	t.Cleanup(func() { killPid(restarted) })
 
 	a2 := newAgent(t, dataDir)
-	eventually(t, 15*time.Second, "adopted", func() bool {
+	waitSeeing(t, slowBox, "adopted", func() (bool, string) {
 		a2.mu.Lock()
 		defer a2.mu.Unlock()
 		u := a2.procs[p.Key()].units[0]
 		return u.state == model.ProcRunning && u.pid == restarted &&
-			strings.Contains(u.msg, "re-adopted") && strings.Contains(u.msg, strconv.Itoa(restarted))
+				strings.Contains(u.msg, "re-adopted") && strings.Contains(u.msg, strconv.Itoa(restarted)),
+			fmt.Sprintf("%s pid %d (want %d): %q", u.state, u.pid, restarted, u.msg)
 	})
 	if st := do(t, a2, model.OpStatus, p).Status; st.PID != restarted || !st.Hosted {
 		t.Fatalf("status %+v", *st)

@@ -94,7 +94,7 @@ func zombieChild(t *testing.T, dir string) {
 		return true
 	})
 	var zombies []int
-	eventually(t, 30*time.Second, "no zombie", func() bool {
+	eventually(t, slowBox, "no zombie", func() bool {
 		zombies = zombieChildren()
 		return len(zombies) == 0
 	})

@@ -434,7 +434,7 @@ func storm(tb testing.TB, a *Agent, eng *engine.Engine, n int, life string, wind
 		}
 		tb.Fatalf("after the storm's stop: %d hosted, %d running", hosted, running)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(slowBox); ; time.Sleep(100 * time.Millisecond) {
 		f.zombiesEnd = len(zombieChildren())
 		if f.zombiesEnd == 0 || time.Now().After(deadline) {
 			break

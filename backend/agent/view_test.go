@@ -49,7 +49,7 @@ func TestStatusTakesNoLock(t *testing.T) {
 		defer cancel()
 		restarted <- a.Handle(ctx, model.AgentRequest{TaskID: "t", Op: model.OpRestart, Process: p})
 	}()
-	eventually(t, 30*time.Second, "the restart stopped the process and waits in its launch", func() bool {
+	eventually(t, slowBox, "the restart stopped the process and waits in its launch", func() bool {
 		return (<-status(p)).Status.State == model.ProcStarting
 	})
 
@@ -62,7 +62,7 @@ func TestStatusTakesNoLock(t *testing.T) {
 		select {
 		case got = <-known:
 		case gotOther = <-unknown:
-		case <-time.After(30 * time.Second):
+		case <-time.After(slowBox):
 			t.Error("a status op waited behind the agent lock, the registry writer, an op or a launch")
 		}
 	}
@@ -104,7 +104,7 @@ func TestStopBeforeExitHandled(t *testing.T) {
 	pid := u.pid
 	a.mu.Unlock()
 	killPid(pid)
-	eventually(t, 10*time.Second, "the process gone", func() bool { _, live := alive(pid); return !live })
+	eventually(t, slowBox, "the process gone", func() bool { _, live := alive(pid); return !live })
 
 	r := do(t, a, model.OpStop, p)
 	wantCode(t, r, model.CodeSuccess, "stop of a process dead, its exit not handled yet")
@@ -115,7 +115,7 @@ func TestStopBeforeExitHandled(t *testing.T) {
 	a.mu.Lock()
 	a.watchLocked(u)
 	a.mu.Unlock()
-	eventually(t, 10*time.Second, "the exit handled", func() bool {
+	eventually(t, slowBox, "the exit handled", func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		return u.state != model.ProcRunning
