@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gseproc/backend"
+	"gseproc/backend/server/wire"
 	"gseproc/model"
 )
 
@@ -155,6 +156,14 @@ func queryInt(v *model.Validator, q, field string, def, lo, hi int) int {
 
 func (s *Server) v1Hosts(ctx context.Context, c *call) (any, *apiError) {
 	var q backend.HostQuery
+	list := false // the list form (wire.HostListWriter): ?form=list
+	switch f := c.r.URL.Query().Get("form"); f {
+	case "", "full":
+	case "list":
+		list = true
+	default:
+		return nil, validationError(CodeArgument, model.ValidationError{{Field: "form", Reason: fmt.Sprintf("%q is not a form: want full (the default) or list", f)}})
+	}
 	if c.r.Method == http.MethodPost {
 		if aerr := c.decode(&q); aerr != nil {
 			return nil, aerr
@@ -207,10 +216,28 @@ func (s *Server) v1Hosts(ctx context.Context, c *call) (any, *apiError) {
 		}
 		views = shown
 	}
+	if list {
+		return listForm(views), nil
+	}
 	if views == nil {
 		views = []backend.HostView{}
 	}
 	return views, nil
+}
+
+// listForm is views in the list form (wire.HostListWriter): of each
+// process, its key, labels, state, pid and hosted.
+func listForm(views []backend.HostView) rawData {
+	var w wire.HostListWriter
+	for i := range views {
+		v := &views[i]
+		w.Host(&v.HostInfo)
+		for j := range v.Procs {
+			p := &v.Procs[j]
+			w.Proc(p.Key, p.Labels, p.Status.State, p.Status.PID, p.Status.Hosted)
+		}
+	}
+	return w.AppendTo(nil)
 }
 
 func (s *Server) v1Processes(ctx context.Context, c *call) (any, *apiError) {

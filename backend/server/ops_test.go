@@ -106,6 +106,7 @@ func TestNativeQueries(t *testing.T) {
 		{"/api/v1/hosts?host=10.0.0.1", 400, "host[0]"},
 		{"/api/v1/hosts?label=novalue", 400, "label"},
 		{"/api/v1/hosts?limit=-4", 400, "limit"},
+		{"/api/v1/hosts?form=table", 400, "form"},
 		{"/api/v1/tasks?limit=abc", 400, "limit"},
 		{"/api/v1/events/recent?n=0", 400, "n:"},
 		{"/api/v1/tasks/GSETASK:20200101000000:5", 404, "not found"},

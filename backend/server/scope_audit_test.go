@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"gseproc/backend"
 	"gseproc/backend/config"
 	"gseproc/backend/engine"
+	"gseproc/backend/server/wire"
 	"gseproc/backend/simulator"
 	"gseproc/model"
 )
@@ -147,6 +149,13 @@ func TestInfoScoped(t *testing.T) {
 	if all.Hosts != count("/api/v1/hosts", wide) || all.Processes != count("/api/v1/processes", wide) {
 		t.Fatalf("wide info %+v", all)
 	}
+	// The list form shows an app the hosts and processes the full form
+	// does.
+	for _, hdr := range []map[string]string{wide, narrow} {
+		if full, list := shownProcs(t, e, "/api/v1/hosts", hdr), shownProcs(t, e, "/api/v1/hosts?form=list", hdr); !slices.Equal(full, list) {
+			t.Fatalf("the list form shows %d (host, process) pairs, the full form %d", len(list), len(full))
+		}
+	}
 	if mine.Hosts != count("/api/v1/hosts", narrow) || mine.Processes != count("/api/v1/processes", narrow) {
 		t.Fatalf("narrow info %+v: hosts and processes are not those it is shown (%d, %d)", mine,
 			count("/api/v1/hosts", narrow), count("/api/v1/processes", narrow))
@@ -161,4 +170,34 @@ func TestInfoScoped(t *testing.T) {
 	if mine.Running > 1 {
 		t.Fatalf("narrow sees %d running tasks; it has one", mine.Running)
 	}
+}
+
+// shownProcs is every host of a listing at path, with each of its
+// processes ("cloud:ip" or "cloud:ip key"), in the form path asks for.
+func shownProcs(t *testing.T, e *env, path string, hdr map[string]string) []string {
+	t.Helper()
+	r := e.do(http.MethodGet, path, nil, hdr)
+	if !r.Result {
+		t.Fatalf("%s: %s", path, r.Message)
+	}
+	var out []string
+	if strings.Contains(path, "form=list") {
+		n, err := wire.ReadHostList(r.Data, func(hl *wire.HostList, h *wire.ListHost) {
+			out = append(out, h.Host.AgentID())
+			for _, p := range h.Procs {
+				out = append(out, h.Host.AgentID()+" "+hl.Procs[p.Proc].Key)
+			}
+		})
+		if err != nil || n != len(r.Data) {
+			t.Fatalf("%s: %v (%d bytes of %d)", path, err, n, len(r.Data))
+		}
+		return out
+	}
+	for _, v := range decode[[]backend.HostView](t, r.Data) {
+		out = append(out, v.Host.AgentID())
+		for _, p := range v.Procs {
+			out = append(out, v.Host.AgentID()+" "+p.Key)
+		}
+	}
+	return out
 }

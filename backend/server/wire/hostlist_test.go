@@ -1,0 +1,231 @@
+package wire
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"reflect"
+	"strings"
+	"testing"
+
+	"gseproc/model"
+)
+
+// listHost is a host as the list form carries it, its labels and
+// processes resolved: what a test compares.
+type listHost struct {
+	Host     model.Host
+	State    model.AgentState
+	Version  string
+	AgentID  string
+	LastSeen int64
+	Labels   map[string]string
+	Procs    []listProc
+}
+
+type listProc struct {
+	Key    string
+	Labels map[string]string
+	State  model.ProcState
+	PID    int
+	Hosted bool
+}
+
+func writeList(hosts []listHost) []byte {
+	var w HostListWriter
+	for _, h := range hosts {
+		w.Host(&model.HostInfo{Host: h.Host, Labels: h.Labels, State: h.State, LastSeen: h.LastSeen, Version: h.Version, AgentID: h.AgentID})
+		for _, p := range h.Procs {
+			w.Proc(p.Key, p.Labels, p.State, p.PID, p.Hosted)
+		}
+	}
+	return w.AppendTo(nil)
+}
+
+func readList(data []byte) ([]listHost, error) {
+	var out []listHost
+	n, err := ReadHostList(data, func(hl *HostList, h *ListHost) {
+		lh := listHost{Host: h.Host, State: h.State, Version: h.Version, AgentID: h.AgentID, LastSeen: h.LastSeen}
+		for _, id := range h.Labels {
+			if lh.Labels == nil {
+				lh.Labels = map[string]string{}
+			}
+			lh.Labels[hl.Labels[id].Key] = hl.Labels[id].Value
+		}
+		for _, p := range h.Procs {
+			d := hl.Procs[p.Proc]
+			lh.Procs = append(lh.Procs, listProc{Key: d.Key, Labels: d.Labels, State: p.State, PID: p.PID, Hosted: p.Hosted})
+		}
+		out = append(out, lh)
+	})
+	if err == nil && n != len(data) {
+		return out, fmt.Errorf("read %d bytes of %d", n, len(data))
+	}
+	return out, err
+}
+
+func sampleList() []listHost {
+	web := map[string]string{"app": "nginx", "tier": "frontend"}
+	return []listHost{
+		{Host: model.Host{IP: "10.0.0.7"}, State: model.AgentOnline, Version: "2.1.6", AgentID: "027f01101f5a436cb2ad4c04f54b67d9e2", LastSeen: 1795505560,
+			Labels: map[string]string{"zone": "ap-shanghai-1", "os": "tlinux", "rack": "r001"},
+			Procs: []listProc{
+				{Key: "web:nginx", Labels: web, State: model.ProcRunning, PID: 1234, Hosted: true},
+				{Key: "web:php-fpm", State: model.ProcStopped, PID: -1},
+			}},
+		// Another host with the same sets (held once in the tables), a
+		// process of the same key with other labels.
+		{Host: model.Host{IP: "10.0.0.11"}, State: model.AgentOnline, Version: "2.1.6",
+			Labels: map[string]string{"zone": "ap-shanghai-1", "os": "tlinux"},
+			Procs: []listProc{
+				{Key: "web:nginx", Labels: maps.Clone(web), State: model.ProcRunning, PID: 99},
+				{Key: "web:nginx-2", Labels: map[string]string{"app": "nginx", "tier": "canary"}, State: model.ProcUnknown, PID: -1},
+			}},
+		// No labels, no processes, an address outside IPv4, escapes and
+		// text outside ASCII.
+		{Host: model.Host{IP: "fd00::1", CloudID: 3}, State: model.AgentOffline},
+		{Host: model.Host{IP: "10.1.0.1", CloudID: 2}, State: "odd \"state\"", Version: "v\u00e9rsion\n<&>",
+			Labels: map[string]string{"note": "a\\b\"c\u2028d\x01", "\u4e2d": "\u6587"},
+			Procs:  []listProc{{Key: "db:my\"sql", Labels: map[string]string{"k": "\t"}, State: "weird\u00ff", PID: 0}}},
+	}
+}
+
+// TestHostListRoundTrip: what HostListWriter writes is JSON of the
+// documented shape, and ReadHostList reads every host back as written;
+// repeated label pairs and (process, labels) pairs are sent once.
+func TestHostListRoundTrip(t *testing.T) {
+	in := sampleList()
+	data := writeList(in)
+	if !json.Valid(data) {
+		t.Fatalf("not JSON: %s", data)
+	}
+	var shape struct {
+		Labels [][2]string `json:"labels"`
+		Procs  []struct {
+			Proc   string            `json:"proc"`
+			Labels map[string]string `json:"labels"`
+		} `json:"procs"`
+		Hosts [][]json.RawMessage `json:"hosts"`
+	}
+	if err := json.Unmarshal(data, &shape); err != nil {
+		t.Fatal(err)
+	}
+	// 3+2 host pairs, of which 2 repeat; web:nginx twice with one set.
+	if len(shape.Labels) != 5 || len(shape.Procs) != 4 || len(shape.Hosts) != 4 {
+		t.Fatalf("%d label pairs, %d procs, %d hosts; want 5, 4, 4:\n%s", len(shape.Labels), len(shape.Procs), len(shape.Hosts), data)
+	}
+	if got := string(shape.Hosts[0][0]) + " " + string(shape.Hosts[2][0]); got != `"0:10.0.0.7" "3:fd00::1"` {
+		t.Fatalf("hosts as %s, want cloud:ip texts", got)
+	}
+	out, err := readList(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(out, in) {
+		t.Fatalf("read back:\n%+v\nwant:\n%+v", out, in)
+	}
+	// Indented (as a proxy might), the same.
+	var ind []byte
+	if ind, err = json.MarshalIndent(json.RawMessage(data), "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	if out, err = readList(ind); err != nil || !reflect.DeepEqual(out, in) {
+		t.Fatalf("indented: %v\n%+v", err, out)
+	}
+	// The hosts before the tables (not as the server writes them): the
+	// same hosts.
+	moved := `{"hosts":` + string(rawField(t, data, "hosts")) + `,"labels":` + string(rawField(t, data, "labels")) + `,"procs":` + string(rawField(t, data, "procs")) + `}`
+	if out, err = readList([]byte(moved)); err != nil || !reflect.DeepEqual(out, in) {
+		t.Fatalf("hosts first: %v\n%+v", err, out)
+	}
+	// What follows the listing is not read: its length is returned.
+	tail := append(append([]byte(" \n"), data...), `,"request_id":"x"}`...)
+	if n, err := ReadHostList(tail, func(*HostList, *ListHost) {}); err != nil || n != len(data)+2 {
+		t.Fatalf("a listing of %d bytes (2 blanks before) then more: read %d, %v", len(data), n, err)
+	}
+	// The same listing writes the same bytes, whatever the maps' order.
+	if again := writeList(sampleList()); string(again) != string(data) {
+		t.Fatalf("written twice, two texts:\n%s\n%s", data, again)
+	}
+	empty := writeList(nil)
+	if string(empty) != `{"labels":[],"procs":[],"hosts":[]}` {
+		t.Fatalf("no host: %s", empty)
+	}
+	if out, err := readList(empty); err != nil || len(out) != 0 {
+		t.Fatalf("no host read: %v, %v", out, err)
+	}
+}
+
+// TestReadHostListRefuses: a listing that is not the list form is an
+// error naming where it is wrong, and no host after it is handed over.
+func TestReadHostListRefuses(t *testing.T) {
+	const tabs = `"labels":[["a","b"]],"procs":[{"proc":"web:x"}]`
+	for _, c := range []struct{ data, want string }{
+		{`[]`, "want an object"},
+		{`{` + tabs + `}`, "want labels, procs and hosts"},
+		{`{` + tabs + `,"hosts":[["0:10.0.0.1","online","","",0,[1],[]]]}`, "hosts[0][5]: index 1 outside the table of 1"},
+		{`{` + tabs + `,"hosts":[["0:10.0.0.1","online","","",0,[0],[[1,"running",1,true]]]]}`, "hosts[0][6][0][0]"},
+		{`{` + tabs + `,"hosts":[["0:10.0.0.1","online","","",0,[0],[[-1,"running",1,true]]]]}`, "outside the table"},
+		{`{` + tabs + `,"hosts":[["0:10.0.0.1","online","","",0,[0],[[0,"running",1.5,true]]]]}`, "hosts[0][6][0]"},
+		{`{` + tabs + `,"hosts":[["0:10.0.0.1","online","","",0,[0],[[0,"running",-2,true]]]]}`, "pid -2"},
+		{`{` + tabs + `,"hosts":[["0:10.0.0.1","online","","",0,[0],[[0,"running",1]]]]}`, "3 fields, want 4"},
+		{`{` + tabs + `,"hosts":[["10.0.0.1","online","","",0,[],[]]]}`, "hosts[0][0]: \"10.0.0.1\": want cloud:ip"},
+		{`{` + tabs + `,"hosts":[["0:10.0.0.1","online","","",0,[],[]],["0:10.0.0.999","online","","",0,[],[]]]}`, "hosts[1][0]"},
+		{`{` + tabs + `,"hosts":[["0:10.0.0.1","online","","",0,[],[],7]]}`, "more than 7 fields"},
+		{`{` + tabs + `,"hosts":[["0:10.0.0.1","online","","",0,[]]]}`, "6 fields, want 7"},
+		{`{` + tabs + `,"hosts":[["0:10.0.0.1","on` + "\x01" + `line","","",0,[],[]]]}`, "hosts[0][1]: offset 75: control character"},
+		{`{` + tabs + `,"hosts":[["0:10.0.0.1","online","","",01,[],[]]]}`, "hosts[0][4]: offset 87: want an integer"},
+		{`{"labels":[["a"]],"procs":[],"hosts":[]}`, "labels"},
+		{`{"labels":[],"procs":[{"labels":{}}],"hosts":[]}`, "procs[0].proc: empty"},
+		{`{"labels":[],"procs":[],"hosts":[`, "unexpected end"},
+		// The hosts before the tables: read after them.
+		{`{"hosts":[["0:10.0.0.1","online","","",0,[1],[]]],` + tabs + `}`, "hosts[0][5]: index 1 outside the table of 1"},
+	} {
+		n := 0
+		_, err := ReadHostList([]byte(c.data), func(*HostList, *ListHost) { n++ })
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.data, err, c.want)
+		}
+		if strings.Contains(c.want, "hosts[1]") && n != 1 || !strings.Contains(c.want, "hosts[1]") && n != 0 {
+			t.Errorf("%s: %d hosts handed over before the error", c.data, n)
+		}
+	}
+}
+
+// FuzzReadHostList: whatever the bytes, ReadHostList does not panic; what
+// it reads is JSON, and every index a host holds is inside its table.
+func FuzzReadHostList(f *testing.F) {
+	f.Add(writeList(sampleList()))
+	f.Add([]byte(`{"labels":[],"procs":[],"hosts":[]}`))
+	f.Add([]byte(`{"labels":[["a","b"]],"procs":[{"proc":"a:b","labels":{"x":"y"}}],"hosts":[["0:10.0.0.1","online","v","id",1,[0],[[0,"running",1,true]]]]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		n, err := ReadHostList(data, func(hl *HostList, h *ListHost) {
+			for _, id := range h.Labels {
+				if int(id) >= len(hl.Labels) {
+					t.Fatalf("label index %d of %d", id, len(hl.Labels))
+				}
+			}
+			for _, p := range h.Procs {
+				if int(p.Proc) >= len(hl.Procs) {
+					t.Fatalf("proc index %d of %d", p.Proc, len(hl.Procs))
+				}
+			}
+			if _, err := h.Host.Canonical(); err != nil {
+				t.Fatalf("host %v: %v", h.Host, err)
+			}
+		})
+		if err == nil && (n <= 0 || n > len(data) || !json.Valid(data[:n])) {
+			t.Fatalf("read a listing that is not JSON: %d bytes of %q", n, data)
+		}
+	})
+}
+
+// rawField is the value of key in the JSON object data.
+func rawField(t *testing.T, data []byte, key string) json.RawMessage {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m[key]
+}
