@@ -130,6 +130,16 @@ func TestHostLabelsEnterPlain(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("host by host: %d hosts, %v", n, err)
 	}
+	n = 0
+	err = g.HostListEach(context.Background(), backend.HostQuery{}, func(v *backend.HostView) {
+		n++
+		if !maps.Equal(v.Labels, want) {
+			t.Fatalf("for a list: labels %q", v.Labels)
+		}
+	})
+	if err != nil || n != 1 {
+		t.Fatalf("for a list: %d hosts, %v", n, err)
+	}
 	if labels["app"] != hidden || len(labels) != 3 {
 		t.Fatal("the backend's own labels were written to")
 	}

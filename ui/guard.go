@@ -90,6 +90,23 @@ func (g *guarded) HostsEach(ctx context.Context, q backend.HostQuery, fn func(*b
 	})
 }
 
+// HostListEach lists hosts for a list (backend.HostListEach: in the
+// list form where the backend has it), each made plain before fn sees
+// it.
+func (g *guarded) HostListEach(ctx context.Context, q backend.HostQuery, fn func(*backend.HostView)) error {
+	if err := g.enter(); err != nil {
+		return err
+	}
+	defer g.mu.RUnlock()
+	return backend.HostListEach(ctx, g.be, q, func(v *backend.HostView) {
+		if c, changed := plainHost(*v); changed {
+			fn(&c)
+			return
+		}
+		fn(v)
+	})
+}
+
 func (g *guarded) Processes(ctx context.Context, q backend.ProcQuery) ([]model.ProcessDef, error) {
 	if err := g.enter(); err != nil {
 		return nil, err

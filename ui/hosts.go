@@ -372,7 +372,9 @@ func (p *hostsPage) load() tea.Cmd {
 }
 
 // listRows lists the hosts of q made rows as the backend hands them over
-// (backend.HostsEach): from a server, a listing of 100,000 hosts held
+// (backend.HostListEach: from a server, in the list form, which carries
+// what a row keeps of each process and no more): from a server, a
+// listing of 100,000 hosts held
 // whole as views (~90 MB, mostly process statuses) next to its rows was
 // the remote console's peak as a list opened.
 //
@@ -384,10 +386,32 @@ func listRows(ctx context.Context, be backend.Backend, q backend.HostQuery) ([]h
 		hv, err := be.Hosts(ctx, q)
 		return viewRows(hv), err
 	}
+	// In chunks, then copied once into a slice of the exact size: a
+	// slice grown by append (~160 bytes a row) was ~110 ms of a
+	// 98,754-host open in copies and allocations.
+	const chunk = 4096
 	k := viewKeeper{tab: &labelTab{}}
-	var rows []hostRow
-	err := backend.HostsEach(ctx, be, q, func(v *backend.HostView) { rows = append(rows, k.row(*v)) })
-	return rows, err
+	var (
+		full [][]hostRow
+		cur  []hostRow
+	)
+	err := backend.HostListEach(ctx, be, q, func(v *backend.HostView) {
+		if len(cur) == cap(cur) {
+			if cur != nil {
+				full = append(full, cur)
+			}
+			cur = make([]hostRow, 0, chunk)
+		}
+		cur = append(cur, k.row(*v))
+	})
+	if len(full) == 0 {
+		return cur, err
+	}
+	rows := make([]hostRow, 0, len(full)*chunk+len(cur))
+	for _, c := range full {
+		rows = append(rows, c...)
+	}
+	return append(rows, cur...), err
 }
 
 // loadFirst asks for the first hosts only, a screen or two, while load

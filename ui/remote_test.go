@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -60,7 +61,9 @@ func TestWatchThroughServer(t *testing.T) {
 		}
 	}
 
-	// A host list made rows as the client reads it (backend.HostsEach).
+	// A host list made rows as the client reads it, in the list form
+	// (backend.HostListEach): each row as the engine's own listing
+	// makes it.
 	d := newDriver(t, c, Options{}, 120, 40)
 	q := backend.HostQuery{Namespace: "web"}
 	hp := newHostsPage(d.m.s, q)
@@ -77,6 +80,10 @@ func TestWatchThroughServer(t *testing.T) {
 		i := slices.IndexFunc(hp.rows, func(r hostRow) bool { return r.v.Host == v.Host })
 		if i < 0 || len(hp.rows[i].v.Procs) != len(v.Procs) || !maps.Equal(hp.rows[i].v.labels.toMap(), v.Labels) {
 			t.Fatalf("host %s: row %d, want %d processes and labels %v", v.Host, i, len(v.Procs), v.Labels)
+		}
+		if got, want := hp.rows[i], newHostRow(v); !reflect.DeepEqual(got.v.Procs, want.v.Procs) || got.state != want.state ||
+			got.v.State != want.v.State || got.v.Version != want.v.Version || got.v.AgentID != want.v.AgentID || got.display() != want.display() {
+			t.Fatalf("host %s: row %+v, want %+v", v.Host, got, want)
 		}
 	}
 

@@ -57,6 +57,7 @@ var (
 	_ backend.TaskSummarizer    = (*Client)(nil)
 	_ backend.TaskResultsReader = (*Client)(nil)
 	_ backend.HostsReader       = (*Client)(nil)
+	_ backend.HostListReader    = (*Client)(nil)
 )
 
 // Option configures a Client.
@@ -439,6 +440,14 @@ func (c *Client) ControlRoll(ctx context.Context, id string, act model.RollActio
 	var t model.Task
 	err := c.change(ctx, http.MethodPost, taskPath(id)+"/"+string(act), nil, nil, &t)
 	return t, err
+}
+
+// HostListEach lists hosts matching q in the list form
+// (backend.HostListReader), each passed to fn as it is read. A server
+// that answers with the full form (one that predates the list form) is
+// read as HostsEach reads it.
+func (c *Client) HostListEach(ctx context.Context, q backend.HostQuery, fn func(*backend.HostView)) error {
+	return c.call(ctx, http.MethodPost, "/api/v1/hosts", url.Values{"form": {"list"}}, q, &hostListOf{each: fn})
 }
 
 // SetProcessGroups sets (or clears) a namespace's process group on hosts:

@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -447,6 +450,13 @@ func TestClientMatchesEngine(t *testing.T) {
 			return h1, h2, e1, e2
 		})
 	}
+	for _, q := range []backend.HostQuery{{}, {Namespace: "gse"}, {Namespace: "web", Labels: map[string]string{"app": "nginx"}, Limit: 5}} {
+		same(fmt.Sprintf("hosts in the list form %+v", q), func() (any, any, error, error) {
+			h1, e1 := eng.Hosts(ctx, q)
+			h2, e2 := listHosts(ctx, c, q)
+			return listView(h1), h2, e1, e2
+		})
+	}
 	for _, q := range []backend.ProcQuery{{}, {Namespace: "gse"}, {Name: "proc-test"}, {Host: &model.Host{IP: "127.0.0.1"}}} {
 		same(fmt.Sprintf("processes %+v", q), func() (any, any, error, error) {
 			p1, e1 := eng.Processes(ctx, q)
@@ -615,5 +625,84 @@ func TestProcessGroupsThroughServer(t *testing.T) {
 	es, err := c.Audit(ctx, model.AuditQuery{Action: model.AuditSetGroup})
 	if err != nil || len(es) != 2 || es[0].Result != model.AuditRefused || es[1].Result != model.AuditOK || es[1].TargetCount != 2 {
 		t.Fatalf("audit: %+v %v", es, err)
+	}
+}
+
+// listView is hs as the list form carries them: of each process's
+// status, its key, state, pid and hosted.
+func listView(hs []backend.HostView) []backend.HostView {
+	out := make([]backend.HostView, len(hs))
+	for i, h := range hs {
+		out[i] = h
+		out[i].Procs = nil
+		for _, p := range h.Procs {
+			out[i].Procs = append(out[i].Procs, backend.ProcView{Key: p.Key, Labels: p.Labels,
+				Status: model.ProcStatus{ProcKey: p.Key, State: p.Status.State, PID: p.Status.PID, Hosted: p.Status.Hosted}})
+		}
+	}
+	return out
+}
+
+// listHosts reads q through HostListEach, each view copied as
+// HostListReader asks (its label map and processes are reused).
+func listHosts(ctx context.Context, c *client.Client, q backend.HostQuery) ([]backend.HostView, error) {
+	var out []backend.HostView
+	err := c.HostListEach(ctx, q, func(v *backend.HostView) {
+		kept := *v
+		kept.Labels = maps.Clone(v.Labels)
+		kept.Procs = slices.Clone(v.Procs)
+		out = append(out, kept)
+	})
+	return out, err
+}
+
+// TestHostListFromAServerWithoutIt: a server that predates the list form
+// ignores ?form=list and answers with the full form; HostListEach reads
+// that too (the same hosts). A form the server does not know is refused
+// naming the field.
+func TestHostListFromAServerWithoutIt(t *testing.T) {
+	c, _, hs, eng := serveEngine(t, 40)
+	ctx := context.Background()
+	srv := server.New(eng, consoleConfig(), nil)
+	t.Cleanup(func() { _ = srv.Close() })
+	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		q.Del("form") // what a server without the form does with it
+		r.URL.RawQuery = q.Encode()
+		srv.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(old.Close)
+	oc := client.New(old.URL, client.WithCredentials("console", "s3cret", "tester"))
+	t.Cleanup(func() { _ = oc.Close() })
+	q := backend.HostQuery{Namespace: "gse"}
+	want, err := listHosts(ctx, c, q)
+	if err != nil || len(want) == 0 {
+		t.Fatalf("list form: %d hosts, %v", len(want), err)
+	}
+	var got []backend.HostView
+	for try := 0; try < 5; try++ { // a report's second may change between the two reads
+		if got, err = listHosts(ctx, oc, q); err != nil {
+			t.Fatal(err)
+		}
+		full, _ := json.Marshal(listView(got))
+		list, _ := json.Marshal(want)
+		if string(full) == string(list) {
+			break
+		}
+		if try == 4 {
+			t.Fatalf("the full form read as a list differs:\nfull %s\nlist %s", full, list)
+		}
+		want, _ = listHosts(ctx, c, q)
+	}
+	req, _ := http.NewRequest(http.MethodGet, hs.URL+"/api/v1/hosts?form=table", nil)
+	req.Header.Set("X-Bkapi-Authorization", `{"bk_app_code":"console","bk_app_secret":"s3cret","bk_username":"tester"}`)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"form"`) || !strings.Contains(string(body), "want full (the default) or list") {
+		t.Fatalf("form=table: %s %s, want 400 naming the field form", resp.Status, body)
 	}
 }

@@ -8,8 +8,10 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"strings"
 
 	"gseproc/backend"
+	"gseproc/backend/server/wire"
 	"gseproc/model"
 )
 
@@ -28,6 +30,14 @@ const maxReply = 256 << 20
 // the data's first token (a value with its own element-wise decoding).
 type dataDecoder interface {
 	decodeData(dec *json.Decoder) error
+}
+
+// rawDecoder decodes an envelope's data from the reply's bytes read
+// whole, by hand (a host listing in the list form: encoding/json's
+// scanner alone took longer than the whole of its parsing). b starts
+// with the data; it returns the data's length in b.
+type rawDecoder interface {
+	decodeRaw(b []byte) (int, error)
 }
 
 // headReader keeps the first bytes read through it, to quote a reply that
@@ -87,6 +97,37 @@ func readReply(resp *http.Response, out any) error {
 				return notEnvelope()
 			}
 			seenData = true
+			if rd, ok := out.(rawDecoder); ok && seenOK && seenCo && env.Result && env.Code == 0 {
+				// The rest of the reply read whole: the data
+				// decoded from it, the envelope's end read on.
+				var buf bytes.Buffer
+				if n := resp.ContentLength - dec.InputOffset(); n > 0 && n <= maxReply {
+					buf.Grow(int(n))
+				}
+				if _, err = buf.ReadFrom(io.MultiReader(dec.Buffered(), hr)); err != nil {
+					return fmt.Errorf("read data: %w", err)
+				}
+				// The decoder has read the key, and the colon
+				// after it or not yet.
+				rest := bytes.TrimLeft(buf.Bytes(), " \t\r\n")
+				if len(rest) > 0 && rest[0] == ':' {
+					rest = rest[1:]
+				}
+				n, err := rd.decodeRaw(rest)
+				if err != nil {
+					return fmt.Errorf("decode data: %w", err)
+				}
+				// A decoder at the same place: inside the
+				// envelope, after a value.
+				dec = json.NewDecoder(io.MultiReader(strings.NewReader(`{"data":0`), bytes.NewReader(rest[n:])))
+				for range 3 {
+					if _, err := dec.Token(); err != nil {
+						return notEnvelope()
+					}
+				}
+				decoded = true
+				continue
+			}
 			if out != nil && seenOK && seenCo && env.Result && env.Code == 0 {
 				// A success: its data goes into out as it is read.
 				if err = decodeData(dec, out); err != nil {
@@ -111,6 +152,12 @@ func readReply(resp *http.Response, out any) error {
 		return notEnvelope()
 	}
 	if env.Result && env.Code == 0 {
+		if rd, ok := out.(rawDecoder); ok && !decoded && len(env.Data) > 0 {
+			if _, err := rd.decodeRaw(env.Data); err != nil {
+				return fmt.Errorf("decode data: %w", err)
+			}
+			return nil
+		}
 		if out != nil && !decoded && len(env.Data) > 0 {
 			sub := json.NewDecoder(bytes.NewReader(env.Data))
 			if err := decodeData(sub, out); err != nil {
@@ -306,6 +353,47 @@ func (h *hostsOf) decodeData(dec *json.Decoder) error {
 		return nil
 	})
 	return err
+}
+
+// hostListOf decodes a host listing in the list form (wire.ReadHostList),
+// each host made a backend.HostView passed to each: one view, its label
+// map and its processes reused from host to host, the tables' strings
+// and process label maps shared. The data is read whole (~160 bytes a
+// host) and parsed by hand (rawDecoder). A listing in the full form (an array: a
+// server before the list form) is read as hostsOf reads it.
+type hostListOf struct {
+	each func(*backend.HostView)
+}
+
+func (h *hostListOf) decodeRaw(b []byte) (int, error) {
+	t := bytes.TrimLeft(b, " \t\r\n")
+	if len(t) > 0 && (t[0] == '[' || t[0] == 'n') {
+		dec := json.NewDecoder(bytes.NewReader(b))
+		err := (&hostsOf{each: h.each}).decodeData(dec)
+		return int(dec.InputOffset()), err
+	}
+	var v backend.HostView
+	labels := map[string]string{}
+	var procs []backend.ProcView
+	return wire.ReadHostList(b, func(hl *wire.HostList, lh *wire.ListHost) {
+		clear(labels)
+		for _, id := range lh.Labels {
+			p := hl.Labels[id]
+			labels[p.Key] = p.Value
+		}
+		procs = procs[:0]
+		for _, p := range lh.Procs {
+			d := &hl.Procs[p.Proc]
+			procs = append(procs, backend.ProcView{Key: d.Key, Labels: d.Labels,
+				Status: model.ProcStatus{ProcKey: d.Key, State: p.State, PID: p.PID, Hosted: p.Hosted}})
+		}
+		v = backend.HostView{HostInfo: model.HostInfo{Host: lh.Host, Labels: labels, State: lh.State,
+			LastSeen: lh.LastSeen, Version: lh.Version, AgentID: lh.AgentID}, Procs: procs}
+		if len(procs) == 0 {
+			v.Procs = nil
+		}
+		h.each(&v)
+	})
 }
 
 // labelSets holds label sets and strings once each.
