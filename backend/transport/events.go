@@ -163,6 +163,9 @@ func (g *eventIDs) next() string { return g.prefix + "-" + strconv.FormatUint(g.
 // payload may name no other, the kind is one an agent reports. The
 // event's ID is EventID of the agent's (of orphan, which names the
 // message the same at every delivery, when it gave none or a bad one).
+// Its texts (process key, message) are made plain (model.PlainText): no
+// escape sequence reaches the store and operators' terminals; the stream
+// bounds their size (maxEventSize).
 func decodeEvent(subj string, data []byte, agentID, orphan string) (model.Event, error) {
 	h, err := hostFromSubject(subj)
 	if err != nil {
@@ -185,6 +188,7 @@ func decodeEvent(subj string, data []byte, agentID, orphan string) (model.Event,
 		return model.Event{}, fmt.Errorf("event on %s: kind %q is not one an agent reports", subj, e.Kind)
 	}
 	e.Host = h.Host()
+	e.ProcKey, e.Message = model.PlainText(e.ProcKey), model.PlainText(e.Message)
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}

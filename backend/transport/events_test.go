@@ -319,3 +319,21 @@ func collectStored(t *testing.T, d *Dispatcher, proc string) func() []model.Even
 		return slices.Clone(got)
 	}
 }
+
+// An agent's event is kept plain (model.PlainText): its message and
+// process key reached the store and operators' terminals with their
+// escape sequences (an OSC 52 sets the clipboard, ESC[8m hides the rest).
+func TestDecodeEventPlain(t *testing.T) {
+	data, err := json.Marshal(model.Event{Host: h1, ProcKey: "ns:p\x1b[8m", Kind: model.EventRestartFailed,
+		Message: "restart failed:\x1b]52;c;cm0gLXJmIH4=\a exit 1\r\nnext line"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := decodeEvent(EventSubject(mustID(t, h1)), data, "x1", "o1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.ProcKey != "ns:p" || e.Message != "restart failed: exit 1\nnext line" {
+		t.Errorf("event kept as %q: %q", e.ProcKey, e.Message)
+	}
+}

@@ -68,7 +68,8 @@ func FuzzAgentMessages(f *testing.F) {
 		// subject names, under an id scoped to that host.
 		if e, err := decodeEvent(subj, data, "x1", "o1"); err == nil {
 			sid, serr := hostFromSubject(subj)
-			if id, err := e.Host.ID(); err != nil || serr != nil || id != sid || e.ID != EventID(sid, "x1") || !agentEventKinds[e.Kind] {
+			if id, err := e.Host.ID(); err != nil || serr != nil || id != sid || e.ID != EventID(sid, "x1") || !agentEventKinds[e.Kind] ||
+				e.Message != model.PlainText(e.Message) || e.ProcKey != model.PlainText(e.ProcKey) {
 				t.Fatalf("event %+v decoded from %q", e, subj)
 			}
 		}
