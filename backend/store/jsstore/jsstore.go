@@ -7,8 +7,8 @@
 //	KV  gseproc_procs     <enc(ns:name)>            -> model.ProcessDef (Rev = KV revision)
 //	KV  gseproc_status    <enc(host)>.<enc(proc)>   -> {host, status}
 //	KV  gseproc_seq       seq                       -> (empty) NextSeq = revision of a Put
-//	KV  gseproc_tasks     <enc(task id)>            -> model.Task
-//	KV  gseproc_targets   <enc(task id)>.<chunk>    -> []model.Target (2000 a chunk)
+//	KV  gseproc_tasks     <enc(task id)>            -> model.Task (a task of one target: and "target_list": [it], see taskRecord)
+//	KV  gseproc_targets   <enc(task id)>.<chunk>    -> []model.Target (2000 a chunk; none for a task of one target)
 //	KV  gseproc_results   <enc(task id)>.<index>    -> model.Result of the index-th target
 //	                      <enc(task id)>.p<16 hex>  -> a pack: [{"i": index, "r": model.Result}, ...] (batch.go)
 //	                      <enc(task id)>.fence.epoch (empty): its revision fences the task's writes (fence.go)
