@@ -913,13 +913,12 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 		hb.Info.Labels = kept
 	}
 	checkStatuses(d.log, m.Subject, &hb)
-	hb.Info.Host = subjHost.Host()
 	now := time.Now()
 	var ev []model.Event
 	d.mu.Lock()
 	e := d.entry(subjHost, m.Subject)
 	e.labels, e.version = d.shared.labels(hb.Info.Labels), d.shared.text(hb.Info.Version)
-	e.host, e.agentID = hb.Info.Host, hb.Info.AgentID
+	e.agentID = hb.Info.AgentID // e.host is subjHost's already (entry)
 	e.statuses = d.shared.statuses(e.statuses, hb.Statuses)
 	// An agent that reports less often than the server expects gets three
 	// of its own intervals.
@@ -930,8 +929,8 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 	case hb.Leaving && e.online:
 		e.online = false
 		d.online--
-		ev = append(ev, model.Event{ID: derivedEventID(hb.Info.Host, model.EventAgentOffline, unixNano(hb.Time), 0),
-			Time: now, Host: hb.Info.Host, Kind: model.EventAgentOffline, Message: "agent stopped"})
+		ev = append(ev, model.Event{ID: derivedEventID(e.host, model.EventAgentOffline, unixNano(hb.Time), 0),
+			Time: now, Host: e.host, Kind: model.EventAgentOffline, Message: "agent stopped"})
 	case !hb.Leaving && !e.online:
 		e.online = true
 		d.online++
@@ -939,8 +938,8 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 		if hb.Reconnected > 0 || hb.Dropped > 0 {
 			msg = fmt.Sprintf("agent back online; %d events reported late, %d dropped while the server was unreachable", hb.Reconnected, hb.Dropped)
 		}
-		ev = append(ev, model.Event{ID: derivedEventID(hb.Info.Host, model.EventAgentOnline, unixNano(hb.Time), 0),
-			Time: now, Host: hb.Info.Host, Kind: model.EventAgentOnline, Message: msg})
+		ev = append(ev, model.Event{ID: derivedEventID(e.host, model.EventAgentOnline, unixNano(hb.Time), 0),
+			Time: now, Host: e.host, Kind: model.EventAgentOnline, Message: msg})
 	}
 	d.mu.Unlock()
 	d.emit(ev...)
@@ -982,6 +981,11 @@ func (d *Dispatcher) onKeepalive(subj string) {
 // entry is host id's entry (a new one knows only the host), known from
 // now on by its heartbeat subject subj too. d.mu is held; subj is id's.
 func (d *Dispatcher) entry(id model.HostID, subj string) *hostEntry {
+	// Known by its subject: found without making its address's text
+	// (an allocation at every full heartbeat).
+	if e := d.beats[subj]; e != nil && e.id == id {
+		return e
+	}
 	host := id.Host()
 	e := d.hosts[host]
 	if e == nil {
