@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
@@ -119,3 +120,46 @@ func sameMap(a, b map[string]string) bool {
 }
 
 func sameString(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+
+// TestReadReplyRawData: a listing in the list form (read whole, by hand:
+// rawDecoder) is read wherever its data stands in the envelope and
+// however it is spaced, the envelope after it read on and checked; an
+// error reply stays an error.
+func TestReadReplyRawData(t *testing.T) {
+	const data = `{"labels":[["os","linux"]],"procs":[{"proc":"web:nginx","labels":{"app":"nginx"}}],"hosts":[["0:10.0.0.1","online","v1","",5,[0],[[0,"running",42,true]]],["3:10.0.0.2","offline","","",0,[],[]]]}`
+	read := func(body string) ([]string, error) {
+		var got []string
+		err := readReply(reply(200, body), &hostListOf{each: func(v *backend.HostView) {
+			s := v.Host.AgentID() + " " + string(v.State) + " " + v.Labels["os"]
+			for _, p := range v.Procs {
+				s += " " + p.Key + "/" + p.Labels["app"] + "/" + string(p.Status.State) + "/" + strconv.Itoa(p.Status.PID) + "/" + strconv.FormatBool(p.Status.Hosted)
+			}
+			got = append(got, s)
+		}})
+		return got, err
+	}
+	want := []string{"0:10.0.0.1 online linux web:nginx/nginx/running/42/true", "3:10.0.0.2 offline "}
+	for _, body := range []string{
+		`{"result":true,"code":0,"message":"success","data":` + data + `,"permission":null,"request_id":"r"}` + "\n",
+		`{"result":true,"code":0,"data" :` + "\n " + data + ` , "request_id":"r"}`,
+		`{"data":` + data + `,"code":0,"result":true}`,
+		// The full form, from a server before the list form.
+		`{"result":true,"code":0,"data":[{"host":{"ip":"10.0.0.1","bk_cloud_id":0},"labels":{"os":"linux"},"agent_state":"online","procs":[{"proc":"web:nginx","labels":{"app":"nginx"},"status":{"state":"running","pid":42,"is_auto":true}}]},{"host":{"ip":"10.0.0.2","bk_cloud_id":3},"agent_state":"offline"}],"request_id":"r"}`,
+	} {
+		got, err := read(body)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s:\n%q, %v\nwant %q", body, got, err, want)
+		}
+	}
+	for _, c := range []struct{ body, want string }{
+		{`{"result":true,"code":0,"data":` + data + ` x}`, "not a gseproc envelope"},
+		{`{"result":true,"code":0,"data":` + data + `,"data":[]}`, "not a gseproc envelope"},
+		{`{"result":true,"code":0,"data":` + data + `} {}`, "not a gseproc envelope"},
+		{`{"result":true,"code":0,"data":{"labels":[],"procs":[],"hosts":[["x"]]}}`, "hosts[0][0]"},
+		{`{"result":false,"code":1306406,"message":"bad form","data":{"kind":"validation","errors":[{"field":"form","reason":"no"}]}}`, "form: no"},
+	} {
+		if _, err := read(c.body); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.body, err, c.want)
+		}
+	}
+}
