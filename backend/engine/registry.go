@@ -365,12 +365,16 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 		}
 	}
 	out := make([]backend.HostView, 0, size)
+	unique := len(pos) == len(inv) // then host k's first place is k
 	for k := range inv {
 		hi := &inv[k]
 		if !keep(hi) {
 			continue
 		}
-		p := pos[hi.Host]
+		p := int32(k)
+		if !unique {
+			p = pos[hi.Host]
+		}
 		idx := defAt[first[p]:first[p+1]]
 		if procFilter && len(idx) == 0 {
 			continue

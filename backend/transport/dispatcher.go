@@ -54,6 +54,12 @@ type Dispatcher struct {
 	// counts those online (Count, asked every second by the health probe).
 	all    []*hostEntry
 	online int
+	// sorted are the entries of all in the host order (Hosts), kept
+	// between listings; nil when an entry was added or its identity (its
+	// place in the order) changed since: the next listing sorts again.
+	// A listing of 100,000 hosts sorted them at every call (1.7 million
+	// comparisons, ~110 ms of CPU).
+	sorted []*hostEntry
 	// epoch is the origin of the entries' times (hostEntry.seen).
 	epoch time.Time
 	// shared holds one copy of each label set and agent version the
@@ -279,6 +285,7 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 		e := new(staticEntry(hi, labels))
 		d.hosts[hi.Host] = e
 		d.all = append(d.all, e)
+		d.sorted = nil
 	}
 	if err := d.attach(nc); err != nil {
 		close(d.stop)
@@ -702,12 +709,15 @@ func (d *Dispatcher) onReply(m *nats.Msg) {
 // Hosts lists every host heard from or configured, by cloud then IP.
 func (d *Dispatcher) Hosts(ctx context.Context) ([]model.HostInfo, error) {
 	d.mu.Lock()
-	entries := slices.Clone(d.all)
-	// Sorted by the order each entry keeps, not by parsing two addresses
-	// per comparison (100,000 hosts: 1.7 million comparisons).
-	slices.SortFunc(entries, func(a, b *hostEntry) int { return a.order().Compare(b.order()) })
-	out := make([]model.HostInfo, 0, len(entries))
-	for _, e := range entries {
+	if d.sorted == nil {
+		// Sorted by the order each entry keeps, not by parsing two
+		// addresses per comparison, and kept until an entry is added or
+		// changes identity (entry).
+		d.sorted = slices.Clone(d.all)
+		slices.SortFunc(d.sorted, func(a, b *hostEntry) int { return a.order().Compare(b.order()) })
+	}
+	out := make([]model.HostInfo, 0, len(d.sorted))
+	for _, e := range d.sorted {
 		hi := e.info()
 		hi.Labels = d.labels(e.labels)
 		switch {
@@ -753,12 +763,22 @@ func (d *Dispatcher) Online(host model.Host) bool {
 
 // Statuses returns the process statuses of host's last heartbeat.
 func (d *Dispatcher) Statuses(host model.Host) []model.ProcStatus {
+	return d.AppendStatuses(nil, host)
+}
+
+// AppendStatuses appends what Statuses(host) returns to dst
+// (engine.StatusAppender): a listing of 100,000 hosts reuses one buffer
+// instead of copying each host's statuses into a slice of its own.
+func (d *Dispatcher) AppendStatuses(dst []model.ProcStatus, host model.Host) []model.ProcStatus {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if e := d.hosts[host]; e != nil {
-		return slices.Clone(e.statuses)
+		if dst == nil {
+			return slices.Clone(e.statuses)
+		}
+		return append(dst, e.statuses...)
 	}
-	return nil
+	return dst
 }
 
 // labels is a host's labels as listed: the dispatcher's (DispatcherOptions.Labels)
@@ -992,6 +1012,10 @@ func (d *Dispatcher) entry(id model.HostID, subj string) *hostEntry {
 		e = &hostEntry{host: host, grace: d.opts.OfflineAfter}
 		d.hosts[host] = e
 		d.all = append(d.all, e)
+		d.sorted = nil
+	}
+	if e.id != id { // its place in the order may move
+		d.sorted = nil
 	}
 	e.id = id
 	d.beats[subj] = e

@@ -1,0 +1,128 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"gseproc/backend"
+	"gseproc/backend/config"
+	"gseproc/backend/engine"
+	"gseproc/backend/server/wire"
+	"gseproc/backend/simulator"
+	"gseproc/backend/store"
+	"gseproc/model"
+)
+
+// BenchmarkHostList100k is the server's side of a 100,000-host list
+// (GET /api/v1/hosts?form=list, the console's open): the dispatcher's
+// inventory (every host heard by a full heartbeat with its statuses),
+// the engine's listing over it, and the listing in the list form.
+func BenchmarkHostList100k(b *testing.B) {
+	const n = 100000
+	sc := config.Default().Simulator
+	sc.Hosts, sc.Seed = n, 1
+	f := simulator.New(sc)
+	defer f.Close()
+	ctx := context.Background()
+	hosts, _ := f.Hosts(ctx)
+	e := startServer(b, testNATS(b), true)
+	d := newDispatcher(b, serverConn(b, e), DispatcherOptions{OfflineAfter: time.Hour})
+	for _, hi := range hosts {
+		data, err := json.Marshal(Heartbeat{Info: model.HostInfo{Host: hi.Host, Labels: hi.Labels, AgentID: hi.AgentID, Version: hi.Version},
+			Interval: 5 * time.Second, Full: true, Statuses: f.Statuses(hi.Host)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		d.onHeartbeat(&nats.Msg{Subject: HeartbeatSubject(mustID(b, hi.Host)), Data: data})
+	}
+	eng := engine.New(config.Default().Engine, d, d, store.NewMemory())
+	if err := eng.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer eng.Close()
+	if err := eng.Seed(ctx, f.Definitions()); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("dispatcher", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if hs, err := d.Hosts(ctx); err != nil || len(hs) != n {
+				b.Fatal(len(hs), err)
+			}
+		}
+	})
+	b.Run("engine", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if vs, err := eng.Hosts(ctx, backend.HostQuery{}); err != nil || len(vs) != n {
+				b.Fatal(len(vs), err)
+			}
+		}
+	})
+	b.Run("list", func(b *testing.B) {
+		b.ReportAllocs()
+		var size int
+		for b.Loop() {
+			vs, err := eng.Hosts(ctx, backend.HostQuery{})
+			if err != nil || len(vs) != n {
+				b.Fatal(len(vs), err)
+			}
+			var w wire.HostListWriter
+			for i := range vs {
+				v := &vs[i]
+				w.Host(&v.HostInfo)
+				for j := range v.Procs {
+					p := &v.Procs[j]
+					w.Proc(p.Key, p.Labels, p.Status.State, p.Status.PID, p.Status.Hosted)
+				}
+			}
+			size = len(w.AppendTo(nil))
+		}
+		b.ReportMetric(float64(size), "B/listing")
+	})
+}
+
+// TestHostsOrderKept: the order Hosts keeps between listings (sorted
+// once) takes in a host heard after a listing, and a configured host
+// keeps its place when its agent is heard: every listing is by cloud
+// then IP, each host once.
+func TestHostsOrderKept(t *testing.T) {
+	e := startServer(t, testNATS(t), true)
+	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{OfflineAfter: time.Hour,
+		StaticHosts: []model.HostInfo{{Host: model.Host{CloudID: 1, IP: "10.0.0.5"}}, {Host: model.Host{IP: "10.0.0.20"}}}})
+	beat := func(h model.Host) {
+		t.Helper()
+		data, err := json.Marshal(Heartbeat{Info: model.HostInfo{Host: h, AgentID: "a-" + h.IP, Version: "1"}, Interval: 5 * time.Second, Full: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.onHeartbeat(&nats.Msg{Subject: HeartbeatSubject(mustID(t, h)), Data: data})
+	}
+	list := func(want ...string) {
+		t.Helper()
+		hs, err := d.Hosts(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, hi := range hs {
+			got = append(got, hi.Host.String())
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("listed %v, want %v", got, want)
+		}
+	}
+	list("0:10.0.0.20", "1:10.0.0.5")
+	beat(model.Host{IP: "10.0.0.3"})
+	list("0:10.0.0.3", "0:10.0.0.20", "1:10.0.0.5")
+	beat(model.Host{CloudID: 1, IP: "10.0.0.5"}) // the configured host, heard
+	beat(model.Host{IP: "10.0.0.100"})
+	beat(model.Host{CloudID: 1, IP: "10.0.0.1"})
+	list("0:10.0.0.3", "0:10.0.0.20", "0:10.0.0.100", "1:10.0.0.1", "1:10.0.0.5")
+	list("0:10.0.0.3", "0:10.0.0.20", "0:10.0.0.100", "1:10.0.0.1", "1:10.0.0.5")
+}
