@@ -126,7 +126,8 @@ const MaxCmdline = 4096
 // measured to hold 1,000): a server keeps the first MaxHostProcs and
 // leaves the rest out. Without it a heartbeat of "{}" statuses within
 // the 8 MiB payload of the embedded NATS server made millions of them,
-// kept for the host.
+// kept for the host. An agent (and a simulated host) knows at most
+// MaxHostProcs definitions: an op on one more is refused (opsem.Admit).
 const MaxHostProcs = 4096
 
 // MaxStatusText bounds a status's other texts (its key, name, state,

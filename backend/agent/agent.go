@@ -47,6 +47,9 @@ type Agent struct {
 	// published under it and read without it).
 	mu    agentLock
 	procs map[string]*entry
+	// maxProcs bounds the definitions procs takes (model.MaxHostProcs, a
+	// server's bound on a heartbeat's statuses; opsem.Admit decides).
+	maxProcs int
 	// index is procs for readers without mu (a status op); entries are
 	// added under mu, never removed.
 	index sync.Map
@@ -153,6 +156,12 @@ type subscriber struct {
 // cfg.DataDir (created when missing). Supervision of what was hosted
 // resumes with Run.
 func New(cfg config.AgentConfig, log *slog.Logger) (*Agent, error) {
+	return newBounded(cfg, log, model.MaxHostProcs)
+}
+
+// newBounded is New with at most maxProcs process definitions (a test's
+// lower bound).
+func newBounded(cfg config.AgentConfig, log *slog.Logger, maxProcs int) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("agent config: %w", err)
 	}
@@ -175,6 +184,7 @@ func New(cfg config.AgentConfig, log *slog.Logger) (*Agent, error) {
 		log:          log.With("agent", host.AgentID()),
 		regPath:      filepath.Join(cfg.DataDir, RegistryFile),
 		procs:        map[string]*entry{},
+		maxProcs:     maxProcs,
 		groupsPath:   filepath.Join(cfg.DataDir, GroupsFile),
 		poolBreaches: map[string]int{},
 		subs:         map[*subscriber]struct{}{},
@@ -223,6 +233,14 @@ func New(cfg config.AgentConfig, log *slog.Logger) (*Agent, error) {
 			}
 		}
 		publishLocked(e)
+	}
+	if n := len(a.procs); n > a.maxProcs {
+		// An older agent stored more: all stay hosted and supervised (a
+		// process is never dropped unsupervised), but a server keeps the
+		// statuses of the first model.MaxHostProcs of them only, and no
+		// new definition is taken (opsem.Admit) until fewer are known.
+		a.log.Error("hosting registry holds more process definitions than an agent hosts: all are supervised, but a server shows the first ones only and no new definition is taken",
+			"definitions", n, "max", a.maxProcs, "registry", a.regPath)
 	}
 	a.wg.Add(1)
 	go a.persister()

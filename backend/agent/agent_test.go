@@ -3,6 +3,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -51,6 +52,13 @@ func testConfig(dataDir string) config.AgentConfig {
 // until the test ends.
 func newAgent(t testing.TB, dataDir string, tune ...func(*config.AgentConfig)) *Agent {
 	t.Helper()
+	return newAgentBounded(t, dataDir, model.MaxHostProcs, tune...)
+}
+
+// newAgentBounded is newAgent for an agent that hosts at most maxProcs
+// process definitions.
+func newAgentBounded(t testing.TB, dataDir string, maxProcs int, tune ...func(*config.AgentConfig)) *Agent {
+	t.Helper()
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
@@ -62,7 +70,7 @@ func newAgent(t testing.TB, dataDir string, tune ...func(*config.AgentConfig)) *
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(tlog{t}, nil))
 	}
-	a, err := New(cfg, log)
+	a, err := newBounded(cfg, log, maxProcs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1554,5 +1562,116 @@ func TestCheckQuiet(t *testing.T) {
 		if got := checkQuiet(c.job, c.begin, c.up, c.timeout); got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)
 		}
+	}
+}
+
+// lockedBuf is a log sink the agent's goroutines write while the test
+// reads it.
+type lockedBuf struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuf) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuf) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestHostsAtMostMaxProcs: an agent knows at most its bound of process
+// definitions (model.MaxHostProcs, lowered here): an op on one more is
+// refused naming the limit, stores nothing and runs nothing, while the
+// processes it knows keep working; a registry an older agent left with
+// more is loaded whole (nothing dropped unsupervised) and reported.
+func TestHostsAtMostMaxProcs(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	cfg := testConfig(dataDir)
+	var ps []model.Process
+	for _, name := range []string{"b1", "b2", "b3", "b4"} {
+		p, _ := setup(t, name, nil)
+		ps = append(ps, p)
+	}
+	// An older agent hosted three.
+	a1, err := newBounded(cfg, nil, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	done1 := make(chan error, 1)
+	go func() { done1 <- a1.Run(ctx1) }()
+	var err1 error
+	stop1 := sync.OnceFunc(func() { cancel1(); err1 = <-done1; a1.Close() })
+	t.Cleanup(stop1)
+	for _, p := range ps[:3] {
+		wantCode(t, do(t, a1, model.OpStart, p), model.CodeSuccess, "start "+p.Meta.Name)
+	}
+	r := do(t, a1, model.OpStart, ps[3])
+	wantCode(t, r, model.CodeCommandFailed, "start past the bound")
+	for _, want := range []string{"process(test:b4)", "3 process definitions", "(3, model.MaxHostProcs)"} {
+		if !strings.Contains(r.Message, want) {
+			t.Errorf("refusal %q does not say %q", r.Message, want)
+		}
+	}
+	if r.Status.ProcKey != "test:b4" || r.Status.State != model.ProcUnknown {
+		t.Errorf("refusal's status: %+v", *r.Status)
+	}
+	for _, op := range []model.OpType{model.OpRegister, model.OpStop, model.OpRestart} {
+		wantCode(t, do(t, a1, op, ps[3]), model.CodeCommandFailed, op.String()+" past the bound")
+	}
+	if n := len(a1.Statuses()); n != 3 {
+		t.Fatalf("%d statuses after the refusals, want 3", n)
+	}
+	if st := do(t, a1, model.OpStatus, ps[3]).Status; st.Hosted || st.PID != -1 {
+		t.Fatalf("refused process: %+v", *st)
+	}
+	// Existing definitions keep working.
+	wantCode(t, do(t, a1, model.OpStop, ps[0]), model.CodeSuccess, "stop b1")
+	wantCode(t, do(t, a1, model.OpStart, ps[0]), model.CodeSuccess, "start b1")
+	stop1()
+	if err1 != nil {
+		t.Fatal(err1)
+	}
+	if pid := livePid(pidPathOf(ps[3], 1)); pid != 0 {
+		t.Fatalf("the refused process runs: pid %d", pid)
+	}
+
+	// Its registry holds more than this agent's bound: all three are
+	// supervised again, the excess is logged, no new definition is taken.
+	var logs lockedBuf
+	a2, err := newBounded(cfg, slog.New(slog.NewTextHandler(&logs, nil)), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	done2 := make(chan error, 1)
+	go func() { done2 <- a2.Run(ctx2) }()
+	t.Cleanup(func() { // before the processes are killed (cleanups run last first)
+		cancel2()
+		<-done2
+		a2.Close()
+	})
+	if s := logs.String(); !strings.Contains(s, "more process definitions than an agent hosts") || !strings.Contains(s, "definitions=3 max=2") {
+		t.Fatalf("the registry's excess is not reported; log:\n%s", s)
+	}
+	eventually(t, slowBox, "the three hosted processes supervised by the new agent", func() bool {
+		sts := a2.Statuses()
+		for _, st := range sts {
+			if st.State != model.ProcRunning || !st.Hosted {
+				return false
+			}
+		}
+		return len(sts) == 3
+	})
+	wantCode(t, do(t, a2, model.OpStart, ps[3]), model.CodeCommandFailed, "start past an old registry's count")
+	wantCode(t, do(t, a2, model.OpRestart, ps[1]), model.CodeSuccess, "restart b2")
+	if pid := livePid(pidPathOf(ps[3], 1)); pid != 0 {
+		t.Fatalf("the refused process runs: pid %d", pid)
 	}
 }

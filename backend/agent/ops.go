@@ -83,6 +83,13 @@ func (a *Agent) Handle(ctx context.Context, req model.AgentRequest) model.AgentR
 		a.mu.Unlock()
 		return a.reply(e, a.cancelOp(ctx, req))
 	case req.Op.Valid():
+		if !known {
+			if code, msg, ok := opsem.Admit(len(a.procs), a.maxProcs, p.Key()); !ok {
+				a.mu.Unlock()
+				a.log.Warn("op refused: the agent knows as many process definitions as it hosts", "proc", p.Key(), "op", req.Op.String(), "known", len(a.procs), "max", a.maxProcs)
+				return refusal(p, code, msg)
+			}
+		}
 		e = a.entryLocked(p) // the latest definition wins
 	case !known:
 		e = transientEntry(p)

@@ -144,7 +144,15 @@ func (f *Fleet) run(ctx context.Context, i int32, h *simHost, req model.AgentReq
 	now := f.now()
 	// A status query changes nothing, so it does not make the host keep
 	// state for a process it had not touched yet.
-	p := f.proc(i, h, req.Process, req.Op != model.OpStatus)
+	keep := req.Op != model.OpStatus
+	if keep {
+		if code, msg, ok := f.admit(i, h, req.Process); !ok {
+			st := f.status(h, f.proc(i, h, req.Process, false), now)
+			h.mu.Unlock()
+			return model.AgentReply{Code: code, Message: msg, Status: &st}, nil
+		}
+	}
+	p := f.proc(i, h, req.Process, keep)
 	fail := !h.demo && failDraw < rate
 	r, evs := f.apply(h, p, req, fail, aux, now)
 	st := f.status(h, p, now)
@@ -198,6 +206,38 @@ func (f *Fleet) proc(i int32, h *simHost, p model.Process, keep bool) *procState
 		h.procs = append(h.procs, &ps)
 	}
 	return &ps
+}
+
+// admit decides, as an agent does (opsem.Admit), whether host i takes
+// the definition of p: a process it knows (one an op touched, or one of
+// its deployments) always, a new one while the host knows fewer than
+// f.maxProcs. h.mu must be held.
+func (f *Fleet) admit(i int32, h *simHost, p model.Process) (code int, msg string, ok bool) {
+	touched := func(key string) bool {
+		for _, ps := range h.procs {
+			if ps.key == key {
+				return true
+			}
+		}
+		return false
+	}
+	key := p.Key()
+	if touched(key) {
+		return model.CodeSuccess, "", true
+	}
+	if d, known := f.defKey[key]; known && f.deployed(d, i) {
+		return model.CodeSuccess, "", true
+	}
+	n := len(h.procs)
+	for d := range f.defs {
+		if n >= f.maxProcs {
+			break // enough counted
+		}
+		if f.deployed(int32(d), i) && !touched(f.defs[d].key) {
+			n++
+		}
+	}
+	return opsem.Admit(n, f.maxProcs, key)
 }
 
 // isKey reports whether key == ns + ":" + name, without building it.

@@ -125,6 +125,9 @@ type Fleet struct {
 	index  map[hostKey]int32
 	defs   []def
 	defKey map[string]int32
+	// maxProcs bounds the process definitions a host knows, as an agent's
+	// (model.MaxHostProcs; opsem.Admit decides).
+	maxProcs int
 
 	zones    [][3]string // zone label per cloud area and zone
 	defsOnce sync.Once
@@ -185,6 +188,7 @@ func NewChecked(cfg config.SimulatorConfig) (*Fleet, error) {
 		defKey:   map[string]int32{},
 		now:      time.Now,
 		flapping: map[int32]bool{},
+		maxProcs: model.MaxHostProcs,
 	}
 	f.genHosts()
 	f.ops = opledger.New(max(opledger.DefaultKeep, len(f.hosts))) // a whole-fleet task's ops

@@ -1091,3 +1091,45 @@ func TestHugeRetriesStayHuge(t *testing.T) {
 		assert.Equal(t, min(n, math.MaxInt32-1), got, "start_retries %d", n)
 	}
 }
+
+// TestHostsAtMostMaxProcs: a simulated host knows at most f.maxProcs
+// process definitions (model.MaxHostProcs, lowered here), as an agent:
+// an op on one more is refused naming the limit and stores nothing; the
+// processes it knows keep working.
+func TestHostsAtMostMaxProcs(t *testing.T) {
+	f := New(quiet(10))
+	h := model.Host{IP: "10.0.0.1", CloudID: 0}
+	snap, ok := f.Host(h)
+	require.True(t, ok)
+	deployed := len(snap.Procs)
+	require.Positive(t, deployed, "the host has deployments")
+	f.maxProcs = deployed + 1
+
+	wantCode := func(r model.AgentReply, code int, what string) {
+		t.Helper()
+		require.Equal(t, code, r.Code, "%s: %s", what, r.Message)
+	}
+	wantCode(dispatch(t, f, h, model.OpStart, inline("a")), model.CodeSuccess, "start a")
+	for _, op := range []model.OpType{model.OpStart, model.OpRegister, model.OpStop} {
+		r := dispatch(t, f, h, op, inline("b"))
+		wantCode(r, model.CodeCommandFailed, op.String()+" b past the bound")
+		assert.Contains(t, r.Message, "process(biz_2:/data/app/b)")
+		assert.Contains(t, r.Message, fmt.Sprintf("(%d, model.MaxHostProcs)", deployed+1))
+		assert.False(t, r.Status.Hosted)
+		assert.Equal(t, int32(-1), int32(r.Status.PID))
+	}
+	snap, _ = f.Host(h)
+	require.Len(t, snap.Procs, deployed+1, "the refused definition is not kept")
+	for _, st := range snap.Procs {
+		assert.NotEqual(t, "biz_2:/data/app/b", st.ProcKey)
+	}
+	// What the host knows keeps working: the inline process and a
+	// deployment.
+	wantCode(dispatch(t, f, h, model.OpStop, inline("a")), model.CodeSuccess, "stop a")
+	wantCode(dispatch(t, f, h, model.OpStart, inline("a")), model.CodeSuccess, "start a again")
+	d := f.defs[f.defKey[snap.Procs[0].ProcKey]].proc
+	if snap.Procs[0].ProcKey == "biz_2:/data/app/a" {
+		d = f.defs[f.defKey[snap.Procs[1].ProcKey]].proc
+	}
+	wantCode(dispatch(t, f, h, model.OpRestart, d), model.CodeSuccess, "restart a deployment")
+}

@@ -320,3 +320,39 @@ func TestConformanceTableIsWellFormed(t *testing.T) {
 		t.Fatalf("the ordinary sequence has %d steps", n)
 	}
 }
+
+func TestAdmit(t *testing.T) {
+	for _, c := range []struct {
+		known, limit int
+		ok           bool
+	}{
+		{0, 1, true},
+		{0, model.MaxHostProcs, true},
+		{model.MaxHostProcs - 1, model.MaxHostProcs, true},
+		{model.MaxHostProcs, model.MaxHostProcs, false},
+		{model.MaxHostProcs + 7, model.MaxHostProcs, false}, // an old registry held more
+		{2, 3, true},
+		{3, 3, false},
+		{0, 0, false},
+	} {
+		code, msg, ok := Admit(c.known, c.limit, "p1")
+		if ok != c.ok {
+			t.Errorf("Admit(%d, %d): ok %v, want %v", c.known, c.limit, ok, c.ok)
+			continue
+		}
+		if ok {
+			if code != model.CodeSuccess || msg != "" {
+				t.Errorf("Admit(%d, %d) admitted with %d %q", c.known, c.limit, code, msg)
+			}
+			continue
+		}
+		if code != model.CodeCommandFailed {
+			t.Errorf("Admit(%d, %d): code %d, want %d", c.known, c.limit, code, model.CodeCommandFailed)
+		}
+		for _, want := range []string{"process(p1)", fmt.Sprint(c.limit), "MaxHostProcs"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("Admit(%d, %d): message %q does not name %q", c.known, c.limit, msg, want)
+			}
+		}
+	}
+}
