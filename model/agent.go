@@ -172,11 +172,27 @@ func ClipOutput(s string) string {
 
 // BoundReply makes rep what a server keeps of an agent's reply: its
 // output clipped (ClipOutput), its message at most MaxOutput bytes
-// (ClipText) and its status by PlainStatus. It names the first field it
+// (ClipText), its status by PlainStatus, and a log tail's chunk within
+// the tail protocol's bounds (CheckTailChunk) or refused: the reply then
+// says why (CodeCommandFailed) and carries no chunk. Its path is kept
+// plain and clipped to MaxStatusText. It names the first field it
 // changed ("" when none, the usual reply: no allocation).
 func BoundReply(rep *AgentReply) (changed string) {
+	if c := rep.Tail; c != nil {
+		if err := CheckTailChunk(c); err != nil {
+			rep.Tail = nil
+			rep.Code = CodeCommandFailed
+			rep.Message = "log tail refused by the server: " + err.Error()
+			changed = "tail"
+		} else if p := ClipText(PlainText(c.Path), MaxStatusText); p != c.Path {
+			c.Path, changed = p, "tail.path"
+		}
+	}
 	if o := ClipOutput(rep.Output); o != rep.Output {
-		rep.Output, changed = o, "output"
+		rep.Output = o
+		if changed == "" {
+			changed = "output"
+		}
 	}
 	if m := ClipText(rep.Message, MaxOutput); m != rep.Message {
 		rep.Message = m

@@ -92,6 +92,28 @@ type TailChunk struct {
 	Error string `json:"error,omitempty"`
 }
 
+// CheckTailChunk checks a chunk an agent answered (untrusted) against
+// the tail protocol: it stands for at most MaxTailChunk bytes of the log,
+// from Offset (not negative) to Next (not before Offset), and its Data
+// are those bytes with invalid UTF-8 replaced (each run of invalid bytes
+// by U+FFFD, 3 bytes): at most 3 times as long. A chunk past that is
+// refused whole, not clipped: Data cannot be cut so that Next still names
+// the first byte not shown (where the replacements were is unknown), and
+// a follow would skip or repeat bytes.
+func CheckTailChunk(c *TailChunk) error {
+	read := c.Next - c.Offset
+	switch {
+	case c.Offset < 0 || c.Next < c.Offset:
+		return fmt.Errorf("chunk from offset %d to next %d: not a range of the log", c.Offset, c.Next)
+	case read > MaxTailChunk:
+		return fmt.Errorf("chunk of %d bytes of the log (offset %d to next %d), more than %d (model.MaxTailChunk)", read, c.Offset, c.Next, MaxTailChunk)
+	case int64(len(c.Data)) > 3*read:
+		return fmt.Errorf("chunk data of %d bytes for %d bytes of the log (offset %d to next %d): more than they make with invalid UTF-8 replaced (at most 3 times, %d bytes of the log at most: model.MaxTailChunk)",
+			len(c.Data), read, c.Offset, c.Next, MaxTailChunk)
+	}
+	return nil
+}
+
 // Done reports whether a follow ends with c: everything written is read
 // and the process is no longer running.
 func (c TailChunk) Done() bool { return !c.Running && c.Next >= c.Size }

@@ -464,8 +464,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, host model.Host, req model.Ag
 // logged.
 func (d *Dispatcher) boundReply(subject string, rep *model.AgentReply) {
 	if f := model.BoundReply(rep); f != "" {
-		d.log.Warn("dispatcher: reply clipped (output and message at most model.MaxOutput bytes, the status's texts plain and clipped)",
-			"subject", subject, "first", f, "max_output", model.MaxOutput)
+		d.log.Warn("dispatcher: reply clipped (output and message at most model.MaxOutput bytes, the status's texts plain and clipped) or its log tail chunk refused (past model.MaxTailChunk)",
+			"subject", subject, "first", f, "max_output", model.MaxOutput, "max_tail_chunk", model.MaxTailChunk)
 	}
 }
 

@@ -166,3 +166,55 @@ func TestReplyOutputBounded(t *testing.T) {
 		t.Errorf("log does not say the reply was clipped: %s", log)
 	}
 }
+
+// A log tail's chunk is bounded at the server's entrance
+// (model.CheckTailChunk): one an agent says stands for more than
+// model.MaxTailChunk bytes of the log, or whose data are longer than
+// those bytes make, is refused whole (a clipped chunk would skip or repeat
+// bytes at its Next), the reply saying why; a chunk within the bounds
+// comes through unchanged. An agent is untrusted: a chunk was kept up to
+// the NATS payload (8 MiB embedded).
+func TestReplyTailChunkBounded(t *testing.T) {
+	e := startServer(t, testNATS(t), true)
+	whole := strings.Repeat("y", model.MaxTailChunk-1) + "\n"
+	chunks := map[string]model.TailChunk{
+		"whole":   {Path: "app.log", Offset: 7, Next: 7 + model.MaxTailChunk, Data: whole, Size: 1 << 20, Running: true},
+		"huge":    {Path: "app.log", Offset: 0, Next: 4 << 20, Data: strings.Repeat("x", 4<<20), Size: 4 << 20},
+		"swollen": {Path: "app.log", Offset: 0, Next: 10, Data: strings.Repeat("x", 4<<20), Size: 10},
+	}
+	a := &fakeAgent{info: model.HostInfo{Host: h1}, handle: func(ctx context.Context, req model.AgentRequest) model.AgentReply {
+		c := chunks[req.Tail.File]
+		return model.AgentReply{Code: model.CodeSuccess, Message: "success", Tail: &c}
+	}}
+	runAgent(t, e.ClientURL(), ClientOptions{Name: "agent"}, a, ServeOptions{HeartbeatInterval: time.Minute})
+	var logged strings.Builder
+	var mu sync.Mutex
+	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))})
+	eventually(t, "agent online", 30*time.Second, func() bool { return d.Online(h1) })
+	tail := func(file string) model.AgentReply {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		rep, err := d.Dispatch(ctx, h1, model.AgentRequest{Process: model.Process{Meta: model.Meta{Namespace: "ns", Name: "p"}},
+			Tail: &model.TailRequest{Stream: model.LogFile, File: file, Offset: -1}})
+		if err != nil {
+			t.Fatalf("tail %s: %v", file, err)
+		}
+		return rep
+	}
+	if rep := tail("whole"); rep.Code != model.CodeSuccess || rep.Tail == nil || rep.Tail.Data != whole || rep.Tail.Offset != 7 || rep.Tail.Next != 7+model.MaxTailChunk {
+		t.Errorf("a chunk within the bounds: code %d %q, tail %v", rep.Code, rep.Message, rep.Tail != nil)
+	}
+	for _, file := range []string{"huge", "swollen"} {
+		rep := tail(file)
+		if rep.Code != model.CodeCommandFailed || rep.Tail != nil || !strings.Contains(rep.Message, "log tail refused") || !strings.Contains(rep.Message, "model.MaxTailChunk") {
+			t.Errorf("%s chunk: code %d, tail kept %v, message %.200q", file, rep.Code, rep.Tail != nil, rep.Message)
+		}
+	}
+	mu.Lock()
+	log := logged.String()
+	mu.Unlock()
+	if !strings.Contains(log, "first=tail") {
+		t.Errorf("log does not say the tail was refused: %s", log)
+	}
+}
