@@ -262,16 +262,45 @@ func cmpByte(a, b byte) int {
 // host and their last known status. With a process filter (namespace, name
 // or labels) only hosts carrying a matching process are listed.
 func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.HostView, error) {
+	var out []backend.HostView
+	err := e.eachHost(ctx, q, func(size int) { out = make([]backend.HostView, 0, size) },
+		func(lv *hostLister, hi *model.HostInfo, idx []int32) {
+			out = append(out, lv.view(*hi, idx))
+		})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// HostListEach is Hosts for a host list (backend.HostListReader): each
+// host passed to fn in Hosts' order, its processes' statuses holding only
+// ProcKey, State, PID and Hosted. The view, its processes and its host
+// label map are reused after fn returns. A listing of 100,000 hosts
+// copied every process's whole status into a slice per host (~85 MB)
+// that the list form (and the console) never read.
+func (e *Engine) HostListEach(ctx context.Context, q backend.HostQuery, fn func(*backend.HostView)) error {
+	var v backend.HostView
+	return e.eachHost(ctx, q, func(int) {}, func(lv *hostLister, hi *model.HostInfo, idx []int32) {
+		lv.listView(&v, hi, idx)
+		fn(&v)
+	})
+}
+
+// eachHost finds the hosts q matches, in Hosts' order: start is told how
+// many there may be (at most), then each is passed to emit with the
+// definitions (lv.defs) deployed on it that q matches.
+func (e *Engine) eachHost(ctx context.Context, q backend.HostQuery, start func(size int), emit func(lv *hostLister, hi *model.HostInfo, idx []int32)) error {
 	inv, err := e.inv.Hosts(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("hosts: inventory: %w", err)
+		return fmt.Errorf("hosts: inventory: %w", err)
 	}
 	defs, err := e.definitions(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("hosts: processes: %w", err)
+		return fmt.Errorf("hosts: processes: %w", err)
 	}
 	if q.Hosts, err = canonicalHosts("hosts", q.Hosts); err != nil {
-		return nil, err
+		return err
 	}
 	procFilter := q.Namespace != "" || q.Name != "" || len(q.Labels) > 0
 	only := hostSet(q.Hosts)
@@ -303,8 +332,9 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 		for j, i := range match {
 			in[j] = e.hosts.Positions(defs[i])
 		}
-		out := make([]backend.HostView, 0, q.Limit)
+		start(q.Limit)
 		var idx []int32
+		n := 0
 		for k := range inv {
 			hi := &inv[k]
 			if !keep(hi) {
@@ -319,12 +349,12 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 			if procFilter && len(idx) == 0 {
 				continue
 			}
-			out = append(out, lv.view(*hi, idx))
-			if len(out) >= q.Limit {
+			emit(&lv, hi, idx)
+			if n++; n >= q.Limit {
 				break
 			}
 		}
-		return out, nil
+		return nil
 	}
 	// The matching definitions on each host of the inventory: hosts are
 	// numbered by their first place in it, and the (host, definition)
@@ -364,7 +394,8 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 			}
 		}
 	}
-	out := make([]backend.HostView, 0, size)
+	start(size)
+	n := 0
 	unique := len(pos) == len(inv) // then host k's first place is k
 	for k := range inv {
 		hi := &inv[k]
@@ -379,12 +410,12 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 		if procFilter && len(idx) == 0 {
 			continue
 		}
-		out = append(out, lv.view(*hi, idx))
-		if q.Limit > 0 && len(out) >= q.Limit {
+		emit(&lv, hi, idx)
+		if n++; q.Limit > 0 && n >= q.Limit {
 			break
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // hostLister makes the views of a listing: a host with the last known
@@ -397,13 +428,49 @@ type hostLister struct {
 	src  StatusSource
 	app  StatusAppender
 	sts  []model.ProcStatus
+	// procs is where the views' processes are laid out, a chunk at a
+	// time: each view's Procs is its own part (capacity clipped, an
+	// append by the caller copies it out), instead of a slice per host
+	// (100,000 allocations a listing).
+	procs []backend.ProcView
 }
 
+// procChunk is how many processes a chunk of hostLister.procs holds.
+const procChunk = 1024
+
 func (l *hostLister) view(hi model.HostInfo, idx []int32) backend.HostView {
-	e, h := l.e, hi.Host
 	v := backend.HostView{HostInfo: hi}
+	if len(idx) == 0 {
+		return v
+	}
+	if cap(l.procs)-len(l.procs) < len(idx) {
+		l.procs = make([]backend.ProcView, 0, max(procChunk, len(idx)))
+	}
+	n := len(l.procs)
+	v.Procs = l.fill(l.procs[n:n:n+len(idx)], hi.Host, idx, false)
+	l.procs = l.procs[:n+len(v.Procs)]
+	return v
+}
+
+// listView makes v the view of hi for a host list (Engine.HostListEach):
+// of each process's status only ProcKey, State, PID and Hosted, in v's
+// own Procs (reused).
+func (l *hostLister) listView(v *backend.HostView, hi *model.HostInfo, idx []int32) {
+	v.HostInfo = *hi
+	v.Procs = l.fill(v.Procs[:0], hi.Host, idx, true)
+	if len(v.Procs) == 0 {
+		v.Procs = nil
+	}
+}
+
+// fill appends to procs the view of each definition defs[idx] on h, with
+// its last known status (whole, or only what a list shows when slim).
+func (l *hostLister) fill(procs []backend.ProcView, h model.Host, idx []int32, slim bool) []backend.ProcView {
+	if len(idx) == 0 {
+		return procs
+	}
 	l.sts = l.sts[:0]
-	if l.src != nil && len(idx) > 0 {
+	if l.src != nil {
 		// Asked outside the statuses' lock: the source has locks of its own.
 		if l.app != nil {
 			l.sts = l.app.AppendStatuses(l.sts, h)
@@ -411,33 +478,34 @@ func (l *hostLister) view(hi model.HostInfo, idx []int32) backend.HostView {
 			l.sts = l.src.Statuses(h)
 		}
 	}
-	if len(idx) == 0 {
-		return v
-	}
-	v.Procs = make([]backend.ProcView, 0, len(idx))
-	sh := e.statuses.shard(h)
+	sh := l.e.statuses.shard(h)
 	sh.mu.RLock()
 	for _, i := range idx {
 		d := &l.defs[i]
 		key := l.keys[i]
-		var st model.ProcStatus
-		k, ok := sh.m[statusKey{h, key}]
-		if ok {
-			st = *k.st
+		var st *model.ProcStatus
+		if k, ok := sh.m[statusKey{h, key}]; ok {
+			st = k.st
 		}
-		for _, s := range l.sts { // a host has a few processes: a scan beats a map
-			if s.ProcKey == key && (!ok || s.ReportTime >= st.ReportTime) {
-				st, ok = s, true
+		for j := range l.sts { // a host has a few processes: a scan beats a map
+			if s := &l.sts[j]; s.ProcKey == key && (st == nil || s.ReportTime >= st.ReportTime) {
+				st = s
 				break
 			}
 		}
-		if !ok {
-			st = model.ProcStatus{ProcKey: key, ProcName: d.Process.Spec.Identity.ProcName, State: model.ProcUnknown, PID: -1}
+		unknown := model.ProcStatus{ProcKey: key, ProcName: d.Process.Spec.Identity.ProcName, State: model.ProcUnknown, PID: -1}
+		if st == nil {
+			st = &unknown
 		}
-		v.Procs = append(v.Procs, backend.ProcView{Key: key, Labels: d.Process.Meta.Labels, Status: st, Updated: st.ReportTime})
+		if slim {
+			procs = append(procs, backend.ProcView{Key: key, Labels: d.Process.Meta.Labels,
+				Status: model.ProcStatus{ProcKey: key, State: st.State, PID: st.PID, Hosted: st.Hosted}})
+		} else {
+			procs = append(procs, backend.ProcView{Key: key, Labels: d.Process.Meta.Labels, Status: *st, Updated: st.ReportTime})
+		}
 	}
 	sh.mu.RUnlock()
-	return v
+	return procs
 }
 
 // canonicalDef validates d into v and returns it in canonical form: paths

@@ -285,6 +285,16 @@ func (n *Server) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 	return b.Hosts(ctx, q)
 }
 
+// HostListEach is the engine's (backend.HostListReader): a host list
+// without every process's whole status.
+func (n *Server) HostListEach(ctx context.Context, q backend.HostQuery, fn func(*backend.HostView)) error {
+	e, err := n.ready()
+	if err != nil {
+		return err
+	}
+	return e.HostListEach(ctx, q, fn)
+}
+
 func (n *Server) Processes(ctx context.Context, q backend.ProcQuery) ([]model.ProcessDef, error) {
 	b, err := n.backend()
 	if err != nil {

@@ -196,6 +196,9 @@ func (s *Server) v1Hosts(ctx context.Context, c *call) (any, *apiError) {
 	if q.Namespace != "" && !c.app.allowNamespace(q.Namespace) {
 		return nil, namespaceDenied(c.app, "namespace", q.Namespace)
 	}
+	if list {
+		return s.hostList(ctx, c, q)
+	}
 	views, err := s.b.Hosts(ctx, q)
 	if err != nil {
 		return nil, backendError(CodeArgument, "hosts", err)
@@ -216,28 +219,47 @@ func (s *Server) v1Hosts(ctx context.Context, c *call) (any, *apiError) {
 		}
 		views = shown
 	}
-	if list {
-		return listForm(views), nil
-	}
 	if views == nil {
 		views = []backend.HostView{}
 	}
 	return views, nil
 }
 
-// listForm is views in the list form (wire.HostListWriter): of each
-// process, its key, labels, state, pid and hosted.
-func listForm(views []backend.HostView) rawData {
+// hostList is the listing q matches in the list form (wire.HostListWriter):
+// of each process, its key, labels, state, pid and hosted. The backend
+// lists it for a list where it can (backend.HostListReader: no process's
+// whole status copied), each host written as it comes; an app limited to
+// some namespaces sees what the full form shows it.
+func (s *Server) hostList(ctx context.Context, c *call, q backend.HostQuery) (any, *apiError) {
 	var w wire.HostListWriter
-	for i := range views {
-		v := &views[i]
+	scoped := c.app != nil && !c.app.allNS
+	err := backend.HostListEach(ctx, s.b, q, func(v *backend.HostView) {
+		if scoped {
+			n := 0
+			for _, p := range v.Procs {
+				if ns, _, _ := model.SplitKey(p.Key); c.app.allowNamespace(ns) {
+					n++
+				}
+			}
+			if n == 0 && !c.app.ownsHost(v.HostInfo) {
+				return
+			}
+		}
 		w.Host(&v.HostInfo)
 		for j := range v.Procs {
 			p := &v.Procs[j]
+			if scoped {
+				if ns, _, _ := model.SplitKey(p.Key); !c.app.allowNamespace(ns) {
+					continue
+				}
+			}
 			w.Proc(p.Key, p.Labels, p.Status.State, p.Status.PID, p.Status.Hosted)
 		}
+	})
+	if err != nil {
+		return nil, backendError(CodeArgument, "hosts", err)
 	}
-	return w.AppendTo(nil)
+	return rawData(w.AppendTo(nil)), nil
 }
 
 func (s *Server) v1Processes(ctx context.Context, c *call) (any, *apiError) {

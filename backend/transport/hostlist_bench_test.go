@@ -85,6 +85,25 @@ func BenchmarkHostList100k(b *testing.B) {
 		}
 		b.ReportMetric(float64(size), "B/listing")
 	})
+	b.Run("listeach", func(b *testing.B) { // the list form's path (HostListEach)
+		b.ReportAllocs()
+		var size int
+		for b.Loop() {
+			var w wire.HostListWriter
+			err := eng.HostListEach(ctx, backend.HostQuery{}, func(v *backend.HostView) {
+				w.Host(&v.HostInfo)
+				for j := range v.Procs {
+					p := &v.Procs[j]
+					w.Proc(p.Key, p.Labels, p.Status.State, p.Status.PID, p.Status.Hosted)
+				}
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			size = len(w.AppendTo(nil))
+		}
+		b.ReportMetric(float64(size), "B/listing")
+	})
 }
 
 // TestHostsOrderKept: the order Hosts keeps between listings (sorted
