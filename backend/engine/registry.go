@@ -365,7 +365,11 @@ func (e *Engine) eachHost(ctx context.Context, q backend.HostQuery, start func(s
 		pos[inv[i].Host] = int32(i)
 	}
 	type pair struct{ host, def int32 }
-	var pairs []pair
+	most := 0 // pairs at most: the matching definitions' hosts
+	for _, i := range match {
+		most += len(defs[i].Hosts)
+	}
+	pairs := make([]pair, 0, most)
 	first := make([]int32, len(inv)+1) // host p's pairs: defAt[first[p]:first[p+1]]
 	for _, i := range match {
 		for _, h := range defs[i].Hosts {
