@@ -229,3 +229,32 @@ func rawField(t *testing.T, data []byte, key string) json.RawMessage {
 	}
 	return m[key]
 }
+
+// TestHostListManyParts: a listing longer than several of the writer's
+// parts (hostChunk) reads back whole, every host in order, and is one
+// JSON value.
+func TestHostListManyParts(t *testing.T) {
+	base := sampleList()
+	var in []listHost
+	for i := 0; len(in) < 40000; i++ {
+		for _, h := range base {
+			h.Host.IP = fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
+			h.LastSeen += int64(i)
+			in = append(in, h)
+		}
+	}
+	data := writeList(in)
+	if len(data) < 3*hostChunk {
+		t.Fatalf("%d bytes: not several parts of %d", len(data), hostChunk)
+	}
+	if !json.Valid(data) {
+		t.Fatal("not JSON")
+	}
+	out, err := readList(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(out, in) {
+		t.Fatalf("read back %d hosts, want %d (or a host differs)", len(out), len(in))
+	}
+}
