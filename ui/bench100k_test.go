@@ -9,7 +9,6 @@ import (
 	"runtime/pprof"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -319,15 +318,6 @@ func selectAllWatch(b *testing.B, be backend.Backend, q backend.HostQuery, n int
 	}
 	runtime.KeepAlive(m)
 	return f
-}
-
-// processCPU is the CPU time (user and system) the process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // resetPeakRSS starts the process's peak RSS (VmHWM) again from its RSS
