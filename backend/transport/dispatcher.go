@@ -575,7 +575,9 @@ wait:
 // answer (when anyone subscribes to them and fewer than lateMax wait).
 // An answer that came after the deadline and before it was kept went to
 // the request's channel (ch), which nobody reads any more: it is handed
-// on as a late answer, once (onReply takes the late request away).
+// on as a late answer, once (onReply takes the late request away). It is
+// in ch by the time the request is made late (replyTable.take hands it
+// over under the lock put takes).
 func (d *Dispatcher) keepLate(id string, host model.HostID, subject, taskID, opID string, ch <-chan *nats.Msg) bool {
 	d.rmu.Lock()
 	if d.lateSubs.empty() {
@@ -677,7 +679,7 @@ func (d *Dispatcher) onReply(m *nats.Msg) {
 	// is compared whole rather than parsed: any other subject is parsed
 	// only to say what it was.
 	id := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
-	p, ok, same := d.replies.take(id, m.Subject) // a late answer counts once: taken away
+	p, ok, same := d.replies.take(id, m) // a late answer counts once: taken away; an answer in time handed over
 	if same && p.late != nil {
 		d.rmu.Lock()
 		d.lateN--
@@ -695,14 +697,8 @@ func (d *Dispatcher) onReply(m *nats.Msg) {
 		}
 		return
 	}
-	switch {
-	case p.late != nil:
+	if p.late != nil {
 		d.onLate(p, m)
-	default:
-		select {
-		case p.ch <- m:
-		default: // answered twice: the first answer counts
-		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -168,5 +169,50 @@ func TestLateQueueBounded(t *testing.T) {
 	keep("again")
 	if d.lateRefused != 0 || !strings.Contains(logged.String(), "not_kept=3") {
 		t.Fatalf("refused %d, log %q; want the count logged and reset", d.lateRefused, logged.String())
+	}
+}
+
+// TestKeepLateRacesAnAnswer: an answer that arrives while its request is
+// being kept for a late answer (the reply subscription and the
+// dispatch's keepLate at once) reaches the late subscribers exactly once,
+// whichever comes first: neither in the request's channel after keepLate
+// looked at it (lost: the op's timeout never corrected) nor twice.
+func TestKeepLateRacesAnAnswer(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d := &Dispatcher{log: slog.New(slog.DiscardHandler)}
+	var mu sync.Mutex
+	got := map[string]int{}
+	d.SubscribeLate(ctx, func(lr model.LateReply) {
+		mu.Lock()
+		got[lr.OpID]++
+		mu.Unlock()
+	})
+	hid, err := model.Host{IP: "10.0.0.1"}.ID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 20_000
+	for i := range rounds {
+		id := "r" + strconv.Itoa(i)
+		subject := ReplySubject(hid, id)
+		ch := make(chan *nats.Msg, 1)
+		d.replies.put(id, pendingReply{host: hid, subject: subject, ch: ch})
+		answer := &nats.Msg{Subject: subject, Data: []byte(`{"task_id":"t","op_id":"x"}`)}
+		var wg sync.WaitGroup
+		wg.Go(func() { d.onReply(answer) })
+		if !d.keepLate(id, hid, subject, "t", id, ch) {
+			t.Fatalf("%s: not kept", id)
+		}
+		wg.Wait()
+		mu.Lock()
+		n := got[id]
+		mu.Unlock()
+		if n != 1 {
+			t.Fatalf("round %d: the answer reached the late subscribers %d times, want once (lateN %d)", i, n, d.lateN)
+		}
+	}
+	if d.lateN != 0 || d.replies.len() != 0 {
+		t.Fatalf("lateN %d, replies %d; want 0, 0", d.lateN, d.replies.len())
 	}
 }

@@ -3,6 +3,8 @@ package transport
 import (
 	"hash/maphash"
 	"sync"
+
+	"github.com/nats-io/nats.go"
 )
 
 // replyShards is how many parts the requests waiting for a reply are kept
@@ -53,16 +55,27 @@ func (t *replyTable) del(id string) {
 	s.mu.Unlock()
 }
 
-// take returns what id holds when its subject is subject, and forgets it
-// when it is a late request's (a late answer counts once): what onReply
-// looks up, under one lock.
-func (t *replyTable) take(id, subject string) (p pendingReply, ok, same bool) {
+// take returns what id holds when m came on its subject, under one lock:
+// a late request's is forgotten (a late answer counts once), and a
+// request still waiting is handed m on its channel (the first answer
+// counts). The hand-over is under the lock so that keepLate, which makes
+// the request late under it and then looks at the channel, finds there
+// every answer that came before: handed over after the lock, an answer
+// could land in the channel after keepLate looked, and be lost.
+func (t *replyTable) take(id string, m *nats.Msg) (p pendingReply, ok, same bool) {
 	s := t.shard(id)
 	s.mu.Lock()
 	p, ok = s.m[id]
-	same = ok && p.subject == subject
-	if same && p.late != nil {
+	same = ok && p.subject == m.Subject
+	switch {
+	case !same:
+	case p.late != nil:
 		delete(s.m, id)
+	default:
+		select {
+		case p.ch <- m:
+		default: // answered twice: the first answer counts
+		}
 	}
 	s.mu.Unlock()
 	return p, ok, same
