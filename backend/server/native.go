@@ -234,16 +234,8 @@ func (s *Server) hostList(ctx context.Context, c *call, q backend.HostQuery) (an
 	var w wire.HostListWriter
 	scoped := c.app != nil && !c.app.allNS
 	err := backend.HostListEach(ctx, s.b, q, func(v *backend.HostView) {
-		if scoped {
-			n := 0
-			for _, p := range v.Procs {
-				if ns, _, _ := model.SplitKey(p.Key); c.app.allowNamespace(ns) {
-					n++
-				}
-			}
-			if n == 0 && !c.app.ownsHost(v.HostInfo) {
-				return
-			}
+		if scoped && !c.app.seesHost(*v) {
+			return
 		}
 		w.Host(&v.HostInfo)
 		for j := range v.Procs {
