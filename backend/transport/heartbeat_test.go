@@ -189,15 +189,7 @@ func TestHeartbeatLabelsByTheLabelRule(t *testing.T) {
 	if err := nc.Publish(HeartbeatSubject(mustID(t, h1)), hb); err != nil {
 		t.Fatal(err)
 	}
-	var got map[string]string
-	eventually(t, "the host listed", 30*time.Second, func() bool {
-		hs, _ := d.Hosts(context.Background())
-		if len(hs) != 1 || hs[0].State != model.AgentOnline {
-			return false
-		}
-		got = hs[0].Labels
-		return true
-	})
+	got := onlyHostOnline(t, d).Labels
 	if want := map[string]string{"role": "web"}; !maps.Equal(got, want) {
 		t.Fatalf("labels %q, want %q", got, want)
 	}
@@ -223,15 +215,7 @@ func TestHeartbeatLabelCountBounded(t *testing.T) {
 	if err := serverConn(t, e).Publish(HeartbeatSubject(mustID(t, h1)), hb); err != nil {
 		t.Fatal(err)
 	}
-	var got map[string]string
-	eventually(t, "the host listed", 30*time.Second, func() bool {
-		hs, _ := d.Hosts(context.Background())
-		if len(hs) != 1 || hs[0].State != model.AgentOnline {
-			return false
-		}
-		got = hs[0].Labels
-		return true
-	})
+	got := onlyHostOnline(t, d).Labels
 	if len(got) != model.MaxLabels || got["k0000"] != "v" || got[fmt.Sprintf("k%04d", model.MaxLabels-1)] != "v" {
 		t.Fatalf("%d labels kept, want the first %d by key", len(got), model.MaxLabels)
 	}
@@ -241,6 +225,21 @@ func TestHeartbeatLabelCountBounded(t *testing.T) {
 	if !strings.Contains(log, "1000 labels, more than 64") {
 		t.Fatalf("log %q does not say why labels were left out", log)
 	}
+}
+
+// onlyHostOnline waits until d lists one host, online, and returns it.
+func onlyHostOnline(t *testing.T, d *Dispatcher) model.HostInfo {
+	t.Helper()
+	var hi model.HostInfo
+	eventually(t, "the host listed", 30*time.Second, func() bool {
+		hs, _ := d.Hosts(context.Background())
+		if len(hs) != 1 || hs[0].State != model.AgentOnline {
+			return false
+		}
+		hi = hs[0]
+		return true
+	})
+	return hi
 }
 
 // lockedWriter is w, written under mu.
@@ -322,11 +321,7 @@ func TestHeartbeatStatusesBounded(t *testing.T) {
 	if err := serverConn(t, e).Publish(HeartbeatSubject(mustID(t, h1)), hb); err != nil {
 		t.Fatal(err)
 	}
-	var hs []model.HostInfo
-	eventually(t, "the host listed", 30*time.Second, func() bool {
-		hs, _ = d.Hosts(context.Background())
-		return len(hs) == 1 && hs[0].State == model.AgentOnline
-	})
+	hi := onlyHostOnline(t, d)
 	sts := d.Statuses(h1)
 	if len(sts) != model.MaxHostProcs {
 		t.Fatalf("%d statuses kept, want %d", len(sts), model.MaxHostProcs)
@@ -341,8 +336,8 @@ func TestHeartbeatStatusesBounded(t *testing.T) {
 	if len(got.Version) != model.MaxStatusText {
 		t.Errorf("version kept with %d bytes, want %d", len(got.Version), model.MaxStatusText)
 	}
-	if hs[0].Version != "2.0" {
-		t.Errorf("agent version kept as %q", hs[0].Version)
+	if hi.Version != "2.0" {
+		t.Errorf("agent version kept as %q", hi.Version)
 	}
 	mu.Lock()
 	log := logged.String()
