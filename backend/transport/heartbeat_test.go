@@ -392,3 +392,43 @@ func TestCheckStatusesUsualFree(t *testing.T) {
 		t.Errorf("a usual heartbeat's statuses changed: %+v", hb.Statuses)
 	}
 }
+
+// TestHostsOrderKept: the order Hosts keeps between listings (sorted
+// once) takes in a host heard after a listing, and a configured host
+// keeps its place when its agent is heard: every listing is by cloud
+// then IP, each host once.
+func TestHostsOrderKept(t *testing.T) {
+	e := startServer(t, testNATS(t), true)
+	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{OfflineAfter: time.Hour,
+		StaticHosts: []model.HostInfo{{Host: model.Host{CloudID: 1, IP: "10.0.0.5"}}, {Host: model.Host{IP: "10.0.0.20"}}}})
+	beat := func(h model.Host) {
+		t.Helper()
+		data, err := json.Marshal(Heartbeat{Info: model.HostInfo{Host: h, AgentID: "a-" + h.IP, Version: "1"}, Interval: 5 * time.Second, Full: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.onHeartbeat(&nats.Msg{Subject: HeartbeatSubject(mustID(t, h)), Data: data})
+	}
+	list := func(want ...string) {
+		t.Helper()
+		hs, err := d.Hosts(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, hi := range hs {
+			got = append(got, hi.Host.String())
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("listed %v, want %v", got, want)
+		}
+	}
+	list("0:10.0.0.20", "1:10.0.0.5")
+	beat(model.Host{IP: "10.0.0.3"})
+	list("0:10.0.0.3", "0:10.0.0.20", "1:10.0.0.5")
+	beat(model.Host{CloudID: 1, IP: "10.0.0.5"}) // the configured host, heard
+	beat(model.Host{IP: "10.0.0.100"})
+	beat(model.Host{CloudID: 1, IP: "10.0.0.1"})
+	list("0:10.0.0.3", "0:10.0.0.20", "0:10.0.0.100", "1:10.0.0.1", "1:10.0.0.5")
+	list("0:10.0.0.3", "0:10.0.0.20", "0:10.0.0.100", "1:10.0.0.1", "1:10.0.0.5")
+}
