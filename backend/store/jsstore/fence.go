@@ -68,12 +68,17 @@ func (s *Store) fence(ctx context.Context, taskID string) (uint64, error) {
 }
 
 // fenceFresh is how long after a fence read found it still a task's
-// token a task update trusts it without reading it again: a third of the
-// shortest lease TTL (300 ms), which a takeover, and so a newer fence,
-// waits out. A task of one target has its result stored and then, at
-// once, its end: one fence read for both instead of one each. The check
-// of the result batch is no more atomic with its write (see above); the
-// update keeps its compare-and-set on the task key.
+// token a task update trusts it without reading it again (a third of the
+// shortest lease TTL, 300 ms). A task of one target has its result stored
+// and then, at once, its end: one fence read for both instead of one
+// each. What is given up: a takeover waits out a lease TTL from the last
+// renewal its engine saw, not from this read, so a read made just before
+// a successor fences the task is trusted up to fenceFresh after; a
+// deposed owner's task update can then be stored after the successor's
+// fence, as a result batch checked before it can (see above). The update
+// keeps its compare-and-set on the task key, which refuses it once the
+// successor has rewritten the task; a successor that has not yet (its
+// resume fences, then dispatches) overwrites it at its own next update.
 const fenceFresh = 100 * time.Millisecond
 
 // fenceSeen records that a fence read sent at sent found fence as
