@@ -664,17 +664,28 @@ func (l *lexer) bool() (bool, error) {
 	return false, l.errorf("want true or false")
 }
 
+// maxNesting bounds how deep skip goes into arrays and objects, as
+// encoding/json does (10,000): it recurses a level a bracket, and a
+// listing is untrusted (a reply of a few MB of "[" grew a goroutine's
+// stack past its 1 GB limit, a fatal error no recover catches).
+const maxNesting = 10000
+
 // skip reads past one value of any kind, checking its syntax.
-func (l *lexer) skip() error {
+func (l *lexer) skip() error { return l.skipIn(0) }
+
+// skipIn is skip for a value nested in depth arrays and objects.
+func (l *lexer) skipIn(depth int) error {
 	l.ws()
 	if l.i >= len(l.b) {
 		return l.errorf("want a value")
 	}
 	switch c := l.b[l.i]; {
+	case (c == '[' || c == '{') && depth >= maxNesting:
+		return l.errorf("nested deeper than %d", maxNesting)
 	case c == '[':
-		return l.array(l.skip)
+		return l.array(func() error { return l.skipIn(depth + 1) })
 	case c == '{':
-		return l.object(func(string) error { return l.skip() })
+		return l.object(func(string) error { return l.skipIn(depth + 1) })
 	case c == '"':
 		_, err := l.str()
 		return err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -256,5 +257,37 @@ func TestHostListManyParts(t *testing.T) {
 	}
 	if !reflect.DeepEqual(out, in) {
 		t.Fatalf("read back %d hosts, want %d (or a host differs)", len(out), len(in))
+	}
+}
+
+// TestReadHostListDeepNesting: a value nested past maxNesting, wherever
+// ReadHostList reads past it (a key it does not know, a table, the hosts
+// before the tables), is an error naming it, on a small stack; one nested
+// as deep as maxNesting is read past. The stack is bounded at 64 MiB
+// here so that an unbounded recursion fails the test at 1<<20 levels
+// (it would need ~5 MB of "[" at Go's 1 GB default) rather than take
+// seconds and a gigabyte first.
+func TestReadHostListDeepNesting(t *testing.T) {
+	defer debug.SetMaxStack(debug.SetMaxStack(64 << 20))
+	const tabs = `"labels":[],"procs":[]`
+	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	for _, data := range []string{
+		`{"x":` + deep(1<<20) + `,` + tabs + `,"hosts":[]}`,
+		`{"x":` + strings.Repeat(`{"a":`, 1<<20) + `}`,
+		`{"labels":` + deep(1<<20) + `,"procs":[],"hosts":[]}`,
+		`{"labels":[],"procs":[{"proc":"a:b","labels":` + strings.Repeat(`{"a":`, 1<<20) + `}]` + `,"hosts":[]}`,
+		`{"hosts":` + deep(1<<20) + `,` + tabs + `}`,
+		`{` + tabs + `,"hosts":[],"x":` + deep(maxNesting+1) + `}`,
+	} {
+		n := 0
+		_, err := ReadHostList([]byte(data), func(*HostList, *ListHost) { n++ })
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("nested deeper than %d", maxNesting)) || n != 0 {
+			t.Errorf("%.40s...: %d hosts, %v; want an error naming the nesting", data, n, err)
+		}
+	}
+	data := `{"x":` + deep(maxNesting) + `,` + tabs + `,"hosts":[["0:10.0.0.1","online","","",0,[],[]]]}`
+	n := 0
+	if _, err := ReadHostList([]byte(data), func(*HostList, *ListHost) { n++ }); err != nil || n != 1 {
+		t.Fatalf("nested %d deep: %d hosts, %v; want the host", maxNesting, n, err)
 	}
 }
