@@ -267,6 +267,11 @@ func ReadHostList(data []byte, fn func(*HostList, *ListHost)) (int, error) {
 		seenH        bool
 	)
 	err := l.object(func(key string) error {
+		if key == "labels" && seenL || key == "procs" && seenP || key == "hosts" && seenH {
+			// Read twice, a table would change under the hosts
+			// read with it, and hosts be handed over twice.
+			return l.errorf("%s given twice", key)
+		}
 		if key == "hosts" && seenL && seenP {
 			// The tables first, as the server writes them: the
 			// hosts are read as they come.

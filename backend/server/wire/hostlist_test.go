@@ -179,6 +179,10 @@ func TestReadHostListRefuses(t *testing.T) {
 		{`{"labels":[["a"]],"procs":[],"hosts":[]}`, "labels"},
 		{`{"labels":[],"procs":[{"labels":{}}],"hosts":[]}`, "procs[0].proc: empty"},
 		{`{"labels":[],"procs":[],"hosts":[`, "unexpected end"},
+		{`{"labels":[],"labels":[["a","b"]],"procs":[],"hosts":[]}`, "labels given twice"},
+		{`{` + tabs + `,"hosts":[],"procs":[],"hosts":[]}`, "procs given twice"},
+		{`{` + tabs + `,"hosts":[],"hosts":[["0:10.0.0.1","online","","",0,[0],[]]]}`, "hosts given twice"},
+		{`{"hosts":[],"hosts":[["0:10.0.0.1","online","","",0,[0],[]]],` + tabs + `}`, "hosts given twice"},
 		// The hosts before the tables: read after them.
 		{`{"hosts":[["0:10.0.0.1","online","","",0,[1],[]]],` + tabs + `}`, "hosts[0][5]: index 1 outside the table of 1"},
 	} {
