@@ -24,7 +24,7 @@ import (
 // plainText is s without escape sequences or controls but newline and
 // tab, and whether that changed it.
 func plainText(s string) (string, bool) {
-	p := PlainText(s)
+	p := model.PlainText(s)
 	return p, len(p) != len(s)
 }
 
@@ -86,7 +86,7 @@ func plainLabels(m map[string]string) (map[string]string, bool) {
 	}
 	out := make(map[string]string, len(m))
 	for k, v := range m {
-		out[PlainText(k)] = PlainText(v)
+		out[model.PlainText(k)] = model.PlainText(v)
 	}
 	return out, true
 }

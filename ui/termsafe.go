@@ -20,9 +20,3 @@ func termSafe(frame string) string { return model.StyledText(frame) }
 // newline and tab: what may go on the clipboard (a paste of it cannot end
 // a bracketed paste or type keys).
 func clipSafe(text string) string { return model.PlainText(text) }
-
-// PlainText is text from the fleet made safe to print on a terminal: no
-// escape sequence, no control character but newline and tab (what
-// `gseproc logs` prints of a log, unless told --raw). The rule is
-// model.PlainText's, which the server applies to agents' statuses too.
-func PlainText(text string) string { return model.PlainText(text) }

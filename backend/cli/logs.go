@@ -8,7 +8,6 @@ import (
 
 	"gseproc/backend"
 	"gseproc/model"
-	"gseproc/ui"
 )
 
 // runLogs prints a process's log on a host, following it with -f.
@@ -65,7 +64,7 @@ func runLogs(ctx context.Context, args []string, io Stdio) error {
 		}
 		data := c.Data
 		if !*raw {
-			data = ui.PlainText(data)
+			data = model.PlainText(data)
 		}
 		if _, err := fmt.Fprint(io.Out, data); err != nil {
 			return err

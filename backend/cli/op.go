@@ -20,7 +20,6 @@ import (
 	"gseproc/backend/node"
 	"gseproc/backend/server/wire"
 	"gseproc/model"
-	"gseproc/ui"
 )
 
 // stallNote is how long op waits without a result before saying so.
@@ -502,11 +501,11 @@ func (p *resultPrinter) print(r model.Result) error {
 	return err
 }
 
-// oneLine is s (text from the fleet) made plain (ui.PlainText: no escape
+// oneLine is s (text from the fleet) made plain (model.PlainText: no escape
 // sequence or control character reaches the terminal), its whitespace
 // folded, cut to n runes.
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(ui.PlainText(s)), " ")
+	s = strings.Join(strings.Fields(model.PlainText(s)), " ")
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}
