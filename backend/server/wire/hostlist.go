@@ -28,8 +28,10 @@ import (
 // processes], a process [its procs index, state, pid, hosted]. The full
 // form sent every host's label map and every process's whole status:
 // 82 MB for 98,754 hosts, 3.4 s to encode on the server and 1.4 s to
-// decode in the console; the list form is ~8 MB, written and read by
-// hand (HostListWriter, ReadHostList) in tens of milliseconds.
+// decode in the console; the list form of the same hosts is 15 MB,
+// written and read by hand (HostListWriter, ReadHostList): 100,000 hosts
+// of this package's tests' sample (~2 processes a host) in 0.1-0.2 s
+// each way (load 9, 2 cores).
 
 // LabelPair is one label.
 type LabelPair struct{ Key, Value string }
