@@ -81,13 +81,7 @@ func (g *guarded) HostsEach(ctx context.Context, q backend.HostQuery, fn func(*b
 		return err
 	}
 	defer g.mu.RUnlock()
-	return backend.HostsEach(ctx, g.be, q, func(v *backend.HostView) {
-		if c, changed := plainHost(*v); changed {
-			fn(&c)
-			return
-		}
-		fn(v)
-	})
+	return backend.HostsEach(ctx, g.be, q, plainEach(fn))
 }
 
 // HostListEach lists hosts for a list (backend.HostListEach: in the
@@ -98,13 +92,19 @@ func (g *guarded) HostListEach(ctx context.Context, q backend.HostQuery, fn func
 		return err
 	}
 	defer g.mu.RUnlock()
-	return backend.HostListEach(ctx, g.be, q, func(v *backend.HostView) {
+	return backend.HostListEach(ctx, g.be, q, plainEach(fn))
+}
+
+// plainEach is fn seeing each host made plain (plainHost: a copy when
+// anything changed, the backend's view as it is when nothing did).
+func plainEach(fn func(*backend.HostView)) func(*backend.HostView) {
+	return func(v *backend.HostView) {
 		if c, changed := plainHost(*v); changed {
 			fn(&c)
 			return
 		}
 		fn(v)
-	})
+	}
 }
 
 func (g *guarded) Processes(ctx context.Context, q backend.ProcQuery) ([]model.ProcessDef, error) {
