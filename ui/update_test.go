@@ -25,7 +25,6 @@ func topAs[T page](t *testing.T, d *driver) T {
 	return p
 }
 
-// openHosts browses web -> the label row key=value -> hosts.
 // statusWatch selects every host of the open host list, runs the status
 // op on them and returns its watch once it is on top.
 func statusWatch(t *testing.T, d *driver) *watchPage {
@@ -41,6 +40,7 @@ func statusWatch(t *testing.T, d *driver) *watchPage {
 	return topAs[*watchPage](t, d)
 }
 
+// openHosts browses web -> the label row key=value -> hosts.
 func openHosts(t *testing.T, d *driver, label string) *hostsPage {
 	t.Helper()
 	d.until("namespaces", func() bool { return d.m.stack[0].(*nsPage).loaded })
