@@ -231,9 +231,12 @@ func (w *HostListWriter) AppendTo(b []byte) []byte {
 // HostListWriter.full holds.
 const hostChunk = 1 << 20
 
-// appendHostText appends h as Hosts writes it: "cloud:ip".
+// appendHostText appends h as Hosts and the list form write it, the
+// JSON string "cloud:ip".
 func appendHostText(b []byte, h model.Host) []byte {
 	if !plainText(h.IP) {
+		// Not an address's characters (a host not yet validated):
+		// written as a JSON string would be.
 		return model.AppendJSONString(b, strconv.Itoa(h.CloudID)+":"+h.IP)
 	}
 	b = append(b, '"')

@@ -59,21 +59,7 @@ func (hs Hosts) MarshalJSON() ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		if !plainText(h.IP) {
-			// Not an address's characters (a host not yet
-			// validated): written as a JSON string would be.
-			q, err := json.Marshal(strconv.Itoa(h.CloudID) + ":" + h.IP)
-			if err != nil {
-				return nil, err
-			}
-			b = append(b, q...)
-			continue
-		}
-		b = append(b, '"')
-		b = strconv.AppendInt(b, int64(h.CloudID), 10)
-		b = append(b, ':')
-		b = append(b, h.IP...)
-		b = append(b, '"')
+		b = appendHostText(b, h)
 	}
 	return append(b, ']'), nil
 }
