@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -133,8 +134,14 @@ func (w *HostListWriter) Host(hi *model.HostInfo) {
 	w.hosts, w.open, w.nproc = b, true, 0
 }
 
-// Proc adds a process of the last host added.
+// Proc adds a process of the last host added. A pid that is no process
+// id (validPID: an agent's status is untrusted, and the server keeps its
+// pid as reported) is written -1, none: ReadHostList refuses the whole
+// listing for it.
 func (w *HostListWriter) Proc(key string, labels map[string]string, state model.ProcState, pid int, hosted bool) {
+	if !validPID(int64(pid)) {
+		pid = -1
+	}
 	id := w.procID(key, labels)
 	b := w.hosts
 	if w.nproc > 0 {
@@ -451,7 +458,7 @@ func (r *hostReader) proc(p *ListProc) error {
 		case 2:
 			var n int64
 			n, err = l.int()
-			if err == nil && (n < -1 || n > 1<<31) {
+			if err == nil && !validPID(n) {
 				err = fmt.Errorf("pid %d out of range", n)
 			}
 			p.PID = int(n)
@@ -471,6 +478,10 @@ func (r *hostReader) proc(p *ListProc) error {
 	}
 	return err
 }
+
+// validPID reports whether n is a pid the list form carries: a process
+// id of 32 bits, or -1 for none.
+func validPID(n int64) bool { return n >= -1 && n <= math.MaxInt32 }
 
 // index reads an index into a table of n entries.
 func (r *hostReader) index(n int) (uint32, error) {

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 
@@ -293,5 +295,34 @@ func TestReadHostListDeepNesting(t *testing.T) {
 	n := 0
 	if _, err := ReadHostList([]byte(data), func(*HostList, *ListHost) { n++ }); err != nil || n != 1 {
 		t.Fatalf("nested %d deep: %d hosts, %v; want the host", maxNesting, n, err)
+	}
+}
+
+// TestHostListWritesNoPIDItRefuses: a pid no process has (an agent's
+// status is untrusted: the server keeps what it reported) is written -1,
+// so one agent cannot make every console refuse the host list; a
+// listing that carries one is still refused.
+func TestHostListWritesNoPIDItRefuses(t *testing.T) {
+	in := []listHost{{Host: model.Host{IP: "10.0.0.1"}, State: model.AgentOnline, Procs: []listProc{
+		{Key: "a:big", State: model.ProcRunning, PID: 1 << 40},
+		{Key: "a:neg", State: model.ProcRunning, PID: -5},
+		{Key: "a:max", State: model.ProcRunning, PID: math.MaxInt32},
+		{Key: "a:over", State: model.ProcRunning, PID: math.MaxInt32 + 1},
+		{Key: "a:none", State: model.ProcStopped, PID: -1},
+	}}}
+	out, err := readList(writeList(in))
+	if err != nil || len(out) != 1 {
+		t.Fatalf("read back: %d hosts, %v", len(out), err)
+	}
+	var got []int
+	for _, p := range out[0].Procs {
+		got = append(got, p.PID)
+	}
+	if want := []int{-1, -1, math.MaxInt32, -1, -1}; !slices.Equal(got, want) {
+		t.Fatalf("pids %v, want %v", got, want)
+	}
+	const list = `{"labels":[],"procs":[{"proc":"a:b"}],"hosts":[["0:10.0.0.1","online","","",0,[],[[0,"running",2147483648,true]]]]}`
+	if _, err := ReadHostList([]byte(list), func(*HostList, *ListHost) {}); err == nil || !strings.Contains(err.Error(), "pid 2147483648 out of range") {
+		t.Fatalf("a pid past 32 bits read: %v", err)
 	}
 }
