@@ -373,10 +373,9 @@ func (p *hostsPage) load() tea.Cmd {
 
 // listRows lists the hosts of q made rows as the backend hands them over
 // (backend.HostListEach: from a server, in the list form, which carries
-// what a row keeps of each process and no more): from a server, a
-// listing of 100,000 hosts held
-// whole as views (~90 MB, mostly process statuses) next to its rows was
-// the remote console's peak as a list opened.
+// what a row keeps of each process and no more). Held whole as views, a
+// listing of 100,000 hosts (~90 MB, mostly process statuses) next to its
+// rows was the remote console's peak as a list opened.
 //
 // A backend that lists in memory (the engine) gives its views at once:
 // they are made rows in one go, the rows and processes allocated once
