@@ -128,11 +128,19 @@ func Open(path string, keep int) (*Ledger, error) {
 		if err != nil {
 			return nil, fmt.Errorf("op ledger %s: %w", path, err)
 		}
+		// An id that began, was not run and began again (asked again
+		// after its deadline had passed) is listed at each begin: it is
+		// kept once, at its last, so that order and ops hold the same ids
+		// (a trim of one listing would drop the outcome the other names).
+		last := make(map[string]int, len(l.ops))
+		for i, id := range l.order {
+			last[id] = i
+		}
 		kept := l.order[:0]
-		for _, id := range l.order {
+		for i, id := range l.order {
 			o := l.ops[id]
-			if o == nil {
-				continue // began, then not run
+			if o == nil || last[id] != i {
+				continue // began, then not run; or listed again later
 			}
 			if !o.done {
 				o.done, o.outcome = true, Interrupted(id)

@@ -110,6 +110,61 @@ func TestNotRunIsNotRecorded(t *testing.T) {
 	}
 }
 
+// TestNotRunThenRunReopened: an op that did not run (its deadline had
+// passed), then ran under the same id (asked again), is one op after a
+// reopen: the file's begin, not-run, begin lines make one record, kept
+// and trimmed once. (Open used to list its id twice: a later trim dropped
+// its outcome while the id stayed listed once more, and the next
+// compaction read that missing outcome: a nil dereference that killed the
+// agent in the middle of an op.)
+func TestNotRunThenRunReopened(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ops.jsonl")
+	const keep = 4
+	l, err := Open(path, keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ran := func(msg string) func() (Outcome, bool) {
+		return func() (Outcome, bool) { return Outcome{Message: msg}, true }
+	}
+	consistent := func(l *Ledger, when string) {
+		t.Helper()
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if len(l.order) != len(l.ops) {
+			t.Fatalf("%s: %d ids listed, %d recorded: %v", when, len(l.order), len(l.ops), l.order)
+		}
+	}
+	// Five ops compact the file once (keep 4: more than 8 lines), so that
+	// the retried op's three lines stay in it as they were written.
+	for i := range 5 {
+		l.Do(ctx, fmt.Sprint("op", i), ran(fmt.Sprint(i)))
+	}
+	l.Do(ctx, "retried", func() (Outcome, bool) { return Outcome{Code: model.CodeTimeout}, false })
+	l.Do(ctx, "retried", ran("retried"))
+	consistent(l, "before the reopen")
+	l.Close()
+
+	l2, err := Open(path, keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	consistent(l2, "after the reopen")
+	if out, repeat, _ := l2.Do(ctx, "retried", func() (Outcome, bool) { t.Fatal("ran again"); return Outcome{}, true }); !repeat || out.Message != "retried" {
+		t.Fatalf("retried after the reopen: %+v repeat %v", out, repeat)
+	}
+	// Newer ops push it out, through trims and compactions.
+	for i := range 3 * keep {
+		l2.Do(ctx, fmt.Sprint("new", i), ran(fmt.Sprint(i)))
+		consistent(l2, fmt.Sprint("after new op ", i))
+	}
+	if l2.Len() != keep {
+		t.Fatalf("%d recorded, want %d", l2.Len(), keep)
+	}
+}
+
 // TestPersistedAcrossRestart: outcomes survive a reopen; an op that began
 // and never ended (the agent died during it) is answered as interrupted,
 // never run again; a torn last line is ignored.
