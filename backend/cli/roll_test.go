@@ -131,3 +131,53 @@ func TestRollingOpCommand(t *testing.T) {
 		t.Fatalf("resume of an aborted roll: exit %d\n%s", code, errOut)
 	}
 }
+
+// TestTaskCancelCommand: `gseproc task cancel ID` against a real server
+// cancels a task it is running (a roll waiting for its operator: the
+// hosts not sent the op yet are cancelled), says so and prints the task
+// cancelled; the op following the task ends with exit 1. A cancel of the
+// task once it is over changes nothing and says so; a malformed id is
+// refused (exit 2) before anything is sent.
+func TestTaskCancelCommand(t *testing.T) {
+	cfg := fleetConfig(t, "")
+	base, _, _ := startServer(t, "--demo", "--config", cfg, "--listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:-1")
+
+	if code, _, errOut := run(t, "task", "cancel", "GSETASK:nope", "--server", base); code != 2 {
+		t.Fatalf("task cancel of a malformed id: exit %d\n%s", code, errOut)
+	}
+	var out, errb syncBuf
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(context.Background(), []string{"op", "restart", "--ns", "web", "--batch", "1", "--pause", "manual", "--server", base},
+			Stdio{In: strings.NewReader(""), Out: &out, Err: &errb})
+	}()
+	var id string
+	for deadline := time.Now().Add(20 * time.Second); id == ""; time.Sleep(20 * time.Millisecond) {
+		if id = taskIDRe.FindString(errb.String()); id == "" && time.Now().After(deadline) {
+			t.Fatalf("op printed no task id:\n%s", errb.String())
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, o, _ := run(t, "task", "show", id, "--server", base); strings.Contains(o, "roll waiting_resume") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the roll never waited for its operator")
+		}
+	}
+	code, o, errOut := run(t, "task", "cancel", id, "--server", base)
+	if code != 0 || !strings.Contains(o, id+": cancel asked") || !strings.Contains(o, "restart cancelled") || !strings.Contains(o, " cancelled in ") {
+		t.Fatalf("task cancel: exit %d\n%s%s", code, o, errOut)
+	}
+	select {
+	case c := <-done:
+		if c != 1 {
+			t.Fatalf("the cancelled op: exit %d, want 1\n%s", c, errb.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the op did not end after its task was cancelled")
+	}
+	if code, o, errOut := run(t, "task", "cancel", id, "--server", base); code != 0 || !strings.Contains(o, "restart cancelled") {
+		t.Fatalf("task cancel of a cancelled task: exit %d\n%s%s", code, o, errOut)
+	}
+}
