@@ -1470,6 +1470,80 @@ exit 3
 	}
 }
 
+// TestExitBeforeHostingRecordedIsSupervised: a start of two instances
+// whose first passes its check and dies while the second's check still
+// waits (its pid file comes when the test says), so before the start's
+// hosting is recorded: once the start succeeds and hosts the process, the
+// dead instance goes to the restart policy and is restarted (its second
+// run lives), not left exited while hosted. Each step waits for the state
+// before it: no timing decides it.
+func TestExitBeforeHostingRecordedIsSupervised(t *testing.T) {
+	t.Parallel()
+	a := newAgent(t, "")
+	ev := collect(t, a)
+	p, dir := setup(t, "gap", map[string]string{"start.sh": `#!/bin/sh
+if [ "$GSEPROC_INSTANCE" = 2 ]; then
+	sh -c 'while [ ! -e go ]; do sleep 0.02; done; echo $$ > "$GSEPROC_PID_FILE"; exec sleep 300' >/dev/null 2>&1 &
+elif [ -e ran1 ]; then
+	sleep 300 >/dev/null 2>&1 &
+	echo $! > "$GSEPROC_PID_FILE"
+else
+	touch ran1
+	sh -c 'while [ ! -e die ]; do sleep 0.02; done; exit 3' >/dev/null 2>&1 &
+	echo $! > "$GSEPROC_PID_FILE"
+fi
+`})
+	p.Spec.Control.StartCmd = "./start.sh"
+	p.Spec.Policy.InstanceNum = 2
+	p.Spec.Policy.StartCheckSecs, p.Spec.Policy.StartCheckEndSecs = 0, 120
+	p.Spec.Policy.OpTimeout = 120
+	t.Cleanup(func() { killByPidFiles(p) })
+	units := func() (hosted bool, st [2]model.ProcState, seen string) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		e := a.procs[p.Key()]
+		if e == nil || len(e.units) < 2 {
+			return false, st, "not known yet"
+		}
+		for i := range st {
+			st[i] = e.units[i].state
+			seen += fmt.Sprintf("instance %d %s (%s); ", i+1, e.units[i].state, e.units[i].msg)
+		}
+		return e.hosted, st, fmt.Sprintf("hosted %v; %s", e.hosted, seen)
+	}
+	unitState := func(i int) model.ProcState { _, st, _ := units(); return st[i] }
+	replied := make(chan model.AgentReply, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		replied <- a.Handle(ctx, model.AgentRequest{TaskID: "t", OpID: "t/gap", Op: model.OpStart, Process: p})
+	}()
+	eventually(t, slowBox, "instance 1 past its check", func() bool { return unitState(0) == model.ProcRunning })
+	if err := os.WriteFile(filepath.Join(dir, "die"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, slowBox, "instance 1 seen dead", func() bool { return unitState(0) == model.ProcExited })
+	select {
+	case r := <-replied:
+		t.Fatalf("the start answered before instance 2 was up: %d %s", r.Code, r.Message)
+	default:
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var r model.AgentReply
+	select {
+	case r = <-replied:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the start did not end once instance 2 was up")
+	}
+	wantCode(t, r, model.CodeSuccess, "start")
+	waitSeeing(t, slowBox, "instance 1 restarted and both running, hosted", func() (bool, string) {
+		hosted, st, seen := units()
+		return hosted && st[0] == model.ProcRunning && st[1] == model.ProcRunning && len(ev.of(model.EventRestartSuccess)) == 1, seen
+	})
+}
+
 // TestPeriodicRunSurvivesAgentRestart: an agent that goes away during a
 // periodic run (one its schedule launched) re-adopts the run at its start
 // and skips the ticks while it is alive: the runs never overlap.
