@@ -161,6 +161,7 @@ func TestRestartTaskSurvivesServerKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closer()
+	ready := time.Now()
 	rs := nodetest.Results(t, e, taskID, 2*resumeWithin) // the resumed task completes
 	took := time.Since(up)
 	if len(rs) != faultHosts {
@@ -179,5 +180,25 @@ func TestRestartTaskSurvivesServerKill9(t *testing.T) {
 	if took > resumeWithin {
 		t.Errorf("the resumed task took %s with a %s lease: the server waited for its own lease", took, resumeLeaseTTL)
 	}
-	t.Logf("restart over %d real agents survived kill -9 of the server; resumed task done %s after the restart", faultHosts, took.Round(time.Millisecond))
+	t.Logf("restart over %d real agents survived kill -9 of the server; resumed task done %s after the restart; %s",
+		faultHosts, took.Round(time.Millisecond), resumedAfter(rs, up, ready))
+}
+
+// resumedAfter says when the successor, which began to open at up and
+// was open at ready, first dispatched a target of the resumed task (the
+// earliest Started of rs after up; it resumes while it opens): the figure
+// of "resumes at once" (issue 12: < 2 s after it is up), logged, not
+// asserted: a loaded machine may miss any window.
+func resumedAfter(rs []model.Result, up, ready time.Time) string {
+	var first time.Time
+	for _, r := range rs {
+		if r.Started.After(up) && (first.IsZero() || r.Started.Before(first)) {
+			first = r.Started
+		}
+	}
+	if first.IsZero() {
+		return "no target dispatched by the successor"
+	}
+	return fmt.Sprintf("the successor's first dispatch %s after it began to open (its opening took %s)",
+		first.Sub(up).Round(time.Millisecond), ready.Sub(up).Round(time.Millisecond))
 }

@@ -129,6 +129,7 @@ func TestKill9MidTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closer()
+	ready := time.Now()
 	// Watched past resumeWithin, so that a successor that waited for the
 	// lease is told apart from one that is slow.
 	nodetest.Results(t, e, taskID, 2*resumeWithin) // the resumed task completes
@@ -152,5 +153,6 @@ func TestKill9MidTask(t *testing.T) {
 			t.Fatalf("%s %s: result final before the kill changed: %+v -> %+v", r.Host, r.ProcKey, r, a)
 		}
 	}
-	t.Logf("%d targets: %d final before kill -9, the rest completed %s after the restart", total, done, time.Since(up).Round(time.Millisecond))
+	t.Logf("%d targets: %d final before kill -9, the rest completed %s after the restart; %s", total, done, time.Since(up).Round(time.Millisecond),
+		resumedAfter(v.Results, up, ready))
 }
