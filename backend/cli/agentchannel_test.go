@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,18 +13,15 @@ import (
 
 	"gseproc/backend/config"
 	"gseproc/backend/node"
+	"gseproc/backend/transport/transporttest"
 	"gseproc/model"
 )
 
-// freePort is a port on 127.0.0.1 nobody listened on a moment ago.
+// freePort is a port on 127.0.0.1 free a moment ago, for a server that
+// must be found where an agent already looks (transporttest.ReservePorts).
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return transporttest.ReservePorts(t, 1)[0]
 }
 
 // issueNKey runs `gseproc nkey args... --out FILE` and returns the

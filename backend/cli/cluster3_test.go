@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 	"gseproc/backend"
 	"gseproc/backend/client"
 	"gseproc/backend/node/nodetest"
+	"gseproc/backend/transport/transporttest"
 	"gseproc/model"
 )
 
@@ -33,8 +33,9 @@ var healthRe = regexp.MustCompile(`health at (http://\S+)/readyz`)
 
 // clusterPorts are a 3-node cluster's fixed addresses (a node restarted
 // comes back where its peers, agents and clients look for it). They are
-// picked free by listening and closing; another process may take one in
-// between, which fails the test loudly (a bind error), not silently.
+// picked free below the kernel's ephemeral range (transporttest.
+// ReservePorts), where no port-0 listener or outgoing connection is given
+// one; another test binding the same port fails loudly (a bind error).
 type clusterPorts struct {
 	route, nats, http [3]int
 }
@@ -42,16 +43,10 @@ type clusterPorts struct {
 func pickClusterPorts(t *testing.T) clusterPorts {
 	t.Helper()
 	var p clusterPorts
-	for _, arr := range []*[3]int{&p.route, &p.nats, &p.http} {
-		for i := range arr {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			arr[i] = ln.Addr().(*net.TCPAddr).Port
-			defer ln.Close()
-		}
-	}
+	ports := transporttest.ReservePorts(t, 9)
+	copy(p.route[:], ports[0:3])
+	copy(p.nats[:], ports[3:6])
+	copy(p.http[:], ports[6:9])
 	return p
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -49,27 +48,13 @@ func node(t *testing.T, i int, ports []int, listen, storeDir string) *natsembed.
 	return e
 }
 
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var out []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, ln.Addr().(*net.TCPAddr).Port)
-		ln.Close()
-	}
-	return out
-}
-
 // TestQuorumLostAndBack: on a 3-node cluster the prober reports ready
 // with 3 of 3 nodes; with one node gone it stays ready and counts the
 // store's replicas on that node as behind; with two gone it reports
 // no_quorum, saying how many nodes it waits for, and answers at once all
 // along; when a node returns it is ready again by itself.
 func TestQuorumLostAndBack(t *testing.T) {
-	ports := freePorts(t, 6)
+	ports := transporttest.ReservePorts(t, 6)
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	var nodes []*natsembed.Embedded
 	for i := range 3 {
@@ -223,7 +208,7 @@ func TestNATSDownAtOnce(t *testing.T) {
 // Once formed, a node restarted alone waits for a quorum (not forming),
 // and one peer back is enough.
 func TestClusterForming(t *testing.T) {
-	ports := freePorts(t, 6)
+	ports := transporttest.ReservePorts(t, 6)
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	listen := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[3+i]) }
 	n1 := node(t, 0, ports[:3], listen(0), dirs[0])

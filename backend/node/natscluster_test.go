@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +19,7 @@ import (
 	"gseproc/backend/simulator"
 	"gseproc/backend/transport"
 	"gseproc/backend/transport/natsembed"
+	"gseproc/backend/transport/transporttest"
 	"gseproc/model"
 )
 
@@ -106,14 +106,8 @@ func (v *violationLog) String() string { v.mu.Lock(); defer v.mu.Unlock(); retur
 func tryNATSCluster(t *testing.T, n int, extra []config.NATSUser, said *violationLog) ([]*natsembed.Embedded, error) {
 	var ports []int
 	var routes []string
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		ports = append(ports, p)
+	ports = transporttest.ReservePorts(t, n)
+	for _, p := range ports {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 	}
 	var nodes []*natsembed.Embedded

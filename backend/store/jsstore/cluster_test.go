@@ -3,12 +3,12 @@ package jsstore
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
 	"gseproc/backend/config"
 	"gseproc/backend/transport/natsembed"
+	"gseproc/backend/transport/transporttest"
 	"gseproc/model"
 )
 
@@ -68,15 +68,9 @@ func cluster3(t *testing.T) []*natsembed.Embedded {
 	var lastErr error
 	for attempt := 1; attempt <= 5; attempt++ {
 		var routes []string
-		var ports []int
-		for range 3 {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-			ln.Close()
-			routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[len(ports)-1]))
+		ports := transporttest.ReservePorts(t, 3)
+		for _, p := range ports {
+			routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 		}
 		var nodes []*natsembed.Embedded
 		for i := range 3 {

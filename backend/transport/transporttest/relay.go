@@ -262,19 +262,3 @@ type LogBuf struct {
 
 func (l *LogBuf) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
 func (l *LogBuf) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
-// ReservePorts are n ports on 127.0.0.1 nobody listened on a moment ago
-// (for a config that must name its ports before anything listens).
-func ReservePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-		ln.Close()
-	}
-	return ports
-}
