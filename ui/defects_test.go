@@ -630,3 +630,36 @@ func TestSmallerItems(t *testing.T) {
 		t.Fatalf("event not whole:\n%s", d.view())
 	}
 }
+
+// Item 14: a key bound to two actions is reported naming the one that
+// really acts: the console-wide one before a screen's (quit = ["j"] said
+// "down wins" and j quit), and of two console-wide ones the first tried.
+func TestKeyCollisionNamesTheWinner(t *testing.T) {
+	_, warns, err := NewKeyMap(map[string][]string{"quit": {"j"}})
+	if err != nil || len(warns) != 1 || !strings.Contains(warns[0], `"j" is bound to both down and quit; quit wins`) {
+		t.Fatalf("warnings %q, err %v", warns, err)
+	}
+	_, warns, _ = NewKeyMap(map[string][]string{"tasks": {"E"}})
+	if len(warns) != 1 || !strings.Contains(warns[0], "tasks wins") {
+		t.Fatalf("warnings %q", warns)
+	}
+	_, warns, _ = NewKeyMap(map[string][]string{"sort": {"o"}})
+	if len(warns) != 1 || strings.Contains(warns[0], "wins") || !strings.Contains(warns[0], "only one acts") {
+		t.Fatalf("two screen actions: warnings %q", warns)
+	}
+	// What the warnings say is what the console does.
+	e, _ := simBackend(t, quietSim(10))
+	open := func(keys map[string][]string) *driver {
+		cfg := config.Default().Console
+		cfg.Keys = keys
+		d := newDriver(t, e, Options{Config: cfg}, 100, 30)
+		d.until("namespaces", func() bool { return d.m.stack[0].(*nsPage).loaded })
+		return d
+	}
+	d := open(map[string][]string{"tasks": {"E"}})
+	d.keys("E")
+	topAs[*tasksPage](t, d)
+	d = open(map[string][]string{"quit": {"j"}})
+	d.keys("j")
+	d.until("quit", func() bool { return d.quit })
+}

@@ -117,7 +117,24 @@ func NewKeyMap(overrides map[string][]string) (*KeyMap, []string, error) {
 // keys may also be bound to a screen's action.
 var dialogActions = map[string]bool{"confirm": true, "deny": true}
 
-// collisions lists keys bound to two actions of the same group.
+// rootActions are the console-wide actions in the order Model.key tries
+// them: each acts before any screen sees the key, so of two actions
+// bound to one key the root one wins, and of two root ones the earlier.
+var rootActions = []string{"quit", "help", "back", "find_host", "messages", "tasks", "events", "fleet_map", "palette", "copy"}
+
+// collisionWinner says which of two actions bound to one key acts, as
+// the console's key handling decides it ("" when it depends on the screen:
+// two actions of screens).
+func collisionWinner(a, b string) string {
+	for _, r := range rootActions {
+		if r == a || r == b {
+			return r
+		}
+	}
+	return ""
+}
+
+// collisions lists keys bound to two actions, naming the one that acts.
 func (k *KeyMap) collisions() []string {
 	names := make([]string, 0, len(k.byName))
 	for n := range k.byName {
@@ -133,7 +150,11 @@ func (k *KeyMap) collisions() []string {
 				slot = "dialog " + key
 			}
 			if o, ok := owner[slot]; ok {
-				out = append(out, fmt.Sprintf("console.keys: %q is bound to both %s and %s; %s wins", key, o, n, o))
+				if w := collisionWinner(o, n); w != "" {
+					out = append(out, fmt.Sprintf("console.keys: %q is bound to both %s and %s; %s wins", key, o, n, w))
+				} else {
+					out = append(out, fmt.Sprintf("console.keys: %q is bound to both %s and %s; on a screen with both, only one acts", key, o, n))
+				}
 				continue
 			}
 			owner[slot] = n

@@ -633,6 +633,8 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		}
 		return top.Update(msg)
 	}
+	// The console-wide keys, before the screen's, in rootActions' order
+	// (keys.go: a key bound to two actions is reported by that order).
 	switch {
 	case keyIs(msg, k.Quit):
 		return m.askQuit()
