@@ -663,3 +663,36 @@ func TestKeyCollisionNamesTheWinner(t *testing.T) {
 	d.keys("j")
 	d.until("quit", func() bool { return d.quit })
 }
+
+// Item 13: the footer always ends with the console-wide keys: the page's
+// keys are cut whole, with an ellipsis (at 80 columns the labels page's
+// footer ran over and lost "esc back · q quit").
+func TestFooterKeepsGlobalKeys(t *testing.T) {
+	e, _ := simBackend(t, quietSim(30))
+	for _, size := range [][2]int{{80, 24}, {64, 16}, {120, 40}} {
+		d := newDriver(t, e, Options{Guard: time.Nanosecond}, size[0], size[1])
+		foot := func(page string) {
+			t.Helper()
+			v := d.view()
+			checkFrame(t, v, size[0], size[1])
+			lines := strings.Split(v, "\n")
+			if last := strings.TrimRight(lines[len(lines)-1], " "); !strings.HasSuffix(last, "q quit") {
+				t.Fatalf("%dx%d %s: footer %q", size[0], size[1], page, last)
+			}
+		}
+		d.until("namespaces", func() bool { return d.m.stack[0].(*nsPage).loaded })
+		foot("namespaces")
+		d.keys("G", "enter")
+		lp := topAs[*labelsPage](t, d)
+		d.until("labels", func() bool { return lp.loaded })
+		foot("labels")
+		d.keys("j", "enter")
+		hp := topAs[*hostsPage](t, d)
+		d.until("hosts", func() bool { return hp.loaded })
+		foot("hosts")
+		for _, k := range []string{"t", "E", "L"} {
+			d.keys(k)
+			foot(k)
+		}
+	}
+}

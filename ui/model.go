@@ -843,8 +843,27 @@ func (m *Model) shortHelp() string {
 		h.Width = m.s.width
 		return h.ShortHelpView(m.top().Help().short)
 	}
-	h.Width = max(m.s.width-ansi.StringWidth(global)-3, 10)
-	return h.ShortHelpView(m.top().Help().short) + m.s.theme.HelpSep.Render(" · ") + global
+	return fitShortHelp(h, m.top().Help().short, max(m.s.width-ansi.StringWidth(global)-3, 10)) +
+		m.s.theme.HelpSep.Render(" · ") + global
+}
+
+// fitShortHelp is the short help of bs in at most width cells: whole
+// keys, then " …" when some are left out. help.Model's own Width does not
+// hold it: when the ellipsis does not fit either it adds the key anyway,
+// and the line cut at the screen's edge lost the global keys (the labels
+// page at 80 columns ended "? help · : palette · e").
+func fitShortHelp(h help.Model, bs []binding, width int) string {
+	h.Width = 0
+	for n := len(bs); n >= 0; n-- {
+		s := h.ShortHelpView(bs[:n])
+		if n < len(bs) {
+			s += " " + h.Styles.Ellipsis.Inline(true).Render(h.Ellipsis)
+		}
+		if ansi.StringWidth(s) <= width {
+			return s
+		}
+	}
+	return ""
 }
 
 func dialogHint(d *dialog) string {
