@@ -55,6 +55,9 @@ func TestPaletteJumps(t *testing.T) {
 	// A namespace: the stack becomes namespaces › web.
 	openPal(t, d)
 	d.typeText("ns web")
+	if v := d.view(); !strings.Contains(v, " processes on ") || strings.Contains(v, "processs") {
+		t.Fatalf("the namespace's help does not count its processes in English:\n%s", v)
+	}
 	d.keys("enter")
 	lp := topAs[*labelsPage](t, d)
 	if len(d.m.stack) != 2 || lp.ns.Name != "web" {
