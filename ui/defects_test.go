@@ -696,3 +696,23 @@ func TestFooterKeepsGlobalKeys(t *testing.T) {
 		}
 	}
 }
+
+// Items 13 and 14: at 80 columns the recent tasks show what each selected
+// (its labels), not "web · lab…" beside a cut task id; at 64 the frame holds.
+func TestTasksShowSelectionWhenNarrow(t *testing.T) {
+	e, _ := simBackend(t, quietSim(30))
+	for _, size := range [][2]int{{80, 24}, {64, 16}} {
+		d := newDriver(t, e, Options{Guard: time.Nanosecond}, size[0], size[1])
+		openHosts(t, d, "app=nginx")
+		w := statusWatch(t, d)
+		d.until("status done", func() bool { return taskFinal(w.task.Status) })
+		d.keys("t")
+		tp := topAs[*tasksPage](t, d)
+		d.until("tasks", func() bool { return tp.loaded && len(tp.tasks) > 0 })
+		v := d.view()
+		checkFrame(t, v, size[0], size[1])
+		if size[0] >= 80 && !strings.Contains(v, "web · labels app=nginx") {
+			t.Fatalf("%dx%d: selection %q not shown:\n%s", size[0], size[1], taskSelection(tp.tasks[0]), v)
+		}
+	}
+}

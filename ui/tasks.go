@@ -132,7 +132,9 @@ func taskCols() []column {
 	return []column{
 		{title: "CREATED", width: 8}, {title: "OP", width: 10}, {title: "STATUS", width: 11},
 		{title: "DONE", width: 11, right: true}, {title: "BAD", width: 5, right: true},
-		{title: "SELECTION", width: 10, flex: true, grow: 2}, {title: "TASK", width: 16, flex: true},
+		// What the task acted on is worth the width (the labels, the
+		// hosts); the id is on the watch and c copies it, so it goes first.
+		{title: "SELECTION", width: 24, flex: true, grow: 2, min: 16}, {title: "TASK", width: 16, flex: true, optional: true},
 	}
 }
 
