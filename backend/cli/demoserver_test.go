@@ -9,9 +9,9 @@ import (
 // startDemoServer runs `gseproc server --demo` on ports of its own choosing
 // on 127.0.0.1 and returns its API base URL and the NATS URL agents use,
 // read from its banner.
-func startDemoServer(t *testing.T) (base, natsURL string) {
+func startDemoServer(t *testing.T, extra ...string) (base, natsURL string) {
 	t.Helper()
-	srvOut, _ := runCmd(t, "server", "--demo", "--listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:-1")
+	srvOut, _ := runCmd(t, append([]string{"server", "--demo", "--listen", "127.0.0.1:0", "--nats-listen", "127.0.0.1:-1"}, extra...)...)
 	apiRE := regexp.MustCompile(`listening on (http://\S+)`)
 	natsRE := regexp.MustCompile(`agents connect to (nats://\S+)`)
 	waitFor(t, "server banner", 20*time.Second, func() bool {

@@ -123,3 +123,26 @@ func TestLocalServerDiscovery(t *testing.T) {
 		t.Fatalf("--hosts 0: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// --hosts and --seed size the simulated fleet of a server that has one
+// (--demo, fleet = simulated or mixed), and are refused by one of real
+// agents only, where they would change nothing.
+func TestServerHostsFlag(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "nats.toml")
+	if err := os.WriteFile(cfg, []byte("[server]\nlisten = \"127.0.0.1:0\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := run(t, "server", "--config", cfg, "--hosts", "7")
+	if code != 2 || !strings.Contains(errOut, "--hosts and --seed size the simulated fleet") {
+		t.Fatalf("server --hosts on a nats fleet: exit %d, stderr %q", code, errOut)
+	}
+	base, _ := startDemoServer(t, "--hosts", "7", "--seed", "3")
+	code, out, errOut := run(t, "hosts", "--server", base, "--json")
+	if code != 0 {
+		t.Fatalf("hosts: exit %d: %s", code, errOut)
+	}
+	// The 7 simulated hosts and the few the API documents name.
+	if n := len(strings.Split(strings.TrimSpace(out), "\n")); n < 7 || n > 12 {
+		t.Fatalf("a demo server with --hosts 7 lists %d hosts", n)
+	}
+}

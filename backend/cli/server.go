@@ -12,13 +12,15 @@ import (
 // runServer serves the HTTP API: `gseproc server --config FILE`,
 // `--listen ADDR` overrides the address, `--demo` needs no file.
 func runServer(ctx context.Context, args []string, io Stdio) error {
-	fs := newFlags("server", "server [--config FILE] [--listen ADDR] [--nats-listen ADDR] [--demo] [--hash-secret SECRET]", io)
+	fs := newFlags("server", "server [--config FILE] [--listen ADDR] [--nats-listen ADDR] [--demo] [--hosts N] [--seed S] [--hash-secret SECRET]", io)
 	cfgPath := fs.String("config", "", "config `FILE` ([server] listen, apps, fleet; default: $GSEPROC_CONFIG, then $XDG_CONFIG_HOME/gseproc/config.toml, then /etc/gseproc/config.toml)")
 	listen := fs.String("listen", "", "serve on `ADDR` (host:port), overriding [server] listen (default "+config.DefaultListen+")")
 	natsListen := fs.String("nats-listen", "", "the embedded NATS server listens for agents on `ADDR` (host:port; port -1 picks a free one), overriding [nats] listen (default "+config.DefaultNATSListen+")")
 	demo := fs.Bool("demo", false, "serve a simulated fleet holding every host and process the API documents' examples name, with the demo app esb_test / xxx on biz 1 (no config file needed)")
 	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof, with mutex and block profiling on) at `ADDR`, a loopback host:port")
 	hash := fs.String("hash-secret", "", "print the [[server.apps]] salt and secret_sha256 lines for `SECRET` and exit")
+	var sim simFlags
+	sim.register(fs) // the simulated fleet's, with --demo or [server] fleet = simulated or mixed
 	if err := parseList("server", fs, args); err != nil {
 		return err
 	}
@@ -43,6 +45,14 @@ func runServer(ctx context.Context, args []string, io Stdio) error {
 	}
 	if *natsListen != "" {
 		cfg.NATS.Listen = *natsListen
+	}
+	if sim.set {
+		// A server of real agents only has no simulated fleet to size:
+		// the flags would change nothing, silently.
+		if cfg.Server.Fleet == "nats" {
+			return &ExitError{Code: 2, Err: fmt.Errorf("--hosts and --seed size the simulated fleet, which this server does not have ([server] fleet = %q): add --demo, or set fleet = \"simulated\" or \"mixed\"", cfg.Server.Fleet)}
+		}
+		sim.apply(&cfg)
 	}
 	if err := cfg.Validate(); err != nil {
 		return &ExitError{Code: 2, Err: err}
