@@ -421,7 +421,7 @@ func (p *resultPrinter) header() {
 		return
 	}
 	if p.status {
-		fmt.Fprintf(p.out, "%-*s  %-*s  %-11s  %7s  %8s  %6s  %6s  %s\n", p.hostW, "HOST", p.procW, "PROC", "STATE", "PID", "UPTIME", "CPU", "MEM", "MESSAGE")
+		fmt.Fprintf(p.out, "%-*s  %-*s  %-11s  %7s  %11s  %6s  %6s  %s\n", p.hostW, "HOST", p.procW, "PROC", "STATE", "PID", "UPTIME", "CPU", "MEM", "MESSAGE")
 		return
 	}
 	fmt.Fprintf(p.out, "%-*s  %-*s  %-11s  %7s  %8s  %s\n", p.hostW, "HOST", p.procW, "PROC", "STATE", "CODE", "TIME", "MESSAGE")
@@ -473,7 +473,9 @@ func (p *resultPrinter) statusLine(r model.Result) error {
 			}
 		}
 	}
-	_, err := fmt.Fprintf(p.out, "%-*s  %-*s  %-11s  %7s  %8s  %6s  %6s  %s\n", p.hostW, r.Host.AgentID(), p.procW, r.ProcKey,
+	// UPTIME holds a month's "720h12m32s" and more: at 8 the columns after
+	// it shifted on every host up longer than 99 hours.
+	_, err := fmt.Fprintf(p.out, "%-*s  %-*s  %-11s  %7s  %11s  %6s  %6s  %s\n", p.hostW, r.Host.AgentID(), p.procW, r.ProcKey,
 		state, pid, up, cpu, mem, oneLine(msg, 160))
 	return err
 }

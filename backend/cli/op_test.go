@@ -265,10 +265,14 @@ func TestOpStatusShowsProcesses(t *testing.T) {
 	}
 	seenUp := false
 	running, stopped := 0, 0
+	cpuEnd := strings.Index(lines[0], "CPU") + len("CPU") // the column is right-aligned
 	for _, l := range lines[1 : len(lines)-1] {
 		f := strings.Fields(l)
 		if len(f) < 7 {
 			t.Fatalf("line %q", l)
+		}
+		if len(l) < cpuEnd || l[cpuEnd-1] != '%' {
+			t.Fatalf("the CPU column is not under its header:\n%s\n%s", lines[0], l)
 		}
 		switch state := model.ProcState(f[2]); {
 		case state.Up():
