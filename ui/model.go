@@ -15,6 +15,7 @@ package ui
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -866,6 +867,27 @@ func fitShortHelp(h help.Model, bs []binding, width int) string {
 	return ""
 }
 
+// keyNames is how the help writes a binding's keys: "esc/h/←".
+func keyNames(keys []string) string {
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		switch k {
+		case "left":
+			k = "←"
+		case "right":
+			k = "→"
+		case "up":
+			k = "↑"
+		case "down":
+			k = "↓"
+		case " ":
+			k = "space"
+		}
+		names[i] = k
+	}
+	return strings.Join(names, "/")
+}
+
 func dialogHint(d *dialog) string {
 	if d.require != "" {
 		return "type " + d.require + " then enter · esc cancels"
@@ -882,6 +904,17 @@ func (m *Model) fullHelp() string {
 	groups = append(groups,
 		[]binding{k.Palette, k.Copy, k.Tasks, k.Events, k.FleetMap},
 		[]binding{k.Messages, k.FindHost, k.Help, k.Back, k.Quit})
+	// Going in and out has several keys (enter or →, esc, h or ←): the
+	// full help names them all, the footer only the first.
+	for i, g := range groups {
+		g = append([]binding{}, g...)
+		for j, b := range g {
+			if slices.Equal(b.Keys(), k.Open.Keys()) || slices.Equal(b.Keys(), k.Back.Keys()) {
+				g[j].SetHelp(keyNames(b.Keys()), b.Help().Desc)
+			}
+		}
+		groups[i] = g
+	}
 	full := m.help
 	full.ShowAll = true
 	full.Width = 0

@@ -210,6 +210,12 @@ func TestHLNavigation(t *testing.T) {
 	topAs[*labelsPage](t, d)
 	d.send(tea.KeyMsg{Type: tea.KeyLeft})
 	topAs[*nsPage](t, d)
+	// ? names them: a new user reads the keys there, not in the README.
+	d.keys("?")
+	if v := d.view(); !strings.Contains(v, "enter/→") || !strings.Contains(v, "esc/h/←") {
+		t.Fatalf("the help does not name → and h/←:\n%s", v)
+	}
+	d.keys("?")
 
 	// In a form, ← moves in the field and h types.
 	d.keys("n")
