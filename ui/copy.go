@@ -95,9 +95,9 @@ func eventText(ev model.Event) string {
 }
 
 func (p *messagesPage) copyText() (string, string, bool) {
-	if p.list.cursor >= len(p.s.log) {
+	e, ok := p.cursorEntry()
+	if !ok {
 		return "", "", false
 	}
-	e := p.entry(p.list.cursor)
 	return "“" + short(e.full()) + "”", e.full(), true
 }

@@ -716,3 +716,40 @@ func TestTasksShowSelectionWhenNarrow(t *testing.T) {
 		}
 	}
 }
+
+// Item 12: / filters the message log too (every list filters), and enter
+// opens the message under the cursor among those shown.
+func TestMessagesFilter(t *testing.T) {
+	e, _ := simBackend(t, quietSim(10))
+	d := newDriver(t, e, Options{Warnings: []string{"config x.toml: unknown key \"console.colour\" ignored", "config x.toml: unknown key \"engine.speed\" ignored"}}, 100, 30)
+	d.m.s.addLog(levelError, "list hosts", "connection refused")
+	d.keys("L")
+	mp := topAs[*messagesPage](t, d)
+	if len(mp.tb.shown) != 3 {
+		t.Fatalf("%d messages shown, want 3", len(mp.tb.shown))
+	}
+	d.keys("/")
+	if !strings.Contains(d.view(), "level:error") {
+		t.Fatalf("no syntax hint:\n%s", d.view())
+	}
+	d.typeText("level:warn speed")
+	d.keys("enter")
+	if len(mp.tb.shown) != 1 || !strings.Contains(d.view(), "1 shown") {
+		t.Fatalf("level:warn speed shows %d:\n%s", len(mp.tb.shown), d.view())
+	}
+	d.keys("enter")
+	topAs[*messagePage](t, d)
+	if !strings.Contains(d.view(), "engine.speed") {
+		t.Fatalf("enter opened another message:\n%s", d.view())
+	}
+	d.keys("esc", "esc") // back, then the filter cleared
+	topAs[*messagesPage](t, d)
+	if len(mp.tb.shown) != 3 {
+		t.Fatalf("%d shown after esc", len(mp.tb.shown))
+	}
+	// A message logged while the page is open is listed.
+	d.m.s.addLog(levelError, "list tasks", "timeout")
+	if d.view(); len(mp.tb.shown) != 4 {
+		t.Fatalf("%d shown after a new message", len(mp.tb.shown))
+	}
+}

@@ -88,43 +88,91 @@ func banner(t *theme.Theme, e logEntry, k *KeyMap, w int) []string {
 type messagesPage struct {
 	s    *shared
 	id   int
+	tb   table
 	list vlist
+	seen int // len(s.log) when tb was last rebuilt
 	w, h int
 }
 
-func newMessagesPage(s *shared) *messagesPage { return &messagesPage{s: s, id: s.newID()} }
+func newMessagesPage(s *shared) *messagesPage {
+	p := &messagesPage{s: s, id: s.newID(), tb: newTable("level:error message:refused · other words: any column")}
+	p.rebuild()
+	return p
+}
 
-func (p *messagesPage) ID() int          { return p.id }
-func (p *messagesPage) Title() string    { return "messages" }
-func (p *messagesPage) Capturing() bool  { return false }
-func (p *messagesPage) Close()           {}
-func (p *messagesPage) Init() tea.Cmd    { return nil }
-func (p *messagesPage) Resume() tea.Cmd  { return nil }
-func (p *messagesPage) SetSize(w, h int) { p.w, p.h = w, h; p.list.setHeight(h - 2) }
+func (p *messagesPage) ID() int            { return p.id }
+func (p *messagesPage) Title() string      { return "messages" }
+func (p *messagesPage) Capturing() bool    { return p.tb.filter.typing }
+func (p *messagesPage) consumesBack() bool { return p.tb.filter.value() != "" }
+func (p *messagesPage) Close()             {}
+func (p *messagesPage) Init() tea.Cmd      { return nil }
+func (p *messagesPage) Resume() tea.Cmd    { p.rebuild(); return nil }
+func (p *messagesPage) SetSize(w, h int) {
+	p.w, p.h = w, h
+	p.list.setHeight(h - 2)
+	p.tb.filter.input.Width = max(w-4, 10)
+}
 
 func (p *messagesPage) Help() keyHelp {
 	k := p.s.keys
 	open := k.Open
 	open.SetHelp(k.Open.Help().Key, "read whole")
-	return keyHelp{short: []binding{open}, full: [][]binding{k.nav(), {open}}}
+	return keyHelp{short: []binding{open, k.Filter, k.Sort}, full: [][]binding{k.nav(), {open, k.Filter, k.Sort, k.SortReverse}}}
 }
 
-// entry returns the i-th entry shown (newest first).
+// entry returns the i-th message, newest first (before the filter).
 func (p *messagesPage) entry(i int) logEntry { return p.s.log[len(p.s.log)-1-i] }
 
+func (p *messagesPage) cells(i int) []string {
+	en := p.entry(i)
+	return []string{en.at.Local().Format("15:04:05"), en.level.glyph().text(), oneLine(en.full())}
+}
+
+// rebuild applies the filter and the sort to the messages logged so far.
+func (p *messagesPage) rebuild() {
+	p.seen = len(p.s.log)
+	p.tb.rebuild(messageCols(), len(p.s.log), p.cells)
+	p.list.setLen(len(p.tb.shown))
+}
+
+// current rebuilds when messages came since the last rebuild (they are
+// logged by the root, whichever page is on top).
+func (p *messagesPage) current() {
+	if len(p.s.log) != p.seen || len(p.s.log) == maxLog {
+		p.rebuild()
+	}
+}
+
+// cursorEntry is the message under the cursor.
+func (p *messagesPage) cursorEntry() (logEntry, bool) {
+	if p.list.cursor >= len(p.tb.shown) {
+		return logEntry{}, false
+	}
+	return p.entry(p.tb.shown[p.list.cursor]), true
+}
+
 func (p *messagesPage) Update(msg tea.Msg) tea.Cmd {
-	p.list.setLen(len(p.s.log))
+	p.current()
 	km, ok := msg.(tea.KeyMsg)
 	if !ok {
 		return nil
 	}
 	k := p.s.keys
-	if p.list.navigate(k, km) {
+	if !p.tb.filter.typing && p.list.navigate(k, km) {
 		return nil
 	}
-	if keyIs(km, k.Open) && p.list.cursor < len(p.s.log) {
-		e := p.entry(p.list.cursor)
-		return p.s.post(pushMsg{newMessagePage(p.s, e)})
+	if ok, cmd := p.tb.key(k, km, len(messageCols())); ok {
+		p.rebuild()
+		return cmd
+	}
+	switch {
+	case keyIs(km, k.Back):
+		p.tb.filter.clear()
+		p.rebuild()
+	case keyIs(km, k.Open):
+		if e, ok := p.cursorEntry(); ok {
+			return p.s.post(pushMsg{newMessagePage(p.s, e)})
+		}
 	}
 	return nil
 }
@@ -135,22 +183,33 @@ func messageCols() []column {
 
 func (p *messagesPage) View() string {
 	t := p.s.theme
-	p.list.setLen(len(p.s.log))
+	p.current()
+	cols := p.tb.sort.mark(messageCols())
 	var b strings.Builder
-	b.WriteString(t.Muted.Render(fmt.Sprintf("%s since the console started, newest first · enter reads one whole",
-		plural(len(p.s.log), "message"))) + "\n")
-	wd := layout(messageCols(), p.w)
-	b.WriteString(header(t, messageCols(), wd))
-	if len(p.s.log) == 0 {
+	if p.tb.filter.typing {
+		b.WriteString(p.tb.filter.input.View() + "\n")
+	} else {
+		order := ", newest first"
+		if p.tb.sort.col >= 0 {
+			order = ""
+		}
+		b.WriteString(t.Muted.Render(fmt.Sprintf("%s since the console started%s · enter reads one whole%s",
+			plural(len(p.s.log), "message"), order, p.tb.info(t, cols, len(p.s.log)))) + "\n")
+	}
+	wd := layout(cols, p.w)
+	b.WriteString(header(t, cols, wd))
+	switch {
+	case len(p.s.log) == 0:
 		b.WriteString("\n" + t.Muted.Render("  No message yet."))
+	case len(p.tb.shown) == 0:
+		b.WriteString("\n" + t.Muted.Render("  No message matches the filter (esc clears it)."))
 	}
 	p.list.first = strings.Count(b.String(), "\n") + 1 // where a click finds the rows
 	s, e := p.list.window()
 	for i := s; i < e; i++ {
-		en := p.entry(i)
-		g := en.level.glyph()
-		cells := []string{cell(en.at.Local().Format("15:04:05"), wd[0], false), cell(g.text(), wd[1], false),
-			cell(oneLine(en.full()), wd[2], false)}
+		c := p.cells(p.tb.shown[i])
+		g := p.entry(p.tb.shown[i]).level.glyph()
+		cells := []string{cell(c[0], wd[0], false), cell(c[1], wd[1], false), cell(c[2], wd[2], false)}
 		st := g.style(t)
 		b.WriteString("\n" + renderRow(t, i == p.list.cursor, false, cells, []*lipgloss.Style{nil, &st}))
 	}
