@@ -207,6 +207,7 @@ type labelsPage struct {
 	ns     backend.NamespaceSummary
 	defs   []model.ProcessDef
 	items  []lblItem
+	tb     table
 	list   vlist
 	loaded bool
 	err    error // the last load failed
@@ -222,15 +223,16 @@ type procsLoadedMsg struct {
 func (m procsLoadedMsg) pageID() int { return m.id }
 
 func newLabelsPage(s *shared, ns backend.NamespaceSummary) *labelsPage {
-	return &labelsPage{s: s, id: s.newID(), ns: ns}
+	return &labelsPage{s: s, id: s.newID(), ns: ns, tb: newTable("selector:nginx detail:resident · other words: any column")}
 }
 
-func (p *labelsPage) ID() int         { return p.id }
-func (p *labelsPage) Title() string   { return p.ns.Name }
-func (p *labelsPage) Capturing() bool { return false }
-func (p *labelsPage) Close()          {}
-func (p *labelsPage) Init() tea.Cmd   { return p.load() }
-func (p *labelsPage) Resume() tea.Cmd { return p.load() }
+func (p *labelsPage) ID() int            { return p.id }
+func (p *labelsPage) Title() string      { return p.ns.Name }
+func (p *labelsPage) Capturing() bool    { return p.tb.filter.typing }
+func (p *labelsPage) consumesBack() bool { return p.tb.filter.value() != "" }
+func (p *labelsPage) Close()             {}
+func (p *labelsPage) Init() tea.Cmd      { return p.load() }
+func (p *labelsPage) Resume() tea.Cmd    { return p.load() }
 
 func (p *labelsPage) load() tea.Cmd {
 	ctx, be, id, ns := p.s.ctx, p.s.be, p.id, p.ns.Name
@@ -240,13 +242,52 @@ func (p *labelsPage) load() tea.Cmd {
 	}
 }
 
-func (p *labelsPage) SetSize(w, h int) { p.w, p.h = w, h; p.list.setHeight(h - 2) }
+func (p *labelsPage) SetSize(w, h int) {
+	p.w, p.h = w, h
+	p.list.setHeight(h - 2)
+	p.tb.filter.input.Width = max(w-4, 10)
+}
+
+func labelCols() []column {
+	return []column{{title: "SELECT BY", width: 10}, {title: "SELECTOR", width: 24, flex: true},
+		{title: "PROCS", width: 5, right: true}, {title: "HOSTS", width: 6, right: true}, {title: "DETAIL", width: 16, flex: true}}
+}
+
+// cells is item i's row.
+func (p *labelsPage) cells(i int) []string {
+	it := p.items[i]
+	var kind, sel, detail string
+	switch it.kind {
+	case lblAll:
+		kind, sel = "all", "every process in "+p.ns.Name
+	case lblLabel:
+		kind, sel = "label", it.key+"="+it.val
+	case lblProc:
+		kind, sel = "process", it.key
+		detail = it.def.Process.Spec.Identity.ProcName + " · " + it.def.Process.Spec.Policy.AutoType.String()
+	}
+	return []string{kind, sel, fmt.Sprint(it.procs), fmt.Sprint(it.hosts), detail}
+}
+
+// itemID names item i across reloads (the cursor stays on it).
+func (p *labelsPage) itemID(i int) string {
+	it := p.items[i]
+	return fmt.Sprint(it.kind) + "\x00" + it.key + "\x00" + it.val
+}
+
+// cursorItem is the row under the cursor, among those shown.
+func (p *labelsPage) cursorItem() (lblItem, bool) {
+	if p.list.cursor >= len(p.tb.shown) {
+		return lblItem{}, false
+	}
+	return p.items[p.tb.shown[p.list.cursor]], true
+}
 
 func (p *labelsPage) Help() keyHelp {
 	k := p.s.keys
 	return keyHelp{
-		short: []binding{k.Open, k.Op, p.s.change(k.Edit), p.s.change(k.New)},
-		full:  [][]binding{k.nav(), {k.Open, k.Op, p.s.change(k.Edit), p.s.change(k.New), k.Reload}},
+		short: []binding{k.Open, k.Op, k.Filter, p.s.change(k.Edit), p.s.change(k.New)},
+		full:  [][]binding{k.nav(), {k.Open, k.Op, p.s.change(k.Edit), p.s.change(k.New), k.Reload}, {k.Filter, k.Sort, k.SortReverse}},
 	}
 }
 
@@ -282,8 +323,12 @@ func (p *labelsPage) build() {
 	for _, d := range defs {
 		items = append(items, lblItem{kind: lblProc, key: d.Process.Meta.Name, procs: 1, hosts: len(d.Hosts), def: d})
 	}
+	cur := ""
+	if len(p.tb.shown) > 0 && p.list.cursor < len(p.tb.shown) && len(p.items) > 0 {
+		cur = p.itemID(p.tb.shown[p.list.cursor]) // of the rows before the new ones
+	}
 	p.items = items
-	p.list.setLen(len(items))
+	p.tb.refresh(&p.list, labelCols(), len(items), p.cells, p.itemID, cur)
 }
 
 func uniqueHosts(defs []model.ProcessDef) int {
@@ -324,19 +369,33 @@ func (p *labelsPage) Update(msg tea.Msg) tea.Cmd {
 		p.defs = msg.defs
 		p.build()
 	case tea.KeyMsg:
-		if p.list.navigate(k, msg) {
+		if !p.tb.filter.typing && p.list.navigate(k, msg) {
 			return nil
 		}
 		if !p.loaded && !keyIs(msg, k.Reload) {
 			return p.s.notReady("processes")
 		}
-		if p.list.cursor >= len(p.items) {
+		// A filter or sort keeps the cursor on its row while it is shown.
+		cur := ""
+		if p.list.cursor < len(p.tb.shown) {
+			cur = p.itemID(p.tb.shown[p.list.cursor])
+		}
+		if ok, cmd := p.tb.key(k, msg, len(labelCols())); ok {
+			p.tb.refresh(&p.list, labelCols(), len(p.items), p.cells, p.itemID, cur)
+			return cmd
+		}
+		if keyIs(msg, k.Back) { // a filter to clear (consumesBack)
+			p.tb.filter.clear()
+			p.tb.refresh(&p.list, labelCols(), len(p.items), p.cells, p.itemID, cur)
+			return nil
+		}
+		it, ok := p.cursorItem()
+		if !ok {
 			if keyIs(msg, k.New) {
 				return openForm(p.s, newDef(p.ns.Name), true)
 			}
 			return nil
 		}
-		it := p.items[p.list.cursor]
 		switch {
 		case keyIs(msg, k.Open):
 			return p.s.post(pushMsg{newHostsPage(p.s, it.query(p.ns.Name))})
@@ -362,10 +421,10 @@ func (p *labelsPage) opTarget() (target, bool) {
 		p.s.notReady("processes")
 		return target{}, false
 	}
-	if p.list.cursor >= len(p.items) {
+	it, ok := p.cursorItem()
+	if !ok {
 		return target{}, false
 	}
-	it := p.items[p.list.cursor]
 	q := it.query(p.ns.Name)
 	return target{sel: backend.Selector{Namespace: q.Namespace, Name: q.Name, Labels: q.Labels}, hosts: it.hosts}, true
 }
@@ -378,33 +437,27 @@ func (p *labelsPage) View() string {
 	if p.err != nil && len(p.items) == 0 {
 		return loadFailed(p.s, "the processes of "+p.ns.Name, p.err, p.w)
 	}
-	cols := []column{{title: "SELECT BY", width: 10}, {title: "SELECTOR", width: 24, flex: true},
-		{title: "PROCS", width: 5, right: true}, {title: "HOSTS", width: 6, right: true}, {title: "DETAIL", width: 16, flex: true}}
+	cols := p.tb.sort.mark(labelCols())
 	wd := layout(cols, p.w)
 	var b strings.Builder
-	if p.err != nil {
+	switch {
+	case p.tb.filter.typing:
+		b.WriteString(p.tb.filter.input.View() + "\n")
+	case p.err != nil:
 		b.WriteString(staleLine(p.s, p.err) + "\n")
-	} else {
-		b.WriteString(t.Muted.Render("Choose hosts by label or process · enter hosts · o operate on all of them") + "\n")
+	default:
+		b.WriteString(t.Muted.Render("Choose hosts by label or process · enter hosts · o operate on all of them"+p.tb.info(t, cols, len(p.items))) + "\n")
 	}
 	b.WriteString(header(t, cols, wd))
+	if len(p.tb.shown) == 0 && len(p.items) > 0 {
+		b.WriteString("\n" + t.Muted.Render("  Nothing matches the filter (esc clears it)."))
+	}
 	p.list.first = strings.Count(b.String(), "\n") + 1 // where a click finds the rows
 	s, e := p.list.window()
 	for i := s; i < e; i++ {
-		it := p.items[i]
-		var kind, sel, detail string
-		switch it.kind {
-		case lblAll:
-			kind, sel, detail = "all", "every process in "+p.ns.Name, ""
-		case lblLabel:
-			kind, sel = "label", it.key+"="+it.val
-		case lblProc:
-			pol := it.def.Process.Spec.Policy
-			kind, sel = "process", it.key
-			detail = it.def.Process.Spec.Identity.ProcName + " · " + pol.AutoType.String()
-		}
-		cells := []string{cell(kind, wd[0], false), cell(sel, wd[1], false), cell(fmt.Sprint(it.procs), wd[2], true),
-			cell(fmt.Sprint(it.hosts), wd[3], true), cell(detail, wd[4], false)}
+		c := p.cells(p.tb.shown[i])
+		cells := []string{cell(c[0], wd[0], false), cell(c[1], wd[1], false), cell(c[2], wd[2], true),
+			cell(c[3], wd[3], true), cell(c[4], wd[4], false)}
 		b.WriteString("\n" + renderRow(t, i == p.list.cursor, false, cells, nil))
 	}
 	return b.String()

@@ -753,3 +753,52 @@ func TestMessagesFilter(t *testing.T) {
 		t.Fatalf("%d shown after a new message", len(mp.tb.shown))
 	}
 }
+
+// Item 12: the labels and processes of a namespace filter and sort like
+// every list; enter, o and e act on the row under the cursor among those
+// shown.
+func TestLabelsFilter(t *testing.T) {
+	e, _ := simBackend(t, quietSim(40))
+	d := newDriver(t, e, Options{Namespace: "web"}, 100, 30)
+	lp := topAs[*labelsPage](t, d)
+	d.until("labels", func() bool { return lp.loaded })
+	d.keys("/")
+	if !strings.Contains(d.view(), "selector:") {
+		t.Fatalf("no syntax hint:\n%s", d.view())
+	}
+	d.typeText("selector:staging detail:nginx")
+	d.keys("enter")
+	if len(lp.tb.shown) != 1 {
+		t.Fatalf("selector:staging detail:nginx shows %d rows:\n%s", len(lp.tb.shown), d.view())
+	}
+	it, _ := lp.cursorItem()
+	if it.kind != lblProc || !strings.Contains(it.key, "staging") {
+		t.Fatalf("cursor on %+v", it)
+	}
+	d.keys("o")
+	op := topAs[*opPage](t, d)
+	if op.tg.sel.Name != it.key {
+		t.Fatalf("o on %s targets %+v", it.key, op.tg.sel)
+	}
+	d.keys("esc", "esc") // the picker closed, then the filter cleared
+	topAs[*labelsPage](t, d)
+	if len(lp.tb.shown) != len(lp.items) {
+		t.Fatalf("%d of %d shown after esc", len(lp.tb.shown), len(lp.items))
+	}
+	if it2, _ := lp.cursorItem(); it2.key != it.key {
+		t.Fatalf("the cursor left %s for %s", it.key, it2.key)
+	}
+	// s sorts by the next column, S reverses: HOSTS, most first.
+	for range 4 {
+		d.keys("s")
+	}
+	d.keys("S")
+	if !strings.Contains(d.view(), "HOSTS▼") {
+		t.Fatalf("not sorted by hosts:\n%s", d.view())
+	}
+	for i := 1; i < len(lp.tb.shown); i++ {
+		if lp.items[lp.tb.shown[i-1]].hosts < lp.items[lp.tb.shown[i]].hosts {
+			t.Fatalf("row %d has more hosts than the one before", i)
+		}
+	}
+}
