@@ -446,7 +446,13 @@ func (p *labelsPage) View() string {
 	case p.err != nil:
 		b.WriteString(staleLine(p.s, p.err) + "\n")
 	default:
-		b.WriteString(t.Muted.Render("Choose hosts by label or process · enter hosts · o operate on all of them"+p.tb.info(t, cols, len(p.items))) + "\n")
+		// Filtered or sorted, the line says so first: it is cut at the
+		// screen's edge.
+		line := "Choose hosts by label or process · enter hosts · o operate on all of them"
+		if info := p.tb.info(t, cols, len(p.items)); info != "" {
+			line = plural(len(p.items), "selector") + info + " · enter hosts · o operate"
+		}
+		b.WriteString(t.Muted.Render(line) + "\n")
 	}
 	b.WriteString(header(t, cols, wd))
 	if len(p.tb.shown) == 0 && len(p.items) > 0 {

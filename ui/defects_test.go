@@ -768,7 +768,7 @@ func TestLabelsFilter(t *testing.T) {
 	}
 	d.typeText("selector:staging detail:nginx")
 	d.keys("enter")
-	if len(lp.tb.shown) != 1 {
+	if len(lp.tb.shown) != 1 || !strings.Contains(d.view(), "1 shown · filter selector:staging") {
 		t.Fatalf("selector:staging detail:nginx shows %d rows:\n%s", len(lp.tb.shown), d.view())
 	}
 	it, _ := lp.cursorItem()
