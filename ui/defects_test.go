@@ -802,3 +802,21 @@ func TestLabelsFilter(t *testing.T) {
 		}
 	}
 }
+
+// Item 2: the message log keeps every notice, the started task's id too
+// (the status bar's "started GSETASK:…" was not logged, so lost once it
+// moved on).
+func TestStartedTaskInMessageLog(t *testing.T) {
+	e, _ := simBackend(t, quietSim(20))
+	d := newDriver(t, e, Options{Guard: time.Nanosecond}, 80, 24)
+	openHosts(t, d, "app=nginx")
+	w := statusWatch(t, d)
+	d.until("loaded", func() bool { return w.loaded })
+	d.keys("L", "/")
+	d.typeText(w.task.ID)
+	d.keys("enter")
+	mp := topAs[*messagesPage](t, d)
+	if len(mp.tb.shown) != 1 || !strings.Contains(d.view(), "started "+w.task.ID) {
+		t.Fatalf("the started task is not in the message log:\n%s", d.view())
+	}
+}

@@ -193,8 +193,13 @@ func (p *messagesPage) View() string {
 		if p.tb.sort.col >= 0 {
 			order = ""
 		}
-		b.WriteString(t.Muted.Render(fmt.Sprintf("%s since the console started%s · enter reads one whole%s",
-			plural(len(p.s.log), "message"), order, p.tb.info(t, cols, len(p.s.log)))) + "\n")
+		// Filtered or sorted, the line says so before the guidance: it is
+		// cut at the screen's edge.
+		line := fmt.Sprintf("%s since the console started%s · enter reads one whole", plural(len(p.s.log), "message"), order)
+		if info := p.tb.info(t, cols, len(p.s.log)); info != "" {
+			line = plural(len(p.s.log), "message") + info + " · enter reads one whole"
+		}
+		b.WriteString(t.Muted.Render(line) + "\n")
 	}
 	wd := layout(cols, p.w)
 	b.WriteString(header(t, cols, wd))

@@ -444,6 +444,7 @@ func (m *Model) handle(msg tea.Msg) tea.Cmd {
 		return nil
 	case taskStartedMsg:
 		m.flash = "started " + msg.task.ID
+		m.s.addLog(levelNotice, "", m.flash) // the id stays readable once the status bar moves on
 		w := newWatchPage(m.s, msg.task)
 		if op, ok := m.top().(*opPage); ok && op.ID() == msg.from {
 			m.top().Close()
