@@ -10,6 +10,7 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 
 	"gseproc/backend"
 	"gseproc/backend/config"
@@ -818,5 +819,32 @@ func TestStartedTaskInMessageLog(t *testing.T) {
 	mp := topAs[*messagesPage](t, d)
 	if len(mp.tb.shown) != 1 || !strings.Contains(d.view(), "started "+w.task.ID) {
 		t.Fatalf("the started task is not in the message log:\n%s", d.view())
+	}
+}
+
+// Item 8: a long Hosts value is read back whole on the review, however
+// it wraps at 80 columns (the wrapped field lost a character at each
+// line break).
+func TestFormLongHostsWhole(t *testing.T) {
+	e, _ := simBackend(t, quietSim(10))
+	d := newDriver(t, e, Options{Namespace: "web"}, 80, 40)
+	lp := topAs[*labelsPage](t, d)
+	d.until("labels", func() bool { return lp.loaded })
+	d.keys("n")
+	f := topAs[*formPage](t, d)
+	d.settle(30 * time.Millisecond)
+	var hosts []string
+	for i := 1; i <= 24; i++ {
+		hosts = append(hosts, fmt.Sprintf("0:10.0.%d.%d", i, 100+i))
+	}
+	f.vals.Hosts = strings.Join(hosts, ",")
+	d.send(tea.KeyMsg{Type: tea.KeyCtrlS})
+	rp := topAs[*reviewPage](t, d)
+	var joined strings.Builder
+	for _, l := range rp.lines {
+		joined.WriteString(strings.TrimSpace(ansi.Strip(l)))
+	}
+	if !strings.Contains(joined.String(), f.vals.Hosts) {
+		t.Fatalf("the review lost part of the hosts:\n%s", strings.Join(rp.lines, "\n"))
 	}
 }
