@@ -848,3 +848,31 @@ func TestFormLongHostsWhole(t *testing.T) {
 		t.Fatalf("the review lost part of the hosts:\n%s", strings.Join(rp.lines, "\n"))
 	}
 }
+
+// A live list (host events, the fleet map) says whether the event stream
+// that keeps it current is live: not when it closed or its backend stopped
+// answering (the list then shows only what came before).
+func TestEventsLiveIndicator(t *testing.T) {
+	e, _ := simBackend(t, quietSim(20))
+	b := &downBackend{Backend: e}
+	d := newDriver(t, b, Options{Guard: time.Nanosecond}, 80, 24)
+	d.until("live events", func() bool { return d.m.s.eventsLive && d.m.info.Hosts > 0 })
+	d.keys("E")
+	topAs[*eventsPage](t, d)
+	if first := strings.Split(d.view(), "\n")[0]; !strings.Contains(first, "● live") {
+		t.Fatalf("top line %q", first)
+	}
+	b.down.Store(true)
+	d.send(infoTickMsg{})
+	d.until("info failed", func() bool { return d.m.infoErr != nil })
+	if first := strings.Split(d.view(), "\n")[0]; !strings.Contains(first, "○ not live") {
+		t.Fatalf("backend gone, top line %q", first)
+	}
+	b.down.Store(false)
+	d.send(infoTickMsg{})
+	d.until("info", func() bool { return d.m.infoErr == nil })
+	d.send(eventsMsg{closed: true})
+	if first := strings.Split(d.view(), "\n")[0]; !strings.Contains(first, "○ not live") {
+		t.Fatalf("stream closed, top line %q", first)
+	}
+}

@@ -744,6 +744,15 @@ func (m *Model) breadcrumb() string {
 	if r, ok := m.top().(refresher); ok && !m.showHelp && !r.refreshedAt().IsZero() {
 		fresh = t.Muted.Render("↻ refreshed " + m.s.age(r.refreshedAt()))
 	}
+	// A list the host events keep current is as live as their stream:
+	// closed, or its backend not answering, it shows what came before.
+	if _, ok := m.top().(streamed); ok && !m.showHelp {
+		if m.s.eventsLive && m.infoErr == nil {
+			fresh = t.Muted.Render("● live")
+		} else {
+			fresh = t.Warn.Render("○ not live")
+		}
+	}
 	room := m.s.width
 	if fresh != "" {
 		room -= ansi.StringWidth(fresh) + 2

@@ -176,6 +176,13 @@ func (f *fresh) refreshedAt() time.Time { return f.at }
 // refresher is a page that loads from the backend (see fresh).
 type refresher interface{ refreshedAt() time.Time }
 
+// streamed is a page kept current by the host event stream alone (no load
+// of its own to date it): the root says whether the stream is live.
+type streamed interface{ streamed() }
+
+func (p *eventsPage) streamed()   {}
+func (p *fleetMapPage) streamed() {}
+
 // age says how long ago t was, in steps the status tick keeps true (the
 // clock time when nothing ticks, for golden files).
 func (s *shared) age(t time.Time) string {
