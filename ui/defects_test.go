@@ -876,3 +876,65 @@ func TestEventsLiveIndicator(t *testing.T) {
 		t.Fatalf("stream closed, top line %q", first)
 	}
 }
+
+// Item 12: / works on the task watch too: a host's result is found among
+// thousands by host, state, process or message; esc clears the filter
+// before it leaves the watch.
+func TestWatchFilter(t *testing.T) {
+	sc := quietSim(40)
+	sc.FailureRate = 0.3
+	e, _ := simBackend(t, sc)
+	cfg := config.Default().Console
+	cfg.ConfirmThreshold = 1000
+	d := newDriver(t, e, Options{Guard: time.Nanosecond, Config: cfg}, 100, 30)
+	openHosts(t, d, "app=nginx")
+	d.keys("a", "o")
+	op := topAs[*opPage](t, d)
+	d.until("processes", func() bool { return op.loaded })
+	op.point(model.OpRestart)
+	d.keys("enter", "y")
+	d.until("watch", func() bool { w, ok := d.m.top().(*watchPage); return ok && w.loaded })
+	w := topAs[*watchPage](t, d)
+	d.until("task done", func() bool { return taskFinal(w.task.Status) && len(w.shown) == w.res.len() })
+	failed := 0
+	for i := range w.res.len() {
+		if w.res.state(i) == model.StateFailed {
+			failed++
+		}
+	}
+	if failed == 0 || failed == w.res.len() {
+		t.Fatalf("%d of %d failed: the test needs both", failed, w.res.len())
+	}
+	d.keys("/")
+	if !strings.Contains(d.view(), "state=failed") {
+		t.Fatalf("no syntax hint:\n%s", d.view())
+	}
+	d.typeText("state=failed")
+	d.keys("enter")
+	if len(w.shown) != failed || !strings.Contains(d.view(), fmt.Sprintf("%d shown · filter state=failed", failed)) {
+		t.Fatalf("state=failed shows %d of %d failed:\n%s", len(w.shown), failed, d.view())
+	}
+	d.keys("esc") // clears the filter, stays on the watch
+	topAs[*watchPage](t, d)
+	if len(w.shown) != w.res.len() {
+		t.Fatalf("%d of %d shown after esc", len(w.shown), w.res.len())
+	}
+	// One host among all (typed keys go to the filter, not the list).
+	h := w.res.host(w.shown[len(w.shown)-1])
+	d.keys("/")
+	d.typeText("host=" + h.AgentID() + " ")
+	d.keys("enter")
+	if len(w.shown) == 0 {
+		t.Fatalf("host=%s shows nothing", h.AgentID())
+	}
+	for _, i := range w.shown {
+		if w.res.host(i) != h {
+			t.Fatalf("host=%s shows %s", h.AgentID(), w.res.host(i))
+		}
+	}
+	d.keys("enter")
+	rp := topAs[*resultPage](t, d)
+	if rp.r.Host != h {
+		t.Fatalf("enter opened %s", rp.r.Host)
+	}
+}

@@ -572,7 +572,7 @@ const whatBackend = "reach the backend"
 type backConsumer interface{ consumesBack() bool }
 
 func (p *hostsPage) consumesBack() bool { return p.filter.value() != "" }
-func (p *watchPage) consumesBack() bool { return false }
+func (p *watchPage) consumesBack() bool { return p.filter.value() != "" }
 
 func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 	// Keys typed quickly (or held down) can arrive as one message with

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,7 +30,11 @@ type watchPage struct {
 	res        *results // one row a (host, process): its last result
 	shown      []int    // row indexes, sorted, filtered
 	failedOnly bool
-	dirty      bool // shown is to be rebuilt whole (the filter changed)
+	// filter finds rows by host, process, state, code or message (/);
+	// match is its value compiled, applied with failedOnly.
+	filter listFilter
+	match  cellMatcher
+	dirty  bool // shown is to be rebuilt whole (the filter changed)
 	// moved are the rows added or whose rank changed since shown was
 	// ordered (marked in moving): only they are placed again, merged
 	// into the rest, which keeps its order (a row's host and process
@@ -110,7 +115,7 @@ func newWatchPage(s *shared, t model.Task) *watchPage {
 	// grew them by copying, half the time of applying its results.
 	n := min(max(t.Targets, 0), 1<<20)
 	return &watchPage{s: s, id: s.newID(), task: t, res: newResults(n, t.Op == model.OpStatus), moving: make([]bool, 0, n),
-		ctx: ctx, cancel: cancel, bar: bar}
+		ctx: ctx, cancel: cancel, bar: bar, filter: newListFilter("host:10.0.1 state=failed proc=nginx message:refused · other words: any column")}
 }
 
 func (p *watchPage) ID() int { return p.id }
@@ -120,7 +125,7 @@ func (p *watchPage) Title() string {
 	}
 	return p.task.Op.String() + " task " + p.task.Created.Local().Format("15:04:05")
 }
-func (p *watchPage) Capturing() bool { return false }
+func (p *watchPage) Capturing() bool { return p.filter.typing }
 func (p *watchPage) Close()          { p.cancel() }
 func (p *watchPage) Resume() tea.Cmd { return p.tick() }
 
@@ -201,6 +206,7 @@ func (p *watchPage) setTask(t model.Task) {
 
 func (p *watchPage) SetSize(w, h int) {
 	p.w, p.h = w, h
+	p.filter.input.Width = max(w-4, 10)
 	p.bar.Width = max(w-7, 10)
 	p.list.setHeight(h - 7 - p.rollLines())
 }
@@ -218,7 +224,7 @@ func (p *watchPage) Help() keyHelp {
 	k := p.s.keys
 	h := keyHelp{
 		short: []binding{k.Open, k.FailedOnly, k.Retry, k.CancelTask},
-		full:  [][]binding{k.nav(), {k.Open, k.FailedOnly, k.Retry, k.CancelTask}, {k.Logs, k.Reload, k.Tasks}},
+		full:  [][]binding{k.nav(), {k.Open, k.FailedOnly, k.Retry, k.CancelTask}, {k.Filter, k.Logs, k.Reload, k.Tasks}},
 	}
 	if p.task.Rollout != nil {
 		h.short = append(h.short, k.PauseRoll, k.AbortRoll)
@@ -338,7 +344,17 @@ func (p *watchPage) resort() {
 	if p.follow && p.list.cursor >= 0 && p.list.cursor < len(p.shown) {
 		keep = p.shown[p.list.cursor]
 	}
-	in := func(i int) bool { return !p.failedOnly || stateRank(p.res.state(i)) == 0 }
+	var cells []string
+	in := func(i int) bool {
+		if p.failedOnly && stateRank(p.res.state(i)) != 0 {
+			return false
+		}
+		if len(p.match.terms) == 0 {
+			return true
+		}
+		cells = p.matchCells(i, cells)
+		return p.match.match(cells)
+	}
 	var shown []int
 	if p.dirty {
 		shown = p.shown[:0]
@@ -391,6 +407,49 @@ func (p *watchPage) resort() {
 			}
 		}
 	}
+}
+
+// watchMatchCols are the columns a filter names (field:value).
+func watchMatchCols() []column {
+	return []column{{title: "HOST"}, {title: "PROC"}, {title: "STATE"}, {title: "CODE"}, {title: "MESSAGE"}}
+}
+
+// matchCells is row i as the filter reads it, in buf: the state a word
+// (the process's on a status result), the message as drawn. Read from the
+// row's fields, not its whole model.Result: a keystroke reads every row.
+func (p *watchPage) matchCells(i int, buf []string) []string {
+	r := p.res
+	_, proc, _ := model.SplitKey(r.proc(i))
+	state, code, msg := r.state(i), "", r.message(i)
+	st := string(state)
+	if r.hasStatus(i) && state.OK() {
+		st, msg = string(r.statusState(i)), r.status(i).Message
+	}
+	if state.Final() {
+		code = strconv.Itoa(r.code(i))
+		if msg == "" {
+			msg = model.CodeText(r.code(i))
+		}
+	}
+	if strings.ContainsAny(msg, "\n\r\t") || strings.Contains(msg, "  ") {
+		msg = oneLine(msg)
+	}
+	return append(buf[:0], r.host(i).AgentID(), proc, st, code, msg)
+}
+
+// filterKey types into the filter; the rows follow each change.
+func (p *watchPage) filterKey(msg tea.KeyMsg) tea.Cmd {
+	changed, cmd := p.filter.key(msg)
+	if changed {
+		p.refilter()
+	}
+	return cmd
+}
+
+func (p *watchPage) refilter() {
+	p.match = newCellMatcher(p.filter.value(), watchMatchCols())
+	p.dirty = true
+	p.resort()
 }
 
 func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
@@ -474,12 +533,23 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 			return p.tick()
 		}
 	case tea.KeyMsg:
+		if p.filter.typing {
+			return p.filterKey(msg)
+		}
 		if p.list.navigate(k, msg) {
 			p.follow = p.list.cursor > 0
 			return nil
 		}
 		if !p.loaded {
 			return p.s.notReady("the task")
+		}
+		switch {
+		case keyIs(msg, k.Filter):
+			return p.filter.start()
+		case keyIs(msg, k.Back): // a filter to clear (consumesBack)
+			p.filter.clear()
+			p.refilter()
+			return nil
 		}
 		if p.err != nil && keyIs(msg, k.Reload) && !p.streaming {
 			p.loaded = false
@@ -636,11 +706,21 @@ func (p *watchPage) View() string {
 	if p.failedOnly {
 		filter = "failed only (f shows all)"
 	}
+	if f := p.filter.value(); f != "" {
+		filter = fmt.Sprintf("%d shown · filter %s", len(p.shown), t.Title.Render(f))
+		if p.failedOnly {
+			filter += " · failed only"
+		}
+	}
 	order := "failures first"
 	if p.task.Op == model.OpStatus {
 		order = "failures and stopped processes first"
 	}
-	b.WriteString(t.Muted.Render(fmt.Sprintf("%s · %s · %s", filter, order, p.list.scrollInfo())) + "\n")
+	if p.filter.typing {
+		b.WriteString(p.filter.input.View() + "\n")
+	} else {
+		b.WriteString(t.Muted.Render(fmt.Sprintf("%s · %s · %s", filter, order, p.list.scrollInfo())) + "\n")
+	}
 	if p.err != nil && p.res.len() == 0 {
 		return b.String() + "\n" + loadFailed(p.s, "task "+p.task.ID, p.err, p.w)
 	}
@@ -653,7 +733,9 @@ func (p *watchPage) View() string {
 	if !p.loaded {
 		b.WriteString("\n" + t.Muted.Render("  loading…"))
 	} else if len(p.shown) == 0 {
-		if p.failedOnly {
+		if p.filter.value() != "" {
+			b.WriteString("\n" + t.Muted.Render("  No result matches the filter (esc clears it)."))
+		} else if p.failedOnly {
 			b.WriteString("\n" + t.Muted.Render("  No failed host."))
 		} else {
 			b.WriteString("\n" + t.Muted.Render("  No result yet."))
