@@ -938,3 +938,21 @@ func TestWatchFilter(t *testing.T) {
 		t.Fatalf("enter opened %s", rp.r.Host)
 	}
 }
+
+// Item 14: the watch's keys are in the footer once, not repeated in a
+// help line of the page's own.
+func TestWatchHelpOnce(t *testing.T) {
+	e, _ := simBackend(t, quietSim(20))
+	for _, size := range [][2]int{{80, 24}, {120, 40}} {
+		d := newDriver(t, e, Options{Guard: time.Nanosecond}, size[0], size[1])
+		openHosts(t, d, "app=nginx")
+		w := statusWatch(t, d)
+		d.until("loaded", func() bool { return w.loaded })
+		v := d.view()
+		for _, k := range []string{"f failed only", "enter open", "? help"} {
+			if n := strings.Count(v, k); n != 1 {
+				t.Fatalf("%dx%d: %q %d times:\n%s", size[0], size[1], k, n, v)
+			}
+		}
+	}
+}
