@@ -956,3 +956,41 @@ func TestWatchHelpOnce(t *testing.T) {
 		}
 	}
 }
+
+// Mouse: a click on a screen's title in the breadcrumb goes back to it
+// (the k9s/lazydocker "tabs"), also when the first titles are cut to "…";
+// a form is not left by a click.
+func TestMouseBreadcrumb(t *testing.T) {
+	e, _ := simBackend(t, quietSim(30))
+	d := newDriver(t, e, Options{}, 100, 30)
+	openHosts(t, d, "app=nginx")
+	click := func(x int) {
+		d.view() // lays the breadcrumb out
+		d.send(tea.MouseMsg{X: x, Y: 0, Button: tea.MouseButtonLeft, Action: tea.MouseActionPress})
+	}
+	first := strings.Split(d.view(), "\n")[0]
+	at := func(title string) int { return ansi.StringWidth(first[:strings.Index(first, " "+title+" ")+1]) }
+	click(at("web") + 1)
+	lp := topAs[*labelsPage](t, d)
+	d.until("labels", func() bool { return lp.loaded })
+	d.keys("n")
+	topAs[*formPage](t, d)
+	click(at("namespaces"))
+	topAs[*formPage](t, d)
+	d.keys("esc")
+	topAs[*labelsPage](t, d)
+	click(at("namespaces"))
+	topAs[*nsPage](t, d)
+
+	// At 64 columns a deep stack's first titles are "…": the others still
+	// answer a click where they are drawn.
+	d = newDriver(t, e, Options{}, 64, 16)
+	openHosts(t, d, "app=nginx")
+	d.keys("t", "E")
+	first = strings.Split(d.view(), "\n")[0]
+	if !strings.Contains(first, "…") {
+		t.Fatalf("breadcrumb not cut: %q", first)
+	}
+	click(at("recent tasks"))
+	topAs[*tasksPage](t, d)
+}

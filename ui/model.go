@@ -103,6 +103,7 @@ type Model struct {
 	commands   []Command // registered palette commands
 
 	infoEvery time.Duration
+	crumbCut  int // the stack's first titles the breadcrumb drew as "…" (where a click finds them)
 }
 
 // infoTickMsg asks the backend for its counts again.
@@ -397,6 +398,9 @@ func (m *Model) handle(msg tea.Msg) tea.Cmd {
 		case tea.MouseButtonWheelDown:
 			return m.top().Update(tea.KeyMsg{Type: tea.KeyDown})
 		case tea.MouseButtonLeft:
+			if msg.Y == 0 {
+				return m.clickCrumb(msg.X)
+			}
 			// A click on a row puts the cursor there (the first line is
 			// the breadcrumb); in the hosts' selection column it selects.
 			y := msg.Y - 1
@@ -675,6 +679,29 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 	return top.Update(msg)
 }
 
+// clickCrumb goes back to the screen whose title is at column x of the
+// breadcrumb as last drawn. Not from a page taking typed text (a form asks
+// before its changes are dropped; a filter being typed), nor from the help.
+func (m *Model) clickCrumb(x int) tea.Cmd {
+	if m.top().Capturing() || m.showHelp {
+		return nil
+	}
+	const sep = 3 // " › "
+	pos := ansi.StringWidth("gseproc") + sep
+	if m.crumbCut > 0 {
+		pos += ansi.StringWidth("…") + sep
+	}
+	for i := m.crumbCut; i < len(m.stack); i++ {
+		w := ansi.StringWidth(m.stack[i].Title())
+		if x >= pos && x < pos+w {
+			target := m.stack[i]
+			return m.jump(func(p page) bool { return p == target }, func() page { return target })
+		}
+		pos += w + sep
+	}
+	return nil
+}
+
 func (m *Model) quit() tea.Cmd {
 	m.Close()
 	return tea.Quit
@@ -758,8 +785,10 @@ func (m *Model) breadcrumb() string {
 		room -= ansi.StringWidth(fresh) + 2
 	}
 	out := render(titles, false)
+	m.crumbCut = 0
 	for cut := 1; ansi.StringWidth(out) > room && cut < len(titles); cut++ {
 		out = render(titles[cut:], true)
+		m.crumbCut = cut
 	}
 	if fresh != "" && ansi.StringWidth(out) <= room {
 		out += strings.Repeat(" ", m.s.width-ansi.StringWidth(out)-ansi.StringWidth(fresh)) + fresh
