@@ -994,3 +994,30 @@ func TestMouseBreadcrumb(t *testing.T) {
 	click(at("recent tasks"))
 	topAs[*tasksPage](t, d)
 }
+
+// Items 8 and 12: while a filter is typed the footer shows the filter's
+// keys, not the page's (s, a, o ... type into the filter then).
+func TestFilterFooter(t *testing.T) {
+	e, _ := simBackend(t, quietSim(20))
+	d := newDriver(t, e, Options{}, 80, 24)
+	foot := func() string { l := strings.Split(d.view(), "\n"); return l[len(l)-1] }
+	d.until("namespaces", func() bool { return d.m.stack[0].(*nsPage).loaded })
+	d.keys("/")
+	if f := foot(); !strings.Contains(f, "enter keep it") || !strings.Contains(f, "esc clear it") || strings.Contains(f, "/ filter") {
+		t.Fatalf("namespaces filter footer %q", f)
+	}
+	d.keys("esc")
+	hp := openHosts(t, d, "app=nginx")
+	d.keys("/")
+	if f := foot(); !strings.Contains(f, "enter keep it") || strings.Contains(f, "s sort") || strings.Contains(f, "select") {
+		t.Fatalf("hosts filter footer %q", f)
+	}
+	d.typeText("sa")
+	if hp.filter.value() != "sa" {
+		t.Fatalf("filter %q", hp.filter.value())
+	}
+	d.keys("enter")
+	if f := foot(); !strings.Contains(f, "select") {
+		t.Fatalf("the page's keys did not come back: %q", f)
+	}
+}

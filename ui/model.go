@@ -879,6 +879,10 @@ func (m *Model) shortHelp() string {
 	if m.showHelp {
 		return global
 	}
+	if ft, ok := m.top().(filterTyper); ok && ft.filterTyping() {
+		// The page's keys would type into the filter.
+		return m.s.theme.Muted.Render("type a filter · ") + fitShortHelp(h, filterTypingKeys(), max(m.s.width-16, 10))
+	}
 	if global == "" {
 		h.Width = m.s.width
 		return h.ShortHelpView(m.top().Help().short)

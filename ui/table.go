@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"github.com/charmbracelet/bubbles/key"
 	"slices"
 	"strconv"
 	"strings"
@@ -114,6 +115,28 @@ func newListFilter(hint string) listFilter {
 }
 
 func (f *listFilter) value() string { return f.input.Value() }
+
+// filterTyper is a page whose / input has the keys: the footer shows the
+// input's keys then, not the page's (which type into it).
+type filterTyper interface{ filterTyping() bool }
+
+func (p *nsPage) filterTyping() bool       { return p.tb.filter.typing }
+func (p *labelsPage) filterTyping() bool   { return p.tb.filter.typing }
+func (p *hostsPage) filterTyping() bool    { return p.filter.typing }
+func (p *tasksPage) filterTyping() bool    { return p.tb.filter.typing }
+func (p *eventsPage) filterTyping() bool   { return p.tb.filter.typing }
+func (p *messagesPage) filterTyping() bool { return p.tb.filter.typing }
+func (p *watchPage) filterTyping() bool    { return p.filter.typing }
+func (p *logsPage) filterTyping() bool     { return p.search.typing }
+
+// filterTypingKeys are the keys of a / input being typed (listFilter.key).
+func filterTypingKeys() []binding {
+	return []binding{
+		key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "keep it")),
+		key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "clear it")),
+		key.NewBinding(key.WithKeys("ctrl+c"), key.WithHelp("ctrl+c", "quit")),
+	}
+}
 
 // start focuses the input.
 func (f *listFilter) start() tea.Cmd {
