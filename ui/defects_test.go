@@ -1021,3 +1021,38 @@ func TestFilterFooter(t *testing.T) {
 		t.Fatalf("the page's keys did not come back: %q", f)
 	}
 }
+
+// Item 13: the screen stack is bounded whatever the way in: M then enter
+// from a host's page (map, host, map, host ...) goes back to the map
+// already stacked, and past maxStack screens the oldest above the
+// namespaces go.
+func TestStackBounded(t *testing.T) {
+	e, _ := simBackend(t, quietSim(30))
+	d := newDriver(t, e, Options{Guard: time.Nanosecond}, 100, 30)
+	openHosts(t, d, "app=nginx")
+	depth := 0
+	for i := range 8 {
+		d.keys("M")
+		mp := topAs[*fleetMapPage](t, d)
+		d.until("map", func() bool { return mp.total > 0 })
+		d.keys("enter")
+		hp := topAs[*hostPage](t, d)
+		d.until("host", func() bool { return hp.loaded })
+		if i == 1 {
+			depth = len(d.m.stack)
+		}
+		if i > 1 && len(d.m.stack) != depth {
+			t.Fatalf("round %d: %d screens, %d after the second", i, len(d.m.stack), depth)
+		}
+	}
+	for range 2 * maxStack {
+		d.send(pushMsg{newEventPage(d.m.s, model.Event{Time: time.Now(), Message: "x"})})
+	}
+	if len(d.m.stack) > maxStack {
+		t.Fatalf("%d screens stacked", len(d.m.stack))
+	}
+	topAs[*eventPage](t, d)
+	if _, ok := d.m.stack[0].(*nsPage); !ok {
+		t.Fatalf("the namespaces left the bottom of the stack: %T", d.m.stack[0])
+	}
+}

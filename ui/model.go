@@ -15,6 +15,7 @@ package ui
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -274,8 +275,17 @@ func (m *Model) resize() {
 
 func (m *Model) tooSmall() bool { return m.s.width < MinWidth || m.s.height < MinHeight }
 
+// maxStack bounds the screens stacked: past it the oldest above the
+// namespaces go (closed), so that going in and out by other ways than esc
+// (M then enter, from map to host and back) never stacks without end.
+const maxStack = 12
+
 func (m *Model) push(p page) tea.Cmd {
 	p.SetSize(m.bodySize())
+	if len(m.stack) >= maxStack {
+		m.stack[1].Close()
+		m.stack = append(m.stack[:1], m.stack[2:]...)
+	}
 	m.stack = append(m.stack, p)
 	return p.Init()
 }
@@ -333,7 +343,15 @@ func (m *Model) openMap() tea.Cmd {
 	case *labelsPage:
 		q.Namespace = p.ns.Name
 	}
-	return m.push(newFleetMapPage(m.s, q))
+	// The map of the same hosts further down is gone back to (a host
+	// opened from a map, then M, stacked a map and a host each time).
+	return m.jump(func(p page) bool { mp, ok := p.(*fleetMapPage); return ok && sameHostQuery(mp.q, q) },
+		func() page { return newFleetMapPage(m.s, q) })
+}
+
+func sameHostQuery(a, b backend.HostQuery) bool {
+	return a.Namespace == b.Namespace && a.Name == b.Name && maps.Equal(a.Labels, b.Labels) && slices.Equal(a.Hosts, b.Hosts) &&
+		slices.Equal(a.AgentIDs, b.AgentIDs) && a.Limit == b.Limit
 }
 
 func (m *Model) openMessages() tea.Cmd {
