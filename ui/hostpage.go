@@ -7,6 +7,7 @@ import (
 
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
 
 	"gseproc/backend"
 	"gseproc/model"
@@ -23,6 +24,8 @@ type hostPage struct {
 	loaded bool
 	found  bool
 	err    error
+	// tb filters (/) and sorts (s, S) the process table.
+	tb table
 }
 
 type hostLoadedMsg struct {
@@ -36,7 +39,7 @@ func (m hostLoadedMsg) pageID() int { return m.id }
 // newHostPage opens h; v (possibly only some of its processes) is shown
 // until the whole host is loaded.
 func newHostPage(s *shared, h model.Host, v *backend.HostView) *hostPage {
-	p := &hostPage{host: h}
+	p := &hostPage{host: h, tb: newTable("process:web state=running pid:12 · other words: any column")}
 	if v != nil {
 		p.v, p.found = *v, true
 	}
@@ -58,7 +61,39 @@ func (p *hostPage) load() tea.Cmd {
 
 func (p *hostPage) Help() keyHelp {
 	k := p.s.keys
-	return keyHelp{short: []binding{k.Op, k.Logs, k.Reload, k.Up, k.Down}, full: [][]binding{k.nav(), {k.Op, k.Logs, k.Reload}}}
+	return keyHelp{short: []binding{k.Op, k.Logs, k.Filter, k.Sort, k.Reload}, full: [][]binding{k.nav(), {k.Op, k.Logs, k.Reload}, {k.Filter, k.Sort, k.SortReverse}}}
+}
+
+// The process table's / input has the keys while typed; esc clears a
+// filter before it goes back.
+func (p *hostPage) Capturing() bool    { return p.tb.filter.typing }
+func (p *hostPage) filterTyping() bool { return p.tb.filter.typing }
+func (p *hostPage) consumesBack() bool { return p.tb.filter.value() != "" }
+
+func hostProcCols() []column {
+	return []column{
+		{title: "PROCESS", width: 24, flex: true, grow: 2, min: 12}, {title: "STATE", width: 11}, {title: "PID", width: 7, right: true},
+		{title: "SINCE", width: 20, optional: true}, {title: "CPU", width: 6, right: true}, {title: "MEM", width: 6, right: true},
+		{title: "RESTARTS", width: 8, right: true}, {title: "HOSTED", width: 6, optional: true},
+	}
+}
+
+// procCells is process i's cells, as the table filters and sorts them
+// (the state as its word, state=running; drawn with its glyph).
+func (p *hostPage) procCells(i int) []string {
+	st := p.v.Procs[i].Status
+	pid, since, hosted := "", "", ""
+	if st.PID > 0 && st.State.Up() {
+		pid = fmt.Sprint(st.PID)
+	}
+	if !st.StartTime.IsZero() && st.State.Up() {
+		since = st.StartTime.UTC().Format("2006-01-02 15:04:05Z")
+	}
+	if st.Hosted {
+		hosted = "yes"
+	}
+	return []string{p.v.Procs[i].Key, procGlyph(st.State).word, pid, since, fmt.Sprintf("%.1f%%", st.CPU), fmt.Sprintf("%.1f%%", st.Mem),
+		fmt.Sprint(st.Restarts), hosted}
 }
 
 // onEvents redraws when an event of this host arrives.
@@ -94,7 +129,15 @@ func (p *hostPage) Update(msg tea.Msg) tea.Cmd {
 		p.SetSize(p.w, p.h)
 		return nil
 	case tea.KeyMsg:
+		if ok, cmd := p.tb.key(k, msg, len(hostProcCols())); ok {
+			p.SetSize(p.w, p.h) // the table is drawn again filtered or sorted
+			return cmd
+		}
 		switch {
+		case keyIs(msg, k.Back): // a filter to clear (consumesBack)
+			p.tb.filter.clear()
+			p.SetSize(p.w, p.h)
+			return nil
 		case keyIs(msg, k.Reload):
 			return p.load()
 		case keyIs(msg, k.Op):
@@ -161,32 +204,7 @@ func (p *hostPage) content() string {
 	}
 	b.WriteString(kv("heartbeat", hb))
 	b.WriteString(kv("labels", orDash(strings.Join(model.SortedLabels(v.Labels), " "))))
-	b.WriteString("\n" + t.Title.Render(fmt.Sprintf("Processes (%d, every namespace)", len(v.Procs))) + "\n")
-	if len(v.Procs) == 0 {
-		b.WriteString(t.Muted.Render("No process is deployed here.") + "\n")
-	}
-	for _, pv := range v.Procs {
-		st := pv.Status
-		g := procGlyph(st.State)
-		line := fmt.Sprintf("%-28s %s", pv.Key, g.style(t).Render(g.text()))
-		if st.PID > 0 && st.State.Up() {
-			line += fmt.Sprintf("  pid %d", st.PID)
-		}
-		if !st.StartTime.IsZero() && st.State.Up() {
-			line += "  since " + st.StartTime.UTC().Format("2006-01-02 15:04:05Z")
-		}
-		line += fmt.Sprintf("  cpu %.1f%% mem %.1f%%", st.CPU, st.Mem)
-		if st.Hosted {
-			line += "  hosted"
-		}
-		if st.Restarts > 0 {
-			line += fmt.Sprintf("  %d restarts", st.Restarts)
-		}
-		b.WriteString(line + "\n")
-		if st.Message != "" {
-			b.WriteString("  " + t.Muted.Render(st.Message) + "\n")
-		}
-	}
+	b.WriteString("\n" + p.procTable() + "\n")
 	var evs []model.Event
 	for i := len(p.s.events) - 1; i >= 0 && len(evs) < 20; i-- {
 		if p.s.events[i].Host == p.host {
@@ -200,6 +218,44 @@ func (p *hostPage) content() string {
 	for _, e := range evs {
 		g := eventGlyph(e.Kind)
 		b.WriteString(e.Time.Local().Format("15:04:05") + " " + g.style(t).Render(g.text()) + " " + e.ProcKey + " " + oneLine(e.Message) + "\n")
+	}
+	return b.String()
+}
+
+// procTable is the processes' title line (or the filter being typed),
+// the header with the sort shown, and a row a process shown (its
+// message under it).
+func (p *hostPage) procTable() string {
+	t, v := p.s.theme, p.v
+	p.tb.rebuild(hostProcCols(), len(v.Procs), p.procCells) // the titles a filter names, unmarked
+	cols := p.tb.sort.mark(hostProcCols())
+	var b strings.Builder
+	if p.tb.filter.typing {
+		b.WriteString(p.tb.filter.input.View() + "\n")
+	} else {
+		b.WriteString(t.Title.Render(fmt.Sprintf("Processes (%d, every namespace)", len(v.Procs))) + t.Muted.Render(p.tb.info(t, cols, len(v.Procs))) + "\n")
+	}
+	if len(v.Procs) == 0 {
+		return b.String() + t.Muted.Render("No process is deployed here.") + "\n"
+	}
+	wd := layout(cols, max(p.w-1, 20)) // the text view wraps at w-1
+	b.WriteString(header(t, cols, wd) + "\n")
+	if len(p.tb.shown) == 0 {
+		b.WriteString(t.Muted.Render("  No process matches the filter (esc clears it).") + "\n")
+	}
+	for _, i := range p.tb.shown {
+		c := p.procCells(i)
+		g := procGlyph(v.Procs[i].Status.State)
+		c[1] = g.text()
+		cells := make([]string, len(c))
+		for j := range c {
+			cells[j] = cell(c[j], wd[j], cols[j].right)
+		}
+		st := g.style(t)
+		b.WriteString(renderRow(t, false, false, cells, []*lipgloss.Style{nil, &st}) + "\n")
+		if m := v.Procs[i].Status.Message; m != "" {
+			b.WriteString("    " + t.Muted.Render(oneLine(m)) + "\n")
+		}
 	}
 	return b.String()
 }

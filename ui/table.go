@@ -84,11 +84,12 @@ func (s sortState) mark(cols []column) []column {
 }
 
 // compareCells compares two cells' text: as numbers when both are (a
-// "done/total" cell by its first number), else as text.
+// "done/total" cell by its first number, a "12.5%" cell by its number),
+// else as text.
 func compareCells(a, b string) int {
-	na, errA := strconv.Atoi(strings.TrimSpace(strings.SplitN(a, "/", 2)[0]))
-	nb, errB := strconv.Atoi(strings.TrimSpace(strings.SplitN(b, "/", 2)[0]))
-	if errA == nil && errB == nil {
+	na, okA := cellNumber(a)
+	nb, okB := cellNumber(b)
+	if okA && okB {
 		switch {
 		case na < nb:
 			return -1
@@ -98,6 +99,18 @@ func compareCells(a, b string) int {
 		return 0
 	}
 	return strings.Compare(strings.ToLower(a), strings.ToLower(b))
+}
+
+// cellNumber reads a cell as a number: "12", "3/40" (its first number),
+// "12.5%".
+func cellNumber(s string) (float64, bool) {
+	s = strings.TrimSpace(strings.SplitN(s, "/", 2)[0])
+	s = strings.TrimSuffix(s, "%")
+	if s == "" || strings.Trim(s, "0123456789.-") != "" {
+		return 0, false // not "inf", "nan", "1e5": words sort as text
+	}
+	n, err := strconv.ParseFloat(s, 64)
+	return n, err == nil
 }
 
 // listFilter is a list's `/` input.

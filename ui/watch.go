@@ -40,10 +40,14 @@ type watchPage struct {
 	// into the rest, which keeps its order (a row's host and process
 	// never change). A 228,000-result task re-sorted every row at each
 	// batch: 38 s of CPU in BenchmarkSelectAllOp100k.
-	moved       []int
-	moving      []bool
-	spare       []int // the buffer of the next merge
-	follow      bool  // the operator moved the cursor: keep it on its row
+	moved  []int
+	moving []bool
+	spare  []int // the buffer of the next merge
+	follow bool  // the operator moved the cursor: keep it on its row
+	// sort is the column chosen with s/S (col < 0: the default order,
+	// failures first); sortKey is that column's key (watchSortKey).
+	sort        sortState
+	sortKey     watchSortKey
 	list        vlist
 	counts      model.Counts
 	ctx         context.Context
@@ -114,7 +118,7 @@ func newWatchPage(s *shared, t model.Task) *watchPage {
 	// Room for a row per target from the start: a 228,000-target task
 	// grew them by copying, half the time of applying its results.
 	n := min(max(t.Targets, 0), 1<<20)
-	return &watchPage{s: s, id: s.newID(), task: t, res: newResults(n, t.Op == model.OpStatus), moving: make([]bool, 0, n),
+	return &watchPage{s: s, id: s.newID(), task: t, res: newResults(n, t.Op == model.OpStatus), moving: make([]bool, 0, n), sort: unsorted(),
 		ctx: ctx, cancel: cancel, bar: bar, filter: newListFilter("host:10.0.1 state=failed proc=nginx message:refused · other words: any column")}
 }
 
@@ -224,7 +228,7 @@ func (p *watchPage) Help() keyHelp {
 	k := p.s.keys
 	h := keyHelp{
 		short: []binding{k.Open, k.FailedOnly, k.Retry, k.CancelTask},
-		full:  [][]binding{k.nav(), {k.Open, k.FailedOnly, k.Retry, k.CancelTask}, {k.Filter, k.Logs, k.Reload, k.Tasks}},
+		full:  [][]binding{k.nav(), {k.Open, k.FailedOnly, k.Retry, k.CancelTask}, {k.Filter, k.Sort, k.SortReverse, k.Logs, k.Reload, k.Tasks}},
 	}
 	if p.task.Rollout != nil {
 		h.short = append(h.short, k.PauseRoll, k.AbortRoll)
@@ -247,7 +251,9 @@ func (p *watchPage) apply(rs []model.Result) {
 			p.stats.add(old, p.res.started(i), p.res.finished(i), p.task.Created, -1)
 			rank := p.res.rank(i)
 			p.res.put(r)
-			if p.res.rank(i) != rank {
+			// Under a chosen column the row's key may have changed
+			// with any update (its code, message, time): placed again.
+			if p.res.rank(i) != rank || p.sort.col >= 0 {
 				p.move(i)
 			}
 		default:
@@ -316,9 +322,17 @@ func rowRank(r *model.Result) int {
 	return s
 }
 
-// before orders rows: rank (failures first), then host, then process.
+// before orders rows: by the chosen column when there is one (s/S), and
+// within it (or without one) by rank (failures first), then host, then
+// process. Every key is read from the row in O(1), so the merge of the
+// moved rows (resort) works under any column.
 func (p *watchPage) before(a, b int) bool {
 	t := p.res
+	if p.sort.col >= 0 {
+		if c := p.sort.apply(p.compareKey(a, b)); c != 0 {
+			return c < 0
+		}
+	}
 	ra, rb := &t.rows[a], &t.rows[b]
 	if ra.rank != rb.rank {
 		return ra.rank < rb.rank
@@ -407,6 +421,163 @@ func (p *watchPage) resort() {
 			}
 		}
 	}
+}
+
+// watchSortKey is what a column of the watch sorts by.
+type watchSortKey int
+
+const (
+	wsortHost watchSortKey = iota
+	wsortProc
+	wsortState
+	wsortCode
+	wsortMessage
+	wsortTime
+	wsortPID
+	wsortUptime
+	wsortCPU
+	wsortMem
+)
+
+// watchSortKeys maps a column's title to its key.
+var watchSortKeys = map[string]watchSortKey{"HOST": wsortHost, "PROC": wsortProc, "STATE": wsortState, "CODE": wsortCode,
+	"MESSAGE": wsortMessage, "TIME": wsortTime, "PID": wsortPID, "UPTIME": wsortUptime, "CPU": wsortCPU, "MEM": wsortMem}
+
+// cols are the table's columns (the status op has its own).
+func (p *watchPage) cols() []column {
+	if p.task.Op == model.OpStatus {
+		return statusCols()
+	}
+	return watchCols()
+}
+
+// setSort takes a new sort (s or S): the rows are ordered again whole
+// (O(n log n) on the key press, never per batch) and the cursor stays on
+// its row.
+func (p *watchPage) setSort(next func(*sortState)) {
+	cols := p.cols()
+	next(&p.sort)
+	if p.sort.col >= 0 {
+		p.sortKey = watchSortKeys[cols[p.sort.col].title]
+	}
+	p.follow = p.list.cursor >= 0 && p.list.cursor < len(p.shown)
+	p.dirty = true
+	p.resort()
+	p.follow = p.list.cursor > 0
+}
+
+func cmpInt[T int | int64 | float64](a, b T) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// compareKey compares rows a and b by the chosen column's key, as the
+// cells draw it (an empty cell, a result not final yet, first).
+func (p *watchPage) compareKey(a, b int) int {
+	t := p.res
+	ra, rb := &t.rows[a], &t.rows[b]
+	switch p.sortKey {
+	case wsortHost:
+		return t.hosts.compare(ra.host, rb.host)
+	case wsortProc:
+		_, na, _ := model.SplitKey(t.strs.str(ra.proc))
+		_, nb, _ := model.SplitKey(t.strs.str(rb.proc))
+		return strings.Compare(na, nb)
+	case wsortState:
+		return strings.Compare(p.stateWord(a), p.stateWord(b))
+	case wsortCode:
+		return cmpInt(p.finalNum(a, ra.code), p.finalNum(b, rb.code))
+	case wsortMessage:
+		return strings.Compare(p.messageOf(a), p.messageOf(b))
+	case wsortTime:
+		return cmpInt(p.finalNum(a, int64(t.duration(a))), p.finalNum(b, int64(t.duration(b))))
+	}
+	// The status columns: a row without a process status (a failure,
+	// a result to come) has an empty cell.
+	sa, sb := p.statusOf(a), p.statusOf(b)
+	if sa == nil || sb == nil {
+		return cmpInt(boolInt(sa != nil), boolInt(sb != nil))
+	}
+	up := func(i int, s *compactStatus) int64 {
+		if !p.upState(s) {
+			return -1
+		}
+		switch p.sortKey {
+		case wsortPID:
+			return s.pid
+		case wsortUptime:
+			if s.start == 0 || t.rows[i].finished == 0 {
+				return -1
+			}
+			return t.rows[i].finished - s.start
+		}
+		return 0
+	}
+	switch p.sortKey {
+	case wsortCPU:
+		return cmpInt(sa.cpu, sb.cpu)
+	case wsortMem:
+		return cmpInt(sa.mem, sb.mem)
+	}
+	return cmpInt(up(a, sa), up(b, sb))
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// finalNum is v for a final row, -1 (an empty cell) else.
+func (p *watchPage) finalNum(i int, v int64) int64 {
+	if !p.res.state(i).Final() {
+		return -1
+	}
+	return v
+}
+
+// statusOf is row i's process status as its status cells show it: only
+// of a successful result (nil else).
+func (p *watchPage) statusOf(i int) *compactStatus {
+	r := &p.res.rows[i]
+	if r.status == 0 || !p.res.state(i).OK() {
+		return nil
+	}
+	return &p.res.stats[r.status-1]
+}
+
+func (p *watchPage) upState(s *compactStatus) bool {
+	return model.ProcState(p.res.strs.str(p.res.shapes[s.shape].state)).Up()
+}
+
+// stateWord is the STATE cell's word: the process's state on a status
+// result, else the result's.
+func (p *watchPage) stateWord(i int) string {
+	if p.res.hasStatus(i) && p.res.state(i).OK() {
+		return string(p.res.statusState(i))
+	}
+	return string(p.res.state(i))
+}
+
+// messageOf is the MESSAGE cell's text (before it is made one line).
+func (p *watchPage) messageOf(i int) string {
+	r := p.res
+	st := r.state(i)
+	if s := r.rows[i].status; s != 0 && st.OK() {
+		// Read in place: status(i) makes the whole status, an
+		// allocation a comparison.
+		return r.strs.str(r.shapes[r.stats[s-1].shape].msg)
+	}
+	if msg := r.message(i); msg != "" || !st.Final() {
+		return msg
+	}
+	return model.CodeText(r.code(i))
 }
 
 // watchMatchCols are the columns a filter names (field:value).
@@ -549,6 +720,13 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 		case keyIs(msg, k.Back): // a filter to clear (consumesBack)
 			p.filter.clear()
 			p.refilter()
+			return nil
+		case keyIs(msg, k.Sort):
+			n := len(p.cols())
+			p.setSort(func(s *sortState) { s.next(n) })
+			return nil
+		case keyIs(msg, k.SortReverse):
+			p.setSort((*sortState).reverse)
 			return nil
 		}
 		if p.err != nil && keyIs(msg, k.Reload) && !p.streaming {
@@ -712,9 +890,21 @@ func (p *watchPage) View() string {
 			filter += " · failed only"
 		}
 	}
+	// The columns inline (not p.cols()): they stay on the stack, as a
+	// frame of the default order allocated nothing for them before.
+	cols := watchCols()
+	if p.task.Op == model.OpStatus {
+		cols = statusCols()
+	}
+	if p.sort.col >= 0 {
+		cols = p.sort.mark(cols)
+	}
 	order := "failures first"
 	if p.task.Op == model.OpStatus {
 		order = "failures and stopped processes first"
+	}
+	if s := p.sort.describe(cols); s != "" {
+		order = s
 	}
 	if p.filter.typing {
 		b.WriteString(p.filter.input.View() + "\n")
@@ -723,10 +913,6 @@ func (p *watchPage) View() string {
 	}
 	if p.err != nil && p.res.len() == 0 {
 		return b.String() + "\n" + loadFailed(p.s, "task "+p.task.ID, p.err, p.w)
-	}
-	cols := watchCols()
-	if p.task.Op == model.OpStatus {
-		cols = statusCols()
 	}
 	wd := layout(cols, p.w)
 	b.WriteString(header(t, cols, wd))
