@@ -284,6 +284,11 @@ func selectAllWatch(b *testing.B, be backend.Backend, q backend.HostQuery, n int
 	resetPeakRSS()
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
 	hp := newHostsPage(m.s, q)
+	if file := os.Getenv("GSEPROC_CPU_PROFILE"); file != "" {
+		// The console's CPU profile of the list's opening and the op.
+		stop := startCPUProfile(b, file)
+		defer stop()
+	}
 	t0, c0 := time.Now(), processCPU()
 	runUntil(b, m, func() tea.Msg { return pushMsg{hp} }, func() bool { return hp.loaded })
 	_ = m.View()
@@ -363,5 +368,21 @@ func writeHeapProfile(b *testing.B, file string) {
 	defer f.Close()
 	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// startCPUProfile starts a CPU profile into file; stop ends it.
+func startCPUProfile(b *testing.B, file string) (stop func()) {
+	b.Helper()
+	f, err := os.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
 	}
 }

@@ -25,7 +25,9 @@ import (
 // (a URL) it runs against that server instead, one bench.Start started
 // (gseproc's own measurements compare console builds on one fleet), and
 // with GSEPROC_BENCH_TASK (a task id) it watches that task instead of
-// running an op.
+// running an op. GSEPROC_SERVER_PROFILE (a directory) receives the
+// server's profiles of the run, GSEPROC_CPU_PROFILE (a file) the
+// console's CPU profile of the list's opening and the op.
 func BenchmarkSelectAllOpRemote100k(b *testing.B) {
 	if url := os.Getenv("GSEPROC_BENCH_SERVER"); url != "" {
 		be := bench.Connect(url)
@@ -64,12 +66,20 @@ func BenchmarkSelectAllOpRemote100k(b *testing.B) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	srv, err := bench.Start(ctx, bench.Setup{Bin: bin, Hosts: fleet100k, MaxTargets: 4 * fleet100k, Out: benchLog{b}})
+	// GSEPROC_SERVER_PROFILE (a directory) takes the server's profiles
+	// of the run (a CPU profile of 60 s from the list's opening).
+	dir := os.Getenv("GSEPROC_SERVER_PROFILE")
+	srv, err := bench.Start(ctx, bench.Setup{Bin: bin, Hosts: fleet100k, MaxTargets: 4 * fleet100k, Out: benchLog{b},
+		ProfileDir: dir, ProfileSeconds: 60})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer srv.Stop()
+	finish := srv.Profile()
 	remoteSelectAll(b, srv.Client())
+	if err := finish(); err != nil {
+		b.Log(err)
+	}
 }
 
 func remoteSelectAll(b *testing.B, be backend.Backend) {

@@ -41,3 +41,20 @@ func Connect(url string) *client.Client {
 	return client.New(url, client.WithCredentials(appCode, appSecret, "bench"),
 		client.WithHTTPClient(&http.Client{Timeout: 5 * time.Minute}))
 }
+
+// ConfigFile is the config file the server, the fleet and an op client
+// read (the bench app's credentials): `gseproc op --server URL --config
+// FILE` runs an op against this server.
+func (s *Server) ConfigFile() string { return s.e.cfg }
+
+// Pids are the server's and the simulated fleet's process ids.
+func (s *Server) Pids() (server, sim int) {
+	return s.e.server.cmd.Process.Pid, s.e.sim.cmd.Process.Pid
+}
+
+// Profile takes the server's profiles into Setup.ProfileDir (a server
+// started with one): a heap profile now and a CPU profile of
+// Setup.ProfileSeconds from now; finish waits for the CPU profile and
+// takes the heap, mutex, block and goroutine profiles. Without a
+// ProfileDir both do nothing.
+func (s *Server) Profile() (finish func() error) { return s.e.startProfile().finish }
