@@ -117,6 +117,17 @@ type SharedRegistry interface {
 	SharedProcesses(ctx context.Context) ([]model.ProcessDef, error)
 }
 
+// TaskRecordReader is optional: a Store that reads a task's record alone,
+// without its targets or results (the JetStream store: one key). A task
+// past the runs an engine keeps in memory (a fan-out over 100,000 hosts,
+// or one another engine ran) is answered from its record once stored
+// complete: the end of a watch of 217,847 results read every one of them
+// back from the store to send the task alone (~4 s of the server's CPU),
+// and a console's status read (results=false) as much again.
+type TaskRecordReader interface {
+	TaskRecord(ctx context.Context, id string) (model.Task, error) // model.ErrNotFound
+}
+
 // HostStatus is the last known status of a process on a host.
 type HostStatus struct {
 	Host   model.Host

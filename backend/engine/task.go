@@ -1062,20 +1062,34 @@ func (e *Engine) cancelLoop(ids <-chan string) {
 }
 
 // TaskHead returns a task without its results when this engine holds its
-// run (running, or among the recent ones): ok false when it does not (the
-// caller asks Task). A stream of a task's results needs the task, not a
-// copy of its 100,000 results (Task's).
-func (e *Engine) TaskHead(_ context.Context, id string) (t model.Task, ok bool, err error) {
+// run (running, or among the recent ones), or when its store reads the
+// task's record alone (TaskRecordReader) and the record is complete (a
+// complete task's record is Task's task, counts and all): ok false
+// otherwise (the caller asks Task, which counts a task still running
+// elsewhere from its results). A stream of a task's results needs the
+// task, not a copy of its 100,000 results (Task's).
+func (e *Engine) TaskHead(ctx context.Context, id string) (t model.Task, ok bool, err error) {
 	e.mu.RLock()
 	r := e.runs[id]
 	if r == nil {
 		r = e.recent.get(id)
 	}
 	e.mu.RUnlock()
-	if r == nil {
+	if r != nil {
+		return r.snapshot(), true, nil
+	}
+	rr, ok := e.st.(TaskRecordReader)
+	if !ok {
 		return model.Task{}, false, nil
 	}
-	return r.snapshot(), true, nil
+	t, err = rr.TaskRecord(ctx, id)
+	if err != nil {
+		return model.Task{}, false, fmt.Errorf("task: %w", err)
+	}
+	if !t.Status.Final() {
+		return model.Task{}, false, nil
+	}
+	return t, true, nil
 }
 
 // Task returns a task with every sub-result so far (pending ones included).

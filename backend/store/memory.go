@@ -308,6 +308,17 @@ func (m *Memory) Task(_ context.Context, id string) (model.Task, []model.Target,
 	return rec.task, slices.Clone(rec.targets), nil
 }
 
+// TaskRecord is task id without its targets (engine.TaskRecordReader).
+func (m *Memory) TaskRecord(_ context.Context, id string) (model.Task, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	rec, ok := m.tasks[id]
+	if !ok {
+		return model.Task{}, fmt.Errorf("task %s: %w", id, model.ErrNotFound)
+	}
+	return rec.task, nil
+}
+
 // Tasks lists tasks newest first; limit <= 0 means all.
 func (m *Memory) Tasks(_ context.Context, limit int) ([]model.Task, error) {
 	m.mu.RLock()

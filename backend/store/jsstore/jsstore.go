@@ -1123,6 +1123,15 @@ func (s *Store) Task(ctx context.Context, id string) (model.Task, []model.Target
 	return st.Task, targets, nil
 }
 
+// TaskRecord reads task id's record alone, without its targets
+// (engine.TaskRecordReader).
+func (s *Store) TaskRecord(ctx context.Context, id string) (model.Task, error) {
+	if err := s.check(); err != nil {
+		return model.Task{}, err
+	}
+	return s.task(ctx, id)
+}
+
 func (s *Store) task(ctx context.Context, id string) (model.Task, error) {
 	st, err := s.stored(ctx, id)
 	return st.Task, err

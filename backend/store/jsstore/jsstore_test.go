@@ -305,6 +305,13 @@ func TestTasksAndResults(t *testing.T) {
 	if tk2, _, _ := s.Task(ctx, ids[1]); tk2.Status != model.TaskDone || tk2.Counts.Success != 2 {
 		t.Fatalf("after update: %+v", tk2)
 	}
+	// The record alone (engine.TaskRecordReader) is Task's task.
+	if rec, err := s.TaskRecord(ctx, ids[1]); err != nil || rec.ID != ids[1] || rec.Status != model.TaskDone || rec.Counts.Success != 2 || rec.Targets != len(tgs) {
+		t.Fatalf("TaskRecord after update: %+v, %v", rec, err)
+	}
+	if _, err := s.TaskRecord(ctx, "GSETASK:20000101000000:1"); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("TaskRecord of an unknown task: %v", err)
+	}
 
 	// Results: put out of order, replaced as they progress, read in target order.
 	for _, i := range []int{3000, 5, 0} {
