@@ -75,7 +75,7 @@ func (g ProcessGroup) Validate() error {
 // ValidateNamespace checks a group's namespace under field (the rule of
 // meta.namespace).
 func ValidateNamespace(v *Validator, field, ns string) {
-	v.CheckIdent(field, ns, true, 128, namespaceChar, NamespaceChars)
+	v.CheckIdent(field, ns, true, MaxName, namespaceChar, NamespaceChars)
 }
 
 // SortGroups orders groups by namespace, then host (CompareHosts).

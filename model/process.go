@@ -304,6 +304,17 @@ func (p Process) ValidateInto(v *Validator, prefix string, names FieldNames) {
 	p.ValidateSpecInto(v, prefix, names)
 }
 
+// ValidateDefInto is ValidateInto for a definition being saved or sent (the
+// entrances: the engine's canonicalDef, the API forms, the console's form,
+// apply): its meta.name is held to the name rule (CheckDefName), not only
+// to CheckName's. Agents keep ValidateInto: a definition stored before the
+// rule stays operable.
+func (p Process) ValidateDefInto(v *Validator, prefix string, names FieldNames) {
+	v.CheckIdent(names.name(prefix, "meta.namespace"), p.Meta.Namespace, true, MaxName, namespaceChar, NamespaceChars)
+	v.CheckDefName(names.name(prefix, "meta.name"), p.Meta.Name, p.Spec.Identity)
+	p.ValidateSpecInto(v, prefix, names)
+}
+
 // ValidateInto checks the namespace and, when nameRequired, the name
 // (prefix as for Process.ValidateInto); labels are checked with the
 // definition. The meta-only requests (operate_proc, get_proc_status) use it.
@@ -312,7 +323,7 @@ func (m Meta) ValidateInto(v *Validator, prefix string, nameRequired bool) {
 }
 
 func (m Meta) checkIdentity(v *Validator, nsField, nameField string, nameRequired bool) {
-	v.CheckIdent(nsField, m.Namespace, true, 128, namespaceChar, NamespaceChars)
+	v.CheckIdent(nsField, m.Namespace, true, MaxName, namespaceChar, NamespaceChars)
 	v.CheckName(nameField, m.Name, nameRequired, 512)
 }
 

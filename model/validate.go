@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"unicode/utf8"
 )
 
 // FieldError names one offending field and why.
@@ -211,6 +212,49 @@ func procNameChar(c byte) bool {
 
 func namespaceChar(c byte) bool { return procNameChar(c) && c != '+' && c != '@' }
 
+// The name rule: a definition's meta.name and meta.namespace are both
+// 1-MaxName characters of NameChars (NamespaceChars is the same set), not
+// "." or "..". Both are tokens of keys joined with ':' (namespace:name,
+// agent_id:namespace:name, cloud:ip:namespace:name), of file and subject
+// names, and are shown on operators' terminals and typed into shells: so
+// no ':', '/', white space, shell metacharacters or control characters.
+// Letters are ASCII only: every name real clients send is (proc-test-1,
+// nginx_1, sub_870_host_1_host_exp002, GSEKIT_BIZ_3), and a letter of
+// another script can look like an ASCII one (Cyrillic 'а' and Latin 'a')
+// while naming another process, which an operator confirming an op
+// cannot see.
+const (
+	MaxName   = 128
+	NameChars = NamespaceChars
+)
+
+// CheckDefName validates the meta.name of a definition being saved or
+// sent (the entrances: the engine's canonicalDef, the API forms, the
+// console's form, apply) by the name rule. It is not part of
+// Process.Validate, which agents run on every op: a definition stored
+// before the rule, its name now refused, stays operable and deletable;
+// only saving it (again) is refused. A name equal to the definition's
+// default JOB index key, setup_path/proc_name (DefaultValueKey), is also
+// taken: the JOB forms name a process so when value_key is left out, as
+// JOB itself does, and both parts passed their own rules.
+func (v *Validator) CheckDefName(field, name string, id Identity) {
+	if name != "" && id.ProcName != "" && id.SetupPath != "" &&
+		(name == DefaultValueKey(id.SetupPath, id.ProcName) || name == DefaultValueKey(CleanPath(id.SetupPath), id.ProcName)) {
+		return
+	}
+	v.CheckIdent(field, name, true, MaxName, namespaceChar, NameChars)
+}
+
+// DefaultValueKey is the agent index key when value_key is empty:
+// setup_path + "/" + proc_name, or with "\\" for a Windows path written
+// with backslashes (as JOB builds it).
+func DefaultValueKey(setupPath, procName string) string {
+	if IsWindowsPath(setupPath) && strings.Contains(setupPath, `\`) {
+		return strings.TrimRight(setupPath, `\/`) + `\` + procName
+	}
+	return strings.TrimRight(setupPath, "/") + "/" + procName
+}
+
 // CheckIdent validates an identifier against its character set (ok, and
 // chars to name it): required when required, at most max bytes, not "." or
 // "..". It reports the first offending character.
@@ -231,7 +275,8 @@ func (v *Validator) CheckIdent(field, s string, required bool, max int, ok func(
 	}
 	for i := 0; i < len(s); i++ {
 		if !ok(s[i]) {
-			v.Addf(field, "%s: character %q at byte %d is not allowed (only %s)", clip(s), rune(s[i]), i, chars)
+			r, _ := utf8.DecodeRuneInString(s[i:]) // the character, not its first byte
+			v.Addf(field, "%s: character %q at byte %d is not allowed (only %s)", clip(s), r, i, chars)
 			return
 		}
 	}

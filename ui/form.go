@@ -141,7 +141,7 @@ func splitList(s string) []string {
 	return f
 }
 
-// validateDef runs the API's own validation (model.Process.ValidateInto,
+// validateDef runs the API's own validation (model.Process.ValidateDefInto,
 // the same rules, field names and messages as the engine's SaveProcess)
 // plus the form's parse errors.
 func validateDef(v formVals, base model.ProcessDef) (model.ProcessDef, model.ValidationError) {
@@ -149,7 +149,7 @@ func validateDef(v formVals, base model.ProcessDef) (model.ProcessDef, model.Val
 	// As the engine's SaveProcess checks a definition: the process under
 	// "process", at least one host, each host.
 	var val model.Validator
-	d.Process.ValidateInto(&val, "process", nil)
+	d.Process.ValidateDefInto(&val, "process", nil)
 	if len(d.Hosts) == 0 && !hasField(errs, "hosts") {
 		val.Add("hosts", "required: at least one host")
 	}
@@ -257,9 +257,12 @@ func (p *formPage) build() {
 	if !p.isNew {
 		keyNote = "changing it saves a new definition"
 	}
+	// The name rule (model.NameChars), said where it is typed: a name it
+	// refuses is refused on the field, before a save.
+	chars := fmt.Sprintf("1-%d of A-Z a-z 0-9 . _ -", model.MaxName)
 	identity := huh.NewGroup(
-		in("Namespace", "process.meta.namespace", keyNote, &v.Namespace),
-		in("Name", "process.meta.name", "the process's name in its namespace", &v.Name),
+		in("Namespace", "process.meta.namespace", chars+"; "+keyNote, &v.Namespace),
+		in("Name", "process.meta.name", chars+"; the process's name in its namespace", &v.Name),
 		in("Labels", "process.meta.labels", "key=value, comma separated", &v.Labels),
 		in("Hosts", "hosts", "cloud:ip, comma separated, e.g. 0:10.0.0.1", &v.Hosts),
 		in("Process file name (proc_name)", "process.spec.identity.proc_name", "", &v.ProcName),

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"strings"
 	"testing"
 
 	"gseproc/model"
@@ -46,5 +47,34 @@ func TestFormPolicyEmptyIsDefaultZeroIsZero(t *testing.T) {
 	v.OpTimeout = "0"
 	if _, errs = validateDef(v, base); fieldErr(errs, "process.spec.monitor_policy.op_timeout") == nil {
 		t.Fatalf("op_timeout 0 accepted: %v", errs)
+	}
+}
+
+// TestFormNameRule: the console's form refuses a name the name rule
+// refuses (model.CheckDefName) on the Name field, with the engine's
+// message, and its hint says the rule.
+func TestFormNameRule(t *testing.T) {
+	base := newDef("web")
+	v := valsFrom(base)
+	v.ProcName, v.SetupPath, v.PidPath, v.Hosts, v.StartCmd = "z", "/opt/z", "/opt/z/z.pid", "0:10.0.0.1", "./start.sh"
+	for _, name := range []string{"my app!", "a:b", "a/b", "a b", "a\tb", "a;b"} {
+		v.Name = name
+		_, errs := validateDef(v, base)
+		err := fieldErr(errs, "process.meta.name")
+		if err == nil || !strings.Contains(err.Error(), "is not allowed (only letters A-Z a-z, digits and . _ -)") {
+			t.Errorf("name %q: %v (all: %v)", name, err, errs)
+		}
+	}
+	v.Name = "proc-test-1"
+	if _, errs := validateDef(v, base); len(errs) != 0 {
+		t.Fatalf("proc-test-1: %v", errs)
+	}
+	v.Name = " a " // the form trims what is typed around a field
+	if d, errs := validateDef(v, base); len(errs) != 0 || d.Process.Meta.Name != "a" {
+		t.Fatalf("%q saved as %q: %v", v.Name, d.Process.Meta.Name, errs)
+	}
+	v.Namespace = "a:b"
+	if _, errs := validateDef(v, base); fieldErr(errs, "process.meta.namespace") == nil {
+		t.Fatalf("namespace a:b accepted")
 	}
 }

@@ -35,7 +35,8 @@ prints them:
    "hosts": [{"ip": "127.0.0.2", "bk_cloud_id": 0}]}
 
 Every definition is checked first (each bad field is named); nothing is
-saved when one is invalid. Policy fields left out take the documented
+saved when one is invalid. meta.namespace and meta.name are 1-128 of
+A-Z a-z 0-9 . _ - (the name rule: README, Names). Policy fields left out take the documented
 defaults (start_check_secs 5, op_timeout 60, start_retries 4,
 start_interval 10, instance_num 1); a value given is kept, 0 included
 (start_check_secs 0: judged at once; start_retries 0: never restarted;
@@ -62,7 +63,7 @@ Flags:
 		if len(defs) == 1 {
 			prefix = ""
 		}
-		d.Process.ValidateInto(v, prefix+"process", nil)
+		d.Process.ValidateDefInto(v, prefix+"process", nil)
 		if len(d.Hosts) == 0 {
 			v.Add(prefix+"hosts", "required: at least one host")
 		}

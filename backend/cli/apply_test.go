@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -53,5 +55,39 @@ func TestApplyPolicyAbsentIsDefaultZeroIsZero(t *testing.T) {
 		if _, err := read(bad); err == nil || !strings.Contains(err.Error(), "unknown field") {
 			t.Errorf("unknown field accepted: %v", err)
 		}
+	}
+}
+
+// TestApplyNameRule: apply refuses a file with a name the name rule
+// refuses (model.CheckDefName), naming it, and saves none of the file.
+func TestApplyNameRule(t *testing.T) {
+	def := func(name string) string {
+		return `{"process": {"meta": {"namespace": "names", "name": "` + name + `"}, "spec": {
+			"identity": {"proc_name": "p", "setup_path": "/opt/p", "pid_path": "/opt/p/p.pid"},
+			"control": {"start_cmd": "./start.sh"}, "monitor_policy": {"auto_type": 1}}},
+			"hosts": [{"ip": "10.0.0.1", "bk_cloud_id": 0}]}`
+	}
+	file := filepath.Join(t.TempDir(), "defs.json")
+	write := func(s string) {
+		if err := os.WriteFile(file, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("[" + def("proc-test-1") + ", " + def("my app!") + ", " + def("a:b") + "]")
+	code, out, errOut := run(t, "apply", file, "--dry-run")
+	if code != 2 || out != "" || !strings.Contains(errOut, "nothing saved") {
+		t.Fatalf("exit %d, want 2 and nothing saved:\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{`[1].process.meta.name: "my app!": character ' '`, `[2].process.meta.name: "a:b": character ':'`} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("no %q in:\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(errOut, "[0].") {
+		t.Errorf("the conforming name is refused:\n%s", errOut)
+	}
+	write(def("nginx_1"))
+	if code, out, errOut := run(t, "apply", file, "--dry-run"); code != 0 || !strings.Contains(out, "would save names:nginx_1") {
+		t.Fatalf("a conforming name: exit %d\n%s%s", code, out, errOut)
 	}
 }

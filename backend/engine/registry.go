@@ -519,7 +519,10 @@ func (l *hostLister) fill(procs []backend.ProcView, h model.Host, idx []int32, s
 // and absence was known (model.DefaultPolicy); here a 0 is a 0, so the
 // agent, the simulator and the task deadlines see what was asked.
 func canonicalDef(v *model.Validator, prefix string, d model.ProcessDef) model.ProcessDef {
-	d.Process.ValidateInto(v, prefix+"process", nil)
+	// The name rule (model.CheckDefName) holds here and at the forms, not
+	// in the agents' Process.Validate: a definition stored before it stays
+	// operable and deletable; only saving one is refused.
+	d.Process.ValidateDefInto(v, prefix+"process", nil)
 	if len(d.Hosts) == 0 {
 		v.Add(prefix+"hosts", "required: at least one host")
 	}

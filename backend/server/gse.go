@@ -36,6 +36,22 @@ const MaxSyncPage = 1000
 // namespace the app may not touch.
 func checkMeta(v *model.Validator, c *call, m model.Meta, prefix string, nameRequired bool) *apiError {
 	m.ValidateInto(v, strings.TrimSuffix(prefix, "."), nameRequired)
+	return allowMeta(c, m, prefix)
+}
+
+// checkDefMeta is checkMeta for a request that carries a definition
+// (register/update_proc_info, operate_proc_v2, operate_proc_multi): the
+// name is held to the name rule (model.CheckDefName), as the engine will;
+// a request that names a process stored earlier (checkMeta) is not, so a
+// definition stored before the rule stays operable.
+func checkDefMeta(v *model.Validator, c *call, m model.Meta, id model.Identity, prefix string) *apiError {
+	model.ValidateNamespace(v, prefix+"meta.namespace", m.Namespace)
+	v.CheckDefName(prefix+"meta.name", m.Name, id)
+	return allowMeta(c, m, prefix)
+}
+
+// allowMeta refuses a namespace the app may not touch.
+func allowMeta(c *call, m model.Meta, prefix string) *apiError {
 	if m.Namespace != "" && !c.app.allowNamespace(m.Namespace) {
 		return namespaceDenied(c.app, prefix+"meta.namespace", m.Namespace)
 	}
@@ -190,7 +206,11 @@ func (s *Server) checkProcRequest(v *model.Validator, c *call, r wire.ProcReques
 	if dot != "" {
 		dot += "."
 	}
-	if aerr := checkMeta(v, c, r.Meta, dot, true); aerr != nil {
+	var id model.Identity
+	if r.Spec != nil {
+		id = r.Spec.Identity
+	}
+	if aerr := checkDefMeta(v, c, r.Meta, id, dot); aerr != nil {
 		return model.ProcessDef{}, 0, nil, aerr
 	}
 	var op model.OpType
@@ -203,7 +223,7 @@ func (s *Server) checkProcRequest(v *model.Validator, c *call, r wire.ProcReques
 		return model.ProcessDef{}, op, refs, nil
 	}
 	p := r.ToProcess()
-	p.ValidateSpecInto(v, prefix, policyNames(r)) // meta.namespace and meta.name: checkMeta above
+	p.ValidateSpecInto(v, prefix, policyNames(r)) // meta.namespace and meta.name: checkDefMeta above
 	return model.ProcessDef{Process: p}, op, refs, nil
 }
 

@@ -113,14 +113,10 @@ var infoNames = model.FieldNames{
 	"spec.monitor_policy.instance_num":         "instance_num",
 }
 
-// DefaultValueKey is the agent index key when value_key is empty:
-// setup_path + "/" + proc_name, or with "\\" for a Windows path written
-// with backslashes (as JOB builds it).
+// DefaultValueKey is model.DefaultValueKey: the agent index key when
+// value_key is empty.
 func DefaultValueKey(setupPath, procName string) string {
-	if model.IsWindowsPath(setupPath) && strings.Contains(setupPath, `\`) {
-		return strings.TrimRight(setupPath, `\/`) + `\` + procName
-	}
-	return strings.TrimRight(setupPath, "/") + "/" + procName
+	return model.DefaultValueKey(setupPath, procName)
 }
 
 // ToProcess translates the entry into a definition in the scope's namespace.
@@ -251,7 +247,7 @@ func ValidateInfos(v *model.Validator, form InfoForm, scope Scope, infos []Proce
 			}
 		}
 		p := pi.ToProcess(form, scope)
-		p.ValidateInto(v, prefix, infoNames)
+		p.ValidateDefInto(v, prefix, infoNames)
 		procs[i] = p
 		if len(pi.IPList) == 0 {
 			v.Add(prefix+".ip_list", "required: at least one host")
