@@ -310,7 +310,7 @@ func (p Process) ValidateInto(v *Validator, prefix string, names FieldNames) {
 // to CheckName's. Agents keep ValidateInto: a definition stored before the
 // rule stays operable.
 func (p Process) ValidateDefInto(v *Validator, prefix string, names FieldNames) {
-	v.CheckIdent(names.name(prefix, "meta.namespace"), p.Meta.Namespace, true, MaxName, namespaceChar, NamespaceChars)
+	ValidateNamespace(v, names.name(prefix, "meta.namespace"), p.Meta.Namespace)
 	v.CheckDefName(names.name(prefix, "meta.name"), p.Meta.Name, p.Spec.Identity)
 	p.ValidateSpecInto(v, prefix, names)
 }
