@@ -5,11 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
-	"maps"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -471,24 +467,72 @@ func (p *beatPlan) next(force bool, fp uint64) bool {
 // keepalive may leave out only while it is unchanged: the host's identity
 // and each process's state, not its usage figures (cpu, memory, threads,
 // report time), which a full beat refreshes every FullEvery beats.
+//
+// It makes nothing on the heap: a simulated fleet computes it for every
+// host at every beat (20,000 a second at 100,000 hosts), and the host's
+// text, its sorted label keys and each number's text made for it were
+// 17% of the simulator's CPU. The labels are summed by pair, so their
+// order does not count and needs no sorting.
 func heartbeatPrint(hi model.HostInfo, sts []model.ProcStatus) uint64 {
-	h := fnv.New64a()
-	w := func(parts ...string) {
-		for _, p := range parts {
-			_, _ = h.Write([]byte(p))
-			_, _ = h.Write([]byte{0})
-		}
+	h := fnvStr(fnvOffset, hi.Host.IP)
+	h = fnvInt(h, int64(hi.Host.CloudID))
+	h = fnvStr(fnvStr(fnvStr(h, string(hi.State)), hi.Version), hi.AgentID)
+	var labels uint64
+	for k, v := range hi.Labels {
+		labels += fnvMix(fnvStr(fnvStr(fnvOffset, k), v))
 	}
-	w(hi.Host.String(), string(hi.State), hi.Version, hi.AgentID)
-	for _, k := range slices.Sorted(maps.Keys(hi.Labels)) {
-		w(k, hi.Labels[k])
+	h = fnvInt(h, int64(labels))
+	h = fnvInt(h, int64(len(hi.Labels)))
+	for i := range sts {
+		st := &sts[i]
+		zone, offset := st.StartTime.Zone()
+		h = fnvStr(h, "\x01")
+		h = fnvStr(fnvStr(fnvStr(h, st.ProcKey), st.ProcName), string(st.State))
+		h = fnvInt(fnvInt(h, int64(st.PID)), boolInt(st.Hosted))
+		h = fnvInt(fnvStr(fnvInt(h, st.StartTime.UnixNano()), zone), int64(offset))
+		h = fnvInt(fnvInt(h, st.RegisterTime), st.LastStartTime)
+		h = fnvInt(fnvInt(h, int64(st.Restarts)), int64(st.ExitStatus))
+		h = fnvStr(fnvStr(fnvStr(h, st.Version), st.Cmdline), st.Message)
 	}
-	for _, st := range sts {
-		w("\x01", st.ProcKey, st.ProcName, string(st.State), strconv.Itoa(st.PID), strconv.FormatBool(st.Hosted),
-			st.StartTime.String(), strconv.FormatInt(st.RegisterTime, 10), strconv.FormatInt(st.LastStartTime, 10),
-			strconv.Itoa(st.Restarts), strconv.Itoa(st.ExitStatus), st.Version, st.Cmdline, st.Message)
+	return h
+}
+
+// FNV-1a, 64 bits, over the fields of heartbeatPrint, each followed by a
+// zero byte (a field's end: "ab","c" and "a","bc" differ).
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnvStr(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * fnvPrime
 	}
-	return h.Sum64()
+	return h * fnvPrime // ^ 0
+}
+
+func fnvInt(h uint64, n int64) uint64 {
+	for range 8 {
+		h = (h ^ uint64(n&0xff)) * fnvPrime
+		n >>= 8
+	}
+	return h * fnvPrime
+}
+
+// fnvMix spreads a pair's hash over every bit before it is summed with
+// the others' (FNV's low bits mix poorly into a sum).
+func fnvMix(h uint64) uint64 {
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	return h
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // run drives heartbeats and events until ctx ends. subscribe registers the
