@@ -11,11 +11,7 @@ import "encoding/json"
 // differ when ProcessJSON is Process's encoding).
 func AppendRequestJSON(b []byte, r *AgentRequest) ([]byte, error) {
 	if r.ProcessJSON == nil || r.Group != nil || r.Tail != nil {
-		data, err := json.Marshal(r)
-		if err != nil {
-			return b, err
-		}
-		return append(b, data...), nil
+		return appendRequestMarshalled(b, r)
 	}
 	w := jw{b: b, ok: true}
 	w.key(`{"task_id":`)
@@ -37,11 +33,19 @@ func AppendRequestJSON(b []byte, r *AgentRequest) ([]byte, error) {
 	}
 	w.b = append(w.b, '}')
 	if !w.ok {
-		data, err := json.Marshal(r)
-		if err != nil {
-			return b, err
-		}
-		return append(b, data...), nil
+		return appendRequestMarshalled(b, r)
 	}
 	return w.b, nil
+}
+
+// appendRequestMarshalled appends json.Marshal's encoding of r. It
+// marshals a copy: r itself is not kept (json.Marshal of r made every
+// caller's request escape, an allocation of ~370 bytes per dispatch).
+func appendRequestMarshalled(b []byte, r *AgentRequest) ([]byte, error) {
+	c := *r
+	data, err := json.Marshal(&c)
+	if err != nil {
+		return b, err
+	}
+	return append(b, data...), nil
 }
