@@ -1,6 +1,7 @@
 package model
 
 import (
+	"strconv"
 	"time"
 	"unicode/utf8"
 )
@@ -39,7 +40,17 @@ type AgentRequest struct {
 // time the target is dispatched for the task, also by another server that
 // resumes the task, so that the host runs it at most once.
 func OpID(taskID string, host Host, procKey string) string {
-	return taskID + "/" + host.AgentID() + "/" + procKey
+	// One allocation (the string), not three (the agent id, the
+	// concatenation's): made for every target of every op.
+	var buf [128]byte
+	b := append(buf[:0], taskID...)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(host.CloudID), 10)
+	b = append(b, ':')
+	b = append(b, host.IP...)
+	b = append(b, '/')
+	b = append(b, procKey...)
+	return string(b)
 }
 
 // AgentReply is one host's answer.
