@@ -109,6 +109,9 @@ type Dispatcher struct {
 	// pile up for a window, however few requests are still late.
 	lateQ []lateEntry
 
+	// words are the replies' texts kept once (decodeReplyIn).
+	words wordTable
+
 	// reqBufs are the buffers requests are encoded into (a request is
 	// about a kilobyte, one per target of every op): each is published,
 	// so copied by NATS, before the Dispatch that encoded it returns.
@@ -450,7 +453,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, host model.Host, req model.Ag
 	if msg.Header.Get(StatusHeader) == statusUnreachable {
 		return model.AgentReply{}, fmt.Errorf("dispatch %s: %w: %s", host, model.ErrUnreachable, string(msg.Data))
 	}
-	rep, err := decodeReply(msg.Data)
+	rep, err := decodeReplyIn(msg.Data, &d.words)
 	if err != nil {
 		return model.AgentReply{}, fmt.Errorf("dispatch %s: decode reply: %w", host, err)
 	}
@@ -624,7 +627,7 @@ func (d *Dispatcher) onLate(p pendingReply, m *nats.Msg) {
 	if noResponders(m) || m.Header.Get(StatusHeader) == statusUnreachable {
 		return
 	}
-	rep, err := decodeReply(m.Data)
+	rep, err := decodeReplyIn(m.Data, &d.words)
 	if err != nil {
 		d.log.Warn("dispatcher: late reply: decode", "subject", m.Subject, "err", err)
 		return

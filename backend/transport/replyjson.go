@@ -19,8 +19,13 @@ import (
 // not an integer where one is wanted, a tail chunk, invalid JSON) is left
 // to json.Unmarshal, which then decides, so the two never differ
 // (FuzzDecodeReply).
-func decodeReply(data []byte) (model.AgentReply, error) {
-	if rep, ok := fastReply(data); ok {
+func decodeReply(data []byte) (model.AgentReply, error) { return decodeReplyIn(data, nil) }
+
+// decodeReplyIn is decodeReply keeping the reply's short texts (process
+// key and name, state, version, command line, messages) as the copies
+// words holds (nil: none), not one new copy per reply.
+func decodeReplyIn(data []byte, words *wordTable) (model.AgentReply, error) {
+	if rep, ok := fastReply(data, words); ok {
 		return rep, nil
 	}
 	var rep model.AgentReply
@@ -31,8 +36,9 @@ func decodeReply(data []byte) (model.AgentReply, error) {
 // jscan reads JSON from b at i; each method reports false on anything it
 // does not take (the caller then leaves the whole input to encoding/json).
 type jscan struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	words *wordTable // where word keeps its texts (nil: none)
 }
 
 func (s *jscan) ws() {
@@ -131,6 +137,21 @@ func (s *jscan) str() (string, bool) {
 		}
 	}
 	return string(out), true
+}
+
+// word reads a string as str does, kept as s.words' copy when it is
+// short and has no escape.
+func (s *jscan) word() (string, bool) {
+	if s.words == nil {
+		return s.str()
+	}
+	at := s.i
+	tok, esc, ok := s.token()
+	if !ok || esc || len(tok)-2 > internWord {
+		s.i = at
+		return s.str()
+	}
+	return s.words.get(tok[1 : len(tok)-1]), true
 }
 
 // num returns a number token (JSON's grammar).
@@ -271,14 +292,14 @@ func (s *jscan) end() bool {
 }
 
 // fastReply is decodeReply's scanner (ok false: it does not take data).
-func fastReply(data []byte) (rep model.AgentReply, ok bool) {
-	s := jscan{b: data}
+func fastReply(data []byte, words *wordTable) (rep model.AgentReply, ok bool) {
+	s := jscan{b: data, words: words}
 	ok = s.object(func(k []byte) (ok bool) {
 		switch string(k) {
 		case "error_code":
 			rep.Code, ok = s.int()
 		case "error_msg":
-			rep.Message, ok = s.str()
+			rep.Message, ok = s.word()
 		case "output":
 			rep.Output, ok = s.str()
 		case "cancelled":
@@ -299,12 +320,12 @@ func (s *jscan) status(st *model.ProcStatus) bool {
 	return s.object(func(k []byte) (ok bool) {
 		switch string(k) {
 		case "proc":
-			st.ProcKey, ok = s.str()
+			st.ProcKey, ok = s.word()
 		case "proc_name":
-			st.ProcName, ok = s.str()
+			st.ProcName, ok = s.word()
 		case "state":
 			var v string
-			v, ok = s.str()
+			v, ok = s.word()
 			st.State = model.ProcState(v)
 		case "pid":
 			st.PID, ok = s.int()
@@ -332,13 +353,13 @@ func (s *jscan) status(st *model.ProcStatus) bool {
 		case "exit_status":
 			st.ExitStatus, ok = s.int()
 		case "version":
-			st.Version, ok = s.str()
+			st.Version, ok = s.word()
 		case "cmdline":
-			st.Cmdline, ok = s.str()
+			st.Cmdline, ok = s.word()
 		case "threads":
 			st.Threads, ok = s.int()
 		case "message":
-			st.Message, ok = s.str()
+			st.Message, ok = s.word()
 		}
 		return ok
 	})

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 
 	"gseproc/model"
 )
@@ -41,7 +42,7 @@ func replySamples(t testing.TB) [][]byte {
 // fallback), to what encoding/json makes of them.
 func TestDecodeReplyFast(t *testing.T) {
 	for _, b := range replySamples(t) {
-		got, ok := fastReply(b)
+		got, ok := fastReply(b, nil)
 		if !ok {
 			t.Fatalf("the scanner did not take a usual reply: %s", b)
 		}
@@ -57,9 +58,45 @@ func TestDecodeReplyFast(t *testing.T) {
 		if err := json.Indent(&pretty, b, " ", "\t"); err != nil {
 			t.Fatal(err)
 		}
-		if got2, ok := fastReply(pretty.Bytes()); !ok || !reflect.DeepEqual(got2, want) {
+		if got2, ok := fastReply(pretty.Bytes(), nil); !ok || !reflect.DeepEqual(got2, want) {
 			t.Fatalf("indented %s: ok %v, %+v", pretty.String(), ok, got2)
 		}
+	}
+}
+
+// TestDecodeReplyKeepsWords: with a word table, a reply decodes to what
+// encoding/json makes of it, its short texts shared with the replies
+// decoded before (the same copy, not a new one each), and the strings of
+// a usual status reply are not made again.
+func TestDecodeReplyKeepsWords(t *testing.T) {
+	var words wordTable
+	for _, b := range replySamples(t) {
+		var want model.AgentReply
+		if err := json.Unmarshal(b, &want); err != nil {
+			t.Fatal(err)
+		}
+		first, ok := fastReply(b, &words)
+		second, ok2 := fastReply(b, &words)
+		if !ok || !ok2 || !reflect.DeepEqual(first, want) || !reflect.DeepEqual(second, want) {
+			t.Fatalf("%s:\nwith words %+v, %+v\njson       %+v", b, first, second, want)
+		}
+		if want.Status == nil {
+			continue
+		}
+		for name, pair := range map[string][2]string{
+			"proc": {first.Status.ProcKey, second.Status.ProcKey}, "cmdline": {first.Status.Cmdline, second.Status.Cmdline},
+			"version": {first.Status.Version, second.Status.Version}, "state": {string(first.Status.State), string(second.Status.State)},
+		} {
+			if pair[0] != "" && unsafe.StringData(pair[0]) != unsafe.StringData(pair[1]) {
+				t.Errorf("%s: %s decoded twice is two copies", b, name)
+			}
+		}
+	}
+	b := replySamples(t)[0]
+	with := testing.AllocsPerRun(100, func() { _, _ = fastReply(b, &words) })
+	without := testing.AllocsPerRun(100, func() { _, _ = fastReply(b, nil) })
+	if with >= without {
+		t.Fatalf("with words %v allocations a reply, without %v", with, without)
 	}
 }
 
@@ -101,7 +138,11 @@ func FuzzDecodeReply(f *testing.F) {
 	}
 	f.Add([]byte(`{"status":{"pid":1},"status":{"proc":"a:b"}}`))
 	f.Add([]byte(`{"error_code":-0,"cancelled":true,"status":{"cpu_usage":-0.0e-3,"mem_rss":18446744073709551615}}`))
-	f.Fuzz(func(t *testing.T, data []byte) { agreesWithJSON(t, data, fastReply) })
+	f.Fuzz(func(t *testing.T, data []byte) {
+		agreesWithJSON(t, data, func(b []byte) (model.AgentReply, bool) { return fastReply(b, nil) })
+		var words wordTable
+		agreesWithJSON(t, data, func(b []byte) (model.AgentReply, bool) { return fastReply(b, &words) })
+	})
 }
 
 func BenchmarkDecodeReply(b *testing.B) {
