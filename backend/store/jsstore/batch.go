@@ -90,7 +90,11 @@ func (m pubMsg) msg() *nats.Msg {
 
 // publishAll stores every message of msgs, pubWindow at a time.
 func (s *Store) publishAll(ctx context.Context, msgs []pubMsg) error {
-	p := s.publishEach(ctx, msgs, false)
+	return s.publishEach(ctx, msgs, false).err(ctx, msgs)
+}
+
+// err is publishAll's error for msgs published (p).
+func (p published) err(ctx context.Context, msgs []pubMsg) error {
 	if p.stop != nil && ctx.Err() != nil && errors.Is(p.stop, ctx.Err()) {
 		return ctx.Err()
 	}
@@ -408,6 +412,7 @@ func (s *Store) PutProcStatuses(ctx context.Context, sts []engine.HostStatus) er
 	}
 	var errs []error
 	msgs := make([]pubMsg, 0, len(sts))
+	keys := make([]string, 0, len(sts))
 	for i := range sts {
 		x := &sts[i]
 		if x.Status.ProcKey == "" {
@@ -425,8 +430,12 @@ func (s *Store) PutProcStatuses(ctx context.Context, sts []engine.HostStatus) er
 			continue
 		}
 		msgs = append(msgs, pubMsg{subject: kvSubject(s.on().status, key), data: data, status: x})
+		keys = append(keys, key)
 	}
-	errs = append(errs, s.publishAll(ctx, msgs))
+	s.own.writing(msgs, keys)
+	p := s.publishEach(ctx, msgs, false)
+	s.own.failed(msgs, keys, p)
+	errs = append(errs, p.err(ctx, msgs))
 	return errors.Join(errs...)
 }
 

@@ -53,6 +53,12 @@ func (s *Store) WatchCancels(ctx context.Context) (<-chan string, error) {
 // where it was should it end, on the connection in use then), until ctx
 // ends; a value decode refuses (false) is skipped.
 func watchNew[T any](s *Store, ctx context.Context, what string, pick func(*bound) jetstream.KeyValue, decode func([]byte) (T, bool)) (<-chan T, error) {
+	return watchEntries(s, ctx, what, pick, func(e jetstream.KeyValueEntry) (T, bool) { return decode(e.Value()) })
+}
+
+// watchEntries is watchNew with decode given the whole entry (its
+// revision too).
+func watchEntries[T any](s *Store, ctx context.Context, what string, pick func(*bound) jetstream.KeyValue, decode func(jetstream.KeyValueEntry) (T, bool)) (<-chan T, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -83,7 +89,7 @@ func watchNew[T any](s *Store, ctx context.Context, what string, pick func(*boun
 						continue
 					}
 					high = max(high, e.Revision())
-					v, ok := decode(e.Value())
+					v, ok := decode(e)
 					if !ok {
 						continue
 					}
