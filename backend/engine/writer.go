@@ -124,7 +124,7 @@ func (e *Engine) writeBatch(ctx context.Context, ws []write) {
 	var rs []model.Result
 	type fenced struct {
 		fence uint64
-		rs    []model.Result
+		rs    []*model.Result
 	}
 	byTask := map[string]*fenced{}
 	var tasks []string // of byTask, in order
@@ -139,7 +139,7 @@ func (e *Engine) writeBatch(ctx context.Context, ws []write) {
 			}
 		}
 		for id, k := range n {
-			byTask[id] = &fenced{rs: make([]model.Result, 0, k)}
+			byTask[id] = &fenced{rs: make([]*model.Result, 0, k)}
 		}
 	}
 	for _, w := range ws {
@@ -159,7 +159,7 @@ func (e *Engine) writeBatch(ctx context.Context, ws []write) {
 				f.fence = w.fence
 				tasks = append(tasks, w.res.TaskID)
 			}
-			f.rs = append(f.rs, *w.res)
+			f.rs = append(f.rs, w.res)
 		case w.res != nil:
 			rs = append(rs, *w.res)
 		}

@@ -95,7 +95,16 @@ func (s *Store) fenceSeen(taskID string, fence uint64, sent time.Time) {
 // PutResultsFenced stores results of taskID as PutResults does, once the
 // task's fence is found to be still fence (else model.ErrConflict).
 func (s *Store) PutResultsFenced(ctx context.Context, taskID string, fence uint64, rs []model.Result) error {
-	return s.PutResultsFencedMany(ctx, []engine.FencedResults{{TaskID: taskID, Fence: fence, Results: rs}})[0]
+	return s.PutResultsFencedMany(ctx, []engine.FencedResults{{TaskID: taskID, Fence: fence, Results: refs(rs)}})[0]
+}
+
+// refs are the addresses of rs's results.
+func refs(rs []model.Result) []*model.Result {
+	out := make([]*model.Result, len(rs))
+	for i := range rs {
+		out[i] = &rs[i]
+	}
+	return out
 }
 
 // fenceReads bounds the fence reads PutResultsFencedMany makes at once.
@@ -162,6 +171,7 @@ func (s *Store) PutResultsFencedMany(ctx context.Context, sets []engine.FencedRe
 		errs[i] = err
 	}
 	p := s.publishEach(ctx, msgs, false)
+	defer s.recyclePacks(msgs, p)
 	for j, err := range p.failed {
 		if err != nil {
 			errs[of[j]] = errors.Join(errs[of[j]], err)

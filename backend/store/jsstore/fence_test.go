@@ -113,9 +113,9 @@ func TestFenceMany(t *testing.T) {
 		t.Fatal(err)
 	}
 	errs := a.PutResultsFencedMany(ctx, []engine.FencedResults{
-		{TaskID: ids[0], Results: []model.Result{res(ids[0], 0), res(ids[0], 1)}},
-		{TaskID: ids[1], Results: []model.Result{res(ids[1], 0)}},
-		{TaskID: ids[2], Results: []model.Result{res(ids[0], 0)}}, // another task's result
+		{TaskID: ids[0], Results: refs([]model.Result{res(ids[0], 0), res(ids[0], 1)})},
+		{TaskID: ids[1], Results: refs([]model.Result{res(ids[1], 0)})},
+		{TaskID: ids[2], Results: refs([]model.Result{res(ids[0], 0)})}, // another task's result
 	})
 	if len(errs) != 3 || errs[0] != nil || !errors.Is(errs[1], model.ErrConflict) || errs[2] == nil || errors.Is(errs[2], model.ErrConflict) {
 		t.Fatalf("errors %v: want nil, a conflict, a refusal", errs)

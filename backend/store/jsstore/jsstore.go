@@ -135,6 +135,7 @@ type Store struct {
 
 	leaseRevs  leaseRevs    // the leases' revisions as written here (lease.go)
 	own        ownStatuses  // statuses written here, until the status watch reads them
+	packs      sync.Pool    // result packs' buffers (*[]byte), reused (packBuf)
 	liveness   liveness     // the shared check of an unanswered API call (live.go)
 	lastAnswer atomic.Int64 // when JetStream last answered the store, probes included (unix ns; live.go)
 	lastCall   atomic.Int64 // when JetStream last answered a call of the store, not a probe (unix ns)
