@@ -60,6 +60,12 @@ func timedOut(res model.Result) bool {
 // ended, known at now; st is the status the answer carried (nil: none).
 func corrected(res model.Result, op model.OpType, rep model.AgentReply, now time.Time) (model.Result, *model.ProcStatus) {
 	was := res.Message
+	if rep.Status != nil {
+		// A late answer is handed to every late subscriber: its status
+		// is theirs to share, not this engine's to complete in place.
+		cp := *rep.Status
+		rep.Status = &cp
+	}
 	st := applyReply(&res, op, rep, res.Proc.ProcName, now)
 	res.Message = fmt.Sprintf("answered after the deadline (%s): %s", was, res.Message)
 	res.Finished = now

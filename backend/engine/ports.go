@@ -17,6 +17,10 @@ import (
 // model.ErrUnreachable when no agent is there to answer (reported as 117),
 // and ctx.Err() when the deadline passes (reported as timeout).
 type Dispatcher interface {
+	// Dispatch sends req to host and returns its reply. The reply's
+	// Status is the caller's from then on: the engine completes it and
+	// keeps it without a copy, so a Dispatcher returns a status of its
+	// own for each reply (every one does: decoded, or made for it).
 	Dispatch(ctx context.Context, host model.Host, req model.AgentRequest) (model.AgentReply, error)
 }
 

@@ -67,3 +67,24 @@ func BenchmarkRecordStatus(b *testing.B) {
 		e.recordStatus(h, &s)
 	}
 }
+
+// TestApplyReplyKeepsStatus: the status a reply carries is completed (key,
+// name, report time) and kept as it is by the result of a status op and
+// the last known statuses, not copied (Dispatcher: it is the engine's).
+func TestApplyReplyKeepsStatus(t *testing.T) {
+	end := time.Unix(1_700_000_000, 0)
+	sent := &model.ProcStatus{State: model.ProcRunning, PID: 42}
+	res := model.Result{ProcKey: "web:nginx"}
+	st := applyReply(&res, model.OpStatus, model.AgentReply{Code: model.CodeSuccess, Status: sent}, "nginx", end)
+	if st != sent || res.Status != sent {
+		t.Fatalf("status kept %p, result's %p; the reply's %p", st, res.Status, sent)
+	}
+	if *sent != (model.ProcStatus{ProcKey: "web:nginx", ProcName: "nginx", State: model.ProcRunning, PID: 42, ReportTime: end.Unix()}) {
+		t.Fatalf("status not completed: %+v", *sent)
+	}
+	res = model.Result{ProcKey: "web:nginx"}
+	other := &model.ProcStatus{ProcKey: "web:nginx", State: model.ProcStopped, PID: -1}
+	if st := applyReply(&res, model.OpStop, model.AgentReply{Code: model.CodeSuccess, Status: other}, "nginx", end); st != other || res.Status != nil {
+		t.Fatalf("stop: status kept %p (the reply's %p), result's %v (a status op's only)", st, other, res.Status)
+	}
+}
