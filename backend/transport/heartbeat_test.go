@@ -83,6 +83,31 @@ func TestHeartbeatPrint(t *testing.T) {
 	}
 }
 
+// TestHeartbeatPrintStable: the print does not depend on the order a
+// host's labels are walked in (a map's, different each time), and values
+// swapped between keys, or a pair split differently, change it.
+func TestHeartbeatPrintStable(t *testing.T) {
+	labels := map[string]string{"zone": "z1", "os": "linux", "rack": "r007", "role": "web", "mem": "16G"}
+	hi := model.HostInfo{Host: h1, Labels: labels, Version: "1", AgentID: "0:10.0.0.1", State: model.AgentOnline}
+	base := heartbeatPrint(hi, nil)
+	for range 200 {
+		if heartbeatPrint(hi, nil) != base {
+			t.Fatal("the same host printed twice differs")
+		}
+	}
+	for name, other := range map[string]map[string]string{
+		"swapped values": {"zone": "linux", "os": "z1", "rack": "r007", "role": "web", "mem": "16G"},
+		"split":          {"zone": "z1", "os": "linux", "rack": "r007", "role": "web", "mem1": "6G"},
+		"one fewer":      {"zone": "z1", "os": "linux", "rack": "r007", "role": "web"},
+	} {
+		o := hi
+		o.Labels = other
+		if heartbeatPrint(o, nil) == base {
+			t.Errorf("labels %s: same print", name)
+		}
+	}
+}
+
 // changingAgent is a fakeAgent whose process state the test sets.
 type changingAgent struct {
 	*fakeAgent
