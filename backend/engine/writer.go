@@ -119,8 +119,21 @@ func (e *Engine) writeBatch(ctx context.Context, ws []write) {
 		h    model.Host
 		proc string
 	}
+	// The statuses are counted first, as the results below: a batch of
+	// the 84,000 statuses a first op over 100,000 hosts stores, grown by
+	// appending, was made about twice over (~90 MB of the server's
+	// allocations over three ops, heap profile of bench fleet --profile).
+	nsts := 0
+	for _, w := range ws {
+		if w.status != nil {
+			nsts++
+		}
+	}
 	var sts []HostStatus
-	at := map[key]int{}
+	var at map[key]int
+	if nsts > 0 {
+		sts, at = make([]HostStatus, 0, nsts), make(map[key]int, nsts)
+	}
 	var rs []model.Result
 	type fenced struct {
 		fence uint64
