@@ -417,6 +417,13 @@ type FleetRun struct {
 	SimCPU             time.Duration // the simulated fleet's process
 	ClientCPU          time.Duration // the op client's process (user + system)
 	NotOK              int
+	// Where the wall goes, each from the op client's start: the task
+	// created (its Created, the server's clock: the same machine's), the
+	// first host sent the op (the earliest result's Started), the last
+	// host's reply (the latest Finished), the last result printed by the
+	// client; the rest of Wall is the task stored complete, the stream's
+	// end and the client's exit.
+	Created, FirstSent, LastReply, LastLine time.Duration
 }
 
 // Fleet runs the op Runs times over the fleet with the real op client and
@@ -460,6 +467,13 @@ func Fleet(ctx context.Context, o FleetOptions) ([]FleetRun, error) {
 			ms(r.DoneP50), ms(r.DoneP99), ms(r.ServerCPU), mb(r.ServerRSS), mb(r.PeakRSS), ms(r.SimCPU), ms(r.ClientCPU), r.NotOK)
 	}
 	_ = tw.Flush()
+	fmt.Fprintln(out, "where the wall goes, from the op client's start: task created, first host sent, last host's reply, last result printed, client exited")
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "run\tcreated\tfirst sent\tlast reply\tlast printed\texited\t\n")
+	for i, r := range runs {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t\n", i+1, ms(r.Created), ms(r.FirstSent), ms(r.LastReply), ms(r.LastLine), ms(r.Wall))
+	}
+	_ = tw.Flush()
 	fmt.Fprintf(out, "event drops while %d agents came online and ran: %d\n", o.Hosts, e.dropped())
 	return runs, nil
 }
@@ -491,11 +505,14 @@ func (e *env) runOp(ctx context.Context, o FleetOptions) (FleetRun, error) {
 		return r, fmt.Errorf("start op: %w", err)
 	}
 	var host, done []time.Duration
+	var taskID string
+	var firstSent, lastReply time.Time
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		at := time.Since(start)
 		var line struct {
+			TaskID     string            `json:"task_id"`
 			State      model.ResultState `json:"state"`
 			DurationMS int64             `json:"duration_ms"`
 			Started    time.Time         `json:"started"`
@@ -506,6 +523,13 @@ func (e *env) runOp(ctx context.Context, o FleetOptions) (FleetRun, error) {
 		}
 		host = append(host, line.Finished.Sub(line.Started))
 		done = append(done, at)
+		taskID = line.TaskID
+		if firstSent.IsZero() || line.Started.Before(firstSent) {
+			firstSent = line.Started
+		}
+		if line.Finished.After(lastReply) {
+			lastReply = line.Finished
+		}
 		if line.State != model.StateSuccess {
 			r.NotOK++
 		}
@@ -533,6 +557,15 @@ func (e *env) runOp(ctx context.Context, o FleetOptions) (FleetRun, error) {
 	r.ServerCPU, r.ServerRSS, r.PeakRSS, r.SimCPU = u1.CPU-u0.CPU, u1.RSS, u1.PeakRSS, s1.CPU-s0.CPU
 	r.HostP50, r.HostP99 = pct(host, 50), pct(host, 99)
 	r.DoneP50, r.DoneP99 = pct(done, 50), pct(done, 99)
+	if len(done) > 0 {
+		r.LastLine = done[len(done)-1] // sorted by pct
+		r.FirstSent, r.LastReply = firstSent.Sub(start), lastReply.Sub(start)
+	}
+	if taskID != "" {
+		if t, err := e.client.TaskSummary(ctx, taskID); err == nil {
+			r.Created = t.Task.Created.Sub(start)
+		}
+	}
 	if len(host) != r.Targets {
 		return r, fmt.Errorf("op printed %d results for %d targets", len(host), r.Targets)
 	}
