@@ -1,0 +1,63 @@
+package node
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"testing"
+)
+
+func TestMemoryLimitFor(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		name  string
+		on    bool
+		live  uint64
+		limit int64
+		nowOn bool
+	}{
+		{"start, small heap: the target applies", false, 40 * mib, MemoryTarget, true},
+		{"on, under the upper bound: stays on", true, 150 * mib, MemoryTarget, true},
+		{"on, at the upper bound: stays on", true, memoryOff, MemoryTarget, true},
+		{"on, over the upper bound: lifted", true, memoryOff + 1, noLimit, false},
+		{"off, between the bounds: stays off", false, 150 * mib, noLimit, false},
+		{"off, at the lower bound: stays off", false, memoryOn, noLimit, false},
+		{"off, under the lower bound: applies again", false, memoryOn - 1, MemoryTarget, true},
+		{"off, a large heap (100,000 hosts): stays off", false, 400 * mib, noLimit, false},
+	} {
+		limit, nowOn := memoryLimitFor(c.on, c.live)
+		if limit != c.limit || nowOn != c.nowOn {
+			t.Errorf("%s: memoryLimitFor(%v, %d) = %d, %v; want %d, %v", c.name, c.on, c.live, limit, nowOn, c.limit, c.nowOn)
+		}
+	}
+	if memoryOn >= memoryOff || memoryOff >= MemoryTarget {
+		t.Errorf("bounds out of order: on %d, off %d, target %d", memoryOn, memoryOff, MemoryTarget)
+	}
+}
+
+// TestPaceMemoryRestores: the pacer sets the target at once on a test's
+// small heap and puts the previous limit back when stopped.
+func TestPaceMemoryRestores(t *testing.T) {
+	if v, set := lookupGOMEMLIMIT(); set {
+		t.Skipf("GOMEMLIMIT=%s set: the pacer leaves it", v)
+	}
+	prev := debug.SetMemoryLimit(-1)
+	if prev != noLimit {
+		t.Skipf("a memory limit (%d) is set in this process: the pacer leaves it", prev)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	stop := PaceMemory(context.Background(), log)
+	got := debug.SetMemoryLimit(-1)
+	// A second server in the process (tests) leaves the first one's
+	// pacing alone, and its stop does not put a limit back after it.
+	stop2 := PaceMemory(context.Background(), log)
+	stop()
+	stop2()
+	if after := debug.SetMemoryLimit(-1); after != prev {
+		t.Errorf("after stop the limit is %d, want the previous %d", after, prev)
+	}
+	if got != MemoryTarget {
+		t.Errorf("while pacing a small heap the limit is %d, want %d", got, MemoryTarget)
+	}
+}
