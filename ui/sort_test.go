@@ -289,3 +289,32 @@ func TestHostPageProcsSortFilter(t *testing.T) {
 		t.Fatalf("watch sort not shown:\n%s", v)
 	}
 }
+
+// A filter set, a row's update that leaves its rank (failures first) alone
+// is placed again too: a running result whose message changes comes into
+// the filter, or leaves it (rows were only placed again when their rank
+// changed, so the filter kept what it saw first).
+func TestWatchFilterFollowsUpdates(t *testing.T) {
+	s := benchShared(t, 120, 40)
+	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	task := model.Task{ID: "GSETASK:20261121100000:8", Op: model.OpRestart, Targets: 2, Status: model.TaskRunning, Created: t0}
+	run := func(ip, msg string) model.Result {
+		return model.Result{TaskID: task.ID, Host: model.Host{IP: ip}, ProcKey: "web:nginx", Op: task.Op, State: model.StateRunning, Message: msg}
+	}
+	w := newWatchPage(s, task)
+	w.SetSize(120, 36)
+	w.Update(watchInitMsg{id: w.id, view: backend.TaskView{Task: task, Results: []model.Result{run("10.0.0.1", "starting"), run("10.0.0.2", "refused")}}})
+	w.filter.input.SetValue("message:refused")
+	w.refilter()
+	if len(w.shown) != 1 || w.res.host(w.shown[0]).IP != "10.0.0.2" {
+		t.Fatalf("message:refused shows %v", w.shown)
+	}
+	w.Update(watchBatchMsg{id: w.id, results: []model.Result{run("10.0.0.1", "refused"), run("10.0.0.2", "waiting")}, ch: make(chan model.Result)})
+	if len(w.shown) != 1 || w.res.host(w.shown[0]).IP != "10.0.0.1" {
+		var got []string
+		for _, i := range w.shown {
+			got = append(got, w.res.host(i).IP+" "+w.res.message(i))
+		}
+		t.Fatalf("after the update message:refused shows %q, want 10.0.0.1's row alone", got)
+	}
+}

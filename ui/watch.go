@@ -251,9 +251,10 @@ func (p *watchPage) apply(rs []model.Result) {
 			p.stats.add(old, p.res.started(i), p.res.finished(i), p.task.Created, -1)
 			rank := p.res.rank(i)
 			p.res.put(r)
-			// Under a chosen column the row's key may have changed
-			// with any update (its code, message, time): placed again.
-			if p.res.rank(i) != rank || p.sort.col >= 0 {
+			// Under a chosen column the row's key, and under a filter
+			// its match, may have changed with any update (its state,
+			// code, message, time): placed (and matched) again.
+			if p.res.rank(i) != rank || p.sort.col >= 0 || len(p.match.terms) > 0 {
 				p.move(i)
 			}
 		default:
