@@ -1056,3 +1056,18 @@ func TestStackBounded(t *testing.T) {
 		t.Fatalf("the namespaces left the bottom of the stack: %T", d.m.stack[0])
 	}
 }
+
+// The message log full (maxLog kept, its length no longer grows), a
+// message logged while the page is open is still listed, first.
+func TestMessagesFullLogListsNew(t *testing.T) {
+	s := benchShared(t, 100, 30)
+	for i := range maxLog + 5 {
+		s.addLog(levelNotice, "", fmt.Sprintf("notice %d", i))
+	}
+	p := newMessagesPage(s)
+	p.SetSize(100, 28)
+	s.addLog(levelError, "list hosts", "the newest")
+	if v := p.View(); len(p.tb.shown) != maxLog || !strings.Contains(strings.Split(v, "\n")[2], "the newest") {
+		t.Fatalf("%d shown, the first row not the newest:\n%s", len(p.tb.shown), v)
+	}
+}

@@ -56,6 +56,7 @@ const maxLog = 1000
 func (s *shared) addLog(level logLevel, what, text string) logEntry {
 	e := logEntry{at: s.now(), level: level, what: what, text: text}
 	s.log = append(s.log, e)
+	s.logged++
 	if n := len(s.log); n > maxLog {
 		s.log = append([]logEntry(nil), s.log[n-maxLog:]...)
 	}
@@ -90,7 +91,7 @@ type messagesPage struct {
 	id   int
 	tb   table
 	list vlist
-	seen int // len(s.log) when tb was last rebuilt
+	seen int // s.logged when tb was last rebuilt
 	w, h int
 }
 
@@ -130,15 +131,17 @@ func (p *messagesPage) cells(i int) []string {
 
 // rebuild applies the filter and the sort to the messages logged so far.
 func (p *messagesPage) rebuild() {
-	p.seen = len(p.s.log)
+	p.seen = p.s.logged
 	p.tb.rebuild(messageCols(), len(p.s.log), p.cells)
 	p.list.setLen(len(p.tb.shown))
 }
 
 // current rebuilds when messages came since the last rebuild (they are
-// logged by the root, whichever page is on top).
+// logged by the root, whichever page is on top). Counted, not measured
+// by the log's length: a full log keeps its length, and was rebuilt whole
+// at every frame and message.
 func (p *messagesPage) current() {
-	if len(p.s.log) != p.seen || len(p.s.log) == maxLog {
+	if p.s.logged != p.seen {
 		p.rebuild()
 	}
 }

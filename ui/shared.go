@@ -40,6 +40,7 @@ type shared struct {
 	eventsLive    bool          // the live event subscription is in place
 	lastEventSeen time.Time
 	log           []logEntry // every error, warning and notice shown, oldest first
+	logged        int        // messages ever logged (log keeps the last maxLog)
 	infoSeq       int        // Info calls issued
 }
 
