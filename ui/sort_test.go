@@ -318,3 +318,32 @@ func TestWatchFilterFollowsUpdates(t *testing.T) {
 		t.Fatalf("after the update message:refused shows %q, want 10.0.0.1's row alone", got)
 	}
 }
+
+// A status watch's filter reads the cells as drawn: a process reported
+// running with no message has an empty MESSAGE cell, so "success" (the
+// result's code text, drawn nowhere in its row) does not find it.
+func TestWatchFilterReadsDrawnCells(t *testing.T) {
+	s := benchShared(t, 120, 40)
+	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	task := model.Task{ID: "GSETASK:20261121100000:7", Op: model.OpStatus, Targets: 1, Status: model.TaskDone, Created: t0}
+	r := model.Result{TaskID: task.ID, Host: model.Host{IP: "10.0.0.1"}, ProcKey: "web:nginx", Op: task.Op, State: model.StateSuccess,
+		Started: t0, Finished: t0.Add(time.Second), Status: &model.ProcStatus{State: model.ProcRunning, PID: 42, StartTime: t0}}
+	w := newWatchPage(s, task)
+	w.SetSize(120, 36)
+	w.Update(watchInitMsg{id: w.id, view: backend.TaskView{Task: task, Results: []model.Result{r}}})
+	if v := w.View(); strings.Contains(v, "success") {
+		t.Fatalf("the row draws %q:\n%s", "success", v)
+	}
+	for _, f := range []string{"success", "message:success"} {
+		w.filter.input.SetValue(f)
+		w.refilter()
+		if len(w.shown) != 0 {
+			t.Fatalf("filter %q finds the row, whose cells do not say it:\n%s", f, w.View())
+		}
+	}
+	w.filter.input.SetValue("state=running")
+	w.refilter()
+	if len(w.shown) != 1 {
+		t.Fatalf("state=running does not find the running process:\n%s", w.View())
+	}
+}

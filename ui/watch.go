@@ -587,26 +587,20 @@ func watchMatchCols() []column {
 }
 
 // matchCells is row i as the filter reads it, in buf: the state a word
-// (the process's on a status result), the message as drawn. Read from the
-// row's fields, not its whole model.Result: a keystroke reads every row.
+// (stateWord), the message as drawn (messageOf, made one line). Read from
+// the row's fields, not its whole model.Result (nor its whole status): a
+// keystroke reads every row.
 func (p *watchPage) matchCells(i int, buf []string) []string {
 	r := p.res
 	_, proc, _ := model.SplitKey(r.proc(i))
-	state, code, msg := r.state(i), "", r.message(i)
-	st := string(state)
-	if r.hasStatus(i) && state.OK() {
-		st, msg = string(r.statusState(i)), r.status(i).Message
-	}
-	if state.Final() {
+	code, msg := "", p.messageOf(i)
+	if r.state(i).Final() {
 		code = strconv.Itoa(r.code(i))
-		if msg == "" {
-			msg = model.CodeText(r.code(i))
-		}
 	}
 	if strings.ContainsAny(msg, "\n\r\t") || strings.Contains(msg, "  ") {
 		msg = oneLine(msg)
 	}
-	return append(buf[:0], r.host(i).AgentID(), proc, st, code, msg)
+	return append(buf[:0], r.host(i).AgentID(), proc, p.stateWord(i), code, msg)
 }
 
 // filterKey types into the filter; the rows follow each change.
