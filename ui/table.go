@@ -1,11 +1,12 @@
 package ui
 
 import (
-	"github.com/charmbracelet/bubbles/key"
+	"cmp"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
@@ -90,13 +91,7 @@ func compareCells(a, b string) int {
 	na, okA := cellNumber(a)
 	nb, okB := cellNumber(b)
 	if okA && okB {
-		switch {
-		case na < nb:
-			return -1
-		case na > nb:
-			return 1
-		}
-		return 0
+		return cmp.Compare(na, nb)
 	}
 	return strings.Compare(strings.ToLower(a), strings.ToLower(b))
 }

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -467,16 +468,6 @@ func (p *watchPage) setSort(next func(*sortState)) {
 	p.follow = p.list.cursor > 0
 }
 
-func cmpInt[T int | int64 | float64](a, b T) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // compareKey compares rows a and b by the chosen column's key, as the
 // cells draw it (an empty cell, a result not final yet, first).
 func (p *watchPage) compareKey(a, b int) int {
@@ -492,17 +483,17 @@ func (p *watchPage) compareKey(a, b int) int {
 	case wsortState:
 		return strings.Compare(p.stateWord(a), p.stateWord(b))
 	case wsortCode:
-		return cmpInt(p.finalNum(a, ra.code), p.finalNum(b, rb.code))
+		return cmp.Compare(p.finalNum(a, ra.code), p.finalNum(b, rb.code))
 	case wsortMessage:
 		return strings.Compare(p.messageOf(a), p.messageOf(b))
 	case wsortTime:
-		return cmpInt(p.finalNum(a, int64(t.duration(a))), p.finalNum(b, int64(t.duration(b))))
+		return cmp.Compare(p.finalNum(a, int64(t.duration(a))), p.finalNum(b, int64(t.duration(b))))
 	}
 	// The status columns: a row without a process status (a failure,
 	// a result to come) has an empty cell.
 	sa, sb := p.statusOf(a), p.statusOf(b)
 	if sa == nil || sb == nil {
-		return cmpInt(boolInt(sa != nil), boolInt(sb != nil))
+		return cmp.Compare(boolInt(sa != nil), boolInt(sb != nil))
 	}
 	up := func(i int, s *compactStatus) int64 {
 		if !p.upState(s) {
@@ -521,11 +512,11 @@ func (p *watchPage) compareKey(a, b int) int {
 	}
 	switch p.sortKey {
 	case wsortCPU:
-		return cmpInt(sa.cpu, sb.cpu)
+		return cmp.Compare(sa.cpu, sb.cpu)
 	case wsortMem:
-		return cmpInt(sa.mem, sb.mem)
+		return cmp.Compare(sa.mem, sb.mem)
 	}
-	return cmpInt(up(a, sa), up(b, sb))
+	return cmp.Compare(up(a, sa), up(b, sb))
 }
 
 func boolInt(b bool) int {
