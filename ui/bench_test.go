@@ -121,10 +121,16 @@ func BenchmarkTaskWatch10k(b *testing.B) {
 // op is every batch applied and the table ordered after each. Per batch
 // the watch must cost the batch, not the table.
 func BenchmarkTaskWatch100kTrickle(b *testing.B) {
+	benchTrickle100k(b, "GSETASK:20261121100000:3", unsorted())
+}
+
+// benchTrickle100k is BenchmarkTaskWatch100kTrickle with the watch sorted
+// by by (unsorted(): its default order) before the results come.
+func benchTrickle100k(b *testing.B, id string, by sortState) {
 	s := benchShared(b, 120, 40)
 	const n, batch = 100000, 250
 	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-	task := model.Task{ID: "GSETASK:20261121100000:3", Op: model.OpRestart, Targets: n, Status: model.TaskRunning, Created: t0}
+	task := model.Task{ID: id, Op: model.OpRestart, Targets: n, Status: model.TaskRunning, Created: t0}
 	pending, final := watchResults(task, n, func(i int) int { return (i * 7919) % n }) // out of host order, as a fleet answers
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -132,6 +138,9 @@ func BenchmarkTaskWatch100kTrickle(b *testing.B) {
 		w := newWatchPage(s, task)
 		w.SetSize(120, 36)
 		w.Update(watchInitMsg{id: w.id, view: backend.TaskView{Task: task, Results: pending}})
+		if by.col >= 0 {
+			w.setSort(func(s *sortState) { *s = by })
+		}
 		for i := 0; i < n; i += batch {
 			w.Update(watchBatchMsg{id: w.id, results: final[i : i+batch]})
 		}

@@ -35,24 +35,5 @@ func BenchmarkWatchSortKey100k(b *testing.B) {
 // sorted by TIME: each batch's rows are placed by binary search under the
 // chosen column too.
 func BenchmarkTaskWatch100kTrickleSorted(b *testing.B) {
-	s := benchShared(b, 120, 40)
-	const n, batch = 100000, 250
-	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-	task := model.Task{ID: "GSETASK:20261121100000:5", Op: model.OpRestart, Targets: n, Status: model.TaskRunning, Created: t0}
-	pending, final := watchResults(task, n, func(i int) int { return (i * 7919) % n })
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		w := newWatchPage(s, task)
-		w.SetSize(120, 36)
-		w.Update(watchInitMsg{id: w.id, view: backend.TaskView{Task: task, Results: pending}})
-		w.setSort(func(s *sortState) { *s = sortState{col: 5} }) // TIME
-		for i := 0; i < n; i += batch {
-			w.Update(watchBatchMsg{id: w.id, results: final[i : i+batch]})
-		}
-		if w.counts.Final() != n {
-			b.Fatalf("%d final", w.counts.Final())
-		}
-		w.Close()
-	}
+	benchTrickle100k(b, "GSETASK:20261121100000:5", sortState{col: 5}) // TIME
 }
