@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/signal"
@@ -135,6 +136,20 @@ func TestServerHostsFlag(t *testing.T) {
 	code, _, errOut := run(t, "server", "--config", cfg, "--hosts", "7")
 	if code != 2 || !strings.Contains(errOut, "--hosts and --seed size the simulated fleet") {
 		t.Fatalf("server --hosts on a nats fleet: exit %d, stderr %q", code, errOut)
+	}
+	// fleet = "" is the nats fleet too (config and server take it so).
+	// Under a cancelled context: a server started in error stops at once.
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.toml")
+	if err := os.WriteFile(empty, fmt.Appendf(nil, "[server]\nlisten = \"127.0.0.1:0\"\nfleet = \"\"\n[nats]\nlisten = \"127.0.0.1:-1\"\nstore_dir = %q\n", dir), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var so, errb syncBuf
+	if code := Main(ctx, []string{"server", "--config", empty, "--seed", "3"}, Stdio{In: strings.NewReader(""), Out: &so, Err: &errb}); code != 2 ||
+		!strings.Contains(errb.String(), "--hosts and --seed size the simulated fleet") {
+		t.Fatalf("server --seed on fleet = \"\": exit %d, stderr %q", code, errb.String())
 	}
 	base, _ := startDemoServer(t, "--hosts", "7", "--seed", "3")
 	code, out, errOut := run(t, "hosts", "--server", base, "--json")

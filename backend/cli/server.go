@@ -49,7 +49,7 @@ func runServer(ctx context.Context, args []string, io Stdio) error {
 	if sim.set {
 		// A server of real agents only has no simulated fleet to size:
 		// the flags would change nothing, silently.
-		if cfg.Server.Fleet == "nats" {
+		if f := cfg.Server.Fleet; f != "simulated" && f != "mixed" { // "" is "nats" too
 			return &ExitError{Code: 2, Err: fmt.Errorf("--hosts and --seed size the simulated fleet, which this server does not have ([server] fleet = %q): add --demo, or set fleet = \"simulated\" or \"mixed\"", cfg.Server.Fleet)}
 		}
 		sim.apply(&cfg)
