@@ -488,12 +488,7 @@ func TestStructuredFilter(t *testing.T) {
 	d.keys("enter") // every process in web
 	hp := topAs[*hostsPage](t, d)
 	d.until("hosts", func() bool { return hp.loaded })
-	d.keys("/")
-	if !strings.Contains(d.view(), "state=stopped") {
-		t.Fatalf("no syntax hint:\n%s", d.view())
-	}
-	d.typeText("state=stopped")
-	d.keys("enter")
+	d.filter("state=stopped", "state=stopped")
 	if len(hp.shown) == 0 || len(hp.shown) == len(hp.rows) {
 		t.Fatalf("state=stopped shows %d of %d", len(hp.shown), len(hp.rows))
 	}
@@ -729,12 +724,7 @@ func TestMessagesFilter(t *testing.T) {
 	if len(mp.tb.shown) != 3 {
 		t.Fatalf("%d messages shown, want 3", len(mp.tb.shown))
 	}
-	d.keys("/")
-	if !strings.Contains(d.view(), "level:error") {
-		t.Fatalf("no syntax hint:\n%s", d.view())
-	}
-	d.typeText("level:warn speed")
-	d.keys("enter")
+	d.filter("level:error", "level:warn speed")
 	if len(mp.tb.shown) != 1 || !strings.Contains(d.view(), "1 shown") {
 		t.Fatalf("level:warn speed shows %d:\n%s", len(mp.tb.shown), d.view())
 	}
@@ -763,12 +753,7 @@ func TestLabelsFilter(t *testing.T) {
 	d := newDriver(t, e, Options{Namespace: "web"}, 100, 30)
 	lp := topAs[*labelsPage](t, d)
 	d.until("labels", func() bool { return lp.loaded })
-	d.keys("/")
-	if !strings.Contains(d.view(), "selector:") {
-		t.Fatalf("no syntax hint:\n%s", d.view())
-	}
-	d.typeText("selector:staging detail:nginx")
-	d.keys("enter")
+	d.filter("selector:", "selector:staging detail:nginx")
 	if len(lp.tb.shown) != 1 || !strings.Contains(d.view(), "1 shown · filter selector:staging") {
 		t.Fatalf("selector:staging detail:nginx shows %d rows:\n%s", len(lp.tb.shown), d.view())
 	}
@@ -905,12 +890,7 @@ func TestWatchFilter(t *testing.T) {
 	if failed == 0 || failed == w.res.len() {
 		t.Fatalf("%d of %d failed: the test needs both", failed, w.res.len())
 	}
-	d.keys("/")
-	if !strings.Contains(d.view(), "state=failed") {
-		t.Fatalf("no syntax hint:\n%s", d.view())
-	}
-	d.typeText("state=failed")
-	d.keys("enter")
+	d.filter("state=failed", "state=failed")
 	if len(w.shown) != failed || !strings.Contains(d.view(), fmt.Sprintf("%d shown · filter state=failed", failed)) {
 		t.Fatalf("state=failed shows %d of %d failed:\n%s", len(w.shown), failed, d.view())
 	}
@@ -1070,4 +1050,16 @@ func TestMessagesFullLogListsNew(t *testing.T) {
 	if v := p.View(); len(p.tb.shown) != maxLog || !strings.Contains(strings.Split(v, "\n")[2], "the newest") {
 		t.Fatalf("%d shown, the first row not the newest:\n%s", len(p.tb.shown), v)
 	}
+}
+
+// filter opens the page's / input, checks its hint names hint (the
+// syntax shown before anything is typed), types text and keeps it.
+func (d *driver) filter(hint, text string) {
+	d.t.Helper()
+	d.keys("/")
+	if !strings.Contains(d.view(), hint) {
+		d.t.Fatalf("no syntax hint %q:\n%s", hint, d.view())
+	}
+	d.typeText(text)
+	d.keys("enter")
 }
