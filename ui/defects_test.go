@@ -817,7 +817,6 @@ func TestFormLongHostsWhole(t *testing.T) {
 	d.until("labels", func() bool { return lp.loaded })
 	d.keys("n")
 	f := topAs[*formPage](t, d)
-	d.settle(30 * time.Millisecond)
 	var hosts []string
 	for i := 1; i <= 24; i++ {
 		hosts = append(hosts, fmt.Sprintf("0:10.0.%d.%d", i, 100+i))
