@@ -1062,3 +1062,20 @@ func (d *driver) filter(hint, text string) {
 	d.typeText(text)
 	d.keys("enter")
 }
+
+// An error's text can come from a server (its answer quoted, an agent's
+// words in it): the message log keeps it plain (model.PlainText), as the
+// fleet's text is kept, so that an SGR in it (ESC[8m: the rest hidden)
+// does not style the log's row, the banner or the copy.
+func TestMessageLogPlain(t *testing.T) {
+	s := benchShared(t, 100, 30)
+	e := s.addLog(levelError, "list \x1b[31mhosts", "server: \x1b[8mhidden\x1b[0m\x07 words")
+	if e.full() != "list hosts: server: hidden words" {
+		t.Fatalf("logged %q", e.full())
+	}
+	p := newMessagesPage(s)
+	p.SetSize(100, 28)
+	if v := p.View(); strings.Contains(v, "\x1b[8m") || !strings.Contains(v, "hidden") {
+		t.Fatalf("the log's row:\n%q", v)
+	}
+}

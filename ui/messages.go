@@ -9,6 +9,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 
+	"gseproc/model"
 	"gseproc/theme"
 )
 
@@ -53,8 +54,11 @@ func (e logEntry) full() string {
 const maxLog = 1000
 
 // addLog records one message (oldest dropped past maxLog) and returns it.
+// Its text is made plain (model.PlainText): an error can quote a server's
+// answer, or the fleet's words in it, drawn in the log, the banner and
+// the status bar and copied with c.
 func (s *shared) addLog(level logLevel, what, text string) logEntry {
-	e := logEntry{at: s.now(), level: level, what: what, text: text}
+	e := logEntry{at: s.now(), level: level, what: model.PlainText(what), text: model.PlainText(text)}
 	s.log = append(s.log, e)
 	s.logged++
 	if n := len(s.log); n > maxLog {
