@@ -15,14 +15,10 @@ import (
 
 type nsPage struct {
 	fresh
-	s      *shared
-	id     int
+	tableList
 	items  []backend.NamespaceSummary
-	tb     table
-	list   vlist
 	loaded bool
 	err    error // the last load failed
-	w, h   int
 }
 
 type nsLoadedMsg struct {
@@ -34,16 +30,10 @@ type nsLoadedMsg struct {
 func (m nsLoadedMsg) pageID() int { return m.id }
 
 func newNSPage(s *shared) *nsPage {
-	return &nsPage{s: s, id: s.newID(), tb: newTable("namespace:web labels:app · other words: any column")}
+	return &nsPage{tableList: newTableList(s, "namespace:web labels:app · other words: any column")}
 }
 
-func (p *nsPage) ID() int         { return p.id }
 func (p *nsPage) Title() string   { return "namespaces" }
-func (p *nsPage) Capturing() bool { return p.tb.filter.typing }
-func (p *nsPage) consumesBack() bool {
-	return p.tb.filter.value() != ""
-}
-func (p *nsPage) Close()          {}
 func (p *nsPage) Init() tea.Cmd   { return p.load() }
 func (p *nsPage) Resume() tea.Cmd { return p.load() }
 
@@ -53,12 +43,6 @@ func (p *nsPage) load() tea.Cmd {
 		items, err := be.Namespaces(ctx)
 		return nsLoadedMsg{id: id, items: items, err: err}
 	}
-}
-
-func (p *nsPage) SetSize(w, h int) {
-	p.w, p.h = w, h
-	p.list.setHeight(h - 2)
-	p.tb.filter.input.Width = max(w-4, 10)
 }
 
 func (p *nsPage) Help() keyHelp {
@@ -202,16 +186,12 @@ type lblItem struct {
 
 type labelsPage struct {
 	fresh
-	s      *shared
-	id     int
+	tableList
 	ns     backend.NamespaceSummary
 	defs   []model.ProcessDef
 	items  []lblItem
-	tb     table
-	list   vlist
 	loaded bool
 	err    error // the last load failed
-	w, h   int
 }
 
 type procsLoadedMsg struct {
@@ -223,16 +203,12 @@ type procsLoadedMsg struct {
 func (m procsLoadedMsg) pageID() int { return m.id }
 
 func newLabelsPage(s *shared, ns backend.NamespaceSummary) *labelsPage {
-	return &labelsPage{s: s, id: s.newID(), ns: ns, tb: newTable("selector:nginx detail:resident · other words: any column")}
+	return &labelsPage{tableList: newTableList(s, "selector:nginx detail:resident · other words: any column"), ns: ns}
 }
 
-func (p *labelsPage) ID() int            { return p.id }
-func (p *labelsPage) Title() string      { return p.ns.Name }
-func (p *labelsPage) Capturing() bool    { return p.tb.filter.typing }
-func (p *labelsPage) consumesBack() bool { return p.tb.filter.value() != "" }
-func (p *labelsPage) Close()             {}
-func (p *labelsPage) Init() tea.Cmd      { return p.load() }
-func (p *labelsPage) Resume() tea.Cmd    { return p.load() }
+func (p *labelsPage) Title() string   { return p.ns.Name }
+func (p *labelsPage) Init() tea.Cmd   { return p.load() }
+func (p *labelsPage) Resume() tea.Cmd { return p.load() }
 
 func (p *labelsPage) load() tea.Cmd {
 	ctx, be, id, ns := p.s.ctx, p.s.be, p.id, p.ns.Name
@@ -240,12 +216,6 @@ func (p *labelsPage) load() tea.Cmd {
 		defs, err := be.Processes(ctx, backend.ProcQuery{Namespace: ns})
 		return procsLoadedMsg{id: id, defs: defs, err: err}
 	}
-}
-
-func (p *labelsPage) SetSize(w, h int) {
-	p.w, p.h = w, h
-	p.list.setHeight(h - 2)
-	p.tb.filter.input.Width = max(w-4, 10)
 }
 
 func labelCols() []column {
@@ -468,7 +438,3 @@ func (p *labelsPage) View() string {
 	}
 	return b.String()
 }
-
-func (p *nsPage) listPtr() *vlist { return &p.list }
-
-func (p *labelsPage) listPtr() *vlist { return &p.list }

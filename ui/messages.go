@@ -91,32 +91,19 @@ func banner(t *theme.Theme, e logEntry, k *KeyMap, w int) []string {
 // ---- the message log page ------------------------------------------------
 
 type messagesPage struct {
-	s    *shared
-	id   int
-	tb   table
-	list vlist
+	tableList
 	seen int // s.logged when tb was last rebuilt
-	w, h int
 }
 
 func newMessagesPage(s *shared) *messagesPage {
-	p := &messagesPage{s: s, id: s.newID(), tb: newTable("level:error message:refused · other words: any column")}
+	p := &messagesPage{tableList: newTableList(s, "level:error message:refused · other words: any column")}
 	p.rebuild()
 	return p
 }
 
-func (p *messagesPage) ID() int            { return p.id }
-func (p *messagesPage) Title() string      { return "messages" }
-func (p *messagesPage) Capturing() bool    { return p.tb.filter.typing }
-func (p *messagesPage) consumesBack() bool { return p.tb.filter.value() != "" }
-func (p *messagesPage) Close()             {}
-func (p *messagesPage) Init() tea.Cmd      { return nil }
-func (p *messagesPage) Resume() tea.Cmd    { p.rebuild(); return nil }
-func (p *messagesPage) SetSize(w, h int) {
-	p.w, p.h = w, h
-	p.list.setHeight(h - 2)
-	p.tb.filter.input.Width = max(w-4, 10)
-}
+func (p *messagesPage) Title() string   { return "messages" }
+func (p *messagesPage) Init() tea.Cmd   { return nil }
+func (p *messagesPage) Resume() tea.Cmd { p.rebuild(); return nil }
 
 func (p *messagesPage) Help() keyHelp {
 	k := p.s.keys
@@ -278,5 +265,3 @@ func indent(s, pre string) string {
 	}
 	return strings.Join(lines, "\n")
 }
-
-func (p *messagesPage) listPtr() *vlist { return &p.list }

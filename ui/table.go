@@ -128,14 +128,10 @@ func (f *listFilter) value() string { return f.input.Value() }
 // input's keys then, not the page's (which type into it).
 type filterTyper interface{ filterTyping() bool }
 
-func (p *nsPage) filterTyping() bool       { return p.tb.filter.typing }
-func (p *labelsPage) filterTyping() bool   { return p.tb.filter.typing }
-func (p *hostsPage) filterTyping() bool    { return p.filter.typing }
-func (p *tasksPage) filterTyping() bool    { return p.tb.filter.typing }
-func (p *eventsPage) filterTyping() bool   { return p.tb.filter.typing }
-func (p *messagesPage) filterTyping() bool { return p.tb.filter.typing }
-func (p *watchPage) filterTyping() bool    { return p.filter.typing }
-func (p *logsPage) filterTyping() bool     { return p.search.typing }
+func (p *tableList) filterTyping() bool { return p.tb.filter.typing }
+func (p *hostsPage) filterTyping() bool { return p.filter.typing }
+func (p *watchPage) filterTyping() bool { return p.filter.typing }
+func (p *logsPage) filterTyping() bool  { return p.search.typing }
 
 // filterTypingKeys are the keys of a / input being typed (listFilter.key).
 func filterTypingKeys() []binding {
@@ -223,6 +219,34 @@ func (m cellMatcher) match(cells []string) bool {
 		}
 	}
 	return true
+}
+
+// tableList is the frame of a small list page whose rows a table filters
+// and sorts (namespaces, labels, tasks, events, messages): the page's id,
+// size, cursor and table, and the page methods they make alike. The / input
+// has the keys while typed; esc clears a filter before it goes back.
+type tableList struct {
+	s    *shared
+	id   int
+	tb   table
+	list vlist
+	w, h int
+}
+
+func newTableList(s *shared, hint string) tableList {
+	return tableList{s: s, id: s.newID(), tb: newTable(hint)}
+}
+
+func (p *tableList) ID() int            { return p.id }
+func (p *tableList) Close()             {}
+func (p *tableList) Capturing() bool    { return p.tb.filter.typing }
+func (p *tableList) consumesBack() bool { return p.tb.filter.value() != "" }
+func (p *tableList) listPtr() *vlist    { return &p.list }
+
+func (p *tableList) SetSize(w, h int) {
+	p.w, p.h = w, h
+	p.list.setHeight(h - 2)
+	p.tb.filter.input.Width = max(w-4, 10)
 }
 
 // table is the filter and sort of a small list page (namespaces, tasks,

@@ -14,14 +14,10 @@ import (
 // tasksPage lists recent tasks, newest first; enter reopens one's watch.
 type tasksPage struct {
 	fresh
-	s      *shared
-	id     int
+	tableList
 	tasks  []model.Task
-	tb     table
-	list   vlist
 	loaded bool
 	err    error // the last load failed
-	w, h   int
 }
 
 type tasksLoadedMsg struct {
@@ -33,21 +29,12 @@ type tasksLoadedMsg struct {
 func (m tasksLoadedMsg) pageID() int { return m.id }
 
 func newTasksPage(s *shared) *tasksPage {
-	return &tasksPage{s: s, id: s.newID(), tb: newTable("op=restart status:fail selection:app=nginx · other words: any column")}
+	return &tasksPage{tableList: newTableList(s, "op=restart status:fail selection:app=nginx · other words: any column")}
 }
 
-func (p *tasksPage) ID() int            { return p.id }
-func (p *tasksPage) Title() string      { return "recent tasks" }
-func (p *tasksPage) Capturing() bool    { return p.tb.filter.typing }
-func (p *tasksPage) consumesBack() bool { return p.tb.filter.value() != "" }
-func (p *tasksPage) Close()             {}
-func (p *tasksPage) Init() tea.Cmd      { return p.load() }
-func (p *tasksPage) Resume() tea.Cmd    { return p.load() }
-func (p *tasksPage) SetSize(w, h int) {
-	p.w, p.h = w, h
-	p.list.setHeight(h - 2)
-	p.tb.filter.input.Width = max(w-4, 10)
-}
+func (p *tasksPage) Title() string   { return "recent tasks" }
+func (p *tasksPage) Init() tea.Cmd   { return p.load() }
+func (p *tasksPage) Resume() tea.Cmd { return p.load() }
 
 func (p *tasksPage) load() tea.Cmd {
 	ctx, be, id, n := p.s.ctx, p.s.be, p.id, p.s.cfg.RecentTasks
@@ -203,32 +190,17 @@ func (p *tasksPage) View() string {
 // ---- host events ---------------------------------------------------------
 
 // eventsPage shows the host events the root collects (newest first).
-type eventsPage struct {
-	s    *shared
-	id   int
-	tb   table
-	list vlist
-	w, h int
-}
+type eventsPage struct{ tableList }
 
 func newEventsPage(s *shared) *eventsPage {
-	p := &eventsPage{s: s, id: s.newID(), tb: newTable("event:restart host:10.0.1 proc=web:nginx · other words: any column")}
+	p := &eventsPage{newTableList(s, "event:restart host:10.0.1 proc=web:nginx · other words: any column")}
 	p.rebuild()
 	return p
 }
 
-func (p *eventsPage) ID() int            { return p.id }
-func (p *eventsPage) Title() string      { return "host events" }
-func (p *eventsPage) Capturing() bool    { return p.tb.filter.typing }
-func (p *eventsPage) consumesBack() bool { return p.tb.filter.value() != "" }
-func (p *eventsPage) Close()             {}
-func (p *eventsPage) Init() tea.Cmd      { return nil }
-func (p *eventsPage) Resume() tea.Cmd    { p.rebuild(); return nil } // events came while another page was on top
-func (p *eventsPage) SetSize(w, h int) {
-	p.w, p.h = w, h
-	p.list.setHeight(h - 2)
-	p.tb.filter.input.Width = max(w-4, 10)
-}
+func (p *eventsPage) Title() string   { return "host events" }
+func (p *eventsPage) Init() tea.Cmd   { return nil }
+func (p *eventsPage) Resume() tea.Cmd { p.rebuild(); return nil } // events came while another page was on top
 
 func (p *eventsPage) Help() keyHelp {
 	k := p.s.keys
@@ -353,7 +325,3 @@ func eventGlyph(k model.EventKind) glyph {
 	}
 	return glyph{"•", string(k), styleMuted}
 }
-
-func (p *tasksPage) listPtr() *vlist { return &p.list }
-
-func (p *eventsPage) listPtr() *vlist { return &p.list }
