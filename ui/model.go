@@ -704,10 +704,10 @@ func (m *Model) clickCrumb(x int) tea.Cmd {
 	if m.top().Capturing() || m.showHelp {
 		return nil
 	}
-	const sep = 3 // " › "
-	pos := ansi.StringWidth("gseproc") + sep
+	sep := ansi.StringWidth(crumbSep)
+	pos := ansi.StringWidth(crumbRoot) + sep
 	if m.crumbCut > 0 {
-		pos += ansi.StringWidth("…") + sep
+		pos += ansi.StringWidth(crumbCutMark) + sep
 	}
 	for i := m.crumbCut; i < len(m.stack); i++ {
 		w := ansi.StringWidth(m.stack[i].Title())
@@ -758,6 +758,10 @@ func (m *Model) frame() string {
 	return strings.Join(append(parts, m.statusBar(), fit(m.shortHelp(), w, 1)), "\n")
 }
 
+// The breadcrumb's parts, as drawn (breadcrumb) and as a click reads them
+// (clickCrumb).
+const crumbRoot, crumbSep, crumbCutMark = "gseproc", " › ", "…"
+
 // breadcrumb is "gseproc › namespaces › web › …"; when it does not fit,
 // the oldest parts give way to "…".
 func (m *Model) breadcrumb() string {
@@ -769,11 +773,11 @@ func (m *Model) breadcrumb() string {
 	if m.showHelp {
 		titles = append(titles, "help")
 	}
-	sep := t.Muted.Render(" › ")
+	sep := t.Muted.Render(crumbSep)
 	render := func(ts []string, cut bool) string {
-		parts := []string{t.Title.Render("gseproc")}
+		parts := []string{t.Title.Render(crumbRoot)}
 		if cut {
-			parts = append(parts, t.Muted.Render("…"))
+			parts = append(parts, t.Muted.Render(crumbCutMark))
 		}
 		for i, s := range ts {
 			st := t.Breadcrumb
