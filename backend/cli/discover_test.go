@@ -129,28 +129,27 @@ func TestLocalServerDiscovery(t *testing.T) {
 // (--demo, fleet = simulated or mixed), and are refused by one of real
 // agents only, where they would change nothing.
 func TestServerHostsFlag(t *testing.T) {
-	cfg := filepath.Join(t.TempDir(), "nats.toml")
-	if err := os.WriteFile(cfg, []byte("[server]\nlisten = \"127.0.0.1:0\"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	code, _, errOut := run(t, "server", "--config", cfg, "--hosts", "7")
-	if code != 2 || !strings.Contains(errOut, "--hosts and --seed size the simulated fleet") {
-		t.Fatalf("server --hosts on a nats fleet: exit %d, stderr %q", code, errOut)
-	}
-	// fleet = "" is the nats fleet too (config and server take it so).
-	// Under a cancelled context: a server started in error stops at once.
+	// Refused before anything starts; under a cancelled context, so that
+	// a server started by mistake stops at once (the test fails, not
+	// waits), its state in the test's directory.
 	dir := t.TempDir()
-	empty := filepath.Join(dir, "empty.toml")
-	if err := os.WriteFile(empty, fmt.Appendf(nil, "[server]\nlisten = \"127.0.0.1:0\"\nfleet = \"\"\n[nats]\nlisten = \"127.0.0.1:-1\"\nstore_dir = %q\n", dir), 0o600); err != nil {
-		t.Fatal(err)
+	refused := func(name, fleet string, args ...string) {
+		t.Helper()
+		cfg := filepath.Join(dir, name+".toml")
+		text := fmt.Appendf(nil, "[server]\nlisten = \"127.0.0.1:0\"\n%s[nats]\nlisten = \"127.0.0.1:-1\"\nstore_dir = %q\n", fleet, dir)
+		if err := os.WriteFile(cfg, text, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		var out, errb syncBuf
+		code := Main(ctx, append([]string{"server", "--config", cfg}, args...), Stdio{In: strings.NewReader(""), Out: &out, Err: &errb})
+		if code != 2 || !strings.Contains(errb.String(), "--hosts and --seed size the simulated fleet") {
+			t.Fatalf("server %s on %s: exit %d, stderr %q", args, text, code, errb.String())
+		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	var so, errb syncBuf
-	if code := Main(ctx, []string{"server", "--config", empty, "--seed", "3"}, Stdio{In: strings.NewReader(""), Out: &so, Err: &errb}); code != 2 ||
-		!strings.Contains(errb.String(), "--hosts and --seed size the simulated fleet") {
-		t.Fatalf("server --seed on fleet = \"\": exit %d, stderr %q", code, errb.String())
-	}
+	refused("nats", "", "--hosts", "7")
+	refused("empty", "fleet = \"\"\n", "--seed", "3") // "" is the nats fleet too (config and server take it so)
 	base, _ := startDemoServer(t, "--hosts", "7", "--seed", "3")
 	code, out, errOut := run(t, "hosts", "--server", base, "--json")
 	if code != 0 {
