@@ -83,6 +83,27 @@ func TestNameRuleJOBKey(t *testing.T) {
 	v := &Validator{}
 	v.CheckDefName("value_key", `C:\gse\gseagent`, Identity{ProcName: "gseagent", SetupPath: `C:\gse`})
 	assert.NoError(t, v.Err())
+	// A setup_path the path rule takes is no name for that: the default
+	// key is held to the rule between its separators.
+	for setup, reason := range map[string]string{
+		"/opt/a b":         `character ' ' at byte 6`,
+		"/opt/x;$(id)":     `character ';' at byte 6`,
+		"/opt/a:b":         `character ':' at byte 6`,
+		"/opt/a\tb":        `character '\t'`,
+		"/opt/gse\u0430":   `character 'а'`,
+		`C:\Program Files`: `character ' ' at byte 10`,
+	} {
+		id := Identity{ProcName: "p", SetupPath: setup}
+		v := &Validator{}
+		v.CheckDefName("value_key", DefaultValueKey(setup, "p"), id)
+		if assert.Len(t, v.Errors(), 1, setup) {
+			assert.Equal(t, "value_key", v.Errors()[0].Field, setup)
+			assert.Contains(t, v.Errors()[0].Reason, reason, setup)
+		}
+		v = &Validator{}
+		v.checkHostPath("setup_path", setup, true, "bat") // the path rule takes it
+		assert.NoError(t, v.Err(), setup)
+	}
 }
 
 // TestNameRuleNotInAgents: an agent's Process.Validate (every op) keeps

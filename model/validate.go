@@ -235,14 +235,28 @@ const (
 // before the rule, its name now refused, stays operable and deletable;
 // only saving it (again) is refused. A name equal to the definition's
 // default JOB index key, setup_path/proc_name (DefaultValueKey), is also
-// taken: the JOB forms name a process so when value_key is left out, as
-// JOB itself does, and both parts passed their own rules.
+// taken, the JOB forms naming a process so when value_key is left out (as
+// JOB itself does), its setup_path part held to the rule between the
+// path's separators (and past a Windows drive's colon): the path rule (CheckPath) lets white
+// space, shell metacharacters, ':' and letters of other scripts through,
+// and "/opt/a b;$(id)/p" is a valid setup_path/proc_name but no name.
 func (v *Validator) CheckDefName(field, name string, id Identity) {
-	if name != "" && id.ProcName != "" && id.SetupPath != "" &&
-		(name == DefaultValueKey(id.SetupPath, id.ProcName) || name == DefaultValueKey(CleanPath(id.SetupPath), id.ProcName)) {
+	if name == "" || id.ProcName == "" || id.SetupPath == "" ||
+		name != DefaultValueKey(id.SetupPath, id.ProcName) && name != DefaultValueKey(CleanPath(id.SetupPath), id.ProcName) {
+		v.CheckIdent(field, name, true, MaxName, namespaceChar, NameChars)
 		return
 	}
-	v.CheckIdent(field, name, true, MaxName, namespaceChar, NameChars)
+	i, dir := 0, name[:len(name)-len(id.ProcName)] // proc_name: its own rule
+	if IsWindowsPath(dir) {
+		i = 2 // past "C:"
+	}
+	for ; i < len(dir); i++ {
+		if c := dir[i]; !namespaceChar(c) && c != '/' && c != '\\' {
+			r, _ := utf8.DecodeRuneInString(dir[i:])
+			v.Addf(field, "%s (setup_path/proc_name): character %q at byte %d is not allowed (only %s and the path's separators)", clip(name), r, i, NameChars)
+			return
+		}
+	}
 }
 
 // DefaultValueKey is the agent index key when value_key is empty:
