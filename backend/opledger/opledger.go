@@ -109,9 +109,7 @@ func Open(path string, keep int) (*Ledger, error) {
 			}
 			o := l.ops[ln.ID]
 			if ln.NotRun {
-				if o != nil {
-					delete(l.ops, ln.ID)
-				}
+				l.dropLocked(ln.ID) // as forget did
 				continue
 			}
 			if o == nil {
@@ -128,26 +126,11 @@ func Open(path string, keep int) (*Ledger, error) {
 		if err != nil {
 			return nil, fmt.Errorf("op ledger %s: %w", path, err)
 		}
-		// An id that began, was not run and began again (asked again
-		// after its deadline had passed) is listed at each begin: it is
-		// kept once, at its last, so that order and ops hold the same ids
-		// (a trim of one listing would drop the outcome the other names).
-		last := make(map[string]int, len(l.ops))
-		for i, id := range l.order {
-			last[id] = i
-		}
-		kept := l.order[:0]
-		for i, id := range l.order {
-			o := l.ops[id]
-			if o == nil || last[id] != i {
-				continue // began, then not run; or listed again later
-			}
-			if !o.done {
+		for _, id := range l.order {
+			if o := l.ops[id]; !o.done {
 				o.done, o.outcome = true, Interrupted(id)
 			}
-			kept = append(kept, id)
 		}
-		l.order = kept
 		l.trimLocked()
 	}
 	if err := l.rewriteLocked(); err != nil {
@@ -223,17 +206,27 @@ func (l *Ledger) forget(id string, o *op) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ops[id] == o {
-		delete(l.ops, id)
-		for i := len(l.order) - 1; i >= 0; i-- {
-			if l.order[i] == id {
-				l.order = append(l.order[:i], l.order[i+1:]...)
-				break
-			}
-		}
+		l.dropLocked(id)
 	}
 	close(o.wait)
 	// A begin line without an end would read as interrupted.
 	_ = l.appendLocked(line{ID: id, At: time.Now().Unix(), NotRun: true})
+}
+
+// dropLocked forgets id: its record and its listing, the last (an id is
+// listed once: a not-run drops it, Open replays the same), so that order
+// and ops hold the same ids.
+func (l *Ledger) dropLocked(id string) {
+	if _, ok := l.ops[id]; !ok {
+		return
+	}
+	delete(l.ops, id)
+	for i := len(l.order) - 1; i >= 0; i-- {
+		if l.order[i] == id {
+			l.order = append(l.order[:i], l.order[i+1:]...)
+			return
+		}
+	}
 }
 
 // Len is the number of ids recorded.
