@@ -62,36 +62,11 @@ func TestAgentKill9KeepsAndReadopts(t *testing.T) {
 	}
 	t.Parallel()
 	dir, dataDir := t.TempDir(), t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestAgentKill9KeepsAndReadopts$")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, "GSEPROC_AGENT_CRASH_DATA="+dataDir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	ready := make(chan map[string]int, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "READY "); ok {
-				pids := map[string]int{}
-				for _, kv := range strings.Fields(rest) {
-					k, v, _ := strings.Cut(kv, "=")
-					pids[k], _ = strconv.Atoi(v)
-				}
-				ready <- pids
-			}
-		}
-	}()
-	var pids map[string]int
-	select {
-	case pids = <-ready:
-	case <-time.After(slowBox):
-		t.Fatal("crash child never got ready")
+	cmd, ready := startCrashChild(t, crashChildEnv, dir, dataDir)
+	pids := map[string]int{}
+	for _, kv := range strings.Fields(ready) {
+		k, v, _ := strings.Cut(kv, "=")
+		pids[k], _ = strconv.Atoi(v)
 	}
 	for _, p := range crashProcs(dir) {
 		t.Cleanup(func() { _ = syscall.Kill(pids[p.Meta.Name], syscall.SIGKILL) })
@@ -149,49 +124,15 @@ func crashChild(dir string) {
 	time.Sleep(time.Hour) // until SIGKILL
 }
 
-// periodicCrashEnv makes the test binary act as the agent process of
-// TestPeriodicRunSurvivesAgentKill9.
-const periodicCrashEnv = "GSEPROC_AGENT_PERIODIC_CRASH_CHILD"
-
-// periodicJob is a periodic job (every second) whose run lasts 5 s and
-// logs an overlap should a run start while another is alive.
-func periodicJob(dir string) model.Process {
-	return model.Process{
-		Meta: model.Meta{Namespace: "crash", Name: "cron"},
-		Spec: model.Spec{
-			Identity: model.Identity{ProcName: "cron", SetupPath: dir, PidPath: filepath.Join(dir, "cron.pid")},
-			Control:  model.Control{StartCmd: "./job.sh"},
-			Policy:   model.Policy{AutoType: model.AutoPeriodic, CycleTime: 1, StartRetries: 3, OpTimeout: 10, InstanceNum: 1},
-		},
-	}
-}
-
-const periodicJobScript = `#!/bin/sh
-[ -e running ] && echo overlap >> overlaps.log
-touch running
-echo run >> runs.log
-sleep 5
-rm -f running
-`
-
-// TestPeriodicRunSurvivesAgentKill9: an agent process is SIGKILLed (no
-// Close, no last write) during a run its schedule launched; the next agent
-// on the same data_dir finds that run's pid in the registry, re-adopts it
-// (its status names that pid at once) and skips the ticks while it is
-// alive: the runs never overlap. (TestPeriodicRunSurvivesAgentRestart
-// stops its agent gracefully, which writes the registry at close.)
-func TestPeriodicRunSurvivesAgentKill9(t *testing.T) {
-	if dir := os.Getenv(periodicCrashEnv); dir != "" {
-		periodicCrashChild(dir)
-		return
-	}
-	t.Parallel()
-	dir, dataDir := t.TempDir(), t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "job.sh"), []byte(periodicJobScript), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPeriodicRunSurvivesAgentKill9$")
-	cmd.Env = append(os.Environ(), periodicCrashEnv+"="+dir, "GSEPROC_AGENT_CRASH_DATA="+dataDir)
+// startCrashChild runs this test binary as the agent process of the test
+// running (env, set to dir, names its part; dataDir is its data_dir) and
+// returns the rest of the READY line it prints once it has set up what
+// the test kills it in the middle of; an ERR line, or no READY within
+// slowBox, fails the test. The child is killed at cleanup if still alive.
+func startCrashChild(t *testing.T, env, dir, dataDir string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$")
+	cmd.Env = append(os.Environ(), env+"="+dir, "GSEPROC_AGENT_CRASH_DATA="+dataDir)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -201,30 +142,96 @@ func TestPeriodicRunSurvivesAgentKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	ready := make(chan int, 1)
+	line := make(chan string, 1)
 	go func() {
 		for sc := bufio.NewScanner(out); sc.Scan(); {
-			if rest, ok := strings.CutPrefix(sc.Text(), "READY "); ok {
-				pid, _ := strconv.Atoi(rest)
-				ready <- pid
-			} else if strings.HasPrefix(sc.Text(), "ERR") {
-				t.Errorf("child: %s", sc.Text())
+			if s := sc.Text(); strings.HasPrefix(s, "READY ") || strings.HasPrefix(s, "ERR") {
+				line <- s
+				return
 			}
 		}
 	}()
-	var run int
 	select {
-	case run = <-ready:
+	case s := <-line:
+		if rest, ok := strings.CutPrefix(s, "READY "); ok {
+			return cmd, rest
+		}
+		t.Fatalf("crash child: %s", s)
 	case <-time.After(slowBox):
-		t.Fatal("the agent process never had a scheduled run recorded")
+		t.Fatal("crash child never got ready")
 	}
-	t.Cleanup(func() { _ = syscall.Kill(run, syscall.SIGKILL) })
+	return nil, ""
+}
+
+// periodicCrashEnv makes the test binary act as the agent process of
+// TestPeriodicRunSurvivesAgentKill9.
+const periodicCrashEnv = "GSEPROC_AGENT_PERIODIC_CRASH_CHILD"
+
+// periodicJob is a periodic job (every second) whose runs log their pids
+// and an overlap should a run start while another is alive. Every run but
+// the first lasts while the file hold exists: the test says when the run
+// the agent is killed in ends, no machine's pace.
+func periodicJob(dir string) model.Process {
+	return model.Process{
+		Meta: model.Meta{Namespace: "crash", Name: "cron"},
+		Spec: model.Spec{
+			Identity: model.Identity{ProcName: "cron", SetupPath: dir, PidPath: filepath.Join(dir, "cron.pid")},
+			Control:  model.Control{StartCmd: "exec ./job.sh"}, // $$ is the run's pid
+			Policy:   model.Policy{AutoType: model.AutoPeriodic, CycleTime: 1, StartRetries: 3, OpTimeout: 10, InstanceNum: 1},
+		},
+	}
+}
+
+const periodicJobScript = `#!/bin/sh
+[ -e running ] && echo overlap >> overlaps.log
+touch running
+echo $$ >> runs.log
+if [ "$(wc -l < runs.log)" -ge 2 ]; then
+	while [ -e hold ]; do sleep 0.05; done
+fi
+rm -f running
+`
+
+// periodicRuns is the pids of the runs so far, in order.
+func periodicRuns(dir string) []int {
+	b, _ := os.ReadFile(filepath.Join(dir, "runs.log"))
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		pid, _ := strconv.Atoi(f)
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// TestPeriodicRunSurvivesAgentKill9: an agent process is SIGKILLed (no
+// Close, no last write) during a run its schedule launched; the next agent
+// on the same data_dir finds that run's pid in the registry, re-adopts it
+// (its status names that pid at once) and skips the ticks while it is
+// alive: no run starts until it ends, the runs never overlap.
+// (TestPeriodicRunSurvivesAgentRestart stops its agent gracefully, which
+// writes the registry at close.)
+func TestPeriodicRunSurvivesAgentKill9(t *testing.T) {
+	if dir := os.Getenv(periodicCrashEnv); dir != "" {
+		periodicCrashChild(dir)
+		return
+	}
+	t.Parallel()
+	dir, dataDir := t.TempDir(), t.TempDir()
+	hold := filepath.Join(dir, "hold")
+	for name, body := range map[string]string{"job.sh": periodicJobScript, "hold": ""} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { os.Remove(hold) }) // the held run ends
+	cmd, ready := startCrashChild(t, periodicCrashEnv, dir, dataDir)
+	run, _ := strconv.Atoi(ready)
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	cmd.Wait()
 	if _, live := alive(run); !live {
-		t.Skipf("the scheduled run (pid %d) ended before the agent was killed: a machine too slow for its 5 s", run)
+		t.Fatalf("the scheduled run (pid %d), held, died with its agent", run)
 	}
 
 	a := newAgent(t, dataDir)
@@ -233,19 +240,24 @@ func TestPeriodicRunSurvivesAgentKill9(t *testing.T) {
 		st := do(t, a, model.OpStatus, p).Status
 		return st.PID == run, fmt.Sprintf("%s pid %d (the run: %d): %s", st.State, st.PID, run, st.Message)
 	})
-	runs := func() int {
-		b, _ := os.ReadFile(filepath.Join(dir, "runs.log"))
-		return strings.Count(string(b), "run")
+	// Ticks come every second: a few of them pass while the run is held.
+	time.Sleep(3 * time.Second)
+	if runs := periodicRuns(dir); len(runs) != 2 {
+		t.Fatalf("runs %v while the re-adopted one (%d) was alive", runs, run)
 	}
-	eventually(t, slowBox, "a run after the re-adopted one", func() bool { return runs() >= 3 })
+	if err := os.Remove(hold); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, slowBox, "a run after the re-adopted one", func() bool { return len(periodicRuns(dir)) >= 3 })
 	wantCode(t, do(t, a, model.OpStop, p), model.CodeSuccess, "stop")
 	if b, err := os.ReadFile(filepath.Join(dir, "overlaps.log")); err == nil {
 		t.Fatalf("runs overlapped across the agent's kill -9: %s", b)
 	}
 }
 
-// periodicCrashChild starts the periodic job, waits for a run its schedule
-// launched to be recorded on disk, names its pid and waits to be killed.
+// periodicCrashChild starts the periodic job, waits for the run its
+// schedule launched (the second; held) to be its unit's and recorded on
+// disk, names its pid and waits to be killed.
 func periodicCrashChild(dir string) {
 	a, err := New(testConfig(os.Getenv("GSEPROC_AGENT_CRASH_DATA")), nil)
 	if err != nil {
@@ -258,26 +270,26 @@ func periodicCrashChild(dir string) {
 		fmt.Println("ERR start", r.Code, r.Message)
 		os.Exit(1)
 	}
-	first := 0
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		runs := periodicRuns(dir)
+		if len(runs) < 2 {
+			continue
+		}
 		a.mu.Lock()
 		u := a.procs[p.Key()].units[0]
-		pid, running := u.pid, u.state == model.ProcRunning
+		ours := u.pid == runs[1] && u.state == model.ProcRunning
 		a.mu.Unlock()
-		switch {
-		case !running || pid <= 0:
-		case first == 0:
-			first = pid // the start's run
-		case pid != first:
-			// The schedule's run, set with its persist under one lock:
-			// what is pending now includes it.
-			if err := a.waitPersisted(context.Background()); err != nil {
-				fmt.Println("ERR persist", err)
-				os.Exit(1)
-			}
-			fmt.Printf("READY %d\n", pid)
-			time.Sleep(time.Hour) // until SIGKILL
+		if !ours {
+			continue
 		}
+		// The schedule's run, set with its persist under one lock: what
+		// is pending now includes it.
+		if err := a.waitPersisted(context.Background()); err != nil {
+			fmt.Println("ERR persist", err)
+			os.Exit(1)
+		}
+		fmt.Printf("READY %d\n", runs[1])
+		time.Sleep(time.Hour) // until SIGKILL
 	}
 	fmt.Println("ERR no scheduled run within a minute")
 	os.Exit(1)
