@@ -10,6 +10,58 @@ import (
 
 var taskIDRe = regexp.MustCompile(`GSETASK:\d{14}:\d+`)
 
+// opResult is how an op run aside (startOp) ended.
+type opResult struct {
+	code     int
+	out, err string
+}
+
+// startOp runs `gseproc args...` aside (an op blocks at each manual
+// pause): its end comes on the channel; its stderr, as it is written, in
+// the buffer.
+func startOp(args ...string) (<-chan opResult, *syncBuf) {
+	var out, errb syncBuf
+	done := make(chan opResult, 1)
+	go func() {
+		code := Main(context.Background(), args, Stdio{In: strings.NewReader(""), Out: &out, Err: &errb})
+		done <- opResult{code, out.String(), errb.String()}
+	}()
+	return done, &errb
+}
+
+// taskOf is the task id an op run aside printed on errb.
+func taskOf(t *testing.T, errb *syncBuf) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if id := taskIDRe.FindString(errb.String()); id != "" {
+			return id
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("op printed no task id:\n%s", errb.String())
+	return ""
+}
+
+// showUntil is `gseproc task show id` once it says want.
+func showUntil(t *testing.T, base, id, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, out, errOut := run(t, "task", "show", id, "--server", base)
+		if code != 0 {
+			t.Fatalf("task show: exit %d\n%s", code, errOut)
+		}
+		if strings.Contains(out, want) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task show never said %q:\n%s", want, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestRollingOpCommand: `gseproc op restart --batch ... --pause manual`
 // against a real server rolls the restart; `gseproc task show` shows the
 // batches, `task resume` lets each batch go, and op prints each batch as
@@ -28,59 +80,15 @@ func TestRollingOpCommand(t *testing.T) {
 		t.Fatalf("bad rollout: exit %d\n%s", code, errOut)
 	}
 
-	// op blocks at each manual pause: run it aside.
-	type result struct {
-		code     int
-		out, err string
-	}
-	start := func(args ...string) (<-chan result, *syncBuf) {
-		var out, errb syncBuf
-		done := make(chan result, 1)
-		go func() {
-			code := Main(context.Background(), args, Stdio{In: strings.NewReader(""), Out: &out, Err: &errb})
-			done <- result{code, out.String(), errb.String()}
-		}()
-		return done, &errb
-	}
-	taskOf := func(errb *syncBuf) string {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for time.Now().Before(deadline) {
-			if id := taskIDRe.FindString(errb.String()); id != "" {
-				return id
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Fatalf("op printed no task id:\n%s", errb.String())
-		return ""
-	}
-	showUntil := func(id, want string) string {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			code, out, errOut := run(t, "task", "show", id, "--server", base)
-			if code != 0 {
-				t.Fatalf("task show: exit %d\n%s", code, errOut)
-			}
-			if strings.Contains(out, want) {
-				return out
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("task show never said %q:\n%s", want, out)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-
-	done, errb := start("op", "restart", "--ns", "web", "--name", "nginx", "--batch", "50%", "--canary", "1", "--max-fail", "1", "--pause", "manual", "--server", base)
-	id := taskOf(errb)
-	out := showUntil(id, "roll waiting_resume")
+	done, errb := startOp("op", "restart", "--ns", "web", "--name", "nginx", "--batch", "50%", "--canary", "1", "--max-fail", "1", "--pause", "manual", "--server", base)
+	id := taskOf(t, errb)
+	out := showUntil(t, base, id, "roll waiting_resume")
 	for _, want := range []string{"max-fail 1 per batch", "BATCH", "1 (canary)", "done", "waiting"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("task show after the canary does not say %q:\n%s", want, out)
 		}
 	}
-	var res result
+	var res opResult
 	for resumed := 0; ; resumed++ {
 		if resumed > 5 {
 			t.Fatalf("still rolling after %d resumes", resumed)
@@ -112,9 +120,9 @@ func TestRollingOpCommand(t *testing.T) {
 		}
 	}
 
-	done, errb = start("op", "restart", "--ns", "web", "--batch", "1", "--pause", "manual", "--server", base)
-	id = taskOf(errb)
-	showUntil(id, "roll waiting_resume")
+	done, errb = startOp("op", "restart", "--ns", "web", "--batch", "1", "--pause", "manual", "--server", base)
+	id = taskOf(t, errb)
+	showUntil(t, base, id, "roll waiting_resume")
 	if code, out, errOut := run(t, "task", "abort", id, "--server", base); code != 0 || !strings.Contains(out, "roll stopped: aborted by "+operator()) ||
 		!strings.Contains(out, "not_sent") {
 		t.Fatalf("task abort: exit %d\n%s%s", code, out, errOut)
@@ -145,34 +153,17 @@ func TestTaskCancelCommand(t *testing.T) {
 	if code, _, errOut := run(t, "task", "cancel", "GSETASK:nope", "--server", base); code != 2 {
 		t.Fatalf("task cancel of a malformed id: exit %d\n%s", code, errOut)
 	}
-	var out, errb syncBuf
-	done := make(chan int, 1)
-	go func() {
-		done <- Main(context.Background(), []string{"op", "restart", "--ns", "web", "--batch", "1", "--pause", "manual", "--server", base},
-			Stdio{In: strings.NewReader(""), Out: &out, Err: &errb})
-	}()
-	var id string
-	for deadline := time.Now().Add(20 * time.Second); id == ""; time.Sleep(20 * time.Millisecond) {
-		if id = taskIDRe.FindString(errb.String()); id == "" && time.Now().After(deadline) {
-			t.Fatalf("op printed no task id:\n%s", errb.String())
-		}
-	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, o, _ := run(t, "task", "show", id, "--server", base); strings.Contains(o, "roll waiting_resume") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the roll never waited for its operator")
-		}
-	}
+	done, errb := startOp("op", "restart", "--ns", "web", "--batch", "1", "--pause", "manual", "--server", base)
+	id := taskOf(t, errb)
+	showUntil(t, base, id, "roll waiting_resume")
 	code, o, errOut := run(t, "task", "cancel", id, "--server", base)
 	if code != 0 || !strings.Contains(o, id+": cancel asked") || !strings.Contains(o, "restart cancelled") || !strings.Contains(o, " cancelled in ") {
 		t.Fatalf("task cancel: exit %d\n%s%s", code, o, errOut)
 	}
 	select {
-	case c := <-done:
-		if c != 1 {
-			t.Fatalf("the cancelled op: exit %d, want 1\n%s", c, errb.String())
+	case res := <-done:
+		if res.code != 1 {
+			t.Fatalf("the cancelled op: exit %d, want 1\n%s", res.code, res.err)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the op did not end after its task was cancelled")
