@@ -310,9 +310,21 @@ func (p Process) ValidateInto(v *Validator, prefix string, names FieldNames) {
 // to CheckName's. Agents keep ValidateInto: a definition stored before the
 // rule stays operable.
 func (p Process) ValidateDefInto(v *Validator, prefix string, names FieldNames) {
-	ValidateNamespace(v, names.name(prefix, "meta.namespace"), p.Meta.Namespace)
-	v.CheckDefName(names.name(prefix, "meta.name"), p.Meta.Name, p.Spec.Identity)
+	p.Meta.checkDefIdentity(v, names.name(prefix, "meta.namespace"), names.name(prefix, "meta.name"), p.Spec.Identity)
 	p.ValidateSpecInto(v, prefix, names)
+}
+
+// ValidateDefInto checks the namespace and the name of a definition being
+// saved or sent whose spec is checked apart (the GSE meta form): the name
+// rule, as Process.ValidateDefInto; id is the definition's identity (the
+// JOB default key, CheckDefName).
+func (m Meta) ValidateDefInto(v *Validator, prefix string, id Identity) {
+	m.checkDefIdentity(v, FieldNames(nil).name(prefix, "meta.namespace"), FieldNames(nil).name(prefix, "meta.name"), id)
+}
+
+func (m Meta) checkDefIdentity(v *Validator, nsField, nameField string, id Identity) {
+	ValidateNamespace(v, nsField, m.Namespace)
+	v.CheckDefName(nameField, m.Name, id)
 }
 
 // ValidateInto checks the namespace and, when nameRequired, the name
@@ -323,7 +335,7 @@ func (m Meta) ValidateInto(v *Validator, prefix string, nameRequired bool) {
 }
 
 func (m Meta) checkIdentity(v *Validator, nsField, nameField string, nameRequired bool) {
-	v.CheckIdent(nsField, m.Namespace, true, MaxName, namespaceChar, NamespaceChars)
+	ValidateNamespace(v, nsField, m.Namespace)
 	v.CheckName(nameField, m.Name, nameRequired, 512)
 }
 

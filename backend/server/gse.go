@@ -45,8 +45,7 @@ func checkMeta(v *model.Validator, c *call, m model.Meta, prefix string, nameReq
 // a request that names a process stored earlier (checkMeta) is not, so a
 // definition stored before the rule stays operable.
 func checkDefMeta(v *model.Validator, c *call, m model.Meta, id model.Identity, prefix string) *apiError {
-	model.ValidateNamespace(v, prefix+"meta.namespace", m.Namespace)
-	v.CheckDefName(prefix+"meta.name", m.Name, id)
+	m.ValidateDefInto(v, strings.TrimSuffix(prefix, "."), id)
 	return allowMeta(c, m, prefix)
 }
 
