@@ -69,18 +69,27 @@ func reservePorts(n, lo, hi int) ([]int, error) {
 // never below 1024. Where the range cannot be read, Linux's default is
 // assumed.
 func portSpan() (lo, hi int) {
-	hi = 32768
+	a, z := 32768, 60999
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		var a, z int
-		if _, err := fmt.Sscan(string(b), &a, &z); err == nil && a > 1024 {
-			hi = a
+		if _, err := fmt.Sscan(string(b), &a, &z); err != nil {
+			a, z = 32768, 60999
 		}
 	}
-	lo = max(1024, hi-10000)
-	if hi-lo < 100 { // an ephemeral range starting very low: pick above it
-		lo, hi = 20000, 30000
+	return spanOutside(a, z)
+}
+
+// spanOutside is portSpan for the ephemeral range [a, z]: below it, or,
+// where fewer than 100 ports lie between 1024 and its start, above its
+// end; where neither has room (a range over nearly every port), 20000-29999,
+// inside it: a port there is checked free, no more.
+func spanOutside(a, z int) (lo, hi int) {
+	switch {
+	case a-1024 >= 100:
+		return max(1024, a-10000), a
+	case 65535-z >= 100:
+		return z + 1, min(65536, z+1+10000)
 	}
-	return lo, hi
+	return 20000, 30000
 }
 
 // freeNow tells whether nothing listens on 127.0.0.1:p, by listening.

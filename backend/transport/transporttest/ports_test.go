@@ -62,3 +62,19 @@ func TestReservePortsSkipsTaken(t *testing.T) {
 		t.Fatal("20 ports out of a span of 20 with 10 taken: no error")
 	}
 }
+
+// TestSpanOutside: the span is below the ephemeral range, or above it when
+// the range starts too low to leave room below.
+func TestSpanOutside(t *testing.T) {
+	for _, tc := range []struct{ a, z, lo, hi int }{
+		{32768, 60999, 22768, 32768}, // Linux's default
+		{5000, 65000, 1024, 5000},
+		{1024, 60999, 61000, 65536}, // a range from 1024: above it
+		{1100, 50000, 50001, 60001},
+		{1024, 65535, 20000, 30000}, // no room either side
+	} {
+		if lo, hi := spanOutside(tc.a, tc.z); lo != tc.lo || hi != tc.hi {
+			t.Errorf("range %d-%d: span %d-%d, want %d-%d", tc.a, tc.z, lo, hi, tc.lo, tc.hi)
+		}
+	}
+}
