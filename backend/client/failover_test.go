@@ -3,7 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
-	"net"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,6 +16,7 @@ import (
 	"gseproc/backend/engine"
 	"gseproc/backend/health"
 	"gseproc/backend/server"
+	"gseproc/backend/transport/transporttest"
 	"gseproc/model"
 )
 
@@ -46,16 +47,12 @@ func twoServers(t *testing.T, hosts, cut int, aReady *atomic.Bool) (a, b *httpte
 	return a, b, eng
 }
 
-// deadURL is an address nothing listens on (a closed listener's).
+// deadURL is an address nothing listens on: a port free a moment ago
+// below the kernel's ephemeral range (transporttest.ReservePorts), where
+// no other test's port-0 listener or outgoing connection can be given it.
 func deadURL(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := "http://" + ln.Addr().String()
-	ln.Close()
-	return u
+	return fmt.Sprintf("http://127.0.0.1:%d", transporttest.ReservePorts(t, 1)[0])
 }
 
 func clusterClient(t *testing.T, urls ...string) *client.Client {
