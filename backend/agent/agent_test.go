@@ -1552,7 +1552,17 @@ fi
 // and skips the ticks while it is alive: the runs never overlap.
 func TestPeriodicRunSurvivesAgentRestart(t *testing.T) {
 	t.Parallel()
-	dataDir := t.TempDir()
+	dir, dataDir := t.TempDir(), t.TempDir()
+	// The schedule's run (the second) is held by a file until the test
+	// lets it go: the agent is gone and back while it runs, whatever the
+	// machine's load (a run of a fixed length could end before).
+	hold := filepath.Join(dir, "hold")
+	for name, body := range map[string]string{"job.sh": periodicJobScript, "hold": ""} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { os.Remove(hold) }) // the held run ends
 	a1, err := New(testConfig(dataDir), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -1560,28 +1570,33 @@ func TestPeriodicRunSurvivesAgentRestart(t *testing.T) {
 	ctx1, cancel1 := context.WithCancel(context.Background())
 	done1 := make(chan error, 1)
 	go func() { done1 <- a1.Run(ctx1) }()
-	p, dir := setup(t, "cron", map[string]string{"job.sh": `#!/bin/sh
-[ -e running ] && echo overlap >> overlaps.log
-touch running
-echo run >> runs.log
-sleep 2.5
-rm -f running
-`})
-	p.Spec.Control.StartCmd = "./job.sh"
-	p.Spec.Policy.AutoType, p.Spec.Policy.CycleTime = model.AutoPeriodic, 1
-	runs := func() int {
-		b, _ := os.ReadFile(filepath.Join(dir, "runs.log"))
-		return strings.Count(string(b), "run")
-	}
+	p := periodicJob(dir)
 	wantCode(t, do(t, a1, model.OpStart, p), model.CodeSuccess, "start")
-	// The second run is the schedule's: the agent goes away during it.
-	eventually(t, 30*time.Second, "a run launched by the schedule", func() bool { return runs() >= 2 })
+	var run int
+	waitSeeing(t, slowBox, "the schedule's run, held, the unit's", func() (bool, string) {
+		runs := periodicRuns(dir)
+		st := do(t, a1, model.OpStatus, p).Status
+		if len(runs) >= 2 {
+			run = runs[1]
+		}
+		return run != 0 && st.PID == run, fmt.Sprintf("runs %v, status pid %d", runs, st.PID)
+	})
 	cancel1()
 	if err := <-done1; err != nil {
 		t.Fatal(err)
 	}
+	if _, live := alive(run); !live {
+		t.Fatalf("the scheduled run (pid %d), held, ended with its agent", run)
+	}
 	a2 := newAgent(t, dataDir)
-	eventually(t, 30*time.Second, "a run after the agent restart", func() bool { return runs() >= 3 })
+	waitSeeing(t, slowBox, "the run re-adopted", func() (bool, string) {
+		st := do(t, a2, model.OpStatus, p).Status
+		return st.PID == run, fmt.Sprintf("%s pid %d (the run: %d): %s", st.State, st.PID, run, st.Message)
+	})
+	if err := os.Remove(hold); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, slowBox, "a run after the re-adopted one", func() bool { return len(periodicRuns(dir)) >= 3 })
 	wantCode(t, do(t, a2, model.OpStop, p), model.CodeSuccess, "stop")
 	if b, err := os.ReadFile(filepath.Join(dir, "overlaps.log")); err == nil {
 		t.Fatalf("runs overlapped across the agent restart: %s", b)
