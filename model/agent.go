@@ -1,7 +1,6 @@
 package model
 
 import (
-	"strconv"
 	"time"
 	"unicode/utf8"
 )
@@ -45,9 +44,7 @@ func OpID(taskID string, host Host, procKey string) string {
 	var buf [128]byte
 	b := append(buf[:0], taskID...)
 	b = append(b, '/')
-	b = strconv.AppendInt(b, int64(host.CloudID), 10)
-	b = append(b, ':')
-	b = append(b, host.IP...)
+	b = host.AppendAgentID(b)
 	b = append(b, '/')
 	b = append(b, procKey...)
 	return string(b)

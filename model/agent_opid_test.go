@@ -25,4 +25,7 @@ func TestOpID(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _ = OpID("GSETASK:20260101000000:7", h, "gse:bkmonitorbeat") }); n > 1 {
 		t.Errorf("%v allocations an op id, want 1", n)
 	}
+	if n := testing.AllocsPerRun(100, func() { _ = h.AgentID() }); n > 1 {
+		t.Errorf("%v allocations an agent id, want 1", n)
+	}
 }

@@ -34,7 +34,18 @@ const (
 
 // AgentID is the agent's identity "cloud:ip", as nodeman builds it when
 // dynamic addressing is off.
-func (h Host) AgentID() string { return strconv.Itoa(h.CloudID) + ":" + h.IP }
+func (h Host) AgentID() string {
+	var buf [24 + MaxIPText]byte
+	return string(h.AppendAgentID(buf[:0]))
+}
+
+// AppendAgentID appends the agent id (AgentID) to b: for the texts made
+// of one (OpID) without a string of it made first.
+func (h Host) AppendAgentID(b []byte) []byte {
+	b = strconv.AppendInt(b, int64(h.CloudID), 10)
+	b = append(b, ':')
+	return append(b, h.IP...)
+}
 
 func (h Host) String() string { return h.AgentID() }
 
