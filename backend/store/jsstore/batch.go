@@ -135,6 +135,11 @@ type published struct {
 	// seqs[i] is the stream sequence msgs[i] was stored at (when
 	// publishEach was asked for them).
 	seqs []uint64
+	// unsettled: a message was published again while its asynchronous
+	// publish was still unanswered (its window's time was up); the
+	// client library may still send that first publish's message again
+	// (a no-responders retry), data and all (recyclePacks).
+	unsettled bool
 }
 
 // errOf is why msgs[i], of the msgs published (p), was not stored (nil:
@@ -205,6 +210,7 @@ func (s *Store) publishEach(ctx context.Context, msgs []pubMsg, seqs bool) publi
 				case <-f.Err():
 				case <-timer.C:
 					timer.Reset(0) // the window is up: the rest are retried as they come
+					p.unsettled = true
 				case <-wait.Done():
 					timer.Stop()
 					p.stop, p.from = ctx.Err(), start+i
@@ -423,11 +429,13 @@ func (s *Store) packBuf(size int) []byte {
 }
 
 // recyclePacks keeps the buffers of msgs' packs for the next ones, once
-// p says every message was stored: none is published again (a publish
-// retried, or a JetStream retry of an unacknowledged one, would send a
-// buffer reused meanwhile), and NATS copied each when it was published.
+// p says every message was stored and every asynchronous publish of them
+// answered: none is published again (a publish retried, or a JetStream
+// retry of an unanswered one, would send a buffer reused meanwhile: another
+// pack's results under this pack's key), and NATS copied each when it was
+// published.
 func (s *Store) recyclePacks(msgs []pubMsg, p published) {
-	if p.failed != nil || p.stop != nil {
+	if p.failed != nil || p.stop != nil || p.unsettled {
 		return
 	}
 	for i := range msgs {

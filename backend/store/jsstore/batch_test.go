@@ -1,6 +1,7 @@
 package jsstore
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -40,5 +41,31 @@ func TestPubMsgHeaders(t *testing.T) {
 				t.Errorf("data %q, want data: %v", msg.Data, tc.wantData)
 			}
 		})
+	}
+}
+
+// TestRecyclePacks: a pack's buffer is kept for reuse only when every
+// message was stored and every asynchronous publish of them answered; a
+// message published again while its first publish was unanswered
+// (unsettled) may still be sent again by the client library, so its
+// buffer is not reused.
+func TestRecyclePacks(t *testing.T) {
+	errNo := errors.New("no")
+	for _, tc := range []struct {
+		name   string
+		p      published
+		reused bool
+	}{
+		{"all stored", published{}, true},
+		{"one failed", published{failed: []error{errNo}}, false},
+		{"stopped", published{stop: errNo}, false},
+		{"published again while unanswered", published{unsettled: true}, false},
+	} {
+		var s Store
+		msgs := []pubMsg{{pack: true, data: make([]byte, 10, packPooled)}}
+		s.recyclePacks(msgs, tc.p)
+		if reused := msgs[0].data == nil; reused != tc.reused {
+			t.Errorf("%s: buffer reused %v, want %v", tc.name, reused, tc.reused)
+		}
 	}
 }
