@@ -102,3 +102,49 @@ func TestStatusWatchOwnWrites(t *testing.T) {
 		t.Fatal("a status kept for a watch while none runs")
 	}
 }
+
+// TestStatusWatchOwnWritesTwoWatches: with two status watches on one
+// store, each sends every status the store wrote, in order and as
+// written: the one that reads a status first takes the kept one, the
+// other decodes it (a kept status is handed to one watch only).
+func TestStatusWatchOwnWritesTwoWatches(t *testing.T) {
+	e := startNATS(t, natsCfg(t, t.TempDir()))
+	a := open(t, e, Options{})
+	ctx, cancel := context.WithCancel(tctx(t))
+	defer cancel()
+	var chs []<-chan engine.HostStatus
+	for range 2 {
+		ch, err := a.WatchProcStatuses(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chs = append(chs, ch)
+	}
+	var want []engine.HostStatus
+	for i := range 200 {
+		want = append(want, engine.HostStatus{Host: model.Host{IP: fmt.Sprintf("10.1.0.%d", i+1)},
+			Status: model.ProcStatus{ProcKey: "web:nginx", ProcName: "nginx", State: model.ProcRunning, PID: 100 + i,
+				ReportTime: int64(i), Cmdline: fmt.Sprintf("nginx #%d", i)}})
+	}
+	if err := a.PutProcStatuses(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	for w, ch := range chs {
+		for i, x := range want {
+			select {
+			case got := <-ch:
+				if got.Host != x.Host || got.Status != x.Status {
+					t.Fatalf("watch %d, status %d: got %+v, want %+v", w, i, got, x)
+				}
+			case <-time.After(testPatience):
+				t.Fatalf("watch %d: status %d of %d not watched", w, i, len(want))
+			}
+		}
+	}
+	a.own.mu.Lock()
+	left := len(a.own.m)
+	a.own.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d own statuses kept after both watches read them", left)
+	}
+}
