@@ -25,13 +25,17 @@ import (
 // the limit is lifted and GOGC alone paces the collector as before: a
 // limit under the live heap would collect without pause.
 
-// MemoryTarget is the soft memory limit the server keeps while its live
-// heap is under memoryOn (see above).
+// MemoryTarget is the soft memory limit the server keeps while the memory
+// it holds (heldMemory) is under memoryOn.
 const MemoryTarget = 224 << 20
 
-// The live heap under which the limit applies (memoryOn) and over which
-// it is lifted (memoryOff): apart, so that a live heap near one bound
-// does not switch it at every collection.
+// The held memory under which the limit applies (memoryOn) and over which
+// it is lifted (memoryOff): apart, so that a figure near one bound does not
+// switch it at every collection. Held memory, not the live heap alone: the
+// limit counts all the runtime's memory (goroutine stacks, GC metadata,
+// the runtime's other uses, some tens of MB under load), so a live heap of
+// 168 MiB with 30 MB of those would leave the collector ~26 MB of room and
+// run it without pause, the very thrashing the lift is there to avoid.
 const (
 	memoryOn  = MemoryTarget * 5 / 8 // 140 MiB
 	memoryOff = MemoryTarget * 3 / 4 // 168 MiB
@@ -40,14 +44,14 @@ const (
 // noLimit is the Go runtime's "no memory limit".
 const noLimit = math.MaxInt64
 
-// memoryLimitFor is the memory limit for a live heap of live bytes, given
+// memoryLimitFor is the memory limit for held bytes held (heldMemory), given
 // whether the target applied (on): the target, or noLimit; and whether it
 // applies now.
-func memoryLimitFor(on bool, live uint64) (limit int64, nowOn bool) {
+func memoryLimitFor(on bool, held uint64) (limit int64, nowOn bool) {
 	switch {
-	case on && live > memoryOff:
+	case on && held > memoryOff:
 		on = false
-	case !on && live < memoryOn:
+	case !on && held < memoryOn:
 		on = true
 	}
 	if on {
@@ -56,7 +60,7 @@ func memoryLimitFor(on bool, live uint64) (limit int64, nowOn bool) {
 	return noLimit, false
 }
 
-// memoryCheck is how often the pacer reads the live heap (it changes at
+// memoryCheck is how often the pacer reads the held memory (it changes at
 // each collection, a few times a second under load).
 const memoryCheck = 250 * time.Millisecond
 
@@ -72,19 +76,19 @@ func PaceMemory(ctx context.Context, log *slog.Logger) (stop func()) {
 	if prev != noLimit {
 		return func() {}
 	}
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	samples := newHeldSamples()
 	on, limit := false, int64(-1)
 	apply := func() { // the first call made here, the others by the goroutine
-		metrics.Read(sample)
-		if sample[0].Value.Kind() != metrics.KindUint64 {
+		held, ok := samples.read()
+		if !ok {
 			return
 		}
 		var l int64
-		l, on = memoryLimitFor(on, sample[0].Value.Uint64())
+		l, on = memoryLimitFor(on, held)
 		if l != limit {
 			debug.SetMemoryLimit(l)
 			if limit != -1 {
-				log.Debug("memory pacing", "live_heap", sample[0].Value.Uint64(), "limit", l)
+				log.Debug("memory pacing", "held", held, "limit", l)
 			}
 			limit = l
 		}
@@ -109,6 +113,55 @@ func PaceMemory(ctx context.Context, log *slog.Logger) (stop func()) {
 		wg.Wait()
 		debug.SetMemoryLimit(prev)
 	}
+}
+
+// heldSamples read the memory the runtime holds that a collection does
+// not give back: the live heap, and everything the memory limit counts
+// that is not the heap's objects or its free or unused room (stacks, GC
+// metadata, the runtime's other uses). Read together, by one
+// metrics.Read.
+type heldSamples []metrics.Sample
+
+// The runtime/metrics names heldSamples reads, in their order.
+var heldNames = [...]string{
+	"/gc/heap/live:bytes",
+	"/memory/classes/total:bytes",
+	"/memory/classes/heap/objects:bytes",
+	"/memory/classes/heap/unused:bytes",
+	"/memory/classes/heap/free:bytes",
+	"/memory/classes/heap/released:bytes",
+}
+
+func newHeldSamples() heldSamples {
+	s := make(heldSamples, len(heldNames))
+	for i, n := range heldNames {
+		s[i].Name = n
+	}
+	return s
+}
+
+// read is the held memory: the live heap plus the runtime's memory apart
+// from the heap (false: a metric this runtime does not have).
+func (s heldSamples) read() (uint64, bool) {
+	metrics.Read(s)
+	var v [len(heldNames)]uint64
+	for i := range s {
+		if s[i].Value.Kind() != metrics.KindUint64 {
+			return 0, false
+		}
+		v[i] = s[i].Value.Uint64()
+	}
+	return heldMemory(v[0], v[1], v[2]+v[3]+v[4]+v[5]), true
+}
+
+// heldMemory is the live heap plus what of the runtime's total memory is
+// not the heap (heap: its objects, dead ones included, and its unused,
+// free and released room).
+func heldMemory(live, total, heap uint64) uint64 {
+	if heap > total { // not read at one instant: no overhead seen
+		return live
+	}
+	return live + total - heap
 }
 
 func lookupGOMEMLIMIT() (string, bool) { return os.LookupEnv("GOMEMLIMIT") }

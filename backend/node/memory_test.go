@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime/debug"
+	"runtime/metrics"
 	"testing"
 )
 
@@ -13,7 +14,7 @@ func TestMemoryLimitFor(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		on    bool
-		live  uint64
+		held  uint64
 		limit int64
 		nowOn bool
 	}{
@@ -26,13 +27,42 @@ func TestMemoryLimitFor(t *testing.T) {
 		{"off, under the lower bound: applies again", false, memoryOn - 1, MemoryTarget, true},
 		{"off, a large heap (100,000 hosts): stays off", false, 400 * mib, noLimit, false},
 	} {
-		limit, nowOn := memoryLimitFor(c.on, c.live)
+		limit, nowOn := memoryLimitFor(c.on, c.held)
 		if limit != c.limit || nowOn != c.nowOn {
-			t.Errorf("%s: memoryLimitFor(%v, %d) = %d, %v; want %d, %v", c.name, c.on, c.live, limit, nowOn, c.limit, c.nowOn)
+			t.Errorf("%s: memoryLimitFor(%v, %d) = %d, %v; want %d, %v", c.name, c.on, c.held, limit, nowOn, c.limit, c.nowOn)
 		}
 	}
 	if memoryOn >= memoryOff || memoryOff >= MemoryTarget {
 		t.Errorf("bounds out of order: on %d, off %d, target %d", memoryOn, memoryOff, MemoryTarget)
+	}
+}
+
+// TestHeldMemory: the held memory is the live heap plus the runtime's
+// memory apart from the heap; read from this process, it is at least the
+// live heap and no more than the runtime's total memory.
+func TestHeldMemory(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		name              string
+		live, total, heap uint64
+		want              uint64
+	}{
+		{"stacks and metadata count", 100 * mib, 300 * mib, 270 * mib, 130 * mib},
+		{"a heap alone", 100 * mib, 250 * mib, 250 * mib, 100 * mib},
+		{"figures not of one instant: the live heap", 100 * mib, 250 * mib, 260 * mib, 100 * mib},
+	} {
+		if got := heldMemory(c.live, c.total, c.heap); got != c.want {
+			t.Errorf("%s: heldMemory(%d, %d, %d) = %d, want %d", c.name, c.live, c.total, c.heap, got, c.want)
+		}
+	}
+	held, ok := newHeldSamples().read()
+	if !ok {
+		t.Fatal("this runtime lacks a metric the pacer reads")
+	}
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/total:bytes"}}
+	metrics.Read(s)
+	if live, total := s[0].Value.Uint64(), s[1].Value.Uint64(); held < live || held > total {
+		t.Errorf("held %d with a live heap of %d and %d in all", held, live, total)
 	}
 }
 
