@@ -1552,17 +1552,11 @@ fi
 // and skips the ticks while it is alive: the runs never overlap.
 func TestPeriodicRunSurvivesAgentRestart(t *testing.T) {
 	t.Parallel()
-	dir, dataDir := t.TempDir(), t.TempDir()
 	// The schedule's run (the second) is held by a file until the test
 	// lets it go: the agent is gone and back while it runs, whatever the
 	// machine's load (a run of a fixed length could end before).
-	hold := filepath.Join(dir, "hold")
-	for name, body := range map[string]string{"job.sh": periodicJobScript, "hold": ""} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { os.Remove(hold) }) // the held run ends
+	dir, hold := heldPeriodicDir(t)
+	dataDir := t.TempDir()
 	a1, err := New(testConfig(dataDir), nil)
 	if err != nil {
 		t.Fatal(err)

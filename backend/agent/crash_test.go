@@ -192,6 +192,22 @@ fi
 rm -f running
 `
 
+// heldPeriodicDir is a periodic job's directory (periodicJob): its
+// job.sh (periodicJobScript) and the hold file that keeps its second run
+// alive until the test removes it (at the latest when the test ends).
+func heldPeriodicDir(t *testing.T) (dir, hold string) {
+	t.Helper()
+	dir = t.TempDir()
+	hold = filepath.Join(dir, "hold")
+	for name, body := range map[string]string{"job.sh": periodicJobScript, "hold": ""} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { os.Remove(hold) }) // the held run ends
+	return dir, hold
+}
+
 // periodicRuns is the pids of the runs so far, in order.
 func periodicRuns(dir string) []int {
 	b, _ := os.ReadFile(filepath.Join(dir, "runs.log"))
@@ -216,14 +232,8 @@ func TestPeriodicRunSurvivesAgentKill9(t *testing.T) {
 		return
 	}
 	t.Parallel()
-	dir, dataDir := t.TempDir(), t.TempDir()
-	hold := filepath.Join(dir, "hold")
-	for name, body := range map[string]string{"job.sh": periodicJobScript, "hold": ""} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { os.Remove(hold) }) // the held run ends
+	dir, hold := heldPeriodicDir(t)
+	dataDir := t.TempDir()
 	cmd, ready := startCrashChild(t, periodicCrashEnv, dir, dataDir)
 	run, _ := strconv.Atoi(ready)
 	if err := cmd.Process.Kill(); err != nil {
