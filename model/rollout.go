@@ -263,7 +263,11 @@ type BatchProgress struct {
 	Pending int `json:"pending"` // not sent yet
 	Running int `json:"running"`
 	OK      int `json:"ok"`
-	Bad     int `json:"failed"` // failed, timed out, unreachable or cancelled
+	Bad     int `json:"failed"` // failed, timed out or unreachable: what --max-fail counts
+	// Cancelled counts targets a cancel or a stopped roll ended: never
+	// sent, or told to stop. They are not failures of the op (a stopped
+	// roll's unsent batches listed them as failed).
+	Cancelled int `json:"cancelled"`
 	// LastFinished is when its latest result came (zero when none).
 	LastFinished time.Time `json:"last_finished,omitzero"`
 }
@@ -288,6 +292,8 @@ func (p *BatchProgress) add(r Result, n int) {
 		p.Running += n
 	case r.State.OK():
 		p.OK += n
+	case r.State == StateCancelled:
+		p.Cancelled += n
 	default:
 		p.Bad += n
 	}

@@ -114,13 +114,13 @@ func printBatches(w io.Writer, v model.RollView) {
 		fmt.Fprintf(w, "paused by %s at %s\n", c.PausedBy, c.PausedAt.Local().Format(time.DateTime))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "BATCH\tHOSTS\tSTATE\tTARGETS\tOK\tFAILED\tRUNNING\tPENDING")
+	fmt.Fprintln(tw, "BATCH\tHOSTS\tSTATE\tTARGETS\tOK\tFAILED\tCANCELLED\tRUNNING\tPENDING")
 	for i, b := range v.Batches {
 		name := fmt.Sprint(i + 1)
 		if b.Canary {
 			name += " (canary)"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\n", name, b.Hosts, b.State, b.Size, b.OK, b.Bad, b.Running, b.Pending)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", name, b.Hosts, b.State, b.Size, b.OK, b.Bad, b.Cancelled, b.Running, b.Pending)
 	}
 	_ = tw.Flush()
 }

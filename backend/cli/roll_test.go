@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gseproc/model"
 )
 
 var taskIDRe = regexp.MustCompile(`GSETASK:\d{14}:\d+`)
@@ -126,6 +128,8 @@ func TestRollingOpCommand(t *testing.T) {
 	if code, out, errOut := run(t, "task", "abort", id, "--server", base); code != 0 || !strings.Contains(out, "roll stopped: aborted by "+operator()) ||
 		!strings.Contains(out, "not_sent") {
 		t.Fatalf("task abort: exit %d\n%s%s", code, out, errOut)
+	} else if !notSentCancelled(out) {
+		t.Fatalf("task abort: an unsent batch's targets are not counted cancelled (and not failed):\n%s", out)
 	}
 	select {
 	case res = <-done:
@@ -171,4 +175,22 @@ func TestTaskCancelCommand(t *testing.T) {
 	if code, o, errOut := run(t, "task", "cancel", id, "--server", base); code != 0 || !strings.Contains(o, "restart cancelled") {
 		t.Fatalf("task cancel of a cancelled task: exit %d\n%s%s", code, o, errOut)
 	}
+}
+
+// notSentCancelled reports whether every not_sent row of a roll's batch
+// table (BATCH HOSTS STATE TARGETS OK FAILED CANCELLED RUNNING PENDING)
+// counts its targets cancelled and none failed, and there is such a row.
+func notSentCancelled(out string) bool {
+	rows := 0
+	for line := range strings.Lines(out) {
+		f := strings.Fields(line)
+		if len(f) != 9 || f[2] != model.BatchNotSent {
+			continue
+		}
+		rows++
+		if f[5] != "0" || f[6] != f[3] || f[3] == "0" {
+			return false
+		}
+	}
+	return rows > 0
 }

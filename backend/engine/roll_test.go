@@ -228,6 +228,11 @@ func TestRollPauseResumeAbort(t *testing.T) {
 			t.Fatalf("target of batch 2: %+v", res)
 		}
 	}
+	// The unsent batch's targets are cancelled, not failed: the roll's
+	// table and the ✗ of a batch read Bad.
+	if b := v.Roll.Batches[1]; b.Bad != 0 || b.Cancelled != b.Size || b.Size == 0 {
+		t.Fatalf("unsent batch counted %+v: want every target cancelled, none failed", b)
+	}
 	if _, err := e.ControlRoll(ctx, task.ID, model.RollResume); !errors.Is(err, model.ErrConflict) {
 		t.Fatalf("resume of a finished roll: %v, want a conflict", err)
 	}
@@ -276,6 +281,12 @@ func TestRollThreshold(t *testing.T) {
 	}
 	if strings.Join(states, ",") != "done,done,done,not_sent" {
 		t.Fatalf("batch states %v", states)
+	}
+	if b := v.Roll.Batches[3]; b.Bad != 0 || b.Cancelled != 2 || b.Size != 2 {
+		t.Fatalf("unsent batch 4 counted %+v: want its 2 targets cancelled, none failed", b)
+	}
+	if b := v.Roll.Batches[2]; b.Bad != 2 || b.Cancelled != 0 {
+		t.Fatalf("stopping batch 3 counted %+v: want its 2 failures", b)
 	}
 	if sent := g.sent(); len(sent) != 6 || sent[hostN(6)] != 0 || sent[hostN(7)] != 0 {
 		t.Fatalf("hosts sent %v: want the first 6 only", sent)
