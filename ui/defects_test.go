@@ -1051,6 +1051,32 @@ func TestMessagesFullLogListsNew(t *testing.T) {
 	}
 }
 
+// The TIME column (15:04:05) sorts by when, not by its text: messages
+// logged either side of midnight sort oldest first ascending, 23:59:58
+// before 00:00:01, and reversed newest first.
+func TestMessagesTimeSortAcrossMidnight(t *testing.T) {
+	s := benchShared(t, 100, 30)
+	midnight := time.Date(2026, 11, 29, 0, 0, 0, 0, time.Local)
+	for _, m := range []struct {
+		at   time.Duration
+		text string
+	}{{-2 * time.Second, "before"}, {-time.Second, "just before"}, {time.Second, "after"}} {
+		s.now = func() time.Time { return midnight.Add(m.at) }
+		s.addLog(levelNotice, "", m.text)
+	}
+	p := newMessagesPage(s)
+	p.SetSize(100, 28)
+	first := func() string { e, _ := p.cursorEntry(); return e.text }
+	p.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("s")}) // TIME, ascending
+	if v := p.View(); first() != "before" || !strings.Contains(v, "TIME▲") {
+		t.Fatalf("TIME ascending starts with %q:\n%s", first(), v)
+	}
+	p.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("S")}) // descending
+	if first() != "after" {
+		t.Fatalf("TIME descending starts with %q:\n%s", first(), p.View())
+	}
+}
+
 // filter opens the page's / input, checks its hint names hint (the
 // syntax shown before anything is typed), types text and keeps it.
 func (d *driver) filter(hint, text string) {

@@ -172,7 +172,7 @@ func (p *messagesPage) Update(msg tea.Msg) tea.Cmd {
 }
 
 func messageCols() []column {
-	return []column{{title: "TIME", width: 8}, {title: "LEVEL", width: 9}, {title: "MESSAGE", width: 20, flex: true}}
+	return []column{{title: "TIME", width: 8, newest: true}, {title: "LEVEL", width: 9}, {title: "MESSAGE", width: 20, flex: true}}
 }
 
 func (p *messagesPage) View() string {

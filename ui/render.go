@@ -111,6 +111,10 @@ type column struct {
 	min      int
 	grow     int
 	optional bool
+	// newest: the cell is a time of day (15:04:05) and the rows come
+	// newest first; the column sorts by the rows' order, since the
+	// text goes back to 00:00:00 at midnight.
+	newest bool
 }
 
 // layout fixes column widths for a total width (one space between columns,

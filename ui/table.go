@@ -271,7 +271,11 @@ func (tb *table) rebuild(cols []column, n int, cells func(i int) []string) {
 			tb.shown = append(tb.shown, i)
 		}
 	}
-	if c := tb.sort.col; c >= 0 && c < len(cols) {
+	switch c := tb.sort.col; {
+	case c < 0 || c >= len(cols):
+	case cols[c].newest: // ascending: oldest first, the rows' order reversed
+		slices.SortStableFunc(tb.shown, func(a, b int) int { return tb.sort.apply(cmp.Compare(b, a)) })
+	default:
 		slices.SortStableFunc(tb.shown, func(a, b int) int { return tb.sort.apply(compareCells(all[a][c], all[b][c])) })
 	}
 }

@@ -117,7 +117,7 @@ func (p *tasksPage) Update(msg tea.Msg) tea.Cmd {
 
 func taskCols() []column {
 	return []column{
-		{title: "CREATED", width: 8}, {title: "OP", width: 10}, {title: "STATUS", width: 11},
+		{title: "CREATED", width: 8, newest: true}, {title: "OP", width: 10}, {title: "STATUS", width: 11},
 		{title: "DONE", width: 11, right: true}, {title: "BAD", width: 5, right: true},
 		// What the task acted on is worth the width (the labels, the
 		// hosts); the id is on the watch and c copies it, so it goes first.
@@ -274,7 +274,7 @@ func (p *eventPage) content() string {
 
 func eventCols() []column {
 	return []column{
-		{title: "TIME", width: 8}, {title: "HOST", width: 17, min: 12}, {title: "PROC", width: 14, flex: true},
+		{title: "TIME", width: 8, newest: true}, {title: "HOST", width: 17, min: 12}, {title: "PROC", width: 14, flex: true},
 		{title: "EVENT", width: 16}, {title: "DETAIL", width: 20, flex: true, grow: 3},
 	}
 }
