@@ -47,6 +47,13 @@ func newHostPage(s *shared, h model.Host, v *backend.HostView) *hostPage {
 	return p
 }
 
+// SetSize sizes the text and the filter's input (its text scrolls within
+// the screen, the end being typed in sight).
+func (p *hostPage) SetSize(w, h int) {
+	p.textView.SetSize(w, h)
+	p.tb.filter.input.Width = max(w-4, 10)
+}
+
 func (p *hostPage) Title() string   { return p.host.AgentID() }
 func (p *hostPage) Init() tea.Cmd   { return p.load() }
 func (p *hostPage) Resume() tea.Cmd { return p.load() }

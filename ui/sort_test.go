@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/charmbracelet/lipgloss"
+
 	"gseproc/backend"
 	"gseproc/model"
 )
@@ -272,6 +274,24 @@ func TestHostPageProcsSortFilter(t *testing.T) {
 	d.keys("esc") // clears the filter, stays on the page
 	if topAs[*hostPage](t, d) != hp || len(keys()) != len(all) {
 		t.Fatalf("esc: %d of %d shown", len(keys()), len(all))
+	}
+
+	// A filter longer than the screen scrolls inside its one line, what is
+	// typed last in sight (the input had no width: the page's text wrapped
+	// it over two lines, pushing the table down).
+	d.keys("/")
+	d.typeText("process:" + strings.Repeat("x", 150) + "END") // within the filter's 200 characters
+	for _, l := range strings.Split(d.view(), "\n") {
+		if lipgloss.Width(l) > 120 {
+			t.Fatalf("a line of %d cells at 120 columns:\n%s", lipgloss.Width(l), d.view())
+		}
+	}
+	if i := strings.Index(d.view(), "xEND"); i < 0 || !strings.HasPrefix(d.view()[strings.LastIndex(d.view()[:i], "\n")+1:], "/x") {
+		t.Fatalf("a long filter is not one line ending with what is typed last:\n%s", d.view())
+	}
+	d.keys("esc", "esc")
+	if d.m.top().Capturing() || len(keys()) != len(all) {
+		t.Fatalf("esc left the long filter: capturing %v, %d of %d shown", d.m.top().Capturing(), len(keys()), len(all))
 	}
 
 	// The watch of a task opened from the tasks list: s sorts it.
