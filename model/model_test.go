@@ -316,3 +316,37 @@ func TestValidateAllocates(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `process.spec.identity.pid_path: "run/x.pid" is not an absolute path`)
 }
+
+// A label, a name checked by CheckName and a path refuse what a terminal
+// would obey or a JSON round trip would change: C0 controls but tab, DEL,
+// the C1 range (U+009B is a one-character CSI) and bytes not UTF-8.
+func TestBadChar(t *testing.T) {
+	for _, tc := range []struct {
+		s, want string
+	}{
+		{"nginx", ""},
+		{"a\tb", ""},
+		{"zone=上海-1", ""},
+		{"é", ""},
+		{"\uFFFD", ""}, // the replacement character itself is text
+		{"a\x00b", "a NUL byte"},
+		{"a\nb", "a newline"},
+		{"a\rb", "a newline"},
+		{"a\x1b[2Jb", "a control character"},
+		{"a\x7fb", "a control character"},
+		{"a\u009b2Jb", "a control character"},
+		{"a\u0085b", "a control character"},
+		{"a\xffb", "a byte that is not UTF-8"},
+		{"a\xc2", "a byte that is not UTF-8"},
+	} {
+		if got := badChar(tc.s); got != tc.want {
+			t.Errorf("badChar(%q) = %q, want %q", tc.s, got, tc.want)
+		}
+		v := &Validator{}
+		v.CheckLabel("labels", "k", tc.s)
+		v.CheckPath("setup_path", "/opt/"+tc.s, true)
+		if refused := v.Err() != nil; refused != (tc.want != "") {
+			t.Errorf("label value and path %q refused: %v, want %v (%v)", tc.s, refused, tc.want != "", v.Err())
+		}
+	}
+}

@@ -322,15 +322,24 @@ func CmdQuote(s string) string {
 	return s
 }
 
+// badChar names the first character of s a name, label or path must not
+// hold: NUL, a newline, a control character (C0 but tab, DEL, and the C1
+// range, whose CSI some terminals obey as ESC [ does) or a byte that is not
+// UTF-8 (stored, a JSON round trip would turn it into U+FFFD: another
+// name). What PlainText would drop from a terminal is refused here.
 func badChar(s string) string {
-	for _, r := range s {
+	for i, r := range s {
 		switch {
 		case r == 0:
 			return "a NUL byte"
 		case r == '\n' || r == '\r':
 			return "a newline"
-		case r < 0x20 && r != '\t':
+		case r < 0x20 && r != '\t', r == 0x7f, r >= 0x80 && r <= 0x9f:
 			return "a control character"
+		case r == utf8.RuneError:
+			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
+				return "a byte that is not UTF-8"
+			}
 		}
 	}
 	return ""
