@@ -14,7 +14,7 @@ import (
 	"gseproc/model"
 )
 
-// TestLogsPageFromHosts: l on selected hosts opens their live log (the
+// TestLogsPageFromHosts: F on selected hosts opens their live log (the
 // simulated processes' stdout, through the engine's Logs), interleaved
 // with the host as prefix or side by side; / searches with the matches
 // highlighted and n/N move between them; f pauses and resumes following.
@@ -29,7 +29,7 @@ func TestLogsPageFromHosts(t *testing.T) {
 	d.until("running hosts", func() bool { return len(hp.shown) >= 2 && len(hp.shown) < len(hp.rows) })
 	first := hp.rows[hp.shown[0]].v.Host
 	var lp *logsPage
-	d.keys("g", "space", "space", "l")
+	d.keys("g", "space", "space", "F")
 	d.until("the logs page", func() bool {
 		p, ok := d.m.top().(*logsPage)
 		lp = p
@@ -90,9 +90,9 @@ func TestLogsPageFromHosts(t *testing.T) {
 	d.send(tea.KeyMsg{Type: tea.KeyRight})
 	hpg := topAs[*hostPage](t, d)
 	d.until("the host", func() bool { return hpg.found })
-	d.keys("l")
+	d.keys("F")
 	if d.m.palette != nil && len(hpg.v.Procs) > 1 {
-		d.keys("enter") // the host whole runs several processes: l asks which
+		d.keys("enter") // the host whole runs several processes: F asks which
 	}
 	one := topAs[*logsPage](t, d)
 	if len(one.hosts) != 1 || one.hosts[0] != hpg.host || !strings.Contains(one.Title(), "@"+hpg.host.AgentID()) {
@@ -106,7 +106,7 @@ func TestLogsPageFromHosts(t *testing.T) {
 	}
 }
 
-// TestLogsPageFromTaskResult: l on a task's result follows the log of that
+// TestLogsPageFromTaskResult: F on a task's result follows the log of that
 // result's process on that result's host.
 func TestLogsPageFromTaskResult(t *testing.T) {
 	e, _ := simBackend(t, quietSim(6))
@@ -123,7 +123,7 @@ func TestLogsPageFromTaskResult(t *testing.T) {
 	w := topAs[*watchPage](t, d)
 	d.until("task done", func() bool { return taskFinal(w.task.Status) })
 	r := w.res.result(w.shown[w.list.cursor])
-	d.keys("l")
+	d.keys("F")
 	lp := topAs[*logsPage](t, d)
 	if lp.proc != r.ProcKey || len(lp.hosts) != 1 || lp.hosts[0] != r.Host {
 		t.Fatalf("logs of %s on %v, the result is %s on %s", lp.proc, lp.hosts, r.ProcKey, r.Host.AgentID())
@@ -241,7 +241,7 @@ func TestLogsTrimKeepsCurrentMatch(t *testing.T) {
 	}
 }
 
-// TestOpenLogsBounded: l on more hosts than a page follows (a selection of
+// TestOpenLogsBounded: F on more hosts than a page follows (a selection of
 // the whole fleet) opens no stream and says why; up to the bound it opens
 // the page.
 func TestOpenLogsBounded(t *testing.T) {
