@@ -187,8 +187,8 @@ func TestListsFilterAndSort(t *testing.T) {
 	}
 }
 
-// h and ← → go out and in like esc and enter (l is the live logs, as in
-// k9s), but never while a text input has the focus.
+// h and ← → go out and in like esc and enter (l too: keys_test.go), but
+// never while a text input has the focus.
 func TestHLNavigation(t *testing.T) {
 	e, _ := simBackend(t, quietSim(20))
 	d := newDriver(t, e, Options{Guard: time.Nanosecond}, 100, 30)
