@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,6 +78,35 @@ func TestMetricValue(t *testing.T) {
 	}
 	if _, err := metricValue(text, "go_gc_duration_seconds"); err == nil {
 		t.Fatal("a missing metric: want an error")
+	}
+}
+
+// TestHeapInuse: the in-use bytes are read from a text heap profile's
+// first line, as the runtime writes it; anything else is not taken.
+func TestHeapInuse(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		text string
+		want int64
+		ok   bool
+	}{
+		{"the runtime's header", "heap profile: 1205: 412345678 [98765: 2000000000] @ heap/1048576\n1: 8192 [1: 8192] @ 0x1\n", 412345678, true},
+		{"a header alone", "heap profile: 0: 0 [0: 0] @ heap/1048576", 0, true},
+		{"not a heap profile", "goroutine profile: total 12\n", 0, false},
+		{"empty", "", 0, false},
+	} {
+		got, ok := heapInuse([]byte(c.text))
+		if got != c.want || ok != c.ok {
+			t.Errorf("%s: heapInuse = %d, %v; want %d, %v", c.name, got, ok, c.want, c.ok)
+		}
+	}
+	// The header of this process's own profile is read.
+	var b strings.Builder
+	if err := pprof.Lookup("heap").WriteTo(&b, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := heapInuse([]byte(b.String())); !ok {
+		t.Errorf("this process's heap profile: header not read: %.80q", b.String())
 	}
 }
 

@@ -329,22 +329,86 @@ type profiler struct {
 	wg   sync.WaitGroup
 	errs []error
 	mu   sync.Mutex
+	stop chan struct{} // ends the peak heap sampling
+	peak []byte        // the sampled heap profile of the largest live heap
 }
 
 // startProfile takes a heap profile and begins a CPU profile of
-// ProfileSeconds (nil when not profiling).
+// ProfileSeconds and the sampling of the peak heap (nil when not
+// profiling).
 func (e *env) startProfile() *profiler {
 	if e.pprof == "" {
 		return nil
 	}
-	p := &profiler{e: e, dir: e.setup.ProfileDir}
+	p := &profiler{e: e, dir: e.setup.ProfileDir, stop: make(chan struct{})}
 	// The heap profile's allocation counts are since the server started:
-	// this one, taken before, is their base (pprof -base).
-	p.fetch("heap-before.pprof", "heap")
+	// this one, taken before, is their base (pprof -base). Taken after a
+	// collection (gc=1), its in-use figures are the live heap now, not at
+	// the last collection, which may have been in the middle of start-up.
+	p.fetch("heap-before.pprof", "heap?gc=1")
 	p.wg.Go(func() {
 		p.fetch("cpu.pprof", fmt.Sprintf("profile?seconds=%d", e.setup.ProfileSeconds))
 	})
+	p.wg.Go(p.samplePeak)
 	return p
+}
+
+// peakEvery is how often samplePeak reads the server's heap profile.
+const peakEvery = time.Second
+
+// samplePeak reads the server's heap profile every peakEvery until
+// finish, without forcing a collection, and keeps the one whose in-use
+// bytes (the live heap at the collection before it) are the largest:
+// what the server held at its peak, which sets its RSS (Go's collector
+// lets the heap grow in proportion to it).
+func (p *profiler) samplePeak() {
+	hc := &http.Client{Timeout: 30 * time.Second}
+	t := time.NewTicker(peakEvery)
+	defer t.Stop()
+	var most int64 = -1
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		get := func(path string) ([]byte, error) {
+			resp, err := hc.Get(p.e.pprof + "/debug/pprof/" + path)
+			if err != nil {
+				return nil, err
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return nil, fmt.Errorf("%s: %s", path, resp.Status)
+			}
+			return io.ReadAll(resp.Body)
+		}
+		// The text profile's first line says the in-use bytes; the
+		// profile kept is the binary one (pprof symbolizes it without the
+		// server's binary), read right after: of the same collection
+		// unless one ended in between.
+		text, err := get("heap?debug=1")
+		if err != nil {
+			continue // the next tick tries again; finish's profiles say if the server is gone
+		}
+		if n, ok := heapInuse(text); ok && n > most {
+			if body, err := get("heap"); err == nil {
+				most, p.peak = n, body
+			}
+		}
+	}
+}
+
+// heapInuse is the in-use bytes of a heap profile in the text format
+// (debug=1), from its first line: "heap profile: <inuse objects>:
+// <inuse bytes> [<alloc objects>: <alloc bytes>] @ heap/<rate>".
+func heapInuse(text []byte) (int64, bool) {
+	line, _, _ := strings.Cut(string(text[:min(len(text), 200)]), "\n")
+	var objs, bytes int64
+	if _, err := fmt.Sscanf(line, "heap profile: %d: %d", &objs, &bytes); err != nil {
+		return 0, false
+	}
+	return bytes, true
 }
 
 func (p *profiler) fetch(file, path string) {
@@ -383,14 +447,20 @@ func (p *profiler) finish() error {
 	if p == nil {
 		return nil
 	}
+	close(p.stop)
 	p.wg.Wait()
 	for _, x := range []struct{ file, path string }{
-		{"heap.pprof", "heap"}, {"mutex.pprof", "mutex"}, {"block.pprof", "block"}, {"goroutine.pprof", "goroutine"},
+		{"heap.pprof", "heap?gc=1"}, {"mutex.pprof", "mutex"}, {"block.pprof", "block"}, {"goroutine.pprof", "goroutine"},
 	} {
 		p.fetch(x.file, x.path)
 	}
-	fmt.Fprintf(p.e.setup.Out, "profiles in %s (go tool pprof -top %s; allocations of the measured part: go tool pprof -sample_index=alloc_objects -base %s %s)\n",
-		p.dir, filepath.Join(p.dir, "cpu.pprof"), filepath.Join(p.dir, "heap-before.pprof"), filepath.Join(p.dir, "heap.pprof"))
+	if p.peak != nil {
+		if err := os.WriteFile(filepath.Join(p.dir, "heap-peak.pprof"), p.peak, 0o644); err != nil {
+			p.errs = append(p.errs, fmt.Errorf("profile heap-peak.pprof: %w", err))
+		}
+	}
+	fmt.Fprintf(p.e.setup.Out, "profiles in %s (go tool pprof -top %s; allocations of the measured part: go tool pprof -sample_index=alloc_objects -base %s %s; the live heap at its peak: go tool pprof -sample_index=inuse_space -top %s)\n",
+		p.dir, filepath.Join(p.dir, "cpu.pprof"), filepath.Join(p.dir, "heap-before.pprof"), filepath.Join(p.dir, "heap.pprof"), filepath.Join(p.dir, "heap-peak.pprof"))
 	return errors.Join(p.errs...)
 }
 
