@@ -37,6 +37,33 @@ func TestMemoryLimitFor(t *testing.T) {
 	}
 }
 
+// TestGCPercentFor: the GC percent is the process's own while the limit
+// applies, bigHeapGOGC once it is lifted, never above the process's own
+// and never turning a collector that was off on.
+func TestGCPercentFor(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		on   bool
+		base int
+		want int
+	}{
+		{"limit applies: the process's percent", true, 100, 100},
+		{"limit lifted: the big heap's percent", false, 100, bigHeapGOGC},
+		{"limit lifted, the process's percent lower: kept", false, 20, 20},
+		{"limit lifted, the process's percent at it: kept", false, bigHeapGOGC, bigHeapGOGC},
+		{"limit lifted, a higher percent: the big heap's", false, 400, bigHeapGOGC},
+		{"collector off (GOGC=off): stays off", false, -1, -1},
+		{"collector off, limit applies: stays off", true, -1, -1},
+	} {
+		if got := gcPercentFor(c.on, c.base); got != c.want {
+			t.Errorf("%s: gcPercentFor(%v, %d) = %d, want %d", c.name, c.on, c.base, got, c.want)
+		}
+	}
+	if bigHeapGOGC <= 0 || bigHeapGOGC >= 100 {
+		t.Errorf("bigHeapGOGC %d: want a percent under Go's default 100", bigHeapGOGC)
+	}
+}
+
 // TestHeldMemory: the held memory is the live heap plus the runtime's
 // memory apart from the heap; read from this process, it is at least the
 // live heap and no more than the runtime's total memory.
@@ -76,6 +103,8 @@ func TestPaceMemoryRestores(t *testing.T) {
 	if prev != noLimit {
 		t.Skipf("a memory limit (%d) is set in this process: the pacer leaves it", prev)
 	}
+	prevPct := debug.SetGCPercent(100)
+	debug.SetGCPercent(prevPct)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	stop := PaceMemory(context.Background(), log)
 	got := debug.SetMemoryLimit(-1)
@@ -86,6 +115,10 @@ func TestPaceMemoryRestores(t *testing.T) {
 	stop2()
 	if after := debug.SetMemoryLimit(-1); after != prev {
 		t.Errorf("after stop the limit is %d, want the previous %d", after, prev)
+	}
+	afterPct := debug.SetGCPercent(prevPct)
+	if afterPct != prevPct {
+		t.Errorf("after stop the GC percent is %d, want the previous %d", afterPct, prevPct)
 	}
 	if got != MemoryTarget {
 		t.Errorf("while pacing a small heap the limit is %d, want %d", got, MemoryTarget)
