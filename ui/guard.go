@@ -68,10 +68,13 @@ func (g *guarded) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Hos
 }
 
 // streamsHosts says the backend hands listings over host by host
-// (backend.HostsReader: the client), not at once.
+// (backend.HostsReader: the client), not at once, or has the list form
+// (backend.HostListReader: the client and the engine): the engine's
+// Hosts makes each process's whole status, which a list drops.
 func (g *guarded) streamsHosts() bool {
-	_, ok := g.be.(backend.HostsReader)
-	return ok
+	_, each := g.be.(backend.HostsReader)
+	_, list := g.be.(backend.HostListReader)
+	return each || list
 }
 
 // HostsEach lists hosts, each made plain before fn sees it

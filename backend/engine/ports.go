@@ -162,6 +162,17 @@ type StatusAppender interface {
 	AppendStatuses(dst []model.ProcStatus, host model.Host) []model.ProcStatus
 }
 
+// ListStatusAppender is optional, for a StatusSource: AppendListStatuses
+// appends to dst what Statuses(host) reports of each process keys names
+// (in any order, a process it reports nothing of left out), each status
+// holding only ProcKey, State, PID, Hosted and ReportTime: what a host
+// list shows (Engine.HostListEach) and the choice of the newer status
+// reads. A source that makes its statuses (the simulator) saves making
+// what the list drops.
+type ListStatusAppender interface {
+	AppendListStatuses(dst []model.ProcStatus, host model.Host, keys []string) []model.ProcStatus
+}
+
 // ResultWatcher is optional: a Store shared by several engines (JetStream)
 // implements it so that an engine can follow, live, a task another engine
 // is running. Without it, Watch of a task that is not running here

@@ -321,6 +321,7 @@ func (e *Engine) eachHost(ctx context.Context, q backend.HostQuery, start func(s
 	}
 	lv := hostLister{e: e, defs: defs, keys: keys, src: e.statusSource()}
 	lv.app, _ = lv.src.(StatusAppender)
+	lv.brief, _ = lv.src.(ListStatusAppender)
 	keep := func(hi *model.HostInfo) bool {
 		return (only == nil || only[hi.Host]) && (byID == nil || byID[hi.AgentID])
 	}
@@ -431,7 +432,11 @@ type hostLister struct {
 	keys []string
 	src  StatusSource
 	app  StatusAppender
-	sts  []model.ProcStatus
+	// brief, when the source has it, gives a host list's statuses (fill
+	// with slim) without the rest of each status.
+	brief ListStatusAppender
+	sts   []model.ProcStatus
+	want  []string // the keys asked of brief
 	// procs is where the views' processes are laid out, a chunk at a
 	// time: each view's Procs is its own part (capacity clipped, an
 	// append by the caller copies it out), instead of a slice per host
@@ -476,7 +481,13 @@ func (l *hostLister) fill(procs []backend.ProcView, h model.Host, idx []int32, s
 	l.sts = l.sts[:0]
 	if l.src != nil {
 		// Asked outside the statuses' lock: the source has locks of its own.
-		if l.app != nil {
+		if slim && l.brief != nil {
+			l.want = l.want[:0]
+			for _, i := range idx {
+				l.want = append(l.want, l.keys[i])
+			}
+			l.sts = l.brief.AppendListStatuses(l.sts, h, l.want)
+		} else if l.app != nil {
 			l.sts = l.app.AppendStatuses(l.sts, h)
 		} else {
 			l.sts = l.src.Statuses(h)

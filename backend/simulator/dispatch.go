@@ -480,17 +480,10 @@ func (f *Fleet) status(h *simHost, p *procState, now time.Time) model.ProcStatus
 	if t != nil {
 		st.Version = t.versionText
 	}
+	st.State, st.PID = p.state()
 	if !p.running {
-		switch p.phase {
-		case phaseBackoff:
-			st.State = model.ProcBackoff
-		case phaseFatal:
-			st.State = model.ProcFatal
-		}
 		return st
 	}
-	st.State = model.ProcRunning
-	st.PID = int(p.pid)
 	st.StartTime = time.Unix(0, p.started)
 	// Usage wobbles around the process's typical value, changing every 5 s.
 	w := hash01(f.seed, hCPU, uint64(p.pid), uint64(now.Unix()/5))
@@ -503,6 +496,20 @@ func (f *Fleet) status(h *simHost, p *procState, now time.Time) model.ProcStatus
 		st.Cmdline = f.defs[p.def].cmdline
 	}
 	return st
+}
+
+// state is the state and pid status reports of p (-1 when not running).
+func (p *procState) state() (model.ProcState, int) {
+	if p.running {
+		return model.ProcRunning, int(p.pid)
+	}
+	switch p.phase {
+	case phaseBackoff:
+		return model.ProcBackoff, -1
+	case phaseFatal:
+		return model.ProcFatal, -1
+	}
+	return model.ProcStopped, -1
 }
 
 func round2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }

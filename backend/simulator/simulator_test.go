@@ -1133,3 +1133,69 @@ func TestHostsAtMostMaxProcs(t *testing.T) {
 	}
 	wantCode(dispatch(t, f, h, model.OpRestart, d), model.CodeSuccess, "restart a deployment")
 }
+
+// TestListStatusesAreStatusesSlim: what a host list reads of a host
+// (AppendListStatuses) is, process by process, what Statuses reports of
+// it cut to ProcKey, State, PID, Hosted and ReportTime: for untouched
+// deployments, ones an op stopped or started, ones crashed into backoff or
+// given up, a process an op created, a key the host does not have, and a
+// host taken offline (nothing).
+func TestListStatusesAreStatusesSlim(t *testing.T) {
+	f := New(quiet(300))
+	now := time.Unix(1_790_000_000, 0)
+	f.now = func() time.Time { return now }
+	ctx := context.Background()
+	defs := f.Definitions()
+	extra := inline("svc")
+	keys := []string{extra.Key(), "nope:none"}
+	for _, d := range defs {
+		keys = append(keys, d.Process.Key())
+	}
+	for n, d := range defs {
+		for j, h := range d.Hosts {
+			if j%7 != n%7 {
+				continue
+			}
+			op := []model.OpType{model.OpStop, model.OpStart, model.OpRestart, model.OpStatus}[(n+j)%4]
+			if _, err := f.Dispatch(ctx, h, model.AgentRequest{Op: op, Process: d.Process}); err != nil {
+				t.Fatal(err)
+			}
+			if j%3 == 0 {
+				i, _ := f.lookup(h)
+				f.crash(i, f.defKey[d.Process.Key()], d.Process.Key(), j%2 == 0)
+			}
+		}
+	}
+	inv, err := f.Hosts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, hi := range inv {
+		if k%5 == 0 {
+			if _, err := f.Dispatch(ctx, hi.Host, model.AgentRequest{Op: model.OpStart, Process: extra}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	f.SetOffline(inv[1].Host, true)
+	states := map[model.ProcState]int{}
+	for _, hi := range inv {
+		want := map[string]model.ProcStatus{}
+		for _, st := range f.Statuses(hi.Host) {
+			want[st.ProcKey] = model.ProcStatus{ProcKey: st.ProcKey, State: st.State, PID: st.PID, Hosted: st.Hosted, ReportTime: st.ReportTime}
+		}
+		got := map[string]model.ProcStatus{}
+		for _, st := range f.AppendListStatuses(nil, hi.Host, keys) {
+			if _, dup := got[st.ProcKey]; dup {
+				t.Fatalf("%v: %s twice", hi.Host, st.ProcKey)
+			}
+			got[st.ProcKey] = st
+			states[st.State]++
+		}
+		assert.Equal(t, want, got, "host %v", hi.Host)
+	}
+	assert.Empty(t, f.AppendListStatuses(nil, inv[1].Host, keys), "an offline host reports nothing")
+	for _, s := range []model.ProcState{model.ProcRunning, model.ProcStopped, model.ProcBackoff} {
+		assert.Positive(t, states[s], "some %s process among those compared (%v)", s, states)
+	}
+}
