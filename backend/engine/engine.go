@@ -67,6 +67,7 @@ type Engine struct {
 	events eventQueue // events waiting to be stored and fanned out (events.go)
 
 	hosts    model.HostIndex // where hosts sit in the definitions' lists
+	layouts  hostLayouts     // the last full listings' layouts (hostlayout.go)
 	nsCounts nsCounts        // the last namespace summary (registry.go)
 	writes   writer          // results and statuses being stored (writer.go)
 	work     chan func()     // a share of a fan-out for an idle worker (workers.go)

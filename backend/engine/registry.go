@@ -357,61 +357,21 @@ func (e *Engine) eachHost(ctx context.Context, q backend.HostQuery, start func(s
 		}
 		return nil
 	}
-	// The matching definitions on each host of the inventory: hosts are
-	// numbered by their first place in it, and the (host, definition)
-	// pairs laid out flat by host, in definition order: two arrays
-	// instead of a slice per host (100,000 of them for a listing).
-	pos := make(map[model.Host]int32, len(inv))
-	for i := len(inv) - 1; i >= 0; i-- {
-		pos[inv[i].Host] = int32(i)
-	}
-	type pair struct{ host, def int32 }
-	most := 0 // pairs at most: the matching definitions' hosts
-	for _, i := range match {
-		most += len(defs[i].Hosts)
-	}
-	pairs := make([]pair, 0, most)
-	first := make([]int32, len(inv)+1) // host p's pairs: defAt[first[p]:first[p+1]]
-	for _, i := range match {
-		for _, h := range defs[i].Hosts {
-			if p, ok := pos[h]; ok {
-				pairs = append(pairs, pair{p, i})
-				first[p+1]++
-			}
-		}
-	}
-	for p := 1; p < len(first); p++ {
-		first[p] += first[p-1]
-	}
-	defAt := make([]int32, len(pairs))
-	next := slices.Clone(first[:len(inv)])
-	for _, pr := range pairs {
-		defAt[next[pr.host]] = pr.def
-		next[pr.host]++
-	}
-	pairs, next = nil, nil
+	// The matching definitions on each host of the inventory, as the
+	// last listing of the same hosts and definitions laid them out.
+	lay := e.layouts.get(inv, defs, keys, match)
 	size := len(inv)
 	if procFilter {
-		size = 0
-		for p := range len(inv) {
-			if first[p+1] > first[p] {
-				size++
-			}
-		}
+		size = lay.used
 	}
 	start(size)
 	n := 0
-	unique := len(pos) == len(inv) // then host k's first place is k
 	for k := range inv {
 		hi := &inv[k]
 		if !keep(hi) {
 			continue
 		}
-		p := int32(k)
-		if !unique {
-			p = pos[hi.Host]
-		}
-		idx := defAt[first[p]:first[p+1]]
+		idx := lay.defs(k, hi.Host)
 		if procFilter && len(idx) == 0 {
 			continue
 		}
