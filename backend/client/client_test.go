@@ -456,6 +456,14 @@ func TestClientMatchesEngine(t *testing.T) {
 			h2, e2 := listHosts(ctx, c, q)
 			return listView(h1), h2, e1, e2
 		})
+		same(fmt.Sprintf("hosts in the list form, labels by index %+v", q), func() (any, any, error, error) {
+			h1, e1 := eng.Hosts(ctx, q)
+			h2, indexed, e2 := indexedHosts(ctx, c, q)
+			if e2 == nil && !indexed && slices.ContainsFunc(h1, func(h backend.HostView) bool { return len(h.Labels) > 0 }) {
+				e2 = fmt.Errorf("labels not given by index")
+			}
+			return listView(h1), h2, e1, e2
+		})
 	}
 	for _, q := range []backend.ProcQuery{{}, {Namespace: "gse"}, {Name: "proc-test"}, {Host: &model.Host{IP: "127.0.0.1"}}} {
 		same(fmt.Sprintf("processes %+v", q), func() (any, any, error, error) {
@@ -656,6 +664,31 @@ func listHosts(ctx context.Context, c *client.Client, q backend.HostQuery) ([]ba
 	return out, err
 }
 
+// indexedHosts reads q through HostListIndexed, each host's labels made a
+// map of the pairs its ids name (or its view's own map, from a server
+// without the list form); indexed says whether labels came by index.
+func indexedHosts(ctx context.Context, c *client.Client, q backend.HostQuery) (out []backend.HostView, indexed bool, err error) {
+	err = c.HostListIndexed(ctx, q, func(pairs [][2]string, ids []uint32, v *backend.HostView) {
+		kept := *v
+		kept.Labels = maps.Clone(v.Labels)
+		if pairs != nil {
+			indexed = true
+			if v.Labels != nil {
+				err = fmt.Errorf("host %s: labels by index and a map", v.Host)
+			}
+			for _, id := range ids {
+				if kept.Labels == nil {
+					kept.Labels = map[string]string{}
+				}
+				kept.Labels[pairs[id][0]] = pairs[id][1]
+			}
+		}
+		kept.Procs = slices.Clone(v.Procs)
+		out = append(out, kept)
+	})
+	return out, indexed, err
+}
+
 // TestHostListFromAServerWithoutIt: a server that predates the list form
 // ignores ?form=list and answers with the full form; HostListEach reads
 // that too (the same hosts). A form the server does not know is refused
@@ -689,8 +722,16 @@ func TestHostListFromAServerWithoutIt(t *testing.T) {
 		if string(full) == string(list) {
 			break
 		}
+		indexed, byIndex, err := indexedHosts(ctx, oc, q)
+		if err != nil || byIndex {
+			t.Fatalf("the full form read with labels by index: %v, %v", byIndex, err)
+		}
+		byMap, _ := json.Marshal(listView(indexed))
+		if string(full) == string(list) && string(byMap) == string(list) {
+			break
+		}
 		if try == 4 {
-			t.Fatalf("the full form read as a list differs:\nfull %s\nlist %s", full, list)
+			t.Fatalf("the full form read as a list differs:\nfull %s\nindexed %s\nlist %s", full, byMap, list)
 		}
 		want, _ = listHosts(ctx, c, q)
 	}

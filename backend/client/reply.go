@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -32,12 +33,12 @@ type dataDecoder interface {
 	decodeData(dec *json.Decoder) error
 }
 
-// rawDecoder decodes an envelope's data from the reply's bytes read
-// whole, by hand (a host listing in the list form: encoding/json's
-// scanner alone took longer than the whole of its parsing). b starts
-// with the data; it returns the data's length in b.
-type rawDecoder interface {
-	decodeRaw(b []byte) (int, error)
+// streamDecoder decodes an envelope's data by hand from the reply as it
+// arrives (a host listing in the list form: encoding/json's scanner alone
+// took longer than the whole of its parsing). r starts with the data, or
+// the colon before it; it returns r after the data (the envelope's end).
+type streamDecoder interface {
+	decodeStream(r io.Reader) (io.Reader, error)
 }
 
 // headReader keeps the first bytes read through it, to quote a reply that
@@ -97,29 +98,15 @@ func readReply(resp *http.Response, out any) error {
 				return notEnvelope()
 			}
 			seenData = true
-			if rd, ok := out.(rawDecoder); ok && seenOK && seenCo && env.Result && env.Code == 0 {
-				// The rest of the reply read whole: the data
-				// decoded from it, the envelope's end read on.
-				var buf bytes.Buffer
-				if n := resp.ContentLength - dec.InputOffset(); n > 0 && n <= maxReply {
-					buf.Grow(int(n))
-				}
-				if _, err = buf.ReadFrom(io.MultiReader(dec.Buffered(), hr)); err != nil {
-					return fmt.Errorf("read data: %w", err)
-				}
-				// The decoder has read the key, and the colon
-				// after it or not yet.
-				rest := bytes.TrimLeft(buf.Bytes(), " \t\r\n")
-				if len(rest) > 0 && rest[0] == ':' {
-					rest = rest[1:]
-				}
-				n, err := rd.decodeRaw(rest)
+			if sd, ok := out.(streamDecoder); ok && seenOK && seenCo && env.Result && env.Code == 0 {
+				// The data decoded as the reply arrives, then
+				// the envelope's end read on: a decoder at the
+				// same place, inside the envelope after a value.
+				rest, err := sd.decodeStream(io.MultiReader(dec.Buffered(), hr))
 				if err != nil {
 					return fmt.Errorf("decode data: %w", err)
 				}
-				// A decoder at the same place: inside the
-				// envelope, after a value.
-				dec = json.NewDecoder(io.MultiReader(strings.NewReader(`{"data":0`), bytes.NewReader(rest[n:])))
+				dec = json.NewDecoder(io.MultiReader(strings.NewReader(`{"data":0`), rest))
 				for range 3 {
 					if _, err := dec.Token(); err != nil {
 						return notEnvelope()
@@ -152,8 +139,8 @@ func readReply(resp *http.Response, out any) error {
 		return notEnvelope()
 	}
 	if env.Result && env.Code == 0 {
-		if rd, ok := out.(rawDecoder); ok && !decoded && len(env.Data) > 0 {
-			if _, err := rd.decodeRaw(env.Data); err != nil {
+		if sd, ok := out.(streamDecoder); ok && !decoded && len(env.Data) > 0 {
+			if _, err := sd.decodeStream(bytes.NewReader(env.Data)); err != nil {
 				return fmt.Errorf("decode data: %w", err)
 			}
 			return nil
@@ -362,31 +349,74 @@ func (h *hostsOf) decodeData(dec *json.Decoder) error {
 	return err
 }
 
-// hostListOf decodes a host listing in the list form (wire.ReadHostList),
-// each host made a backend.HostView passed to each: one view, its label
-// map and its processes reused from host to host, the tables' strings
-// and process label maps shared. The data is read whole (~160 bytes a
-// host) and parsed by hand (rawDecoder). A listing in the full form (an array: a
-// server before the list form) is read as hostsOf reads it.
+// hostListOf decodes a host listing in the list form
+// (wire.ReadHostListFrom) as the reply arrives, each host made a
+// backend.HostView passed to each as soon as it is read: one view, its
+// label map and its processes reused from host to host, the tables'
+// strings and process label maps shared. The reply is never held whole
+// (~160 bytes a host, a window of 64 KiB is), and its hosts are parsed
+// while the rest of it is on the way. A listing in the full form (an
+// array: a server before the list form) is read as hostsOf reads it.
+//
+// With indexed set instead of each, each host's labels are handed over as
+// the list form carries them (HostListIndexed): indexes into the
+// listing's table of pairs, no map made.
 type hostListOf struct {
-	each func(*backend.HostView)
+	each    func(*backend.HostView)
+	indexed func(pairs [][2]string, ids []uint32, v *backend.HostView)
 }
 
-func (h *hostListOf) decodeRaw(b []byte) (int, error) {
-	t := bytes.TrimLeft(b, " \t\r\n")
-	if len(t) > 0 && (t[0] == '[' || t[0] == 'n') {
-		dec := json.NewDecoder(bytes.NewReader(b))
-		err := (&hostsOf{each: h.each}).decodeData(dec)
-		return int(dec.InputOffset()), err
+func (h *hostListOf) decodeStream(r io.Reader) (io.Reader, error) {
+	// The first byte of the data (past the colon after its key, which
+	// the envelope's decoder may have left) says its form.
+	br := bufio.NewReaderSize(r, 512) // reads of a window's size go around it
+	for colon := false; ; {
+		c, err := br.ReadByte()
+		if err != nil {
+			return nil, fmt.Errorf("want the data: %w", err)
+		}
+		switch {
+		case c == ' ' || c == '\t' || c == '\r' || c == '\n':
+			continue
+		case c == ':' && !colon:
+			colon = true
+			continue
+		}
+		_ = br.UnreadByte()
+		if c == '[' || c == 'n' {
+			each := h.each
+			if h.indexed != nil {
+				each = func(v *backend.HostView) { h.indexed(nil, nil, v) }
+			}
+			dec := json.NewDecoder(br)
+			if err := (&hostsOf{each: each}).decodeData(dec); err != nil {
+				return nil, err
+			}
+			return io.MultiReader(dec.Buffered(), br), nil
+		}
+		break
 	}
-	var v backend.HostView
-	labels := map[string]string{}
-	var procs []backend.ProcView
-	return wire.ReadHostList(b, func(hl *wire.HostList, lh *wire.ListHost) {
-		clear(labels)
-		for _, id := range lh.Labels {
-			p := hl.Labels[id]
-			labels[p.Key] = p.Value
+	var (
+		v      backend.HostView
+		labels map[string]string
+		pairs  [][2]string // the listing's label table, for indexed
+		procs  []backend.ProcView
+	)
+	if h.indexed == nil {
+		labels = map[string]string{}
+	}
+	rest, err := wire.ReadHostListFrom(br, func(hl *wire.HostList, lh *wire.ListHost) {
+		if h.indexed == nil {
+			clear(labels)
+			for _, id := range lh.Labels {
+				p := hl.Labels[id]
+				labels[p.Key] = p.Value
+			}
+		} else if pairs == nil && len(hl.Labels) > 0 { // read before the first host, fixed after
+			pairs = make([][2]string, len(hl.Labels))
+			for i, p := range hl.Labels {
+				pairs[i] = [2]string{p.Key, p.Value}
+			}
 		}
 		procs = procs[:0]
 		for _, p := range lh.Procs {
@@ -399,8 +429,16 @@ func (h *hostListOf) decodeRaw(b []byte) (int, error) {
 		if len(procs) == 0 {
 			v.Procs = nil
 		}
+		if h.indexed != nil {
+			h.indexed(pairs, lh.Labels, &v)
+			return
+		}
 		h.each(&v)
 	})
+	if err != nil {
+		return nil, err
+	}
+	return io.MultiReader(bytes.NewReader(rest), br), nil
 }
 
 // labelSets holds label sets and strings once each.

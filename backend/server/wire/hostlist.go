@@ -276,6 +276,7 @@ func ReadHostList(data []byte, fn func(*HostList, *ListHost)) (int, error) {
 		l            = &r.l
 		seenL, seenP bool
 		hosts        []byte // the hosts, when they came before a table
+		hostsAt      int    // their offset in data
 		seenH        bool
 	)
 	err := l.object(func(key string) error {
@@ -304,7 +305,7 @@ func ReadHostList(data []byte, fn func(*HostList, *ListHost)) (int, error) {
 			seenP = true
 			hl.Procs, err = readProcs(raw)
 		case "hosts":
-			hosts, seenH = raw, true
+			hosts, hostsAt, seenH = raw, start, true
 		}
 		return err
 	})
@@ -313,7 +314,7 @@ func ReadHostList(data []byte, fn func(*HostList, *ListHost)) (int, error) {
 		err = fmt.Errorf("want labels, procs and hosts")
 	}
 	if err == nil && hosts != nil {
-		r.l = lexer{b: hosts}
+		r.l = lexer{b: hosts, base: int64(hostsAt)} // offsets in data
 		if err = r.read(fn); err == nil {
 			err = r.l.end()
 		}
@@ -398,12 +399,12 @@ func (r *hostReader) host() error {
 				h.Host, err = ParseHostText(s)
 			}
 		case 1:
-			var s string
-			s, err = l.str()
+			var s []byte
+			s, err = l.strBytes()
 			h.State = model.AgentState(r.held(s))
 		case 2:
-			var s string
-			s, err = l.str()
+			var s []byte
+			s, err = l.strBytes()
 			h.Version = r.held(s)
 		case 3:
 			h.AgentID, err = l.str()
@@ -452,8 +453,8 @@ func (r *hostReader) proc(p *ListProc) error {
 		case 0:
 			p.Proc, err = r.index(len(r.hl.Procs))
 		case 1:
-			var s string
-			s, err = l.str()
+			var s []byte
+			s, err = l.strBytes()
 			p.State = model.ProcState(r.held(s))
 		case 2:
 			var n int64
@@ -495,14 +496,16 @@ func (r *hostReader) index(n int) (uint32, error) {
 	return uint32(v), nil
 }
 
-// held is s held once (a listing repeats a few versions and states).
-func (r *hostReader) held(s string) string {
+// held is b as a string held once (a listing repeats a few versions and
+// states): looked up without making a string of it, made one when new.
+func (r *hostReader) held(b []byte) string {
 	if r.strs == nil {
 		r.strs = map[string]string{}
 	}
-	if k, ok := r.strs[s]; ok {
+	if k, ok := r.strs[string(b)]; ok {
 		return k
 	}
+	s := string(b)
 	if len(r.strs) < 1024 {
 		r.strs[s] = s
 	}
@@ -514,6 +517,10 @@ func (r *hostReader) held(s string) string {
 type lexer struct {
 	b []byte
 	i int
+	// base is b's offset in the listing (a listing read as it arrives,
+	// ReadHostListFrom, is lexed a window at a time): errors name the
+	// offset in the listing.
+	base int64
 }
 
 func (l *lexer) ws() {
@@ -529,9 +536,9 @@ func (l *lexer) ws() {
 
 func (l *lexer) errorf(format string, a ...any) error {
 	if l.i >= len(l.b) {
-		return fmt.Errorf("offset %d: unexpected end of the data: %s", l.i, fmt.Sprintf(format, a...))
+		return fmt.Errorf("offset %d: unexpected end of the data: %s", l.base+int64(l.i), fmt.Sprintf(format, a...))
 	}
-	return fmt.Errorf("offset %d: %s", l.i, fmt.Sprintf(format, a...))
+	return fmt.Errorf("offset %d: %s", l.base+int64(l.i), fmt.Sprintf(format, a...))
 }
 
 // end checks that nothing but blanks is left.
@@ -623,36 +630,55 @@ func (l *lexer) object(each func(key string) error) error {
 // with an escape or a byte outside ASCII is decoded by encoding/json (its
 // rules for both, invalid UTF-8 made U+FFFD).
 func (l *lexer) str() (string, error) {
+	b, s, plain, err := l.strText()
+	if plain {
+		return string(b), err
+	}
+	return s, err
+}
+
+// strBytes is str's text as bytes: a plain string's are b's own (valid
+// until b changes), made no string of.
+func (l *lexer) strBytes() ([]byte, error) {
+	b, s, plain, err := l.strText()
+	if plain {
+		return b, err
+	}
+	return []byte(s), err
+}
+
+// strText reads a string: plain, its text in b; else decoded, in s.
+func (l *lexer) strText() (b []byte, s string, plain bool, err error) {
 	l.ws()
 	if l.i >= len(l.b) || l.b[l.i] != '"' {
-		return "", l.errorf("want a string")
+		return nil, "", false, l.errorf("want a string")
 	}
 	start := l.i
-	plain := true
+	plain = true
 	for j := l.i + 1; j < len(l.b); j++ {
 		switch c := l.b[j]; {
 		case c == '"':
 			l.i = j + 1
 			if plain {
-				return string(l.b[start+1 : j]), nil
+				return l.b[start+1 : j], "", true, nil
 			}
-			var s string
-			if err := json.Unmarshal(l.b[start:j+1], &s); err != nil {
+			var dec string // not s: its address taken, s would be on the heap at every call
+			if err := json.Unmarshal(l.b[start:j+1], &dec); err != nil {
 				l.i = start
-				return "", l.errorf("%v", err)
+				return nil, "", false, l.errorf("%v", err)
 			}
-			return s, nil
+			return nil, dec, false, nil
 		case c == '\\':
 			plain = false
 			j++ // the escaped byte cannot end the string
 		case c < 0x20:
 			l.i = j
-			return "", l.errorf("control character in a string")
+			return nil, "", false, l.errorf("control character in a string")
 		case c >= 0x80:
 			plain = false
 		}
 	}
-	return "", l.errorf("unterminated string")
+	return nil, "", false, l.errorf("unterminated string")
 }
 
 // int reads an integer (no fraction, no exponent).
@@ -662,13 +688,39 @@ func (l *lexer) int() (int64, error) {
 	for l.i < len(l.b) && (l.b[l.i] == '-' || '0' <= l.b[l.i] && l.b[l.i] <= '9') {
 		l.i++
 	}
-	t := l.b[start:l.i]
-	n, err := strconv.ParseInt(string(t), 10, 64)
-	if err != nil || len(t) > 1 && (t[0] == '0' || t[0] == '-' && t[1] == '0') {
+	n, ok := parseInt(l.b[start:l.i])
+	if !ok {
 		l.i = start
 		return 0, l.errorf("want an integer")
 	}
 	return n, nil
+}
+
+// parseInt parses t as a JSON integer: an optional minus, then 0 or
+// digits not starting with 0, within int64 (as strconv.ParseInt, without
+// making a string of t: a listing has several integers a host).
+func parseInt(t []byte) (int64, bool) {
+	neg := len(t) > 0 && t[0] == '-'
+	if neg {
+		t = t[1:]
+	}
+	if len(t) == 0 || len(t) > 1 && t[0] == '0' {
+		return 0, false
+	}
+	var u uint64
+	for _, c := range t {
+		if c < '0' || c > '9' || u > (math.MaxUint64-9)/10 {
+			return 0, false
+		}
+		u = u*10 + uint64(c-'0')
+	}
+	switch {
+	case !neg && u <= math.MaxInt64:
+		return int64(u), true
+	case neg && u <= 1<<63:
+		return -int64(u), true // -1<<63 too: int64(1<<63) wraps to itself
+	}
+	return 0, false
 }
 
 // bool reads true or false.

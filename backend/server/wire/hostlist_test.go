@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -223,6 +224,17 @@ func FuzzReadHostList(f *testing.F) {
 		})
 		if err == nil && (n <= 0 || n > len(data) || !json.Valid(data[:n])) {
 			t.Fatalf("read a listing that is not JSON: %d bytes of %q", n, data)
+		}
+		// Read as it arrives, in pieces: the same.
+		var whole, got readings
+		if _, err := ReadHostList(data, record(&whole)); err != nil {
+			whole.err = err.Error()
+		}
+		if _, err := ReadHostListFrom(chunked{bytes.NewReader(data), 5}, record(&got)); err != nil {
+			got.err = err.Error()
+		}
+		if fmt.Sprint(got) != fmt.Sprint(whole) {
+			t.Fatalf("%q read as it arrives:\n%q\nwhole:\n%q", data, got, whole)
 		}
 	})
 }

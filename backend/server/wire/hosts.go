@@ -45,6 +45,12 @@ func ParseHostText(s string) (model.Host, error) {
 	if err != nil {
 		return model.Host{}, fmt.Errorf("%q: ip %w", s, err)
 	}
+	// The ip as written when it is already the canonical text (a
+	// listing's hosts are): no new string of it.
+	var buf [64]byte
+	if string(a.AppendTo(buf[:0])) == ip {
+		return model.Host{IP: ip, CloudID: cloud}, nil
+	}
 	return model.Host{IP: a.String(), CloudID: cloud}, nil
 }
 
