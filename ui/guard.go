@@ -98,6 +98,45 @@ func (g *guarded) HostListEach(ctx context.Context, q backend.HostQuery, fn func
 	return backend.HostListEach(ctx, g.be, q, plainEach(fn))
 }
 
+// indexedLister lists hosts with their labels as indexes into the
+// listing's table of pairs (the client's HostListIndexed: the list form
+// as it comes, no map made a host).
+type indexedLister interface {
+	HostListIndexed(ctx context.Context, q backend.HostQuery, fn func(pairs [][2]string, ids []uint32, v *backend.HostView)) error
+}
+
+// hostListIndexed lists hosts as indexedLister does, each made plain
+// before fn sees it: the table's pairs once each (a listing of 100,000
+// hosts has ~850), the rest of the host as plainEach makes it. ok is
+// false when the backend does not list so (fn is not called).
+func (g *guarded) hostListIndexed(ctx context.Context, q backend.HostQuery, fn func(pairs [][2]string, ids []uint32, v *backend.HostView)) (ok bool, err error) {
+	il, ok := g.be.(indexedLister)
+	if !ok {
+		return false, nil
+	}
+	if err := g.enter(); err != nil {
+		return true, err
+	}
+	defer g.mu.RUnlock()
+	var plain [][2]string
+	return true, il.HostListIndexed(ctx, q, func(pairs [][2]string, ids []uint32, v *backend.HostView) {
+		if pairs != nil && plain == nil { // one table a listing, read before its first host
+			plain = make([][2]string, len(pairs))
+			for i, p := range pairs {
+				plain[i][0], _ = plainText(p[0])
+				plain[i][1], _ = plainText(p[1])
+			}
+		}
+		if pairs == nil {
+			plain = nil
+		}
+		if c, changed := plainHost(*v); changed {
+			v = &c
+		}
+		fn(plain, ids, v)
+	})
+}
+
 // plainEach is fn seeing each host made plain (plainHost: a copy when
 // anything changed, the backend's view as it is when nothing did).
 func plainEach(fn func(*backend.HostView)) func(*backend.HostView) {
