@@ -2,13 +2,22 @@ package ui
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
+	tea "github.com/charmbracelet/bubbletea"
+
+	"gseproc/backend"
+	"gseproc/backend/bench"
 	"gseproc/backend/client"
 	"gseproc/backend/config"
 	"gseproc/backend/server"
@@ -88,3 +97,108 @@ func BenchmarkOpenHostsRemote100k(b *testing.B) {
 	b.ReportMetric(float64(be.Milliseconds())/float64(b.N), "ms-backend")
 	b.ReportMetric(float64(ui.Milliseconds())/float64(b.N), "ms-console")
 }
+
+// BenchmarkOpenHostsServer100k: the remote console opening its biggest
+// host list from a real `gseproc server` over 100,000 simulated hosts in
+// a process of their own, as BenchmarkSelectAllOpRemote100k starts them
+// (GSEPROC_BENCH_REMOTE, GSEPROC_BIN; or GSEPROC_BENCH_SERVER, a URL),
+// the list opened again and again on one server: ms-open and
+// ms-open-cpu as the remote benchmark measures them (the whole list in,
+// drawn; this process's CPU), ms-server the list request's time to the
+// first byte of its reply (the server's listing, which the console
+// waits for); ms-list-alone and ms-server-alone the same list read
+// through the client with nothing else asked of the server.
+func BenchmarkOpenHostsServer100k(b *testing.B) {
+	rt := &firstByte{rt: http.DefaultTransport}
+	http.DefaultTransport = rt // every client of this process: bench.Connect's too
+	defer func() { http.DefaultTransport = rt.rt }()
+	var be backend.Backend
+	if url := os.Getenv("GSEPROC_BENCH_SERVER"); url != "" {
+		be = bench.Connect(url)
+	} else {
+		if os.Getenv("GSEPROC_BENCH_REMOTE") == "" {
+			b.Skip("GSEPROC_BENCH_REMOTE not set: starts a server and a fleet of 100,000 hosts")
+		}
+		bin := os.Getenv("GSEPROC_BIN")
+		if bin == "" {
+			bin = filepath.Join(b.TempDir(), "gseproc")
+			if out, err := exec.Command("go", "build", "-o", bin, "gseproc").CombinedOutput(); err != nil {
+				b.Fatalf("build gseproc: %v\n%s", err, out)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		defer cancel()
+		// GSEPROC_SERVER_PROFILE (a directory) takes the server's
+		// profiles of the opens (a CPU profile of 15 s from the first).
+		dir := os.Getenv("GSEPROC_SERVER_PROFILE")
+		srv, err := bench.Start(ctx, bench.Setup{Bin: bin, Hosts: fleet100k, MaxTargets: 4 * fleet100k, Out: benchLog{b},
+			ProfileDir: dir, ProfileSeconds: 15})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer srv.Stop()
+		finish := srv.Profile()
+		defer func() {
+			if err := finish(); err != nil {
+				b.Log(err)
+			}
+		}()
+		be = srv.Client()
+	}
+	q, n := biggestQuery(b, be)
+	var open, cpu, server, alone, aloneServer time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		m, err := New(context.Background(), Options{Backend: be, Config: config.Default().Console, Theme: monoTheme(b), Static: true, Operator: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+		hp := newHostsPage(m.s, q)
+		rt.reset()
+		t0, c0 := time.Now(), processCPU()
+		runUntil(b, m, func() tea.Msg { return pushMsg{hp} }, func() bool { return hp.loaded })
+		_ = m.View()
+		open, cpu, server = open+time.Since(t0), cpu+processCPU()-c0, server+rt.longest()
+		if len(hp.rows) != n {
+			b.Fatalf("%d rows, want %d", len(hp.rows), n)
+		}
+		m.Close()
+		// The list alone, no other request beside it: the server's
+		// time to its first byte, and the whole read.
+		rt.reset()
+		t0 = time.Now()
+		if err := backend.HostListEach(context.Background(), be, q, func(*backend.HostView) {}); err != nil {
+			b.Fatal(err)
+		}
+		alone, aloneServer = alone+time.Since(t0), aloneServer+rt.longest()
+	}
+	b.ReportMetric(float64(n), "hosts")
+	b.ReportMetric(float64(open.Milliseconds())/float64(b.N), "ms-open")
+	b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "ms-open-cpu")
+	b.ReportMetric(float64(server.Milliseconds())/float64(b.N), "ms-server")
+	b.ReportMetric(float64(alone.Milliseconds())/float64(b.N), "ms-list-alone")
+	b.ReportMetric(float64(aloneServer.Milliseconds())/float64(b.N), "ms-server-alone")
+}
+
+// firstByte times host list requests to their reply's first byte.
+type firstByte struct {
+	rt  http.RoundTripper
+	mu  sync.Mutex
+	max time.Duration
+}
+
+func (f *firstByte) RoundTrip(r *http.Request) (*http.Response, error) {
+	t0 := time.Now()
+	resp, err := f.rt.RoundTrip(r)
+	if r.URL.Path == "/api/v1/hosts" {
+		f.mu.Lock()
+		f.max = max(f.max, time.Since(t0))
+		f.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (f *firstByte) reset() { f.mu.Lock(); f.max = 0; f.mu.Unlock() }
+
+func (f *firstByte) longest() time.Duration { f.mu.Lock(); defer f.mu.Unlock(); return f.max }

@@ -118,7 +118,10 @@ func (g *guarded) hostListIndexed(ctx context.Context, q backend.HostQuery, fn f
 		return true, err
 	}
 	defer g.mu.RUnlock()
-	var plain [][2]string
+	var (
+		plain [][2]string
+		c     backend.HostView // a host made plain: one for the listing, not one on the heap a host
+	)
 	return true, il.HostListIndexed(ctx, q, func(pairs [][2]string, ids []uint32, v *backend.HostView) {
 		if pairs != nil && plain == nil { // one table a listing, read before its first host
 			plain = make([][2]string, len(pairs))
@@ -130,7 +133,8 @@ func (g *guarded) hostListIndexed(ctx context.Context, q backend.HostQuery, fn f
 		if pairs == nil {
 			plain = nil
 		}
-		if c, changed := plainHost(*v); changed {
+		var changed bool
+		if c, changed = plainHost(*v); changed {
 			v = &c
 		}
 		fn(plain, ids, v)
