@@ -566,6 +566,9 @@ func (r *hostRow) display() hostCells {
 func (p *hostsPage) sortRows() {
 	p.keys = nil // by row
 	col := p.sort.col
+	if (col < 0 || col == 1) && p.sortByHostKey() {
+		return
+	}
 	// One key per row, computed once (a label key over 100,000 rows),
 	// and the host's place in the host order: its hostKey, or when a
 	// host is not plain IPv4, every row's model.HostOrder (rows keep
@@ -642,6 +645,47 @@ func (p *hostsPage) sortRows() {
 		sorted[i] = p.rows[k.row]
 	}
 	p.rows = sorted
+}
+
+// sortByHostKey sorts the rows in host order (the list's own, or by IP,
+// as sortRows would), when every host is a plain IPv4 one: by 8-byte keys
+// and row numbers, not sortRows' 48-byte keys with their comparison
+// through closures (a stable sort of those was ~45 ms of a 98,754-host
+// open from a server, whose listing is not in host order). Ties (one host
+// listed twice) stay in row order, as the stable sort leaves them. It
+// reports false, having changed nothing, when a host is not plain.
+func (p *hostsPage) sortByHostKey() bool {
+	type keyed struct {
+		k   hostKey
+		row int
+	}
+	keys := make([]keyed, len(p.rows))
+	sorted := true
+	for i := range p.rows {
+		k, plain := plainKey(p.rows[i].v.Host)
+		if !plain {
+			return false
+		}
+		keys[i] = keyed{k, i}
+		if i > 0 && p.sort.apply(cmp.Compare(keys[i-1].k, k)) > 0 {
+			sorted = false
+		}
+	}
+	if sorted {
+		return true // a listing in host order: no copy of the rows
+	}
+	slices.SortFunc(keys, func(a, b keyed) int {
+		if c := p.sort.apply(cmp.Compare(a.k, b.k)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.row, b.row)
+	})
+	rows := make([]hostRow, len(p.rows))
+	for i, k := range keys {
+		rows[i] = p.rows[k.row]
+	}
+	p.rows = rows
+	return true
 }
 
 // procRank orders process states worst first.
