@@ -28,6 +28,19 @@ func TestAppendJSONString(t *testing.T) {
 	}
 }
 
+// TestAppendJSONStringWords: every byte at every place of a longer string
+// is written as json.Marshal writes it.
+func TestAppendJSONStringWords(t *testing.T) {
+	plain := []byte("abcdefghijklmnopq")
+	for c := range 256 {
+		for i := range plain {
+			s := append([]byte(nil), plain...)
+			s[i] = byte(c)
+			checkJSONString(t, string(s))
+		}
+	}
+}
+
 // TestAppendJSONStringBytesLinear: AppendJSONString over bytes outside ASCII
 // allocates nothing into a buffer large enough (it had copied the rest of
 // its bytes into a string at every such rune: 1,000 runes, 990 allocations
@@ -50,4 +63,27 @@ func FuzzAppendJSONString(f *testing.F) {
 	f.Add("plain")
 	f.Add("<&>\u2028\xff\"\\\x00\b\f\n\r\t\x7f")
 	f.Fuzz(checkJSONString)
+}
+
+// BenchmarkAppendJSONString: the strings a result and an op client's
+// --json line quote most: short words and paths, and a result's content
+// (JSON in a string, its quotes escaped).
+func BenchmarkAppendJSONString(b *testing.B) {
+	content := `{"value":[{"meta":{"namespace":"gse","name":"bkmonitorbeat","labels":{"app":"bkmonitorbeat"}},"host":{"bk_cloud_id":0,"bk_host_innerip":"10.0.12.34"},"procInfo":{"pid":1940825,"cpuUsage":1.22,"memUsage":0.44,"startTime":"2026-11-06T04:50:25Z","version":"3.40.1911","cmdline":"/usr/local/gse2_bkte/plugins/bin/bkmonitorbeat -c /usr/local/gse2_bkte/plugins/etc/bkmonitorbeat.conf"}}]}`
+	for _, c := range []struct {
+		name string
+		s    string
+	}{
+		{"word", "bkmonitorbeat"},
+		{"path", "/usr/local/gse2_bkte/plugins/bin/bkmonitorbeat"},
+		{"content", content},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			buf := make([]byte, 0, 4*len(c.s)+2)
+			b.SetBytes(int64(len(c.s)))
+			for b.Loop() {
+				buf = AppendJSONString(buf[:0], c.s)
+			}
+		})
+	}
 }
