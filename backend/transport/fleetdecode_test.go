@@ -111,6 +111,17 @@ func TestFleetDecodeFast(t *testing.T) {
 		t.Fatalf("fastRequest did not take the usual request %s", data)
 	}
 	checkFleetDecode(t, &c, data)
+	// Another process, then the first again: each is read as itself, not
+	// as the one found last.
+	other := req
+	other.Process.Meta.Labels = model.Labels{"app": "ng{inx}\"", "tier": "edge"}
+	odata, err := model.AppendRequestJSON(nil, &other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range [][]byte{odata, odata, data, odata, data} {
+		checkFleetDecode(t, &c, d)
+	}
 	p := string(data[strings.Index(string(data), `{"meta"`):strings.Index(string(data), `,"deadline"`)])
 	for _, s := range []string{
 		`{"task_id":"a","task_id":"b","process":` + p + `}`,
@@ -148,4 +159,82 @@ func BenchmarkFleetDecode(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// objectEndBytewise is objectEnd read one byte at a time (as it was): the
+// reference TestObjectEnd and FuzzObjectEnd hold it to.
+func objectEndBytewise(b []byte, i int) (int, bool) {
+	if i >= len(b) || b[i] != '{' {
+		return 0, false
+	}
+	depth, str := 0, false
+	for ; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case str && c == '\\':
+			i++
+		case str:
+			str = c != '"'
+		case c == '"':
+			str = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+			if depth == 0 {
+				return i + 1, c == '}'
+			}
+		}
+	}
+	return 0, false
+}
+
+func checkObjectEnd(t *testing.T, s string, i int) {
+	t.Helper()
+	end, ok := objectEnd([]byte(s), i)
+	wend, wok := objectEndBytewise([]byte(s), i)
+	if end != wend || ok != wok {
+		t.Fatalf("objectEnd(%q, %d) = %d, %v; byte by byte %d, %v", s, i, end, ok, wend, wok)
+	}
+}
+
+// TestObjectEnd: objectEnd finds the end byte by byte reading finds, on
+// objects, escapes (a quote, a backslash, a backslash last), unclosed
+// strings and objects, arrays and what is not an object.
+func TestObjectEnd(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		i    int
+		want int
+		ok   bool
+	}{
+		{`{}`, 0, 2, true},
+		{`x{"a":1}y`, 1, 8, true},
+		{`{"a":"}"}`, 0, 9, true},
+		{`{"a":"\"}"}`, 0, 11, true},
+		{`{"a":"\\"}`, 0, 10, true},
+		{`{"a":"\\\"}"}`, 0, 13, true},
+		{`{"a":[{"b":"]"}],"c":{}}`, 0, 24, true},
+		{`{"a":"x`, 0, 0, false},
+		{`{"a":"x\`, 0, 0, false},
+		{`{"a":"x\"`, 0, 0, false},
+		{`{"a":1`, 0, 0, false},
+		{`{"a":1]`, 0, 7, false},
+		{`["a"]`, 0, 0, false},
+		{``, 0, 0, false},
+		{`{`, 3, 0, false},
+	} {
+		end, ok := objectEnd([]byte(c.s), c.i)
+		if end != c.want || ok != c.ok {
+			t.Errorf("objectEnd(%q, %d) = %d, %v; want %d, %v", c.s, c.i, end, ok, c.want, c.ok)
+		}
+		checkObjectEnd(t, c.s, c.i)
+	}
+}
+
+// FuzzObjectEnd: objectEnd agrees with reading byte by byte.
+func FuzzObjectEnd(f *testing.F) {
+	f.Add(`{"a":"\"}\\","b":[{}]}`)
+	f.Add(`{"a":"x\`)
+	f.Fuzz(func(t *testing.T, s string) { checkObjectEnd(t, s, 0) })
 }
