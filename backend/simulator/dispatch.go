@@ -175,12 +175,20 @@ func (f *Fleet) proc(i int32, h *simHost, p model.Process, keep bool) *procState
 			return ps
 		}
 	}
-	key := p.Key()
-	var ps procState
-	d, known := f.defKey[key]
+	// Looked up by its key made on the stack: a status query of a
+	// process the host keeps no state for comes here for every target of
+	// the op, and p.Key() was a new string each time (5% of a simulated
+	// fleet's CPU).
+	var kb [128]byte
+	k := append(append(append(kb[:0], ns...), ':'), name...)
+	d, known := f.defKey[string(k)]
+	var key string
 	if known {
 		key = f.defs[d].key // share the definition's string
+	} else {
+		key = string(k)
 	}
+	var ps procState
 	if known && f.deployed(d, i) {
 		ps = f.initial(i, d)
 	} else {
