@@ -221,3 +221,22 @@ func BenchmarkContent(b *testing.B) {
 		}
 	})
 }
+
+// TestAppendContentTime: appendContentTime writes what AppendFormat writes
+// by contentTime, in UTC and in a zone of its own, for the zero time, the
+// years at both ends and past them, and times across a century.
+func TestAppendContentTime(t *testing.T) {
+	zone := time.FixedZone("UTC+8", 8*3600)
+	times := []time.Time{{}, time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 6, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 28, 9, 5, 7, 0, zone)}
+	for i := range 2000 {
+		times = append(times, time.Unix(int64(i)*1_577_923+int64(i*i), int64(i)*7919))
+	}
+	for _, tm := range times {
+		for _, tt := range []time.Time{tm, tm.UTC(), tm.In(zone)} {
+			if got, want := string(appendContentTime([]byte("x"), tt)), "x"+tt.Format(contentTime); got != want {
+				t.Fatalf("appendContentTime(%v) = %q, AppendFormat %q", tt, got, want)
+			}
+		}
+	}
+}
