@@ -69,13 +69,14 @@ func StartEmbedded(cfg config.NATSConfig, opts EmbeddedOptions, log *slog.Logger
 	e := &Embedded{log: log, user: internalUser, pass: randomSecret(), tlsOpts: cfg.TLS}
 
 	so := &server.Options{
-		ServerName: cfg.ServerName,
-		Host:       host,
-		Port:       port,
-		NoSigs:     true,
-		JetStream:  true,
-		StoreDir:   cfg.StoreDir,
-		MaxPayload: 8 << 20,
+		ServerName:     cfg.ServerName,
+		Host:           host,
+		Port:           port,
+		NoSigs:         true,
+		JetStream:      true,
+		StoreDir:       cfg.StoreDir,
+		MaxPayload:     8 << 20,
+		NoSublistCache: true,
 	}
 	if so.ServerName == "" {
 		so.ServerName = "gseproc-" + randomSecret()[:8]
