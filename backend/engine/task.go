@@ -68,6 +68,11 @@ type run struct {
 	// waits are the deadlines its dispatches wait under, by budget
 	// (waitFor); r.mu guards the map.
 	waits map[time.Duration]*sharedWait
+	// procJSON are the encodings of procs sent to the hosts, by key:
+	// taken from the engine's cache once per run, not once per target
+	// (procJSONs.get compared the whole definition, labels too, at each);
+	// r.mu guards the map.
+	procJSON map[string][]byte
 
 	// roll is the roll of a rolling task (roll.go); nil for another.
 	roll *rollRun
@@ -561,6 +566,7 @@ func (e *Engine) dispatchOne(r *run, i int) {
 	if ok {
 		wait = r.waitFor(budget)
 	}
+	pj, encoded := r.procJSON[res.ProcKey]
 	r.mu.Unlock()
 
 	if !ok {
@@ -570,7 +576,15 @@ func (e *Engine) dispatchOne(r *run, i int) {
 		e.finishResult(r, i, res)
 		return
 	}
-	pj := e.procJSON.get(res.ProcKey, p)
+	if !encoded {
+		pj = e.procJSON.get(res.ProcKey, p)
+		r.mu.Lock()
+		if r.procJSON == nil {
+			r.procJSON = map[string][]byte{}
+		}
+		r.procJSON[res.ProcKey] = pj
+		r.mu.Unlock()
+	}
 
 	dctx := wait.ctx
 	req := model.AgentRequest{TaskID: r.task.ID, OpID: model.OpID(r.task.ID, res.Host, res.ProcKey), Op: op, Process: p, Deadline: now.Add(budget),
@@ -884,7 +898,7 @@ func (e *Engine) finishTask(r *run) {
 	// Process each), shared deadlines and result room.
 	r.mu.Lock()
 	r.ended = true
-	r.procs, r.waits, r.slots, r.hook = nil, nil, nil, nil
+	r.procs, r.procJSON, r.waits, r.slots, r.hook = nil, nil, nil, nil, nil
 	r.changedLocked()
 	r.mu.Unlock()
 	e.mu.Lock()
