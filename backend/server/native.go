@@ -743,9 +743,12 @@ func (s *Server) v1TaskStream(ctx context.Context, c *call) (any, *apiError) {
 	tick := time.NewTicker(pingEvery)
 	defer tick.Stop()
 	sent := 0
+	// One result for all: out.result takes it by address, which moved
+	// each result received to the heap (one allocation per target).
+	var r model.Result
 	for {
 		select {
-		case r, ok := <-ch:
+		case res, ok := <-ch:
 			if !ok {
 				if out.writePending() != nil || ctx.Err() != nil {
 					return nil, nil
@@ -760,6 +763,7 @@ func (s *Server) v1TaskStream(ctx context.Context, c *call) (any, *apiError) {
 			}
 			// Flushed when no further result is waiting: results that
 			// arrive together leave in one write, a lone one at once.
+			r = res
 			if err := out.result(&r); err != nil {
 				return nil, nil
 			}
