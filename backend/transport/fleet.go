@@ -131,6 +131,25 @@ type fleetServer struct {
 	msgs   chan *nats.Msg
 	done   chan struct{} // closed when ServeFleet stops serving ops
 	procs  procCache
+	// replyBufs are the buffers replies are encoded into, one reply per
+	// request of every op (a new one each was a fifth of the bytes a
+	// simulated fleet allocated in an op).
+	replyBufs sync.Pool
+}
+
+// maxPooledReply bounds the reply buffers kept for reuse.
+const maxPooledReply = 16 << 10
+
+// respond answers m with rep, encoded into a buffer used again.
+func (fs *fleetServer) respond(m *nats.Msg, rep model.AgentReply) {
+	buf, _ := fs.replyBufs.Get().(*[]byte)
+	if buf == nil {
+		buf = new([]byte)
+	}
+	*buf = respondInto(*buf, m, rep, fs.s.log)
+	if cap(*buf) <= maxPooledReply {
+		fs.replyBufs.Put(buf)
+	}
 }
 
 // servedHost is a host the fleet serves: its identity and heartbeat
@@ -322,7 +341,7 @@ func (fs *fleetServer) serveOps(ctx context.Context, maxConc int) {
 func (fs *fleetServer) handle(ctx context.Context, host model.Host, m *nats.Msg) {
 	req, err := fs.procs.decode(m.Data)
 	if err != nil {
-		respond(m, model.AgentReply{Code: model.CodeIllegalOp, Message: fmt.Sprintf("decode request: %v", err)}, fs.s.log)
+		fs.respond(m, model.AgentReply{Code: model.CodeIllegalOp, Message: fmt.Sprintf("decode request: %v", err)})
 		return
 	}
 	if !req.Deadline.IsZero() {
@@ -342,8 +361,8 @@ func (fs *fleetServer) handle(ctx context.Context, host model.Host, m *nats.Msg)
 	case err != nil && ctx.Err() != nil:
 		// The host did not answer in time: neither do we.
 	case err != nil:
-		respond(m, model.AgentReply{Code: model.CodeCommandFailed, Message: err.Error()}, fs.s.log)
+		fs.respond(m, model.AgentReply{Code: model.CodeCommandFailed, Message: err.Error()})
 	default:
-		respond(m, rep, fs.s.log)
+		fs.respond(m, rep)
 	}
 }

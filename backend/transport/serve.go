@@ -402,14 +402,22 @@ func refused(nc *nats.Conn, subjects ...string) error {
 }
 
 func respond(m *nats.Msg, rep model.AgentReply, log *slog.Logger) {
-	data, err := model.AppendReplyJSON(make([]byte, 0, 512), &rep)
+	respondInto(make([]byte, 0, 512), m, rep, log)
+}
+
+// respondInto is respond encoding the reply into buf (from its start),
+// which it returns: NATS copies what is published, so the caller may use
+// it again at once.
+func respondInto(buf []byte, m *nats.Msg, rep model.AgentReply, log *slog.Logger) []byte {
+	data, err := model.AppendReplyJSON(buf[:0], &rep)
 	if err != nil {
 		log.Error("agent: encode reply", "err", err)
-		return
+		return buf
 	}
 	if err := m.Respond(data); err != nil {
 		log.Warn("agent: reply lost", "subject", m.Subject, "err", err)
 	}
+	return data
 }
 
 func (s *session) publishJSON(subj string, v any) {
