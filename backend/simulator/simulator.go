@@ -116,6 +116,8 @@ type procRef struct {
 
 // Fleet is the simulated fleet. All methods are safe for concurrent use.
 type Fleet struct {
+	// timers are the latency timers of the requests, used again (timer).
+	timers sync.Pool
 	cfg    config.SimulatorConfig
 	seed   uint64
 	born   time.Time
