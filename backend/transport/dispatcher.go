@@ -780,6 +780,31 @@ func (d *Dispatcher) AppendStatuses(dst []model.ProcStatus, host model.Host) []m
 	return dst
 }
 
+// AppendListStatuses appends to dst, in the order Statuses(host) has
+// them, the statuses of host's last heartbeat whose process keys names,
+// each holding only ProcKey, State, PID, Hosted and ReportTime
+// (engine.ListStatusAppender): a host list shows no more, and copying
+// each whole status (seven strings and a time, under the write barrier
+// while a collection runs) was a quarter of a 100,000-host listing's CPU.
+func (d *Dispatcher) AppendListStatuses(dst []model.ProcStatus, host model.Host, keys []string) []model.ProcStatus {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e := d.hosts[host]
+	if e == nil {
+		return dst
+	}
+	for i := range e.statuses {
+		s := &e.statuses[i]
+		// A host has a few processes: a scan beats a set. Every status
+		// of a key asked is kept, duplicates too, as AppendStatuses
+		// would give them: the engine chooses among them.
+		if slices.Contains(keys, s.ProcKey) {
+			dst = append(dst, model.ProcStatus{ProcKey: s.ProcKey, State: s.State, PID: s.PID, Hosted: s.Hosted, ReportTime: s.ReportTime})
+		}
+	}
+	return dst
+}
+
 // labels is a host's labels as listed: the dispatcher's (DispatcherOptions.Labels)
 // and its agent's, which win.
 func (d *Dispatcher) labels(agent labelSet) map[string]string {
