@@ -67,27 +67,53 @@ func newRequestID() string {
 // (encoding/json would check and copy a 100,000-host listing once more).
 type rawData []byte
 
+// rawParts is a reply's data encoded already in parts (a host listing,
+// wire.HostListWriter.Parts), written in turn as rawData is: the ~20 MB
+// of a 100,000-host listing are neither joined nor copied into the
+// envelope's buffer before the reply is written.
+type rawParts [][]byte
+
 func writeEnvelope(w http.ResponseWriter, status int, env envelope) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	if raw, ok := env.Data.(rawData); ok {
-		// The bytes encoding/json writes for env with raw as its data
-		// (TestRawDataEnvelope).
-		b := make([]byte, 0, len(raw)+len(env.Message)+len(env.RequestID)+100)
-		b = append(b, `{"result":`...)
-		b = strconv.AppendBool(b, env.Result)
-		b = append(b, `,"code":`...)
-		b = strconv.AppendInt(b, int64(env.Code), 10)
-		b = append(b, `,"message":`...)
-		b = appendString(b, env.Message)
-		b = append(b, `,"data":`...)
-		b = append(b, raw...)
-		b = append(b, `,"permission":null,"request_id":`...)
-		b = appendString(b, env.RequestID)
-		b = append(b, "}\n"...)
+	var parts rawParts
+	switch d := env.Data.(type) {
+	case rawData:
+		parts = rawParts{d}
+	case rawParts:
+		parts = d
+	}
+	if parts != nil {
+		// The bytes encoding/json writes for env with the parts joined
+		// as its data (TestRawDataEnvelope): the envelope's head, the
+		// parts, its tail.
+		head := make([]byte, 0, len(env.Message)+100)
+		head = append(head, `{"result":`...)
+		head = strconv.AppendBool(head, env.Result)
+		head = append(head, `,"code":`...)
+		head = strconv.AppendInt(head, int64(env.Code), 10)
+		head = append(head, `,"message":`...)
+		head = appendString(head, env.Message)
+		head = append(head, `,"data":`...)
+		tail := make([]byte, 0, len(env.RequestID)+50)
+		tail = append(tail, `,"permission":null,"request_id":`...)
+		tail = appendString(tail, env.RequestID)
+		tail = append(tail, "}\n"...)
+		n := len(head) + len(tail)
+		for _, p := range parts {
+			n += len(p)
+		}
 		// Its length: a client reads the whole into one buffer.
-		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		w.Header().Set("Content-Length", strconv.Itoa(n))
 		w.WriteHeader(status)
-		_, _ = w.Write(b)
+		if _, err := w.Write(head); err != nil {
+			return // the client is gone: the rest would fail alike
+		}
+		for _, p := range parts {
+			if _, err := w.Write(p); err != nil {
+				return
+			}
+		}
+		_, _ = w.Write(tail)
 		return
 	}
 	w.WriteHeader(status)

@@ -252,7 +252,7 @@ func (s *Server) hostList(ctx context.Context, c *call, q backend.HostQuery) (an
 	if err != nil {
 		return nil, backendError(CodeArgument, "hosts", err)
 	}
-	return rawData(w.AppendTo(nil)), nil
+	return rawParts(w.Parts()), nil
 }
 
 func (s *Server) v1Processes(ctx context.Context, c *call) (any, *apiError) {

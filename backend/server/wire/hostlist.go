@@ -188,7 +188,34 @@ func (w *HostListWriter) end() {
 
 // AppendTo appends the listing written so far to b.
 func (w *HostListWriter) AppendTo(b []byte) []byte {
+	parts := w.Parts()
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	b = slices.Grow(b, n)
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return b
+}
+
+// Parts is the listing written so far in parts, to be written in turn:
+// their concatenation is what AppendTo appends. A server writes them as
+// they are (a 100,000-host listing is ~20 MB: AppendTo copied it whole
+// into one more buffer before the reply was written). They share the
+// writer's memory: valid until its next Host or Proc.
+func (w *HostListWriter) Parts() [][]byte {
 	w.end()
+	parts := make([][]byte, 0, len(w.full)+3)
+	parts = append(parts, w.appendHead(nil))
+	parts = append(parts, w.full...)
+	return append(parts, w.hosts, []byte("]}"))
+}
+
+// appendHead appends the listing up to its hosts: the labels and procs
+// tables and the opening of the hosts array.
+func (w *HostListWriter) appendHead(b []byte) []byte {
 	b = append(b, `{"labels":[`...)
 	for i, p := range w.pairs {
 		if i > 0 {
@@ -221,17 +248,7 @@ func (w *HostListWriter) AppendTo(b []byte) []byte {
 		}
 		b = append(b, '}')
 	}
-	b = append(b, `],"hosts":[`...)
-	n := len(w.hosts) + len("]}")
-	for _, part := range w.full {
-		n += len(part)
-	}
-	b = slices.Grow(b, n)
-	for _, part := range w.full {
-		b = append(b, part...)
-	}
-	b = append(b, w.hosts...)
-	return append(b, "]}"...)
+	return append(b, `],"hosts":[`...)
 }
 
 // hostChunk is about how many bytes of hosts a part of

@@ -338,3 +338,43 @@ func TestHostListWritesNoPIDItRefuses(t *testing.T) {
 		t.Fatalf("a pid past 32 bits read: %v", err)
 	}
 }
+
+// TestHostListParts: the parts a server writes (Parts) are, end to end,
+// the listing AppendTo appends, for no host, a few and several of the
+// writer's parts (hostChunk); AppendTo keeps what b held.
+func TestHostListParts(t *testing.T) {
+	base := sampleList()
+	var many []listHost
+	for i := 0; len(many) < 40000; i++ {
+		for _, h := range base {
+			h.Host.IP = fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
+			many = append(many, h)
+		}
+	}
+	for _, tt := range []struct {
+		name  string
+		hosts []listHost
+	}{{"none", nil}, {"sample", base}, {"many parts", many}} {
+		t.Run(tt.name, func(t *testing.T) {
+			var w HostListWriter
+			for _, h := range tt.hosts {
+				w.Host(&model.HostInfo{Host: h.Host, Labels: h.Labels, State: h.State, LastSeen: h.LastSeen, Version: h.Version, AgentID: h.AgentID})
+				for _, p := range h.Procs {
+					w.Proc(p.Key, p.Labels, p.State, p.PID, p.Hosted)
+				}
+			}
+			parts := w.Parts()
+			whole := w.AppendTo([]byte("kept"))
+			if !bytes.HasPrefix(whole, []byte("kept")) {
+				t.Fatalf("AppendTo lost b: %.20q", whole)
+			}
+			if got := bytes.Join(parts, nil); !bytes.Equal(got, whole[len("kept"):]) {
+				t.Fatalf("parts joined: %d bytes, AppendTo %d (or bytes differ)", len(got), len(whole)-len("kept"))
+			}
+			out, err := readList(whole[len("kept"):])
+			if err != nil || len(out) != len(tt.hosts) {
+				t.Fatalf("read back %d hosts of %d: %v", len(out), len(tt.hosts), err)
+			}
+		})
+	}
+}
