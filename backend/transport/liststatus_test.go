@@ -1,7 +1,9 @@
 package transport
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -64,4 +66,72 @@ func TestListStatusesAreStatusesSlim(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestListedLookups: a host's statuses are its own whatever the order its
+// hosts are asked in (listed tries the entry after the last one found
+// first): Hosts' order, with hosts skipped, reversed, an unknown host
+// among them, and after a host joined (the sorted entries made again).
+func TestListedLookups(t *testing.T) {
+	e := startServer(t, testNATS(t), true)
+	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{})
+	beat := func(h model.Host, pid int) {
+		t.Helper()
+		data, err := json.Marshal(Heartbeat{Info: model.HostInfo{Host: h}, Interval: 5 * time.Second, Full: true,
+			Statuses: []model.ProcStatus{{ProcKey: "web:nginx", State: model.ProcRunning, PID: pid}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.onHeartbeat(&nats.Msg{Subject: HeartbeatSubject(mustID(t, h)), Data: data})
+	}
+	pid := map[model.Host]int{}
+	for i := range 6 {
+		h := model.Host{IP: fmt.Sprintf("10.0.0.%d", 10-i)}
+		pid[h] = 100 + i
+		beat(h, pid[h])
+	}
+	check := func(name string, order []model.Host) {
+		t.Helper()
+		for _, h := range order {
+			want, known := pid[h]
+			got := d.AppendListStatuses(nil, h, []string{"web:nginx"})
+			if all := d.AppendStatuses(nil, h); len(all) != len(got) {
+				t.Fatalf("%s: %s: %d statuses, %d in the list form", name, h, len(all), len(got))
+			}
+			if !known && len(got) != 0 || known && (len(got) != 1 || got[0].PID != want) {
+				t.Fatalf("%s: %s: statuses %+v, want pid %d", name, h, got, want)
+			}
+		}
+	}
+	listed := func() []model.Host {
+		hs, err := d.Hosts(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []model.Host
+		for _, hi := range hs {
+			out = append(out, hi.Host)
+		}
+		return out
+	}
+	order := listed()
+	check("in order", order)
+	listed()
+	check("some skipped", []model.Host{order[0], order[2], order[3], order[5]})
+	listed()
+	check("reversed", reversed(order))
+	listed()
+	check("an unknown host", []model.Host{order[0], {IP: "10.9.9.9"}, order[1], order[1], order[2]})
+	listed()
+	late := model.Host{IP: "10.0.0.1"}
+	pid[late] = 200
+	beat(late, pid[late]) // added: Hosts sorts again
+	check("a host joined", append(order, late))
+	check("listed again", listed())
+}
+
+func reversed(hs []model.Host) []model.Host {
+	out := slices.Clone(hs)
+	slices.Reverse(out)
+	return out
 }
