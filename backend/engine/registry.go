@@ -468,9 +468,10 @@ func (l *hostLister) fill(procs []backend.ProcView, h model.Host, idx []int32, s
 				break
 			}
 		}
-		unknown := model.ProcStatus{ProcKey: key, ProcName: d.Process.Spec.Identity.ProcName, State: model.ProcUnknown, PID: -1}
 		if st == nil {
-			st = &unknown
+			// Made only for a process with no status: zeroing a whole
+			// status for every process was ~5% of a 100,000-host list.
+			st = &model.ProcStatus{ProcKey: key, ProcName: d.Process.Spec.Identity.ProcName, State: model.ProcUnknown, PID: -1}
 		}
 		if slim {
 			procs = append(procs, backend.ProcView{Key: key, Labels: d.Process.Meta.Labels,
