@@ -77,8 +77,11 @@ type HostListWriter struct {
 	n     int  // hosts so far
 	open  bool // a host's procs array is open
 	nproc int  // procs of the open host
-	ids   []uint32
-	keys  []string
+	// ids and labels are the last host's label pairs (by key) and their
+	// indexes in pairs, prevIDs and prev the host's before: hosts listed
+	// in turn share many pairs, found there without hashing them.
+	ids, prevIDs []uint32
+	labels, prev []LabelPair
 }
 
 // Host adds a host (its processes follow, by Proc).
@@ -109,13 +112,17 @@ func (w *HostListWriter) Host(hi *model.HostInfo) {
 	b = append(b, ",["...)
 	// The pairs in key order (and new ones numbered in it): one
 	// listing's bytes do not depend on the maps' iteration order.
-	w.ids, w.keys = w.ids[:0], w.keys[:0]
-	for k := range hi.Labels {
-		w.keys = append(w.keys, k)
+	w.prev, w.labels = w.labels, w.prev[:0]
+	w.prevIDs, w.ids = w.ids, w.prevIDs[:0]
+	for k, v := range hi.Labels {
+		w.labels = append(w.labels, LabelPair{k, v})
 	}
-	slices.Sort(w.keys)
-	for _, k := range w.keys {
-		p := LabelPair{k, hi.Labels[k]}
+	slices.SortFunc(w.labels, func(a, b LabelPair) int { return strings.Compare(a.Key, b.Key) })
+	for i, p := range w.labels {
+		if i < len(w.prev) && w.prev[i] == p { // as the host before
+			w.ids = append(w.ids, w.prevIDs[i])
+			continue
+		}
 		id, ok := w.pairIx[p]
 		if !ok {
 			id = uint32(len(w.pairs))

@@ -378,3 +378,39 @@ func TestHostListParts(t *testing.T) {
 		})
 	}
 }
+
+// TestHostListLabelsOfHostsInTurn: hosts in turn sharing some of their
+// label pairs, at the same place in key order or not (the writer reuses
+// the host before's indexes), read back with their own labels, each
+// distinct pair once in the table.
+func TestHostListLabelsOfHostsInTurn(t *testing.T) {
+	sets := []map[string]string{
+		{"a": "1", "b": "2"},
+		{"a": "1", "b": "3"},
+		{"b": "2"},
+		{"a": "1", "b": "2", "c": "4"},
+		nil,
+		{"a": "1", "b": "2"},
+		{"a": "2", "b": "1"},
+		{"b": "2", "c": "4"},
+	}
+	var in []listHost
+	for i, l := range sets {
+		in = append(in, listHost{Host: model.Host{IP: fmt.Sprintf("10.0.0.%d", i+1)}, State: model.AgentOnline, Labels: l})
+	}
+	data := writeList(in)
+	out, err := readList(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(out, in) {
+		t.Fatalf("read back %+v\nwant %+v", out, in)
+	}
+	var tabs struct{ Labels [][2]string }
+	if err := json.Unmarshal(data, &tabs); err != nil {
+		t.Fatal(err)
+	}
+	if want := [][2]string{{"a", "1"}, {"b", "2"}, {"b", "3"}, {"c", "4"}, {"a", "2"}, {"b", "1"}}; !reflect.DeepEqual(tabs.Labels, want) {
+		t.Fatalf("labels table %v, want %v", tabs.Labels, want)
+	}
+}
