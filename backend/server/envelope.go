@@ -102,7 +102,8 @@ func writeEnvelope(w http.ResponseWriter, status int, env envelope) {
 		for _, p := range parts {
 			n += len(p)
 		}
-		// Its length: a client reads the whole into one buffer.
+		// Its length, known before the first byte: a client sees a cut reply
+		// as cut, and a console can size its read.
 		w.Header().Set("Content-Length", strconv.Itoa(n))
 		w.WriteHeader(status)
 		if _, err := w.Write(head); err != nil {
