@@ -621,15 +621,10 @@ func (l *lexer) object(each func(key string) error) error {
 		return nil
 	}
 	for {
-		k, err := l.str()
+		k, err := l.key()
 		if err != nil {
 			return err
 		}
-		l.ws()
-		if l.i >= len(l.b) || l.b[l.i] != ':' {
-			return l.errorf("want : after a key")
-		}
-		l.i++
 		if err := each(k); err != nil {
 			return err
 		}
@@ -653,6 +648,20 @@ func (l *lexer) object(each func(key string) error) error {
 // str reads a string. One of plain characters is taken as it is; one
 // with an escape or a byte outside ASCII is decoded by encoding/json (its
 // rules for both, invalid UTF-8 made U+FFFD).
+// key reads an object's member name and the colon after it.
+func (l *lexer) key() (string, error) {
+	k, err := l.str()
+	if err != nil {
+		return "", err
+	}
+	l.ws()
+	if l.i >= len(l.b) || l.b[l.i] != ':' {
+		return "", l.errorf("want : after a key")
+	}
+	l.i++
+	return k, nil
+}
+
 func (l *lexer) str() (string, error) {
 	b, s, plain, err := l.strText()
 	if plain {

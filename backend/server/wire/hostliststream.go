@@ -202,18 +202,9 @@ func (s *streamIn) object(each func(key string) error) error {
 	}
 	for {
 		var key string
-		if err := s.value(func(l *lexer) error {
-			k, err := l.str()
-			if err != nil {
-				return err
-			}
-			l.ws()
-			if l.i >= len(l.b) || l.b[l.i] != ':' {
-				return l.errorf("want : after a key")
-			}
-			l.i++
-			key = k
-			return nil
+		if err := s.value(func(l *lexer) (err error) {
+			key, err = l.key()
+			return err
 		}); err != nil {
 			return err
 		}
