@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -165,6 +166,37 @@ func (m *Merged) Statuses(host model.Host) []model.ProcStatus {
 		return s.Statuses(host)
 	}
 	return nil
+}
+
+// AppendListStatuses is Statuses' list form (engine.ListStatusAppender):
+// the side Dispatch routes host to lists it slim when it can (the
+// simulator and the dispatcher both do); else its full statuses of the
+// keys asked are cut down to what a list shows.
+func (m *Merged) AppendListStatuses(dst []model.ProcStatus, host model.Host, keys []string) []model.ProcStatus {
+	type lister interface {
+		AppendListStatuses(dst []model.ProcStatus, host model.Host, keys []string) []model.ProcStatus
+	}
+	own, err := m.owns(context.Background(), host)
+	if err != nil {
+		return dst
+	}
+	r := m.secondary
+	if own {
+		r = m.primary
+	}
+	switch src := r.(type) {
+	case lister:
+		return src.AppendListStatuses(dst, host, keys)
+	case interface {
+		Statuses(host model.Host) []model.ProcStatus
+	}:
+		for _, s := range src.Statuses(host) {
+			if slices.Contains(keys, s.ProcKey) {
+				dst = append(dst, model.ProcStatus{ProcKey: s.ProcKey, State: s.State, PID: s.PID, Hosted: s.Hosted, ReportTime: s.ReportTime})
+			}
+		}
+	}
+	return dst
 }
 
 // SubscribeLate subscribes fn to the late answers of both sides that

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -623,6 +624,39 @@ func TestMerge(t *testing.T) {
 	if len(hs) != 4 || hs[1].Labels["from"] != "sim" || hs[2].Labels["from"] != "nats" || hs[2].Host != d || hs[3].Host != c {
 		t.Fatalf("merged hosts %+v", hs)
 	}
+
+	// A host list's statuses (AppendListStatuses) come from the same side:
+	// its own list form when it has one, else its statuses of the keys
+	// asked cut down to what a list shows.
+	lm := Merge(&listingRouter{sim}, real)
+	for _, tt := range tests {
+		want := []model.ProcStatus{{ProcKey: "kept"}, {ProcKey: "ns:p"}} // nats: Statuses cut down (its Message dropped)
+		if tt.want == "sim" {
+			want[1].State = "listed by sim"
+		}
+		if got := lm.AppendListStatuses([]model.ProcStatus{{ProcKey: "kept"}}, tt.host, []string{"ns:p"}); !slices.Equal(got, want) {
+			t.Errorf("%s list statuses %+v, want %+v", tt.host, got, want)
+		}
+		if got := lm.AppendListStatuses(nil, tt.host, []string{"other:key"}); len(got) != 0 {
+			t.Errorf("%s list statuses of a key it has not: %+v", tt.host, got)
+		}
+	}
+}
+
+// Merged serves the engine's host lists in their list form.
+var _ engine.ListStatusAppender = (*Merged)(nil)
+
+// listingRouter is a fakeRouter with a list form of its statuses, marked
+// in the state.
+type listingRouter struct{ *fakeRouter }
+
+func (r *listingRouter) AppendListStatuses(dst []model.ProcStatus, h model.Host, keys []string) []model.ProcStatus {
+	for _, s := range r.Statuses(h) {
+		if slices.Contains(keys, s.ProcKey) {
+			dst = append(dst, model.ProcStatus{ProcKey: s.ProcKey, State: model.ProcState("listed by " + r.name)})
+		}
+	}
+	return dst
 }
 
 // TestPoisonTaskFailsOnResume: a task stored (by an older server) with a
