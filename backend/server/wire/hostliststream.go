@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 )
@@ -69,6 +70,9 @@ func ReadHostListFrom(r io.Reader, fn func(*HostList, *ListHost)) ([]byte, error
 	}
 	return s.buf[s.i:], nil
 }
+
+// errCut is a value the window's end may cut, read again with more.
+var errCut = errors.New("value at the window's end")
 
 // streamChunk is how much a listing read as it arrives reads at a time.
 const streamChunk = 64 << 10
@@ -182,6 +186,11 @@ func (s *streamIn) skip() ([]byte, int64, error) {
 		start := l.i
 		if err := l.skip(); err != nil {
 			return err
+		}
+		if l.i == len(l.b) && !s.eof {
+			// A number has no end of its own: one the window
+			// cuts ("12" of "1234") would parse.
+			return errCut
 		}
 		raw, at = l.b[start:l.i], l.base+int64(start)
 		return nil

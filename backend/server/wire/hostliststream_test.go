@@ -124,6 +124,8 @@ func TestReadHostListFrom(t *testing.T) {
 		`{"hosts":[["0:10.0.0.1","online","","",0,[0],[]]],` + tabs + `}`,
 		`{"x":{"y":[1,2.5e3,"z",null,true]},` + tabs + `,"hosts":[["0:10.0.0.1","online","","",0,[0],[]]]}`,
 		`{"x":nul,` + tabs + `,"hosts":[]}`,
+		`{"x":123456789,` + tabs + `,"hosts":[]}`, // a number the window cuts
+		`{"x":123456789`,
 		`{"x" 1}`, `{1:2}`,
 	} {
 		sameAsWhole(t, []byte(data), true)
