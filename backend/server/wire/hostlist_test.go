@@ -287,27 +287,35 @@ func TestHostListManyParts(t *testing.T) {
 // seconds and a gigabyte first.
 func TestReadHostListDeepNesting(t *testing.T) {
 	defer debug.SetMaxStack(debug.SetMaxStack(64 << 20))
-	const tabs = `"labels":[],"procs":[]`
-	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
-	for _, data := range []string{
-		`{"x":` + deep(1<<20) + `,` + tabs + `,"hosts":[]}`,
-		`{"x":` + strings.Repeat(`{"a":`, 1<<20) + `}`,
-		`{"labels":` + deep(1<<20) + `,"procs":[],"hosts":[]}`,
-		`{"labels":[],"procs":[{"proc":"a:b","labels":` + strings.Repeat(`{"a":`, 1<<20) + `}]` + `,"hosts":[]}`,
-		`{"hosts":` + deep(1<<20) + `,` + tabs + `}`,
-		`{` + tabs + `,"hosts":[],"x":` + deep(maxNesting+1) + `}`,
-	} {
+	tooDeep, deepOK := deepListings()
+	for _, data := range tooDeep {
 		n := 0
 		_, err := ReadHostList([]byte(data), func(*HostList, *ListHost) { n++ })
 		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("nested deeper than %d", maxNesting)) || n != 0 {
 			t.Errorf("%.40s...: %d hosts, %v; want an error naming the nesting", data, n, err)
 		}
 	}
-	data := `{"x":` + deep(maxNesting) + `,` + tabs + `,"hosts":[["0:10.0.0.1","online","","",0,[],[]]]}`
 	n := 0
-	if _, err := ReadHostList([]byte(data), func(*HostList, *ListHost) { n++ }); err != nil || n != 1 {
+	if _, err := ReadHostList([]byte(deepOK), func(*HostList, *ListHost) { n++ }); err != nil || n != 1 {
 		t.Fatalf("nested %d deep: %d hosts, %v; want the host", maxNesting, n, err)
 	}
+}
+
+// deepListings are listings with a value nested past maxNesting where
+// ReadHostList reads past it (a key it does not know, a table, the hosts
+// before the tables), and one with a value nested as deep as maxNesting
+// and one host.
+func deepListings() (tooDeep []string, ok string) {
+	const tabs = `"labels":[],"procs":[]`
+	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	return []string{
+		`{"x":` + deep(1<<20) + `,` + tabs + `,"hosts":[]}`,
+		`{"x":` + strings.Repeat(`{"a":`, 1<<20) + `}`,
+		`{"labels":` + deep(1<<20) + `,"procs":[],"hosts":[]}`,
+		`{"labels":[],"procs":[{"proc":"a:b","labels":` + strings.Repeat(`{"a":`, 1<<20) + `}]` + `,"hosts":[]}`,
+		`{"hosts":` + deep(1<<20) + `,` + tabs + `}`,
+		`{` + tabs + `,"hosts":[],"x":` + deep(maxNesting+1) + `}`,
+	}, `{"x":` + deep(maxNesting) + `,` + tabs + `,"hosts":[["0:10.0.0.1","online","","",0,[],[]]]}`
 }
 
 // TestHostListWritesNoPIDItRefuses: a pid no process has (an agent's

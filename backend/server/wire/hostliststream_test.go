@@ -146,21 +146,14 @@ func TestReadHostListFrom(t *testing.T) {
 	sameAsWhole(t, data, true)
 }
 
-// TestReadHostListFromDeepNesting: TestReadHostListDeepNesting's listings
+// TestReadHostListFromDeepNesting: TestReadHostListDeepNesting's listings (deepListings)
 // read as they arrive: the same errors, on a small stack.
 func TestReadHostListFromDeepNesting(t *testing.T) {
 	defer debug.SetMaxStack(debug.SetMaxStack(64 << 20))
-	const tabs = `"labels":[],"procs":[]`
-	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
-	for _, data := range []string{
-		`{"x":` + deep(1<<20) + `,` + tabs + `,"hosts":[]}`,
-		`{"x":` + strings.Repeat(`{"a":`, 1<<20) + `}`,
-		`{"labels":` + deep(1<<20) + `,"procs":[],"hosts":[]}`,
-		`{"hosts":` + deep(1<<20) + `,` + tabs + `}`,
-		`{` + tabs + `,"hosts":[` + deep(1<<20) + `]}`,
-		`{` + tabs + `,"hosts":[],"x":` + deep(maxNesting+1) + `}`,
-		`{"x":` + deep(maxNesting) + `,` + tabs + `,"hosts":[["0:10.0.0.1","online","","",0,[],[]]]}`,
-	} {
+	tooDeep, deepOK := deepListings()
+	// And a host nested deep, which only the host's reader reads.
+	deepHost := `{"labels":[],"procs":[],"hosts":[` + strings.Repeat("[", 1<<20) + strings.Repeat("]", 1<<20) + `]}`
+	for _, data := range append(tooDeep, deepOK, deepHost) {
 		sameAsWhole(t, []byte(data), false)
 	}
 }
