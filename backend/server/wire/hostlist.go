@@ -295,58 +295,91 @@ type HostList struct {
 // (hosts[3][6][0][0]: the procs index of host 3's first process).
 func ReadHostList(data []byte, fn func(*HostList, *ListHost)) (int, error) {
 	var (
-		hl           HostList
-		r            = hostReader{l: lexer{b: data}, hl: &hl}
-		l            = &r.l
-		seenL, seenP bool
-		hosts        []byte // the hosts, when they came before a table
-		hostsAt      int    // their offset in data
-		seenH        bool
+		hl HostList
+		r  = hostReader{l: lexer{b: data}, hl: &hl}
+		l  = &r.l
+		p  listParts
 	)
 	err := l.object(func(key string) error {
-		if key == "labels" && seenL || key == "procs" && seenP || key == "hosts" && seenH {
-			// Read twice, a table would change under the hosts
-			// read with it, and hosts be handed over twice.
+		if p.twice(key) {
 			return l.errorf("%s given twice", key)
 		}
-		if key == "hosts" && seenL && seenP {
-			// The tables first, as the server writes them: the
-			// hosts are read as they come.
-			seenH = true
+		if p.hostsNow(key) {
 			return r.read(fn)
 		}
 		start := l.i
 		if err := l.skip(); err != nil {
 			return err
 		}
-		raw := data[start:l.i]
-		var err error
-		switch key {
-		case "labels":
-			seenL = true
-			hl.Labels, err = readLabels(raw)
-		case "procs":
-			seenP = true
-			hl.Procs, err = readProcs(raw)
-		case "hosts":
-			hosts, hostsAt, seenH = raw, start, true
-		}
-		return err
+		return p.take(&hl, key, data[start:l.i], int64(start))
 	})
 	n := l.i
-	if err == nil && !(seenL && seenP && seenH) {
-		err = fmt.Errorf("want labels, procs and hosts")
-	}
-	if err == nil && hosts != nil {
-		r.l = lexer{b: hosts, base: int64(hostsAt)} // offsets in data
-		if err = r.read(fn); err == nil {
-			err = r.l.end()
-		}
+	if err == nil {
+		err = p.end(&r, fn)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("host list: %w", err)
 	}
 	return n, nil
+}
+
+// listParts is what a reader of the list form (ReadHostList,
+// ReadHostListFrom) has seen of a listing's members.
+type listParts struct {
+	seenL, seenP, seenH bool
+	hosts               []byte // the hosts, when they came before a table
+	hostsAt             int64  // their offset in the listing
+}
+
+// twice says whether key is a member already read: read twice, a table
+// would change under the hosts read with it, and hosts be handed over
+// twice.
+func (p *listParts) twice(key string) bool {
+	return key == "labels" && p.seenL || key == "procs" && p.seenP || key == "hosts" && p.seenH
+}
+
+// hostsNow says whether key is the hosts coming after the tables, as the
+// server writes them: read as they come (and now seen).
+func (p *listParts) hostsNow(key string) bool {
+	if key == "hosts" && p.seenL && p.seenP {
+		p.seenH = true
+		return true
+	}
+	return false
+}
+
+// take reads member key, whose value is raw (at its offset in the
+// listing): a table into hl, the hosts held (raw is kept: the caller's
+// to copy if it changes) until the tables are read. Other members are
+// read past.
+func (p *listParts) take(hl *HostList, key string, raw []byte, at int64) (err error) {
+	switch key {
+	case "labels":
+		p.seenL = true
+		hl.Labels, err = readLabels(raw)
+	case "procs":
+		p.seenP = true
+		hl.Procs, err = readProcs(raw)
+	case "hosts":
+		p.hosts, p.hostsAt, p.seenH = raw, at, true
+	}
+	return err
+}
+
+// end is the listing's end: every member read, and hosts that came
+// before a table read now.
+func (p *listParts) end(r *hostReader, fn func(*HostList, *ListHost)) error {
+	if !(p.seenL && p.seenP && p.seenH) {
+		return fmt.Errorf("want labels, procs and hosts")
+	}
+	if p.hosts == nil {
+		return nil
+	}
+	r.l = lexer{b: p.hosts, base: p.hostsAt} // offsets in the listing
+	if err := r.read(fn); err != nil {
+		return err
+	}
+	return r.l.end()
 }
 
 // readLabels reads the labels table.

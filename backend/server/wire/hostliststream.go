@@ -20,47 +20,29 @@ import (
 // tables are read, as ReadHostList does.
 func ReadHostListFrom(r io.Reader, fn func(*HostList, *ListHost)) ([]byte, error) {
 	var (
-		hl           HostList
-		hr           = hostReader{hl: &hl}
-		s            = &streamIn{r: r}
-		seenL, seenP bool
-		hosts        []byte // the hosts, when they came before a table
-		hostsAt      int64  // their offset in the listing
-		seenH        bool
+		hl HostList
+		hr = hostReader{hl: &hl}
+		s  = &streamIn{r: r}
+		p  listParts
 	)
 	err := s.object(func(key string) error {
-		if key == "labels" && seenL || key == "procs" && seenP || key == "hosts" && seenH {
+		if p.twice(key) {
 			return s.errorf("%s given twice", key)
 		}
-		if key == "hosts" && seenL && seenP {
-			seenH = true
+		if p.hostsNow(key) {
 			return s.hosts(&hr, fn)
 		}
 		raw, at, err := s.skip()
 		if err != nil {
 			return err
 		}
-		switch key {
-		case "labels":
-			seenL = true
-			hl.Labels, err = readLabels(raw)
-		case "procs":
-			seenP = true
-			hl.Procs, err = readProcs(raw)
-		case "hosts":
-			// raw is in the window, which moves on: a copy.
-			hosts, hostsAt, seenH = bytes.Clone(raw), at, true
+		if key == "hosts" {
+			raw = bytes.Clone(raw) // in the window, which moves on
 		}
-		return err
+		return p.take(&hl, key, raw, at)
 	})
-	if err == nil && !(seenL && seenP && seenH) {
-		err = fmt.Errorf("want labels, procs and hosts")
-	}
-	if err == nil && hosts != nil {
-		hr.l = lexer{b: hosts, base: hostsAt}
-		if err = hr.read(fn); err == nil {
-			err = hr.l.end()
-		}
+	if err == nil {
+		err = p.end(&hr, fn)
 	}
 	if err != nil {
 		if s.rerr != nil {
