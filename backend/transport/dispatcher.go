@@ -805,8 +805,15 @@ func (d *Dispatcher) AppendListStatuses(dst []model.ProcStatus, host model.Host,
 	if e == nil {
 		return dst
 	}
-	for i := range e.statuses {
-		s := &e.statuses[i]
+	return appendListStatuses(dst, e.statuses, keys)
+}
+
+// appendListStatuses appends to dst, in their order, the statuses of sts
+// whose process keys names, each holding only what a host list shows
+// (engine.ListStatusAppender).
+func appendListStatuses(dst, sts []model.ProcStatus, keys []string) []model.ProcStatus {
+	for i := range sts {
+		s := &sts[i]
 		// A host has a few processes: a scan beats a set. Every status
 		// of a key asked is kept, duplicates too, as AppendStatuses
 		// would give them: the engine chooses among them.

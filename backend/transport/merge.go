@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -190,11 +189,7 @@ func (m *Merged) AppendListStatuses(dst []model.ProcStatus, host model.Host, key
 	case interface {
 		Statuses(host model.Host) []model.ProcStatus
 	}:
-		for _, s := range src.Statuses(host) {
-			if slices.Contains(keys, s.ProcKey) {
-				dst = append(dst, model.ProcStatus{ProcKey: s.ProcKey, State: s.State, PID: s.PID, Hosted: s.Hosted, ReportTime: s.ReportTime})
-			}
-		}
+		return appendListStatuses(dst, src.Statuses(host), keys)
 	}
 	return dst
 }
