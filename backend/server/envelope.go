@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -126,9 +125,6 @@ func writeEnvelope(w http.ResponseWriter, status int, env envelope) {
 // appendString appends s as the envelope's encoder writes it (HTML
 // characters not escaped).
 func appendString(b []byte, s string) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s)
-	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
+	q, _ := compactJSON(s) // a string always encodes
+	return append(b, q...)
 }
