@@ -76,14 +76,23 @@ func (m *Merged) owns(ctx context.Context, h model.Host) (bool, error) {
 
 // Dispatch sends req to the Router that owns host.
 func (m *Merged) Dispatch(ctx context.Context, host model.Host, req model.AgentRequest) (model.AgentReply, error) {
-	own, err := m.owns(ctx, host)
+	r, err := m.route(ctx, host)
 	if err != nil {
 		return model.AgentReply{}, fmt.Errorf("dispatch %s: route: %w", host, err)
 	}
-	if own {
-		return m.primary.Dispatch(ctx, host, req)
+	return r.Dispatch(ctx, host, req)
+}
+
+// route is the side host goes to (see Merged).
+func (m *Merged) route(ctx context.Context, host model.Host) (Router, error) {
+	own, err := m.owns(ctx, host)
+	switch {
+	case err != nil:
+		return nil, err
+	case own:
+		return m.primary, nil
 	}
-	return m.secondary.Dispatch(ctx, host, req)
+	return m.secondary, nil
 }
 
 // Hosts lists the primary's hosts, then the secondary's that the primary
@@ -153,13 +162,9 @@ func (m *Merged) Statuses(host model.Host) []model.ProcStatus {
 	type source interface {
 		Statuses(host model.Host) []model.ProcStatus
 	}
-	own, err := m.owns(context.Background(), host)
+	r, err := m.route(context.Background(), host)
 	if err != nil {
 		return nil
-	}
-	r := m.secondary
-	if own {
-		r = m.primary
 	}
 	if s, ok := r.(source); ok {
 		return s.Statuses(host)
@@ -175,13 +180,9 @@ func (m *Merged) AppendListStatuses(dst []model.ProcStatus, host model.Host, key
 	type lister interface {
 		AppendListStatuses(dst []model.ProcStatus, host model.Host, keys []string) []model.ProcStatus
 	}
-	own, err := m.owns(context.Background(), host)
+	r, err := m.route(context.Background(), host)
 	if err != nil {
 		return dst
-	}
-	r := m.secondary
-	if own {
-		r = m.primary
 	}
 	switch src := r.(type) {
 	case lister:
