@@ -2,6 +2,8 @@ package ui
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"strings"
 	"testing"
@@ -142,5 +144,54 @@ func TestHostLabelsEnterPlain(t *testing.T) {
 	}
 	if labels["app"] != hidden || len(labels) != 3 {
 		t.Fatal("the backend's own labels were written to")
+	}
+}
+
+// hostileIndexed lists hosts as the client's HostListIndexed does, its
+// table of label pairs holding escape sequences.
+type hostileIndexed struct {
+	backend.Backend
+	pairs [][2]string
+	ids   [][]uint32
+}
+
+func (h *hostileIndexed) HostListIndexed(ctx context.Context, q backend.HostQuery, fn func(pairs [][2]string, ids []uint32, v *backend.HostView)) error {
+	for i, ids := range h.ids {
+		v := backend.HostView{HostInfo: model.HostInfo{Host: model.Host{IP: fmt.Sprintf("10.0.0.%d", i+1)}, Version: "v\x1b[2J1"}}
+		fn(h.pairs, ids, &v)
+	}
+	return nil
+}
+
+// HostListEach makes it a backend with the list form (as the client is):
+// the console reads it by HostListIndexed, not this.
+func (h *hostileIndexed) HostListEach(context.Context, backend.HostQuery, func(*backend.HostView)) error {
+	return errors.New("listed by HostListEach, not HostListIndexed")
+}
+
+// A listing's table of label pairs (the list form read as it comes:
+// guarded.hostListIndexed) enters the console plain, as a host's own map
+// does, and the client's table is not written to.
+func TestIndexedHostLabelsEnterPlain(t *testing.T) {
+	e, _ := simBackend(t, quietSim(1))
+	pairs := [][2]string{{"app", hidden}, {"k\x1b[8m", "v"}, {"zone", "a"}}
+	h := &hostileIndexed{Backend: e, pairs: pairs, ids: [][]uint32{{0, 1, 2}, {2}}}
+	rows, err := listRows(context.Background(), guard(h), backend.HostQuery{})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("%d rows, %v", len(rows), err)
+	}
+	if text := rows[0].display().labels; text != "app=boom hidden k=v zone=a" {
+		t.Fatalf("LABELS cell %q", text)
+	}
+	if text := rows[1].display().labels; text != "zone=a" {
+		t.Fatalf("LABELS cell %q", text)
+	}
+	for _, r := range rows {
+		if r.v.Version != "v1" {
+			t.Fatalf("version %q", r.v.Version)
+		}
+	}
+	if pairs[0][1] != hidden || pairs[1][0] != "k\x1b[8m" {
+		t.Fatal("the client's table was written to")
 	}
 }
