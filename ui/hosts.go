@@ -88,8 +88,11 @@ type labelTab struct {
 	pairs []labelPair
 	ids   []uint32
 	// fromList is, by index in the table of the listing being read
-	// (setIDs), the pair's id here plus one (0: not looked up yet).
-	fromList []uint32
+	// (setIDs), the pair's id here plus one (0: not looked up yet);
+	// fromPairs is that table's first pair, telling one listing's table
+	// from another's of the same length.
+	fromList  []uint32
+	fromPairs *[2]string
 }
 
 // set is m as a compact labelSet of t (m is not kept: it may be reused).
@@ -130,8 +133,8 @@ func (t *labelTab) setIDs(pairs [][2]string, ids []uint32) labelSet {
 	if t.ix == nil {
 		t.ix = map[labelPair]uint32{}
 	}
-	if len(t.fromList) != len(pairs) {
-		t.fromList = make([]uint32, len(pairs))
+	if len(t.fromList) != len(pairs) || t.fromPairs != &pairs[0] {
+		t.fromList, t.fromPairs = make([]uint32, len(pairs)), &pairs[0]
 	}
 	off := len(t.ids)
 	for _, i := range ids {

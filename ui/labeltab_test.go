@@ -31,3 +31,18 @@ func TestLabelTabSetIDs(t *testing.T) {
 		t.Fatalf("pairs %v; sets %q, %q", tab.pairs, a.text(), b.text())
 	}
 }
+
+// One labelTab across two listings whose tables have the same length: the
+// second listing's ids name its own table's pairs, not the first's (the
+// lookup of the table being read was told apart by its length alone).
+func TestLabelTabSetIDsNextListing(t *testing.T) {
+	var tab labelTab
+	first := [][2]string{{"zone", "z1"}, {"os", "linux"}}
+	second := [][2]string{{"zone", "z9"}, {"os", "bsd"}}
+	if got := tab.setIDs(first, []uint32{0, 1}).text(); got != "os=linux zone=z1" {
+		t.Fatalf("first listing: %q", got)
+	}
+	if got := tab.setIDs(second, []uint32{0, 1}).text(); got != "os=bsd zone=z9" {
+		t.Fatalf("second listing, a table of the same length: %q, want its own pairs", got)
+	}
+}
