@@ -177,8 +177,14 @@ func TestLateAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e2.Close() })
-	f2.late(model.LateReply{Host: slow, TaskID: task2.ID, OpID: model.OpID(task2.ID, slow, "ns:app"), Reply: model.AgentReply{Code: model.CodeCommandFailed, Message: "start failed"}})
+	// The answer's status is every late subscriber's: the engine
+	// completes a copy of it, not the one it is handed.
+	sent := &model.ProcStatus{State: model.ProcFatal, PID: -1}
+	f2.late(model.LateReply{Host: slow, TaskID: task2.ID, OpID: model.OpID(task2.ID, slow, "ns:app"), Reply: model.AgentReply{Code: model.CodeCommandFailed, Message: "start failed", Status: sent}})
 	stored(task2, model.CodeCommandFailed, model.TaskFailed)
+	if *sent != (model.ProcStatus{State: model.ProcFatal, PID: -1}) {
+		t.Fatalf("the late answer's status was changed in place: %+v", *sent)
+	}
 	rs, _ := st.Results(ctx, task2.ID)
 	for _, r := range rs {
 		if r.Host == slow && (r.State != model.StateFailed || !strings.Contains(r.Message, "start failed")) {
