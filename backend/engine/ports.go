@@ -107,6 +107,9 @@ type Store interface {
 // failures), exactly as durable as the same writes made one at a time.
 type BatchStore interface {
 	PutResults(ctx context.Context, rs []model.Result) error
+	// PutProcStatuses may keep sts's entries by address past the call
+	// (the JetStream store's status watch hands them back instead of
+	// decoding them): the caller never changes them afterwards.
 	PutProcStatuses(ctx context.Context, sts []HostStatus) error
 	AppendEvents(ctx context.Context, evs []model.Event) error
 }

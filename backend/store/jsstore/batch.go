@@ -456,6 +456,8 @@ const (
 )
 
 // PutProcStatuses stores many last known statuses as PutProcStatus does, pipelined.
+// While a status watch runs, each of sts is kept by address (ownStatuses)
+// until the watch reads it back: the caller must not change sts after.
 func (s *Store) PutProcStatuses(ctx context.Context, sts []engine.HostStatus) error {
 	if err := s.check(); err != nil {
 		return err
