@@ -470,6 +470,7 @@ func (s *Server) gseProcInfo(kind infoKind) handlerFunc {
 			if kind == infoUpdate {
 				cur.Process = def.Process
 			}
+			add := make([]model.Host, 0, len(hosts))
 			for _, h := range hosts {
 				k := v1Key(h, sup, ns, pname)
 				if kind == infoRegister && have[h.AgentID()] {
@@ -477,8 +478,9 @@ func (s *Server) gseProcInfo(kind infoKind) handlerFunc {
 					continue
 				}
 				out[k] = entry{Code: 0, Message: "success"}
-				cur.Hosts = unionHosts(cur.Hosts, []model.Host{h})
+				add = append(add, h)
 			}
+			cur.Hosts = unionHosts(cur.Hosts, add) // once: a union per host was quadratic in the request's hosts
 			return true
 		})
 		if err != nil {

@@ -117,13 +117,16 @@ func mergeItems(v *model.Validator, infos []wire.ProcessInfo, procs []model.Proc
 	return items, sup
 }
 
+// unionHosts is a's hosts then b's, each agent once (the first seen).
 func unionHosts(a, b []model.Host) []model.Host {
 	seen := make(map[string]bool, len(a)+len(b))
 	out := make([]model.Host, 0, len(a)+len(b))
-	for _, h := range append(append([]model.Host(nil), a...), b...) {
-		if !seen[h.AgentID()] {
-			seen[h.AgentID()] = true
-			out = append(out, h)
+	for _, hs := range [][]model.Host{a, b} {
+		for _, h := range hs {
+			if id := h.AgentID(); !seen[id] {
+				seen[id] = true
+				out = append(out, h)
+			}
 		}
 	}
 	return out
