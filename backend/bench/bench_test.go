@@ -110,6 +110,28 @@ func TestHeapInuse(t *testing.T) {
 	}
 }
 
+// TestMemStat: a heap profile's MemStats lines are read by name, and this
+// process's own profile has a HeapAlloc.
+func TestMemStat(t *testing.T) {
+	text := "heap profile: 1: 2 [3: 4] @ heap/524288\n\n# runtime.MemStats\n# Alloc = 10\n# HeapAlloc = 123456\n# Sys = 9\n"
+	for _, c := range []struct {
+		name string
+		want int64
+		ok   bool
+	}{{"HeapAlloc", 123456, true}, {"Sys", 9, true}, {"Alloc", 10, true}, {"HeapSys", 0, false}} {
+		if got, ok := memStat([]byte(text), c.name); got != c.want || ok != c.ok {
+			t.Errorf("memStat(%s) = %d, %v; want %d, %v", c.name, got, ok, c.want, c.ok)
+		}
+	}
+	var b strings.Builder
+	if err := pprof.Lookup("heap").WriteTo(&b, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := memStat([]byte(b.String()), "HeapAlloc"); !ok || n <= 0 {
+		t.Errorf("this process's heap profile: HeapAlloc = %d, %v", n, ok)
+	}
+}
+
 func TestReadAgentMemory(t *testing.T) {
 	var r AgentIdle
 	if err := readAgentMemory(os.Getpid(), &r); err != nil {

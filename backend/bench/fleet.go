@@ -298,6 +298,28 @@ func (e *env) consumers(ctx context.Context) (int, error) {
 	return ai.Consumers, nil
 }
 
+// streamTotals is the messages and bytes every JetStream stream holds now.
+func (e *env) streamTotals(ctx context.Context) (msgs, bytes uint64, err error) {
+	nc, err := nats.Connect(e.natsURL, nats.UserInfo(natsUser, natsPass), nats.Name("gseproc-bench probe"))
+	if err != nil {
+		return 0, 0, fmt.Errorf("bench: probe nats: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, 0, err
+	}
+	l := js.ListStreams(ctx)
+	for si := range l.Info() {
+		msgs += si.State.Msgs
+		bytes += si.State.Bytes
+	}
+	if err := l.Err(); err != nil {
+		return 0, 0, fmt.Errorf("bench: list streams: %w", err)
+	}
+	return msgs, bytes, nil
+}
+
 // streamSeqs is every JetStream stream's last sequence now, by name: the
 // difference of two readings is how many messages each stored meanwhile
 // (deleted, purged or replaced ones included).
@@ -331,6 +353,10 @@ type profiler struct {
 	mu   sync.Mutex
 	stop chan struct{} // ends the peak heap sampling
 	peak []byte        // the sampled heap profile of the largest live heap
+	// runPeak and runMost are the same since the last run ended
+	// (afterRun), guarded by mu.
+	runPeak []byte
+	runMost int64
 }
 
 // startProfile takes a heap profile and begins a CPU profile of
@@ -340,7 +366,7 @@ func (e *env) startProfile() *profiler {
 	if e.pprof == "" {
 		return nil
 	}
-	p := &profiler{e: e, dir: e.setup.ProfileDir, stop: make(chan struct{})}
+	p := &profiler{e: e, dir: e.setup.ProfileDir, stop: make(chan struct{}), runMost: -1}
 	// The heap profile's allocation counts are since the server started:
 	// this one, taken before, is their base (pprof -base). Taken after a
 	// collection (gc=1), its in-use figures are the live heap now, not at
@@ -391,11 +417,28 @@ func (p *profiler) samplePeak() {
 		if err != nil {
 			continue // the next tick tries again; finish's profiles say if the server is gone
 		}
-		if n, ok := heapInuse(text); ok && n > most {
-			if body, err := get("heap"); err == nil {
-				most, p.peak = n, body
-			}
+		n, ok := heapInuse(text)
+		if !ok {
+			continue
 		}
+		p.mu.Lock()
+		runMost := p.runMost
+		p.mu.Unlock()
+		if n <= most && n <= runMost {
+			continue
+		}
+		body, err := get("heap")
+		if err != nil {
+			continue
+		}
+		if n > most {
+			most, p.peak = n, body
+		}
+		p.mu.Lock()
+		if n > p.runMost {
+			p.runMost, p.runPeak = n, body
+		}
+		p.mu.Unlock()
 	}
 }
 
@@ -440,6 +483,76 @@ func (p *profiler) fetch(file, path string) {
 		p.errs = append(p.errs, fmt.Errorf("profile %s: %w", file, err))
 		p.mu.Unlock()
 	}
+}
+
+// afterRun takes the server's heap profile after run n (after a
+// collection: its live heap; heap-run-N.pprof), writes the sampled one of
+// the largest live heap since the run before (heap-peak-run-N.pprof), and
+// prints what could grow from one run to the next and never shrink: the
+// RSS, the live heap, goroutines, JetStream consumers, the streams'
+// messages and bytes. Two of these profiles compared (go tool pprof
+// -sample_index=inuse_space -base heap-run-02.pprof heap-run-10.pprof)
+// show what the runs between left behind.
+func (p *profiler) afterRun(ctx context.Context, n int) {
+	if p == nil {
+		return
+	}
+	// The text profile, after a collection, ends with the MemStats of
+	// then: its HeapAlloc is the live heap (its first line's in-use bytes
+	// are the samples', not scaled to the heap). The binary one kept is
+	// read right after, of the same collection.
+	var live int64 = -1
+	if text, err := p.get("heap?gc=1&debug=1"); err == nil {
+		live, _ = memStat(text, "HeapAlloc")
+	}
+	p.fetch(fmt.Sprintf("heap-run-%02d.pprof", n), "heap")
+	p.mu.Lock()
+	peak := p.runPeak
+	p.runPeak, p.runMost = nil, -1
+	p.mu.Unlock()
+	if peak != nil {
+		_ = os.WriteFile(filepath.Join(p.dir, fmt.Sprintf("heap-peak-run-%02d.pprof", n)), peak, 0o644)
+	}
+	goroutines := -1
+	if text, err := p.get("goroutine?debug=1"); err == nil {
+		_, _ = fmt.Sscanf(string(text), "goroutine profile: total %d", &goroutines)
+	}
+	cons, _ := p.e.consumers(ctx)
+	msgs, bytes, _ := p.e.streamTotals(ctx)
+	var rss int64
+	if u, err := readUsage(p.e.server.cmd.Process.Pid); err == nil {
+		rss = u.RSS
+	}
+	fmt.Fprintf(p.e.setup.Out, "after run %d: RSS %s, live heap %s, goroutines %d, consumers %d, stream messages %d (%s)\n",
+		n, mb(rss), mb(live), goroutines, cons, msgs, mb(int64(bytes)))
+}
+
+// memStat is the runtime.MemStats field name of a heap profile in the
+// text format (debug=1), from its "# name = value" line.
+func memStat(text []byte, name string) (int64, bool) {
+	_, rest, ok := strings.Cut(string(text), "\n# "+name+" = ")
+	if !ok {
+		return 0, false
+	}
+	var n int64
+	if _, err := fmt.Sscanf(rest, "%d", &n); err != nil {
+		return 0, false
+	}
+	return n, true
+}
+
+// get reads one of the server's pprof pages.
+func (p *profiler) get(path string) ([]byte, error) {
+	hc := &http.Client{Timeout: 30 * time.Second}
+	resp, err := hc.Get(p.e.pprof + "/debug/pprof/" + path)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", path, resp.Status)
+	}
+	return io.ReadAll(resp.Body)
 }
 
 // finish waits for the CPU profile and takes the others.
@@ -526,6 +639,7 @@ func Fleet(ctx context.Context, o FleetOptions) ([]FleetRun, error) {
 			return runs, fmt.Errorf("run %d: %w", i+1, err)
 		}
 		runs = append(runs, r)
+		prof.afterRun(ctx, i+1)
 	}
 	if err := prof.finish(); err != nil {
 		fmt.Fprintf(out, "warning: %v\n", err)
