@@ -356,7 +356,7 @@ func (s *Store) resultMsgs(ctx context.Context, rs []*model.Result) ([]pubMsg, e
 			errs = append(errs, fmt.Errorf("put results of task %s: a result of task %s among them", id, r.TaskID))
 			continue
 		}
-		i, ok := idx.targets[model.Target{Host: r.Host, ProcKey: r.ProcKey}.Pair()]
+		i, ok := idx.targets.find(r.Host, r.ProcKey)
 		if !ok {
 			errs = append(errs, fmt.Errorf("put result of task %s: %s %s is not a target: %w", id, r.Host, r.ProcKey, model.ErrNotFound))
 			continue

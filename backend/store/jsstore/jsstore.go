@@ -224,7 +224,7 @@ func (s *Store) streamOf(subject string) string {
 func (s *Store) on() *bound { return s.cur.Load() }
 
 type taskIndex struct {
-	targets map[model.Target]int
+	targets targetPairs
 	rev     uint64 // the task record's revision as this store last wrote it (0: unknown)
 	// inline is the targets' JSON array the task record holds (nil: the
 	// targets bucket holds them): every rewrite of the record keeps it.
@@ -1006,13 +1006,12 @@ type taskWrites struct {
 }
 
 func (s *Store) taskWrites(t model.Task, targets []model.Target) (taskWrites, error) {
-	w := taskWrites{idx: &taskIndex{targets: make(map[model.Target]int, len(targets))}}
-	for i, tg := range targets {
-		if _, dup := w.idx.targets[tg.Pair()]; dup {
-			return w, fmt.Errorf("put task %s: target %s %s given twice", t.ID, tg.Host, tg.ProcKey)
-		}
-		w.idx.targets[tg.Pair()] = i
+	pairs, dup := newTargetPairs(targets)
+	if dup >= 0 {
+		tg := targets[dup]
+		return taskWrites{}, fmt.Errorf("put task %s: target %s %s given twice", t.ID, tg.Host, tg.ProcKey)
 	}
+	w := taskWrites{idx: &taskIndex{targets: pairs}}
 	if len(targets) > 0 && len(targets) <= inlineTargets {
 		data, err := json.Marshal(targets)
 		if err != nil {
@@ -1304,10 +1303,8 @@ func (s *Store) targetIndex(ctx context.Context, id string) (*taskIndex, error) 
 	if err != nil {
 		return nil, err
 	}
-	idx = &taskIndex{targets: make(map[model.Target]int, len(targets)), inline: st.Inline}
-	for i, tg := range targets {
-		idx.targets[tg.Pair()] = i
-	}
+	pairs, _ := newTargetPairs(targets)
+	idx = &taskIndex{targets: pairs, inline: st.Inline}
 	s.mu.Lock()
 	s.cacheIndex(id, idx)
 	s.mu.Unlock()

@@ -683,11 +683,12 @@ func TestIndexCacheHoldsRunningTasks(t *testing.T) {
 func TestIndexCacheBounds(t *testing.T) {
 	s := &Store{index: map[string]*taskIndex{}}
 	one := func(n int) *taskIndex {
-		idx := &taskIndex{targets: map[model.Target]int{}}
+		tgs := make([]model.Target, n)
 		for i := range n {
-			idx.targets[model.Target{Host: model.Host{IP: fmt.Sprintf("10.0.%d.%d", i/256, i%256)}, ProcKey: "ns:p"}] = i
+			tgs[i] = model.Target{Host: model.Host{IP: fmt.Sprintf("10.0.%d.%d", i/256, i%256)}, ProcKey: "ns:p"}
 		}
-		return idx
+		pairs, _ := newTargetPairs(tgs)
+		return &taskIndex{targets: pairs}
 	}
 	held := func() (n int) {
 		for _, idx := range s.index {
