@@ -184,3 +184,31 @@ func TestBenchConfigsLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestGCTrace: the collection trace's lines are told from others; the
+// largest live heap and heap since the last take are kept, collections
+// forced are left out, and take starts again.
+func TestGCTrace(t *testing.T) {
+	var g gcTrace
+	for _, c := range []struct {
+		line string
+		gc   bool
+	}{
+		{"gc 1 @0.015s 2%: 0.047+17+0.005 ms clock, 0.094+0.27/7.7/2.5+0.010 ms cpu, 3->3->1 MB, 4 MB goal, 0 MB stacks, 0 MB globals, 2 P", true},
+		{"gc 45 @15.423s 13%: 0.12+700+0.033 ms clock, 0.24+192/335/0+0.066 ms cpu, 504->537->372 MB, 559 MB goal, 10 MB stacks, 0 MB globals, 2 P", true},
+		{"gc 46 @17.660s 12%: 1.5+523+2.0 ms clock, 3.1+127/264/0+4.1 ms cpu, 507->542->377 MB, 564 MB goal, 10 MB stacks, 0 MB globals, 2 P", true},
+		{"gc 47 @19.343s 12%: 0.54+252+0.004 ms clock, 1.0+152/124/0.012+0.009 ms cpu, 600->610->500 MB, 571 MB goal, 1 MB stacks, 0 MB globals, 2 P (forced)", true},
+		{"gc is a word a log line may start with", false},
+		{`time=2026-11-29T00:15:46.707Z level=WARN msg="store events"`, false},
+	} {
+		if got := g.line(c.line); got != c.gc {
+			t.Errorf("line(%.40q) = %v, want %v", c.line, got, c.gc)
+		}
+	}
+	if n, live, heap := g.take(); n != 3 || live != 377 || heap != 542 {
+		t.Errorf("take = %d, %d, %d; want 3 collections, live 377 MB, heap 542 MB", n, live, heap)
+	}
+	if n, live, heap := g.take(); n != 0 || live != 0 || heap != 0 {
+		t.Errorf("take again = %d, %d, %d; want nothing", n, live, heap)
+	}
+}

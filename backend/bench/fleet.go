@@ -199,10 +199,12 @@ func start(ctx context.Context, s Setup) (_ *env, err error) {
 		return nil, fmt.Errorf("bench: write config: %w", err)
 	}
 	args := []string{"server", "--config", e.cfg}
+	var env []string
 	if s.ProfileDir != "" {
 		args = append(args, "--pprof", "127.0.0.1:0")
+		env = append(env, gcTraceEnv())
 	}
-	if e.server, err = startChild("server", []string{dropWarning}, s.Bin, args...); err != nil {
+	if e.server, err = startChildEnv("server", []string{dropWarning}, env, s.Bin, args...); err != nil {
 		return nil, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -497,6 +499,11 @@ func (p *profiler) afterRun(ctx context.Context, n int) {
 	if p == nil {
 		return
 	}
+	var gcs string
+	if gc := p.e.server.gc; gc != nil {
+		k, most, heap := gc.take()
+		gcs = fmt.Sprintf("; during it %d collections, the largest live heap one found %d MB, the heap up to %d MB", k, most, heap)
+	}
 	// The text profile, after a collection, ends with the MemStats of
 	// then: its HeapAlloc is the live heap (its first line's in-use bytes
 	// are the samples', not scaled to the heap). The binary one kept is
@@ -523,8 +530,8 @@ func (p *profiler) afterRun(ctx context.Context, n int) {
 	if u, err := readUsage(p.e.server.cmd.Process.Pid); err == nil {
 		rss = u.RSS
 	}
-	fmt.Fprintf(p.e.setup.Out, "after run %d: RSS %s, live heap %s, goroutines %d, consumers %d, stream messages %d (%s)\n",
-		n, mb(rss), mb(live), goroutines, cons, msgs, mb(int64(bytes)))
+	fmt.Fprintf(p.e.setup.Out, "after run %d: RSS %s, live heap %s, goroutines %d, consumers %d, stream messages %d (%s)%s\n",
+		n, mb(rss), mb(live), goroutines, cons, msgs, mb(int64(bytes)), gcs)
 }
 
 // memStat is the runtime.MemStats field name of a heap profile in the
@@ -630,6 +637,10 @@ func Fleet(ctx context.Context, o FleetOptions) ([]FleetRun, error) {
 	if u, err := readUsage(e.server.cmd.Process.Pid); err == nil {
 		fmt.Fprintf(out, "server after start-up: RSS %s (peak %s), CPU %s; event drops: %d\n",
 			mb(u.RSS), mb(u.PeakRSS), u.CPU.Round(time.Millisecond), e.dropped())
+	}
+	if gc := e.server.gc; gc != nil {
+		n, live, heap := gc.take()
+		fmt.Fprintf(out, "start-up: %d collections, the largest live heap one found %d MB, the heap up to %d MB\n", n, live, heap)
 	}
 	prof := e.startProfile()
 	var runs []FleetRun

@@ -22,6 +22,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +42,11 @@ type child struct {
 	lines  []string
 	seen   chan struct{}  // closed and replaced on every new line
 	counts map[string]int // lines containing each watched text
+
+	// gc reads the runtime's collection trace the child prints when
+	// started with one (startChildEnv with gcTraceEnv); its lines are not
+	// kept among lines.
+	gc *gcTrace
 }
 
 // maxLines bounds the output kept per child.
@@ -48,7 +55,20 @@ const maxLines = 2000
 // startChild runs bin args with its output captured; stop ends it.
 // Lines containing one of watch are counted (count), all of them.
 func startChild(name string, watch []string, bin string, args ...string) (*child, error) {
+	return startChildEnv(name, watch, nil, bin, args...)
+}
+
+// startChildEnv is startChild with env added to this process's
+// environment; with gcTraceEnv among it, the child's collection trace is
+// read (child.gc).
+func startChildEnv(name string, watch, env []string, bin string, args ...string) (*child, error) {
 	c := &child{name: name, cmd: exec.Command(bin, args...), done: make(chan struct{}), seen: make(chan struct{}), counts: map[string]int{}}
+	if len(env) > 0 {
+		c.cmd.Env = append(os.Environ(), env...)
+		if slices.Contains(env, gcTraceEnv()) {
+			c.gc = &gcTrace{}
+		}
+	}
 	c.cmd.SysProcAttr = ownGroup()
 	pr, pw := io.Pipe()
 	c.cmd.Stdout, c.cmd.Stderr = pw, pw
@@ -59,6 +79,9 @@ func startChild(name string, watch []string, bin string, args ...string) (*child
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
+			if c.gc != nil && c.gc.line(sc.Text()) {
+				continue
+			}
 			c.mu.Lock()
 			for _, w := range watch {
 				if strings.Contains(sc.Text(), w) {
@@ -194,3 +217,63 @@ const clockTicks = 100
 
 // mb formats bytes as MB.
 func mb(n int64) string { return fmt.Sprintf("%.0f MB", float64(n)/(1<<20)) }
+
+// gcTraceEnv is the environment entry that makes a Go child print a line
+// per collection (GODEBUG=gctrace=1), added to the GODEBUG this process has.
+func gcTraceEnv() string {
+	if v := os.Getenv("GODEBUG"); v != "" {
+		return "GODEBUG=" + v + ",gctrace=1"
+	}
+	return "GODEBUG=gctrace=1"
+}
+
+// gcTrace sums up a Go process's collection trace: the collections since
+// the last take, the largest live heap one of them found (what the
+// process held at its peak, as the collector saw it; a heap profile read
+// now and then misses most of them) and the largest the heap grew to
+// (with the runtime's own memory, what sets the RSS). Collections forced
+// (a heap profile taken with gc=1) are left out.
+type gcTrace struct {
+	mu         sync.Mutex
+	n          int
+	live, heap int64 // MB
+}
+
+// gcLine matches a collection's line: "gc 45 @15.423s 13%: ... ms cpu,
+// 504->537->372 MB, 559 MB goal, ...": the heap at its start, at its end,
+// and live.
+var gcLine = regexp.MustCompile(`^gc \d+ @.* (\d+)->(\d+)->(\d+) MB, \d+ MB goal`)
+
+// line takes one line of the child's output, and reports whether it was
+// the collection trace's.
+func (g *gcTrace) line(s string) bool {
+	if !strings.HasPrefix(s, "gc ") {
+		return false
+	}
+	m := gcLine.FindStringSubmatch(s)
+	if m == nil {
+		return false
+	}
+	if strings.Contains(s, "(forced)") {
+		return true
+	}
+	start, _ := strconv.ParseInt(m[1], 10, 64)
+	end, _ := strconv.ParseInt(m[2], 10, 64)
+	live, _ := strconv.ParseInt(m[3], 10, 64)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.n++
+	g.live = max(g.live, live)
+	g.heap = max(g.heap, start, end)
+	return true
+}
+
+// take is what the collections since the last take found (MB), and
+// starts again.
+func (g *gcTrace) take() (n int, live, heap int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n, live, heap = g.n, g.live, g.heap
+	g.n, g.live, g.heap = 0, 0, 0
+	return n, live, heap
+}
