@@ -430,7 +430,7 @@ func (e *Engine) recordStatus(h model.Host, st *model.ProcStatus) {
 	sh.m[key] = k
 	sh.mu.Unlock()
 	if store {
-		e.enqueue(write{status: &HostStatus{Host: h, Status: *st}})
+		e.enqueue(write{status: st, host: h})
 	}
 }
 
