@@ -205,10 +205,12 @@ func TestGCTrace(t *testing.T) {
 			t.Errorf("line(%.40q) = %v, want %v", c.line, got, c.gc)
 		}
 	}
-	if n, live, heap := g.take(); n != 3 || live != 377 || heap != 542 {
-		t.Errorf("take = %d, %d, %d; want 3 collections, live 377 MB, heap 542 MB", n, live, heap)
+	// CPU: 0.094+0.27+7.7+2.5+0.010, 0.24+192+335+0+0.066, 3.1+127+264+0+4.1 ms.
+	wantCPU := time.Duration((10.574 + 527.306 + 398.2) * float64(time.Millisecond))
+	if n, live, heap, cpu := g.take(); n != 3 || live != 377 || heap != 542 || (cpu-wantCPU).Abs() > time.Microsecond {
+		t.Errorf("take = %d, %d, %d, %s; want 3 collections, live 377 MB, heap 542 MB, %s CPU", n, live, heap, cpu, wantCPU)
 	}
-	if n, live, heap := g.take(); n != 0 || live != 0 || heap != 0 {
-		t.Errorf("take again = %d, %d, %d; want nothing", n, live, heap)
+	if n, live, heap, cpu := g.take(); n != 0 || live != 0 || heap != 0 || cpu != 0 {
+		t.Errorf("take again = %d, %d, %d, %s; want nothing", n, live, heap, cpu)
 	}
 }

@@ -501,8 +501,8 @@ func (p *profiler) afterRun(ctx context.Context, n int) {
 	}
 	var gcs string
 	if gc := p.e.server.gc; gc != nil {
-		k, most, heap := gc.take()
-		gcs = fmt.Sprintf("; during it %d collections, the largest live heap one found %d MB, the heap up to %d MB", k, most, heap)
+		k, most, heap, cpu := gc.take()
+		gcs = fmt.Sprintf("; during it %d collections (%s CPU), the largest live heap one found %d MB, the heap up to %d MB", k, ms(cpu), most, heap)
 	}
 	// The text profile, after a collection, ends with the MemStats of
 	// then: its HeapAlloc is the live heap (its first line's in-use bytes
@@ -639,8 +639,8 @@ func Fleet(ctx context.Context, o FleetOptions) ([]FleetRun, error) {
 			mb(u.RSS), mb(u.PeakRSS), u.CPU.Round(time.Millisecond), e.dropped())
 	}
 	if gc := e.server.gc; gc != nil {
-		n, live, heap := gc.take()
-		fmt.Fprintf(out, "start-up: %d collections, the largest live heap one found %d MB, the heap up to %d MB\n", n, live, heap)
+		n, live, heap, cpu := gc.take()
+		fmt.Fprintf(out, "start-up: %d collections (%s CPU), the largest live heap one found %d MB, the heap up to %d MB\n", n, ms(cpu), live, heap)
 	}
 	prof := e.startProfile()
 	var runs []FleetRun

@@ -237,12 +237,25 @@ type gcTrace struct {
 	mu         sync.Mutex
 	n          int
 	live, heap int64 // MB
+	cpu        time.Duration
 }
 
 // gcLine matches a collection's line: "gc 45 @15.423s 13%: ... ms cpu,
 // 504->537->372 MB, 559 MB goal, ...": the heap at its start, at its end,
 // and live.
-var gcLine = regexp.MustCompile(`^gc \d+ @.* (\d+)->(\d+)->(\d+) MB, \d+ MB goal`)
+var gcLine = regexp.MustCompile(`^gc \d+ @.* ([0-9.+/]+) ms cpu, (\d+)->(\d+)->(\d+) MB, \d+ MB goal`)
+
+// gcCPU is the CPU time of a collection from its trace's "a+b/c/d+e ms
+// cpu" (the stop-the-world phases, the mark's assists, background and
+// idle work).
+func gcCPU(f string) time.Duration {
+	var ms float64
+	for p := range strings.FieldsFuncSeq(f, func(r rune) bool { return r == '+' || r == '/' }) {
+		v, _ := strconv.ParseFloat(p, 64)
+		ms += v
+	}
+	return time.Duration(ms * float64(time.Millisecond))
+}
 
 // line takes one line of the child's output, and reports whether it was
 // the collection trace's.
@@ -257,23 +270,24 @@ func (g *gcTrace) line(s string) bool {
 	if strings.Contains(s, "(forced)") {
 		return true
 	}
-	start, _ := strconv.ParseInt(m[1], 10, 64)
-	end, _ := strconv.ParseInt(m[2], 10, 64)
-	live, _ := strconv.ParseInt(m[3], 10, 64)
+	start, _ := strconv.ParseInt(m[2], 10, 64)
+	end, _ := strconv.ParseInt(m[3], 10, 64)
+	live, _ := strconv.ParseInt(m[4], 10, 64)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.n++
+	g.cpu += gcCPU(m[1])
 	g.live = max(g.live, live)
 	g.heap = max(g.heap, start, end)
 	return true
 }
 
-// take is what the collections since the last take found (MB), and
-// starts again.
-func (g *gcTrace) take() (n int, live, heap int64) {
+// take is what the collections since the last take found (MB) and
+// their CPU time, and starts again.
+func (g *gcTrace) take() (n int, live, heap int64, cpu time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	n, live, heap = g.n, g.live, g.heap
-	g.n, g.live, g.heap = 0, 0, 0
-	return n, live, heap
+	n, live, heap, cpu = g.n, g.live, g.heap, g.cpu
+	g.n, g.live, g.heap, g.cpu = 0, 0, 0, 0
+	return n, live, heap, cpu
 }
