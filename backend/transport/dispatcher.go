@@ -114,6 +114,11 @@ type Dispatcher struct {
 	// pile up for a window, however few requests are still late.
 	lateQ []lateEntry
 
+	// watches are the async requests waiting, by the Done channel of
+	// the context they were sent under (DispatchAsync), under wmu.
+	wmu     sync.Mutex
+	watches map[<-chan struct{}]*ctxWatch
+
 	// words are the replies' texts kept once (decodeReplyIn).
 	words wordTable
 
@@ -170,8 +175,13 @@ type pendingReply struct {
 	// host and its id): an answer on exactly it came from host, whose
 	// credential alone may publish there.
 	subject string
-	ch      chan *nats.Msg // buffered 1; nil when late
+	ch      chan *nats.Msg // buffered 1; nil when late or async
 	late    *lateOp
+	// async is a request no goroutine waits for (DispatchAsync): its
+	// answer is handed to its callback by onReply; nil once a goroutine
+	// waits for it after all (escalate: its context ended, or the
+	// connection came back).
+	async *asyncCall
 }
 
 // lateOp is a request whose dispatch gave up waiting at its deadline: an
@@ -332,12 +342,14 @@ func (d *Dispatcher) Rebind(_ context.Context, nc *nats.Conn) error {
 }
 
 // askAgain wakes every request waiting for a reply: it publishes its
-// request again.
+// request again (an async request with an op id is taken over by a
+// goroutine that does).
 func (d *Dispatcher) askAgain() {
 	d.rmu.Lock()
 	old := d.reconnected.Swap(new(make(chan struct{})))
 	close(*old)
 	d.rmu.Unlock()
+	d.askAgainAsync()
 }
 
 // watchReconnects calls askAgain each time nc connects again, until stop
@@ -431,10 +443,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, host model.Host, req model.Ag
 	if err != nil {
 		return model.AgentReply{}, fmt.Errorf("dispatch: %w", err)
 	}
-	buf, _ := d.reqBufs.Get().(*[]byte)
-	if buf == nil {
-		buf = new([]byte)
-	}
+	buf := d.getBuf()
 	data, err := model.AppendRequestJSON((*buf)[:0], &req)
 	if err != nil {
 		d.reqBufs.Put(buf)
@@ -442,10 +451,30 @@ func (d *Dispatcher) Dispatch(ctx context.Context, host model.Host, req model.Ag
 	}
 	msg, err := d.request(ctx, id, req.OpID, req.TaskID, data)
 	// NATS copied data at each publish: the buffer serves the next request.
+	d.putBuf(buf, data)
+	return d.answer(ctx, host, msg, err)
+}
+
+// getBuf is a buffer to encode a request in (putBuf gives it back).
+func (d *Dispatcher) getBuf() *[]byte {
+	if buf, _ := d.reqBufs.Get().(*[]byte); buf != nil {
+		return buf
+	}
+	return new([]byte)
+}
+
+// putBuf keeps buf, now holding data (published: NATS copied it), for
+// the next request.
+func (d *Dispatcher) putBuf(buf *[]byte, data []byte) {
 	if cap(data) <= maxPooledRequest {
 		*buf = data
 		d.reqBufs.Put(buf)
 	}
+}
+
+// answer is Dispatch's outcome for the request to host made under ctx
+// that ended with msg or err.
+func (d *Dispatcher) answer(ctx context.Context, host model.Host, msg *nats.Msg, err error) (model.AgentReply, error) {
 	switch {
 	case err != nil && errors.Is(err, model.ErrCancelled):
 		return model.AgentReply{}, fmt.Errorf("dispatch %s: %w", host, err)
@@ -502,31 +531,105 @@ const CancelGrace = 5 * time.Second
 // ctx ends. When ctx ends with model.ErrCancelled, the agent is told to
 // stop op opID, and its answer is awaited up to CancelGrace more.
 func (d *Dispatcher) request(ctx context.Context, host model.HostID, opID, taskID string, data []byte) (*nats.Msg, error) {
+	c := d.newCall(host, opID, taskID, data)
 	ch := make(chan *nats.Msg, 1)
-	// The host's op and reply subjects, from one rendering of its token.
-	b := make([]byte, 0, MaxSubject)
-	b = append(b, subjectPrefix...)
-	b = subjects.AppendHostToken(b, host)
-	n := len(b)
-	opSubj := string(append(b, ".op"...))
-	b = append(append(b[:n], ".reply."...), d.replyPfx...)
-	b = strconv.AppendUint(b, d.replyN.Add(1), 36)
-	replySubj := string(b)
-	id := replySubj[n+len(".reply."):]
-	d.replies.put(id, pendingReply{host: host, subject: replySubj, ch: ch})
+	d.replies.put(c.id, pendingReply{host: host, subject: c.reply, ch: ch})
 	// Read after the request waits and before it is published: a
 	// reconnection after this is seen, one before needs nothing asked again.
 	again := *d.reconnected.Load()
+	if err := d.publish(&c); err != nil {
+		d.replies.del(c.id)
+		return nil, fmt.Errorf("publish request: %w", err)
+	}
+	return d.await(ctx, &c, ch, again, false)
+}
+
+// call is a request as published: its id (the reply subject's last
+// token), its subjects and its payload (data, or made again from rec at
+// each publish when data is nil), kept to be published again.
+type call struct {
+	host         model.HostID
+	opID, taskID string
+	id           string
+	opSubj       string
+	reply        string
+	data         []byte
+	rec          recipe
+}
+
+// recipe is what a request of a process whose encoding is made already
+// (AgentRequest.ProcessJSON) is encoded from again: an async request in
+// flight keeps it, not its encoding (a kilobyte each, 2,048 at once, let
+// go only once answered: the buffers' pool could not serve them and an
+// op over 100,000 hosts allocated ~175 MB of them).
+type recipe struct {
+	deadline    time.Time
+	processJSON []byte // shared by every target of the run
+	op          model.OpType
+	cancelOp    bool
+}
+
+// recipeOf is req's recipe; ok false when req is not encoded from one
+// (no ProcessJSON, a group or a tail request).
+func recipeOf(req *model.AgentRequest) (r recipe, ok bool) {
+	if req.ProcessJSON == nil || req.Group != nil || req.Tail != nil {
+		return r, false
+	}
+	return recipe{deadline: req.Deadline, processJSON: req.ProcessJSON, op: req.Op, cancelOp: req.CancelOp}, true
+}
+
+// request is the request c's recipe makes.
+func (c *call) request() model.AgentRequest {
+	return model.AgentRequest{TaskID: c.taskID, OpID: c.opID, Op: c.rec.op, Deadline: c.rec.deadline, CancelOp: c.rec.cancelOp,
+		ProcessJSON: c.rec.processJSON}
+}
+
+// newCall names a new request of data to host: its op and reply
+// subjects, from one rendering of the host's token and in one string
+// (the op subject then the reply subject): one allocation, not two.
+func (d *Dispatcher) newCall(host model.HostID, opID, taskID string, data []byte) call {
+	var buf [2 * MaxSubject]byte
+	b := append(buf[:0], subjectPrefix...)
+	b = subjects.AppendHostToken(b, host)
+	n := len(b)
+	b = append(b, ".op"...)
+	op := len(b)
+	b = append(b, b[:n]...)
+	b = append(append(b, ".reply."...), d.replyPfx...)
+	b = strconv.AppendUint(b, d.replyN.Add(1), 36)
+	both := string(b)
+	reply := both[op:]
+	return call{host: host, opID: opID, taskID: taskID, opSubj: both[:op], reply: reply,
+		id: reply[n+len(".reply."):], data: data}
+}
+
+// publish publishes c's request on the connection in use.
+func (d *Dispatcher) publish(c *call) error {
+	if c.data != nil {
+		return d.nc.Load().PublishRequest(c.opSubj, c.reply, c.data)
+	}
+	buf := d.getBuf()
+	req := c.request()
+	data, err := model.AppendRequestJSON((*buf)[:0], &req)
+	if err == nil {
+		err = d.nc.Load().PublishRequest(c.opSubj, c.reply, data)
+	}
+	d.putBuf(buf, data) // NATS copied data
+	return err
+}
+
+// await waits for the answer to c, published already (and published
+// again at once when reask: a reconnection came since), handed on ch
+// (onReply), until ctx ends; again is the reconnection signal read
+// before c was published. c is forgotten when await returns, unless it
+// is kept for a late answer.
+func (d *Dispatcher) await(ctx context.Context, c *call, ch chan *nats.Msg, again <-chan struct{}, reask bool) (*nats.Msg, error) {
 	late := false // kept for a late answer
 	defer func() {
 		if !late {
-			d.replies.del(id)
+			d.replies.del(c.id)
 		}
 	}()
-	msg := &nats.Msg{Subject: opSubj, Reply: replySubj, Data: data}
-	if err := d.nc.Load().PublishMsg(msg); err != nil {
-		return nil, fmt.Errorf("publish request: %w", err)
-	}
 	// A request with an op id is asked again after a reconnection (the
 	// answer may have been published while nobody subscribed); the agent
 	// answers the repeat from its ledger. While asked again, "no
@@ -534,6 +637,12 @@ func (d *Dispatcher) request(ctx context.Context, host model.HostID, opID, taskI
 	// more a moment later, until the deadline.
 	var retry <-chan time.Time
 	reasked := false
+	if reask {
+		reasked = true
+		if err := d.publish(c); err != nil {
+			retry = time.After(askAgainAfter)
+		}
+	}
 wait:
 	for {
 		select {
@@ -544,30 +653,30 @@ wait:
 			retry = time.After(askAgainAfter)
 		case <-again:
 			again = *d.reconnected.Load()
-			if opID == "" {
+			if c.opID == "" {
 				continue
 			}
 			reasked, retry = true, nil
-			if err := d.nc.Load().PublishMsg(msg); err != nil {
+			if err := d.publish(c); err != nil {
 				retry = time.After(askAgainAfter)
 			}
 		case <-retry:
 			retry = nil
-			if err := d.nc.Load().PublishMsg(msg); err != nil {
+			if err := d.publish(c); err != nil {
 				retry = time.After(askAgainAfter)
 			}
 		case <-ctx.Done():
 			break wait
 		}
 	}
-	if opID != "" && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		late = d.keepLate(id, host, replySubj, taskID, opID, ch)
+	if c.opID != "" && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		late = d.keepLate(c.id, c.host, c.reply, c.taskID, c.opID, ch)
 	}
-	if opID == "" || !errors.Is(context.Cause(ctx), model.ErrCancelled) {
+	if c.opID == "" || !errors.Is(context.Cause(ctx), model.ErrCancelled) {
 		return nil, ctx.Err()
 	}
-	cancel, _ := json.Marshal(model.CancelRequest{TaskID: taskID, OpID: opID})
-	if err := d.nc.Load().Publish(CancelSubject(host), cancel); err != nil {
+	cancel, _ := json.Marshal(model.CancelRequest{TaskID: c.taskID, OpID: c.opID})
+	if err := d.nc.Load().Publish(CancelSubject(c.host), cancel); err != nil {
 		return nil, fmt.Errorf("%w; telling the agent to stop: %v", context.Cause(ctx), err)
 	}
 	t := time.NewTimer(CancelGrace)
@@ -691,6 +800,10 @@ func (d *Dispatcher) onReply(m *nats.Msg) {
 	// only to say what it was.
 	id := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 	p, ok, same := d.replies.take(id, m) // a late answer counts once: taken away; an answer in time handed over
+	if same && p.async != nil {
+		p.async.finish(m, nil)
+		return
+	}
 	if same && p.late != nil {
 		d.rmu.Lock()
 		d.lateN--

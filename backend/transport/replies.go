@@ -69,7 +69,7 @@ func (t *replyTable) take(id string, m *nats.Msg) (p pendingReply, ok, same bool
 	same = ok && p.subject == m.Subject
 	switch {
 	case !same:
-	case p.late != nil:
+	case p.late != nil, p.async != nil: // an async request's answer goes to its callback, once
 		delete(s.m, id)
 	default:
 		select {
@@ -79,6 +79,40 @@ func (t *replyTable) take(id string, m *nats.Msg) (p pendingReply, ok, same bool
 	}
 	s.mu.Unlock()
 	return p, ok, same
+}
+
+// escalate turns id, when it is still an async request, into one a
+// goroutine waits for: its answers are handed on the channel it returns
+// from now on. nil: id is not an async request (answered, or escalated
+// already).
+func (t *replyTable) escalate(id string) (*asyncCall, chan *nats.Msg) {
+	s := t.shard(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.m[id]
+	if !ok || p.async == nil {
+		return nil, nil
+	}
+	a := p.async
+	p.async, p.ch = nil, make(chan *nats.Msg, 1)
+	s.m[id] = p
+	return a, p.ch
+}
+
+// asyncCalls are the async requests waiting (for which keep is true).
+func (t *replyTable) asyncCalls(keep func(*asyncCall) bool) []*asyncCall {
+	var out []*asyncCall
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		for _, p := range s.m {
+			if p.async != nil && keep(p.async) {
+				out = append(out, p.async)
+			}
+		}
+		s.mu.Unlock()
+	}
+	return out
 }
 
 // isLate reports whether id is still a late request.

@@ -62,6 +62,19 @@ func newOnceAgent(h model.Host) *onceAgent {
 // the agent did not run twice. Without asking again the dispatch waits
 // out its deadline (116 for a host that succeeded).
 func TestReplyLostWhileServerAway(t *testing.T) {
+	// Both ways of sending: a goroutine waiting (Dispatch) and none
+	// (DispatchAsync: the request is taken over when the connection
+	// comes back).
+	for _, async := range []bool{false, true} {
+		name := "Dispatch"
+		if async {
+			name = "DispatchAsync"
+		}
+		t.Run(name, func(t *testing.T) { replyLostWhileServerAway(t, async) })
+	}
+}
+
+func replyLostWhileServerAway(t *testing.T, async bool) {
 	cfg := testNATS(t)
 	cfg.Users = []config.NATSUser{{User: "srv", Password: "srvpw", Role: config.NATSRoleServer}}
 	e := startServer(t, cfg, true)
@@ -95,8 +108,15 @@ func TestReplyLostWhileServerAway(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		rep, err := d.Dispatch(ctx, h1, model.AgentRequest{TaskID: "t1", OpID: model.OpID("t1", h1, "ns:p"), Op: model.OpStart,
-			Process: model.Process{Meta: model.Meta{Namespace: "ns", Name: "p"}}})
+		req := model.AgentRequest{TaskID: "t1", OpID: model.OpID("t1", h1, "ns:p"), Op: model.OpStart,
+			Process: model.Process{Meta: model.Meta{Namespace: "ns", Name: "p"}}}
+		if async {
+			answered := make(chan struct{})
+			d.DispatchAsync(ctx, h1, req, func(rep model.AgentReply, err error) { res <- out{rep, err}; close(answered) })
+			<-answered // its context ends only once it is answered
+			return
+		}
+		rep, err := d.Dispatch(ctx, h1, req)
 		res <- out{rep, err}
 	}()
 	select {

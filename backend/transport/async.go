@@ -1,0 +1,159 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+
+	"gseproc/model"
+)
+
+// Requests no goroutine waits for. Dispatch is one goroutine per request,
+// parked until its answer: an op over 10,000 hosts parked and woke 2,048
+// of them in turn, each waiting in a select over its own channel, the
+// reconnection signal and its deadline (the last two shared by all, so
+// every wait locked them), each kept in the reply table and taken out of
+// it again. DispatchAsync publishes the request and returns; the answer
+// is decoded and handed to the caller's callback by the reply
+// subscription itself (onReply). Only when something else happens first
+// does a goroutine take the request over, the one Dispatch runs
+// (await): its context ends (deadline, cancel: the late answer and the
+// agent told to stop are Dispatch's), or the connection comes back (the
+// request is asked again, as Dispatch asks). The contexts are followed
+// one per context, not one per request: the engine sends the requests of
+// a run under a few shared deadlines.
+
+// asyncCall is a request sent by DispatchAsync.
+type asyncCall struct {
+	d    *Dispatcher
+	ctx  context.Context
+	host model.Host
+	c    call
+	done func(model.AgentReply, error)
+}
+
+// finish hands the outcome of a (msg or err) to its callback.
+func (a *asyncCall) finish(msg *nats.Msg, err error) {
+	rep, err := a.d.answer(a.ctx, a.host, msg, err)
+	a.done(rep, err)
+}
+
+// takeOver waits for a's answer in a goroutine, as Dispatch does, from
+// the channel escalate made for it; reask: publish it again first (the
+// connection came back).
+func (a *asyncCall) takeOver(ch chan *nats.Msg, reask bool) {
+	again := *a.d.reconnected.Load()
+	go func() {
+		msg, err := a.d.await(a.ctx, &a.c, ch, again, reask)
+		a.finish(msg, err)
+	}()
+}
+
+// ctxWatch is the async requests sent under one context, taken over when
+// it ends.
+type ctxWatch struct {
+	ids []string
+}
+
+// DispatchAsync sends req to host's agent as Dispatch does and returns at
+// once; done is called once with what Dispatch would have returned,
+// from another goroutine (or from this one, when the request could not
+// be sent). ctx must end (a deadline, as the engine's dispatches have);
+// one that cannot is served by Dispatch in a goroutine. done must not
+// block for long: it is called by the reply subscription, before the
+// next answer is read.
+func (d *Dispatcher) DispatchAsync(ctx context.Context, host model.Host, req model.AgentRequest, done func(model.AgentReply, error)) {
+	if ctx.Done() == nil {
+		go d.dispatchThen(ctx, host, req, done)
+		return
+	}
+	if req.Deadline.IsZero() {
+		if dl, ok := ctx.Deadline(); ok {
+			req.Deadline = dl
+		}
+	}
+	id, err := hostID(host)
+	if err != nil {
+		done(model.AgentReply{}, fmt.Errorf("dispatch: %w", err))
+		return
+	}
+	a := &asyncCall{d: d, ctx: ctx, host: host, c: d.newCall(id, req.OpID, req.TaskID, nil), done: done}
+	if rec, ok := recipeOf(&req); ok {
+		a.c.rec = rec // encoded at each publish (publish)
+	} else {
+		data, err := model.AppendRequestJSON(nil, &req)
+		if err != nil {
+			done(model.AgentReply{}, fmt.Errorf("dispatch %s: encode request: %w", host, err))
+			return
+		}
+		a.c.data = data
+	}
+	d.replies.put(a.c.id, pendingReply{host: id, subject: a.c.reply, async: a})
+	d.watchCtx(ctx, a.c.id)
+	if err := d.publish(&a.c); err != nil {
+		// Not sent. Taken over meanwhile (its context ended, or the
+		// connection came back: published again), the goroutine that
+		// waits for it has it.
+		if a2, _ := d.replies.escalate(a.c.id); a2 != nil {
+			d.replies.del(a.c.id)
+			a.finish(nil, fmt.Errorf("publish request: %w", err))
+		}
+	}
+}
+
+// dispatchThen calls done with what Dispatch returns (a function of its
+// own: a closure over req made every caller's request escape).
+func (d *Dispatcher) dispatchThen(ctx context.Context, host model.Host, req model.AgentRequest, done func(model.AgentReply, error)) {
+	done(d.Dispatch(ctx, host, req))
+}
+
+// watchCtx counts async request id among those ctx's end takes over.
+func (d *Dispatcher) watchCtx(ctx context.Context, id string) {
+	// By its Done channel: always comparable (a Context need not be),
+	// and the contexts that share one end together.
+	key := ctx.Done()
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
+	if d.watches == nil {
+		d.watches = map[<-chan struct{}]*ctxWatch{}
+	}
+	w := d.watches[key]
+	if w == nil {
+		w = &ctxWatch{}
+		d.watches[key] = w
+		// Called at once (in a goroutine) when ctx has ended already.
+		context.AfterFunc(ctx, func() { d.ctxEnded(key, w) })
+	}
+	w.ids = append(w.ids, id)
+}
+
+// ctxEnded takes over the async requests sent under a context (w, by
+// its Done channel key) that are
+// still waiting: a goroutine of each (await) sees ctx ended and does
+// what Dispatch does then.
+func (d *Dispatcher) ctxEnded(key <-chan struct{}, w *ctxWatch) {
+	d.wmu.Lock()
+	if d.watches[key] == w {
+		delete(d.watches, key)
+	}
+	ids := w.ids
+	w.ids = nil
+	d.wmu.Unlock()
+	for _, id := range ids {
+		if a, ch := d.replies.escalate(id); a != nil {
+			a.takeOver(ch, false)
+		}
+	}
+}
+
+// askAgainAsync takes over the async requests with an op id waiting
+// when the connection came back: each is published again by the
+// goroutine that then waits for it.
+func (d *Dispatcher) askAgainAsync() {
+	for _, a := range d.replies.asyncCalls(func(a *asyncCall) bool { return a.c.opID != "" }) {
+		if a2, ch := d.replies.escalate(a.c.id); a2 != nil {
+			a2.takeOver(ch, true)
+		}
+	}
+}
