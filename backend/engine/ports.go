@@ -24,6 +24,18 @@ type Dispatcher interface {
 	Dispatch(ctx context.Context, host model.Host, req model.AgentRequest) (model.AgentReply, error)
 }
 
+// AsyncDispatcher is optional: a Dispatcher that sends a request without
+// a goroutine waiting for its answer (the NATS transport). A run's
+// fan-out then sends its targets from one goroutine and records each
+// result as its answer comes (sendAll), instead of parking a worker per
+// target in flight.
+type AsyncDispatcher interface {
+	// DispatchAsync sends req to host and calls done once with what
+	// Dispatch would return, from any goroutine (this one too); ctx ends
+	// (a deadline). done must not block for long.
+	DispatchAsync(ctx context.Context, host model.Host, req model.AgentRequest, done func(model.AgentReply, error))
+}
+
 // LateSource is optional: a Dispatcher that still receives a host's
 // answer after the dispatch gave up at its deadline (the NATS transport)
 // implements it, so the timeout recorded for the host is corrected with

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"hash/maphash"
+	"reflect"
 	"testing"
 	"time"
 
@@ -40,11 +41,11 @@ func TestStoreStatus(t *testing.T) {
 		{"message", with(func(s *model.ProcStatus) { s.Message = "x" }), true},
 		{"last start", with(func(s *model.ProcStatus) { s.LastStartTime = 5 }), true},
 	} {
-		if got := storeStatus(printStatus(seed, base), printStatus(seed, c.st)); got != c.want {
+		if got := storeStatus(printStatus(seed, &base), printStatus(seed, &c.st)); got != c.want {
 			t.Errorf("%s: storeStatus = %v, want %v", c.name, got, c.want)
 		}
 	}
-	if !storeStatus(statusPrint{}, printStatus(seed, base)) {
+	if !storeStatus(statusPrint{}, printStatus(seed, &base)) {
 		t.Error("a status the store may not have (its write failed): not stored again")
 	}
 }
@@ -86,5 +87,50 @@ func TestApplyReplyKeepsStatus(t *testing.T) {
 	other := &model.ProcStatus{ProcKey: "web:nginx", State: model.ProcStopped, PID: -1}
 	if st := applyReply(&res, model.OpStop, model.AgentReply{Code: model.CodeSuccess, Status: other}, "nginx", end); st != other || res.Status != nil {
 		t.Fatalf("stop: status kept %p (the reply's %p), result's %v (a status op's only)", st, other, res.Status)
+	}
+}
+
+// TestPrintStatusFields: every field of model.ProcStatus changes its
+// print but the readings (cpu, memory, threads, report time), so a field
+// added to the status is one printStatus must write (or a reading named
+// here).
+func TestPrintStatusFields(t *testing.T) {
+	readings := map[string]bool{"CPU": true, "Mem": true, "MemRSS": true, "Threads": true, "ReportTime": true}
+	seed := maphash.MakeSeed()
+	base := model.ProcStatus{ProcKey: "web:nginx", ProcName: "nginx", State: model.ProcRunning, PID: 42, Hosted: true,
+		StartTime: time.Unix(1_700_000_000, 5), RegisterTime: 1, LastStartTime: 2, ReportTime: 1_700_000_100, CPU: 1.5, Mem: 2.5,
+		MemRSS: 1 << 20, Restarts: 1, ExitStatus: 3, Version: "1.2", Cmdline: "nginx -g", Threads: 3, Message: "m"}
+	want := printStatus(seed, &base).said
+	typ := reflect.TypeFor[model.ProcStatus]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		st := base
+		v := reflect.ValueOf(&st).Elem().Field(i)
+		switch {
+		case f.Type == reflect.TypeFor[time.Time]():
+			v.Set(reflect.ValueOf(base.StartTime.Add(time.Nanosecond)))
+		case v.Kind() == reflect.String:
+			v.SetString(v.String() + "x")
+		case v.Kind() == reflect.Bool:
+			v.SetBool(!v.Bool())
+		case v.CanInt():
+			v.SetInt(v.Int() + 1)
+		case v.CanUint():
+			v.SetUint(v.Uint() + 1)
+		case v.CanFloat():
+			v.SetFloat(v.Float() + 1)
+		default:
+			t.Fatalf("field %s of kind %s: the test does not change it", f.Name, v.Kind())
+		}
+		if changed := printStatus(seed, &st).said != want; changed == readings[f.Name] {
+			t.Errorf("field %s: print changed %v, want %v", f.Name, changed, !readings[f.Name])
+		}
+	}
+	// Two texts are not one: the boundary between fields counts.
+	a, b := base, base
+	a.ProcKey, a.ProcName = "web:nginxx", "nginx"
+	b.ProcKey, b.ProcName = "web:nginx", "xnginx"
+	if printStatus(seed, &a).said == printStatus(seed, &b).said {
+		t.Error("a byte moved from one text to the next: same print")
 	}
 }

@@ -511,22 +511,31 @@ func (e *Engine) execute(r *run) {
 	pending := r.task.Counts.Pending
 	r.mu.Unlock()
 	workers := min(e.cfg.Concurrency, pending)
-	var wg sync.WaitGroup
-	share := func() { // one closure for every worker
-		defer wg.Done()
-		for r.ctx.Err() == nil {
-			i := int(r.next.Add(1) - 1)
-			if i >= len(r.targets) {
-				return
-			}
-			e.dispatchOne(r, i)
+	if ad, ok := e.d.(AsyncDispatcher); ok && !r.resumed && !r.recall && workers > 0 {
+		// A resumed run tries an unreachable host again and a recall
+		// cancels every target at once: both the workers' way.
+		if e.sendAll(r, ad, workers) {
+			e.finishTask(r) // completed by a result recorded by an answer
+			return
 		}
+	} else {
+		var wg sync.WaitGroup
+		share := func() { // one closure for every worker
+			defer wg.Done()
+			for r.ctx.Err() == nil {
+				i := int(r.next.Add(1) - 1)
+				if i >= len(r.targets) {
+					return
+				}
+				e.dispatchOne(r, i)
+			}
+		}
+		wg.Add(workers)
+		for range workers {
+			e.goWork(share)
+		}
+		wg.Wait()
 	}
-	wg.Add(workers)
-	for range workers {
-		e.goWork(share)
-	}
-	wg.Wait()
 	if r.ctx.Err() != nil {
 		return // closing or lost: unfinished targets stay unfinished in the store
 	}
@@ -540,11 +549,51 @@ func (e *Engine) execute(r *run) {
 
 // dispatchOne sends target i to its host and records the final result.
 func (e *Engine) dispatchOne(r *run, i int) {
+	s, req, send := e.prepare(r, i)
+	if !send {
+		return
+	}
+	dctx := s.wait.ctx
+	reply, err := e.d.Dispatch(dctx, s.res.Host, req)
+	for r.resumed && errors.Is(err, model.ErrUnreachable) && dctx.Err() == nil {
+		// Resumed right after a server restart, the agents are still
+		// reconnecting: try again (the op id keeps it from running twice).
+		select {
+		case <-dctx.Done():
+		case <-time.After(250 * time.Millisecond):
+			reply, err = e.d.Dispatch(dctx, s.res.Host, req)
+		}
+	}
+	if res, ok := e.outcome(r, &s, reply, err); ok {
+		e.finishResult(r, i, res)
+	}
+}
+
+// sending is a target being dispatched: what its final result is made
+// of once its host answered (outcome).
+type sending struct {
+	i        int
+	res      model.Result // running
+	cctx     context.Context
+	budget   time.Duration
+	wait     *sharedWait
+	procName string
+	proc     model.ResultProc
+	op       model.OpType
+	cancelOp bool // the request cancels the op (a recall)
+	// done is its callback (sendAll), made once for each sending.
+	done func(model.AgentReply, error)
+}
+
+// prepare makes target i running and req the request that sends it;
+// send false: nothing to send (i was not pending, or it is final
+// already: its process is no longer in the registry).
+func (e *Engine) prepare(r *run, i int) (s sending, req model.AgentRequest, send bool) {
 	r.mu.Lock()
 	res := r.results[i]
 	if res.State != model.StatePending {
 		r.mu.Unlock()
-		return // cancelled, or final from before a restart
+		return s, req, false // cancelled, or final from before a restart
 	}
 	// Made running in the critical section that found it pending: a
 	// cancel (cancelRun) finds it pending, or running and stops it (the
@@ -574,7 +623,7 @@ func (e *Engine) dispatchOne(r *run, i int) {
 		res.Message = fmt.Sprintf("process %s is no longer in the registry", res.ProcKey)
 		res.Finished = e.now()
 		e.finishResult(r, i, res)
-		return
+		return s, req, false
 	}
 	if !encoded {
 		pj = e.procJSON.get(res.ProcKey, p)
@@ -585,35 +634,34 @@ func (e *Engine) dispatchOne(r *run, i int) {
 		r.procJSON[res.ProcKey] = pj
 		r.mu.Unlock()
 	}
+	s = sending{i: i, res: res, cctx: cctx, budget: budget, wait: wait, procName: p.Spec.Identity.ProcName, proc: model.ResultProcOf(p),
+		op: op, cancelOp: r.recall}
+	req = model.AgentRequest{TaskID: r.task.ID, OpID: model.OpID(r.task.ID, res.Host, res.ProcKey), Op: op, Process: p,
+		Deadline: now.Add(budget), CancelOp: r.recall, ProcessJSON: pj}
+	return s, req, true
+}
 
-	dctx := wait.ctx
-	req := model.AgentRequest{TaskID: r.task.ID, OpID: model.OpID(r.task.ID, res.Host, res.ProcKey), Op: op, Process: p, Deadline: now.Add(budget),
-		CancelOp: r.recall, ProcessJSON: pj}
-	reply, err := e.d.Dispatch(dctx, res.Host, req)
-	for r.resumed && errors.Is(err, model.ErrUnreachable) && dctx.Err() == nil {
-		// Resumed right after a server restart, the agents are still
-		// reconnecting: try again (the op id keeps it from running twice).
-		select {
-		case <-dctx.Done():
-		case <-time.After(250 * time.Millisecond):
-			reply, err = e.d.Dispatch(dctx, res.Host, req)
-		}
-	}
-	deadlinePassed := errors.Is(dctx.Err(), context.DeadlineExceeded)
-	wait.release()
+// outcome is target s's final result, its dispatch having returned reply
+// or err; ok false: none (the engine is closing or the run was lost: the
+// target is left unfinished).
+func (e *Engine) outcome(r *run, s *sending, reply model.AgentReply, err error) (res model.Result, ok bool) {
+	op, cctx, budget := s.op, s.cctx, s.budget
+	deadlinePassed := errors.Is(s.wait.ctx.Err(), context.DeadlineExceeded)
+	s.wait.release()
+	res = s.res
 	end := e.now()
 	res.Finished = end
 	hosted := false
 	switch {
 	case err == nil:
-		if st := applyReply(&res, op, reply, p.Spec.Identity.ProcName, end); st != nil {
+		if st := applyReply(&res, op, reply, s.procName, end); st != nil {
 			hosted = st.Hosted
 			e.recordStatus(res.Host, st)
 		}
-		if req.CancelOp && reply.Cancelled {
+		if s.cancelOp && reply.Cancelled {
 			res.Message = recallCancelled + "; the host stopped it: " + reply.Message
 		}
-	case req.CancelOp && r.ctx.Err() == nil:
+	case s.cancelOp && r.ctx.Err() == nil:
 		// Told to no host: what an engine before may have sent is unknown.
 		res.State, res.Code = model.StateCancelled, model.CodeCommandFailed
 		res.Message = fmt.Sprintf("%s; the host could not be told (%v): an op sent before may have run there", recallCancelled, err)
@@ -627,18 +675,18 @@ func (e *Engine) dispatchOne(r *run, i int) {
 		res.State, res.Code = model.StateTimeout, model.CodeTimeout
 		res.Message = fmt.Sprintf("no reply within %s", budget)
 	case r.ctx.Err() != nil:
-		return // engine closing or run lost: leave the target unfinished
+		return res, false // engine closing or run lost: leave the target unfinished
 	default:
 		res.State, res.Code = model.StateFailed, model.CodeCommandFailed
 		res.Message = fmt.Sprintf("dispatch: %v", err)
 	}
-	res.Proc = model.ResultProcOf(p)
+	res.Proc = s.proc
 	res.Hosted = hosted
 	if e.log.Enabled(r.ctx, slog.LevelDebug) { // its arguments cost a string and boxes per target
 		e.log.Debug("host result", "task", res.TaskID, "host", res.Host.String(), "proc", res.ProcKey,
 			"state", string(res.State), "code", res.Code, "duration", res.Duration())
 	}
-	e.finishResult(r, i, res)
+	return res, true
 }
 
 // waitStep is how much past its budget a dispatch may wait: the
@@ -830,20 +878,27 @@ func (r *run) completeLocked(now time.Time) bool {
 
 // finishResult records target i's final result.
 func (e *Engine) finishResult(r *run, i int, res model.Result) {
+	if e.recordResult(r, i, res) {
+		e.finishTask(r)
+	}
+}
+
+// recordResult records target i's final result and hands it to the
+// writer; it reports whether the task is now complete (the caller then
+// stores it: finishTask).
+func (e *Engine) recordResult(r *run, i int, res model.Result) (complete bool) {
 	r.mu.Lock()
 	if r.lost {
 		r.mu.Unlock()
-		return // another engine owns the task now and dispatches it again
+		return false // another engine owns the task now and dispatches it again
 	}
-	res, complete := r.finishLocked(i, res, e.now())
+	res, complete = r.finishLocked(i, res, e.now())
 	p := r.slotLocked()
 	*p = res
 	r.puts.Add(1)
 	r.mu.Unlock()
 	e.enqueue(write{res: p, fence: r.fence, puts: &r.puts})
-	if complete {
-		e.finishTask(r)
-	}
+	return complete
 }
 
 // resultBlock is how many results' room slotLocked takes at once.

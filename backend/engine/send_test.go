@@ -1,0 +1,109 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gseproc/backend"
+	"gseproc/backend/config"
+	"gseproc/backend/engine"
+	"gseproc/backend/simulator"
+	"gseproc/backend/store"
+	"gseproc/model"
+)
+
+// asyncFleet serves the simulated fleet as an AsyncDispatcher: each
+// request answered from a goroutine of its own, one host's refused at
+// once (done called before DispatchAsync returns); it counts the
+// requests in flight and their peak.
+type asyncFleet struct {
+	*simulator.Fleet
+	refuse         model.Host
+	inflight, peak atomic.Int64
+	sent           atomic.Int64
+}
+
+func (a *asyncFleet) DispatchAsync(ctx context.Context, host model.Host, req model.AgentRequest, done func(model.AgentReply, error)) {
+	a.sent.Add(1)
+	if host == a.refuse {
+		done(model.AgentReply{}, errors.New("dispatch: not sent"))
+		return
+	}
+	n := a.inflight.Add(1)
+	for p := a.peak.Load(); n > p && !a.peak.CompareAndSwap(p, n); p = a.peak.Load() {
+	}
+	go func() {
+		rep, err := a.Fleet.Dispatch(ctx, host, req)
+		a.inflight.Add(-1)
+		done(rep, err)
+	}()
+}
+
+// A run over an AsyncDispatcher sends every target, at most the
+// engine's concurrency at once, records every answer (an error given
+// before the send returned too) and completes the task.
+func TestAsyncFanOut(t *testing.T) {
+	fleet := simulator.New(quietFleet(300))
+	defer fleet.Close()
+	hosts, err := fleet.Hosts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad := &asyncFleet{Fleet: fleet, refuse: hosts[7].Host}
+	ec := config.Default().Engine
+	ec.Concurrency = 16
+	e := engine.New(ec, ad, fleet, store.NewMemory())
+	ctx := context.Background()
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = e.Close() }()
+	if err := e.Seed(ctx, fleet.Definitions()); err != nil {
+		t.Fatal(err)
+	}
+	n := allHosts(t, e, fleet)
+	for round := range 3 {
+		task, res := operate(t, e, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "bench"}})
+		if len(res) != n {
+			t.Fatalf("round %d: %d results of %d targets", round, len(res), n)
+		}
+		failed := 0
+		for _, r := range res {
+			switch {
+			case r.Host == ad.refuse:
+				failed++
+				if r.State != model.StateFailed {
+					t.Fatalf("the refused host's result %+v, want failed", r)
+				}
+			case r.State != model.StateSuccess:
+				t.Fatalf("result %+v", r)
+			}
+		}
+		if failed != 1 {
+			t.Fatalf("round %d: the refused host has %d results", round, failed)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			v, err := e.Task(ctx, task.ID)
+			if err == nil && v.Task.Status.Final() {
+				if v.Task.Counts.Final() != n {
+					t.Fatalf("task %+v", v.Task.Counts)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("task not complete: %+v %v", v.Task, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if p := ad.peak.Load(); p > int64(ec.Concurrency) || p < 2 {
+		t.Fatalf("at most %d requests in flight, want 2..%d (the concurrency)", p, ec.Concurrency)
+	}
+	if s := ad.sent.Load(); s != int64(3*n) {
+		t.Fatalf("%d requests sent for 3 rounds over %d targets", s, n)
+	}
+}
