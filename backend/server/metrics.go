@@ -2,7 +2,9 @@ package server
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"gseproc/backend/health"
+	"gseproc/model"
 )
 
 // metrics is the server's Prometheus registry: its own API and task
@@ -22,8 +25,13 @@ type metrics struct {
 	latency  *prometheus.HistogramVec // endpoint
 	tasks    *prometheus.CounterVec   // op, source
 	outcomes *prometheus.CounterVec   // result state
-	hostDur  prometheus.Histogram
-	streams  prometheus.Gauge
+	// outcomeOf are outcomes' counters of the final states, each looked
+	// up once (its first result): every result of every op counts one,
+	// and the lookup by label (a hash of the label, a lock) was ~1.5% of
+	// the server's CPU in an op over 10,000 hosts.
+	outcomeOf [len(finalStates)]atomic.Pointer[prometheus.Counter]
+	hostDur   prometheus.Histogram
+	streams   prometheus.Gauge
 }
 
 var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
@@ -57,8 +65,26 @@ func (m *metrics) request(endpoint string, code int, d time.Duration) {
 
 func (m *metrics) task(op, source string) { m.tasks.WithLabelValues(op, source).Inc() }
 
+// finalStates are the result states outcomeOf keeps counters of.
+var finalStates = [...]model.ResultState{model.StateSuccess, model.StateFailed, model.StateTimeout, model.StateUnreachable,
+	model.StateCancelled, model.StateSkipped}
+
+// outcomeCounter is the counter of results in state.
+func (m *metrics) outcomeCounter(state string) prometheus.Counter {
+	i := slices.Index(finalStates[:], model.ResultState(state))
+	if i < 0 {
+		return m.outcomes.WithLabelValues(state)
+	}
+	if c := m.outcomeOf[i].Load(); c != nil {
+		return *c
+	}
+	c := m.outcomes.WithLabelValues(state) // the same counter whoever looks it up first
+	m.outcomeOf[i].Store(&c)
+	return c
+}
+
 func (m *metrics) outcome(state string, d time.Duration) {
-	m.outcomes.WithLabelValues(state).Inc()
+	m.outcomeCounter(state).Inc()
 	if d > 0 {
 		m.hostDur.Observe(d.Seconds())
 	}
