@@ -14,7 +14,11 @@ import (
 // quoted by AppendJSONString; a result with a float that json writes in exponent form (or refuses) by
 // json.Marshal of the whole result: the two never differ (FuzzResultJSON).
 func AppendResultJSON(b []byte, r *Result) ([]byte, error) {
-	out, ok := appendResult(b, r)
+	return appendResultJSON(b, r, nil)
+}
+
+func appendResultJSON(b []byte, r *Result, e *ResultEncoder) ([]byte, error) {
+	out, ok := appendResult(b, r, e)
 	if ok {
 		return out, nil
 	}
@@ -25,11 +29,88 @@ func AppendResultJSON(b []byte, r *Result) ([]byte, error) {
 	return append(b, data...), nil
 }
 
+// ResultEncoder appends results as AppendResultJSON does, byte for byte,
+// keeping the text of the last seconds their start and end times fell in
+// (the results of one op are started and finished within a few seconds):
+// formatting the two times was about half of a result's encoding. Its
+// zero value is ready; it is not safe for concurrent use.
+type ResultEncoder struct {
+	seconds [2]secondText
+	next    int // the entry replaced next
+}
+
+// secondText is the RFC 3339 text of one second in one zone offset: the
+// date and clock (YYYY-MM-DDTHH:MM:SS) and the zone (Z or ±hh:mm); a
+// time within it is that date and clock, its fraction, that zone.
+type secondText struct {
+	set   bool
+	unix  int64
+	off   int
+	clock [19]byte
+	zone  [6]byte
+	nzone int
+}
+
+// Append appends r's JSON (AppendResultJSON).
+func (e *ResultEncoder) Append(b []byte, r *Result) ([]byte, error) {
+	return appendResultJSON(b, r, e)
+}
+
+// appendTime appends t as t.AppendText does; false where AppendText
+// fails (nothing appended).
+func (e *ResultEncoder) appendTime(b []byte, t time.Time) ([]byte, bool) {
+	_, off := t.Zone()
+	unix := t.Unix()
+	var st *secondText
+	for i := range e.seconds {
+		if s := &e.seconds[i]; s.set && s.unix == unix && s.off == off {
+			st = s
+			break
+		}
+	}
+	if st == nil {
+		var scratch [64]byte
+		txt, err := t.AppendText(scratch[:0])
+		if err != nil {
+			return b, false
+		}
+		// The date and clock, then the fraction (from '.') if any, then
+		// the zone.
+		z := len("2006-01-02T15:04:05")
+		if txt[z] == '.' {
+			for z++; txt[z] >= '0' && txt[z] <= '9'; z++ {
+			}
+		}
+		st = &e.seconds[e.next]
+		e.next = (e.next + 1) % len(e.seconds)
+		*st = secondText{set: true, unix: unix, off: off}
+		copy(st.clock[:], txt)
+		st.nzone = copy(st.zone[:], txt[z:])
+	}
+	b = append(b, st.clock[:]...)
+	if ns := t.Nanosecond(); ns != 0 { // as AppendText: nine digits, the trailing zeros cut
+		var f [10]byte
+		f[0] = '.'
+		for i := 9; i > 0; i-- {
+			f[i] = byte('0' + ns%10)
+			ns /= 10
+		}
+		n := len(f)
+		for f[n-1] == '0' {
+			n--
+		}
+		b = append(b, f[:n]...)
+	}
+	return append(b, st.zone[:st.nzone]...), true
+}
+
 // jw appends JSON; ok turns false at the first value it leaves to
 // encoding/json.
 type jw struct {
 	b  []byte
 	ok bool
+	// enc, when not nil, formats the result's start and end times.
+	enc *ResultEncoder
 }
 
 // str appends s quoted as json.Marshal quotes it (AppendJSONString).
@@ -64,8 +145,23 @@ func (w *jw) time(t time.Time) {
 	w.b = append(b, '"')
 }
 
-func appendResult(b []byte, r *Result) ([]byte, bool) {
-	w := jw{b: b, ok: true}
+// opTime appends a time of the op (its start or end on the host):
+// through w.enc when there is one.
+func (w *jw) opTime(t time.Time) {
+	if w.enc == nil {
+		w.time(t)
+		return
+	}
+	b, ok := w.enc.appendTime(append(w.b, '"'), t)
+	if !ok {
+		w.ok = false
+		return
+	}
+	w.b = append(b, '"')
+}
+
+func appendResult(b []byte, r *Result, e *ResultEncoder) ([]byte, bool) {
+	w := jw{b: b, ok: true, enc: e}
 	w.key(`{"task_id":`)
 	w.str(r.TaskID)
 	w.key(`,"seq":`)
@@ -120,11 +216,11 @@ func appendResult(b []byte, r *Result) ([]byte, bool) {
 	}
 	if !r.Started.IsZero() {
 		w.key(`,"started":`)
-		w.time(r.Started)
+		w.opTime(r.Started)
 	}
 	if !r.Finished.IsZero() {
 		w.key(`,"finished":`)
-		w.time(r.Finished)
+		w.opTime(r.Finished)
 	}
 	w.b = append(w.b, '}')
 	return w.b, w.ok

@@ -35,13 +35,54 @@ func checkResultJSON(t *testing.T, r Result) {
 	if !bytes.Equal(got, append([]byte("prefix"), want...)) {
 		t.Fatalf("AppendResultJSON differs from json.Marshal:\n got %s\nwant prefix%s", got, want)
 	}
+	// A ResultEncoder writes the same, its seconds made (first) and
+	// kept (second).
+	var e ResultEncoder
+	for range 2 {
+		if got, err := e.Append([]byte("prefix"), &r); err != nil || !bytes.Equal(got, append([]byte("prefix"), want...)) {
+			t.Fatalf("ResultEncoder differs from json.Marshal (%v):\n got %s\nwant prefix%s", err, got, want)
+		}
+	}
+}
+
+// A ResultEncoder writes each time as AppendText does, one second after
+// another, back and forth, in every zone, with and without a fraction;
+// a time AppendText refuses is refused.
+func TestResultEncoderTimes(t *testing.T) {
+	var e ResultEncoder
+	zones := []*time.Location{time.UTC, time.Local, time.FixedZone("CST", 8*3600), time.FixedZone("NST", -(3*3600 + 1800)),
+		time.FixedZone("odd", 5*3600+7), time.FixedZone("zero", 0)}
+	base := time.Date(2026, 11, 29, 23, 59, 58, 0, time.UTC)
+	var ts []time.Time
+	for i := range 400 {
+		at := base.Add(time.Duration(i) * 7919 * time.Microsecond) // across seconds, the day and the year
+		if i%3 == 0 {
+			at = at.Truncate(time.Second)
+		}
+		if i%5 == 0 {
+			at = at.Add(100 * time.Millisecond)
+		}
+		ts = append(ts, at.In(zones[i%len(zones)]), at.In(zones[(i/7)%len(zones)]))
+	}
+	ts = append(ts, time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 5, time.UTC),
+		time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("far", 24*3600)), time.Unix(0, 1), time.Time{})
+	for _, at := range ts {
+		want, werr := at.AppendText(nil)
+		got, ok := e.appendTime([]byte("x"), at)
+		if ok != (werr == nil) {
+			t.Fatalf("%v: appendTime ok %v, AppendText error %v", at, ok, werr)
+		}
+		if ok && string(got) != "x"+string(want) {
+			t.Fatalf("%v: appendTime %q, AppendText %q", at, got, want)
+		}
+	}
 }
 
 // The usual results are written by the appender itself, as json.Marshal
 // writes them.
 func TestResultJSON(t *testing.T) {
 	r := sampleResult()
-	if _, ok := appendResult(nil, &r); !ok {
+	if _, ok := appendResult(nil, &r, nil); !ok {
 		t.Fatal("the appender left a usual result to encoding/json")
 	}
 	checkResultJSON(t, r)

@@ -527,11 +527,12 @@ func taskViewJSON(tv *backend.TaskView) (rawData, error) {
 		b = append(b, "null"...)
 	} else {
 		b = append(b, '[')
+		var re model.ResultEncoder
 		for i := range tv.Results {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			if b, err = model.AppendResultJSON(b, &tv.Results[i]); err != nil {
+			if b, err = re.Append(b, &tv.Results[i]); err != nil {
 				return nil, fmt.Errorf("encode result %d: %w", i, err)
 			}
 		}
@@ -614,6 +615,8 @@ type sse struct {
 	// events at a time (an op over 10,000 hosts streamed 8 MB in some
 	// 2,000 writes, each waking the client).
 	pend []byte
+	// enc encodes the results, their times' seconds formatted once.
+	enc model.ResultEncoder
 }
 
 // pendMax is how many bytes of result events are held before they are
@@ -662,7 +665,7 @@ func (e *sse) write(id, name string, v any) error {
 }
 
 // result adds a result event (id: its Seq) to the events pending, with
-// model.AppendResultJSON: a stream of 100,000 results is encoded without
+// a model.ResultEncoder: a stream of 100,000 results is encoded without
 // reflection, into one buffer reused from write to write. They are
 // written once pendMax bytes are pending, else by writePending (or
 // before any other event); flushed by the caller.
@@ -671,7 +674,7 @@ func (e *sse) result(r *model.Result) error {
 	b := append(e.pend, "id: "...)
 	b = strconv.AppendInt(b, r.Seq, 10)
 	b = append(b, "\nevent: result\ndata: "...)
-	b, err := model.AppendResultJSON(b, r)
+	b, err := e.enc.Append(b, r)
 	if err != nil {
 		e.pend = b[:n]
 		return err

@@ -367,9 +367,10 @@ func (s *Store) resultMsgs(ctx context.Context, rs []*model.Result) ([]pubMsg, e
 		all = append(all, one{i, r})
 	}
 	tk := enc(id)
+	var re model.ResultEncoder // the results' times, formatted once a second
 	if len(all) == 1 {
 		r := all[0].r
-		data, err := model.AppendResultJSON(make([]byte, 0, resultSize), r)
+		data, err := re.Append(make([]byte, 0, resultSize), r)
 		if err != nil {
 			return nil, errors.Join(append(errs, fmt.Errorf("put result of task %s: %w", id, err))...)
 		}
@@ -393,7 +394,7 @@ func (s *Store) resultMsgs(ctx context.Context, rs []*model.Result) ([]pubMsg, e
 		buf = append(buf[:0], `{"i":`...)
 		buf = strconv.AppendInt(buf, int64(x.i), 10)
 		buf = append(buf, `,"r":`...)
-		if buf, err = model.AppendResultJSON(buf, x.r); err != nil {
+		if buf, err = re.Append(buf, x.r); err != nil {
 			errs = append(errs, fmt.Errorf("put result of task %s: %w", id, err))
 			continue
 		}
