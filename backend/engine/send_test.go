@@ -107,3 +107,65 @@ func TestAsyncFanOut(t *testing.T) {
 		t.Fatalf("%d requests sent for 3 rounds over %d targets", s, n)
 	}
 }
+
+// A run sent async and cancelled midway: the targets not sent yet are
+// cancelled, those in flight are stopped (their dispatch ends with
+// model.ErrCancelled) and recorded cancelled, those answered keep their
+// answer; the task ends cancelled with every result final.
+func TestAsyncFanOutCancelled(t *testing.T) {
+	sc := quietFleet(200)
+	sc.LatencyMedian, sc.LatencyP99 = config.Duration(40*time.Millisecond), config.Duration(60*time.Millisecond)
+	fleet := simulator.New(sc)
+	defer fleet.Close()
+	ad := &asyncFleet{Fleet: fleet}
+	ec := config.Default().Engine
+	ec.Concurrency = 8
+	e := engine.New(ec, ad, fleet, store.NewMemory())
+	ctx := context.Background()
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = e.Close() }()
+	if err := e.Seed(ctx, fleet.Definitions()); err != nil {
+		t.Fatal(err)
+	}
+	n := allHosts(t, e, fleet)
+	task, err := e.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "bench"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := e.Watch(ctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res []model.Result
+	for r := range ch {
+		res = append(res, r)
+		if len(res) == 10 {
+			if err := e.Cancel(ctx, task.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(res) != n {
+		t.Fatalf("%d results of %d targets", len(res), n)
+	}
+	var ok, cancelled int
+	for _, r := range res {
+		switch r.State {
+		case model.StateSuccess:
+			ok++
+		case model.StateCancelled:
+			cancelled++
+		default:
+			t.Fatalf("result %+v: want success or cancelled", r)
+		}
+	}
+	if ok < 10 || cancelled == 0 || ad.sent.Load() >= int64(n) {
+		t.Fatalf("%d succeeded, %d cancelled, %d of %d sent; want the first ten answered, the rest cancelled, not all sent", ok, cancelled, ad.sent.Load(), n)
+	}
+	v, err := e.Task(ctx, task.ID)
+	if err != nil || v.Task.Status != model.TaskCanceled {
+		t.Fatalf("task %+v, %v; want cancelled", v.Task, err)
+	}
+}
