@@ -50,7 +50,8 @@ type Setup struct {
 	Rate  float64
 	Burst int
 	// ProfileDir, when set, receives the server's CPU, heap, mutex, block
-	// and goroutine profiles of the measured part.
+	// and goroutine profiles of the measured part, the sim's CPU and heap
+	// profiles of the same part, and each op client's CPU profile (Fleet).
 	ProfileDir string
 	// ProfileSeconds is the CPU profile's length (default 20).
 	ProfileSeconds int
@@ -175,8 +176,10 @@ type env struct {
 	url     string // HTTP API
 	natsURL string
 	pprof   string // server's pprof address, "" when not profiling
-	client  *client.Client
-	defs    []model.ProcessDef
+	// simPprof is the sim's pprof address, "" when not profiling.
+	simPprof string
+	client   *client.Client
+	defs     []model.ProcessDef
 }
 
 // start starts the server and the sim, seeds the registry with the
@@ -239,11 +242,20 @@ func start(ctx context.Context, s Setup) (_ *env, err error) {
 	fmt.Fprintf(s.Out, "registry: %d definitions over %d hosts applied in %s\n", len(e.defs), s.Hosts, time.Since(t0).Round(time.Millisecond))
 
 	t0 = time.Now()
-	if e.sim, err = startChild("sim", nil, s.Bin, "sim", "--config", e.cfg, "--nats", e.natsURL, "--user", natsUser, "--password", natsPass); err != nil {
+	simArgs := []string{"sim", "--config", e.cfg, "--nats", e.natsURL, "--user", natsUser, "--password", natsPass}
+	if s.ProfileDir != "" {
+		simArgs = append(simArgs, "--pprof", "127.0.0.1:0")
+	}
+	if e.sim, err = startChild("sim", nil, s.Bin, simArgs...); err != nil {
 		return nil, err
 	}
 	if _, err := e.sim.waitLine(wctx, "gseproc sim:"); err != nil {
 		return nil, err
+	}
+	if s.ProfileDir != "" {
+		if e.simPprof, err = e.sim.waitLine(wctx, "pprof on "); err != nil {
+			return nil, err
+		}
 	}
 	octx, ocancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer ocancel()
@@ -373,10 +385,17 @@ func (e *env) startProfile() *profiler {
 	// this one, taken before, is their base (pprof -base). Taken after a
 	// collection (gc=1), its in-use figures are the live heap now, not at
 	// the last collection, which may have been in the middle of start-up.
-	p.fetch("heap-before.pprof", "heap?gc=1")
+	p.fetch(e.pprof, "heap-before.pprof", "heap?gc=1")
 	p.wg.Go(func() {
-		p.fetch("cpu.pprof", fmt.Sprintf("profile?seconds=%d", e.setup.ProfileSeconds))
+		p.fetch(e.pprof, "cpu.pprof", fmt.Sprintf("profile?seconds=%d", e.setup.ProfileSeconds))
 	})
+	// The sim's, over the same part: the simulated fleet's work per op.
+	if e.simPprof != "" {
+		p.fetch(e.simPprof, "sim-heap-before.pprof", "heap?gc=1")
+		p.wg.Go(func() {
+			p.fetch(e.simPprof, "sim-cpu.pprof", fmt.Sprintf("profile?seconds=%d", e.setup.ProfileSeconds))
+		})
+	}
 	p.wg.Go(p.samplePeak)
 	return p
 }
@@ -456,10 +475,11 @@ func heapInuse(text []byte) (int64, bool) {
 	return bytes, true
 }
 
-func (p *profiler) fetch(file, path string) {
+// fetch saves the profile at path of the pprof server at base as file.
+func (p *profiler) fetch(base, file, path string) {
 	err := func() error {
 		hc := &http.Client{Timeout: time.Duration(p.e.setup.ProfileSeconds+60) * time.Second}
-		resp, err := hc.Get(p.e.pprof + "/debug/pprof/" + path)
+		resp, err := hc.Get(base + "/debug/pprof/" + path)
 		if err != nil {
 			return err
 		}
@@ -512,7 +532,7 @@ func (p *profiler) afterRun(ctx context.Context, n int) {
 	if text, err := p.get("heap?gc=1&debug=1"); err == nil {
 		live, _ = memStat(text, "HeapAlloc")
 	}
-	p.fetch(fmt.Sprintf("heap-run-%02d.pprof", n), "heap")
+	p.fetch(p.e.pprof, fmt.Sprintf("heap-run-%02d.pprof", n), "heap")
 	p.mu.Lock()
 	peak := p.runPeak
 	p.runPeak, p.runMost = nil, -1
@@ -572,7 +592,10 @@ func (p *profiler) finish() error {
 	for _, x := range []struct{ file, path string }{
 		{"heap.pprof", "heap?gc=1"}, {"mutex.pprof", "mutex"}, {"block.pprof", "block"}, {"goroutine.pprof", "goroutine"},
 	} {
-		p.fetch(x.file, x.path)
+		p.fetch(p.e.pprof, x.file, x.path)
+	}
+	if p.e.simPprof != "" {
+		p.fetch(p.e.simPprof, "sim-heap.pprof", "heap?gc=1")
 	}
 	if p.peak != nil {
 		if err := os.WriteFile(filepath.Join(p.dir, "heap-peak.pprof"), p.peak, 0o644); err != nil {
@@ -581,6 +604,10 @@ func (p *profiler) finish() error {
 	}
 	fmt.Fprintf(p.e.setup.Out, "profiles in %s (go tool pprof -top %s; allocations of the measured part: go tool pprof -sample_index=alloc_objects -base %s %s; the live heap at its peak: go tool pprof -sample_index=inuse_space -top %s)\n",
 		p.dir, filepath.Join(p.dir, "cpu.pprof"), filepath.Join(p.dir, "heap-before.pprof"), filepath.Join(p.dir, "heap.pprof"), filepath.Join(p.dir, "heap-peak.pprof"))
+	if p.e.simPprof != "" {
+		fmt.Fprintf(p.e.setup.Out, "the sim's: %s, %s, %s; bench fleet's op clients': %s (one per run, merged by go tool pprof -top)\n",
+			filepath.Join(p.dir, "sim-cpu.pprof"), filepath.Join(p.dir, "sim-heap-before.pprof"), filepath.Join(p.dir, "sim-heap.pprof"), filepath.Join(p.dir, "client-cpu-*.pprof"))
+	}
 	return errors.Join(p.errs...)
 }
 
@@ -645,7 +672,7 @@ func Fleet(ctx context.Context, o FleetOptions) ([]FleetRun, error) {
 	prof := e.startProfile()
 	var runs []FleetRun
 	for i := range o.Runs {
-		r, err := e.runOp(ctx, o)
+		r, err := e.runOp(ctx, o, i+1)
 		if err != nil {
 			return runs, fmt.Errorf("run %d: %w", i+1, err)
 		}
@@ -673,8 +700,9 @@ func Fleet(ctx context.Context, o FleetOptions) ([]FleetRun, error) {
 	return runs, nil
 }
 
-// runOp runs `gseproc op` once and measures it.
-func (e *env) runOp(ctx context.Context, o FleetOptions) (FleetRun, error) {
+// runOp runs `gseproc op` once (the run-th) and measures it. When
+// profiling, the op client writes its CPU profile to client-cpu-RUN.pprof.
+func (e *env) runOp(ctx context.Context, o FleetOptions, run int) (FleetRun, error) {
 	var r FleetRun
 	pid, simPID := e.server.cmd.Process.Pid, e.sim.cmd.Process.Pid
 	u0, err := readUsage(pid)
@@ -688,6 +716,12 @@ func (e *env) runOp(ctx context.Context, o FleetOptions) (FleetRun, error) {
 	cmd := exec.CommandContext(ctx, e.setup.Bin, "op", o.Op.String(), "--server", e.url, "--config", e.cfg,
 		"--ns", o.Namespace, "--name", o.Name, "--json")
 	cmd.SysProcAttr = ownGroup()
+	if dir := e.setup.ProfileDir; dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return r, fmt.Errorf("bench: profile dir: %w", err)
+		}
+		cmd.Env = append(os.Environ(), "GSEPROC_CLI_CPU_PROFILE="+filepath.Join(dir, fmt.Sprintf("client-cpu-%d.pprof", run)))
+	}
 	cmd.Stdout = nil
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

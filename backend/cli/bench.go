@@ -22,7 +22,7 @@ func runBench(ctx context.Context, args []string, io Stdio) error {
 	fs.DurationVar(&s.LatencyP99, "latency-p99", 50*time.Millisecond, "simulated agents' p99 reply delay")
 	fs.Float64Var(&s.Rate, "rate", 0, "the bench app's request limit per second (0 = none)")
 	fs.IntVar(&s.Burst, "burst", 0, "the bench app's request burst")
-	fs.StringVar(&s.ProfileDir, "profile", "", "write the server's CPU, heap, mutex, block and goroutine profiles to `DIR`")
+	fs.StringVar(&s.ProfileDir, "profile", "", "write the server's CPU, heap, mutex, block and goroutine profiles to `DIR`, and the sim's CPU and heap and each fleet op client's CPU profile")
 	fs.IntVar(&s.ProfileSeconds, "profile-seconds", 20, "length of the CPU profile")
 	fs.StringVar(&s.Bin, "bin", "", "the gseproc binary to start (default: this one)")
 	runs := fs.Int("runs", 3, "fleet: runs of the op; compare: runs of the fan-out")

@@ -21,12 +21,13 @@ func runSim(ctx context.Context, args []string, io Stdio) error {
 			return runSimControl(ctx, a, args[1:], io)
 		}
 	}
-	fs := newFlags("sim", "sim [--config FILE] [--nats URL] [--hosts N] [--seed S] [--user U --password P | --nkey-seed FILE | --creds FILE] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE]", io)
+	fs := newFlags("sim", "sim [--config FILE] [--nats URL] [--hosts N] [--seed S] [--pprof ADDR] [--user U --password P | --nkey-seed FILE | --creds FILE] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE]", io)
 	cfgPath := fs.String("config", "", "config `FILE` ([simulator] fleet, [nats] connection)")
 	var nf clikit.NATSClientFlags
 	nf.Register(fs)
 	hosts := fs.Int("hosts", 0, "number of simulated `N` hosts (overrides [simulator] hosts)")
 	seed := fs.Int64("seed", 0, "seed `S` of the fleet (same seed, same hosts; overrides [simulator] seed)")
+	pprofAddr := fs.String("pprof", "", "serve Go profiles (net/http/pprof, with mutex and block profiling on) at `ADDR`, a loopback host:port")
 	if err := parseList("sim", fs, args); err != nil {
 		return err
 	}
@@ -44,6 +45,14 @@ func runSim(ctx context.Context, args []string, io Stdio) error {
 		return &ExitError{Code: 2, Err: err}
 	}
 	log := newLogger(cfg.Log, io.Err)
+	if *pprofAddr != "" {
+		addr, stop, err := node.ServePprof(*pprofAddr)
+		if err != nil {
+			return &ExitError{Code: 2, Err: err}
+		}
+		defer stop()
+		fmt.Fprintf(io.Out, "pprof on http://%s\n", addr)
+	}
 	n, err := node.NewSim(cfg, log)
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
