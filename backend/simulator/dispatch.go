@@ -37,8 +37,29 @@ import (
 // resumed by another server) is answered with the recorded code, message
 // and output and the process's status now, and changes nothing.
 func (f *Fleet) Dispatch(ctx context.Context, host model.Host, req model.AgentRequest) (model.AgentReply, error) {
+	return f.DispatchUntil(ctx, time.Time{}, host, req)
+}
+
+// DispatchUntil is Dispatch with ctx given the deadline (none when zero),
+// but without a context made for it when the op only waits its latency:
+// a request's wait ends at its deadline when that comes first, with
+// context.DeadlineExceeded, as the context's would. The fleet served over
+// NATS bounds every request by its deadline, and a context with a timer
+// made per request was a tenth of a simulated fleet's CPU in an op. An op
+// that waits on anything else (an offline host, a change run once per op
+// id, a cancel, a tail) is given ctx with the deadline.
+func (f *Fleet) DispatchUntil(ctx context.Context, deadline time.Time, host model.Host, req model.AgentRequest) (model.AgentReply, error) {
 	if err := ctx.Err(); err != nil {
 		return model.AgentReply{}, err
+	}
+	if !deadline.IsZero() && !time.Now().Before(deadline) {
+		return model.AgentReply{}, context.DeadlineExceeded
+	}
+	if !deadline.IsZero() && (req.Group != nil || req.Tail != nil || req.CancelOp || (req.OpID != "" && req.Op.Mutating())) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+		deadline = time.Time{}
 	}
 	i, ok := f.lookup(host)
 	if !ok {
@@ -52,8 +73,7 @@ func (f *Fleet) Dispatch(ctx context.Context, host model.Host, req model.AgentRe
 	}
 	if h.offline || h.kind == kindOffline {
 		h.mu.Unlock()
-		<-ctx.Done()
-		return model.AgentReply{}, ctx.Err()
+		return model.AgentReply{}, f.silent(ctx, deadline)
 	}
 	if req.Group != nil {
 		// A process group is taken as an agent takes it; simulated
@@ -73,14 +93,14 @@ func (f *Fleet) Dispatch(ctx context.Context, host model.Host, req model.AgentRe
 		return f.cancelOp(ctx, i, h, req)
 	}
 	if req.OpID == "" || !req.Op.Mutating() {
-		return f.run(ctx, i, h, req)
+		return f.run(ctx, deadline, i, h, req)
 	}
 	h.mu.Unlock()
 	var rep model.AgentReply
 	var rerr error
 	out, repeat, err := f.ops.Do(ctx, req.OpID, func() (opledger.Outcome, bool) {
 		h.mu.Lock()
-		rep, rerr = f.run(ctx, i, h, req)
+		rep, rerr = f.run(ctx, time.Time{}, i, h, req)
 		if rerr != nil {
 			return opledger.Outcome{}, false
 		}
@@ -101,10 +121,67 @@ func (f *Fleet) Dispatch(ctx context.Context, host model.Host, req model.AgentRe
 	return model.AgentReply{Code: out.Code, Message: out.Message, Output: out.Output, Status: &st, Cancelled: out.Cancelled}, nil
 }
 
-// run applies req to host i after its latency; h.mu is held on entry and
-// released on return.
-func (f *Fleet) run(ctx context.Context, i int32, h *simHost, req model.AgentRequest) (model.AgentReply, error) {
-	// Draw everything up front, in call order, so a seed repeats a run.
+// silent is an offline host's answer: none, when ctx ends or at the
+// deadline (zero: none), whichever comes first.
+func (f *Fleet) silent(ctx context.Context, deadline time.Time) error {
+	if deadline.IsZero() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return context.DeadlineExceeded
+	}
+}
+
+// run applies req to host i after its latency, unless ctx ends or the
+// deadline (zero: none) comes first; h.mu is held on entry and released
+// on return.
+func (f *Fleet) run(ctx context.Context, deadline time.Time, i int32, h *simHost, req model.AgentRequest) (model.AgentReply, error) {
+	d := f.draw(h)
+	h.mu.Unlock()
+
+	if d.lat > 0 {
+		wait, late := d.lat, false
+		if !deadline.IsZero() {
+			if left := time.Until(deadline); left < d.lat {
+				wait, late = max(left, 0), true
+			}
+		}
+		t := f.timer(wait)
+		defer f.timers.Put(t) // stopped or fired and read: it holds nothing
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return f.ended(ctx, i, h, req)
+		case <-t.C:
+			if late {
+				return model.AgentReply{}, context.DeadlineExceeded
+			}
+		}
+	}
+	rep, ok := f.settle(i, h, req, d)
+	if !ok {
+		return model.AgentReply{}, f.silent(ctx, deadline)
+	}
+	return rep, nil
+}
+
+// drawn is what a request draws from its host's generator: everything up
+// front, in call order, so a seed repeats a run.
+type drawn struct {
+	lat      time.Duration
+	failDraw float64
+	rate     float64
+	aux      uint64
+}
+
+// draw draws a request's latency and outcome on host h. h.mu must be held.
+func (f *Fleet) draw(h *simHost) drawn {
 	l, rate := f.lat, f.cfg.FailureRate
 	if h.lat != nil {
 		l = *h.lat
@@ -112,35 +189,35 @@ func (f *Fleet) run(ctx context.Context, i int32, h *simHost, req model.AgentReq
 	if h.failSet {
 		rate = float64(h.failRate)
 	}
-	lat := l.draw(&h.rng)
-	failDraw := unit(splitmix64(&h.rng))
-	aux := splitmix64(&h.rng)
-	h.mu.Unlock()
+	d := drawn{rate: rate}
+	d.lat = l.draw(&h.rng)
+	d.failDraw = unit(splitmix64(&h.rng))
+	d.aux = splitmix64(&h.rng)
+	return d
+}
 
-	if lat > 0 {
-		t := f.timer(lat)
-		defer f.timers.Put(t) // stopped or fired and read: it holds nothing
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			if errors.Is(context.Cause(ctx), model.ErrCancelled) {
-				// As an agent does: the op stops, and says so.
-				h.mu.Lock()
-				defer h.mu.Unlock()
-				st := f.status(h, f.proc(i, h, req.Process, false), f.now())
-				return model.AgentReply{Code: model.CodeCommandFailed, Cancelled: true, Status: &st,
-					Message: req.Op.String() + " stopped before the simulated host finished it: " + model.ErrCancelled.Error()}, nil
-			}
-			return model.AgentReply{}, ctx.Err()
-		case <-t.C:
-		}
+// ended is the answer to req on host i when ctx ended before its latency
+// did: ctx's error, or, when ctx was cancelled with model.ErrCancelled,
+// the op stopped, as an agent says. h.mu must not be held.
+func (f *Fleet) ended(ctx context.Context, i int32, h *simHost, req model.AgentRequest) (model.AgentReply, error) {
+	if !errors.Is(context.Cause(ctx), model.ErrCancelled) {
+		return model.AgentReply{}, ctx.Err()
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := f.status(h, f.proc(i, h, req.Process, false), f.now())
+	return model.AgentReply{Code: model.CodeCommandFailed, Cancelled: true, Status: &st,
+		Message: req.Op.String() + " stopped before the simulated host finished it: " + model.ErrCancelled.Error()}, nil
+}
 
+// settle applies req, drawn d, to host i once its latency has passed: the
+// reply, or false when the host was taken offline meanwhile (it does not
+// answer). h.mu must not be held.
+func (f *Fleet) settle(i int32, h *simHost, req model.AgentRequest, d drawn) (model.AgentReply, bool) {
 	h.mu.Lock()
 	if h.offline { // taken away while the op was in flight
 		h.mu.Unlock()
-		<-ctx.Done()
-		return model.AgentReply{}, ctx.Err()
+		return model.AgentReply{}, false
 	}
 	now := f.now()
 	// A status query changes nothing, so it does not make the host keep
@@ -150,19 +227,19 @@ func (f *Fleet) run(ctx context.Context, i int32, h *simHost, req model.AgentReq
 		if code, msg, ok := f.admit(i, h, req.Process); !ok {
 			st := f.status(h, f.proc(i, h, req.Process, false), now)
 			h.mu.Unlock()
-			return model.AgentReply{Code: code, Message: msg, Status: &st}, nil
+			return model.AgentReply{Code: code, Message: msg, Status: &st}, true
 		}
 	}
 	p := f.proc(i, h, req.Process, keep)
-	fail := !h.demo && failDraw < rate
-	r, evs := f.apply(h, p, req, fail, aux, now)
+	fail := !h.demo && d.failDraw < d.rate
+	r, evs := f.apply(h, p, req, fail, d.aux, now)
 	st := f.status(h, p, now)
 	r.Status = &st
 	h.mu.Unlock()
 	for _, e := range evs {
 		f.emit(e)
 	}
-	return r, nil
+	return r, true
 }
 
 // timer is a timer firing after d, one used before when the pool has one

@@ -78,9 +78,12 @@ func (f *Fleet) emit(e model.Event) {
 // Dropped counts events dropped for subscribers that fell behind.
 func (f *Fleet) Dropped() uint64 { return f.dropped.Load() }
 
-// Close ends every event subscription and waits for their goroutines. The
-// fleet still answers Dispatch afterwards; new subscriptions are ignored.
+// Close ends every event subscription and waits for their goroutines, and
+// stops answering the requests DispatchLater holds (they are not
+// answered). The fleet still answers Dispatch afterwards; new
+// subscriptions are ignored, and DispatchLater takes no request.
 func (f *Fleet) Close() error {
+	f.later.close()
 	f.subMu.Lock()
 	f.closed = true
 	for _, s := range f.subs {

@@ -118,6 +118,8 @@ type procRef struct {
 type Fleet struct {
 	// timers are the latency timers of the requests, used again (timer).
 	timers sync.Pool
+	// later holds the requests DispatchLater answers when they fall due.
+	later  laterQueue
 	cfg    config.SimulatorConfig
 	seed   uint64
 	born   time.Time

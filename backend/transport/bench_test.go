@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -171,4 +172,104 @@ func BenchmarkFullBeats100k(b *testing.B) {
 	}
 	b.ReportMetric(kept, "B/host-kept")
 	runtime.KeepAlive(hosts)
+}
+
+// BenchmarkServeFleet10k: the simulated fleet's side of an op over 10,000
+// hosts, as `gseproc sim --nats` serves it: a status request per host
+// (the engine's request, with its deadline, at most 2048 in flight, each
+// host's latency as bench fleet configures it), answered on one
+// connection. The sender publishes pre-encoded requests on a raw
+// connection and counts the replies, so most of the work is the fleet's
+// (and the embedded NATS server's, the same in every version). cpu-ms/op
+// is the process's CPU per fan-out.
+func BenchmarkServeFleet10k(b *testing.B) {
+	const n = 10000
+	e := startServer(b, testNATS(b), true)
+	cfg := config.Default().Simulator
+	cfg.Hosts, cfg.Seed = n, 1
+	cfg.LatencyMedian, cfg.LatencyP99 = config.Duration(5*time.Millisecond), config.Duration(50*time.Millisecond)
+	cfg.FailureRate, cfg.OfflineRate, cfg.UnreachableRate, cfg.CrashRate = 0, 0, 0, 0
+	f := simulator.New(cfg)
+	defer f.Close()
+	nc, err := Connect(ClientOptions{URLs: e.ClientURL()}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeFleet(ctx, nc, f, ServeOptions{HeartbeatInterval: time.Minute}) }()
+	defer func() { cancel(); <-done }()
+
+	snd := serverConn(b, e)
+	hosts, _ := f.Hosts(ctx)
+	subjects, replyTo := make([]string, len(hosts)), make([]string, len(hosts))
+	for i, hi := range hosts {
+		id, err := hostID(hi.Host)
+		if err != nil {
+			b.Fatal(err)
+		}
+		subjects[i], replyTo[i] = OpSubject(id), ReplySubject(id, strconv.Itoa(i))
+	}
+	var def model.ProcessDef
+	for _, d := range f.Definitions() {
+		if d.Process.Meta.Namespace == "gse" && d.Process.Meta.Name == "bkmonitorbeat" {
+			def = d
+		}
+	}
+	replies := make(chan struct{}, 4096)
+	sub, err := snd.Subscribe("gseproc.agent.*.*.reply.*", func(*nats.Msg) { replies <- struct{}{} })
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	// Wait until the fleet serves every host: a request to the last one
+	// is answered.
+	eventually(b, "fleet serving", 20*time.Second, func() bool {
+		last := len(subjects) - 1
+		if err := snd.PublishMsg(&nats.Msg{Subject: subjects[last], Reply: replyTo[last], Data: []byte(`{"op_type":1}`)}); err != nil {
+			return false
+		}
+		select {
+		case <-replies:
+			return true
+		case <-time.After(time.Second):
+			return false
+		}
+	})
+	fanout := func() {
+		req := model.AgentRequest{TaskID: "GSETASK:20261124050000:1", Op: model.OpStatus, Process: def.Process,
+			Deadline: time.Now().Add(time.Minute)}
+		data, err := model.AppendRequestJSON(nil, &req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		inflight, got := 0, 0
+		for i, subj := range subjects {
+			for inflight >= 2048 {
+				<-replies
+				inflight--
+				got++
+			}
+			if err := snd.PublishMsg(&nats.Msg{Subject: subj, Reply: replyTo[i], Data: data}); err != nil {
+				b.Fatal(err)
+			}
+			inflight++
+		}
+		for ; inflight > 0; inflight-- {
+			select {
+			case <-replies:
+				got++
+			case <-time.After(10 * time.Second):
+				b.Fatalf("%d of %d replies", got, len(subjects))
+			}
+		}
+	}
+	fanout() // warm-up
+	c0 := processCPU()
+	b.ResetTimer()
+	for b.Loop() {
+		fanout()
+	}
+	b.ReportMetric(float64(processCPU()-c0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 }

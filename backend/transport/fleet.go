@@ -116,6 +116,12 @@ func ServeFleetOn(ctx context.Context, l *Link, f Fleet, opts ServeOptions) erro
 	return err
 }
 
+// untilFleet is a fleet that bounds a request by its deadline itself
+// (simulator.Fleet): no context with a timer is made per request.
+type untilFleet interface {
+	DispatchUntil(ctx context.Context, deadline time.Time, host model.Host, req model.AgentRequest) (model.AgentReply, error)
+}
+
 type fleetServer struct {
 	f Fleet
 	s *session
@@ -304,13 +310,18 @@ func (fs *fleetServer) unsubscribeAll() {
 	fs.nsubs = nil
 }
 
-// serveOps answers the requests of every host, each in its own goroutine,
-// at most maxConc at once.
+// serveOps answers the requests of every host. A fleet that answers
+// later (laterFleet: the simulator) is handed each request here, decoded
+// on this goroutine, and answers it when its host's latency has passed
+// without a goroutine waiting for it; what it does not take, and every
+// request of any other fleet, is answered on a goroutine of its own, at
+// most maxConc at once.
 func (fs *fleetServer) serveOps(ctx context.Context, maxConc int) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	sem := make(chan struct{}, maxConc)
 	stop := fs.done
+	lf, _ := fs.f.(laterFleet)
 	for {
 		var m *nats.Msg
 		select {
@@ -324,6 +335,16 @@ func (fs *fleetServer) serveOps(ctx context.Context, maxConc int) {
 		if !ok {
 			continue
 		}
+		req, err := fs.procs.decode(m.Data)
+		if err != nil {
+			fs.respond(m, model.AgentReply{Code: model.CodeIllegalOp, Message: fmt.Sprintf("decode request: %v", err)})
+			continue
+		}
+		if lf != nil && lf.DispatchLater(ctx, req.Deadline, host, req, func(rep model.AgentReply, err error) {
+			fs.answer(ctx, host, m, rep, err, errors.Is(err, context.DeadlineExceeded))
+		}) {
+			continue
+		}
 		select {
 		case sem <- struct{}{}:
 		case <-stop:
@@ -333,23 +354,42 @@ func (fs *fleetServer) serveOps(ctx context.Context, maxConc int) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			fs.handle(ctx, host, m)
+			fs.handle(ctx, host, m, req)
 		}()
 	}
 }
 
-func (fs *fleetServer) handle(ctx context.Context, host model.Host, m *nats.Msg) {
-	req, err := fs.procs.decode(m.Data)
-	if err != nil {
-		fs.respond(m, model.AgentReply{Code: model.CodeIllegalOp, Message: fmt.Sprintf("decode request: %v", err)})
-		return
+// laterFleet is a fleet that answers a request when it is due, calling
+// answer, without a goroutine waiting for it (simulator.Fleet); false when
+// it does not take the request.
+type laterFleet interface {
+	DispatchLater(ctx context.Context, deadline time.Time, host model.Host, req model.AgentRequest, answer func(model.AgentReply, error)) bool
+}
+
+// handle answers req, the request m, on the calling goroutine.
+func (fs *fleetServer) handle(ctx context.Context, host model.Host, m *nats.Msg, req model.AgentRequest) {
+	var rep model.AgentReply
+	var err error
+	var late bool // the request's deadline came before the answer
+	if uf, ok := fs.f.(untilFleet); ok {
+		rep, err = uf.DispatchUntil(ctx, req.Deadline, host, req)
+		late = errors.Is(err, context.DeadlineExceeded)
+	} else {
+		dctx := ctx
+		if !req.Deadline.IsZero() {
+			var cancel context.CancelFunc
+			dctx, cancel = context.WithDeadline(ctx, req.Deadline)
+			defer cancel()
+		}
+		rep, err = fs.f.Dispatch(dctx, host, req)
+		late = dctx.Err() != nil
 	}
-	if !req.Deadline.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, req.Deadline)
-		defer cancel()
-	}
-	rep, err := fs.f.Dispatch(ctx, host, req)
+	fs.answer(ctx, host, m, rep, err, late)
+}
+
+// answer replies to m with what the fleet answered: rep, or err (late:
+// the request's deadline came first).
+func (fs *fleetServer) answer(ctx context.Context, host model.Host, m *nats.Msg, rep model.AgentReply, err error, late bool) {
 	switch {
 	case errors.Is(err, model.ErrUnreachable):
 		out := nats.NewMsg(m.Reply)
@@ -358,7 +398,7 @@ func (fs *fleetServer) handle(ctx context.Context, host model.Host, m *nats.Msg)
 		if err := m.RespondMsg(out); err != nil {
 			fs.s.log.Warn("sim: reply lost", "host", host.String(), "err", err)
 		}
-	case err != nil && ctx.Err() != nil:
+	case err != nil && (late || ctx.Err() != nil):
 		// The host did not answer in time: neither do we.
 	case err != nil:
 		fs.respond(m, model.AgentReply{Code: model.CodeCommandFailed, Message: err.Error()})

@@ -568,6 +568,32 @@ func TestServeFleet(t *testing.T) {
 	if dctx.Err() != nil {
 		t.Fatal("unreachable sim host answered only at the deadline")
 	}
+	// A change with an op id is run once per id (the fleet's Dispatch,
+	// on a goroutine of its own): the same answer again.
+	if snap, _ := f.Host(def.Hosts[0]); snap.Kind == "normal" {
+		req := model.AgentRequest{Op: model.OpRestart, OpID: "op-restart-1", Process: def.Process}
+		first, err := d.Dispatch(dctx, def.Hosts[0], req)
+		if err != nil || first.Status == nil {
+			t.Fatalf("restart over NATS: %+v, %v", first, err)
+		}
+		again, err := d.Dispatch(dctx, def.Hosts[0], req)
+		if err != nil || again.Code != first.Code || again.Message != first.Message || again.Status == nil || again.Status.PID != first.Status.PID {
+			t.Fatalf("restart repeated: %+v, %v; first %+v", again, err, first)
+		}
+	}
+	// An offline host answers nothing.
+	for _, hi := range simHosts {
+		if snap, _ := f.Host(hi.Host); snap.Kind != "offline" {
+			continue
+		}
+		octx, ocancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		_, err := d.Dispatch(octx, hi.Host, model.AgentRequest{Op: model.OpStatus, Process: def.Process})
+		ocancel()
+		if err == nil {
+			t.Fatal("an offline sim host answered")
+		}
+		break
+	}
 }
 
 type fakeRouter struct {
