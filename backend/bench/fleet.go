@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -738,16 +737,10 @@ func (e *env) runOp(ctx context.Context, o FleetOptions, run int) (FleetRun, err
 	var firstSent, lastReply time.Time
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var line opLine
 	for sc.Scan() {
 		at := time.Since(start)
-		var line struct {
-			TaskID     string            `json:"task_id"`
-			State      model.ResultState `json:"state"`
-			DurationMS int64             `json:"duration_ms"`
-			Started    time.Time         `json:"started"`
-			Finished   time.Time         `json:"finished"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+		if err := readOpLine(sc.Bytes(), &line); err != nil {
 			continue
 		}
 		host = append(host, line.Finished.Sub(line.Started))

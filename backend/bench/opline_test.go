@@ -1,0 +1,92 @@
+package bench
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"gseproc/model"
+)
+
+// opLineCases are lines as the op client prints them and lines it does
+// not print, each read by readOpLine and json.Unmarshal alike.
+func opLineCases(t testing.TB) []string {
+	start := time.Date(2026, 11, 24, 5, 0, 0, 123456789, time.UTC)
+	r := model.Result{TaskID: "GSETASK:20261124050000:1", Seq: 7, Host: model.Host{IP: "10.0.0.7"}, ProcKey: "gse:beat",
+		Op: model.OpStatus, State: model.StateSuccess, Message: "success", Proc: model.ResultProc{ProcName: "beat"},
+		Status:  &model.ProcStatus{ProcKey: "gse:beat", ProcName: "beat", State: model.ProcRunning, PID: 4007, StartTime: start},
+		Started: start, Finished: start.Add(5 * time.Millisecond)}
+	res, err := model.AppendResultJSON(nil, &r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The op client's line: the result, then its own members (content is
+	// JSON in a string: its quotes escaped).
+	line := string(res[:len(res)-1]) + `,"content":"{\"state\":\"failed\",\"task_id\":\"x\",\"started\":\"y\"}","agent_id":"0:10.0.0.7","op":"status","duration_ms":5}`
+	return []string{
+		line,
+		string(res),
+		`{"task_id":"t","state":"failed","started":"2026-01-02T03:04:05Z","finished":"2026-01-02T03:04:06.5+08:00"}`,
+		`{"finished":"2026-01-02T03:04:06Z","host":{"task_id":"nested","state":"nested"},"state":"timeout","list":[{"state":"x"},"state"]}`,
+		`{"state":"a\"b","task_id":"t"}`,                    // an escape in a value read
+		`{"State":"failed","task_id":"t"}`,                  // a name matched regardless of case
+		`{"ſtate":"failed"}`,                                // and by Unicode folding
+		`{"sta\u0074e":"failed"}`,                           // an escape in a name
+		`{"state":"failed","state":"success"}`,              // repeated: the last wins
+		`{"state":null,"task_id":"t"}`,                      // not a string
+		`{"state" : "failed", "task_id" : "t"}`,             // white space
+		` {"task_id":"t"} `,                                 // around the object
+		`{"started":"not a time"}`,                          // a bad time: an error
+		`{"started":"2026-01-02T03:04:05Z","state":"a\\b"}`, // a backslash
+		`{}`,
+		`[]`,
+		`"state"`,
+		`{"a":"}","state":"ok"}`,
+		`{"a":"\\","state":"ok"}`,
+		`{"a":{"b":["}"]},"state":"ok","task_id":"\u00e9"}`,
+	}
+}
+
+// TestReadOpLine: the harness's reader of op lines gives what
+// json.Unmarshal gives, error or not.
+func TestReadOpLine(t *testing.T) {
+	fast := 0
+	for _, c := range opLineCases(t) {
+		checkOpLine(t, []byte(c))
+		var l opLine
+		if readOpLineFast([]byte(c), &l) {
+			fast++
+		}
+	}
+	if fast < 5 {
+		t.Fatalf("the fast reader took %d lines; want the op client's and the plain ones", fast)
+	}
+}
+
+func checkOpLine(t *testing.T, line []byte) {
+	t.Helper()
+	var want opLine
+	werr := json.Unmarshal(line, &want)
+	var got opLine
+	gerr := readOpLine(line, &got)
+	if (werr == nil) != (gerr == nil) {
+		t.Fatalf("%s: error %v, json.Unmarshal's %v", line, gerr, werr)
+	}
+	if werr == nil && (got.TaskID != want.TaskID || got.State != want.State || !got.Started.Equal(want.Started) || !got.Finished.Equal(want.Finished) ||
+		got.Started.Location().String() != want.Started.Location().String()) {
+		t.Fatalf("%s: read %+v, json.Unmarshal %+v", line, got, want)
+	}
+}
+
+// FuzzReadOpLine: on any valid JSON, readOpLine and json.Unmarshal agree.
+func FuzzReadOpLine(f *testing.F) {
+	for _, c := range opLineCases(f) {
+		f.Add(c)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !json.Valid([]byte(s)) {
+			return
+		}
+		checkOpLine(t, []byte(s))
+	})
+}
