@@ -21,7 +21,8 @@ import (
 // It takes only requests whose answer waits for nothing but the host's
 // latency and the deadline: false, answer not called, for a change run once
 // per op id (a mutating op with an op id), a group, a tail or a cancel
-// (Dispatch answers those), and once the fleet is closed. What the op does
+// (Dispatch answers those), and once the fleet is closed (a request taken
+// as it closes is not answered). What the op does
 // is decided as Dispatch decides it (settle), from the same draws. A ctx
 // that ends is seen when the answer is due (ctx's error, or the stopped op
 // when it was cancelled with model.ErrCancelled), not at once; an offline
@@ -73,7 +74,7 @@ func (f *Fleet) DispatchLater(ctx context.Context, deadline time.Time, host mode
 		it.due, it.late = deadline, true
 	}
 	if !q.add(f, it) {
-		answer(model.AgentReply{}, context.Canceled) // closed meanwhile
+		q.free(it) // closed meanwhile: a fleet closed answers no more
 	}
 	return true
 }
