@@ -16,7 +16,7 @@ import (
 // invalid JSON) is left to json.Unmarshal, which then decides, so the two
 // never differ (FuzzDecodeResultJSON).
 func DecodeResultJSON(data []byte) (Result, error) {
-	if r, ok := readResult(data); ok {
+	if r, ok := readResult(data, nil); ok {
 		return r, nil
 	}
 	var r Result
@@ -24,12 +24,50 @@ func DecodeResultJSON(data []byte) (Result, error) {
 	return r, err
 }
 
+// ResultDecoder decodes results one after another as DecodeResultJSON
+// does, and shares the strings that repeat from one to the next (a task's
+// id, its process's key and name, the message, the state, the version):
+// a client reading an op's results over 100,000 hosts made a dozen strings
+// per result, most of them the previous result's again. The n-th string a
+// result holds is compared with the previous result's n-th. Not for
+// concurrent use; the zero value is ready.
+type ResultDecoder struct {
+	strs [32]string
+}
+
+// Decode is DecodeResultJSON(data) (TestResultDecoder,
+// FuzzDecodeResultJSON).
+func (d *ResultDecoder) Decode(data []byte) (Result, error) {
+	if r, ok := readResult(data, d); ok {
+		return r, nil
+	}
+	var r Result
+	err := json.Unmarshal(data, &r)
+	return r, err
+}
+
+// intern is the string of b, a result's n-th: the previous result's n-th
+// when it is the same.
+func (d *ResultDecoder) intern(n int, b []byte) string {
+	if n >= len(d.strs) {
+		return string(b)
+	}
+	if s := d.strs[n]; s == string(b) {
+		return s
+	}
+	s := string(b)
+	d.strs[n] = s
+	return s
+}
+
 // jr reads the JSON AppendResultJSON writes from b at i; ok turns false
-// at the first thing it does not take.
+// at the first thing it does not take. Its strings are d's when d is set.
 type jr struct {
 	b  []byte
 	i  int
 	ok bool
+	d  *ResultDecoder
+	n  int // strings read
 }
 
 // lit consumes s when it comes next.
@@ -50,7 +88,13 @@ func (r *jr) must(s string) {
 
 // str reads a string of printable ASCII without '"' or '\\' (what
 // encoding/json returns byte for byte).
-func (r *jr) str() string { return string(r.strText()) }
+func (r *jr) str() string {
+	if r.d != nil {
+		r.n++
+		return r.d.intern(r.n-1, r.strText())
+	}
+	return string(r.strText())
+}
 
 // strText reads such a string, returning its text without the quotes
 // (r.b's own bytes).
@@ -183,8 +227,8 @@ func (r *jr) time() time.Time {
 	return t
 }
 
-func readResult(b []byte) (Result, bool) {
-	r := &jr{b: b, ok: true}
+func readResult(b []byte, d *ResultDecoder) (Result, bool) {
+	r := &jr{b: b, ok: true, d: d}
 	var res Result
 	r.must(`{"task_id":`)
 	res.TaskID = r.str()

@@ -2,9 +2,11 @@ package model
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // checkDecode: DecodeResultJSON(data) is json.Unmarshal's result and error-ness.
@@ -19,6 +21,62 @@ func checkDecode(t *testing.T, data []byte) {
 	if werr == nil && !reflect.DeepEqual(got, want) {
 		t.Fatalf("%s: DecodeResultJSON differs from json.Unmarshal:\n got %+v\nwant %+v", data, got, want)
 	}
+	// A ResultDecoder, new or holding another result's strings and this
+	// one's, decodes it alike.
+	sample := sampleResult()
+	other, err := AppendResultJSON(nil, &sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d ResultDecoder
+	for i, in := range [][]byte{data, other, data, data} {
+		got, gerr := d.Decode(in)
+		if i == 1 {
+			continue
+		}
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("%s: ResultDecoder.Decode #%d error %v, json.Unmarshal %v", data, i, gerr, werr)
+		}
+		if werr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: ResultDecoder.Decode #%d differs from json.Unmarshal:\n got %+v\nwant %+v", data, i, got, want)
+		}
+	}
+}
+
+// TestResultDecoder: one decoder over many results, alike and not,
+// gives what DecodeResultJSON gives each, and shares the strings that
+// repeat.
+func TestResultDecoder(t *testing.T) {
+	var d ResultDecoder
+	base := sampleResult()
+	var prev Result
+	for i := range 300 {
+		r := base
+		r.Seq = int64(i)
+		r.Host.IP = fmt.Sprintf("10.0.%d.%d", i/250, i%250)
+		if i%7 == 0 {
+			r.Message = fmt.Sprintf("failed %d", i)
+		}
+		if i%11 == 0 {
+			r.TaskID = "GSETASK:other"
+		}
+		data, err := AppendResultJSON(nil, &r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := DecodeResultJSON(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := d.Decode(data)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("result %d: %+v, %v; want %+v", i, got, err, want)
+		}
+		if i > 0 && i%11 != 0 && (i-1)%11 != 0 && unsafe.StringData(got.TaskID) != unsafe.StringData(prev.TaskID) {
+			t.Fatalf("result %d: the task id was made again", i)
+		}
+		prev = got
+	}
 }
 
 // The usual results (as AppendResultJSON writes them) are read by the
@@ -29,7 +87,7 @@ func TestDecodeResultJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := readResult(data); !ok {
+	if _, ok := readResult(data, nil); !ok {
 		t.Fatalf("the reader left a usual result to encoding/json: %s", data)
 	}
 	checkDecode(t, data)
@@ -38,7 +96,7 @@ func TestDecodeResultJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := readResult(data); !ok {
+		if _, ok := readResult(data, nil); !ok {
 			t.Fatalf("the reader left %s to encoding/json", data)
 		}
 		checkDecode(t, data)

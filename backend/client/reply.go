@@ -282,17 +282,18 @@ func (t taskViewOf) decodeData(dec *json.Decoder) error {
 
 // eachOf decodes the array at dec one element at a time into one
 // model.Result, passed to fn after each (null: none). Each is decoded by
-// model.DecodeResultJSON, as a task's stream decodes it: a console
+// a model.ResultDecoder, as a task's stream decodes it: a console
 // opening the watch of a task over 100,000 hosts reads ~218,000 results,
 // and encoding/json's reflection was ~1.2 s of its CPU.
 func eachOf(dec *json.Decoder, fn func(*model.Result)) error {
 	var raw json.RawMessage
+	var rd model.ResultDecoder
 	_, err := elements(dec, func() error {
 		raw = raw[:0]
 		if err := dec.Decode(&raw); err != nil {
 			return err
 		}
-		r, err := model.DecodeResultJSON(raw)
+		r, err := rd.Decode(raw)
 		if err != nil {
 			return err
 		}

@@ -74,7 +74,7 @@ func readEventsMax(r io.Reader, max int, fn func(sseEvent) bool) error {
 				return err
 			}
 		}
-		line = bytes.TrimRight(line, "\r\n")
+		line = trimEOL(line)
 		if len(line) > max {
 			return errEventTooLong
 		}
@@ -110,6 +110,16 @@ func readEventsMax(r io.Reader, max int, fn func(sseEvent) bool) error {
 			return io.EOF
 		}
 	}
+}
+
+// trimEOL is line without the '\r' and '\n' it ends with, as
+// bytes.TrimRight(line, "\r\n"), which made its set of two bytes on every
+// call (four lines per result of a task's stream).
+func trimEOL(line []byte) []byte {
+	for len(line) > 0 && (line[len(line)-1] == '\n' || line[len(line)-1] == '\r') {
+		line = line[:len(line)-1]
+	}
+	return line
 }
 
 // eventName is name as a string, the names the server sends without a
@@ -169,12 +179,15 @@ func (c *Client) Watch(ctx context.Context, id string, after int64) (<-chan mode
 	c.goStream(ctx, func(ctx context.Context) {
 		defer close(out)
 		fails := 0
+		// The results of one task repeat most of their strings (its id,
+		// the process, the message): decoded shared, not made again.
+		var rd model.ResultDecoder
 		for {
 			ended := false
 			err := readEventsMax(resp.Body, c.maxEvent, func(ev sseEvent) bool {
 				switch ev.name {
 				case "result":
-					r, err := model.DecodeResultJSON(ev.data)
+					r, err := rd.Decode(ev.data)
 					if err != nil {
 						c.log.Warn("task stream: bad result event", "task", id, "err", err)
 						return true

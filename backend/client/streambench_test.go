@@ -11,7 +11,8 @@ import (
 
 // BenchmarkTaskStream: the op client's read of a task stream of 10,000
 // status results (an op over 10,000 hosts, as the server writes it):
-// each event parsed and its result decoded.
+// each event parsed and its result decoded (by one model.ResultDecoder,
+// as Watch decodes them).
 func BenchmarkTaskStream(b *testing.B) {
 	start := time.Date(2026, 11, 24, 5, 0, 0, 0, time.UTC)
 	var stream []byte
@@ -31,9 +32,10 @@ func BenchmarkTaskStream(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		n := 0
+		var rd model.ResultDecoder // as Watch decodes them
 		_ = readEvents(bytes.NewReader(stream), func(ev sseEvent) bool {
 			if ev.name == "result" {
-				if _, err := model.DecodeResultJSON([]byte(ev.data)); err == nil {
+				if _, err := rd.Decode(ev.data); err == nil {
 					n++
 				}
 			}
