@@ -120,8 +120,24 @@ func (e *Engine) sendAll(r *run, ad AsyncDispatcher, most int) (complete bool) {
 }
 
 // received records the answer to s (reply or err), a dispatch of r sent
-// in window w.
+// in window w. It is called by the goroutine that hands every answer of
+// the server on (the NATS reply subscription), which must not wait: when
+// the writer's queue is (nearly) full, recording would wait for room in
+// it and hold up every other answer meanwhile (those of other runs, of
+// cancels awaited, in time for their deadline), so a goroutine records
+// this one instead. The window's room is given back only once it is
+// recorded: the sender still waits for the writer, with at most the
+// window's count of such goroutines, as many as workers waited before.
 func (e *Engine) received(r *run, w *window, s *sending, reply model.AgentReply, err error) {
+	if e.writesNearFull() {
+		go e.recordAnswer(r, w, s, reply, err)
+		return
+	}
+	e.recordAnswer(r, w, s, reply, err)
+}
+
+// recordAnswer is received's work.
+func (e *Engine) recordAnswer(r *run, w *window, s *sending, reply model.AgentReply, err error) {
 	c := false
 	if res, ok := e.outcome(r, s, reply, err); ok {
 		c = e.recordResult(r, s.i, res)

@@ -84,6 +84,23 @@ func (e *Engine) enqueue(w write) {
 	}
 }
 
+// writeRoomAsync is how much room the writer's queue must have for an
+// answer handed on by the reply subscription to be recorded on it
+// (received): one answer queues two writes (its status and result), and
+// other producers queue meanwhile; the rest of a batch's worth keeps the
+// subscription from waiting on a queue filled between the look and the
+// writes.
+const writeRoomAsync = writeBatchMax
+
+// writesNearFull reports whether the writer's queue has less room than
+// writeRoomAsync (its writes might wait).
+func (e *Engine) writesNearFull() bool {
+	x := &e.writes
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.q) > writeQueueMax-writeRoomAsync && !x.closed
+}
+
 // take is the next batch: the oldest writes queued, at most
 // writeBatchMax. x.mu is held.
 func (x *writer) take() []write {
