@@ -260,6 +260,20 @@ type HostListReader interface {
 	HostListEach(ctx context.Context, q HostQuery, fn func(*HostView)) error
 }
 
+// HostLabelSetReader is a HostListReader that hands each host's labels
+// over as the inventory keeps them, a shared set (the engine over the
+// NATS dispatcher): the list form's writer writes each distinct set
+// once instead of taking apart a map made for each host (a listing of
+// 100,000 hosts made 100,000 maps, ~30 MB, and ~45% of its CPU went to
+// making and reading them).
+type HostLabelSetReader interface {
+	// HostListSets is HostListEach with the host's labels in labels, a
+	// shared set (read only, may be kept) and v.Labels nil; when the
+	// inventory keeps no sets, labels is nil and v.Labels holds them
+	// (reused after fn returns, as HostListEach's).
+	HostListSets(ctx context.Context, q HostQuery, fn func(v *HostView, labels model.LabelSet)) error
+}
+
 // HostListEach lists the hosts q matches for a host list, each passed to
 // fn: in the list form where be can (HostListReader), else whole
 // (HostsEach).

@@ -20,7 +20,10 @@ import (
 	"gseproc/model"
 )
 
-var _ backend.Backend = (*Engine)(nil)
+var (
+	_ backend.Backend            = (*Engine)(nil)
+	_ backend.HostLabelSetReader = (*Engine)(nil)
+)
 
 // Engine is the embedded backend: registry, tasks and events over a
 // Dispatcher, an Inventory and a Store.

@@ -2,9 +2,16 @@ package engine_test
 
 import (
 	"context"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 
 	"gseproc/backend"
+	"gseproc/backend/config"
+	"gseproc/backend/engine"
+	"gseproc/backend/simulator"
+	"gseproc/backend/store"
 	"gseproc/model"
 )
 
@@ -50,6 +57,102 @@ func TestHostListEachAsHosts(t *testing.T) {
 		}
 		if i != len(want) || len(want) == 0 || procs == 0 {
 			t.Fatalf("%+v: %d hosts (%d processes), Hosts lists %d", q, i, procs, len(want))
+		}
+	}
+}
+
+// setFleet is a simulated fleet as an inventory that keeps label sets
+// (engine.LabelSetInventory), each set shared by the hosts of the same
+// labels, as the NATS dispatcher keeps them.
+type setFleet struct{ *simulator.Fleet }
+
+func (f setFleet) HostLabelSets(ctx context.Context) ([]model.HostInfo, []model.LabelSet, error) {
+	hosts, err := f.Hosts(ctx)
+	sets := make([]model.LabelSet, len(hosts))
+	kept := map[string]model.LabelSet{}
+	for i := range hosts {
+		s := model.MakeLabelSet(hosts[i].Labels)
+		key := strings.Join(s, "\x00")
+		if k, ok := kept[key]; ok {
+			s = k
+		}
+		kept[key], sets[i], hosts[i].Labels = s, s, nil
+	}
+	return hosts, sets, err
+}
+
+// TestHostListSetsAsHostListEach: over an inventory that keeps label
+// sets, HostListSets lists the hosts and processes HostListEach does,
+// each host's labels in its set (the view's map nil); over one that does
+// not, in the view's map (no set). Hosts (the JSON API's views) lists
+// the labels in maps either way.
+func TestHostListSetsAsHostListEach(t *testing.T) {
+	fleet := simulator.New(quietFleet(300))
+	t.Cleanup(func() { _ = fleet.Close() })
+	ctx := context.Background()
+	withSets := engine.New(config.Default().Engine, fleet, setFleet{fleet}, store.NewMemory())
+	plain := engine.New(config.Default().Engine, fleet, fleet, store.NewMemory())
+	for _, e := range []*engine.Engine{withSets, plain} {
+		if err := e.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.Close() })
+		if err := e.Seed(ctx, fleet.Definitions()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, e := range map[string]*engine.Engine{"sets": withSets, "plain": plain} {
+		for _, q := range []backend.HostQuery{{}, {Namespace: "web"}, {Namespace: "web", Name: "nginx"}, {Limit: 7}, {Limit: 250}} {
+			var want []backend.HostView
+			err := e.HostListEach(ctx, q, func(v *backend.HostView) {
+				w := *v
+				w.Labels, w.Procs = maps.Clone(v.Labels), slices.Clone(v.Procs)
+				want = append(want, w)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			full, err := e.Hosts(ctx, q)
+			if err != nil || len(full) != len(want) {
+				t.Fatalf("%s %+v: Hosts lists %d hosts (%v), HostListEach %d", name, q, len(full), err, len(want))
+			}
+			i := 0
+			err = e.HostListSets(ctx, q, func(v *backend.HostView, labels model.LabelSet) {
+				if i >= len(want) {
+					t.Fatalf("%s %+v: host %d (%s) past the %d HostListEach lists", name, q, i, v.Host, len(want))
+				}
+				w, f := want[i], full[i]
+				i++
+				got := v.Labels
+				if name == "sets" {
+					if v.Labels != nil {
+						t.Fatalf("%s %+v: host %s: a map %v beside its set", name, q, v.Host, v.Labels)
+					}
+					got = labels.Map()
+				} else if labels != nil {
+					t.Fatalf("%s %+v: host %s: a set %v from an inventory without sets", name, q, v.Host, labels)
+				}
+				if !maps.Equal(got, w.Labels) || !maps.Equal(f.Labels, w.Labels) || len(w.Labels) == 0 {
+					t.Fatalf("%s %+v: host %s: labels %v, HostListEach has %v, Hosts %v", name, q, v.Host, got, w.Labels, f.Labels)
+				}
+				if v.Host != w.Host || v.State != w.State || v.AgentID != w.AgentID || v.Version != w.Version || v.LastSeen < w.LastSeen {
+					t.Fatalf("%s %+v: host %d: %+v, HostListEach has %+v", name, q, i-1, v.HostInfo, w.HostInfo)
+				}
+				if len(v.Procs) != len(w.Procs) {
+					t.Fatalf("%s %+v: host %s: %d processes, HostListEach has %d", name, q, v.Host, len(v.Procs), len(w.Procs))
+				}
+				for j, p := range v.Procs {
+					if wp := w.Procs[j]; p.Key != wp.Key || !maps.Equal(p.Labels, wp.Labels) || p.Status != wp.Status {
+						t.Fatalf("%s %+v: host %s process %d: %+v, want %+v", name, q, v.Host, j, p, wp)
+					}
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i != len(want) || len(want) == 0 {
+				t.Fatalf("%s %+v: %d hosts, HostListEach lists %d", name, q, i, len(want))
+			}
 		}
 	}
 }

@@ -51,6 +51,15 @@ type Inventory interface {
 	Hosts(ctx context.Context) ([]model.HostInfo, error)
 }
 
+// LabelSetInventory is optional, for an Inventory that keeps each host's
+// labels as a shared set (the NATS dispatcher): HostLabelSets is Hosts
+// with the labels apart, sets[i] host i's (shared, read only) and every
+// HostInfo's Labels nil. A host list (Engine.HostListSets) hands the sets
+// on instead of a map made for each host.
+type LabelSetInventory interface {
+	HostLabelSets(ctx context.Context) (hosts []model.HostInfo, sets []model.LabelSet, err error)
+}
+
 // EventSource delivers host events (restarts, give-ups, limit breaches,
 // agents on/offline) and unsolicited process status reports. Optional: a
 // Dispatcher or Inventory that also implements it is subscribed by the engine.

@@ -259,7 +259,10 @@ type errNotStarted struct{ phase string }
 
 func (e errNotStarted) Error() string { return "server starting: " + e.phase }
 
-var _ backend.Backend = (*Server)(nil)
+var (
+	_ backend.Backend            = (*Server)(nil)
+	_ backend.HostLabelSetReader = (*Server)(nil)
+)
 
 func (n *Server) Info(ctx context.Context) (backend.Info, error) {
 	b, err := n.backend()
@@ -293,6 +296,16 @@ func (n *Server) HostListEach(ctx context.Context, q backend.HostQuery, fn func(
 		return err
 	}
 	return e.HostListEach(ctx, q, fn)
+}
+
+// HostListSets is the engine's (backend.HostLabelSetReader): a host list
+// with each host's labels as the inventory shares them.
+func (n *Server) HostListSets(ctx context.Context, q backend.HostQuery, fn func(*backend.HostView, model.LabelSet)) error {
+	e, err := n.ready()
+	if err != nil {
+		return err
+	}
+	return e.HostListSets(ctx, q, fn)
 }
 
 func (n *Server) Processes(ctx context.Context, q backend.ProcQuery) ([]model.ProcessDef, error) {

@@ -234,6 +234,25 @@ func (s *Server) v1Hosts(ctx context.Context, c *call) (any, *apiError) {
 func (s *Server) hostList(ctx context.Context, c *call, q backend.HostQuery) (any, *apiError) {
 	var w wire.HostListWriter
 	scoped := c.app != nil && !c.app.allNS
+	if sr, ok := s.b.(backend.HostLabelSetReader); ok && !scoped {
+		// Each host's labels as the inventory shares them: the writer
+		// looks each distinct set up once.
+		err := sr.HostListSets(ctx, q, func(v *backend.HostView, labels model.LabelSet) {
+			if labels != nil || v.Labels == nil {
+				w.HostLabels(&v.HostInfo, labels)
+			} else {
+				w.Host(&v.HostInfo)
+			}
+			for j := range v.Procs {
+				p := &v.Procs[j]
+				w.Proc(p.Key, p.Labels, p.Status.State, p.Status.PID, p.Status.Hosted)
+			}
+		})
+		if err != nil {
+			return nil, backendError(CodeArgument, "hosts", err)
+		}
+		return rawParts(w.Parts()), nil
+	}
 	err := backend.HostListEach(ctx, s.b, q, func(v *backend.HostView) {
 		if scoped && !c.app.seesHost(*v) {
 			return

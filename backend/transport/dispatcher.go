@@ -828,7 +828,54 @@ func (d *Dispatcher) onReply(m *nats.Msg) {
 
 // Hosts lists every host heard from or configured, by cloud then IP.
 func (d *Dispatcher) Hosts(ctx context.Context) ([]model.HostInfo, error) {
+	var out []model.HostInfo
+	d.list(func(n int) { out = make([]model.HostInfo, 0, n) }, func(e *hostEntry, hi model.HostInfo) {
+		hi.Labels = d.labels(e.labels)
+		out = append(out, hi)
+	})
+	return out, nil
+}
+
+// HostLabelSets is Hosts with each host's labels apart, as the
+// dispatcher keeps them: sets[i] is hosts[i]'s, shared with every host of
+// the same labels (engine.LabelSetInventory). A host list made a map of
+// each host's set (Hosts), ~30 MB for 100,000 hosts, for the list form's
+// writer to take apart again.
+func (d *Dispatcher) HostLabelSets(ctx context.Context) (hosts []model.HostInfo, sets []model.LabelSet, err error) {
+	// With labels of its own, the dispatcher's set joined to an agent's
+	// is made once a listing for each distinct agent set.
+	var joined map[*string]model.LabelSet
+	var own model.LabelSet // the dispatcher's labels alone, for a host with none
+	if len(d.opts.Labels) > 0 {
+		joined, own = map[*string]model.LabelSet{}, model.MakeLabelSet(d.opts.Labels)
+	}
+	d.list(func(n int) {
+		hosts, sets = make([]model.HostInfo, 0, n), make([]model.LabelSet, 0, n)
+	}, func(e *hostEntry, hi model.HostInfo) {
+		set := model.LabelSet(e.labels)
+		switch {
+		case joined == nil:
+		case len(set) == 0:
+			set = own
+		default:
+			j, ok := joined[&set[0]]
+			if !ok {
+				j = model.MakeLabelSet(d.labels(e.labels))
+				joined[&set[0]] = j
+			}
+			set = j
+		}
+		hosts, sets = append(hosts, hi), append(sets, set)
+	})
+	return hosts, sets, nil
+}
+
+// list passes every host heard from or configured to each, by cloud then
+// IP, as Hosts lists it without its labels (e's), after start is told
+// how many there are. Called without d.mu, each called with it held.
+func (d *Dispatcher) list(start func(n int), each func(e *hostEntry, hi model.HostInfo)) {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.sorted == nil {
 		// Sorted by the order each entry keeps, not by parsing two
 		// addresses per comparison, and kept until an entry is added or
@@ -840,10 +887,9 @@ func (d *Dispatcher) Hosts(ctx context.Context) ([]model.HostInfo, error) {
 		}
 	}
 	d.next = 0 // a listing's lookups follow (listed)
-	out := make([]model.HostInfo, 0, len(d.sorted))
+	start(len(d.sorted))
 	for _, e := range d.sorted {
 		hi := e.info()
-		hi.Labels = d.labels(e.labels)
 		switch {
 		case !e.heard:
 			hi.State = model.AgentUnknown
@@ -855,10 +901,8 @@ func (d *Dispatcher) Hosts(ctx context.Context) ([]model.HostInfo, error) {
 		if e.heard {
 			hi.LastSeen = d.epoch.Add(time.Duration(e.seen)).Unix()
 		}
-		out = append(out, hi)
+		each(e, hi)
 	}
-	d.mu.Unlock()
-	return out, nil
 }
 
 // Count returns how many hosts are online and how many are known, without

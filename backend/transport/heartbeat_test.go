@@ -457,3 +457,68 @@ func TestHostsOrderKept(t *testing.T) {
 	list("0:10.0.0.3", "0:10.0.0.20", "0:10.0.0.100", "1:10.0.0.1", "1:10.0.0.5")
 	list("0:10.0.0.3", "0:10.0.0.20", "0:10.0.0.100", "1:10.0.0.1", "1:10.0.0.5")
 }
+
+// TestHostLabelSets: HostLabelSets lists what Hosts lists, each host's
+// labels apart as a set equal to Hosts' map (the dispatcher's own labels
+// joined, the agent's winning), hosts of the same labels sharing one set,
+// a configured host never heard given the dispatcher's labels alone.
+func TestHostLabelSets(t *testing.T) {
+	for _, own := range []map[string]string{nil, {"bk_biz_id": "2", "zone": "demo"}} {
+		t.Run(fmt.Sprintf("own=%v", own), func(t *testing.T) {
+			e := startServer(t, testNATS(t), true)
+			d := newDispatcher(t, serverConn(t, e), DispatcherOptions{OfflineAfter: time.Hour, Labels: own,
+				StaticHosts: []model.HostInfo{{Host: model.Host{IP: "10.0.0.50"}}}})
+			web := map[string]string{"app": "web", "zone": "sh-1"}
+			for i, labels := range []map[string]string{web, {"app": "db"}, web, nil, maps.Clone(web)} {
+				h := model.Host{IP: fmt.Sprintf("10.0.0.%d", i+1)}
+				data, err := json.Marshal(Heartbeat{Info: model.HostInfo{Host: h, AgentID: "a-" + h.IP, Version: "1", Labels: labels}, Interval: 5 * time.Second, Full: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				d.onHeartbeat(&nats.Msg{Subject: HeartbeatSubject(mustID(t, h)), Data: data})
+			}
+			ctx := context.Background()
+			want, err := d.Hosts(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hosts, sets, err := d.HostLabelSets(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(hosts) != 6 || len(sets) != len(hosts) {
+				t.Fatalf("%d hosts, %d sets; want 6 of each", len(hosts), len(sets))
+			}
+			for i := range hosts {
+				if hosts[i].Labels != nil {
+					t.Errorf("host %d: labels %v beside its set", i, hosts[i].Labels)
+				}
+				got := hosts[i]
+				got.Labels = sets[i].Map()
+				if !reflect.DeepEqual(got, want[i]) {
+					t.Errorf("host %d: %+v with its set, Hosts lists %+v", i, got, want[i])
+				}
+				if !sortedSet(sets[i]) {
+					t.Errorf("host %d: set %v not by key", i, sets[i])
+				}
+			}
+			// 10.0.0.1, 10.0.0.3 and 10.0.0.5 carry the same labels.
+			if !sets[0].Same(sets[2]) || !sets[0].Same(sets[4]) {
+				t.Errorf("hosts of the same labels hold sets %p %p %p", sets[0], sets[2], sets[4])
+			}
+			if want := model.MakeLabelSet(own); !slices.Equal(sets[5], want) || !slices.Equal(sets[3], want) {
+				t.Errorf("a host without labels: sets %v and %v, want the dispatcher's %v", sets[3], sets[5], want)
+			}
+		})
+	}
+}
+
+// sortedSet says whether l's keys are in order, each once.
+func sortedSet(l model.LabelSet) bool {
+	for i := 2; i+1 < len(l); i += 2 {
+		if l[i-2] >= l[i] {
+			return false
+		}
+	}
+	return true
+}

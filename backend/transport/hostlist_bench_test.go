@@ -119,6 +119,30 @@ func BenchmarkHostList100k(b *testing.B) {
 		b.ReportMetric(float64(size), "B/listing")
 		b.ReportMetric(float64(cpuTime()-cpu)/1e6/float64(b.N), "cpu-ms/op")
 	})
+	b.Run("listsets", func(b *testing.B) { // the list form's path with the shared label sets (HostListSets), as the server lists it
+		b.ReportAllocs()
+		var size int
+		cpu := cpuTime()
+		for b.Loop() {
+			var w wire.HostListWriter
+			err := eng.HostListSets(ctx, backend.HostQuery{}, func(v *backend.HostView, labels model.LabelSet) {
+				w.HostLabels(&v.HostInfo, labels)
+				for j := range v.Procs {
+					p := &v.Procs[j]
+					w.Proc(p.Key, p.Labels, p.Status.State, p.Status.PID, p.Status.Hosted)
+				}
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			size = 0
+			for _, p := range w.Parts() {
+				size += len(p)
+			}
+		}
+		b.ReportMetric(float64(size), "B/listing")
+		b.ReportMetric(float64(cpuTime()-cpu)/1e6/float64(b.N), "cpu-ms/op")
+	})
 }
 
 // cpuTime is the process's CPU time (user and system) so far: the cost of

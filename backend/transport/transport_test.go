@@ -24,13 +24,14 @@ import (
 )
 
 var (
-	_ engine.Dispatcher  = (*Dispatcher)(nil)
-	_ engine.Inventory   = (*Dispatcher)(nil)
-	_ engine.EventSource = (*Dispatcher)(nil)
-	_ engine.Dispatcher  = (*Merged)(nil)
-	_ engine.Inventory   = (*Merged)(nil)
-	_ Fleet              = (*simulator.Fleet)(nil)
-	_ Onliner            = (*Dispatcher)(nil)
+	_ engine.Dispatcher        = (*Dispatcher)(nil)
+	_ engine.Inventory         = (*Dispatcher)(nil)
+	_ engine.EventSource       = (*Dispatcher)(nil)
+	_ engine.LabelSetInventory = (*Dispatcher)(nil)
+	_ engine.Dispatcher        = (*Merged)(nil)
+	_ engine.Inventory         = (*Merged)(nil)
+	_ Fleet                    = (*simulator.Fleet)(nil)
+	_ Onliner                  = (*Dispatcher)(nil)
 )
 
 // testNATS is the [nats] section of a test server: 127.0.0.1, a free port,

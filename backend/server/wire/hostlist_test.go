@@ -422,3 +422,57 @@ func TestHostListLabelsOfHostsInTurn(t *testing.T) {
 		t.Fatalf("labels table %v, want %v", tabs.Labels, want)
 	}
 }
+
+// TestHostListLabelSets: a listing whose hosts' labels are given as sets
+// (HostLabels: one set shared by several hosts, a set repeated by the
+// next host, an empty one, a host given a map between two of the same
+// set) is byte for byte the listing Host writes from maps of the same
+// labels, and reads back as them.
+func TestHostListLabelSets(t *testing.T) {
+	maps := []map[string]string{
+		{"b": "2", "a": "1"},
+		{"a": "1", "b": "3"},
+		{"a": "1", "b": "2"}, // the first set again, as another set
+		nil,
+		{"b": "2"},
+		{"zone": "z", "os": "tlinux", "rack": "r1"},
+	}
+	sets := make([]model.LabelSet, len(maps))
+	for i, m := range maps {
+		sets[i] = model.MakeLabelSet(m)
+	}
+	// Host k's labels: sets[order[k]]; byMap says whether it is given
+	// as a map (Host) in the listing under test.
+	order := []int{0, 0, 1, 0, 2, 2, 3, 4, 0, 5, 1, 5, 1}
+	byMap := map[int]bool{5: true, 10: true}
+	var want, got HostListWriter
+	var in []listHost
+	for k, i := range order {
+		hi := model.HostInfo{Host: model.Host{IP: fmt.Sprintf("10.0.0.%d", k+1)}, State: model.AgentOnline, Version: "2.1.6", AgentID: fmt.Sprintf("id%d", k), LastSeen: int64(k)}
+		in = append(in, listHost{Host: hi.Host, State: hi.State, Version: hi.Version, AgentID: hi.AgentID, LastSeen: hi.LastSeen, Labels: maps[i],
+			Procs: []listProc{{Key: "web:nginx", State: model.ProcRunning, PID: k}}})
+		withMap := hi
+		withMap.Labels = maps[i]
+		want.Host(&withMap)
+		if byMap[k] {
+			got.Host(&withMap)
+		} else {
+			got.HostLabels(&hi, sets[i])
+		}
+		want.Proc("web:nginx", nil, model.ProcRunning, k, false)
+		got.Proc("web:nginx", nil, model.ProcRunning, k, false)
+	}
+	data := got.AppendTo(nil)
+	if w := want.AppendTo(nil); !bytes.Equal(data, w) {
+		t.Fatalf("with sets:\n%s\nwith maps:\n%s", data, w)
+	}
+	out, err := readList(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range out {
+		if !reflect.DeepEqual(out[i].Labels, in[i].Labels) {
+			t.Fatalf("host %d: labels %v, want %v", i, out[i].Labels, in[i].Labels)
+		}
+	}
+}

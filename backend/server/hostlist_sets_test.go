@@ -1,0 +1,132 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+
+	"gseproc/backend/config"
+	"gseproc/backend/engine"
+	"gseproc/backend/server/wire"
+	"gseproc/backend/simulator"
+	"gseproc/backend/store"
+	"gseproc/model"
+)
+
+// setFleet is a simulated fleet as an inventory that keeps label sets
+// (engine.LabelSetInventory), shared by the hosts of the same labels, as
+// the NATS dispatcher keeps them.
+type setFleet struct{ *simulator.Fleet }
+
+func (f setFleet) HostLabelSets(ctx context.Context) ([]model.HostInfo, []model.LabelSet, error) {
+	hosts, err := f.Hosts(ctx)
+	sets := make([]model.LabelSet, len(hosts))
+	kept := map[string]model.LabelSet{}
+	for i := range hosts {
+		s := model.MakeLabelSet(hosts[i].Labels)
+		key := strings.Join(s, "\x00")
+		if k, ok := kept[key]; ok {
+			s = k
+		}
+		kept[key], sets[i], hosts[i].Labels = s, s, nil
+	}
+	return hosts, sets, err
+}
+
+// TestHostListOverLabelSets: a server whose engine's inventory keeps
+// label sets (the list form written from them, HostListSets) answers a
+// host list, for an app of every namespace and for one limited to some,
+// and the full form, with what a server over the same fleet listing maps
+// answers (LastSeen apart: the fleet's moves on between the two).
+func TestHostListOverLabelSets(t *testing.T) {
+	fleet := simulator.New(quietSim())
+	t.Cleanup(func() { _ = fleet.Close() })
+	ctx := context.Background()
+	handler := func(inv engine.Inventory) http.Handler {
+		eng := engine.New(config.Default().Engine, fleet, inv, store.NewMemory())
+		if err := eng.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = eng.Close() })
+		if err := eng.Seed(ctx, fleet.Definitions()); err != nil {
+			t.Fatal(err)
+		}
+		srv := New(eng, testConfig(), nil)
+		t.Cleanup(func() { _ = srv.Close() })
+		return srv.Handler()
+	}
+	withSets, plain := handler(setFleet{fleet}), handler(fleet)
+	get := func(h http.Handler, path, auth string) []byte {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Header.Set(AuthHeader, auth)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var env struct {
+			Result bool
+			Data   json.RawMessage
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil || rec.Code != http.StatusOK || !env.Result {
+			t.Fatalf("%s: %d %v %.200s", path, rec.Code, err, rec.Body.Bytes())
+		}
+		return env.Data
+	}
+	type host struct {
+		Host   string
+		State  model.AgentState
+		Agent  string
+		Labels map[string]string
+		Procs  []string
+	}
+	read := func(data []byte) []host {
+		t.Helper()
+		var out []host
+		if _, err := wire.ReadHostList(data, func(hl *wire.HostList, h *wire.ListHost) {
+			lh := host{Host: h.Host.AgentID(), State: h.State, Agent: h.Version + " " + h.AgentID, Labels: map[string]string{}}
+			for _, id := range h.Labels {
+				lh.Labels[hl.Labels[id].Key] = hl.Labels[id].Value
+			}
+			for _, p := range h.Procs {
+				d := hl.Procs[p.Proc]
+				lh.Procs = append(lh.Procs, d.Key+" "+string(p.State)+" "+strings.Join(model.MakeLabelSet(d.Labels), ","))
+			}
+			out = append(out, lh)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for _, auth := range []string{`{"bk_app_code":"esb_test","bk_app_secret":"xxx","bk_username":"admin"}`,
+		`{"bk_app_code":"narrow","bk_app_secret":"pw","bk_username":"alice"}`} {
+		for _, path := range []string{"/api/v1/hosts?form=list", "/api/v1/hosts?form=list&namespace=web", "/api/v1/hosts?form=list&limit=5"} {
+			got, want := read(get(withSets, path, auth)), read(get(plain, path, auth))
+			if len(want) == 0 || !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s as %.30s: over sets %d hosts %+v\nover maps %d hosts %+v", path, auth, len(got), got[:min(2, len(got))], len(want), want[:min(2, len(want))])
+			}
+		}
+		// The full form: every host's labels in its map.
+		var got, want []struct {
+			Host   model.Host
+			Labels map[string]string
+		}
+		if err := json.Unmarshal(get(withSets, "/api/v1/hosts", auth), &got); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(get(plain, "/api/v1/hosts", auth), &want); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) || len(want) == 0 {
+			t.Fatalf("full form: %d hosts over sets, %d over maps", len(got), len(want))
+		}
+		for i := range want {
+			if got[i].Host != want[i].Host || !maps.Equal(got[i].Labels, want[i].Labels) || len(want[i].Labels) == 0 {
+				t.Fatalf("full form, host %d: %+v over sets, %+v over maps", i, got[i], want[i])
+			}
+		}
+	}
+}
