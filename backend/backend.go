@@ -270,8 +270,12 @@ type HostLabelSetReader interface {
 	// HostListSets is HostListEach with the host's labels in labels, a
 	// shared set (read only, may be kept) and v.Labels nil; when the
 	// inventory keeps no sets, labels is nil and v.Labels holds them
-	// (reused after fn returns, as HostListEach's).
-	HostListSets(ctx context.Context, q HostQuery, fn func(v *HostView, labels model.LabelSet)) error
+	// (reused after fn returns, as HostListEach's). With sets, head (when
+	// not nil) is called once before the first host with all the
+	// listing may name: every process (key and labels) a view may carry
+	// and the label set of every host it may list (repeated as hosts
+	// share them); without sets it is not called.
+	HostListSets(ctx context.Context, q HostQuery, head func(procs []ProcView, sets []model.LabelSet), fn func(v *HostView, labels model.LabelSet)) error
 }
 
 // HostListEach lists the hosts q matches for a host list, each passed to

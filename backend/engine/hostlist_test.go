@@ -116,8 +116,39 @@ func TestHostListSetsAsHostListEach(t *testing.T) {
 			if err != nil || len(full) != len(want) {
 				t.Fatalf("%s %+v: Hosts lists %d hosts (%v), HostListEach %d", name, q, len(full), err, len(want))
 			}
-			i := 0
-			err = e.HostListSets(ctx, q, func(v *backend.HostView, labels model.LabelSet) {
+			// head: once, before the first host, with every process
+			// and label set the hosts then name.
+			i, heads := 0, 0
+			headProcs, headSets := map[string]map[string]string{}, map[*string]bool{}
+			head := func(procs []backend.ProcView, sets []model.LabelSet) {
+				if heads++; heads > 1 || i > 0 {
+					t.Fatalf("%s %+v: head called %d times, after %d hosts", name, q, heads, i)
+				}
+				for _, p := range procs {
+					headProcs[p.Key] = p.Labels
+				}
+				for _, l := range sets {
+					if len(l) > 0 {
+						headSets[&l[0]] = true
+					}
+				}
+			}
+			err = e.HostListSets(ctx, q, head, func(v *backend.HostView, labels model.LabelSet) {
+				if name == "sets" {
+					if heads != 1 {
+						t.Fatalf("%s %+v: host %d before head", name, q, i)
+					}
+					if len(labels) > 0 && !headSets[&labels[0]] {
+						t.Fatalf("%s %+v: host %s: set %v not among head's", name, q, v.Host, labels)
+					}
+					for _, p := range v.Procs {
+						if l, ok := headProcs[p.Key]; !ok || !maps.Equal(l, p.Labels) {
+							t.Fatalf("%s %+v: host %s: process %s %v not among head's", name, q, v.Host, p.Key, p.Labels)
+						}
+					}
+				} else if heads != 0 {
+					t.Fatalf("%s %+v: head called without sets", name, q)
+				}
 				if i >= len(want) {
 					t.Fatalf("%s %+v: host %d (%s) past the %d HostListEach lists", name, q, i, v.Host, len(want))
 				}

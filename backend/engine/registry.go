@@ -267,7 +267,7 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 		return nil, fmt.Errorf("hosts: inventory: %w", err)
 	}
 	var out []backend.HostView
-	err = e.eachHost(ctx, q, inv, func(size int) { out = make([]backend.HostView, 0, size) },
+	err = e.eachHost(ctx, q, inv, func(size int, _ *hostLister, _ []int32) { out = make([]backend.HostView, 0, size) },
 		func(lv *hostLister, _ int, hi *model.HostInfo, idx []int32) {
 			out = append(out, lv.view(*hi, idx))
 		})
@@ -289,7 +289,7 @@ func (e *Engine) HostListEach(ctx context.Context, q backend.HostQuery, fn func(
 		return fmt.Errorf("hosts: inventory: %w", err)
 	}
 	var v backend.HostView
-	return e.eachHost(ctx, q, inv, func(int) {}, func(lv *hostLister, _ int, hi *model.HostInfo, idx []int32) {
+	return e.eachHost(ctx, q, inv, func(int, *hostLister, []int32) {}, func(lv *hostLister, _ int, hi *model.HostInfo, idx []int32) {
 		lv.listView(&v, hi, idx)
 		fn(&v)
 	})
@@ -301,7 +301,14 @@ func (e *Engine) HostListEach(ctx context.Context, q backend.HostQuery, fn func(
 // the view's map (labels nil). The dispatcher made a map of each host's
 // set for HostListEach, which the list form's writer took apart again:
 // ~45% of a 100,000-host listing's CPU.
-func (e *Engine) HostListSets(ctx context.Context, q backend.HostQuery, fn func(v *backend.HostView, labels model.LabelSet)) error {
+//
+// head, when not nil and the inventory keeps sets, is called once before
+// the first host with all the listing may name: the label set of every
+// host of the inventory (sets, repeated as hosts share them) and every
+// process the views may carry (key and labels, the rest zero). A list
+// form's writer makes its tables of them and writes each host as it
+// comes (the reply's first byte no longer waits for the last host).
+func (e *Engine) HostListSets(ctx context.Context, q backend.HostQuery, head func(procs []backend.ProcView, sets []model.LabelSet), fn func(v *backend.HostView, labels model.LabelSet)) error {
 	si, ok := e.inv.(LabelSetInventory)
 	if !ok {
 		return e.HostListEach(ctx, q, func(v *backend.HostView) { fn(v, nil) })
@@ -313,18 +320,30 @@ func (e *Engine) HostListSets(ctx context.Context, q backend.HostQuery, fn func(
 	if len(sets) != len(inv) {
 		return fmt.Errorf("hosts: inventory: %d label sets for %d hosts", len(sets), len(inv))
 	}
+	start := func(_ int, lv *hostLister, match []int32) {
+		if head == nil {
+			return
+		}
+		// The views' processes are the matching definitions (fill).
+		procs := make([]backend.ProcView, len(match))
+		for j, i := range match {
+			procs[j] = backend.ProcView{Key: lv.keys[i], Labels: lv.defs[i].Process.Meta.Labels}
+		}
+		head(procs, sets)
+	}
 	var v backend.HostView
-	return e.eachHost(ctx, q, inv, func(int) {}, func(lv *hostLister, k int, hi *model.HostInfo, idx []int32) {
+	return e.eachHost(ctx, q, inv, start, func(lv *hostLister, k int, hi *model.HostInfo, idx []int32) {
 		lv.listView(&v, hi, idx)
 		fn(&v, sets[k])
 	})
 }
 
 // eachHost finds the hosts q matches among inv (the inventory's), in
-// Hosts' order: start is told how many there may be (at most), then each
-// is passed to emit with its place k in inv and the definitions
-// (lv.defs) deployed on it that q matches.
-func (e *Engine) eachHost(ctx context.Context, q backend.HostQuery, inv []model.HostInfo, start func(size int), emit func(lv *hostLister, k int, hi *model.HostInfo, idx []int32)) error {
+// Hosts' order: start is told how many there may be (at most) and the
+// definitions q matches (lv.defs[match], their keys lv.keys), then each
+// host is passed to emit with its place k in inv and the definitions
+// deployed on it that q matches.
+func (e *Engine) eachHost(ctx context.Context, q backend.HostQuery, inv []model.HostInfo, start func(size int, lv *hostLister, match []int32), emit func(lv *hostLister, k int, hi *model.HostInfo, idx []int32)) error {
 	defs, err := e.definitions(ctx)
 	if err != nil {
 		return fmt.Errorf("hosts: processes: %w", err)
@@ -363,7 +382,7 @@ func (e *Engine) eachHost(ctx context.Context, q backend.HostQuery, inv []model.
 		for j, i := range match {
 			in[j] = e.hosts.Positions(defs[i])
 		}
-		start(q.Limit)
+		start(q.Limit, &lv, match)
 		var idx []int32
 		n := 0
 		for k := range inv {
@@ -394,7 +413,7 @@ func (e *Engine) eachHost(ctx context.Context, q backend.HostQuery, inv []model.
 	if procFilter {
 		size = lay.used
 	}
-	start(size)
+	start(size, &lv, match)
 	n := 0
 	for k := range inv {
 		hi := &inv[k]

@@ -300,12 +300,12 @@ func (n *Server) HostListEach(ctx context.Context, q backend.HostQuery, fn func(
 
 // HostListSets is the engine's (backend.HostLabelSetReader): a host list
 // with each host's labels as the inventory shares them.
-func (n *Server) HostListSets(ctx context.Context, q backend.HostQuery, fn func(*backend.HostView, model.LabelSet)) error {
+func (n *Server) HostListSets(ctx context.Context, q backend.HostQuery, head func([]backend.ProcView, []model.LabelSet), fn func(*backend.HostView, model.LabelSet)) error {
 	e, err := n.ready()
 	if err != nil {
 		return err
 	}
-	return e.HostListSets(ctx, q, fn)
+	return e.HostListSets(ctx, q, head, fn)
 }
 
 func (n *Server) Processes(ctx context.Context, q backend.ProcQuery) ([]model.ProcessDef, error) {

@@ -85,18 +85,7 @@ func writeEnvelope(w http.ResponseWriter, status int, env envelope) {
 		// The bytes encoding/json writes for env with the parts joined
 		// as its data (TestRawDataEnvelope): the envelope's head, the
 		// parts, its tail.
-		head := make([]byte, 0, len(env.Message)+100)
-		head = append(head, `{"result":`...)
-		head = strconv.AppendBool(head, env.Result)
-		head = append(head, `,"code":`...)
-		head = strconv.AppendInt(head, int64(env.Code), 10)
-		head = append(head, `,"message":`...)
-		head = appendString(head, env.Message)
-		head = append(head, `,"data":`...)
-		tail := make([]byte, 0, len(env.RequestID)+50)
-		tail = append(tail, `,"permission":null,"request_id":`...)
-		tail = appendString(tail, env.RequestID)
-		tail = append(tail, "}\n"...)
+		head, tail := envelopeHead(env), envelopeTail(env)
 		n := len(head) + len(tail)
 		for _, p := range parts {
 			n += len(p)
@@ -120,6 +109,28 @@ func writeEnvelope(w http.ResponseWriter, status int, env envelope) {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(env)
+}
+
+// envelopeHead is env as encoding/json writes it up to its data (with
+// no permission: a success's envelope).
+func envelopeHead(env envelope) []byte {
+	head := make([]byte, 0, len(env.Message)+100)
+	head = append(head, `{"result":`...)
+	head = strconv.AppendBool(head, env.Result)
+	head = append(head, `,"code":`...)
+	head = strconv.AppendInt(head, int64(env.Code), 10)
+	head = append(head, `,"message":`...)
+	head = appendString(head, env.Message)
+	return append(head, `,"data":`...)
+}
+
+// envelopeTail is env as encoding/json writes it after its data (with no
+// permission), the encoder's newline included.
+func envelopeTail(env envelope) []byte {
+	tail := make([]byte, 0, len(env.RequestID)+50)
+	tail = append(tail, `,"permission":null,"request_id":`...)
+	tail = appendString(tail, env.RequestID)
+	return append(tail, "}\n"...)
 }
 
 // appendString appends s as the envelope's encoder writes it (HTML

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -127,6 +128,59 @@ func TestHostListOverLabelSets(t *testing.T) {
 			if got[i].Host != want[i].Host || !maps.Equal(got[i].Labels, want[i].Labels) || len(want[i].Labels) == 0 {
 				t.Fatalf("full form, host %d: %+v over sets, %+v over maps", i, got[i], want[i])
 			}
+		}
+	}
+}
+
+// TestHostListStreamed: over an inventory that keeps label sets, a whole
+// listing in the list form is streamed (no Content-Length) in the
+// envelope writeEnvelope writes (its head, the listing, its tail with the
+// request's id); a first page (limit) is written whole, with its length.
+func TestHostListStreamed(t *testing.T) {
+	fleet := simulator.New(quietSim())
+	t.Cleanup(func() { _ = fleet.Close() })
+	ctx := context.Background()
+	eng := engine.New(config.Default().Engine, fleet, setFleet{fleet}, store.NewMemory())
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.Close() })
+	if err := eng.Seed(ctx, fleet.Definitions()); err != nil {
+		t.Fatal(err)
+	}
+	srv := New(eng, testConfig(), nil)
+	t.Cleanup(func() { _ = srv.Close() })
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	for path, streamed := range map[string]bool{"/api/v1/hosts?form=list": true, "/api/v1/hosts?form=list&namespace=web": true, "/api/v1/hosts?form=list&limit=5": false} {
+		req, _ := http.NewRequest(http.MethodGet, ts.URL+path, nil)
+		req.Header.Set(AuthHeader, `{"bk_app_code":"esb_test","bk_app_secret":"xxx","bk_username":"admin"}`)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %s %v", path, resp.Status, err)
+		}
+		if got := resp.ContentLength < 0; got != streamed {
+			t.Fatalf("%s: Content-Length %d; streamed %v, want %v", path, resp.ContentLength, got, streamed)
+		}
+		var env struct {
+			Data json.RawMessage `json:"data"`
+		}
+		if err := json.Unmarshal(body, &env); err != nil {
+			t.Fatal(err)
+		}
+		rid := resp.Header.Get("X-Request-Id")
+		want := string(envelopeHead(envelope{Result: true, Code: CodeOK, Message: "success"})) + string(env.Data) + string(envelopeTail(envelope{RequestID: rid}))
+		if string(body) != want || rid == "" {
+			t.Fatalf("%s: envelope %.80q ... %q; want %.80q ... %q", path, body, body[max(0, len(body)-60):], want, want[max(0, len(want)-60):])
+		}
+		hosts := 0
+		if n, err := wire.ReadHostList(env.Data, func(*wire.HostList, *wire.ListHost) { hosts++ }); err != nil || n != len(env.Data) || hosts == 0 {
+			t.Fatalf("%s: %d hosts read, %v (%d bytes of %d)", path, hosts, err, n, len(env.Data))
 		}
 	}
 }

@@ -125,7 +125,7 @@ func BenchmarkHostList100k(b *testing.B) {
 		cpu := cpuTime()
 		for b.Loop() {
 			var w wire.HostListWriter
-			err := eng.HostListSets(ctx, backend.HostQuery{}, func(v *backend.HostView, labels model.LabelSet) {
+			err := eng.HostListSets(ctx, backend.HostQuery{}, nil, func(v *backend.HostView, labels model.LabelSet) {
 				w.HostLabels(&v.HostInfo, labels)
 				for j := range v.Procs {
 					p := &v.Procs[j]

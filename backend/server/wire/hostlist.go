@@ -84,6 +84,11 @@ type HostListWriter struct {
 	labels, prev []LabelPair
 	// last is the set HostLabels wrote last, whose indexes ids are.
 	last model.LabelSet
+	// out, once Stream is called, is where the listing goes as it is
+	// written; err is why it stopped (a write failed, or a host named
+	// what the tables written lack).
+	out func([]byte) error
+	err error
 }
 
 // Host adds a host (its processes follow, by Proc).
@@ -117,17 +122,101 @@ func (w *HostListWriter) HostLabels(hi *model.HostInfo, labels model.LabelSet) {
 	b := w.hostHead(hi)
 	if len(labels) >= 2 {
 		if !labels.Same(w.last) {
-			w.prev, w.labels = w.labels, w.prev[:0]
-			for i := range labels.Len() {
-				k, v := labels.Pair(i)
-				w.labels = append(w.labels, LabelPair{k, v})
-			}
-			w.pairIDs()
-			w.last = labels
+			w.setLabels(labels)
 		}
 		b = appendIDs(b, w.ids)
 	}
 	w.hostTail(b)
+}
+
+// setLabels looks labels' pairs up in the table (new ones added): their
+// indexes in w.ids, labels the set last looked up.
+func (w *HostListWriter) setLabels(labels model.LabelSet) {
+	w.prev, w.labels = w.labels, w.prev[:0]
+	for i := range labels.Len() {
+		k, v := labels.Pair(i)
+		w.labels = append(w.labels, LabelPair{k, v})
+	}
+	w.pairIDs()
+	w.last = labels
+}
+
+// AddProc adds (key, labels) to the procs table, as Proc of such a
+// process would: a table made before the hosts (Stream).
+func (w *HostListWriter) AddProc(key string, labels map[string]string) {
+	w.init()
+	w.procID(key, labels)
+}
+
+// AddLabels adds labels' pairs to the labels table, as HostLabels of a
+// host with them would: a table made before the hosts (Stream). The
+// sets of hosts in turn may repeat one set: looked up once.
+func (w *HostListWriter) AddLabels(labels model.LabelSet) {
+	w.init()
+	if len(labels) >= 2 && !labels.Same(w.last) {
+		w.setLabels(labels)
+	}
+}
+
+// Stream writes the listing's head (its tables as made so far, by
+// AddProc and AddLabels) to out, and then its hosts as they are added,
+// about writeChunk bytes at a time, each host whole; Finish writes the
+// rest. The reply's first byte no longer waits for the listing's last
+// host, and the reader (ReadHostListFrom) reads hosts while the others
+// are being written. Every process and label pair of the hosts added
+// afterwards must be in those tables: one that is not stops the listing
+// there (Finish's error), cut. Parts and AppendTo are not for a
+// streamed listing. out's slice is the writer's (reused after out
+// returns).
+func (w *HostListWriter) Stream(out func([]byte) error) error {
+	w.init()
+	if w.n > 0 || w.out != nil {
+		return fmt.Errorf("host list: streamed after %d hosts", w.n)
+	}
+	w.out = out
+	w.hosts = make([]byte, 0, writeChunk+writeChunk/4)
+	w.write(w.appendHead(nil))
+	return w.err
+}
+
+// Finish writes what a streamed listing (Stream) has not written yet and
+// its end. An error (out's, or a host that named what the tables lack)
+// means the listing was cut: what was written is no whole listing.
+func (w *HostListWriter) Finish() error {
+	if w.out == nil {
+		return fmt.Errorf("host list: not streamed")
+	}
+	w.end()
+	w.write(w.hosts)
+	w.write([]byte("]}"))
+	return w.err
+}
+
+// write writes b to out unless writing has stopped.
+func (w *HostListWriter) write(b []byte) {
+	if w.err == nil {
+		w.err = w.out(b)
+	}
+}
+
+// missing stops a streamed listing: a host named a process or label
+// pair its tables (written already) lack.
+func (w *HostListWriter) missing(what string) {
+	if w.err == nil {
+		w.err = fmt.Errorf("host list: %s not in the tables streamed before the hosts", what)
+	}
+}
+
+// writeChunk is about how many bytes of hosts a streamed listing
+// (Stream) writes at a time: the reader starts on the first hosts while
+// the server writes the next.
+const writeChunk = 64 << 10
+
+// init makes the tables' indexes.
+func (w *HostListWriter) init() {
+	if w.pairIx == nil {
+		w.pairIx, w.procIx = map[LabelPair]uint32{}, map[string][]uint32{}
+	}
 }
 
 // pairIDs is the indexes of w.labels's pairs in the pairs table (new ones
@@ -141,6 +230,9 @@ func (w *HostListWriter) pairIDs() []uint32 {
 		}
 		id, ok := w.pairIx[p]
 		if !ok {
+			if w.out != nil {
+				w.missing(fmt.Sprintf("label %s=%s", p.Key, p.Value))
+			}
 			id = uint32(len(w.pairs))
 			w.pairIx[p] = id
 			w.pairs = append(w.pairs, p)
@@ -164,10 +256,14 @@ func appendIDs(b []byte, ids []uint32) []byte {
 // hostHead starts a host: everything up to its label indexes.
 func (w *HostListWriter) hostHead(hi *model.HostInfo) []byte {
 	w.end()
-	if w.pairIx == nil {
-		w.pairIx, w.procIx = map[LabelPair]uint32{}, map[string][]uint32{}
-	}
-	if len(w.hosts) >= hostChunk { // a host's text stays in one part
+	w.init()
+	switch {
+	case w.out != nil: // streamed: the hosts so far written out, whole
+		if len(w.hosts) >= writeChunk {
+			w.write(w.hosts)
+			w.hosts = w.hosts[:0]
+		}
+	case len(w.hosts) >= hostChunk: // a host's text stays in one part
 		w.full = append(w.full, w.hosts)
 		w.hosts = make([]byte, 0, hostChunk+hostChunk/8)
 	}
@@ -227,6 +323,9 @@ func (w *HostListWriter) procID(key string, labels map[string]string) uint32 {
 		if l := w.procs[id].Labels; sameMap(l, labels) || maps.Equal(l, labels) {
 			return id
 		}
+	}
+	if w.out != nil {
+		w.missing("process " + key)
 	}
 	id := uint32(len(w.procs))
 	w.procs = append(w.procs, ListProcDef{Key: key, Labels: labels})

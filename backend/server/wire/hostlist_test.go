@@ -476,3 +476,94 @@ func TestHostListLabelSets(t *testing.T) {
 		}
 	}
 }
+
+// TestHostListStream: a listing streamed (tables made first by AddProc
+// and AddLabels, then Stream, the hosts, Finish) is written in several
+// writes, each host whole in one, and reads back as the same hosts
+// written whole; a host naming a label pair or a process its tables lack
+// stops it (Finish's error, the listing cut); so does a failed write.
+func TestHostListStream(t *testing.T) {
+	var in []listHost
+	sets := []model.LabelSet{model.MakeLabelSet(map[string]string{"a": "1", "b": "2"}), nil, model.MakeLabelSet(map[string]string{"a": "2"})}
+	procs := []listProc{{Key: "web:nginx", Labels: map[string]string{"app": "nginx"}}, {Key: "db:mysql"}}
+	for i := range 5000 {
+		p := procs[i%2]
+		p.State, p.PID = model.ProcRunning, i
+		in = append(in, listHost{Host: model.Host{IP: fmt.Sprintf("10.0.%d.%d", i/250, i%250+1)}, State: model.AgentOnline, Version: "2.1.6",
+			AgentID: fmt.Sprintf("agent-%05d", i), LastSeen: int64(i), Labels: sets[i%3].Map(), Procs: []listProc{p}})
+	}
+	stream := func(w *HostListWriter, extra func(w *HostListWriter), fail error) ([][]byte, error) {
+		for _, p := range procs {
+			w.AddProc(p.Key, p.Labels)
+		}
+		for i := range in {
+			w.AddLabels(sets[i%3])
+		}
+		var writes [][]byte
+		err := w.Stream(func(b []byte) error {
+			if fail != nil && len(writes) == 3 {
+				return fail
+			}
+			writes = append(writes, slices.Clone(b))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, h := range in {
+			w.HostLabels(&model.HostInfo{Host: h.Host, State: h.State, Version: h.Version, AgentID: h.AgentID, LastSeen: h.LastSeen}, sets[i%3])
+			for _, p := range h.Procs {
+				w.Proc(p.Key, p.Labels, p.State, p.PID, p.Hosted)
+			}
+			if i == len(in)/2 && extra != nil {
+				extra(w)
+			}
+		}
+		return writes, w.Finish()
+	}
+	var w HostListWriter
+	writes, err := stream(&w, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(writes) < 4 {
+		t.Fatalf("%d writes: want the head, hosts a chunk at a time, the end", len(writes))
+	}
+	for i, b := range writes[1 : len(writes)-1] {
+		// Each write after the head is hosts, each whole: "[" or ",[" ... "]]".
+		if !(bytes.HasPrefix(b, []byte(`["`)) || bytes.HasPrefix(b, []byte(`,["`))) || !bytes.HasSuffix(b, []byte("]]")) {
+			t.Fatalf("write %d: %.40q ... %q: not whole hosts", i+1, b, b[max(0, len(b)-10):])
+		}
+	}
+	out, err := readList(bytes.Join(writes, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(out, in) {
+		t.Fatalf("read back %d hosts, first %+v; want %d, first %+v", len(out), out[0], len(in), in[0])
+	}
+	for name, extra := range map[string]func(w *HostListWriter){
+		"label": func(w *HostListWriter) {
+			w.HostLabels(&model.HostInfo{Host: model.Host{IP: "10.9.9.9"}}, model.MakeLabelSet(map[string]string{"new": "pair"}))
+		},
+		"process": func(w *HostListWriter) {
+			w.Host(&model.HostInfo{Host: model.Host{IP: "10.9.9.9"}})
+			w.Proc("web:new", nil, model.ProcRunning, 1, false)
+		},
+	} {
+		var w HostListWriter
+		writes, err := stream(&w, extra, nil)
+		if err == nil || !strings.Contains(err.Error(), "not in the tables") {
+			t.Fatalf("%s: a host naming what the tables lack: %v", name, err)
+		}
+		if json.Valid(bytes.Join(writes, nil)) {
+			t.Fatalf("%s: the listing cut reads whole", name)
+		}
+	}
+	failed := fmt.Errorf("gone")
+	var wf HostListWriter
+	writes, err = stream(&wf, nil, failed)
+	if err != failed || len(writes) != 3 {
+		t.Fatalf("a failed write: %v after %d writes; want it after 3", err, len(writes))
+	}
+}
