@@ -567,3 +567,81 @@ func TestHostListStream(t *testing.T) {
 		t.Fatalf("a failed write: %v after %d writes; want it after 3", err, len(writes))
 	}
 }
+
+// TestHostFastAsHostAny: whatever a host's bytes (the server's, then
+// each changed at random: a byte replaced, a byte taken out, the text cut
+// short), the fast reader (hostFast) reads it as the reader of any
+// listing (hostAny) does, or leaves it to it: never another host, never
+// a host hostAny refuses.
+func TestHostFastAsHostAny(t *testing.T) {
+	in := sampleList()
+	in = append(in, listHost{Host: model.Host{IP: "10.0.0.9", CloudID: 12}, State: model.AgentOnline, Version: "2.1.6", AgentID: "x", LastSeen: -5,
+		Labels: map[string]string{"a": "b"}, Procs: []listProc{{Key: "web:nginx", State: model.ProcRunning, PID: math.MaxInt32, Hosted: true}}})
+	data := writeList(in)
+	var hl HostList
+	var hosts [][]byte // each host's bytes
+	{
+		var p listParts
+		l := lexer{b: data}
+		if err := l.object(func(key string) error {
+			start := l.i
+			if err := l.skip(); err != nil {
+				return err
+			}
+			raw := data[start:l.i]
+			if key == "hosts" {
+				hl2 := lexer{b: raw}
+				return hl2.array(func() error {
+					hl2.ws()
+					s := hl2.i
+					err := hl2.skip()
+					hosts = append(hosts, raw[s:hl2.i])
+					return err
+				})
+			}
+			return p.take(&hl, key, raw, 0)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(hosts) != len(in) {
+		t.Fatalf("%d hosts split, want %d", len(hosts), len(in))
+	}
+	alphabet := []byte(`[]{},:"\ -0123456789truefalsx` + "\x01\xc3")
+	rnd := uint64(1)
+	next := func(n int) int { rnd = rnd*6364136223846793005 + 1442695040888963407; return int(rnd>>33) % n }
+	fast, checked := 0, 0
+	for k := range 40000 {
+		h := slices.Clone(hosts[k%len(hosts)])
+		switch k % 4 {
+		case 0: // as written
+		case 1:
+			h[next(len(h))] = alphabet[next(len(alphabet))]
+		case 2:
+			i := next(len(h))
+			h = append(h[:i], h[i+1:]...)
+		case 3:
+			h = h[:next(len(h))]
+		}
+		h = append(h, ",..."...) // what follows a host in a listing
+		a := hostReader{hl: &hl, l: lexer{b: h}}
+		b := hostReader{hl: &hl, l: lexer{b: h}}
+		if !a.hostFast() {
+			if plain := !bytes.ContainsAny(h, "\\\x01\x80\xc3\xbf"); k%4 == 0 && plain {
+				t.Fatalf("host %d as written: left to hostAny: %s", k%len(hosts), h)
+			}
+			continue
+		}
+		fast++
+		if err := b.hostAny(); err != nil {
+			t.Fatalf("%q: hostFast read %+v, hostAny refuses it: %v", h, a.h, err)
+		}
+		if a.l.i != b.l.i || !reflect.DeepEqual(a.h, b.h) {
+			t.Fatalf("%q: hostFast read %+v (to %d), hostAny %+v (to %d)", h, a.h, a.l.i, b.h, b.l.i)
+		}
+		checked++
+	}
+	if fast < 10000 || checked != fast {
+		t.Fatalf("%d of 40,000 read by hostFast, %d checked", fast, checked)
+	}
+}
