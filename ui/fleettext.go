@@ -60,6 +60,12 @@ func plainHost(h backend.HostView) (backend.HostView, bool) {
 	h.Version, dirty = plainText(h.Version)
 	h.Labels, d = plainLabels(h.Labels)
 	dirty = dirty || d
+	if statusesPlain(h.Procs) {
+		// Nothing to clean (a list's statuses carry no free text):
+		// plainAll's copies of each process (~230 bytes, twice) were
+		// ~15 ms of a 100,000-host open.
+		return h, dirty
+	}
 	h.Procs, _ = plainAll(h.Procs, func(p backend.ProcView) (backend.ProcView, bool) {
 		var d bool
 		p.Status, d = plainStatus(p.Status)
@@ -67,6 +73,24 @@ func plainHost(h backend.HostView) (backend.HostView, bool) {
 		return p, d
 	})
 	return h, dirty
+}
+
+// statusesPlain reports whether the statuses of ps need no cleaning
+// (plainStatus would change none), read in place.
+func statusesPlain(ps []backend.ProcView) bool {
+	for i := range ps {
+		st := &ps[i].Status
+		if _, d := plainText(st.Message); d {
+			return false
+		}
+		if _, d := plainText(st.Cmdline); d {
+			return false
+		}
+		if _, d := plainText(st.Version); d {
+			return false
+		}
+	}
+	return true
 }
 
 // plainLabels is a host's labels (its agent's heartbeat reports them:

@@ -195,3 +195,43 @@ func TestIndexedHostLabelsEnterPlain(t *testing.T) {
 		t.Fatal("the client's table was written to")
 	}
 }
+
+// TestPlainHostStatuses: a host view's process statuses are made plain
+// whichever process and field holds the escape (a copy, the backend's
+// view untouched); a clean view is handed back as it is.
+func TestPlainHostStatuses(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		set   func(st *model.ProcStatus)
+		dirty bool
+	}{
+		{"clean", func(*model.ProcStatus) {}, false},
+		{"message", func(st *model.ProcStatus) { st.Message = hidden }, true},
+		{"cmdline", func(st *model.ProcStatus) { st.Cmdline = "nginx \x1b[2J" }, true},
+		{"version", func(st *model.ProcStatus) { st.Version = "1.2\x1b[8m" }, true},
+	} {
+		for at := range 3 {
+			procs := []backend.ProcView{{Key: "web:a"}, {Key: "web:b"}, {Key: "web:c"}}
+			tc.set(&procs[at].Status)
+			orig := procs[at].Status
+			v := backend.HostView{HostInfo: model.HostInfo{Host: model.Host{IP: "10.0.0.1"}, Version: "2.1"}, Procs: procs}
+			got, dirty := plainHost(v)
+			if dirty != tc.dirty {
+				t.Fatalf("%s at %d: dirty %v, want %v", tc.name, at, dirty, tc.dirty)
+			}
+			for i, p := range got.Procs {
+				for _, s := range []string{p.Status.Message, p.Status.Cmdline, p.Status.Version} {
+					if strings.ContainsRune(s, '\x1b') {
+						t.Fatalf("%s at %d: process %d keeps %q", tc.name, at, i, s)
+					}
+				}
+			}
+			if procs[at].Status != orig {
+				t.Fatalf("%s at %d: the backend's view was written to", tc.name, at)
+			}
+			if !tc.dirty && &got.Procs[0] != &procs[0] {
+				t.Fatalf("%s: a clean view's processes were copied", tc.name)
+			}
+		}
+	}
+}
