@@ -763,9 +763,12 @@ func (r *hostReader) hostFast() bool {
 	if i >= len(b) || b[i] != ']' {
 		return false
 	}
-	host, err := ParseHostText(string(text))
-	if err != nil {
-		return false
+	host, ok := hostTextV4(text)
+	if !ok {
+		var err error
+		if host, err = ParseHostText(string(text)); err != nil {
+			return false
+		}
 	}
 	h.Host, h.State, h.Version, h.AgentID, h.LastSeen = host, model.AgentState(r.held(state)), r.held(version), string(agent), seen
 	r.l.i = i + 1
@@ -793,6 +796,48 @@ func plainString(b []byte, i int, end byte) (text []byte, next int, ok bool) {
 	return nil, i, false
 }
 
+// hostTextV4 is ParseHostText of text when it is "cloud:ip" with an IPv4
+// address in canonical form (what ParseHostText takes as it is), read
+// without netip: ok false for any other text, ParseHostText's to read.
+func hostTextV4(text []byte) (model.Host, bool) {
+	colon := bytes.IndexByte(text, ':')
+	if colon <= 0 || colon > 10 || len(text) > model.MaxAgentIDText || colon > 1 && text[0] == '0' {
+		return model.Host{}, false
+	}
+	cloud := 0
+	for _, c := range text[:colon] {
+		if c < '0' || c > '9' {
+			return model.Host{}, false
+		}
+		cloud = cloud*10 + int(c-'0')
+	}
+	if cloud > model.MaxCloudID {
+		return model.Host{}, false
+	}
+	ip := text[colon+1:]
+	dots, val, digits := 0, 0, 0
+	for i, c := range ip {
+		switch {
+		case '0' <= c && c <= '9':
+			if digits > 0 && ip[i-digits] == '0' { // a leading zero
+				return model.Host{}, false
+			}
+			val, digits = val*10+int(c-'0'), digits+1
+			if val > 255 {
+				return model.Host{}, false
+			}
+		case c == '.' && digits > 0:
+			dots, val, digits = dots+1, 0, 0
+		default:
+			return model.Host{}, false
+		}
+	}
+	if dots != 3 || digits == 0 {
+		return model.Host{}, false
+	}
+	return model.Host{IP: string(ip), CloudID: cloud}, true
+}
+
 // plainInt reads an integer at b[i:] (as lexer.int takes it) and the
 // byte end after it.
 func plainInt(b []byte, i int, end byte) (n int64, next int, ok bool) {
@@ -803,14 +848,30 @@ func plainInt(b []byte, i int, end byte) (n int64, next int, ok bool) {
 // plainIntEnd reads an integer at b[i:] (as lexer.int takes it) and the
 // , or ] after it (end).
 func plainIntEnd(b []byte, i int) (n int64, next int, end byte, ok bool) {
+	// parseInt's rules, in the one pass that finds the number's end.
 	j := i
-	for j < len(b) && (b[j] == '-' || '0' <= b[j] && b[j] <= '9') {
+	neg := j < len(b) && b[j] == '-'
+	if neg {
 		j++
 	}
-	if j >= len(b) || b[j] != ',' && b[j] != ']' {
-		return 0, i, 0, false
+	start := j
+	var u uint64
+	for ; j < len(b) && '0' <= b[j] && b[j] <= '9'; j++ {
+		if u > (math.MaxUint64-9)/10 {
+			return 0, i, 0, false
+		}
+		u = u*10 + uint64(b[j]-'0')
 	}
-	if n, ok = parseInt(b[i:j]); !ok {
+	switch {
+	case j == start, j-start > 1 && b[start] == '0':
+		return 0, i, 0, false
+	case j >= len(b) || b[j] != ',' && b[j] != ']':
+		return 0, i, 0, false
+	case !neg && u <= math.MaxInt64:
+		n = int64(u)
+	case neg && u <= 1<<63:
+		n = -int64(u) // -1<<63 too: int64(1<<63) wraps to itself
+	default:
 		return 0, i, 0, false
 	}
 	return n, j + 1, b[j], true

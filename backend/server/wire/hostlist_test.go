@@ -575,6 +575,8 @@ func TestHostListStream(t *testing.T) {
 // a host hostAny refuses.
 func TestHostFastAsHostAny(t *testing.T) {
 	in := sampleList()
+	in = append(in, listHost{Host: model.Host{IP: "255.255.255.255", CloudID: model.MaxCloudID}, State: model.AgentOnline},
+		listHost{Host: model.Host{IP: "0.0.0.0"}, State: model.AgentOnline, LastSeen: math.MaxInt64})
 	in = append(in, listHost{Host: model.Host{IP: "10.0.0.9", CloudID: 12}, State: model.AgentOnline, Version: "2.1.6", AgentID: "x", LastSeen: -5,
 		Labels: map[string]string{"a": "b"}, Procs: []listProc{{Key: "web:nginx", State: model.ProcRunning, PID: math.MaxInt32, Hosted: true}}})
 	data := writeList(in)
@@ -607,7 +609,7 @@ func TestHostFastAsHostAny(t *testing.T) {
 	if len(hosts) != len(in) {
 		t.Fatalf("%d hosts split, want %d", len(hosts), len(in))
 	}
-	alphabet := []byte(`[]{},:"\ -0123456789truefalsx` + "\x01\xc3")
+	alphabet := []byte(`[]{},:."\ -0123456789truefalsx` + "\x01\xc3")
 	rnd := uint64(1)
 	next := func(n int) int { rnd = rnd*6364136223846793005 + 1442695040888963407; return int(rnd>>33) % n }
 	fast, checked := 0, 0
@@ -683,6 +685,24 @@ func TestHostListLabelRuns(t *testing.T) {
 		}
 		if got, want := runs.AppendTo(nil), maps.AppendTo(nil); !bytes.Equal(got, want) {
 			t.Fatalf("hosts %v:\n%s\nwant\n%s", hosts, got, want)
+		}
+	}
+}
+
+// TestHostTextV4: hostTextV4 reads "cloud:ip" as ParseHostText does, or
+// leaves it to it.
+func TestHostTextV4(t *testing.T) {
+	for _, s := range []string{"0:10.0.0.1", "0:0.0.0.0", "2147483647:255.255.255.255", "2147483648:1.1.1.1", "4294967296:1.1.1.1",
+		"01:1.2.3.4", "00:1.2.3.4", "+1:1.2.3.4", "-1:1.2.3.4", ":1.2.3.4", "1:", "1:1.2.3", "1:1.2.3.4.5", "1:1.2.3.04", "1:1.2.3.00",
+		"1:1.2.3.256", "1:1.2.3.255", "1:1..3.4", "1:.1.2.3", "1:1.2.3.", "1:::1", "1:::ffff:1.2.3.4", "1:fd00::1", "1:1.2.3.4%eth0",
+		"12345678901:1.1.1.1", "1:100.200.10.0", "1: 1.2.3.4", "1:1.2.3.4 "} {
+		want, werr := ParseHostText(s)
+		got, ok := hostTextV4([]byte(s))
+		if ok && (werr != nil || got != want) {
+			t.Errorf("%q: hostTextV4 %+v, ParseHostText %+v %v", s, got, want, werr)
+		}
+		if _, ip, _ := strings.Cut(s, ":"); !ok && werr == nil && !strings.Contains(ip, ":") {
+			t.Errorf("%q: an IPv4 host ParseHostText reads (%+v) left to it", s, want)
 		}
 	}
 }
