@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"gseproc/backend"
+	"gseproc/backend/client"
 	"gseproc/backend/config"
 	"gseproc/backend/engine"
 	"gseproc/backend/server/wire"
@@ -182,5 +184,22 @@ func TestHostListStreamed(t *testing.T) {
 		if n, err := wire.ReadHostList(env.Data, func(*wire.HostList, *wire.ListHost) { hosts++ }); err != nil || n != len(env.Data) || hosts == 0 {
 			t.Fatalf("%s: %d hosts read, %v (%d bytes of %d)", path, hosts, err, n, len(env.Data))
 		}
+	}
+	// gseproc's client (the console's) reads the streamed listing as it
+	// comes: every host, each with its labels and processes.
+	c := client.New(ts.URL, client.WithCredentials("esb_test", "xxx", "admin"))
+	t.Cleanup(func() { _ = c.Close() })
+	want, err := eng.Hosts(ctx, backend.HostQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	if err := c.HostListEach(ctx, backend.HostQuery{}, func(v *backend.HostView) {
+		if i < len(want) && (v.Host != want[i].Host || !maps.Equal(v.Labels, want[i].Labels) || len(v.Procs) != len(want[i].Procs)) {
+			t.Fatalf("host %d: %+v, want %+v", i, v, want[i])
+		}
+		i++
+	}); err != nil || i != len(want) {
+		t.Fatalf("the client read %d hosts of %d: %v", i, len(want), err)
 	}
 }
