@@ -300,7 +300,7 @@ func (e *Engine) HostListEach(ctx context.Context, q backend.HostQuery, fn func(
 // when it does (LabelSetInventory); else as HostListEach has them, in
 // the view's map (labels nil). The dispatcher made a map of each host's
 // set for HostListEach, which the list form's writer took apart again:
-// ~45% of a 100,000-host listing's CPU.
+// a quarter of a 100,000-host listing's CPU, 200,000 allocations.
 //
 // head, when not nil and the inventory keeps sets, is called once before
 // the first host with all the listing may name: the label set of every
