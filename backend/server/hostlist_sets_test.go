@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"maps"
 	"net/http"
@@ -201,5 +202,58 @@ func TestHostListStreamed(t *testing.T) {
 		i++
 	}); err != nil || i != len(want) {
 		t.Fatalf("the client read %d hosts of %d: %v", i, len(want), err)
+	}
+}
+
+// cutLister is an engine whose label-set listings fail once every host
+// has been listed (as one whose inventory changed under it would).
+type cutLister struct{ *engine.Engine }
+
+func (c cutLister) HostListSets(ctx context.Context, q backend.HostQuery, head func([]backend.ProcView, []model.LabelSet), fn func(*backend.HostView, model.LabelSet)) error {
+	if err := c.Engine.HostListSets(ctx, q, head, fn); err != nil {
+		return err
+	}
+	return errors.New("inventory changed while listed")
+}
+
+// TestHostListStreamCut: a streamed listing cut short (its listing failed
+// after its first bytes went out) aborts its connection: the body reads
+// as cut at the HTTP level (not a chunked body ending where a whole one
+// would), and gseproc's client reports an error, not a shorter list.
+func TestHostListStreamCut(t *testing.T) {
+	fleet := simulator.New(quietSim())
+	t.Cleanup(func() { _ = fleet.Close() })
+	ctx := context.Background()
+	eng := engine.New(config.Default().Engine, fleet, setFleet{fleet}, store.NewMemory())
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.Close() })
+	if err := eng.Seed(ctx, fleet.Definitions()); err != nil {
+		t.Fatal(err)
+	}
+	srv := New(cutLister{eng}, testConfig(), nil)
+	t.Cleanup(func() { _ = srv.Close() })
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	req, _ := http.NewRequest(http.MethodGet, ts.URL+"/api/v1/hosts?form=list", nil)
+	req.Header.Set(AuthHeader, `{"bk_app_code":"esb_test","bk_app_secret":"xxx","bk_username":"admin"}`)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.ContentLength >= 0 || len(body) == 0 {
+		t.Fatalf("not streamed: Content-Length %d, %d bytes", resp.ContentLength, len(body))
+	}
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("a cut listing's body read %d bytes with %v, want io.ErrUnexpectedEOF (connection aborted)", len(body), err)
+	}
+	c := client.New(ts.URL, client.WithCredentials("esb_test", "xxx", "admin"))
+	t.Cleanup(func() { _ = c.Close() })
+	n := 0
+	if err := c.HostListEach(ctx, backend.HostQuery{}, func(*backend.HostView) { n++ }); err == nil {
+		t.Fatalf("the client read a cut listing (%d hosts) without an error", n)
 	}
 }

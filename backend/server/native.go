@@ -314,16 +314,18 @@ func startListStream(c *call, w *wire.HostListWriter) {
 // were listed with err: the listing's rest and the envelope's tail, the
 // bytes writeEnvelope writes for the same listing (TestHostListStreamed).
 // A listing cut (err, a failed write, a host naming what its tables
-// lack) is left cut, without its end: the client reads no whole reply;
-// the refusal returned is for the request's log and metrics only.
+// lack) is left cut, without its end, and its connection aborted
+// (c.cut): the client reads no whole reply, at the HTTP level too; the
+// refusal returned is for the request's log and metrics only.
 func endListStream(c *call, w *wire.HostListWriter, err error) *apiError {
 	if err == nil {
 		err = w.Finish()
 	}
-	if err != nil {
-		return backendError(CodeSystem, "hosts", fmt.Errorf("listing cut: %w", err))
+	if err == nil {
+		_, err = c.w.Write(envelopeTail(envelope{RequestID: c.rid}))
 	}
-	if _, err := c.w.Write(envelopeTail(envelope{RequestID: c.rid})); err != nil {
+	if err != nil {
+		c.cut = true
 		return backendError(CodeSystem, "hosts", fmt.Errorf("listing cut: %w", err))
 	}
 	return nil

@@ -150,6 +150,11 @@ type call struct {
 	app      *app // nil: no restriction (native API without auth)
 	operator string
 	streamed bool // the handler wrote its own response (SSE)
+	// cut: the handler's own response (streamed) was cut short; the
+	// connection is then aborted once the request is counted and logged,
+	// so that its end is not read as a whole reply's (chunked, the
+	// terminating chunk would say the body ended where it should).
+	cut bool
 }
 
 type handlerFunc func(ctx context.Context, c *call) (any, *apiError)
@@ -164,6 +169,11 @@ func (s *Server) wrap(name string, kind int, h handlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		c := &call{s: s, w: w, r: r, rid: newRequestID(), endpoint: name}
+		defer func() {
+			if c.cut {
+				panic(http.ErrAbortHandler) // net/http closes the connection without the body's end, logging nothing
+			}
+		}()
 		w.Header().Set("X-Request-Id", c.rid)
 		w.Header().Set("Bkapi-Request-Id", c.rid)
 		data, aerr := s.run(c, kind, h)
