@@ -1,14 +1,17 @@
 package ui
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"runtime/pprof"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -297,6 +300,12 @@ func selectAllWatch(b *testing.B, be backend.Backend, q backend.HostQuery, n int
 		stop := startCPUProfile(b, file)
 		defer stop()
 	}
+	if file := os.Getenv("GSEPROC_HEAP_PEAK_PROFILE"); file != "" {
+		// The heap profile of the largest live heap seen while the list
+		// opens and the op runs (what sets MB-peak).
+		stop := peakHeapProfile(b, file)
+		defer stop()
+	}
 	t0, c0 := time.Now(), processCPU()
 	runUntil(b, m, func() tea.Msg { return pushMsg{hp} }, func() bool { return hp.loaded })
 	_ = m.View()
@@ -376,6 +385,54 @@ func writeHeapProfile(b *testing.B, file string) {
 	defer f.Close()
 	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// peakHeapProfile reads the live heap every 100 ms until stop, keeping
+// the heap profile (as of the last collection) taken when it was the
+// largest; stop writes it to file.
+func peakHeapProfile(b *testing.B, file string) (stop func()) {
+	b.Helper()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var best []byte
+	wg.Go(func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/objects:bytes"},
+			{Name: "/memory/classes/heap/unused:bytes"}, {Name: "/memory/classes/heap/free:bytes"},
+			{Name: "/memory/classes/heap/stacks:bytes"}, {Name: "/memory/classes/total:bytes"},
+			{Name: "/memory/classes/heap/released:bytes"}}
+		var max, maxTotal uint64
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			metrics.Read(s)
+			if t := s[5].Value.Uint64() - s[6].Value.Uint64(); t > maxTotal {
+				maxTotal = t
+				var line strings.Builder
+				for _, x := range s {
+					fmt.Fprintf(&line, " %s=%dMB", x.Name, x.Value.Uint64()>>20)
+				}
+				b.Logf("largest mapped: %s", line.String())
+			}
+			if v := s[0].Value.Uint64(); v > max {
+				var buf bytes.Buffer
+				if err := pprof.Lookup("heap").WriteTo(&buf, 0); err == nil {
+					max, best = v, buf.Bytes()
+				}
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+		if err := os.WriteFile(file, best, 0o644); err != nil {
+			b.Error(err)
+		}
 	}
 }
 
