@@ -3,6 +3,8 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -24,6 +26,13 @@ func (s *failStatuses) PutProcStatus(ctx context.Context, h model.Host, st model
 		return errors.New("store down")
 	}
 	return s.Memory.PutProcStatus(ctx, h, st)
+}
+
+func (s *failStatuses) KeepProcStatus(ctx context.Context, h model.Host, st *model.ProcStatus) error {
+	if s.fail.Load() {
+		return errors.New("store down")
+	}
+	return s.Memory.KeepProcStatus(ctx, h, st)
 }
 
 // TestStatusStoredAfterFailedWrite: a status whose write failed is written
@@ -54,5 +63,66 @@ func TestStatusStoredAfterFailedWrite(t *testing.T) {
 	}
 	if got := all[h]; len(got) != 1 || got[0].PID != 42 {
 		t.Fatalf("stored statuses of %s: %+v, want the one reported (pid 42)", h, got)
+	}
+}
+
+// keptStatuses is a memory store that records the statuses it is handed
+// by address (KeepProcStatus) and counts those it is handed as copies.
+type keptStatuses struct {
+	*store.Memory
+	mu     sync.Mutex
+	kept   []*model.ProcStatus
+	copied atomic.Int32
+}
+
+func (s *keptStatuses) PutProcStatus(ctx context.Context, h model.Host, st model.ProcStatus) error {
+	s.copied.Add(1)
+	return s.Memory.PutProcStatus(ctx, h, st)
+}
+
+func (s *keptStatuses) KeepProcStatus(ctx context.Context, h model.Host, st *model.ProcStatus) error {
+	s.mu.Lock()
+	s.kept = append(s.kept, st)
+	s.mu.Unlock()
+	return s.Memory.KeepProcStatus(ctx, h, st)
+}
+
+// TestStatusKeptNotCopied: a store that keeps statuses by address
+// (engine.StatusKeeper, the memory store) is handed the engine's own
+// status, the one a status op's result shares, not a copy of it: the
+// memory store's copy of every status was the embedded engine's second.
+func TestStatusKeptNotCopied(t *testing.T) {
+	ctx := context.Background()
+	st := &keptStatuses{Memory: store.NewMemory()}
+	f := newFake(3)
+	var hosts []model.Host
+	for _, h := range f.hosts {
+		hosts = append(hosts, h.Host)
+	}
+	if err := st.PutProcess(ctx, model.ProcessDef{Process: proc("ns", "app", nil), Hosts: hosts}); err != nil {
+		t.Fatal(err)
+	}
+	e := engine.New(testCfg(), f, f, st)
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	task, _ := operate(t, e, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns", Name: "app"}})
+	if n := st.copied.Load(); n != 0 {
+		t.Fatalf("%d statuses handed to the store as copies", n)
+	}
+	rs, err := st.Memory.Results(ctx, task.ID) // stored complete: by the time the watch ends
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.kept) != len(hosts) || len(rs) != len(hosts) {
+		t.Fatalf("%d statuses kept, %d results, want %d", len(st.kept), len(rs), len(hosts))
+	}
+	for _, r := range rs {
+		if r.Status == nil || !slices.Contains(st.kept, r.Status) {
+			t.Fatalf("result of %s: status %p is not one the store keeps", r.Host, r.Status)
+		}
 	}
 }

@@ -177,10 +177,11 @@ func (e *Engine) writeBatch(ctx context.Context, ws []write) {
 			nsts++
 		}
 	}
-	var sts []HostStatus
+	// The last of each host and process, in the order first queued.
+	var sts []write
 	var at map[key]int
 	if nsts > 0 {
-		sts, at = make([]HostStatus, 0, nsts), make(map[key]int, nsts)
+		sts, at = make([]write, 0, nsts), make(map[key]int, nsts)
 	}
 	var rs []model.Result
 	type fenced struct {
@@ -207,10 +208,10 @@ func (e *Engine) writeBatch(ctx context.Context, ws []write) {
 		if w.status != nil {
 			k := key{w.host, w.status.ProcKey}
 			if i, ok := at[k]; ok {
-				sts[i] = HostStatus{Host: w.host, Status: *w.status}
+				sts[i] = w
 			} else {
 				at[k] = len(sts)
-				sts = append(sts, HostStatus{Host: w.host, Status: *w.status})
+				sts = append(sts, w)
 			}
 		}
 		switch {
@@ -225,11 +226,24 @@ func (e *Engine) writeBatch(ctx context.Context, ws []write) {
 			rs = append(rs, *w.res)
 		}
 	}
+	if ks, ok := e.st.(StatusKeeper); ok {
+		for _, s := range sts {
+			if err := ks.KeepProcStatus(ctx, s.host, s.status); err != nil {
+				e.log.Warn("store status", "host", s.host.String(), "proc", s.status.ProcKey, "err", err)
+				e.statusNotStored(HostStatus{Host: s.host, Status: *s.status})
+			}
+		}
+		sts = nil
+	}
 	if bs, ok := e.st.(BatchStore); ok {
 		if len(sts) > 0 {
-			if err := bs.PutProcStatuses(ctx, sts); err != nil {
-				e.log.Warn("store statuses", "n", len(sts), "err", err)
-				for _, s := range sts {
+			hs := make([]HostStatus, len(sts))
+			for i, s := range sts {
+				hs[i] = HostStatus{Host: s.host, Status: *s.status}
+			}
+			if err := bs.PutProcStatuses(ctx, hs); err != nil {
+				e.log.Warn("store statuses", "n", len(hs), "err", err)
+				for _, s := range hs {
 					e.statusNotStored(s)
 				}
 			}
@@ -241,9 +255,9 @@ func (e *Engine) writeBatch(ctx context.Context, ws []write) {
 		}
 	} else {
 		for _, s := range sts {
-			if err := e.st.PutProcStatus(ctx, s.Host, s.Status); err != nil {
-				e.log.Warn("store status", "host", s.Host.String(), "proc", s.Status.ProcKey, "err", err)
-				e.statusNotStored(s)
+			if err := e.st.PutProcStatus(ctx, s.host, *s.status); err != nil {
+				e.log.Warn("store status", "host", s.host.String(), "proc", s.status.ProcKey, "err", err)
+				e.statusNotStored(HostStatus{Host: s.host, Status: *s.status})
 			}
 		}
 		for _, r := range rs {

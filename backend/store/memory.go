@@ -73,11 +73,15 @@ func WithSeqStart(n uint64) Option { return func(m *Memory) { m.seq.Store(n) } }
 type Memory struct {
 	seq atomic.Uint64
 
-	mu       sync.RWMutex
-	procs    map[string]model.ProcessDef
-	lent     []model.ProcessDef // the registry sorted by key, lent by SharedProcesses; nil after a change
-	rev      uint64
-	statuses map[model.Host]map[string]model.ProcStatus
+	mu    sync.RWMutex
+	procs map[string]model.ProcessDef
+	lent  []model.ProcessDef // the registry sorted by key, lent by SharedProcesses; nil after a change
+	rev   uint64
+	// statuses are the last known statuses, a host's in a short slice (a
+	// map per host was a map and its group for every host of the fleet).
+	// Each is kept by address and never changed: a new status replaces
+	// it whole (KeepProcStatus keeps the engine's own).
+	statuses map[model.Host][]*model.ProcStatus
 	groups   map[groupKey]model.ProcessGroup
 	tasks    map[string]*taskRec
 	order    []string // task ids in creation order, oldest first
@@ -113,7 +117,7 @@ type taskRec struct {
 func NewMemory(opts ...Option) *Memory {
 	m := &Memory{
 		procs:       make(map[string]model.ProcessDef),
-		statuses:    make(map[model.Host]map[string]model.ProcStatus),
+		statuses:    make(map[model.Host][]*model.ProcStatus),
 		groups:      make(map[groupKey]model.ProcessGroup),
 		tasks:       make(map[string]*taskRec),
 		keepTasks:   DefaultKeepTasks,
@@ -201,18 +205,26 @@ func (m *Memory) SharedProcesses(_ context.Context) ([]model.ProcessDef, error) 
 }
 
 // PutProcStatus records the last known status of st.ProcKey on host.
-func (m *Memory) PutProcStatus(_ context.Context, host model.Host, st model.ProcStatus) error {
+func (m *Memory) PutProcStatus(ctx context.Context, host model.Host, st model.ProcStatus) error {
+	return m.KeepProcStatus(ctx, host, &st)
+}
+
+// KeepProcStatus is PutProcStatus keeping st by address, not a copy
+// (engine.StatusKeeper): the caller never changes *st afterwards.
+func (m *Memory) KeepProcStatus(_ context.Context, host model.Host, st *model.ProcStatus) error {
 	if st.ProcKey == "" {
 		return fmt.Errorf("put status on %s: proc key is empty", host)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	h := m.statuses[host]
-	if h == nil {
-		h = make(map[string]model.ProcStatus)
-		m.statuses[host] = h
+	l := m.statuses[host]
+	for i, was := range l {
+		if was.ProcKey == st.ProcKey {
+			l[i] = st
+			return nil
+		}
 	}
-	h[st.ProcKey] = st
+	m.statuses[host] = append(l, st)
 	return nil
 }
 
@@ -221,10 +233,10 @@ func (m *Memory) ProcStatuses(_ context.Context) (map[model.Host][]model.ProcSta
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	out := make(map[model.Host][]model.ProcStatus, len(m.statuses))
-	for h, byKey := range m.statuses {
-		l := make([]model.ProcStatus, 0, len(byKey))
-		for _, st := range byKey {
-			l = append(l, st)
+	for h, kept := range m.statuses {
+		l := make([]model.ProcStatus, len(kept))
+		for i, st := range kept {
+			l[i] = *st
 		}
 		sort.Slice(l, func(i, j int) bool { return l[i].ProcKey < l[j].ProcKey })
 		out[h] = l

@@ -17,6 +17,7 @@ import (
 var (
 	_ engine.Store          = (*Memory)(nil)
 	_ engine.SharedRegistry = (*Memory)(nil)
+	_ engine.StatusKeeper   = (*Memory)(nil)
 )
 
 func def(ns, name string, hosts ...model.Host) model.ProcessDef {
@@ -331,5 +332,51 @@ func TestTasksEvictByAge(t *testing.T) {
 	}
 	if fmt.Sprint(ids) != "[new running recent]" {
 		t.Fatalf("kept %v, want [new running recent]", ids)
+	}
+}
+
+// TestProcStatusesKept: the last status of each process on a host is
+// kept, replaced by the next of the same process; PutProcStatus keeps a
+// copy (the caller's later change does not show), KeepProcStatus the
+// status handed (the engine's own, never changed: not a second copy);
+// ProcStatuses lists each host's sorted by key, as copies.
+func TestProcStatusesKept(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory()
+	st := model.ProcStatus{ProcKey: "ns:b", PID: 1}
+	if err := m.PutProcStatus(ctx, host(1), st); err != nil {
+		t.Fatal(err)
+	}
+	st.PID = 99 // the caller's: not the store's
+	kept := &model.ProcStatus{ProcKey: "ns:a", PID: 2}
+	if err := m.KeepProcStatus(ctx, host(1), kept); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.PutProcStatus(ctx, host(2), model.ProcStatus{ProcKey: "ns:a", PID: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.PutProcStatus(ctx, host(2), model.ProcStatus{ProcKey: "ns:a", PID: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.KeepProcStatus(ctx, host(2), &model.ProcStatus{}); err == nil {
+		t.Fatal("a status without a proc key was kept")
+	}
+	if got := m.statuses[host(1)]; len(got) != 2 || got[1] != kept {
+		t.Fatalf("host 1 keeps %v, want the status handed (%p) second", got, kept)
+	}
+	all, err := m.ProcStatuses(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[model.Host][]model.ProcStatus{
+		host(1): {{ProcKey: "ns:a", PID: 2}, {ProcKey: "ns:b", PID: 1}},
+		host(2): {{ProcKey: "ns:a", PID: 4}},
+	}
+	if !reflect.DeepEqual(all, want) {
+		t.Fatalf("statuses %+v, want %+v", all, want)
+	}
+	all[host(1)][0].PID = 7 // a copy: the store's stays
+	if kept.PID != 2 {
+		t.Fatal("ProcStatuses lent the kept status")
 	}
 }
