@@ -101,15 +101,6 @@ type Memory struct {
 	maxAge                                        time.Duration
 }
 
-type taskRec struct {
-	task    model.Task
-	targets []model.Target
-	index   map[model.Target]int
-	results []model.Result // by target index; State "" = never put
-	n       int            // results put
-	roll    model.RollControl
-}
-
 // NewMemory returns an empty store. NextSeq is seeded from the current time
 // in microseconds, so task ids (which also carry the creation second) stay
 // unique across restarts of the process unless it created more than a
@@ -249,14 +240,10 @@ func (m *Memory) NextSeq(_ context.Context) (uint64, error) { return m.seq.Add(1
 
 // PutTask creates a task with its targets.
 func (m *Memory) PutTask(_ context.Context, t model.Task, targets []model.Target) error {
-	rec := &taskRec{task: t, targets: slices.Clone(targets), index: make(map[model.Target]int, len(targets))}
-	for i, tg := range targets {
-		if _, dup := rec.index[tg.Pair()]; dup {
-			return fmt.Errorf("put task %s: target %s %s given twice", t.ID, tg.Host, tg.ProcKey)
-		}
-		rec.index[tg.Pair()] = i
+	rec, err := newTaskRec(t, targets)
+	if err != nil {
+		return err
 	}
-	rec.results = make([]model.Result, len(targets))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.tasks[t.ID]; ok {
@@ -354,18 +341,17 @@ func (m *Memory) PutResult(_ context.Context, r model.Result) error {
 	if !ok {
 		return fmt.Errorf("put result of task %s: %w", r.TaskID, model.ErrNotFound)
 	}
-	i, ok := rec.index[model.Target{Host: r.Host, ProcKey: r.ProcKey}.Pair()]
-	if !ok {
-		return fmt.Errorf("put result of task %s: %s %s is not a target: %w", r.TaskID, r.Host, r.ProcKey, model.ErrNotFound)
-	}
 	if r.State == "" {
 		r.State = model.StatePending
 	}
-	if rec.results[i].State == "" {
+	isNew, ok := rec.put(&r)
+	if !ok {
+		return fmt.Errorf("put result of task %s: %s %s is not a target: %w", r.TaskID, r.Host, r.ProcKey, model.ErrNotFound)
+	}
+	if isNew {
 		rec.n++
 		m.nResults++
 	}
-	rec.results[i] = r
 	return nil
 }
 
@@ -377,9 +363,9 @@ func (m *Memory) Results(_ context.Context, taskID string) ([]model.Result, erro
 	if !ok {
 		return nil, fmt.Errorf("results of task %s: %w", taskID, model.ErrNotFound)
 	}
-	out := make([]model.Result, 0, len(rec.results))
-	for _, r := range rec.results {
-		if r.State != "" {
+	out := make([]model.Result, 0, rec.n)
+	for i := range rec.rows {
+		if r, ok := rec.result(i); ok {
 			out = append(out, r)
 		}
 	}

@@ -380,3 +380,69 @@ func TestProcStatusesKept(t *testing.T) {
 		t.Fatal("ProcStatuses lent the kept status")
 	}
 }
+
+// TestResultsWhole: each result comes back as it was put, though the
+// store keeps what its task's results share once (target, op, state,
+// value key, the definition's identity): every field, its times as they
+// were (monotonic reading included), its status the one put, an agent id
+// other than its target's; a result put again replaces the first; the
+// same host and process key with another agent id or cloud are other
+// targets.
+func TestResultsWhole(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory()
+	var tg []model.Target
+	for i := range 300 { // enough for the index to probe past collisions
+		tg = append(tg, model.Target{Host: host(i % 100), ProcKey: fmt.Sprintf("ns:p%d", i/100), AgentID: fmt.Sprint("agent-", i)})
+	}
+	tg = append(tg, model.Target{Host: model.Host{IP: host(1).IP, CloudID: 1}, ProcKey: "ns:p0"})
+	if err := m.PutTask(ctx, model.Task{ID: "t"}, tg); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	proc := model.ResultProc{ProcName: "p", SetupPath: "/opt/p", FuncID: "f", InstanceID: "i"}
+	want := make([]model.Result, len(tg))
+	for i, x := range tg {
+		r := model.Result{TaskID: "t", Seq: int64(i + 1), Host: x.Host, ProcKey: x.ProcKey, ValueKey: "v", AgentID: x.AgentID,
+			Op: model.OpStatus, State: model.StateSuccess, Proc: proc, Hosted: i%2 == 0,
+			Status: &model.ProcStatus{ProcKey: x.ProcKey, PID: i}, Started: now, Finished: now.Add(time.Duration(i))}
+		switch i % 7 {
+		case 1:
+			r.State, r.Code, r.Message = model.StateFailed, 829, fmt.Sprint("stopped already ", i)
+		case 2:
+			r.AgentID = "" // named by cloud:ip
+		case 3:
+			r.Op, r.ValueKey, r.Proc = model.OpStop, "", model.ResultProc{}
+		case 4:
+			r.Status, r.Started, r.Finished = nil, time.Time{}, time.Time{}
+		}
+		want[i] = r
+	}
+	for i := len(want) - 1; i >= 0; i-- { // put out of order, and some twice
+		if i%5 == 0 {
+			first := want[i]
+			first.State, first.Seq, first.AgentID = model.StateRunning, 0, "other"
+			if err := m.PutResult(ctx, first); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := m.PutResult(ctx, want[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := m.Results(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d results, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) || got[i].Status != want[i].Status || got[i].Started != want[i].Started {
+			t.Fatalf("result %d:\n got %+v\nwant %+v", i, got[i], want[i])
+		}
+	}
+	if m.nResults != len(want) {
+		t.Fatalf("%d results counted, want %d (a result put again counted twice)", m.nResults, len(want))
+	}
+}

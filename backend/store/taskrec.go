@@ -1,0 +1,182 @@
+package store
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math/bits"
+	"slices"
+	"time"
+
+	"gseproc/model"
+)
+
+// taskRec is a task as the memory store keeps it: its record, its targets
+// and a compact row per target for its result. A model.Result is 272
+// bytes, most of it what every result of the task or of one of its
+// processes shares (task id, host and process key, which its target
+// holds; op, state, value key and the definition's identity, a few
+// distinct sets a task); each row keeps the rest, and the index of its
+// shared set (its shape). A task over 228,000 processes held 62 MB of
+// results and a 15 MB map of its targets (index); the rows and index
+// below hold 22 MB and 2 MB. Results gives each back whole, as it was put.
+type taskRec struct {
+	task    model.Task
+	targets []model.Target
+	index   pairIndex
+	rows    []resultRow // by target index
+	shapes  []resultShape
+	shapeIx map[resultShape]uint32
+	// agentIDs are the agent ids of the results naming their host by
+	// another than their target's (resultRow.agent), by target index.
+	agentIDs map[int32]string
+	n        int // results put
+	roll     model.RollControl
+}
+
+// resultRow is one target's result: shape is its resultShape's index + 1
+// (0: no result put yet).
+type resultRow struct {
+	status            *model.ProcStatus
+	started, finished time.Time
+	seq               int64
+	code              int
+	msg               string
+	shape             uint32
+	hosted            bool
+	agent             bool // AgentID is agentIDs', not the target's
+}
+
+// resultShape is what a task's results of one process and state share.
+type resultShape struct {
+	state    model.ResultState
+	op       model.OpType
+	valueKey string
+	proc     model.ResultProc
+}
+
+// newTaskRec keeps t and a copy of its targets, each named once.
+func newTaskRec(t model.Task, targets []model.Target) (*taskRec, error) {
+	rec := &taskRec{task: t, targets: slices.Clone(targets)}
+	if j, dup := rec.index.build(rec.targets); dup {
+		tg := targets[j]
+		return nil, fmt.Errorf("put task %s: target %s %s given twice", t.ID, tg.Host, tg.ProcKey)
+	}
+	rec.rows = make([]resultRow, len(targets))
+	return rec, nil
+}
+
+// put keeps r as the result of its target (false: r's host and process
+// are not a target); new is whether the target had no result yet.
+func (rec *taskRec) put(r *model.Result) (isNew, ok bool) {
+	i, ok := rec.index.find(rec.targets, r.Host, r.ProcKey)
+	if !ok {
+		return false, false
+	}
+	row := &rec.rows[i]
+	isNew = row.shape == 0
+	*row = resultRow{status: r.Status, started: r.Started, finished: r.Finished, seq: r.Seq, code: r.Code,
+		msg: r.Message, hosted: r.Hosted,
+		shape: rec.shapeID(resultShape{state: r.State, op: r.Op, valueKey: r.ValueKey, proc: r.Proc}) + 1}
+	if r.AgentID != rec.targets[i].AgentID {
+		if rec.agentIDs == nil {
+			rec.agentIDs = map[int32]string{}
+		}
+		rec.agentIDs[int32(i)] = r.AgentID
+		row.agent = true
+	} else if rec.agentIDs != nil {
+		delete(rec.agentIDs, int32(i))
+	}
+	return isNew, true
+}
+
+func (rec *taskRec) shapeID(s resultShape) uint32 {
+	if n := len(rec.shapes); n > 0 && rec.shapes[n-1] == s { // results come in runs of one process and state
+		return uint32(n - 1)
+	}
+	i, ok := rec.shapeIx[s]
+	if !ok {
+		if rec.shapeIx == nil {
+			rec.shapeIx = map[resultShape]uint32{}
+		}
+		i = uint32(len(rec.shapes))
+		rec.shapeIx[s] = i
+		rec.shapes = append(rec.shapes, s)
+	}
+	return i
+}
+
+// result is target i's result (ok false: none put).
+func (rec *taskRec) result(i int) (r model.Result, ok bool) {
+	row := &rec.rows[i]
+	if row.shape == 0 {
+		return model.Result{}, false
+	}
+	tg, sh := &rec.targets[i], &rec.shapes[row.shape-1]
+	r = model.Result{TaskID: rec.task.ID, Seq: row.seq, Host: tg.Host, ProcKey: tg.ProcKey, ValueKey: sh.valueKey,
+		AgentID: tg.AgentID, Op: sh.op, State: sh.state, Code: row.code, Message: row.msg, Proc: sh.proc,
+		Hosted: row.hosted, Status: row.status, Started: row.started, Finished: row.finished}
+	if row.agent {
+		r.AgentID = rec.agentIDs[int32(i)]
+	}
+	return r, true
+}
+
+// pairIndex finds a target by its host and process (model.Target.Pair):
+// an open-addressed table of target indexes + 1 (0: empty), at most half
+// full. A map keyed by the pair was 15 MB for 228,000 targets.
+type pairIndex struct {
+	seed  maphash.Seed
+	slots []int32
+}
+
+func (x *pairIndex) hash(h model.Host, proc string) uint64 {
+	var mh maphash.Hash
+	mh.SetSeed(x.seed)
+	mh.WriteString(h.IP)
+	var c [8]byte
+	for i := range c {
+		c[i] = byte(uint64(h.CloudID) >> (8 * i))
+	}
+	mh.Write(c[:])
+	mh.WriteString(proc)
+	return mh.Sum64()
+}
+
+// build indexes targets; dup reports a pair given twice (the second at j).
+func (x *pairIndex) build(targets []model.Target) (j int, dup bool) {
+	x.seed = maphash.MakeSeed()
+	size := 1 << bits.Len(uint(2*len(targets))) // a power of two, more than twice the targets
+	x.slots = make([]int32, size)
+	mask := uint64(size - 1)
+	for j := range targets {
+		tg := &targets[j]
+		for s := x.hash(tg.Host, tg.ProcKey) & mask; ; s = (s + 1) & mask {
+			k := x.slots[s]
+			if k == 0 {
+				x.slots[s] = int32(j + 1)
+				break
+			}
+			if o := &targets[k-1]; o.Host == tg.Host && o.ProcKey == tg.ProcKey {
+				return j, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// find is the index of the target of (h, proc).
+func (x *pairIndex) find(targets []model.Target, h model.Host, proc string) (int, bool) {
+	if len(x.slots) == 0 {
+		return 0, false
+	}
+	mask := uint64(len(x.slots) - 1)
+	for s := x.hash(h, proc) & mask; ; s = (s + 1) & mask {
+		k := x.slots[s]
+		if k == 0 {
+			return 0, false
+		}
+		if o := &targets[k-1]; o.Host == h && o.ProcKey == proc {
+			return int(k - 1), true
+		}
+	}
+}
