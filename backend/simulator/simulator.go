@@ -133,9 +133,7 @@ type Fleet struct {
 	// (model.MaxHostProcs; opsem.Admit decides).
 	maxProcs int
 
-	zones    [][3]string // zone label per cloud area and zone
-	defsOnce sync.Once
-	defsOut  []model.ProcessDef
+	zones [][3]string // zone label per cloud area and zone
 
 	extraMu sync.Mutex
 	extras  []procRef
@@ -501,39 +499,33 @@ func (f *Fleet) makeLabels(h *simHost) map[string]string {
 var memLabels = map[uint16]string{8: "8G", 16: "16G", 32: "32G", 64: "64G", 128: "128G"}
 
 // Definitions returns the process definitions the fleet was generated
-// with, each with the hosts it is deployed on (to seed the registry). The
-// slices are shared between calls: do not modify them.
+// with, each with the hosts it is deployed on (to seed the registry),
+// made anew at each call (a fleet is seeded once: kept, the host lists of
+// 100,000 hosts were 13 MB the registry holds its own copy of).
 func (f *Fleet) Definitions() []model.ProcessDef {
-	f.defsOnce.Do(func() {
-		out := make([]model.ProcessDef, len(f.defs))
-		born := f.born.Unix()
-		for d := range f.defs {
-			out[d] = model.ProcessDef{Process: f.defs[d].proc, Updated: born}
-			var hosts []model.Host
-			if ex := f.defs[d].explicit; ex != nil {
-				for _, i := range ex {
+	out := make([]model.ProcessDef, len(f.defs))
+	born := f.born.Unix()
+	for d := range f.defs {
+		out[d] = model.ProcessDef{Process: f.defs[d].proc.Clone(), Updated: born}
+		var hosts []model.Host
+		if ex := f.defs[d].explicit; ex != nil {
+			for _, i := range ex {
+				hosts = append(hosts, f.hosts[i].host)
+			}
+		} else {
+			// Presize from the expected share to avoid regrowing big slices.
+			share := f.defs[d].frac
+			if f.defs[d].role >= 0 {
+				share /= float64(len(f.roles))
+			}
+			hosts = make([]model.Host, 0, int(share*float64(len(f.hosts))*1.1)+16)
+			for i := range f.hosts {
+				if f.deployed(int32(d), int32(i)) {
 					hosts = append(hosts, f.hosts[i].host)
 				}
-			} else {
-				// Presize from the expected share to avoid regrowing big slices.
-				share := f.defs[d].frac
-				if f.defs[d].role >= 0 {
-					share /= float64(len(f.roles))
-				}
-				hosts = make([]model.Host, 0, int(share*float64(len(f.hosts))*1.1)+16)
-				for i := range f.hosts {
-					if f.deployed(int32(d), int32(i)) {
-						hosts = append(hosts, f.hosts[i].host)
-					}
-				}
 			}
-			out[d].Hosts = hosts
 		}
-		f.defsOut = out
-	})
-	out := slices.Clone(f.defsOut)
-	for i := range out {
-		out[i].Process = out[i].Process.Clone()
+		out[d].Hosts = hosts
 	}
 	return out
 }
