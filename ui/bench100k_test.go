@@ -241,8 +241,16 @@ func BenchmarkIdle100k(b *testing.B) {
 // reports the heap in use afterwards (the console's share of the process,
 // with the engine and the simulated fleet) as MB-heap, and the process's
 // RSS then (MB-rss) and at its peak during the run (MB-peak) (target: RSS
-// < 300 MB). BenchmarkSelectAllOpRemote100k measures the console alone.
+// < 300 MB), with the process's GC paced as the embedded console's is
+// (node.PaceMemory). BenchmarkSelectAllOpRemote100k measures the console
+// alone.
 func BenchmarkSelectAllOp100k(b *testing.B) {
+	// The GC pacing `gseproc` runs its embedded console with, from
+	// before the fleet is built, as there.
+	if PaceMemory == nil {
+		b.Fatal("no PaceMemory: pacehook_test.go sets it")
+	}
+	defer PaceMemory(context.Background())()
 	e := bench100k(b)
 	q, n := biggestQuery(b, e)
 	b.ResetTimer()

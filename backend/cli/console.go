@@ -109,6 +109,13 @@ func runConsole(ctx context.Context, args []string, sio Stdio) error {
 		cfg.Engine.ReadOnly = true
 	}
 	f.sim.apply(&cfg)
+	if node.Embedded(cfg, f.server) {
+		// Embedded, the console's process holds the engine, its memory
+		// store and the simulated fleet: a server's heap (some 300 MB
+		// live after an op over 100,000 hosts), paced as the server's is
+		// (with Go's default the RSS was about three times that).
+		defer node.PaceMemory(ctx, log)()
+	}
 	be, closeBackend, err := node.OpenBackend(ctx, cfg, f.server, Version, log)
 	if err != nil {
 		return err

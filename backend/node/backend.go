@@ -33,17 +33,23 @@ const (
 // localProbe is how long ChooseServer waits for the local server's /healthz.
 const localProbe = 500 * time.Millisecond
 
+// Embedded reports whether OpenBackend opens the embedded engine (no
+// server named by serverURLs or [server.client] servers).
+func Embedded(cfg config.Config, serverURLs string) bool {
+	return serverURLs == "" && len(cfg.Server.Client.Servers) == 0
+}
+
 // OpenBackend opens the backend a command talks to: the servers at
 // serverURLs (comma-separated) or else those of [server.client] servers,
 // when given, through the HTTP client; else the embedded engine over a
 // simulated fleet (OpenEmbedded). The returned func closes everything it
 // started.
 func OpenBackend(ctx context.Context, cfg config.Config, serverURLs, version string, log *slog.Logger) (backend.Backend, func() error, error) {
-	urls := cfg.Server.Client.Servers
-	if serverURLs != "" {
-		urls = []string{serverURLs}
-	}
-	if len(urls) > 0 {
+	if !Embedded(cfg, serverURLs) {
+		urls := cfg.Server.Client.Servers
+		if serverURLs != "" {
+			urls = []string{serverURLs}
+		}
 		b, err := openRemote(urls, cfg, log)
 		if err != nil {
 			return nil, nil, fmt.Errorf("connect to %s: %w", strings.Join(urls, ","), err)

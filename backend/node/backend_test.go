@@ -111,3 +111,25 @@ func TestOpenBackend(t *testing.T) {
 		t.Fatalf("a bad URL: %v", err)
 	}
 }
+
+// TestEmbedded: the embedded engine (and the memory pacing the embedded
+// console runs) unless a server is named, on the command line or in
+// [server.client] servers.
+func TestEmbedded(t *testing.T) {
+	for _, c := range []struct {
+		flag    string
+		servers []string
+		want    bool
+	}{
+		{"", nil, true},
+		{"http://127.0.0.1:8080", nil, false},
+		{"", []string{"http://127.0.0.1:8080"}, false},
+		{"http://a:1,http://b:1", []string{"http://c:1"}, false},
+	} {
+		cfg := config.Default()
+		cfg.Server.Client.Servers = c.servers
+		if got := Embedded(cfg, c.flag); got != c.want {
+			t.Errorf("Embedded(servers %v, --server %q) = %v, want %v", c.servers, c.flag, got, c.want)
+		}
+	}
+}
