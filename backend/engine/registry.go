@@ -508,7 +508,7 @@ func (l *hostLister) fill(procs []backend.ProcView, h model.Host, idx []int32, s
 		d := &l.defs[i]
 		key := l.keys[i]
 		var st *model.ProcStatus
-		if k, ok := sh.m[statusKey{h, key}]; ok {
+		if k, ok := sh.get(h, key); ok {
 			st = k.st
 		}
 		for j := range l.sts { // a host has a few processes: a scan beats a map
