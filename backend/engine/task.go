@@ -1224,6 +1224,40 @@ func (e *Engine) Task(ctx context.Context, id string) (backend.TaskView, error) 
 	return backend.TaskView{Task: t, Results: out, Roll: e.storedRollView(ctx, t, out)}, nil
 }
 
+// TaskSummary is Task without its results (backend.TaskSummarizer): the
+// task, its counts and its roll. A console's watch reads its task so at
+// each refresh and at its end; through Task it copied every result (a
+// run's 228,000, 62 MB, or, once the run was let go, the store's, with a
+// map of them by target) to drop them.
+func (e *Engine) TaskSummary(ctx context.Context, id string) (backend.TaskView, error) {
+	e.mu.RLock()
+	r := e.runs[id]
+	if r == nil {
+		r = e.recent.get(id)
+	}
+	e.mu.RUnlock()
+	if r != nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return backend.TaskView{Task: r.task, Roll: r.rollViewLocked(e.now())}, nil
+	}
+	if rr, ok := e.st.(TaskRecordReader); ok {
+		t, err := rr.TaskRecord(ctx, id)
+		if err != nil {
+			return backend.TaskView{}, fmt.Errorf("task: %w", err)
+		}
+		// A complete task's record is Task's task (TaskHead); a roll's
+		// view is made from its results, and an unfinished task's
+		// counts, run elsewhere, too.
+		if t.Status.Final() && t.Rollout == nil {
+			return backend.TaskView{Task: t}, nil
+		}
+	}
+	v, err := e.Task(ctx, id)
+	v.Results = nil
+	return v, err
+}
+
 // Tasks lists recent tasks, newest first, with live counts for running ones.
 func (e *Engine) Tasks(ctx context.Context, limit int) ([]model.Task, error) {
 	ts, err := e.st.Tasks(ctx, limit)
