@@ -29,6 +29,7 @@ type watchPage struct {
 	id         int
 	task       model.Task
 	res        *results // one row a (host, process): its last result
+	rowsWant   int      // the rows the task will have (its targets): room made once, for them all
 	shown      []int    // row indexes, sorted, filtered
 	failedOnly bool
 	// filter finds rows by host, process, state, code or message (/);
@@ -116,10 +117,14 @@ func newWatchPage(s *shared, t model.Task) *watchPage {
 		progress.WithFillCharacters('█', '░'))
 	bar.EmptyColor = s.theme.ProgressEmpty
 	bar.ShowPercentage = false // drawn by the page, rounded down: 100% only when all are done
-	// Room for a row per target from the start: a 228,000-target task
-	// grew them by copying, half the time of applying its results.
+	// Room for a row per target from the start (a 228,000-target task
+	// grew them by copying, half the time of applying its results), made
+	// by Init's read of the results, which the page then takes as its
+	// table: made here as well, a task over 100,000 hosts had two tables
+	// of room for all its rows (33 MB each) at the embedded console's
+	// peak.
 	n := min(max(t.Targets, 0), 1<<20)
-	return &watchPage{s: s, id: s.newID(), task: t, res: newResults(n, t.Op == model.OpStatus), moving: make([]bool, 0, n), sort: unsorted(),
+	return &watchPage{s: s, id: s.newID(), task: t, res: newResults(0, t.Op == model.OpStatus), rowsWant: n, moving: make([]bool, 0, n), sort: unsorted(),
 		ctx: ctx, cancel: cancel, bar: bar, filter: newListFilter("host:10.0.1 state=failed proc=nginx message:refused · other words: any column")}
 }
 
@@ -141,7 +146,7 @@ func (p *watchPage) Resume() tea.Cmd { return p.tick() }
 // the rows, the remote console's peak.
 func (p *watchPage) Init() tea.Cmd {
 	ctx, be, id, tid := p.ctx, p.s.be, p.id, p.task.ID
-	n, status := p.res.cap(), p.task.Op == model.OpStatus
+	n, status := p.rowsWant, p.task.Op == model.OpStatus
 	load := func() tea.Msg {
 		rows := newResults(n, status)
 		var after int64
@@ -269,9 +274,10 @@ func (p *watchPage) apply(rs []model.Result) {
 }
 
 // applyRows merges rows read before (Init's): taken as the table when the
-// page has none yet, else applied one by one.
+// page has none yet (with its room for the task's rows, even when it has
+// none yet), else applied one by one.
 func (p *watchPage) applyRows(t *results) {
-	if t == nil || t.len() == 0 {
+	if t == nil {
 		return
 	}
 	if p.res.len() > 0 {
@@ -625,6 +631,10 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 		p.setTask(msg.view.Task)
 		p.setRoll(msg.view.Roll)
 		p.applyRows(msg.rows)
+		if len(msg.view.Results) > 0 && p.res.len() == 0 && p.res.cap() < p.rowsWant {
+			// Results read whole (not Init's): room for all the rows first.
+			p.res = newResults(p.rowsWant, p.task.Op == model.OpStatus)
+		}
 		p.apply(msg.view.Results)
 		p.resort()
 		if msg.ch != nil {

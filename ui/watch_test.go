@@ -94,3 +94,28 @@ func TestWatchOrderMerged(t *testing.T) {
 		t.Fatalf("counts %d of %d rows", w.counts.Total(), w.res.len())
 	}
 }
+
+// TestWatchOneTable: a watch makes room for its task's rows once: Init's
+// read of the results makes it and the page takes that table, even with
+// no row yet, instead of a second one made with the page (a task over
+// 100,000 hosts held two tables of room for 228,000 rows); results read
+// whole (not Init's table) get room for every row first.
+func TestWatchOneTable(t *testing.T) {
+	s := benchShared(t, 120, 40)
+	task := model.Task{ID: "GSETASK:20261121100000:9", Op: model.OpStatus, Targets: 1000, Status: model.TaskRunning}
+	w := newWatchPage(s, task)
+	if c := w.res.cap(); c != 0 {
+		t.Fatalf("a new page has room for %d rows, want none (Init's read makes it)", c)
+	}
+	rows := newResults(w.rowsWant, true)
+	w.Update(watchInitMsg{id: w.id, view: backend.TaskView{Task: task}, rows: rows})
+	if w.res != rows || w.res.cap() < 1000 {
+		t.Fatalf("the page's table is not Init's (room for %d rows)", w.res.cap())
+	}
+	w2 := newWatchPage(s, task)
+	pending, _ := watchResults(task, 10, func(i int) int { return i })
+	w2.Update(watchInitMsg{id: w2.id, view: backend.TaskView{Task: task, Results: pending}})
+	if w2.res.len() != 10 || w2.res.cap() < 1000 {
+		t.Fatalf("results read whole: %d rows, room for %d, want 10 and 1000", w2.res.len(), w2.res.cap())
+	}
+}
