@@ -38,6 +38,11 @@ func (s *stalledStore) PutProcStatus(ctx context.Context, h model.Host, st model
 	return s.Memory.PutProcStatus(ctx, h, st)
 }
 
+func (s *stalledStore) KeepProcStatus(ctx context.Context, h model.Host, st *model.ProcStatus) error {
+	s.stall()
+	return s.Memory.KeepProcStatus(ctx, h, st)
+}
+
 // oneSubscription is an AsyncDispatcher that answers every request from
 // one goroutine, one after the other, as the NATS reply subscription
 // does (an answer is read only once the callback of the one before
