@@ -154,7 +154,11 @@ func TestGoldenFleetMap(t *testing.T) {
 		t.Run(fmt.Sprintf("%dx%d", sz.w, sz.h), func(t *testing.T) {
 			clk := newClock()
 			d := newDriver(t, e, Options{Now: clk.Now, Guard: time.Nanosecond, Operator: "golden"}, sz.w, sz.h)
-			d.until("namespaces", func() bool { return d.m.stack[0].(*nsPage).loaded && d.m.info.Mode != "" })
+			// The status bar says "live" once the event subscription is in
+			// place: waited for, not given a time a loaded machine misses.
+			d.until("namespaces and live events", func() bool {
+				return d.m.stack[0].(*nsPage).loaded && d.m.info.Mode != "" && d.m.s.eventsLive
+			})
 			d.settle(20 * time.Millisecond)
 			d.keys("M")
 			mp := topAs[*fleetMapPage](t, d)
@@ -165,7 +169,9 @@ func TestGoldenFleetMap(t *testing.T) {
 			golden(t, goldenName("fleetmap", sz.w, sz.h), v)
 
 			big := newDriver(t, e, Options{Now: clk.Now, Guard: time.Nanosecond, Operator: "golden"}, sz.w, sz.h)
-			big.until("namespaces", func() bool { return big.m.stack[0].(*nsPage).loaded && big.m.info.Mode != "" })
+			big.until("namespaces and live events", func() bool {
+				return big.m.stack[0].(*nsPage).loaded && big.m.info.Mode != "" && big.m.s.eventsLive
+			})
 			big.settle(20 * time.Millisecond)
 			bp := openMapWith(big, synthFleet(100_000))
 			if bp.layout.per < 2 {

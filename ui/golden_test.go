@@ -64,7 +64,9 @@ func TestGolden(t *testing.T) {
 				checkFrame(t, v, sz.w, sz.h)
 				golden(t, goldenName(screen, sz.w, sz.h), v)
 			}
-			d.until("namespaces and info", func() bool { return d.m.stack[0].(*nsPage).loaded && d.m.info.Mode != "" })
+			d.until("namespaces, info and live events", func() bool {
+				return d.m.stack[0].(*nsPage).loaded && d.m.info.Mode != "" && d.m.s.eventsLive
+			})
 			d.settle(20 * time.Millisecond)
 			snap("namespaces")
 
