@@ -1155,12 +1155,7 @@ func (e *Engine) cancelLoop(ids <-chan string) {
 // elsewhere from its results). A stream of a task's results needs the
 // task, not a copy of its 100,000 results (Task's).
 func (e *Engine) TaskHead(ctx context.Context, id string) (t model.Task, ok bool, err error) {
-	e.mu.RLock()
-	r := e.runs[id]
-	if r == nil {
-		r = e.recent.get(id)
-	}
-	e.mu.RUnlock()
+	r := e.heldRun(id)
 	if r != nil {
 		return r.snapshot(), true, nil
 	}
@@ -1178,14 +1173,20 @@ func (e *Engine) TaskHead(ctx context.Context, id string) (t model.Task, ok bool
 	return t, true, nil
 }
 
+// heldRun is the run of task id this engine holds, running or recently
+// finished (nil: none; the task is read from the store).
+func (e *Engine) heldRun(id string) *run {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if r := e.runs[id]; r != nil {
+		return r
+	}
+	return e.recent.get(id)
+}
+
 // Task returns a task with every sub-result so far (pending ones included).
 func (e *Engine) Task(ctx context.Context, id string) (backend.TaskView, error) {
-	e.mu.RLock()
-	r := e.runs[id]
-	if r == nil {
-		r = e.recent.get(id)
-	}
-	e.mu.RUnlock()
+	r := e.heldRun(id)
 	if r != nil {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -1230,12 +1231,7 @@ func (e *Engine) Task(ctx context.Context, id string) (backend.TaskView, error) 
 // run's 228,000, 62 MB, or, once the run was let go, the store's, with a
 // map of them by target) to drop them.
 func (e *Engine) TaskSummary(ctx context.Context, id string) (backend.TaskView, error) {
-	e.mu.RLock()
-	r := e.runs[id]
-	if r == nil {
-		r = e.recent.get(id)
-	}
-	e.mu.RUnlock()
+	r := e.heldRun(id)
 	if r != nil {
 		r.mu.Lock()
 		defer r.mu.Unlock()

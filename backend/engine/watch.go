@@ -27,12 +27,7 @@ func watchChan(n int) chan model.Result {
 // order, then new ones as they arrive; the channel closes when the task is
 // complete and stored (every result with it), ctx ends or the engine closes.
 func (e *Engine) Watch(ctx context.Context, id string, after int64) (<-chan model.Result, error) {
-	e.mu.RLock()
-	r := e.runs[id]
-	if r == nil {
-		r = e.recent.get(id)
-	}
-	e.mu.RUnlock()
+	r := e.heldRun(id)
 	var out chan model.Result
 	if r == nil {
 		t, _, err := e.st.Task(ctx, id)
