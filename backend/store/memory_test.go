@@ -446,3 +446,72 @@ func TestResultsWhole(t *testing.T) {
 		t.Fatalf("%d results counted, want %d (a result put again counted twice)", m.nResults, len(want))
 	}
 }
+
+// TestResultsEveryField: a result whose every field is set (by reflection,
+// so that a field added to model.Result is set too) is read back whole:
+// the memory store keeps results as compact rows (taskrec.go), and a
+// field its rows forget would be dropped without a word.
+func TestResultsEveryField(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory()
+	tg := model.Target{Host: host(1), ProcKey: "ns:p", AgentID: "agent-1"}
+	if err := m.PutTask(ctx, model.Task{ID: "t"}, []model.Target{tg}); err != nil {
+		t.Fatal(err)
+	}
+	var r model.Result
+	fill(t, reflect.ValueOf(&r).Elem(), "Result")
+	r.TaskID, r.Host, r.ProcKey = "t", tg.Host, tg.ProcKey
+	if err := m.PutResult(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.Results(ctx, "t")
+	if err != nil || len(got) != 1 {
+		t.Fatalf("%d results, %v", len(got), err)
+	}
+	if !reflect.DeepEqual(got[0], r) {
+		t.Fatalf("read back\n got %+v\nwant %+v", got[0], r)
+	}
+}
+
+// fill sets every field of v (at path) to a value other than its zero.
+func fill(t *testing.T, v reflect.Value, path string) {
+	t.Helper()
+	switch {
+	case v.Type() == reflect.TypeFor[time.Time]():
+		v.Set(reflect.ValueOf(time.Date(2026, 11, 29, 1, 2, 3, 4, time.UTC)))
+		return
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString("x-" + path)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(7)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(7)
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(0.5)
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(t, v.Elem(), path+"*")
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if f := v.Type().Field(i); f.IsExported() {
+				fill(t, v.Field(i), path+"."+f.Name)
+			}
+		}
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fill(t, v.Index(0), path+"[0]")
+	case reflect.Map:
+		mv := reflect.MakeMap(v.Type())
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fill(t, k, path+"key")
+		fill(t, e, path+"value")
+		mv.SetMapIndex(k, e)
+		v.Set(mv)
+	default:
+		t.Fatalf("%s: a %s field this test cannot fill: teach fill", path, v.Kind())
+	}
+}
