@@ -91,7 +91,12 @@ func TestDispatchAsyncLateAndCancelled(t *testing.T) {
 	e := startServer(t, testNATS(t), true)
 	answer := make(chan struct{})
 	var once sync.Once
+	running := make(chan string, 8) // the task ids the host has begun
 	slow := &fakeAgent{info: model.HostInfo{Host: h1}, handle: func(ctx context.Context, req model.AgentRequest) model.AgentReply {
+		select {
+		case running <- req.TaskID:
+		default:
+		}
 		select {
 		case <-answer:
 			return model.AgentReply{Code: model.CodeSuccess, Message: "done late"}
@@ -137,7 +142,15 @@ func TestDispatchAsyncLateAndCancelled(t *testing.T) {
 		rep, err := dispatchAsync(t, d, cctx, h1, model.AgentRequest{TaskID: "t2", OpID: model.OpID("t2", h1, "ns:p"), Op: model.OpStart, Process: p})
 		res <- out{rep, err}
 	}()
-	time.Sleep(200 * time.Millisecond) // sent, and running on the host
+	// Sent, and running on the host: waited for, not given a time a
+	// loaded machine can miss.
+	for id := ""; id != "t2"; {
+		select {
+		case id = <-running:
+		case <-time.After(15 * time.Second):
+			t.Fatal("the request never reached the host")
+		}
+	}
 	stop(model.ErrCancelled)
 	select {
 	case o := <-res:
