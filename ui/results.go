@@ -14,15 +14,13 @@ import (
 // when decoded from a server: ~80 MB of the console at 100,000 hosts.
 // result gives a row back whole, as it arrived.
 type results struct {
-	strs    strtab
-	hosts   hostTab
-	extras  []resultExtra
-	extraIx map[resultExtra]uint32
-	stats   []compactStatus
-	shapes  []statusShape
-	shapeIx map[statusShape]uint32
-	rows    []compactResult
-	index   map[pairKey]int32
+	strs   strtab
+	hosts  hostTab
+	extras model.Interned[resultExtra]
+	stats  []compactStatus
+	shapes model.Interned[statusShape]
+	rows   []compactResult
+	index  map[pairKey]int32
 }
 
 // pairKey is a row's (host, process).
@@ -107,8 +105,7 @@ func (t *strtab) str(i uint32) string {
 // newResults makes room for n rows (and their statuses, for a status op:
 // a table of 228,000 grown by doubling held up to twice that).
 func newResults(n int, status bool) *results {
-	t := &results{extraIx: map[resultExtra]uint32{},
-		rows: make([]compactResult, 0, n), index: make(map[pairKey]int32, n)}
+	t := &results{rows: make([]compactResult, 0, n), index: make(map[pairKey]int32, n)}
 	if status {
 		t.stats = make([]compactStatus, 0, n)
 	}
@@ -155,12 +152,12 @@ func (t *results) put(r *model.Result) (int, bool) {
 	slot := c.status // an updated row's status is written over its last one
 	*c = compactResult{seq: r.Seq, code: int64(r.Code), started: unixNano(r.Started), finished: unixNano(r.Finished),
 		host: k.host, proc: k.proc, state: t.strs.id(string(r.State)), msg: t.strs.id(r.Message),
-		extra: t.extraID(resultExtra{task: r.TaskID, valueKey: r.ValueKey, agentID: r.AgentID, op: r.Op, proc: r.Proc}),
+		extra: t.extras.ID(resultExtra{task: r.TaskID, valueKey: r.ValueKey, agentID: r.AgentID, op: r.Op, proc: r.Proc}),
 		rank:  int8(rowRank(r)), hosted: r.Hosted}
 	if st := r.Status; st != nil {
 		cs := compactStatus{pid: int64(st.PID), start: unixNano(st.StartTime), register: st.RegisterTime, lastStart: st.LastStartTime,
 			report: st.ReportTime, cpu: st.CPU, mem: st.Mem, rss: st.MemRSS,
-			shape: t.shapeID(statusShape{procKey: t.strs.id(st.ProcKey), procName: t.strs.id(st.ProcName), state: t.strs.id(string(st.State)),
+			shape: t.shapes.ID(statusShape{procKey: t.strs.id(st.ProcKey), procName: t.strs.id(st.ProcName), state: t.strs.id(string(st.State)),
 				ver: t.strs.id(st.Version), cmdline: t.strs.id(st.Cmdline), msg: t.strs.id(st.Message),
 				restarts: int64(st.Restarts), exit: int64(st.ExitStatus), threads: int64(st.Threads), hosted: st.Hosted})}
 		if slot == 0 {
@@ -171,32 +168,6 @@ func (t *results) put(r *model.Result) (int, bool) {
 		c.status = slot
 	}
 	return int(i), !ok
-}
-
-func (t *results) shapeID(sh statusShape) uint32 {
-	i, ok := t.shapeIx[sh]
-	if !ok {
-		if t.shapeIx == nil {
-			t.shapeIx = map[statusShape]uint32{}
-		}
-		i = uint32(len(t.shapes))
-		t.shapeIx[sh] = i
-		t.shapes = append(t.shapes, sh)
-	}
-	return i
-}
-
-func (t *results) extraID(e resultExtra) uint32 {
-	if n := len(t.extras); n > 0 && t.extras[n-1] == e {
-		return uint32(n - 1)
-	}
-	i, ok := t.extraIx[e]
-	if !ok {
-		i = uint32(len(t.extras))
-		t.extraIx[e] = i
-		t.extras = append(t.extras, e)
-	}
-	return i
 }
 
 // Row accessors: what ordering, counting and drawing read without making
@@ -214,7 +185,7 @@ func (t *results) finished(i int) time.Time { return fromUnixNano(t.rows[i].fini
 func (t *results) hasStatus(i int) bool     { return t.rows[i].status != 0 }
 func (t *results) statusState(i int) model.ProcState {
 	if s := t.rows[i].status; s != 0 {
-		return model.ProcState(t.strs.str(t.shapes[t.stats[s-1].shape].state))
+		return model.ProcState(t.strs.str(t.shapes.Values[t.stats[s-1].shape].state))
 	}
 	return ""
 }
@@ -235,7 +206,7 @@ func (t *results) status(i int) *model.ProcStatus {
 		return nil
 	}
 	c := &t.stats[s-1]
-	sh := &t.shapes[c.shape]
+	sh := &t.shapes.Values[c.shape]
 	return &model.ProcStatus{ProcKey: t.strs.str(sh.procKey), ProcName: t.strs.str(sh.procName), State: model.ProcState(t.strs.str(sh.state)),
 		PID: int(c.pid), Hosted: sh.hosted, StartTime: fromUnixNano(c.start), RegisterTime: c.register, LastStartTime: c.lastStart,
 		ReportTime: c.report, CPU: c.cpu, Mem: c.mem, MemRSS: c.rss, Restarts: int(sh.restarts), ExitStatus: int(sh.exit),
@@ -245,7 +216,7 @@ func (t *results) status(i int) *model.ProcStatus {
 // result is row i whole, as it was put.
 func (t *results) result(i int) model.Result {
 	c := &t.rows[i]
-	e := &t.extras[c.extra]
+	e := &t.extras.Values[c.extra]
 	return model.Result{TaskID: e.task, Seq: c.seq, Host: t.hosts.host(c.host), ProcKey: t.strs.str(c.proc), ValueKey: e.valueKey,
 		AgentID: e.agentID, Op: e.op, State: model.ResultState(t.strs.str(c.state)), Code: int(c.code), Message: t.strs.str(c.msg),
 		Proc: e.proc, Hosted: c.hosted, Status: t.status(i), Started: fromUnixNano(c.started), Finished: fromUnixNano(c.finished)}

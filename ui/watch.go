@@ -551,7 +551,7 @@ func (p *watchPage) statusOf(i int) *compactStatus {
 }
 
 func (p *watchPage) upState(s *compactStatus) bool {
-	return model.ProcState(p.res.strs.str(p.res.shapes[s.shape].state)).Up()
+	return model.ProcState(p.res.strs.str(p.res.shapes.Values[s.shape].state)).Up()
 }
 
 // stateWord is the STATE cell's word: the process's state on a status
@@ -570,7 +570,7 @@ func (p *watchPage) messageOf(i int) string {
 	if s := r.rows[i].status; s != 0 && st.OK() {
 		// Read in place: status(i) makes the whole status, an
 		// allocation a comparison.
-		return r.strs.str(r.shapes[r.stats[s-1].shape].msg)
+		return r.strs.str(r.shapes.Values[r.stats[s-1].shape].msg)
 	}
 	if msg := r.message(i); msg != "" || !st.Final() {
 		return msg

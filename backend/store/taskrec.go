@@ -24,8 +24,7 @@ type taskRec struct {
 	targets []model.Target
 	index   pairIndex
 	rows    []resultRow // by target index
-	shapes  []resultShape
-	shapeIx map[resultShape]uint32
+	shapes  model.Interned[resultShape]
 	// agentIDs are the agent ids of the results naming their host by
 	// another than their target's (resultRow.agent), by target index.
 	agentIDs map[int32]string
@@ -76,7 +75,7 @@ func (rec *taskRec) put(r *model.Result) (isNew, ok bool) {
 	isNew = row.shape == 0
 	*row = resultRow{status: r.Status, started: r.Started, finished: r.Finished, seq: r.Seq, code: r.Code,
 		msg: r.Message, hosted: r.Hosted,
-		shape: rec.shapeID(resultShape{state: r.State, op: r.Op, valueKey: r.ValueKey, proc: r.Proc}) + 1}
+		shape: rec.shapes.ID(resultShape{state: r.State, op: r.Op, valueKey: r.ValueKey, proc: r.Proc}) + 1}
 	if r.AgentID != rec.targets[i].AgentID {
 		if rec.agentIDs == nil {
 			rec.agentIDs = map[int32]string{}
@@ -89,29 +88,13 @@ func (rec *taskRec) put(r *model.Result) (isNew, ok bool) {
 	return isNew, true
 }
 
-func (rec *taskRec) shapeID(s resultShape) uint32 {
-	if n := len(rec.shapes); n > 0 && rec.shapes[n-1] == s { // results come in runs of one process and state
-		return uint32(n - 1)
-	}
-	i, ok := rec.shapeIx[s]
-	if !ok {
-		if rec.shapeIx == nil {
-			rec.shapeIx = map[resultShape]uint32{}
-		}
-		i = uint32(len(rec.shapes))
-		rec.shapeIx[s] = i
-		rec.shapes = append(rec.shapes, s)
-	}
-	return i
-}
-
 // result is target i's result (ok false: none put).
 func (rec *taskRec) result(i int) (r model.Result, ok bool) {
 	row := &rec.rows[i]
 	if row.shape == 0 {
 		return model.Result{}, false
 	}
-	tg, sh := &rec.targets[i], &rec.shapes[row.shape-1]
+	tg, sh := &rec.targets[i], &rec.shapes.Values[row.shape-1]
 	r = model.Result{TaskID: rec.task.ID, Seq: row.seq, Host: tg.Host, ProcKey: tg.ProcKey, ValueKey: sh.valueKey,
 		AgentID: tg.AgentID, Op: sh.op, State: sh.state, Code: row.code, Message: row.msg, Proc: sh.proc,
 		Hosted: row.hosted, Status: row.status, Started: row.started, Finished: row.finished}
