@@ -135,11 +135,10 @@ func TestHostListOverLabelSets(t *testing.T) {
 	}
 }
 
-// TestHostListStreamed: over an inventory that keeps label sets, a whole
-// listing in the list form is streamed (no Content-Length) in the
-// envelope writeEnvelope writes (its head, the listing, its tail with the
-// request's id); a first page (limit) is written whole, with its length.
-func TestHostListStreamed(t *testing.T) {
+// setsEngine is a started engine over a simulated fleet whose inventory
+// keeps label sets (setFleet), seeded with the fleet's definitions.
+func setsEngine(t *testing.T) *engine.Engine {
+	t.Helper()
 	fleet := simulator.New(quietSim())
 	t.Cleanup(func() { _ = fleet.Close() })
 	ctx := context.Background()
@@ -151,10 +150,27 @@ func TestHostListStreamed(t *testing.T) {
 	if err := eng.Seed(ctx, fleet.Definitions()); err != nil {
 		t.Fatal(err)
 	}
-	srv := New(eng, testConfig(), nil)
+	return eng
+}
+
+// serve is a test HTTP server of a Server over b.
+func serve(t *testing.T, b backend.Backend) *httptest.Server {
+	t.Helper()
+	srv := New(b, testConfig(), nil)
 	t.Cleanup(func() { _ = srv.Close() })
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
+	return ts
+}
+
+// TestHostListStreamed: over an inventory that keeps label sets, a whole
+// listing in the list form is streamed (no Content-Length) in the
+// envelope writeEnvelope writes (its head, the listing, its tail with the
+// request's id); a first page (limit) is written whole, with its length.
+func TestHostListStreamed(t *testing.T) {
+	ctx := context.Background()
+	eng := setsEngine(t)
+	ts := serve(t, eng)
 	for path, streamed := range map[string]bool{"/api/v1/hosts?form=list": true, "/api/v1/hosts?form=list&namespace=web": true, "/api/v1/hosts?form=list&limit=5": false} {
 		req, _ := http.NewRequest(http.MethodGet, ts.URL+path, nil)
 		req.Header.Set(AuthHeader, `{"bk_app_code":"esb_test","bk_app_secret":"xxx","bk_username":"admin"}`)
@@ -221,21 +237,8 @@ func (c cutLister) HostListSets(ctx context.Context, q backend.HostQuery, head f
 // as cut at the HTTP level (not a chunked body ending where a whole one
 // would), and gseproc's client reports an error, not a shorter list.
 func TestHostListStreamCut(t *testing.T) {
-	fleet := simulator.New(quietSim())
-	t.Cleanup(func() { _ = fleet.Close() })
 	ctx := context.Background()
-	eng := engine.New(config.Default().Engine, fleet, setFleet{fleet}, store.NewMemory())
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = eng.Close() })
-	if err := eng.Seed(ctx, fleet.Definitions()); err != nil {
-		t.Fatal(err)
-	}
-	srv := New(cutLister{eng}, testConfig(), nil)
-	t.Cleanup(func() { _ = srv.Close() })
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
+	ts := serve(t, cutLister{setsEngine(t)})
 	req, _ := http.NewRequest(http.MethodGet, ts.URL+"/api/v1/hosts?form=list", nil)
 	req.Header.Set(AuthHeader, `{"bk_app_code":"esb_test","bk_app_secret":"xxx","bk_username":"admin"}`)
 	resp, err := http.DefaultClient.Do(req)
