@@ -9,9 +9,7 @@ import (
 
 	"gseproc/backend"
 	"gseproc/backend/config"
-	"gseproc/backend/engine"
 	"gseproc/backend/simulator"
-	"gseproc/backend/store"
 	"gseproc/model"
 )
 
@@ -47,7 +45,7 @@ func (a *asyncFleet) DispatchAsync(ctx context.Context, host model.Host, req mod
 // before the send returned too) and completes the task.
 func TestAsyncFanOut(t *testing.T) {
 	fleet := simulator.New(quietFleet(300))
-	defer fleet.Close()
+	t.Cleanup(func() { _ = fleet.Close() }) // after the engine (engineOver's cleanup runs first)
 	hosts, err := fleet.Hosts(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -55,15 +53,8 @@ func TestAsyncFanOut(t *testing.T) {
 	ad := &asyncFleet{Fleet: fleet, refuse: hosts[7].Host}
 	ec := config.Default().Engine
 	ec.Concurrency = 16
-	e := engine.New(ec, ad, fleet, store.NewMemory())
+	e := engineOver(t, fleet, ad, ec)
 	ctx := context.Background()
-	if err := e.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = e.Close() }()
-	if err := e.Seed(ctx, fleet.Definitions()); err != nil {
-		t.Fatal(err)
-	}
 	n := allHosts(t, e, fleet)
 	for round := range 3 {
 		task, res := operate(t, e, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "bench"}})
@@ -116,19 +107,12 @@ func TestAsyncFanOutCancelled(t *testing.T) {
 	sc := quietFleet(200)
 	sc.LatencyMedian, sc.LatencyP99 = config.Duration(40*time.Millisecond), config.Duration(60*time.Millisecond)
 	fleet := simulator.New(sc)
-	defer fleet.Close()
+	t.Cleanup(func() { _ = fleet.Close() }) // after the engine (engineOver's cleanup runs first)
 	ad := &asyncFleet{Fleet: fleet}
 	ec := config.Default().Engine
 	ec.Concurrency = 8
-	e := engine.New(ec, ad, fleet, store.NewMemory())
+	e := engineOver(t, fleet, ad, ec)
 	ctx := context.Background()
-	if err := e.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = e.Close() }()
-	if err := e.Seed(ctx, fleet.Definitions()); err != nil {
-		t.Fatal(err)
-	}
 	n := allHosts(t, e, fleet)
 	task, err := e.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "bench"}})
 	if err != nil {

@@ -24,16 +24,25 @@ func simEngine(tb testing.TB, sc config.SimulatorConfig) (*engine.Engine, *simul
 func simEngineWith(tb testing.TB, sc config.SimulatorConfig, ec config.EngineConfig) (*engine.Engine, *simulator.Fleet) {
 	tb.Helper()
 	fleet := simulator.New(sc)
-	e := engine.New(ec, fleet, fleet, store.NewMemory())
+	tb.Cleanup(func() { _ = fleet.Close() })
+	return engineOver(tb, fleet, fleet, ec), fleet
+}
+
+// engineOver starts an engine whose inventory is fleet and whose
+// dispatcher d (fleet itself, or a wrapper of it), seeded with fleet's
+// definitions; it is closed at the test's end, before the fleet.
+func engineOver(tb testing.TB, fleet *simulator.Fleet, d engine.Dispatcher, ec config.EngineConfig) *engine.Engine {
+	tb.Helper()
+	e := engine.New(ec, d, fleet, store.NewMemory())
 	ctx := context.Background()
 	if err := e.Start(ctx); err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { _ = e.Close(); _ = fleet.Close() })
+	tb.Cleanup(func() { _ = e.Close() })
 	if err := e.Seed(ctx, fleet.Definitions()); err != nil {
 		tb.Fatal(err)
 	}
-	return e, fleet
+	return e
 }
 
 // quietFleet is a fleet that never fails and answers within milliseconds.
