@@ -109,11 +109,14 @@ func (e *Engine) sendAll(r *run, ad AsyncDispatcher, most int) (complete bool) {
 		var req model.AgentRequest
 		var send bool
 		done := s.done
-		if *s, req, send = e.prepare(r, i); !send {
-			w.release(nil, false)
+		*s, req, send = e.prepare(r, i)
+		s.done = done
+		if !send {
+			// Given back with its callback: a target not sent (cancelled,
+			// final already) does not cost a new sending.
+			w.release(s, false)
 			continue
 		}
-		s.done = done
 		ad.DispatchAsync(s.wait.ctx, s.res.Host, req, done)
 	}
 	return w.drain()
