@@ -408,7 +408,6 @@ const peakEvery = time.Second
 // what the server held at its peak, which sets its RSS (Go's collector
 // lets the heap grow in proportion to it).
 func (p *profiler) samplePeak() {
-	hc := &http.Client{Timeout: 30 * time.Second}
 	t := time.NewTicker(peakEvery)
 	defer t.Stop()
 	var most int64 = -1
@@ -418,22 +417,11 @@ func (p *profiler) samplePeak() {
 			return
 		case <-t.C:
 		}
-		get := func(path string) ([]byte, error) {
-			resp, err := hc.Get(p.e.pprof + "/debug/pprof/" + path)
-			if err != nil {
-				return nil, err
-			}
-			defer resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return nil, fmt.Errorf("%s: %s", path, resp.Status)
-			}
-			return io.ReadAll(resp.Body)
-		}
 		// The text profile's first line says the in-use bytes; the
 		// profile kept is the binary one (pprof symbolizes it without the
 		// server's binary), read right after: of the same collection
 		// unless one ended in between.
-		text, err := get("heap?debug=1")
+		text, err := p.get("heap?debug=1")
 		if err != nil {
 			continue // the next tick tries again; finish's profiles say if the server is gone
 		}
@@ -447,7 +435,7 @@ func (p *profiler) samplePeak() {
 		if n <= most && n <= runMost {
 			continue
 		}
-		body, err := get("heap")
+		body, err := p.get("heap")
 		if err != nil {
 			continue
 		}
