@@ -55,7 +55,7 @@ func (f *Fleet) DispatchUntil(ctx context.Context, deadline time.Time, host mode
 	if !deadline.IsZero() && !time.Now().Before(deadline) {
 		return model.AgentReply{}, context.DeadlineExceeded
 	}
-	if !deadline.IsZero() && (req.Group != nil || req.Tail != nil || req.CancelOp || (req.OpID != "" && req.Op.Mutating())) {
+	if !deadline.IsZero() && !latencyOnly(req) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
@@ -119,6 +119,14 @@ func (f *Fleet) DispatchUntil(ctx context.Context, deadline time.Time, host mode
 	now := f.now()
 	st := f.status(h, f.proc(i, h, req.Process, false), now)
 	return model.AgentReply{Code: out.Code, Message: out.Message, Output: out.Output, Status: &st, Cancelled: out.Cancelled}, nil
+}
+
+// latencyOnly says whether req's answer waits for nothing but the host's
+// latency (and a deadline): not a change run once per op id (a mutating
+// op with an op id), a group, a tail or a cancel. Those DispatchUntil gives
+// a context with the deadline, and DispatchLater leaves to Dispatch.
+func latencyOnly(req model.AgentRequest) bool {
+	return !(req.Group != nil || req.Tail != nil || req.CancelOp || (req.OpID != "" && req.Op.Mutating()))
 }
 
 // silent is an offline host's answer: none, when ctx ends or at the

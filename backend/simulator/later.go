@@ -29,7 +29,7 @@ import (
 // host's request is answered with context.DeadlineExceeded at its deadline,
 // or never without one (Dispatch would wait for ctx).
 func (f *Fleet) DispatchLater(ctx context.Context, deadline time.Time, host model.Host, req model.AgentRequest, answer func(model.AgentReply, error)) bool {
-	if req.Group != nil || req.Tail != nil || req.CancelOp || (req.OpID != "" && req.Op.Mutating()) {
+	if !latencyOnly(req) {
 		return false
 	}
 	q := &f.later
