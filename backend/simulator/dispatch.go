@@ -61,15 +61,9 @@ func (f *Fleet) DispatchUntil(ctx context.Context, deadline time.Time, host mode
 		defer cancel()
 		deadline = time.Time{}
 	}
-	i, ok := f.lookup(host)
-	if !ok {
-		return model.AgentReply{}, fmt.Errorf("dispatch %s: no agent with this id: %w", host, model.ErrUnreachable)
-	}
-	h := &f.hosts[i]
-	h.mu.Lock()
-	if h.kind == kindUnreachable && !h.offline {
-		h.mu.Unlock()
-		return model.AgentReply{}, fmt.Errorf("dispatch %s: no responders: %w", host, model.ErrUnreachable)
+	i, h, err := f.reach(host)
+	if err != nil {
+		return model.AgentReply{}, err
 	}
 	if h.offline || h.kind == kindOffline {
 		h.mu.Unlock()
@@ -119,6 +113,23 @@ func (f *Fleet) DispatchUntil(ctx context.Context, deadline time.Time, host mode
 	now := f.now()
 	st := f.status(h, f.proc(i, h, req.Process, false), now)
 	return model.AgentReply{Code: out.Code, Message: out.Message, Output: out.Output, Status: &st, Cancelled: out.Cancelled}, nil
+}
+
+// reach finds host's simulated agent and locks it (h.mu held when err is
+// nil): ErrUnreachable when the fleet has no such host or it is one that
+// never answers (an offline one does answer, with silence).
+func (f *Fleet) reach(host model.Host) (int32, *simHost, error) {
+	i, ok := f.lookup(host)
+	if !ok {
+		return 0, nil, fmt.Errorf("dispatch %s: no agent with this id: %w", host, model.ErrUnreachable)
+	}
+	h := &f.hosts[i]
+	h.mu.Lock()
+	if h.kind == kindUnreachable && !h.offline {
+		h.mu.Unlock()
+		return 0, nil, fmt.Errorf("dispatch %s: no responders: %w", host, model.ErrUnreachable)
+	}
+	return i, h, nil
 }
 
 // latencyOnly says whether req's answer waits for nothing but the host's

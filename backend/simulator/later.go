@@ -2,7 +2,6 @@ package simulator
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -44,16 +43,9 @@ func (f *Fleet) DispatchLater(ctx context.Context, deadline time.Time, host mode
 		answer(model.AgentReply{}, context.DeadlineExceeded)
 		return true
 	}
-	i, ok := f.lookup(host)
-	if !ok {
-		answer(model.AgentReply{}, fmt.Errorf("dispatch %s: no agent with this id: %w", host, model.ErrUnreachable))
-		return true
-	}
-	h := &f.hosts[i]
-	h.mu.Lock()
-	if h.kind == kindUnreachable && !h.offline {
-		h.mu.Unlock()
-		answer(model.AgentReply{}, fmt.Errorf("dispatch %s: no responders: %w", host, model.ErrUnreachable))
+	i, h, err := f.reach(host)
+	if err != nil {
+		answer(model.AgentReply{}, err)
 		return true
 	}
 	if h.offline || h.kind == kindOffline {
