@@ -141,11 +141,12 @@ func TestDispatchLaterWaits(t *testing.T) {
 		assert.Equal(t, model.ProcStopped, st.State, "an op cut short is not applied")
 	}
 
-	// A cancel is seen when the answer is due: a short latency.
+	// A cancel is seen when the answer is due: a latency short enough to
+	// wait, long enough that a loaded machine cancels before it ends.
 	cctx, cancel := context.WithCancelCause(ctx)
 	h2 := model.Host{IP: "10.0.0.2"}
 	done := make(chan model.AgentReply, 1)
-	cfg.LatencyMedian, cfg.LatencyP99 = config.Duration(5*time.Millisecond), config.Duration(5*time.Millisecond)
+	cfg.LatencyMedian, cfg.LatencyP99 = config.Duration(time.Second), config.Duration(time.Second)
 	k := New(cfg)
 	defer k.Close()
 	require.True(t, k.DispatchLater(cctx, time.Time{}, h2, model.AgentRequest{Op: model.OpStart, Process: inline("z")}, func(rep model.AgentReply, err error) {
