@@ -382,13 +382,31 @@ func (s *Store) open(ctx context.Context, js jetstream.JetStream) (*bound, error
 
 // retry runs f until it succeeds, fails for good, or ctx ends: a cluster
 // that just started has no JetStream leader yet and leaves requests
-// unanswered (or answers 503) for a few seconds.
+// unanswered (or answers 503) for a few seconds. Its leader may also know
+// fewer peers than the replicas asked for while the other nodes are still
+// joining ("no suitable peers for placement"): that is waited out too, for
+// failoverWait at most, as it stays so for good when the cluster is
+// smaller than the replicas configured.
 func retry(ctx context.Context, f func(context.Context) error) error {
+	return retryPlacing(ctx, failoverWait, f)
+}
+
+// retryPlacing is retry, waiting at most placing for enough peers.
+func retryPlacing(ctx context.Context, placing time.Duration, f func(context.Context) error) error {
+	var forming time.Time // when the leader first knew too few peers
 	for k := 0; ; k++ {
 		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		err := f(actx)
 		cancel()
-		if err == nil || !(transient(err) || errors.Is(err, context.DeadlineExceeded)) || ctx.Err() != nil {
+		if err != nil && fewPeers(err) {
+			if forming.IsZero() {
+				forming = time.Now()
+			}
+			if time.Since(forming) >= placing {
+				return fmt.Errorf("the JetStream cluster has had too few peers for the replicas configured for %s: %w",
+					time.Since(forming).Round(time.Second), err)
+			}
+		} else if err == nil || !(transient(err) || errors.Is(err, context.DeadlineExceeded)) || ctx.Err() != nil {
 			return err
 		}
 		select {
@@ -411,6 +429,17 @@ func transient(err error) bool {
 		errors.Is(err, nats.ErrNoStreamResponse) ||
 		(errors.As(err, &apiErr) && apiErr.Code == 503) || (errors.As(err, &oldErr) && oldErr.Code == 503)
 }
+
+// fewPeers reports JetStream's refusal to place a stream's replicas: its
+// leader knows fewer peers than the replicas (JSClusterNoPeersErrF).
+func fewPeers(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrCodeClusterNoPeers
+}
+
+// jsErrCodeClusterNoPeers is nats-server's JSClusterNoPeersErrF, which
+// nats.go names no constant for.
+const jsErrCodeClusterNoPeers jetstream.ErrorCode = 10005
 
 // failoverWait bounds how long an operation waits out a leader election;
 // attemptTimeout is how long one request may go unanswered before it is
