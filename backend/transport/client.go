@@ -18,6 +18,7 @@ func ClientLink(co ClientOptions, log *slog.Logger) (*Link, error) {
 	return NewLink(func() (*nats.Conn, error) {
 		o := co
 		o.FailFast = o.FailFast && first
+		o.NoEcho = true // its inboxes cover what it publishes
 		first = false
 		return Connect(o, log)
 	}, LinkOptions{Name: co.Name, Logger: log})

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"gseproc/backend/config"
+	"gseproc/backend/transport/subjects"
 	"gseproc/model"
 )
 
@@ -45,6 +46,11 @@ type ClientOptions struct {
 	// whether it is back (default 30s).
 	Home      string
 	HomeCheck time.Duration
+	// NoEcho: the connection is not delivered its own publishes (an
+	// agent's or a fleet's: their inboxes cover the subjects they
+	// publish on, and a fleet's heartbeats are 20,000 a second at
+	// 100,000 hosts).
+	NoEcho bool
 }
 
 // ClientOptionsFromConfig takes the client settings of the [nats] section.
@@ -102,6 +108,12 @@ func Connect(o ClientOptions, log *slog.Logger) (*nats.Conn, error) {
 			if nc.IsClosed() {
 				return // its owner has heard of it, and may have returned
 			}
+			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), subjects.Inbox+`"`) {
+				// A server from before the inboxes: the agent falls back on
+				// the subjects it grants (agentSubs, fleetServer.decide).
+				log.Info("nats: inbox not granted (a server from before it)", "err", err)
+				return
+			}
 			if errors.Is(err, nats.ErrPermissionViolation) {
 				log.Error("nats: refused by this credential's permissions", "err", err)
 				return
@@ -115,6 +127,9 @@ func Connect(o ClientOptions, log *slog.Logger) (*nats.Conn, error) {
 			cs.homeHost = u.Host
 		}
 		opts = append(opts, nats.DontRandomize(), nats.ReconnectToServer(cs.pick))
+	}
+	if o.NoEcho {
+		opts = append(opts, nats.NoEcho())
 	}
 	if o.User != "" {
 		opts = append(opts, nats.UserInfo(o.User, o.Password))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,7 +40,7 @@ func ServeFleetOn(ctx context.Context, l *Link, f Fleet, opts ServeOptions) erro
 		return err
 	}
 	s := newSession(l, opts, opts.Logger)
-	fs := &fleetServer{f: f, s: s, subs: map[string]model.Host{}, served: map[model.Host]*servedHost{},
+	fs := &fleetServer{f: f, s: s, subs: map[string]model.Host{}, served: map[model.Host]*servedHost{}, legacy: opts.legacySubjects,
 		msgs: make(chan *nats.Msg, 1<<16), done: make(chan struct{})}
 	if err := fs.refresh(ctx); err != nil {
 		fs.unsubscribeAll()
@@ -104,7 +105,7 @@ func ServeFleetOn(ctx context.Context, l *Link, f Fleet, opts ServeOptions) erro
 		if err := fs.refresh(ctx); err != nil && ctx.Err() == nil {
 			opts.Logger.Error("sim: refresh hosts", "err", err)
 		}
-	}, fs.attach, fs.verify)
+	}, fs.attach, func() error { return fs.verify(ctx) })
 	fs.unsubscribeAll()
 	cancel()
 	close(fs.done)
@@ -129,7 +130,12 @@ type fleetServer struct {
 	mu    sync.Mutex
 	subs  map[string]model.Host // op subject -> host
 	nsubs []*nats.Subscription
-	infos []model.HostInfo
+	// mode is how the hosts are subscribed on the connection in use:
+	// each host's inbox, or (a server from before it refused the first
+	// host's) each host's op subject; decided at the first subscription.
+	mode   subMode
+	legacy bool // ServeOptions.legacySubjects: op subjects only
+	infos  []model.HostInfo
 	// served are the hosts subscribed on the connection in use, by host;
 	// order is infos' (nil for a host without a valid identity).
 	served map[model.Host]*servedHost
@@ -229,7 +235,50 @@ func (c *procCache) decode(data []byte) (model.AgentRequest, error) {
 	return req, nil
 }
 
-// refresh subscribes the op subjects of hosts new to the fleet.
+// subMode is how a fleet's hosts are subscribed on a connection.
+type subMode int
+
+const (
+	modeUndecided subMode = iota
+	modeInbox             // InboxSubject: one subscription a host, as an agent
+	modeOp                // OpSubject: a server from before the inbox
+)
+
+// subject is what host id is subscribed to in mode m.
+func (m subMode) subject(id model.HostID) string {
+	if m == modeInbox {
+		return InboxSubject(id)
+	}
+	return OpSubject(id)
+}
+
+// decide picks fs.mode on a new connection: the inbox, unless NATS
+// refuses the one of the first host to subscribe (id). fs.mu is held.
+func (fs *fleetServer) decide(id model.HostID) {
+	if fs.mode != modeUndecided {
+		return
+	}
+	fs.mode = modeOp
+	if fs.legacy {
+		return
+	}
+	nc := fs.s.conn()
+	subj := InboxSubject(id)
+	sub, err := nc.ChanSubscribe(subj, fs.msgs)
+	if err != nil {
+		return
+	}
+	if refused(nc, subj) != nil {
+		fs.s.log.Info("sim fleet: NATS does not grant the hosts' inboxes (a server from before them); serving on their op subjects")
+		_ = sub.Unsubscribe()
+		return
+	}
+	_ = sub.Unsubscribe() // subscribed again with the others
+	fs.mode = modeInbox
+}
+
+// refresh subscribes the hosts new to the fleet (one subscription each,
+// as an agent: the inbox, or the op subject).
 func (fs *fleetServer) refresh(ctx context.Context) error {
 	infos, err := fs.f.Hosts(ctx)
 	if err != nil {
@@ -252,14 +301,16 @@ func (fs *fleetServer) refresh(ctx context.Context) error {
 			fs.s.log.Warn("sim fleet: host without a valid identity; not served", "err", err)
 			continue
 		}
-		subj := OpSubject(id)
-		if _, ok := fs.subs[subj]; !ok {
+		opSubj := OpSubject(id)
+		if _, ok := fs.subs[opSubj]; !ok {
+			fs.decide(id)
+			subj := fs.mode.subject(id)
 			sub, err := fs.s.conn().ChanSubscribe(subj, fs.msgs)
 			if err != nil {
 				serr = fmt.Errorf("sim fleet: subscribe %s: %w", subj, err)
 				continue
 			}
-			fs.subs[subj] = hi.Host
+			fs.subs[opSubj] = hi.Host
 			fs.nsubs = append(fs.nsubs, sub)
 			added = append(added, subj)
 		}
@@ -278,25 +329,37 @@ func (fs *fleetServer) refresh(ctx context.Context) error {
 	return nil
 }
 
-// verify checks, after a (re)connection, that NATS took every op subscription.
-func (fs *fleetServer) verify() error {
+// verify checks, after a (re)connection, that NATS took every host's
+// subscription. Inboxes a node refuses (one of a cluster not upgraded
+// yet) are replaced by op subjects.
+func (fs *fleetServer) verify(ctx context.Context) error {
 	fs.mu.Lock()
-	subjects := make([]string, 0, len(fs.subs))
-	for s := range fs.subs {
-		subjects = append(subjects, s)
+	mode := fs.mode
+	subjects := make([]string, 0, len(fs.served))
+	for _, sh := range fs.served {
+		subjects = append(subjects, mode.subject(sh.id))
 	}
 	fs.mu.Unlock()
-	if err := refused(fs.s.conn(), subjects...); err != nil {
+	err := refused(fs.s.conn(), subjects...)
+	if err != nil && mode == modeInbox {
+		fs.s.log.Info("sim fleet: this NATS node does not grant the hosts' inboxes; serving on their op subjects")
+		fs.unsubscribeAll()
+		fs.mu.Lock()
+		fs.subs, fs.served, fs.mode = map[string]model.Host{}, map[model.Host]*servedHost{}, modeOp
+		fs.mu.Unlock()
+		err = fs.refresh(ctx)
+	}
+	if err != nil {
 		return fmt.Errorf("sim fleet: %w (does this credential's role sim declare every host of the fleet?)", err)
 	}
 	return nil
 }
 
-// attach subscribes every host's op subject again on a new connection
-// (the session already uses it).
+// attach subscribes every host again on a new connection (the session
+// already uses it).
 func (fs *fleetServer) attach(ctx context.Context, _ *nats.Conn) error {
 	fs.mu.Lock()
-	fs.subs, fs.nsubs, fs.served = map[string]model.Host{}, nil, map[model.Host]*servedHost{}
+	fs.subs, fs.nsubs, fs.served, fs.mode = map[string]model.Host{}, nil, map[model.Host]*servedHost{}, modeUndecided
 	fs.mu.Unlock()
 	return fs.refresh(ctx)
 }
@@ -328,6 +391,9 @@ func (fs *fleetServer) serveOps(ctx context.Context, maxConc int) {
 		case <-stop:
 			return
 		case m = <-fs.msgs:
+		}
+		if !strings.HasSuffix(m.Subject, ".op") {
+			continue // a cancel or acknowledgement on a host's inbox: not served by a fleet
 		}
 		fs.mu.Lock()
 		host, ok := fs.subs[m.Subject]

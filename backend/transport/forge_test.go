@@ -110,11 +110,29 @@ func TestForgingAgent(t *testing.T) {
 	// 1. Read B's ops (and every op, and everything).
 	var stolenN int
 	var stolenMu sync.Mutex
-	for _, subj := range []string{OpSubject(mustID(t, hostB)), "gseproc.agent.*.*.op", ">"} {
+	for _, subj := range []string{OpSubject(mustID(t, hostB)), InboxSubject(mustID(t, hostB)), "gseproc.agent.*.*.op", "gseproc.agent.*.*.>", ">"} {
 		if _, err := forger.Subscribe(subj, func(*nats.Msg) { stolenMu.Lock(); stolenN++; stolenMu.Unlock() }); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, "subscription to "+subj+" refused", 15*time.Second, func() bool { return ae.refusedFor("subscription", subj) })
+	}
+
+	// Its own host's inbox it may hold (an agent's one subscription), but
+	// NATS delivers it nothing of what hosts publish there: not the
+	// heartbeats, events and replies the forger itself sends below (this
+	// connection echoes), as when it could subscribe to the op, cancel
+	// and evack subjects only.
+	var ownN int
+	if _, err := forger.Subscribe(InboxSubject(mustID(t, hostA)), func(m *nats.Msg) {
+		stolenMu.Lock()
+		ownN++
+		stolenMu.Unlock()
+		t.Logf("delivered on A's inbox: %s", m.Subject)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := forger.Flush(); err != nil {
+		t.Fatal(err)
 	}
 
 	// A spy with full permissions learns the reply subject of B's next
@@ -227,7 +245,10 @@ func TestForgingAgent(t *testing.T) {
 	}
 	stolenMu.Lock()
 	defer stolenMu.Unlock()
-	if stolenN != 0 {
-		t.Fatalf("the forger read %d messages", stolenN)
+	if stolenN != 0 || ownN != 0 {
+		t.Fatalf("the forger read %d messages, %d of what hosts publish on its own subjects", stolenN, ownN)
+	}
+	if ae.refusedFor("subscription", InboxSubject(mustID(t, hostA))) {
+		t.Fatal("the forger's own inbox refused")
 	}
 }

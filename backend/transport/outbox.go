@@ -42,6 +42,9 @@ type session struct {
 	ackHost model.HostID
 	hasAck  bool
 	ackSub  *nats.Subscription // used by the run goroutine only
+	// ownAcks: the session's owner subscribes to its acknowledgements
+	// itself (an agent's inbox) and hands them to onAck.
+	ownAcks bool
 
 	// retry fires when an unacknowledged event is due again; used by the
 	// run goroutine only.
@@ -269,7 +272,7 @@ func (s *session) onAck(m *nats.Msg) {
 // subscribeAcks subscribes to the session's acknowledgements on nc and
 // checks that NATS took the subscription.
 func (s *session) subscribeAcks(nc *nats.Conn) error {
-	if !s.hasAck {
+	if !s.hasAck || s.ownAcks {
 		return nil
 	}
 	subj := eventAckPattern(s.ackHost)

@@ -52,6 +52,11 @@ type ServeOptions struct {
 	// figures are refreshed); the others are keepalives (an empty message).
 	FullEvery int
 	Logger    *slog.Logger
+
+	// legacySubjects makes an agent subscribe to its op, cancel and evack
+	// subjects one by one, as agents from before the inbox did (tests of
+	// an old agent against this server).
+	legacySubjects bool
 }
 
 // prepare refuses an unset HeartbeatInterval and fills the defaults of
@@ -145,20 +150,6 @@ func ServeAgentOn(ctx context.Context, l *Link, a AgentHandler, opts ServeOption
 			respond(m, a.Handle(octx, req), log)
 		})
 	}
-	opSub, err := s.conn().Subscribe(OpSubject(id), onOp)
-	if err != nil {
-		return fmt.Errorf("serve agent %s: subscribe %s: %w", id, OpSubject(id), err)
-	}
-	verify := func() error {
-		if err := refused(s.conn(), OpSubject(id), CancelSubject(id)); err != nil {
-			return fmt.Errorf("serve agent %s: %w (is this credential bound to host %s?)", id, err, id)
-		}
-		return nil
-	}
-	if err := verify(); err != nil {
-		_ = opSub.Unsubscribe()
-		return err
-	}
 	onCancel := func(m *nats.Msg) {
 		var c model.CancelRequest
 		if err := json.Unmarshal(m.Data, &c); err != nil || c.OpID == "" {
@@ -167,30 +158,25 @@ func ServeAgentOn(ctx context.Context, l *Link, a AgentHandler, opts ServeOption
 		}
 		log.Info("agent: op cancelled by the server", "task", c.TaskID, "op_id", c.OpID, "running", inflight.cancel(c.OpID))
 	}
-	// After the check: its refusal would hide the op subject's.
-	cancelSub, err := s.conn().Subscribe(CancelSubject(id), onCancel)
-	if err == nil {
-		err = verify()
+	subs := &agentSubs{id: id, pfx: strings.TrimSuffix(InboxSubject(id), ">"), onOp: onOp, onCancel: onCancel,
+		onAck: s.onAck, legacy: opts.legacySubjects, log: log}
+	s.ownAcks = true
+	if err := subs.subscribe(s.conn()); err != nil {
+		subs.unsubscribe()
+		return fmt.Errorf("serve agent %s: %w (is this credential bound to host %s?)", id, err, id)
 	}
-	if err != nil {
-		_ = opSub.Unsubscribe()
-		if cancelSub != nil {
-			_ = cancelSub.Unsubscribe()
+	defer subs.unsubscribe()
+	verify := func() error {
+		if err := subs.verify(s.conn()); err != nil {
+			return fmt.Errorf("serve agent %s: %w (is this credential bound to host %s?)", id, err, id)
 		}
-		return fmt.Errorf("serve agent %s: subscribe %s: %w", id, CancelSubject(id), err)
+		return nil
 	}
-	defer func() { _ = cancelSub.Unsubscribe() }()
-	// attach subscribes the op and cancel subjects on a new connection.
+	// attach subscribes again on a new connection.
 	attach := func(_ context.Context, nc *nats.Conn) error {
-		sub, err := nc.Subscribe(OpSubject(id), onOp)
-		if err != nil {
-			return fmt.Errorf("serve agent %s: subscribe %s: %w", id, OpSubject(id), err)
+		if err := subs.subscribe(nc); err != nil {
+			return fmt.Errorf("serve agent %s: %w", id, err)
 		}
-		opSub = sub
-		if sub, err = nc.Subscribe(CancelSubject(id), onCancel); err != nil {
-			return fmt.Errorf("serve agent %s: subscribe %s: %w", id, CancelSubject(id), err)
-		}
-		cancelSub = sub
 		return nil
 	}
 	plan := newBeatPlan(opts.FullEvery, 0)
@@ -222,7 +208,7 @@ func ServeAgentOn(ctx context.Context, l *Link, a AgentHandler, opts ServeOption
 		})
 	}
 	err = s.run(ctx, l, events, hb, nil, attach, verify)
-	_ = opSub.Unsubscribe()
+	subs.unsubscribe()
 	cancel()
 	wg.Wait()
 	hb(false, 0, 0, true)
@@ -230,6 +216,102 @@ func ServeAgentOn(ctx context.Context, l *Link, a AgentHandler, opts ServeOption
 		_ = nc.FlushTimeout(time.Second)
 	}
 	return err
+}
+
+// agentSubs are the subscriptions an agent serves its host on: one on
+// the host's inbox (InboxSubject), or, where NATS refuses it (a server
+// from before the inbox, whose credentials grant only the op, cancel and
+// evack subjects, or a node of a cluster not upgraded yet), those three
+// one by one, as agents did before. Either way the server publishes on
+// the same subjects, and both kinds of agent work against either server.
+// Used by one goroutine at a time (ServeAgentOn's, then its run's).
+type agentSubs struct {
+	id                    model.HostID
+	pfx                   string // the host's subjects' start: InboxSubject without ">"
+	onOp, onCancel, onAck nats.MsgHandler
+	legacy                bool // the three subjects only (ServeOptions.legacySubjects)
+	log                   *slog.Logger
+
+	subs  []*nats.Subscription
+	inbox bool // subs is the inbox's one
+}
+
+// subscribe subscribes on nc (a new connection: the subscriptions of
+// the one before went with it): to the inbox, else to the three
+// subjects; it fails when NATS refuses those.
+func (a *agentSubs) subscribe(nc *nats.Conn) error {
+	a.subs, a.inbox = nil, false
+	if !a.legacy {
+		subj := InboxSubject(a.id)
+		sub, err := nc.Subscribe(subj, a.onInbox)
+		if err != nil {
+			return fmt.Errorf("subscribe %s: %w", subj, err)
+		}
+		if refused(nc, subj) == nil {
+			a.subs, a.inbox = []*nats.Subscription{sub}, true
+			return nil
+		}
+		_ = sub.Unsubscribe()
+		a.log.Info("agent: NATS does not grant the host's inbox (a server from before it); serving on its op, cancel and evack subjects", "inbox", subj)
+	}
+	return a.subscribeEach(nc)
+}
+
+// subscribeEach subscribes to the op, cancel and evack subjects, each
+// checked before the next: NATS keeps only the last refusal, which would
+// hide the one of the op subject (what a credential bound to another
+// host is told).
+func (a *agentSubs) subscribeEach(nc *nats.Conn) error {
+	for _, s := range []struct {
+		subj string
+		fn   nats.MsgHandler
+	}{{OpSubject(a.id), a.onOp}, {CancelSubject(a.id), a.onCancel}, {eventAckPattern(a.id), a.onAck}} {
+		sub, err := nc.Subscribe(s.subj, s.fn)
+		if err != nil {
+			return fmt.Errorf("subscribe %s: %w", s.subj, err)
+		}
+		a.subs = append(a.subs, sub)
+		if err := refused(nc, s.subj); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// verify checks, after every (re)connection, that NATS took the
+// subscriptions; an inbox a node refuses (one of a cluster not upgraded
+// yet) is replaced by the three subjects.
+func (a *agentSubs) verify(nc *nats.Conn) error {
+	if a.inbox {
+		if refused(nc, InboxSubject(a.id)) == nil {
+			return nil
+		}
+		a.unsubscribe()
+		a.log.Info("agent: this NATS node does not grant the host's inbox; serving on its op, cancel and evack subjects")
+		return a.subscribeEach(nc)
+	}
+	return refused(nc, OpSubject(a.id), CancelSubject(a.id), eventAckPattern(a.id))
+}
+
+func (a *agentSubs) unsubscribe() {
+	for _, sub := range a.subs {
+		_ = sub.Unsubscribe()
+	}
+	a.subs, a.inbox = nil, false
+}
+
+// onInbox hands a message of the inbox to its subject's handler; the
+// agent's own publishes (echoed by a connection without NoEcho) are
+// not for it.
+func (a *agentSubs) onInbox(m *nats.Msg) {
+	switch inboxKind(a.pfx, m.Subject) {
+	case inboxOp:
+		a.onOp(m)
+	case inboxCancel:
+		a.onCancel(m)
+	case inboxAck:
+		a.onAck(m)
+	}
 }
 
 // looksOnly reports whether req only reads the process's state: a status

@@ -45,6 +45,38 @@ func OpSubject(id model.HostID) string { return subject(id, ".op") }
 // it runs on (a JSON model.CancelRequest).
 func CancelSubject(id model.HostID) string { return subject(id, ".cancel") }
 
+// InboxSubject is the one subscription an agent serving host id makes:
+// the host's whole subtree, of which it takes the op, cancel and evack
+// subjects (inboxKind) and NATS delivers it nothing else (see
+// natsembed/permissions.go). A server from before it grants only those
+// three: the agent then subscribes to them one by one (agentSubs).
+func InboxSubject(id model.HostID) string { return subject(id, subjects.Inbox) }
+
+// Kinds of the messages an inbox subscription is delivered.
+const (
+	inboxOther  = iota // not for the agent (its own publishes, echoed by a connection without NoEcho)
+	inboxOp            // <host>.op
+	inboxCancel        // <host>.cancel
+	inboxAck           // <host>.evack.<id>
+)
+
+// inboxKind is the kind of subject subj delivered on the inbox of the
+// host whose subjects start with pfx (its InboxSubject without ">").
+func inboxKind(pfx, subj string) int {
+	rest, ok := strings.CutPrefix(subj, pfx)
+	switch {
+	case !ok:
+		return inboxOther
+	case rest == "op":
+		return inboxOp
+	case rest == "cancel":
+		return inboxCancel
+	case strings.HasPrefix(rest, "evack.") && !strings.Contains(rest[len("evack."):], "."):
+		return inboxAck
+	}
+	return inboxOther
+}
+
 // HeartbeatSubject is the subject a host's agent publishes heartbeats on.
 func HeartbeatSubject(id model.HostID) string { return subject(id, ".hb") }
 

@@ -85,6 +85,9 @@ type fakeAgent struct {
 
 	mu  sync.Mutex
 	fns []func(model.Event)
+	// running, when set, is told by handlers that hold an op (tests of
+	// cancels).
+	running chan struct{}
 }
 
 func (a *fakeAgent) Identity() model.HostInfo { return a.info }

@@ -14,7 +14,10 @@ import (
 // do on NATS. A credential serving hosts (role agent: one host; role sim:
 // the hosts it declares; an unbound agent under --demo: any host) may
 //
-//	subscribe  gseproc.agent.<host>.op      its own hosts' ops
+//	subscribe  gseproc.agent.<host>.>       its own hosts' subtree (one
+//	                                        subscription an agent), of which
+//	                                        it is delivered only:
+//	           gseproc.agent.<host>.op      its own hosts' ops
 //	           gseproc.agent.<host>.cancel  and cancels of them
 //	           gseproc.agent.<host>.evack.* JetStream's acknowledgements of its events
 //	           gseproc.server.hello
@@ -23,6 +26,12 @@ import (
 //	           gseproc.agent.<host>.reply.* and replies
 //
 // and nothing else: no other host's subjects, no _INBOX, no JetStream API.
+// The subtree (an agent's one subscription; the op, cancel and evack
+// subjects one by one for an agent from before it) is granted with a
+// deny of every host's heartbeat, event and reply subjects
+// (subjects.NoDelivery), which NATS applies to each message it delivers
+// on a wildcard: a credential is delivered exactly what the three
+// subjects gave it, whatever it subscribes to.
 // An event is published on the host's event subject, which the stream
 // transport.EventStream captures, with the reply subject evack.<id> of the same
 // host, which only that host's credential may subscribe to; the agent
@@ -46,7 +55,7 @@ func hostPermissions(toks ...string) *server.Permissions {
 	}
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: pub},
-		Subscribe: &server.SubjectPermission{Allow: append(sub, subjects.Hello)},
+		Subscribe: &server.SubjectPermission{Allow: append(sub, subjects.Hello), Deny: subjects.NoDelivery()},
 	}
 }
 

@@ -60,7 +60,30 @@ func PatternToken(p model.HostPattern) (string, error) {
 // token pattern tok ("<cloud>.<ip-token>", either token may be "*") may
 // publish and subscribe to (besides Hello, which every such credential
 // may subscribe to). To let agents use a new subject, add it here.
+//
+// sub holds the host's whole subtree (Inbox: an agent's one
+// subscription) besides the three subjects an agent from before it
+// subscribes to one by one (op, cancel, evack.*). What the subtree holds
+// beyond those three is what hosts publish (pub), which no credential
+// serving hosts is ever delivered (NoDelivery): so it receives exactly
+// what it did with the three.
 func Host(tok string) (pub, sub []string) {
 	p := Prefix + tok
-	return []string{p + ".hb", p + ".event", p + ".reply.*"}, []string{p + ".op", p + ".cancel", p + ".evack.*"}
+	return []string{p + ".hb", p + ".event", p + ".reply.*"}, []string{p + Inbox, p + ".op", p + ".cancel", p + ".evack.*"}
+}
+
+// Inbox ends the subject of a host's whole subtree: an agent subscribes
+// to its host's Prefix + HostToken + Inbox once (each subscription costs
+// the NATS server about a kilobyte: three an agent were ~280 MB at
+// 100,000 agents) and tells the op, cancel and evack subjects apart by
+// their last tokens.
+const Inbox = ".>"
+
+// NoDelivery are the subjects no credential serving hosts is delivered,
+// whatever it subscribed to: what hosts publish (every host's heartbeats,
+// events and replies). A host's subtree (Inbox) covers its own; these
+// keep it out of them, as before the subtree was granted.
+func NoDelivery() []string {
+	pub, _ := Host("*.*")
+	return pub
 }
