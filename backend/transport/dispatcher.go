@@ -8,6 +8,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,11 +72,15 @@ type Dispatcher struct {
 	// hosts report (100,000 hosts have a few thousand label sets): the
 	// entries' labels are never changed in place, only replaced.
 	shared interned
-	// beats are the same entries by heartbeat subject: a keepalive (most
-	// heartbeats) finds its host without parsing its subject again.
-	beats map[string]*hostEntry
-	subs  subscribers[model.Event]
-	asubs subscribers[ackedEvent]
+	// beats are the same entries by a hash of their heartbeat subject
+	// (beatSeed): a keepalive (most heartbeats) finds its host without
+	// parsing its subject again (beat). Keyed by the subject itself, each
+	// host kept the text of its first heartbeat's subject (32 bytes, and
+	// 8 more a slot).
+	beats    map[uint64]*hostEntry
+	beatSeed maphash.Seed
+	subs     subscribers[model.Event]
+	asubs    subscribers[ackedEvent]
 	// consumeWake tells consumeLoop a subscriber of durable events came;
 	// rebound that the connection was replaced (Rebind). Both cap 1.
 	consumeWake, rebound chan struct{}
@@ -211,32 +216,65 @@ const (
 // hostEntry is what the dispatcher keeps of a host: 100,000 of them in
 // a 100,000-host fleet, so it holds no field it can derive (its place in
 // the host ordering is its identity's, its agent state is online and
-// heard) and its times are integers (24-byte time.Time values were 48
-// bytes an entry).
+// heard), its times are integers (24-byte time.Time values were 48
+// bytes an entry) and what hosts share is shared (labels, the agent's
+// version and id): 144 bytes an entry (a size class; 176 with the
+// version and agent id apart and the grace a Duration).
 type hostEntry struct {
 	// id is the host's identity: set with the entry's first heartbeat
 	// subject, or, for a configured host, from its address when it has one.
-	id      model.HostID
-	host    model.Host
-	version string // the agent's, shared (interned.text)
-	agentID string
-	labels  labelSet
+	id     model.HostID
+	host   model.Host
+	meta   *agentMeta // the agent's version and id, shared (interned.meta); nil: neither
+	labels labelSet
 	// seen is when the host was last heard from, in nanoseconds since the
 	// dispatcher's epoch (monotonic: a change of the wall clock moves no
 	// host offline); meaningful when heard.
 	seen     int64
-	grace    time.Duration // silence after which the host is offline
 	statuses []model.ProcStatus
 	// fullAt is the time the agent stamped on its last full heartbeat (in
 	// Unix nanoseconds, 0 for none) and keepalives how many came since:
 	// what names a change of state alike on every server (derivedEventID).
 	fullAt     int64
 	keepalives int32
-	online     bool
-	heard      bool // zero: never heard from
+	// graceMs is the silence after which the host is offline, in
+	// milliseconds (grace, setGrace).
+	graceMs int32
+	online  bool
+	heard   bool // zero: never heard from
 	// pos is the entry's index in Dispatcher.sorted when that was made
 	// (listed checks it is still there).
 	pos int32
+}
+
+// agentMeta is what an agent says of itself besides its host and labels:
+// the same for most hosts of a fleet (one version), so kept once.
+type agentMeta struct {
+	version, agentID string
+}
+
+// grace is the silence after which e's host is offline.
+func (e *hostEntry) grace() time.Duration { return time.Duration(e.graceMs) * time.Millisecond }
+
+// setGrace makes g (at most 24 days; an agent's interval is its own
+// word) the silence after which e's host is offline.
+func (e *hostEntry) setGrace(g time.Duration) {
+	e.graceMs = int32(min(g.Milliseconds(), math.MaxInt32))
+}
+
+// version and agentID are the agent's (empty when it said none).
+func (e *hostEntry) version() string {
+	if e.meta == nil {
+		return ""
+	}
+	return e.meta.version
+}
+
+func (e *hostEntry) agentID() string {
+	if e.meta == nil {
+		return ""
+	}
+	return e.meta.agentID
 }
 
 // order is the entry's place in the host ordering.
@@ -249,12 +287,12 @@ func (e *hostEntry) order() model.HostOrder {
 
 // info is the entry's host as listed (labels and state apart).
 func (e *hostEntry) info() model.HostInfo {
-	return model.HostInfo{Host: e.host, Version: e.version, AgentID: e.agentID}
+	return model.HostInfo{Host: e.host, Version: e.version(), AgentID: e.agentID()}
 }
 
 // staticEntry is the entry of a configured host.
-func staticEntry(hi model.HostInfo, labels labelSet) hostEntry {
-	e := hostEntry{host: hi.Host, version: hi.Version, agentID: hi.AgentID, labels: labels}
+func staticEntry(hi model.HostInfo, labels labelSet, meta *agentMeta) hostEntry {
+	e := hostEntry{host: hi.Host, meta: meta, labels: labels}
 	if id, err := hi.Host.ID(); err == nil {
 		e.id = id
 	}
@@ -281,7 +319,8 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 	d := &Dispatcher{
 		opts: opts, log: opts.Logger,
 		hosts:       map[model.Host]*hostEntry{},
-		beats:       map[string]*hostEntry{},
+		beats:       map[uint64]*hostEntry{},
+		beatSeed:    maphash.MakeSeed(),
 		hbSeed:      maphash.MakeSeed(),
 		replyPfx:    randomSecret()[:12],
 		consumeWake: make(chan struct{}, 1), rebound: make(chan struct{}, 1),
@@ -297,13 +336,13 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 	}
 	for _, hi := range opts.StaticHosts {
 		hi.State = model.AgentUnknown
-		labels := d.shared.labels(hi.Labels)
+		labels, meta := d.shared.labels(hi.Labels), d.shared.meta(nil, hi.Version, hi.AgentID)
 		hi.Labels = nil
 		if e := d.hosts[hi.Host]; e != nil { // listed twice: the last one counts
-			*e = staticEntry(hi, labels)
+			*e = staticEntry(hi, labels, meta)
 			continue
 		}
-		e := new(staticEntry(hi, labels))
+		e := new(staticEntry(hi, labels, meta))
 		d.hosts[hi.Host] = e
 		d.all = append(d.all, e)
 		d.sorted = nil
@@ -1159,12 +1198,12 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 	var ev []model.Event
 	d.mu.Lock()
 	e := d.entry(subjHost, m.Subject)
-	e.labels, e.version = d.shared.labels(hb.Info.Labels), d.shared.text(hb.Info.Version)
-	e.agentID = hb.Info.AgentID // e.host is subjHost's already (entry)
+	// (e.host is subjHost's already: entry.)
+	e.labels, e.meta = d.shared.labels(hb.Info.Labels), d.shared.meta(e.meta, hb.Info.Version, hb.Info.AgentID)
 	e.statuses = d.shared.statuses(e.statuses, hb.Statuses)
 	// An agent that reports less often than the server expects gets three
 	// of its own intervals.
-	e.grace = max(d.opts.OfflineAfter, 3*hb.Interval)
+	e.setGrace(max(d.opts.OfflineAfter, 3*hb.Interval))
 	d.heard(e, now)
 	e.fullAt, e.keepalives = unixNano(hb.Time), 0
 	switch {
@@ -1195,7 +1234,7 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 // beats).
 func (d *Dispatcher) onKeepalive(subj string) {
 	d.mu.Lock()
-	e := d.beats[subj]
+	e := d.beat(subj)
 	if e == nil {
 		d.mu.Unlock()
 		id, err := hostFromSubject(subj)
@@ -1225,13 +1264,14 @@ func (d *Dispatcher) onKeepalive(subj string) {
 func (d *Dispatcher) entry(id model.HostID, subj string) *hostEntry {
 	// Known by its subject: found without making its address's text
 	// (an allocation at every full heartbeat).
-	if e := d.beats[subj]; e != nil && e.id == id {
+	if e := d.beat(subj); e != nil && e.id == id {
 		return e
 	}
 	host := id.Host()
 	e := d.hosts[host]
 	if e == nil {
-		e = &hostEntry{host: host, grace: d.opts.OfflineAfter}
+		e = &hostEntry{host: host}
+		e.setGrace(d.opts.OfflineAfter)
 		d.hosts[host] = e
 		d.all = append(d.all, e)
 		d.sorted = nil
@@ -1240,8 +1280,33 @@ func (d *Dispatcher) entry(id model.HostID, subj string) *hostEntry {
 		d.sorted = nil
 	}
 	e.id = id
-	d.beats[subj] = e
+	if isHeartbeatSubject(id, subj) {
+		d.beats[maphash.String(d.beatSeed, subj)] = e
+	}
 	return e
+}
+
+// beat is the entry known by heartbeat subject subj (nil for none): the
+// one under its hash whose host's heartbeat subject it is. d.mu is held.
+func (d *Dispatcher) beat(subj string) *hostEntry {
+	e := d.beats[maphash.String(d.beatSeed, subj)]
+	if e == nil || !isHeartbeatSubject(e.id, subj) {
+		return nil
+	}
+	return e
+}
+
+// isHeartbeatSubject reports whether subj is id's heartbeat subject,
+// made on the stack (a keepalive's path allocates nothing).
+func isHeartbeatSubject(id model.HostID, subj string) bool {
+	if !id.Valid() || len(subj) > MaxSubject {
+		return false
+	}
+	var buf [MaxSubject]byte
+	b := append(buf[:0], subjectPrefix...)
+	b = subjects.AppendHostToken(b, id)
+	b = append(b, ".hb"...)
+	return string(b) == subj
 }
 
 // heard records that e's host was heard from at now. d.mu is held.
@@ -1259,7 +1324,7 @@ func (d *Dispatcher) silent(e *hostEntry, now time.Time) time.Duration {
 // full heartbeat), else parsed.
 func (d *Dispatcher) beatHost(subj string) (model.HostID, error) {
 	d.mu.Lock()
-	e := d.beats[subj]
+	e := d.beat(subj)
 	d.mu.Unlock()
 	if e != nil {
 		return e.id, nil
@@ -1291,7 +1356,7 @@ func (d *Dispatcher) sweep() {
 				if !e.online {
 					continue
 				}
-				if quiet := d.silent(e, now); quiet > e.grace && (!behind || quiet > 2*e.grace) {
+				if quiet := d.silent(e, now); quiet > e.grace() && (!behind || quiet > 2*e.grace()) {
 					e.online = false
 					d.online--
 					ev = append(ev, model.Event{ID: derivedEventID(e.host, model.EventAgentOffline, e.fullAt, e.keepalives),
@@ -1380,8 +1445,10 @@ type interned struct {
 	seed      maphash.Seed
 	sets      map[uint64]labelSet
 	texts     map[string]string
-	setBytes  int // of the keys and values in sets
-	textBytes int // of the texts
+	metas     map[string]*agentMeta // of a version without an agent id
+	setBytes  int                   // of the keys and values in sets
+	textBytes int                   // of the texts
+	metaBytes int                   // of the metas' texts
 }
 
 const (
@@ -1473,6 +1540,32 @@ func (x *interned) statuses(was, sts []model.ProcStatus) []model.ProcStatus {
 		s.State, s.Cmdline, s.Message = model.ProcState(x.word(string(s.State))), x.word(s.Cmdline), x.word(s.Message)
 	}
 	return sts
+}
+
+// meta is the agentMeta of version and agentID as kept (nil for
+// neither): was (a host's, from before) when it says the same, else the
+// one kept for a version without an agent id (hosts share it), else a
+// new one (an agent id is a host's own: keeping it here too would only
+// cost the table's memory).
+func (x *interned) meta(was *agentMeta, version, agentID string) *agentMeta {
+	switch {
+	case was != nil && was.version == version && was.agentID == agentID:
+		return was
+	case version == "" && agentID == "":
+		return nil
+	case agentID != "":
+		return &agentMeta{version: x.text(version), agentID: agentID}
+	}
+	if m, ok := x.metas[version]; ok {
+		return m
+	}
+	if x.metas == nil || len(x.metas) >= internMax || x.metaBytes+len(version) > internMaxBytes {
+		x.metas, x.metaBytes = map[string]*agentMeta{}, 0
+	}
+	m := &agentMeta{version: x.text(version)}
+	x.metas[m.version] = m
+	x.metaBytes += len(version)
+	return m
 }
 
 // word is the kept copy of s when s is short (internWord at most), else

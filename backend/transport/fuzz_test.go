@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"encoding/json"
+	"hash/maphash"
 	"log/slog"
 	"strings"
 	"testing"
@@ -58,7 +59,7 @@ func FuzzAgentMessages(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, subj string, data []byte) {
 		d := &Dispatcher{opts: DispatcherOptions{OfflineAfter: time.Minute}, log: slog.New(slog.DiscardHandler),
-			hosts: map[model.Host]*hostEntry{}, beats: map[string]*hostEntry{}}
+			hosts: map[model.Host]*hostEntry{}, beats: map[uint64]*hostEntry{}, beatSeed: maphash.MakeSeed()}
 		var got []model.Event
 		d.subs.add(context.Background(), func(e model.Event) { got = append(got, e) })
 		m := &nats.Msg{Subject: subj, Data: data}
@@ -83,9 +84,9 @@ func FuzzAgentMessages(f *testing.F) {
 			}
 		}
 		// A subject is known by the entry of its own host only.
-		for s, e := range d.beats {
-			if sid, err := hostFromSubject(s); err != nil || sid.Host() != e.host || d.hosts[e.host] != e {
-				t.Fatalf("subject %q known as host %+v", s, e.host)
+		for k, e := range d.beats {
+			if subj := HeartbeatSubject(e.id); k != maphash.String(d.beatSeed, subj) || e.id.Host() != e.host || d.hosts[e.host] != e || d.beat(subj) != e {
+				t.Fatalf("heartbeat subject of %s known as host %+v", e.id, e.host)
 			}
 		}
 		for _, e := range got {

@@ -150,3 +150,36 @@ func TestLabelSet(t *testing.T) {
 		t.Fatalf("an empty set holds %v", got)
 	}
 }
+
+// TestHostEntrySize: 100,000 hosts keep an entry each; 144 bytes is its
+// size class (176 before the agent's version and id were shared and
+// the grace made an int32).
+func TestHostEntrySize(t *testing.T) {
+	if n := unsafe.Sizeof(hostEntry{}); n > 144 {
+		t.Fatalf("hostEntry is %d bytes, more than 144", n)
+	}
+}
+
+func TestAgentMeta(t *testing.T) {
+	var x interned
+	a := x.meta(nil, strings.Clone("1.2"), "")
+	if b := x.meta(nil, strings.Clone("1.2"), ""); a != b || a.version != "1.2" {
+		t.Fatalf("a version's meta not shared: %p %p", a, b)
+	}
+	if x.meta(a, "", "") != nil {
+		t.Fatal("no version and no agent id: want nil")
+	}
+	c := x.meta(nil, "1.2", "02abc")
+	if c == a || c.agentID != "02abc" || c.version != "1.2" {
+		t.Fatalf("with an agent id: %+v", c)
+	}
+	if d := x.meta(c, "1.2", "02abc"); d != c {
+		t.Fatal("a host's meta unchanged not kept")
+	}
+	if d := x.meta(c, "1.3", "02abc"); d == c || d.version != "1.3" {
+		t.Fatalf("a changed version: %+v", d)
+	}
+	if len(x.metas) != 1 {
+		t.Fatalf("%d metas kept, want the one without an agent id", len(x.metas))
+	}
+}
