@@ -23,8 +23,10 @@ type Fleet interface {
 }
 
 // ServeFleet serves every host of f on one connection until ctx ends, as if
-// each ran its own agent: one op subscription per host (all delivered to one
-// channel, so thousands of hosts cost no goroutine each), heartbeats for
+// each ran its own agent: one subscription per host, its inbox as an
+// agent's (its op subject against a server from before the inboxes; all
+// delivered to one channel, so thousands of hosts cost no goroutine each;
+// the fleet answers ops and ignores cancels), heartbeats for
 // the hosts the fleet says are online, and the fleet's events. A host the
 // fleet reports unreachable answers with the unreachable status header; a
 // host that does not answer before the request's deadline is not answered.
@@ -34,7 +36,7 @@ func ServeFleet(ctx context.Context, nc *nats.Conn, f Fleet, opts ServeOptions) 
 }
 
 // ServeFleetOn is ServeFleet on the connections of l: when one is closed
-// for good, every host's op subject is subscribed again on the next one.
+// for good, every host is subscribed again on the next one.
 func ServeFleetOn(ctx context.Context, l *Link, f Fleet, opts ServeOptions) error {
 	if err := opts.prepare(4096); err != nil {
 		return err
