@@ -49,6 +49,37 @@ func TestChildLinesAndCounts(t *testing.T) {
 	}
 }
 
+// TestChildStderrApart: a line on stdout written while a line on stderr
+// is half written (the runtime writes a collection's trace in pieces) is
+// read whole, and so is the trace line.
+func TestChildStderrApart(t *testing.T) {
+	c, err := startChildEnv("sh", nil, []string{gcTraceEnv()}, "sh", "-c",
+		`printf 'gc 2 @0.119s 3%%: 2.0+5.1+0.030 ms clock, ' >&2; sleep 0.2; echo 'gseproc server listening on http://x'; sleep 0.2; `+
+			`echo '4.1+0.44/2.6/2.0+0.060 ms cpu, 3->4->2 MB, 4 MB goal, 0 MB stacks, 0 MB globals, 2 P' >&2; sleep 30`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if got, err := c.waitLine(ctx, "gseproc server listening on "); err != nil || got != "http://x" {
+		t.Fatalf("waitLine = %q, %v", got, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c.gc.mu.Lock()
+		n := c.gc.n
+		c.gc.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the trace line was not read whole: %d collections", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func TestPercentilesAndSummary(t *testing.T) {
 	var d []time.Duration
 	for i := 100; i >= 1; i-- {

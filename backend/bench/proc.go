@@ -70,13 +70,18 @@ func startChildEnv(name string, watch, env []string, bin string, args ...string)
 		}
 	}
 	c.cmd.SysProcAttr = ownGroup()
-	pr, pw := io.Pipe()
-	c.cmd.Stdout, c.cmd.Stderr = pw, pw
+	// Stdout and stderr apart: the runtime writes a collection's trace
+	// line to stderr in pieces, and a line on stdout written meanwhile
+	// landed inside it on a shared pipe ("gc 2gseproc server listening
+	// on ..."), so neither was found.
+	outR, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	c.cmd.Stdout, c.cmd.Stderr = outW, errW
 	if err := c.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	go func() {
-		sc := bufio.NewScanner(pr)
+	read := func(r *io.PipeReader) {
+		sc := bufio.NewScanner(r)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			if c.gc != nil && c.gc.line(sc.Text()) {
@@ -95,11 +100,14 @@ func startChildEnv(name string, watch, env []string, bin string, args ...string)
 			c.seen = make(chan struct{})
 			c.mu.Unlock()
 		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
+		_, _ = io.Copy(io.Discard, r)
+	}
+	go read(outR)
+	go read(errR)
 	go func() {
 		c.err = c.cmd.Wait()
-		_ = pw.Close()
+		_ = outW.Close()
+		_ = errW.Close()
 		close(c.done)
 	}()
 	return c, nil
