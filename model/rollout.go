@@ -537,11 +537,18 @@ func HostRuns(hosts []Host) []int {
 // PlanProgress counts results (in target order) per batch of plan and
 // over the whole task.
 func PlanProgress(plan []Batch, results []Result) (prog []BatchProgress, total BatchProgress) {
+	return PlanProgressOf(plan, func(i int) Result { return results[i] })
+}
+
+// PlanProgressOf is PlanProgress of the results result(i) gives by
+// target index (a table's: ResultTable), none made all at once.
+func PlanProgressOf(plan []Batch, result func(i int) Result) (prog []BatchProgress, total BatchProgress) {
 	prog = make([]BatchProgress, len(plan))
 	for b, bt := range plan {
 		for i := bt.Lo; i < bt.Hi; i++ {
-			prog[b].Add(results[i])
-			total.Add(results[i])
+			res := result(i)
+			prog[b].Add(res)
+			total.Add(res)
 		}
 	}
 	return prog, total

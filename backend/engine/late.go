@@ -159,11 +159,11 @@ func (e *Engine) correctRun(r *run, lr model.LateReply, procKey string) (c corre
 		}
 	}
 	i := slices.IndexFunc(r.targets, func(tg model.Target) bool { return tg.Host == lr.Host && tg.ProcKey == procKey })
-	if i < 0 || !timedOut(r.results[i]) {
+	if i < 0 || !timedOut(r.result(i)) {
 		r.mu.Unlock()
 		return c, true
 	}
-	c.was = r.results[i]
+	c.was = r.result(i)
 	c.fixed, c.st = corrected(c.was, r.task.Op, lr.Reply, e.now())
 	if c.fixed.State == model.StateTimeout {
 		r.mu.Unlock()

@@ -43,7 +43,7 @@ func newRollRun(r *run, c model.RollControl, plan []model.Batch) *rollRun {
 	if rr.plan == nil {
 		rr.plan = rr.spec.Plan(hostRuns(r.targets, func(t model.Target) model.Host { return t.Host }))
 	}
-	rr.prog, rr.total = model.PlanProgress(rr.plan, r.results)
+	rr.prog, rr.total = model.PlanProgressOf(rr.plan, r.result)
 	return rr
 }
 

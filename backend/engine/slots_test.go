@@ -22,7 +22,7 @@ func TestSlotsNoBiggerThanTheTargetsLeft(t *testing.T) {
 			taken := 0
 			for i := range n {
 				r.mu.Lock()
-				res := r.results[i]
+				res := r.result(i)
 				res.State = model.StateSuccess
 				res, _ = r.finishLocked(i, res, time.Now())
 				if len(r.slots) == 0 {

@@ -25,8 +25,8 @@ type run struct {
 	task      model.Task
 	targets   []model.Target
 	procs     map[string]model.Process
-	results   []model.Result // by target index
-	log       []logEntry     // final results, Seq ascending
+	results   model.ResultTable // by target index (result, setResult)
+	log       []logEntry        // final results, Seq ascending
 	lastSeq   int64
 	slots     []model.Result // room for results handed to the writer (slotLocked)
 	notify    chan struct{}  // see changedLocked
@@ -449,7 +449,7 @@ func (e *Engine) saveItems(ctx context.Context, items []model.ProcessDef) error 
 func newRun(t model.Task, targets []model.Target, procs map[string]model.Process, prior []model.Result) *run {
 	r := &run{task: t, targets: targets, procs: procs, notify: make(chan struct{}), log: make([]logEntry, 0, len(targets)),
 		lease: &leaseHold{}}
-	r.results = make([]model.Result, len(targets))
+	r.results = model.MakeResultTable(len(targets))
 	index := make(map[model.Target]int, len(prior))
 	if len(prior) > 0 {
 		for i, tg := range targets {
@@ -458,26 +458,45 @@ func newRun(t model.Task, targets []model.Target, procs map[string]model.Process
 	}
 	for i, tg := range targets {
 		p := procs[tg.ProcKey]
-		r.results[i] = model.Result{TaskID: t.ID, Host: tg.Host, ProcKey: tg.ProcKey, ValueKey: p.Spec.Identity.ValueKey,
-			AgentID: tg.AgentID, Op: t.Op, State: model.StatePending}
+		r.setResult(i, model.Result{TaskID: t.ID, Host: tg.Host, ProcKey: tg.ProcKey, ValueKey: p.Spec.Identity.ValueKey,
+			AgentID: tg.AgentID, Op: t.Op, State: model.StatePending})
 	}
 	for _, res := range prior {
 		i, ok := index[model.Target{Host: res.Host, ProcKey: res.ProcKey}]
 		if !ok || !res.State.Final() {
 			continue
 		}
-		r.results[i] = res
+		r.setResult(i, res)
 		r.log = append(r.log, logEntry{i: int32(i)})
 	}
-	sort.Slice(r.log, func(i, j int) bool { return r.logged(i).Seq < r.logged(j).Seq })
+	sort.Slice(r.log, func(i, j int) bool { return r.loggedSeq(i) < r.loggedSeq(j) })
 	if n := len(r.log); n > 0 {
-		r.lastSeq = r.logged(n - 1).Seq
+		r.lastSeq = r.loggedSeq(n - 1)
 	}
 	r.task.Counts = model.Counts{}
-	for _, res := range r.results {
-		r.task.Counts.Add(res.State, 1)
+	for i := range r.results.Len() {
+		r.task.Counts.Add(r.results.State(i), 1)
 	}
 	return r
+}
+
+// result is target i's result (r.mu held, or the run not launched yet).
+func (r *run) result(i int) model.Result {
+	res, _ := r.results.Get(i, &r.targets[i])
+	return res
+}
+
+// setResult makes res target i's result (r.mu held, or the run not
+// launched yet).
+func (r *run) setResult(i int, res model.Result) { r.results.Set(i, &r.targets[i], &res) }
+
+// resultsLocked is every target's result, in target order. r.mu is held.
+func (r *run) resultsLocked() []model.Result {
+	out := make([]model.Result, r.results.Len())
+	for i := range out {
+		out[i] = r.result(i)
+	}
+	return out
 }
 
 // launch registers the run and starts its fan-out.
@@ -599,18 +618,18 @@ type sending struct {
 // already: its process is no longer in the registry).
 func (e *Engine) prepare(r *run, i int) (s sending, req model.AgentRequest, send bool) {
 	r.mu.Lock()
-	res := r.results[i]
-	if res.State != model.StatePending {
+	if r.results.State(i) != model.StatePending {
 		r.mu.Unlock()
 		return s, req, false // cancelled, or final from before a restart
 	}
+	res := r.result(i)
 	// Made running in the critical section that found it pending: a
 	// cancel (cancelRun) finds it pending, or running and stops it (the
 	// run's sent context, which its dispatch is made under).
 	cctx := r.sent
 	now := e.now()
 	res.State, res.Started = model.StateRunning, now
-	r.results[i] = res
+	r.setResult(i, res)
 	r.task.Counts.Add(model.StatePending, -1)
 	r.task.Counts.Add(model.StateRunning, 1)
 	r.rollMoveLocked(i, model.StatePending, res)
@@ -812,20 +831,20 @@ func knownState(s model.ProcState) model.ProcState {
 // finishLocked records a final result: it gets the next Seq, joins the log
 // and wakes the watchers. It reports whether the task is now complete.
 func (r *run) finishLocked(i int, res model.Result, now time.Time) (model.Result, bool) {
-	prev := r.results[i].State
+	prev := r.results.State(i)
 	if prev.Final() {
 		// Replaced (a late answer's correction): its log entry keeps
 		// the result it logged. Copied here only (the copy is kept):
 		// made for every result, it cost an allocation each.
-		was := r.results[i]
-		k := sort.Search(len(r.log), func(k int) bool { return r.logged(k).Seq >= was.Seq })
+		was := r.result(i)
+		k := sort.Search(len(r.log), func(k int) bool { return r.loggedSeq(k) >= was.Seq })
 		if k < len(r.log) && r.log[k].was == nil && int(r.log[k].i) == i {
 			r.log[k].was = &was
 		}
 	}
 	r.lastSeq++
 	res.Seq = r.lastSeq
-	r.results[i] = res
+	r.setResult(i, res)
 	r.log = append(r.log, logEntry{i: int32(i)})
 	r.task.Counts.Add(prev, -1)
 	r.task.Counts.Add(res.State, 1)
@@ -857,7 +876,7 @@ func (r *run) changedLocked() {
 	}
 }
 
-// logEntry is a final result in a run's log: its target's (results[i]),
+// logEntry is a final result in a run's log: its target's (result(i)),
 // or, once a later one replaced it (a late answer's correction), the one
 // it was (was). The log holds no second copy of every result.
 type logEntry struct {
@@ -866,11 +885,20 @@ type logEntry struct {
 }
 
 // logged is the k-th result of the log. r.mu is held.
-func (r *run) logged(k int) *model.Result {
+func (r *run) logged(k int) model.Result {
 	if w := r.log[k].was; w != nil {
-		return w
+		return *w
 	}
-	return &r.results[r.log[k].i]
+	return r.result(int(r.log[k].i))
+}
+
+// loggedSeq is the Seq of the k-th result of the log (logged(k).Seq,
+// without making the result). r.mu is held.
+func (r *run) loggedSeq(k int) int64 {
+	if w := r.log[k].was; w != nil {
+		return w.Seq
+	}
+	return r.results.Seq(int(r.log[k].i))
 }
 
 // completeLocked marks the task complete when every result is final (once).
@@ -1117,10 +1145,11 @@ func (r *run) cancelPendingLocked(now time.Time, why string) ([]model.Result, bo
 func (r *run) cancelPendingFromLocked(lo int, now time.Time, why string) ([]model.Result, bool) {
 	var finals []model.Result
 	complete := false
-	for i, res := range r.results {
-		if i < lo || res.State != model.StatePending {
+	for i := lo; i < r.results.Len(); i++ {
+		if r.results.State(i) != model.StatePending {
 			continue
 		}
+		res := r.result(i)
 		res.State, res.Code, res.Finished = model.StateCancelled, model.CodeCommandFailed, now
 		res.Message = why
 		var c bool
@@ -1190,7 +1219,7 @@ func (e *Engine) Task(ctx context.Context, id string) (backend.TaskView, error) 
 	if r != nil {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		return backend.TaskView{Task: r.task, Results: slices.Clone(r.results), Roll: r.rollViewLocked(e.now())}, nil
+		return backend.TaskView{Task: r.task, Results: r.resultsLocked(), Roll: r.rollViewLocked(e.now())}, nil
 	}
 	t, targets, err := e.st.Task(ctx, id)
 	if err != nil {

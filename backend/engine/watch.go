@@ -75,7 +75,7 @@ func (e *Engine) Watch(ctx context.Context, id string, after int64) (<-chan mode
 	started := e.track(func() {
 		defer close(out)
 		r.mu.Lock()
-		cursor := sort.Search(len(r.log), func(k int) bool { return r.logged(k).Seq > after })
+		cursor := sort.Search(len(r.log), func(k int) bool { return r.loggedSeq(k) > after })
 		r.mu.Unlock()
 		var batch []model.Result
 		for {
@@ -84,7 +84,7 @@ func (e *Engine) Watch(ctx context.Context, id string, after int64) (<-chan mode
 			r.mu.Lock()
 			batch = batch[:0]
 			for k := cursor; k < len(r.log) && len(batch) < watchBuffer; k++ {
-				batch = append(batch, *r.logged(k))
+				batch = append(batch, r.logged(k))
 			}
 			done, lost, wake := r.ended, r.lost, r.wakeLocked()
 			r.mu.Unlock()

@@ -364,7 +364,7 @@ func (m *Memory) Results(_ context.Context, taskID string) ([]model.Result, erro
 		return nil, fmt.Errorf("results of task %s: %w", taskID, model.ErrNotFound)
 	}
 	out := make([]model.Result, 0, rec.n)
-	for i := range rec.rows {
+	for i := range rec.results.Len() {
 		if r, ok := rec.result(i); ok {
 			out = append(out, r)
 		}

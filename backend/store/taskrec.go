@@ -5,52 +5,23 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"slices"
-	"time"
 
 	"gseproc/model"
 )
 
 // taskRec is a task as the memory store keeps it: its record, its targets
-// and a compact row per target for its result. A model.Result is 272
-// bytes, most of it what every result of the task or of one of its
-// processes shares (task id, host and process key, which its target
-// holds; op, state, value key and the definition's identity, a few
-// distinct sets a task); each row keeps the rest, and the index of its
-// shared set (its shape). A task over 228,000 processes held 62 MB of
-// results and a 15 MB map of its targets (index); the rows and index
-// below hold 22 MB and 2 MB. Results gives each back whole, as it was put.
+// and its results by target index (model.ResultTable, the compact form the
+// engine's run keeps them in too). A task over 228,000 processes held 62
+// MB of results and a 15 MB map of its targets (index); the table and
+// index below hold 22 MB and 2 MB. Results gives each back whole, as it
+// was put.
 type taskRec struct {
 	task    model.Task
 	targets []model.Target
 	index   pairIndex
-	rows    []resultRow // by target index
-	shapes  model.Interned[resultShape]
-	// agentIDs are the agent ids of the results naming their host by
-	// another than their target's (resultRow.agent), by target index.
-	agentIDs map[int32]string
-	n        int // results put
-	roll     model.RollControl
-}
-
-// resultRow is one target's result: shape is its resultShape's index + 1
-// (0: no result put yet).
-type resultRow struct {
-	status            *model.ProcStatus
-	started, finished time.Time
-	seq               int64
-	code              int
-	msg               string
-	shape             uint32
-	hosted            bool
-	agent             bool // AgentID is agentIDs', not the target's
-}
-
-// resultShape is what a task's results of one process and state share.
-type resultShape struct {
-	state    model.ResultState
-	op       model.OpType
-	valueKey string
-	proc     model.ResultProc
+	results model.ResultTable // by target index
+	n       int               // results put
+	roll    model.RollControl
 }
 
 // newTaskRec keeps t and a copy of its targets, each named once.
@@ -60,7 +31,7 @@ func newTaskRec(t model.Task, targets []model.Target) (*taskRec, error) {
 		tg := targets[j]
 		return nil, fmt.Errorf("put task %s: target %s %s given twice", t.ID, tg.Host, tg.ProcKey)
 	}
-	rec.rows = make([]resultRow, len(targets))
+	rec.results = model.MakeResultTable(len(targets))
 	return rec, nil
 }
 
@@ -71,37 +42,12 @@ func (rec *taskRec) put(r *model.Result) (isNew, ok bool) {
 	if !ok {
 		return false, false
 	}
-	row := &rec.rows[i]
-	isNew = row.shape == 0
-	*row = resultRow{status: r.Status, started: r.Started, finished: r.Finished, seq: r.Seq, code: r.Code,
-		msg: r.Message, hosted: r.Hosted,
-		shape: rec.shapes.ID(resultShape{state: r.State, op: r.Op, valueKey: r.ValueKey, proc: r.Proc}) + 1}
-	if r.AgentID != rec.targets[i].AgentID {
-		if rec.agentIDs == nil {
-			rec.agentIDs = map[int32]string{}
-		}
-		rec.agentIDs[int32(i)] = r.AgentID
-		row.agent = true
-	} else if rec.agentIDs != nil {
-		delete(rec.agentIDs, int32(i))
-	}
-	return isNew, true
+	return rec.results.Set(i, &rec.targets[i], r), true
 }
 
 // result is target i's result (ok false: none put).
 func (rec *taskRec) result(i int) (r model.Result, ok bool) {
-	row := &rec.rows[i]
-	if row.shape == 0 {
-		return model.Result{}, false
-	}
-	tg, sh := &rec.targets[i], &rec.shapes.Values[row.shape-1]
-	r = model.Result{TaskID: rec.task.ID, Seq: row.seq, Host: tg.Host, ProcKey: tg.ProcKey, ValueKey: sh.valueKey,
-		AgentID: tg.AgentID, Op: sh.op, State: sh.state, Code: row.code, Message: row.msg, Proc: sh.proc,
-		Hosted: row.hosted, Status: row.status, Started: row.started, Finished: row.finished}
-	if row.agent {
-		r.AgentID = rec.agentIDs[int32(i)]
-	}
-	return r, true
+	return rec.results.Get(i, &rec.targets[i])
 }
 
 // pairIndex finds a target by its host and process (model.Target.Pair):
