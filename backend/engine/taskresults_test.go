@@ -1,0 +1,77 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"gseproc/model"
+)
+
+// TestTaskResultsAsWhenTheReadBegan: TaskResults of a run this engine holds
+// gives every result whole, as Task does, and a result made final while
+// the read goes on (after the read of its chunk began) as it was when the
+// read began, running, with no Seq: the largest Seq given stays the read's
+// start, so that a Watch from it replays that final result.
+func TestTaskResultsAsWhenTheReadBegan(t *testing.T) {
+	n := 2*resultChunk + 3
+	targets := make([]model.Target, n)
+	for i := range targets {
+		targets[i] = model.Target{Host: model.Host{IP: fmt.Sprintf("10.0.%d.%d", i/256, i%256)}, ProcKey: "ns:p", AgentID: fmt.Sprint("a", i)}
+	}
+	now := time.Date(2026, 11, 29, 1, 2, 3, 0, time.UTC)
+	r := newRun(model.Task{ID: "T", Op: model.OpStatus}, targets, map[string]model.Process{}, nil)
+	finish := func(i int) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		res := r.result(i)
+		res.State, res.Started, res.Finished, res.Message = model.StateRunning, now, now, "ok"
+		r.setResult(i, res)
+		res.State = model.StateSuccess
+		r.finishLocked(i, res, now)
+	}
+	finish(0)
+	finish(n - 1)
+	e := &Engine{now: func() time.Time { return now }, runs: map[string]*run{"T": r}}
+	v, err := e.Task(context.Background(), "T")
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := resultChunk + 1 // in the second chunk: made final while the first is given
+	var got []model.Result
+	tv, err := e.TaskResults(context.Background(), "T", func(res *model.Result) {
+		if len(got) == 0 {
+			finish(late)
+		}
+		got = append(got, *res)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(tv.Task, v.Task) || tv.Results != nil {
+		t.Fatalf("task %+v (%d results), want %+v", tv.Task, len(tv.Results), v.Task)
+	}
+	if len(got) != n {
+		t.Fatalf("%d results, want %d", len(got), n)
+	}
+	var maxSeq int64
+	for i := range got {
+		want := v.Results[i]
+		if i == late {
+			want = model.Result{TaskID: "T", Host: targets[i].Host, ProcKey: "ns:p", AgentID: targets[i].AgentID,
+				Op: model.OpStatus, State: model.StateRunning, Started: now}
+		}
+		if !reflect.DeepEqual(got[i], want) {
+			t.Fatalf("result %d:\n got %+v\nwant %+v", i, got[i], want)
+		}
+		maxSeq = max(maxSeq, got[i].Seq)
+	}
+	if maxSeq != 2 {
+		t.Fatalf("largest Seq given %d, want 2 (the read's start)", maxSeq)
+	}
+	if s := r.result(late); s.State != model.StateSuccess || s.Seq != 3 {
+		t.Fatalf("the run's result %+v, want success with Seq 3", s)
+	}
+}
