@@ -412,6 +412,15 @@ func peakHeapProfile(b *testing.B, file string) (stop func()) {
 			{Name: "/memory/classes/heap/stacks:bytes"}, {Name: "/memory/classes/total:bytes"},
 			{Name: "/memory/classes/heap/released:bytes"}}
 		var max, maxTotal uint64
+		var atMax, atMaxTotal string // the figures when each was largest
+		defer func() { b.Logf("largest live heap:%s; largest mapped:%s", atMax, atMaxTotal) }()
+		line := func() string {
+			var line strings.Builder
+			for _, x := range s {
+				fmt.Fprintf(&line, " %s=%dMB", strings.TrimPrefix(x.Name, "/memory/classes"), x.Value.Uint64()>>20)
+			}
+			return line.String()
+		}
 		for {
 			select {
 			case <-done:
@@ -419,18 +428,14 @@ func peakHeapProfile(b *testing.B, file string) (stop func()) {
 			case <-t.C:
 			}
 			metrics.Read(s)
+			// Logged once, at the end: a benchmark's log keeps 10 lines.
 			if t := s[5].Value.Uint64() - s[6].Value.Uint64(); t > maxTotal {
-				maxTotal = t
-				var line strings.Builder
-				for _, x := range s {
-					fmt.Fprintf(&line, " %s=%dMB", x.Name, x.Value.Uint64()>>20)
-				}
-				b.Logf("largest mapped: %s", line.String())
+				maxTotal, atMaxTotal = t, line()
 			}
 			if v := s[0].Value.Uint64(); v > max {
 				var buf bytes.Buffer
 				if err := pprof.Lookup("heap").WriteTo(&buf, 0); err == nil {
-					max, best = v, buf.Bytes()
+					max, best, atMax = v, buf.Bytes(), line()
 				}
 			}
 		}
