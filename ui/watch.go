@@ -184,10 +184,12 @@ func taskFinal(s model.TaskStatus) bool {
 	return s == model.TaskDone || s == model.TaskFailed || s == model.TaskCanceled
 }
 
-func (p *watchPage) drain(ch <-chan model.Result) tea.Cmd {
+// drain reads the next batch of results from ch into buf's room: the
+// batch before, applied (apply keeps nothing of it), or nil.
+func (p *watchPage) drain(ch <-chan model.Result, buf []model.Result) tea.Cmd {
 	id, max, win := p.id, p.s.batchMax, p.s.batchWin
 	return func() tea.Msg {
-		rs, closed := drain(ch, max, win)
+		rs, closed := drainInto(buf, ch, max, win)
 		return watchBatchMsg{id: id, results: rs, ch: ch, closed: closed}
 	}
 }
@@ -639,7 +641,7 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 		p.resort()
 		if msg.ch != nil {
 			p.streaming = true
-			return p.drain(msg.ch)
+			return p.drain(msg.ch, nil)
 		}
 	case watchBatchMsg:
 		p.apply(msg.results)
@@ -652,9 +654,9 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 		if p.task.Rollout != nil && !p.rollLoading && len(msg.results) > 0 {
 			// Results move the roll on: read where it is (one read at a time).
 			p.rollLoading = true
-			return tea.Batch(p.drain(msg.ch), p.refreshTask())
+			return tea.Batch(p.drain(msg.ch, msg.results), p.refreshTask())
 		}
-		return p.drain(msg.ch)
+		return p.drain(msg.ch, msg.results)
 	case watchCancelledMsg:
 		// Say what the cancel did, from the task as it is now: hosts not
 		// sent the op are cancelled; those already running are told to
