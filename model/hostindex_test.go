@@ -15,33 +15,38 @@ func TestHostIndex(t *testing.T) {
 	d := ProcessDef{Process: Process{Meta: Meta{Namespace: "web", Name: "nginx"}}, Hosts: hosts, Rev: 3}
 	var x HostIndex
 	pos := x.Positions(d)
-	if len(pos) != 100 {
-		t.Fatalf("%d hosts indexed, want 100", len(pos))
+	if pos.Len() != 100 {
+		t.Fatalf("%d hosts indexed, want 100", pos.Len())
 	}
-	if i, ok := pos[Host{IP: "10.0.0.5", CloudID: 1}]; !ok || i != 5 {
+	for i, h := range hosts[:100] {
+		if j, ok := pos.Find(h); !ok || j != i {
+			t.Fatalf("%v at %d (%v), want %d", h, j, ok, i)
+		}
+	}
+	if i, ok := pos.Find(Host{IP: "10.0.0.5", CloudID: 1}); !ok || i != 5 {
 		t.Fatalf("10.0.0.5 at %d (%v), want 5", i, ok)
 	}
-	if _, ok := pos[Host{IP: "10.0.0.5", CloudID: 0}]; ok {
+	if _, ok := pos.Find(Host{IP: "10.0.0.5", CloudID: 0}); ok {
 		t.Fatal("another cloud's host found")
 	}
 	// Cached for the revision; a new revision is indexed again.
 	d2 := d
 	d2.Hosts = hosts[:80]
-	if p := x.Positions(d2); len(p) != 80 {
-		t.Fatalf("same revision, shorter list: %d hosts, want 80 (the length is part of the key)", len(p))
+	if p := x.Positions(d2); p.Len() != 80 {
+		t.Fatalf("same revision, shorter list: %d hosts, want 80 (the length is part of the key)", p.Len())
 	}
 	d3 := d
 	d3.Rev = 4
 	d3.Hosts = hosts[50:]
-	if _, ok := x.Positions(d3)[Host{IP: "10.0.0.1", CloudID: 1}]; ok {
+	if _, ok := x.Positions(d3).Find(Host{IP: "10.0.0.1", CloudID: 1}); ok {
 		t.Fatal("revision 4 answered from revision 3's index")
 	}
 	// Without a revision (inline definitions) nothing is cached.
 	d4 := d
 	d4.Rev = 0
 	d4.Hosts = hosts[:70]
-	if p := x.Positions(d4); len(p) != 70 {
-		t.Fatalf("inline definition: %d hosts, want 70", len(p))
+	if p := x.Positions(d4); p.Len() != 70 {
+		t.Fatalf("inline definition: %d hosts, want 70", p.Len())
 	}
 }
 
@@ -62,11 +67,11 @@ func TestHostIndexDistinct(t *testing.T) {
 	}
 	for _, k := range []string{d.Process.Key(), dup.Process.Key()} {
 		if p := x.m[k]; p.pos != nil {
-			t.Errorf("%s: positions of %d hosts kept for Distinct alone", k, len(p.pos))
+			t.Errorf("%s: positions of %d hosts kept for Distinct alone", k, p.pos.Len())
 		}
 	}
-	if pos := x.Positions(dup); len(pos) != 100 || pos[hosts[7]] != 7 {
-		t.Fatalf("positions after Distinct: %d hosts, host 7 at %d", len(pos), pos[hosts[7]])
+	if pos := x.Positions(dup); pos.Len() != 100 || at(pos, hosts[7]) != 7 {
+		t.Fatalf("positions after Distinct: %d hosts, host 7 at %d", pos.Len(), at(pos, hosts[7]))
 	}
 	if x.Distinct(dup) || !x.Distinct(d) {
 		t.Fatal("Distinct changed its answer once positions were made")
@@ -80,7 +85,13 @@ func TestHostIndexDistinct(t *testing.T) {
 	}
 	// Positions first, then Distinct from them.
 	var y HostIndex
-	if len(y.Positions(dup)) != 100 || y.Distinct(dup) {
+	if y.Positions(dup).Len() != 100 || y.Distinct(dup) {
 		t.Fatal("Distinct after Positions: a host twice not seen")
 	}
+}
+
+// at is h's position in p, as a map's index gave it (0: none).
+func at(p *HostPositions, h Host) int {
+	i, _ := p.Find(h)
+	return i
 }

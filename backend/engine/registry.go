@@ -378,7 +378,7 @@ func (e *Engine) eachHost(ctx context.Context, q backend.HostQuery, inv []model.
 		// A first page: the matching definitions' host positions (kept
 		// per definition revision, e.hosts) answer for each host in turn
 		// until the page is full, instead of laying out every host.
-		in := make([]map[model.Host]int, len(match))
+		in := make([]*model.HostPositions, len(match))
 		for j, i := range match {
 			in[j] = e.hosts.Positions(defs[i])
 		}
@@ -392,7 +392,7 @@ func (e *Engine) eachHost(ctx context.Context, q backend.HostQuery, inv []model.
 			}
 			idx = idx[:0]
 			for j, i := range match {
-				if _, ok := in[j][hi.Host]; ok {
+				if _, ok := in[j].Find(hi.Host); ok {
 					idx = append(idx, i)
 				}
 			}
@@ -662,7 +662,7 @@ func resolve(defs []model.ProcessDef, sel backend.Selector, idx *model.HostIndex
 			pos := idx.Positions(d)
 			at := make([]int, 0, len(only))
 			for h := range only {
-				if i, ok := pos[h]; ok {
+				if i, ok := pos.Find(h); ok {
 					at = append(at, i)
 				}
 			}

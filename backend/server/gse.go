@@ -181,7 +181,7 @@ func (s *Server) gseOperate(ctx context.Context, c *call) (any, *apiError) {
 	deployed := s.hosts.Positions(def)
 	v := &model.Validator{}
 	for i, h := range hosts {
-		if _, ok := deployed[h]; !ok {
+		if _, ok := deployed.Find(h); !ok {
 			v.Addf(fmt.Sprintf("hosts[%d]", i), "process %s is not registered on host %s: register it there first with register_proc_info", def.Process.Key(), h.AgentID())
 		}
 	}
