@@ -126,3 +126,65 @@ func TestStatusKeptNotCopied(t *testing.T) {
 		}
 	}
 }
+
+// keptTasks is a memory store that records the targets it is handed by
+// reference (KeepTask) and counts the tasks it is handed to copy.
+type keptTasks struct {
+	*store.Memory
+	mu     sync.Mutex
+	kept   [][]model.Target
+	copied atomic.Int32
+}
+
+func (s *keptTasks) PutTask(ctx context.Context, t model.Task, targets []model.Target) error {
+	s.copied.Add(1)
+	return s.Memory.PutTask(ctx, t, targets)
+}
+
+func (s *keptTasks) KeepTask(ctx context.Context, t model.Task, targets []model.Target) error {
+	s.mu.Lock()
+	s.kept = append(s.kept, targets)
+	s.mu.Unlock()
+	return s.Memory.KeepTask(ctx, t, targets)
+}
+
+// TestTaskTargetsKeptNotCopied: a store that keeps a task's targets by
+// reference (engine.TaskKeeper, the memory store) is handed them to keep,
+// not to copy (the memory store's copy was 12 MB of an op over 228,000
+// targets), and they are the task's targets, unchanged by the run.
+func TestTaskTargetsKeptNotCopied(t *testing.T) {
+	ctx := context.Background()
+	st := &keptTasks{Memory: store.NewMemory()}
+	f := newFake(3)
+	var hosts []model.Host
+	for _, h := range f.hosts {
+		hosts = append(hosts, h.Host)
+	}
+	if err := st.PutProcess(ctx, model.ProcessDef{Process: proc("ns", "app", nil), Hosts: hosts}); err != nil {
+		t.Fatal(err)
+	}
+	e := engine.New(testCfg(), f, f, st)
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	task, _ := operate(t, e, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns", Name: "app"}})
+	if n := st.copied.Load(); n != 0 {
+		t.Fatalf("%d tasks handed to the store to copy", n)
+	}
+	st.mu.Lock()
+	kept := st.kept
+	st.mu.Unlock()
+	if len(kept) != 1 || len(kept[0]) != len(hosts) {
+		t.Fatalf("%d target lists kept, want 1 of %d targets", len(kept), len(hosts))
+	}
+	_, targets, err := st.Memory.Task(ctx, task.ID)
+	if err != nil || !slices.Equal(targets, kept[0]) {
+		t.Fatalf("stored targets %+v (%v), want those kept %+v", targets, err, kept[0])
+	}
+	for i, tg := range kept[0] {
+		if tg.ProcKey != "ns:app" || !slices.Contains(hosts, tg.Host) {
+			t.Fatalf("target %d kept as %+v", i, tg)
+		}
+	}
+}

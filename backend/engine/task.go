@@ -245,7 +245,9 @@ func (e *Engine) createTask(ctx context.Context, t model.Task, targets []model.T
 		}
 	}
 	err := e.record(ctx, en)
-	if err == nil {
+	if k, ok := e.st.(TaskKeeper); ok && err == nil {
+		err = k.KeepTask(ctx, t, targets) // the run's targets: never changed
+	} else if err == nil {
 		err = e.st.PutTask(ctx, t, targets)
 	}
 	if err != nil {

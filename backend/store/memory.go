@@ -239,7 +239,13 @@ func (m *Memory) ProcStatuses(_ context.Context) (map[model.Host][]model.ProcSta
 func (m *Memory) NextSeq(_ context.Context) (uint64, error) { return m.seq.Add(1), nil }
 
 // PutTask creates a task with its targets.
-func (m *Memory) PutTask(_ context.Context, t model.Task, targets []model.Target) error {
+func (m *Memory) PutTask(ctx context.Context, t model.Task, targets []model.Target) error {
+	return m.KeepTask(ctx, t, slices.Clone(targets))
+}
+
+// KeepTask is PutTask keeping targets, not a copy (engine.TaskKeeper):
+// the caller never changes them afterwards.
+func (m *Memory) KeepTask(_ context.Context, t model.Task, targets []model.Target) error {
 	rec, err := newTaskRec(t, targets)
 	if err != nil {
 		return err

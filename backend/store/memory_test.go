@@ -515,3 +515,29 @@ func fill(t *testing.T, v reflect.Value, path string) {
 		t.Fatalf("%s: a %s field this test cannot fill: teach fill", path, v.Kind())
 	}
 }
+
+// TestPutTaskCopiesKeepTaskKeeps: PutTask keeps a copy of the targets (the
+// caller may change its slice after), KeepTask the targets themselves (the
+// engine's run's, which nobody changes: engine.TaskKeeper).
+func TestPutTaskCopiesKeepTaskKeeps(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory()
+	put := []model.Target{{Host: host(1), ProcKey: "ns:a"}}
+	kept := []model.Target{{Host: host(2), ProcKey: "ns:a"}}
+	if err := m.PutTask(ctx, model.Task{ID: "put"}, put); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.KeepTask(ctx, model.Task{ID: "kept"}, kept); err != nil {
+		t.Fatal(err)
+	}
+	put[0].ProcKey = "ns:changed"
+	if _, tg, err := m.Task(ctx, "put"); err != nil || tg[0].ProcKey != "ns:a" {
+		t.Fatalf("PutTask's targets %+v (%v): changed with the caller's slice", tg, err)
+	}
+	if m.tasks["kept"].targets[0] != kept[0] || &m.tasks["kept"].targets[0] != &kept[0] {
+		t.Fatal("KeepTask keeps a copy of the targets, not them")
+	}
+	if err := m.KeepTask(ctx, model.Task{ID: "dup"}, append(kept, kept[0])); err == nil {
+		t.Fatal("KeepTask took a target given twice")
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/bits"
-	"slices"
 
 	"gseproc/model"
 )
@@ -24,9 +23,9 @@ type taskRec struct {
 	roll    model.RollControl
 }
 
-// newTaskRec keeps t and a copy of its targets, each named once.
+// newTaskRec keeps t and its targets (not a copy), each named once.
 func newTaskRec(t model.Task, targets []model.Target) (*taskRec, error) {
-	rec := &taskRec{task: t, targets: slices.Clone(targets)}
+	rec := &taskRec{task: t, targets: targets}
 	if j, dup := rec.index.build(rec.targets); dup {
 		tg := targets[j]
 		return nil, fmt.Errorf("put task %s: target %s %s given twice", t.ID, tg.Host, tg.ProcKey)
