@@ -200,6 +200,24 @@ func (s Selector) Scope() string {
 	return strings.Join(parts, " ")
 }
 
+// StatusSharer is a Backend in its reader's own process (the engine)
+// whose results' statuses (model.Result.Status, from Task, TaskResults and
+// Watch) are its own records, never changed once handed out (a newer
+// status replaces one whole): a reader may keep them as they are instead
+// of a copy. The embedded console's watch kept a compact copy of each
+// (16 MB for a status op over 228,000 processes) of what the engine and
+// its store hold anyway.
+type StatusSharer interface {
+	SharesStatuses() bool
+}
+
+// SharesStatuses reports whether be's results' statuses may be kept as
+// they are (StatusSharer).
+func SharesStatuses(be Backend) bool {
+	s, ok := be.(StatusSharer)
+	return ok && s.SharesStatuses()
+}
+
 // TaskSummarizer is a Backend that reads a task without its results (the
 // HTTP client: the results of a task over 100,000 hosts are a reply of
 // ~65 MB, and a watch that only wants the task's status and counts, or

@@ -211,6 +211,9 @@ func (g *guarded) TaskResults(ctx context.Context, id string, fn func(*model.Res
 	})
 }
 
+// SharesStatuses is the backend's (backend.SharesStatuses).
+func (g *guarded) SharesStatuses() bool { return backend.SharesStatuses(g.be) }
+
 // TaskSummary reads a task without its results (backend.TaskSummary).
 func (g *guarded) TaskSummary(ctx context.Context, id string) (backend.TaskView, error) {
 	if err := g.enter(); err != nil {

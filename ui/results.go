@@ -12,13 +12,18 @@ import (
 // into tables holding each distinct value once. A 228,000-result task
 // held a model.Result (and its status) a row, each with its own strings
 // when decoded from a server: ~80 MB of the console at 100,000 hosts.
-// result gives a row back whole, as it arrived.
+// result gives a row back whole, as it arrived. A backend in the
+// console's process whose statuses may be kept as they are
+// (backend.SharesStatuses: the engine, which holds them anyway) has them
+// kept so (kept), not copied into stats.
 type results struct {
 	strs   strtab
 	hosts  hostTab
 	extras model.Interned[resultExtra]
 	stats  []compactStatus
 	shapes model.Interned[statusShape]
+	kept   []*model.ProcStatus // the statuses as handed over, with keep
+	keep   bool
 	rows   []compactResult
 	index  map[pairKey]int32
 }
@@ -34,7 +39,7 @@ type compactResult struct {
 	host, proc        uint32
 	state, msg        uint32 // strs
 	extra             uint32 // extras
-	status            uint32 // stats index + 1; 0: none
+	status            uint32 // stats (or kept) index + 1; 0: none
 	rank              int8   // rowRank, kept for the ordering
 	hosted            bool
 }
@@ -103,10 +108,14 @@ func (t *strtab) str(i uint32) string {
 }
 
 // newResults makes room for n rows (and their statuses, for a status op:
-// a table of 228,000 grown by doubling held up to twice that).
-func newResults(n int, status bool) *results {
-	t := &results{rows: make([]compactResult, 0, n), index: make(map[pairKey]int32, n)}
-	if status {
+// a table of 228,000 grown by doubling held up to twice that); keep: the
+// statuses are kept as they are handed over (backend.SharesStatuses).
+func newResults(n int, status, keep bool) *results {
+	t := &results{rows: make([]compactResult, 0, n), index: make(map[pairKey]int32, n), keep: keep}
+	switch {
+	case status && keep:
+		t.kept = make([]*model.ProcStatus, 0, n)
+	case status:
 		t.stats = make([]compactStatus, 0, n)
 	}
 	return t
@@ -154,7 +163,14 @@ func (t *results) put(r *model.Result) (int, bool) {
 		host: k.host, proc: k.proc, state: t.strs.id(string(r.State)), msg: t.strs.id(r.Message),
 		extra: t.extras.ID(resultExtra{task: r.TaskID, valueKey: r.ValueKey, agentID: r.AgentID, op: r.Op, proc: r.Proc}),
 		rank:  int8(rowRank(r)), hosted: r.Hosted}
-	if st := r.Status; st != nil {
+	if st := r.Status; st != nil && t.keep {
+		if slot == 0 {
+			t.kept = append(t.kept, nil)
+			slot = uint32(len(t.kept))
+		}
+		t.kept[slot-1] = st
+		c.status = slot
+	} else if st != nil {
 		cs := compactStatus{pid: int64(st.PID), start: unixNano(st.StartTime), register: st.RegisterTime, lastStart: st.LastStartTime,
 			report: st.ReportTime, cpu: st.CPU, mem: st.Mem, rss: st.MemRSS,
 			shape: t.shapes.ID(statusShape{procKey: t.strs.id(st.ProcKey), procName: t.strs.id(st.ProcName), state: t.strs.id(string(st.State)),
@@ -184,10 +200,51 @@ func (t *results) started(i int) time.Time  { return fromUnixNano(t.rows[i].star
 func (t *results) finished(i int) time.Time { return fromUnixNano(t.rows[i].finished) }
 func (t *results) hasStatus(i int) bool     { return t.rows[i].status != 0 }
 func (t *results) statusState(i int) model.ProcState {
-	if s := t.rows[i].status; s != 0 {
-		return model.ProcState(t.strs.str(t.shapes.Values[t.stats[s-1].shape].state))
+	s := t.rows[i].status
+	switch {
+	case s == 0:
+		return ""
+	case t.keep:
+		return t.kept[s-1].State
 	}
-	return ""
+	return model.ProcState(t.strs.str(t.shapes.Values[t.stats[s-1].shape].state))
+}
+
+// statusMessage is the message of row i's status ("": none).
+func (t *results) statusMessage(i int) string {
+	s := t.rows[i].status
+	switch {
+	case s == 0:
+		return ""
+	case t.keep:
+		return t.kept[s-1].Message
+	}
+	return t.strs.str(t.shapes.Values[t.stats[s-1].shape].msg)
+}
+
+// statusKey is what the status columns of row i sort by, read in place
+// (ok false: the row has no status).
+func (t *results) statusKey(i int) (k statusKey, ok bool) {
+	s := t.rows[i].status
+	switch {
+	case s == 0:
+		return statusKey{}, false
+	case t.keep:
+		st := t.kept[s-1]
+		return statusKey{pid: int64(st.PID), start: unixNano(st.StartTime), cpu: st.CPU, mem: st.Mem, up: st.State.Up()}, true
+	}
+	c := &t.stats[s-1]
+	up := model.ProcState(t.strs.str(t.shapes.Values[c.shape].state)).Up()
+	return statusKey{pid: c.pid, start: c.start, cpu: c.cpu, mem: c.mem, up: up}, true
+}
+
+// statusKey is a status as the watch's status columns sort it.
+type statusKey struct {
+	pid   int64
+	start int64 // Unix ns, 0: the zero time
+	cpu   float64
+	mem   float64
+	up    bool // its state is up (model.ProcState.Up)
 }
 
 // duration is the row's model.Result.Duration.
@@ -204,6 +261,9 @@ func (t *results) status(i int) *model.ProcStatus {
 	s := t.rows[i].status
 	if s == 0 {
 		return nil
+	}
+	if t.keep {
+		return t.kept[s-1]
 	}
 	c := &t.stats[s-1]
 	sh := &t.shapes.Values[c.shape]

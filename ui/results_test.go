@@ -42,38 +42,62 @@ func TestResultsGiveBackWhatWasPut(t *testing.T) {
 		}
 		return r
 	}
-	rs := newResults(0, false)
-	want := map[pairKey]model.Result{}
-	for range 5000 {
-		r := gen()
-		i, fresh := rs.put(&r)
-		k := rs.rows[i].pairKey()
-		if _, seen := want[k]; seen == fresh {
-			t.Fatalf("put %s %s: new %v, seen before %v", r.Host, r.ProcKey, fresh, seen)
+	// Statuses copied compact, and kept as handed over (a backend that
+	// shares them: backend.SharesStatuses).
+	for _, keep := range []bool{false, true} {
+		rs := newResults(0, false, keep)
+		want := map[pairKey]model.Result{}
+		for range 5000 {
+			r := gen()
+			i, fresh := rs.put(&r)
+			k := rs.rows[i].pairKey()
+			if _, seen := want[k]; seen == fresh {
+				t.Fatalf("put %s %s: new %v, seen before %v", r.Host, r.ProcKey, fresh, seen)
+			}
+			want[k] = r
+			if j, ok := rs.find(r.Host, r.ProcKey); !ok || j != i {
+				t.Fatalf("find %s %s: %d %v, put in %d", r.Host, r.ProcKey, j, ok, i)
+			}
 		}
-		want[k] = r
-		if j, ok := rs.find(r.Host, r.ProcKey); !ok || j != i {
-			t.Fatalf("find %s %s: %d %v, put in %d", r.Host, r.ProcKey, j, ok, i)
+		if rs.len() != len(want) {
+			t.Fatalf("%d rows for %d (host, process) pairs", rs.len(), len(want))
 		}
-	}
-	if rs.len() != len(want) {
-		t.Fatalf("%d rows for %d (host, process) pairs", rs.len(), len(want))
-	}
-	for i := range rs.len() {
-		got, w := inUTC(rs.result(i)), inUTC(want[rs.rows[i].pairKey()])
-		if !reflect.DeepEqual(got, w) {
-			t.Fatalf("row %d:\n got %+v %+v\nwant %+v %+v", i, got, got.Status, w, w.Status)
+		for i := range rs.len() {
+			w := want[rs.rows[i].pairKey()]
+			if st := rs.result(i).Status; keep && st != w.Status {
+				t.Fatalf("keep: row %d's status %p, not the one put %p", i, st, w.Status)
+			}
+			got, w := inUTC(rs.result(i)), inUTC(w)
+			if !reflect.DeepEqual(got, w) {
+				t.Fatalf("keep %v, row %d:\n got %+v %+v\nwant %+v %+v", keep, i, got, got.Status, w, w.Status)
+			}
+			if rs.state(i) != w.State || rs.host(i) != w.Host || rs.proc(i) != w.ProcKey || rs.duration(i) != w.Duration() ||
+				rs.rank(i) != int8(rowRank(&w)) || rs.message(i) != w.Message || rs.code(i) != w.Code {
+				t.Fatalf("keep %v, row %d: accessors disagree with %+v", keep, i, w)
+			}
+			var wst model.ProcState
+			var wmsg string
+			if w.Status != nil {
+				wst, wmsg = w.Status.State, w.Status.Message
+			}
+			if rs.statusState(i) != wst || rs.statusMessage(i) != wmsg {
+				t.Fatalf("keep %v, row %d: status state %q message %q, want %q %q", keep, i, rs.statusState(i), rs.statusMessage(i), wst, wmsg)
+			}
+			k, ok := rs.statusKey(i)
+			if ok != (w.Status != nil) || (ok && (k.pid != int64(w.Status.PID) || k.start != unixNano(w.Status.StartTime) ||
+				k.cpu != w.Status.CPU || k.mem != w.Status.Mem || k.up != w.Status.State.Up())) {
+				t.Fatalf("keep %v, row %d: status key %+v %v, want of %+v", keep, i, k, ok, w.Status)
+			}
 		}
-		if rs.state(i) != w.State || rs.host(i) != w.Host || rs.proc(i) != w.ProcKey || rs.duration(i) != w.Duration() ||
-			rs.rank(i) != int8(rowRank(&w)) || rs.message(i) != w.Message || rs.code(i) != w.Code {
-			t.Fatalf("row %d: accessors disagree with %+v", i, w)
+		if _, ok := rs.find(model.Host{IP: "10.9.9.9"}, "web:nginx"); ok {
+			t.Fatal("found a host never put")
 		}
-	}
-	if _, ok := rs.find(model.Host{IP: "10.9.9.9"}, "web:nginx"); ok {
-		t.Fatal("found a host never put")
-	}
-	if n := len(rs.stats); n > rs.len() {
-		t.Fatalf("%d statuses kept for %d rows: a replaced row's status is written over", n, rs.len())
+		if n := len(rs.stats) + len(rs.kept); n > rs.len() {
+			t.Fatalf("%d statuses kept for %d rows: a replaced row's status is written over", n, rs.len())
+		}
+		if keep && len(rs.stats) != 0 || !keep && len(rs.kept) != 0 {
+			t.Fatalf("keep %v: %d statuses copied, %d kept", keep, len(rs.stats), len(rs.kept))
+		}
 	}
 }
 

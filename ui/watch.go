@@ -124,7 +124,7 @@ func newWatchPage(s *shared, t model.Task) *watchPage {
 	// of room for all its rows (33 MB each) at the embedded console's
 	// peak.
 	n := min(max(t.Targets, 0), 1<<20)
-	return &watchPage{s: s, id: s.newID(), task: t, res: newResults(0, t.Op == model.OpStatus), rowsWant: n, moving: make([]bool, 0, n), sort: unsorted(),
+	return &watchPage{s: s, id: s.newID(), task: t, res: newResults(0, t.Op == model.OpStatus, backend.SharesStatuses(s.be)), rowsWant: n, moving: make([]bool, 0, n), sort: unsorted(),
 		ctx: ctx, cancel: cancel, bar: bar, filter: newListFilter("host:10.0.1 state=failed proc=nginx message:refused · other words: any column")}
 }
 
@@ -146,9 +146,9 @@ func (p *watchPage) Resume() tea.Cmd { return p.tick() }
 // the rows, the remote console's peak.
 func (p *watchPage) Init() tea.Cmd {
 	ctx, be, id, tid := p.ctx, p.s.be, p.id, p.task.ID
-	n, status := p.rowsWant, p.task.Op == model.OpStatus
+	n, status, keep := p.rowsWant, p.task.Op == model.OpStatus, backend.SharesStatuses(be)
 	load := func() tea.Msg {
-		rows := newResults(n, status)
+		rows := newResults(n, status, keep)
 		var after int64
 		v, err := backend.TaskResults(ctx, be, tid, func(r *model.Result) {
 			if r.Seq > after {
@@ -499,12 +499,13 @@ func (p *watchPage) compareKey(a, b int) int {
 	}
 	// The status columns: a row without a process status (a failure,
 	// a result to come) has an empty cell.
-	sa, sb := p.statusOf(a), p.statusOf(b)
-	if sa == nil || sb == nil {
-		return cmp.Compare(boolInt(sa != nil), boolInt(sb != nil))
+	sa, oka := p.statusOf(a)
+	sb, okb := p.statusOf(b)
+	if !oka || !okb {
+		return cmp.Compare(boolInt(oka), boolInt(okb))
 	}
-	up := func(i int, s *compactStatus) int64 {
-		if !p.upState(s) {
+	up := func(i int, s statusKey) int64 {
+		if !s.up {
 			return -1
 		}
 		switch p.sortKey {
@@ -542,18 +543,13 @@ func (p *watchPage) finalNum(i int, v int64) int64 {
 	return v
 }
 
-// statusOf is row i's process status as its status cells show it: only
-// of a successful result (nil else).
-func (p *watchPage) statusOf(i int) *compactStatus {
-	r := &p.res.rows[i]
-	if r.status == 0 || !p.res.state(i).OK() {
-		return nil
+// statusOf is row i's process status as its status cells sort it: only
+// of a successful result (ok false else).
+func (p *watchPage) statusOf(i int) (statusKey, bool) {
+	if !p.res.state(i).OK() {
+		return statusKey{}, false
 	}
-	return &p.res.stats[r.status-1]
-}
-
-func (p *watchPage) upState(s *compactStatus) bool {
-	return model.ProcState(p.res.strs.str(p.res.shapes.Values[s.shape].state)).Up()
+	return p.res.statusKey(i)
 }
 
 // stateWord is the STATE cell's word: the process's state on a status
@@ -569,10 +565,10 @@ func (p *watchPage) stateWord(i int) string {
 func (p *watchPage) messageOf(i int) string {
 	r := p.res
 	st := r.state(i)
-	if s := r.rows[i].status; s != 0 && st.OK() {
+	if r.hasStatus(i) && st.OK() {
 		// Read in place: status(i) makes the whole status, an
 		// allocation a comparison.
-		return r.strs.str(r.shapes.Values[r.stats[s-1].shape].msg)
+		return r.statusMessage(i)
 	}
 	if msg := r.message(i); msg != "" || !st.Final() {
 		return msg
@@ -635,7 +631,7 @@ func (p *watchPage) Update(msg tea.Msg) tea.Cmd {
 		p.applyRows(msg.rows)
 		if len(msg.view.Results) > 0 && p.res.len() == 0 && p.res.cap() < p.rowsWant {
 			// Results read whole (not Init's): room for all the rows first.
-			p.res = newResults(p.rowsWant, p.task.Op == model.OpStatus)
+			p.res = newResults(p.rowsWant, p.task.Op == model.OpStatus, p.res.keep)
 		}
 		p.apply(msg.view.Results)
 		p.resort()

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"gseproc/backend"
+	"gseproc/backend/config"
 	"gseproc/model"
 )
 
@@ -107,7 +109,7 @@ func TestWatchOneTable(t *testing.T) {
 	if c := w.res.cap(); c != 0 {
 		t.Fatalf("a new page has room for %d rows, want none (Init's read makes it)", c)
 	}
-	rows := newResults(w.rowsWant, true)
+	rows := newResults(w.rowsWant, true, false)
 	w.Update(watchInitMsg{id: w.id, view: backend.TaskView{Task: task}, rows: rows})
 	if w.res != rows || w.res.cap() < 1000 {
 		t.Fatalf("the page's table is not Init's (room for %d rows)", w.res.cap())
@@ -155,5 +157,55 @@ func TestWatchBatchesReuseTheirRoom(t *testing.T) {
 	w.Update(msg)
 	if w.res.len() != 3 || w.counts.Failed != 1 || w.counts.Success != 1 || w.counts.Running != 1 {
 		t.Fatalf("%d rows, counts %+v", w.res.len(), w.counts)
+	}
+}
+
+// TestWatchKeepsTheEngineStatuses: a watch over the engine in the
+// console's process (backend.SharesStatuses) keeps each result's status as
+// the engine handed it, not a copy of it (16 MB of the embedded console
+// for a status op over 228,000 processes, besides the engine's and its
+// store's); over a backend that does not share them, it copies them.
+func TestWatchKeepsTheEngineStatuses(t *testing.T) {
+	ctx := context.Background()
+	e, _ := simBackendEngine(t, quietSim(30, "web"), config.Default().Engine)
+	task, err := e.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "web"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := e.Watch(ctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range ch { // to the task's end
+	}
+	v, err := e.Task(ctx, task.ID)
+	if err != nil || len(v.Results) == 0 {
+		t.Fatalf("%d results, %v", len(v.Results), err)
+	}
+	for _, shares := range []bool{true, false} {
+		s := benchShared(t, 120, 40)
+		s.be = guard(e)
+		if !shares {
+			s.be = guard(struct{ backend.Backend }{e}) // no StatusSharer
+		}
+		w := newWatchPage(s, v.Task)
+		init, ok := w.Init()().(watchInitMsg) // static: no clock besides
+		if !ok {
+			t.Fatal("Init reads nothing but the task")
+		}
+		w.Update(init)
+		if w.res.len() != len(v.Results) {
+			t.Fatalf("shares %v: %d rows, want %d", shares, w.res.len(), len(v.Results))
+		}
+		for _, r := range v.Results {
+			i, ok := w.res.find(r.Host, r.ProcKey)
+			if !ok || r.Status == nil {
+				t.Fatalf("shares %v: %s %s: row %v, status %v", shares, r.Host, r.ProcKey, ok, r.Status)
+			}
+			got := w.res.result(i).Status
+			if same := got == r.Status; same != shares || *got != *r.Status {
+				t.Fatalf("shares %v: the row's status %+v (the engine's: %v), want %+v", shares, got, same, r.Status)
+			}
+		}
 	}
 }

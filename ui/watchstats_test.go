@@ -22,7 +22,7 @@ func TestBars(t *testing.T) {
 // rowsWith makes final results started at t0+i ms, each lasting ds[i],
 // each on a host of its own.
 func rowsWith(t0 time.Time, ds []time.Duration) *results {
-	rs := newResults(len(ds), false)
+	rs := newResults(len(ds), false, false)
 	for i, d := range ds {
 		st := t0.Add(time.Duration(i) * time.Millisecond)
 		rs.put(&model.Result{Host: model.Host{IP: fmt.Sprintf("10.%d.%d.%d", i>>16, i>>8&255, i&255)}, ProcKey: "web:nginx",

@@ -1301,6 +1301,13 @@ func (e *Engine) TaskResults(ctx context.Context, id string, fn func(*model.Resu
 	return v, nil
 }
 
+// SharesStatuses says the statuses of the results the engine hands out
+// may be kept as they are (backend.StatusSharer): each is the engine's
+// (or its store's) record, completed before its result is logged
+// (applyReply, recordStatus) and never changed after; a newer status
+// replaces it whole.
+func (e *Engine) SharesStatuses() bool { return true }
+
 // resultChunk is how many results TaskResults copies under a run's lock.
 const resultChunk = 1024
 
