@@ -45,7 +45,7 @@ func BenchmarkSelectAllOpRemote100k(b *testing.B) {
 			task := ts[i]
 			var f selectAllFigures
 			for b.Loop() {
-				f = selectAllWatch(b, be, q, n, &task)
+				f = selectAllWatch(b, be, q, n, &task, false)
 			}
 			f.report(b)
 			return
@@ -87,7 +87,7 @@ func remoteSelectAll(b *testing.B, be backend.Backend) {
 	b.ResetTimer()
 	var f selectAllFigures
 	for b.Loop() {
-		f = selectAllOp(b, be, q, n)
+		f = selectAllOp(b, be, q, n, false)
 	}
 	f.report(b)
 }

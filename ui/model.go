@@ -81,6 +81,13 @@ type Options struct {
 	// (termenv.Output.Copy: an OSC 52 sequence); c uses it. It runs in a
 	// command, never in Update. Nil: copying says it cannot.
 	Copy func(text string)
+	// ReleaseMemory gives the process's unused memory back to the system
+	// (debug.FreeOSMemory); a watch calls it, in a command, once the live
+	// results of a task over releaseMin targets have ended. Nil: never.
+	// The embedded console sets it: its heap grows through an op over
+	// 100,000 hosts well past what it holds after (the engine's run and
+	// the results streamed), and the runtime gives the rest back slowly.
+	ReleaseMemory func()
 }
 
 // Model is the root bubbletea model.
@@ -167,7 +174,7 @@ func New(ctx context.Context, o Options) (*Model, error) {
 	g := guard(o.Backend)
 	s := &shared{
 		ctx: ctx, be: g, theme: th, keys: keys, cfg: o.Config, readOnly: o.ReadOnly || o.Config.ReadOnly,
-		operator: o.Operator, now: o.Now, guard: o.Guard, copy: o.Copy, batchMax: o.BatchMax, batchWin: o.BatchWindow, static: o.Static,
+		operator: o.Operator, now: o.Now, guard: o.Guard, copy: o.Copy, release: o.ReleaseMemory, batchMax: o.BatchMax, batchWin: o.BatchWindow, static: o.Static,
 		width: 80, height: 24,
 	}
 	h := help.New()

@@ -31,6 +31,7 @@ type shared struct {
 	batchWin time.Duration // how long a batch waits for more results
 	static   bool          // no live clocks (golden files)
 	copy     func(string)  // copies to the terminal's clipboard (nil: none)
+	release  func()        // gives unused memory back (Options.ReleaseMemory; nil: none)
 
 	width, height int
 	topID         int // the page on top (only it runs a clock)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	tea "github.com/charmbracelet/bubbletea"
+
 	"gseproc/backend"
 	"gseproc/backend/config"
 	"gseproc/model"
@@ -206,6 +208,51 @@ func TestWatchKeepsTheEngineStatuses(t *testing.T) {
 			if same := got == r.Status; same != shares || *got != *r.Status {
 				t.Fatalf("shares %v: the row's status %+v (the engine's: %v), want %+v", shares, got, same, r.Status)
 			}
+		}
+	}
+}
+
+// TestWatchEndReleasesMemory: the end of a watch's live results gives the
+// process's unused memory back (Options.ReleaseMemory, which the embedded
+// console sets) once, for a task of releaseMin rows or more; not for a
+// smaller one, and not without ReleaseMemory.
+func TestWatchEndReleasesMemory(t *testing.T) {
+	e, _ := simBackendEngine(t, quietSim(3, "web"), config.Default().Engine)
+	for _, tc := range []struct {
+		rows    int
+		release bool
+		want    int
+	}{{releaseMin, true, 1}, {releaseMin - 1, true, 0}, {releaseMin, false, 0}} {
+		s := benchShared(t, 120, 40)
+		s.be = guard(e)
+		calls := 0
+		if tc.release {
+			s.release = func() { calls++ }
+		}
+		task := model.Task{ID: "GSETASK:20261121100000:10", Op: model.OpStatus, Targets: tc.rows, Status: model.TaskRunning}
+		w := newWatchPage(s, task)
+		rs := make([]model.Result, tc.rows)
+		for i := range rs {
+			rs[i] = model.Result{TaskID: task.ID, Host: model.Host{IP: fmt.Sprintf("10.%d.%d.%d", i>>16, i>>8&255, i&255)}, ProcKey: "web:nginx",
+				Op: task.Op, State: model.StateSuccess}
+		}
+		ch := make(chan model.Result)
+		w.Update(watchBatchMsg{id: w.id, results: rs, ch: ch})
+		cmd := w.Update(watchBatchMsg{id: w.id, ch: ch, closed: true})
+		var run func(tea.Cmd)
+		run = func(c tea.Cmd) {
+			if c == nil {
+				return
+			}
+			if b, ok := c().(tea.BatchMsg); ok {
+				for _, c := range b {
+					run(c)
+				}
+			}
+		}
+		run(cmd)
+		if calls != tc.want {
+			t.Errorf("%d rows, ReleaseMemory set %v: called %d times, want %d", tc.rows, tc.release, calls, tc.want)
 		}
 	}
 }
