@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -250,9 +251,12 @@ func kvSubject(kv jetstream.KeyValue, key string) string { return "$KV." + kv.Bu
 const resultSize = 1024
 
 // Result packs. The results of one task written together are stored as
-// few messages, not one each: a key <enc(task id)>.p<16 hex digits> holds
+// few messages, not one each: a key <enc(task id)>.z<16 hex digits> holds
 // a pack, a JSON array of {"i": target index, "r": result}, of about
-// packBytes at most (a result bigger than that goes alone). A single
+// packBytes at most (a result bigger than that goes alone), compressed
+// as an S2 block (see packCompressed); a key <enc(task id)>.p<16 hex
+// digits> holds the same array uncompressed, as packs were written
+// before, and is read as it always was. A single
 // result is stored under its target's own key <enc(task id)>.<index>, as
 // every result was before packs (such keys are read as they always were).
 // Each pack key is random, never reused: a pack never replaces another
@@ -274,6 +278,13 @@ type packed struct {
 // then an index or a pack name) into the results it holds.
 func resultsOf(key string, value []byte) ([]packed, error) {
 	_, c, _ := strings.Cut(key, ".")
+	if strings.HasPrefix(c, "z") {
+		text, err := unpack(value)
+		if err != nil {
+			return nil, fmt.Errorf("decode result pack %s: %w", key, err)
+		}
+		value, c = text, "p"
+	}
 	if strings.HasPrefix(c, "p") {
 		var p []packed
 		if err := json.Unmarshal(value, &p); err != nil {
@@ -292,9 +303,36 @@ func resultsOf(key string, value []byte) ([]packed, error) {
 	return []packed{{I: i, R: r}}, nil
 }
 
-// packKey is a new pack's key for the task encoded tk.
+// packCompressed: why packs are compressed. The results of one op over
+// 100,000 hosts were ~64 MB of pack JSON (~760 bytes a result, mostly
+// the same names, paths and times again), every byte of it copied by
+// the NATS client and server (a 256 KB message is gathered in a buffer
+// of its own by the server's parser) and written to disk; S2 (the NATS
+// server's own compression) takes it to ~15 MB for ~0.1 ms a pack. The
+// file store's 4 MB block buffers did not shrink with it: a block's
+// cache is kept until it expires or a collection finds it idle,
+// whatever was written.
+
+// unpack is the JSON of a compressed pack's value.
+func unpack(value []byte) ([]byte, error) {
+	n, err := s2.DecodedLen(value)
+	if err != nil {
+		return nil, err
+	}
+	if n > maxPackText {
+		return nil, fmt.Errorf("%d bytes uncompressed, more than the %d a pack may hold", n, maxPackText)
+	}
+	return s2.Decode(nil, value)
+}
+
+// maxPackText bounds the uncompressed size of a pack read: a corrupt
+// length is refused, not allocated. A pack is packBytes at most unless
+// one result is bigger, and a result is bounded by a NATS message.
+const maxPackText = 64 << 20
+
+// packKey is a new compressed pack's key for the task encoded tk.
 func packKey(tk string) string {
-	return tk + ".p" + fmt.Sprintf("%016x", rand.Uint64())
+	return tk + ".z" + fmt.Sprintf("%016x", rand.Uint64())
 }
 
 // PutResults stores many results as PutResult does, pipelined: each
@@ -385,7 +423,9 @@ func (s *Store) resultMsgs(ctx context.Context, rs []*model.Result) ([]pubMsg, e
 			return
 		}
 		pack = append(pack, ']')
-		msgs = append(msgs, pubMsg{subject: kvSubject(s.on().results, packKey(tk)), data: pack,
+		z := s2.Encode(s.packBuf(s2.MaxEncodedLen(len(pack))), pack)
+		s.recyclePack(pack) // z holds the results now
+		msgs = append(msgs, pubMsg{subject: kvSubject(s.on().results, packKey(tk)), data: z,
 			what: fmt.Sprintf("put %d results of task %s", n, id), pack: true})
 		pack, n = nil, 0
 	}
@@ -416,9 +456,10 @@ func (s *Store) resultMsgs(ctx context.Context, rs []*model.Result) ([]pubMsg, e
 	return msgs, errors.Join(errs...)
 }
 
-// packBuf is an empty buffer for a pack of about size bytes: a full
-// pack's is reused (recyclePacks). An op over 100,000 hosts packs ~45 MB
-// of results, which were ~6% of what the server allocated for it.
+// packBuf is an empty buffer for a pack of about size bytes, or for a
+// pack's compressed form: a full pack's is reused (recyclePack,
+// recyclePacks). An op over 100,000 hosts packs ~64 MB of results, which
+// were ~6% of what the server allocated for it.
 func (s *Store) packBuf(size int) []byte {
 	if size < packPooled {
 		return make([]byte, 0, size)
@@ -426,7 +467,16 @@ func (s *Store) packBuf(size int) []byte {
 	if b, ok := s.packs.Get().(*[]byte); ok && cap(*b) >= size {
 		return (*b)[:0]
 	}
-	return make([]byte, 0, max(size, packBytes+packSlack))
+	return make([]byte, 0, max(size, packPooledCap))
+}
+
+// recyclePack keeps b, a pack's buffer no message holds, for the next
+// pack when it is of a size packBuf reuses.
+func (s *Store) recyclePack(b []byte) {
+	if cap(b) >= packPooled && cap(b) <= 2*packBytes {
+		b = b[:0]
+		s.packs.Put(&b)
+	}
 }
 
 // recyclePacks keeps the buffers of msgs' packs for the next ones, once
@@ -441,9 +491,8 @@ func (s *Store) recyclePacks(msgs []pubMsg, p published) {
 	}
 	for i := range msgs {
 		if m := &msgs[i]; m.pack && cap(m.data) >= packPooled && cap(m.data) <= 2*packBytes {
-			b := m.data[:0]
+			s.recyclePack(m.data)
 			m.data = nil
-			s.packs.Put(&b)
 		}
 	}
 }
@@ -455,6 +504,10 @@ const (
 	packPooled = 64 << 10
 	packSlack  = 8 << 10
 )
+
+// packPooledCap is the capacity of a reused pack buffer: room for a full
+// pack (packBytes and packSlack) and for the compressed form of one.
+var packPooledCap = s2.MaxEncodedLen(packBytes + packSlack)
 
 // PutProcStatuses stores many last known statuses as PutProcStatus does, pipelined.
 // While a status watch runs, each of sts is kept by address (ownStatuses)

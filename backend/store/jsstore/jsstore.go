@@ -10,7 +10,8 @@
 //	KV  gseproc_tasks     <enc(task id)>            -> model.Task (a task of one target: and "target_list": [it], see taskRecord)
 //	KV  gseproc_targets   <enc(task id)>.<chunk>    -> []model.Target (2000 a chunk; none for a task of one target)
 //	KV  gseproc_results   <enc(task id)>.<index>    -> model.Result of the index-th target
-//	                      <enc(task id)>.p<16 hex>  -> a pack: [{"i": index, "r": model.Result}, ...] (batch.go)
+//	                      <enc(task id)>.z<16 hex>  -> a pack: [{"i": index, "r": model.Result}, ...], S2-compressed (batch.go)
+//	                      <enc(task id)>.p<16 hex>  -> a pack uncompressed, as written before (read only)
 //	                      <enc(task id)>.fence.epoch (empty): its revision fences the task's writes (fence.go)
 //	KV  gseproc_leases    <enc(task id)>            -> {owner, ttl_ms, at} of an unfinished task
 //	KV  gseproc_cancels   <enc(task id)>            -> task id: a cancel was asked (kept MaxAge)

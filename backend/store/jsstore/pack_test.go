@@ -1,9 +1,12 @@
 package jsstore
 
 import (
+	"encoding/binary"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/s2"
 
 	"gseproc/model"
 )
@@ -126,6 +129,107 @@ func TestResultPacks(t *testing.T) {
 	for i := range tgs {
 		if !seen[i][want(i)] {
 			t.Fatalf("watch: target %d's latest result not sent (got %d of its results)", i, len(seen[i]))
+		}
+	}
+}
+
+// TestResultPacksCompressed: packs are stored compressed (an op's
+// results are most of what it writes, and the file store holds what is
+// written in memory a while), so the results bucket grows by a fraction
+// of the results' JSON; they read back whole. A pack written
+// uncompressed, as before, is read alongside.
+func TestResultPacksCompressed(t *testing.T) {
+	s := open(t, startNATS(t, natsCfg(t, t.TempDir())), Options{})
+	ctx := tctx(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	seq, err := s.NextSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgs := targets(1200)
+	tk := model.Task{ID: model.FormatTaskID(now, seq), Op: model.OpStatus, Targets: len(tgs), Status: model.TaskRunning, Created: now}
+	if err := s.PutTask(ctx, tk, tgs); err != nil {
+		t.Fatal(err)
+	}
+	result := func(i int) model.Result {
+		return model.Result{TaskID: tk.ID, Host: tgs[i].Host, ProcKey: tgs[i].ProcKey, State: model.StateSuccess, Seq: int64(i + 1),
+			Message: "success", Proc: model.ResultProc{ProcName: "nginx", SetupPath: "/usr/local/nginx", FuncID: "nginx"},
+			Status: &model.ProcStatus{ProcKey: tgs[i].ProcKey, ProcName: "nginx", State: model.ProcRunning, PID: 1000 + i,
+				StartTime: now.Add(-time.Duration(i) * time.Second), Cmdline: "/usr/local/nginx/sbin/nginx -c /etc/nginx/nginx.conf"},
+			Started: now, Finished: now.Add(time.Duration(i) * time.Millisecond)}
+	}
+	st, err := s.kvStream(ctx, s.on().results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := func() uint64 {
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Bytes
+	}
+	before := stored()
+	var rs []model.Result
+	text := 0 // the results' JSON
+	for i := range len(tgs) - 1 {
+		r := result(i)
+		data, err := model.AppendResultJSON(nil, &r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text += len(data)
+		rs = append(rs, r)
+	}
+	if err := s.PutResults(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	if grew := stored() - before; grew > uint64(text)/2 {
+		t.Fatalf("%d results of %d bytes of JSON stored in %d bytes, want under half", len(rs), text, grew)
+	}
+	// The last target's result in a pack as packs were written before.
+	last := result(len(tgs) - 1)
+	data, err := model.AppendResultJSON(nil, &last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := `[{"i":` + strconv.Itoa(len(tgs)-1) + `,"r":` + string(data) + `}]`
+	if _, err := s.on().results.Put(ctx, enc(tk.ID)+".p00000000000000ff", []byte(old)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Results(ctx, tk.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(tgs) {
+		t.Fatalf("%d results, want %d", len(got), len(tgs))
+	}
+	for i, r := range got {
+		want := result(i)
+		if r.Host != want.Host || r.Seq != want.Seq || r.Status == nil || r.Status.PID != want.Status.PID || r.Status.Cmdline != want.Status.Cmdline ||
+			!r.Finished.Equal(want.Finished) {
+			t.Fatalf("result %d: %+v, want %+v", i, r, want)
+		}
+	}
+}
+
+// TestUnpack: a compressed pack's value is refused, not allocated, when
+// it is corrupt or says it holds more than a pack may.
+func TestUnpack(t *testing.T) {
+	huge := binary.AppendUvarint(nil, maxPackText+1)
+	for _, tc := range []struct {
+		name  string
+		value []byte
+		ok    bool
+	}{
+		{"a pack", s2.Encode(nil, []byte(`[{"i":0,"r":{}}]`)), true},
+		{"empty", nil, false},
+		{"not compressed", []byte(`[{"i":0,"r":{}}]`), false},
+		{"longer than a pack may be", append(huge, 0, 0, 0), false},
+	} {
+		_, err := unpack(tc.value)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: err %v, want ok %v", tc.name, err, tc.ok)
 		}
 	}
 }
