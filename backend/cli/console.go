@@ -115,7 +115,7 @@ func runConsole(ctx context.Context, args []string, sio Stdio) error {
 		// store and the simulated fleet: a server's heap (some 300 MB
 		// live after an op over 100,000 hosts), paced as the server's is
 		// (with Go's default the RSS was about three times that).
-		defer node.PaceMemory(ctx, log)()
+		defer node.PaceMemoryWithin(ctx, log, cfg.Server.MemoryCeiling)()
 	}
 	be, closeBackend, err := node.OpenBackend(ctx, cfg, f.server, Version, log)
 	if err != nil {

@@ -66,9 +66,10 @@ func runServer(ctx context.Context, args []string, io Stdio) error {
 		log.Warn("no [[server.apps]] configured: every GSE/JOB API request will be refused (1306403)")
 	}
 
-	// The server's GC pacing (node.PaceMemory): a steady server stays
-	// under node.MemoryTarget, a large operation's heap as GOGC paces it.
-	defer node.PaceMemory(ctx, log)()
+	// The server's GC pacing (node.PaceMemoryWithin): a steady server
+	// stays under node.MemoryTarget, a large operation's heap under
+	// [server] memory_ceiling while it leaves room, else as GOGC paces it.
+	defer node.PaceMemoryWithin(ctx, log, cfg.Server.MemoryCeiling)()
 
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"testing"
+
+	"gseproc/backend/config"
 )
 
 func TestMemoryLimitFor(t *testing.T) {
@@ -35,6 +37,66 @@ func TestMemoryLimitFor(t *testing.T) {
 	if memoryOn >= memoryOff || memoryOff >= MemoryTarget {
 		t.Errorf("bounds out of order: on %d, off %d, target %d", memoryOn, memoryOff, MemoryTarget)
 	}
+}
+
+// TestCeilingLimitFor: once MemoryTarget is lifted, the ceiling applies
+// while the held memory leaves the collector room under it, is lifted
+// near it (a limit just above the live heap would collect without
+// pause), and applies again once the held memory is back well under it;
+// a ceiling of 0 is none.
+func TestCeilingLimitFor(t *testing.T) {
+	const mib = 1 << 20
+	const ceiling = 460 * mib
+	off, back := uint64(ceiling)/ceilingDiv*ceilingOff, uint64(ceiling)/ceilingDiv*ceilingOn
+	for _, c := range []struct {
+		name    string
+		on      bool
+		held    uint64
+		ceiling int64
+		limit   int64
+		nowOn   bool
+	}{
+		{"target just lifted: the ceiling applies", false, memoryOff + 1, ceiling, ceiling, true},
+		{"on, an op's peak with room (350 MiB held): stays on", true, 350 * mib, ceiling, ceiling, true},
+		{"on, at the upper bound: stays on", true, off, ceiling, ceiling, true},
+		{"on, over the upper bound: lifted", true, off + 1, ceiling, noLimit, false},
+		{"off, between the bounds: stays off", false, (off + back) / 2, ceiling, noLimit, false},
+		{"off, at the lower bound: stays off", false, back, ceiling, noLimit, false},
+		{"off, under the lower bound: applies again", false, back - 1, ceiling, ceiling, true},
+		{"off, a heap past the ceiling: stays off", false, 600 * mib, ceiling, noLimit, false},
+		{"no ceiling", false, 200 * mib, 0, noLimit, false},
+		{"no ceiling, said on", true, 200 * mib, 0, noLimit, false},
+	} {
+		limit, nowOn := ceilingLimitFor(c.on, c.held, c.ceiling)
+		if limit != c.limit || nowOn != c.nowOn {
+			t.Errorf("%s: ceilingLimitFor(%v, %d, %d) = %d, %v; want %d, %v", c.name, c.on, c.held, c.ceiling, limit, nowOn, c.limit, c.nowOn)
+		}
+	}
+	if ceilingOn >= ceilingOff || ceilingOff >= ceilingDiv {
+		t.Errorf("bounds out of order: on %d/%d, off %d/%d", ceilingOn, ceilingDiv, ceilingOff, ceilingDiv)
+	}
+	// The smallest ceiling the config takes applies as soon as the target
+	// is lifted.
+	if c := minCeilingAccepted(t); uint64(c)/ceilingDiv*ceilingOn <= memoryOff || c <= MemoryTarget {
+		t.Errorf("smallest ceiling %d: want it on from where MemoryTarget is lifted (%d)", c, memoryOff)
+	}
+}
+
+// minCeilingAccepted is the smallest [server] memory_ceiling Validate
+// takes, found by halving from 1 GiB.
+func minCeilingAccepted(t *testing.T) int64 {
+	cfg := config.Default()
+	lo, hi := int64(1), int64(1<<30)
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		cfg.Server.MemoryCeiling = mid
+		if cfg.Validate() == nil {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
 }
 
 // TestGCPercentFor: the GC percent is the process's own while the limit
