@@ -83,7 +83,7 @@ type ServerConfig struct {
 	// small one, as long as what it holds leaves the collector room under
 	// it (node.PaceMemoryWithin); 0 (the default) sets none. At 100,000
 	// hosts 482344960 (460 MiB) kept the RSS through each op under 500 MB
-	// for 8-20% more server CPU per op (20-50% more in the first): more
+	// for up to 20% more server CPU per op (40-50% more in the first): more
 	// collections, each marking the whole live heap. The GOMEMLIMIT
 	// environment variable overrides all pacing.
 	MemoryCeiling int64 `toml:"memory_ceiling"`
