@@ -56,6 +56,9 @@ type Setup struct {
 	ProfileSeconds int
 	// MaxTargets is the server's engine.max_targets (0: the default).
 	MaxTargets int
+	// MemoryCeiling is the server's [server] memory_ceiling (0: the
+	// default, none): what the ceiling costs is measured with it set.
+	MemoryCeiling int64
 	// Out receives progress and the figures.
 	Out io.Writer
 }
@@ -124,6 +127,7 @@ max_body_bytes = 67108864
 rate = %g
 burst = %d
 native_auth = false
+memory_ceiling = %d
 
 %s
 [[nats.users]]
@@ -131,7 +135,7 @@ user = %q
 password = %q
 role = "server"
 `, sc.Hosts, sc.Seed, sc.LatencyMedian.D().String(), sc.LatencyP99.D().String(), s.engineSection(),
-		s.Rate, s.Burst, benchAppAndNATS(dir), natsUser, natsPass)
+		s.Rate, s.Burst, s.MemoryCeiling, benchAppAndNATS(dir), natsUser, natsPass)
 }
 
 // engineSection is the config's [engine] part: empty for the defaults.
