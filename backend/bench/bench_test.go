@@ -189,12 +189,15 @@ func TestBenchConfigsLoad(t *testing.T) {
 	big := s
 	big.MaxTargets = 400000
 	ceiled := s
-	ceiled.MemoryCeiling = 460 << 20
+	ceiled.MemoryCeiling = 600 << 20
+	unceiled := s
+	unceiled.MemoryCeiling = -1
 	for name, tc := range map[string]struct{ text, user string }{
 		"fleet":                     {s.configText(dir), natsUser},
 		"agent":                     {agentIdleConfig(dir), agentUser},
 		"fleet with max_targets":    {big.configText(dir), natsUser},
 		"fleet with memory_ceiling": {ceiled.configText(dir), natsUser},
+		"fleet without a ceiling":   {unceiled.configText(dir), natsUser},
 	} {
 		p := filepath.Join(dir, name+".toml")
 		if err := os.WriteFile(p, []byte(tc.text), 0o600); err != nil {
@@ -217,8 +220,11 @@ func TestBenchConfigsLoad(t *testing.T) {
 			t.Errorf("%s: engine.max_targets %d, want %d", name, c.Engine.MaxTargets, want)
 		}
 		wantCeiling := config.Default().Server.MemoryCeiling
-		if name == "fleet with memory_ceiling" {
+		switch name {
+		case "fleet with memory_ceiling":
 			wantCeiling = ceiled.MemoryCeiling
+		case "fleet without a ceiling":
+			wantCeiling = 0
 		}
 		if c.Server.MemoryCeiling != wantCeiling {
 			t.Errorf("%s: server.memory_ceiling %d, want %d", name, c.Server.MemoryCeiling, wantCeiling)

@@ -56,8 +56,9 @@ type Setup struct {
 	ProfileSeconds int
 	// MaxTargets is the server's engine.max_targets (0: the default).
 	MaxTargets int
-	// MemoryCeiling is the server's [server] memory_ceiling (0: the
-	// default, none): what the ceiling costs is measured with it set.
+	// MemoryCeiling is the server's [server] memory_ceiling: 0 leaves
+	// the default, a negative one sets none (0 in the file), so that what
+	// the ceiling costs is measured against its absence.
 	MemoryCeiling int64
 	// Out receives progress and the figures.
 	Out io.Writer
@@ -127,15 +128,26 @@ max_body_bytes = 67108864
 rate = %g
 burst = %d
 native_auth = false
-memory_ceiling = %d
-
+%s
 %s
 [[nats.users]]
 user = %q
 password = %q
 role = "server"
 `, sc.Hosts, sc.Seed, sc.LatencyMedian.D().String(), sc.LatencyP99.D().String(), s.engineSection(),
-		s.Rate, s.Burst, s.MemoryCeiling, benchAppAndNATS(dir), natsUser, natsPass)
+		s.Rate, s.Burst, s.memoryCeilingLine(), benchAppAndNATS(dir), natsUser, natsPass)
+}
+
+// memoryCeilingLine is [server] memory_ceiling as MemoryCeiling says:
+// no line for the default.
+func (s *Setup) memoryCeilingLine() string {
+	switch {
+	case s.MemoryCeiling > 0:
+		return fmt.Sprintf("memory_ceiling = %d\n", s.MemoryCeiling)
+	case s.MemoryCeiling < 0:
+		return "memory_ceiling = 0\n"
+	}
+	return ""
 }
 
 // engineSection is the config's [engine] part: empty for the defaults.

@@ -25,7 +25,7 @@ func runBench(ctx context.Context, args []string, io Stdio) error {
 	fs.StringVar(&s.ProfileDir, "profile", "", "write the server's CPU, heap, mutex, block and goroutine profiles to `DIR`, and the sim's CPU and heap and each fleet op client's CPU profile")
 	fs.IntVar(&s.ProfileSeconds, "profile-seconds", 20, "length of the CPU profile")
 	fs.StringVar(&s.Bin, "bin", "", "the gseproc binary to start (default: this one)")
-	fs.Int64Var(&s.MemoryCeiling, "memory-ceiling", 0, "fleet, operate: the server's [server] memory_ceiling in `BYTES` (0 = none, the default)")
+	fs.Int64Var(&s.MemoryCeiling, "memory-ceiling", 0, "fleet, operate: the server's [server] memory_ceiling in `BYTES` (0: the default; -1: none)")
 	runs := fs.Int("runs", 3, "fleet: runs of the op; compare: runs of the fan-out")
 	clients := fs.Int("clients", 50, "operate: concurrent clients")
 	requests := fs.Int("requests", 40000, "operate: at most this many calls")

@@ -75,8 +75,11 @@ func TestCeilingLimitFor(t *testing.T) {
 	if ceilingOn >= ceilingOff || ceilingOff >= ceilingDiv {
 		t.Errorf("bounds out of order: on %d/%d, off %d/%d", ceilingOn, ceilingDiv, ceilingOff, ceilingDiv)
 	}
-	// The smallest ceiling the config takes applies as soon as the target
-	// is lifted.
+	// The default ceiling, and the smallest the config takes, apply as
+	// soon as the target is lifted.
+	if d := config.Default().Server.MemoryCeiling; uint64(d)/ceilingDiv*ceilingOn <= memoryOff || d <= MemoryTarget {
+		t.Errorf("default ceiling %d: want it on from where MemoryTarget is lifted (%d)", d, memoryOff)
+	}
 	if c := minCeilingAccepted(t); uint64(c)/ceilingDiv*ceilingOn <= memoryOff || c <= MemoryTarget {
 		t.Errorf("smallest ceiling %d: want it on from where MemoryTarget is lifted (%d)", c, memoryOff)
 	}
