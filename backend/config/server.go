@@ -84,11 +84,11 @@ type ServerConfig struct {
 	// it (node.PaceMemoryWithin); 0 sets none. Its price is collections,
 	// each marking the whole live heap: at 100,000 hosts, with a live
 	// heap of ~250 MB after start-up, the default kept the RSS through
-	// each op under 500 MB (peak 480 MB, 560-585 MB without) for server
-	// CPU per op within the measurement's noise (-13% to +7%, one run at
-	// load 8 +52%); with a live heap 30 MB larger it cost ~13% (the
-	// first op up to +49%). The GOMEMLIMIT environment variable
-	// overrides all pacing.
+	// each op under 500 MB (peak 477-480 MB, 546-585 MB without) for
+	// server CPU per op within the measurement's noise over two rounds
+	// and ~10% more in a third (weighed by the simulator's CPU); with a
+	// live heap 30 MB larger it cost ~13% (the first op up to +49%). The
+	// GOMEMLIMIT environment variable overrides all pacing.
 	MemoryCeiling int64 `toml:"memory_ceiling"`
 }
 
