@@ -147,22 +147,41 @@ func newRegistry() *registry {
 	return &registry{defs: map[string]model.ProcessDef{}, bad: map[string]error{}, changed: make(chan struct{})}
 }
 
-// apply records one watch delivery into defs and bad (reg.mu held, or
-// maps not shared yet).
-func applyEntry(defs map[string]model.ProcessDef, bad map[string]error, e jetstream.KeyValueEntry) {
-	delete(bad, e.Key())
+// applyEntry records one watch delivery into defs and bad (reg.mu held,
+// or maps not shared yet); its hosts are packed by t (hostTexts.pack).
+func applyEntry(defs map[string]model.ProcessDef, bad map[string]error, e jetstream.KeyValueEntry, t *hostTexts) {
+	d, put, err := decodeEntry(e, defs, t)
+	recordEntry(defs, bad, e.Key(), d, put, err)
+}
+
+// decodeEntry is the definition e puts (put false for a delete or purge),
+// or why it could not be decoded, its hosts packed by t against defs
+// (read only: the watch's goroutine is the index's only writer).
+func decodeEntry(e jetstream.KeyValueEntry, defs map[string]model.ProcessDef, t *hostTexts) (d model.ProcessDef, put bool, err error) {
 	if e.Operation() != jetstream.KeyValuePut {
-		delete(defs, e.Key())
-		return
+		return d, false, nil
 	}
-	var d model.ProcessDef
 	if err := json.Unmarshal(e.Value(), &d); err != nil {
-		delete(defs, e.Key())
-		bad[e.Key()] = fmt.Errorf("decode %s: %w", e.Key(), err)
-		return
+		return d, true, fmt.Errorf("decode %s: %w", e.Key(), err)
 	}
 	d.Rev = e.Revision()
-	defs[e.Key()] = d
+	d.Hosts = t.pack(d.Hosts, defs)
+	return d, true, nil
+}
+
+// recordEntry records a decoded delivery of key (decodeEntry's) into defs
+// and bad.
+func recordEntry(defs map[string]model.ProcessDef, bad map[string]error, key string, d model.ProcessDef, put bool, err error) {
+	delete(bad, key)
+	switch {
+	case !put:
+		delete(defs, key)
+	case err != nil:
+		delete(defs, key)
+		bad[key] = err
+	default:
+		defs[key] = d
+	}
 }
 
 // notifyLocked wakes the waiters; reg.mu held.
@@ -198,6 +217,11 @@ func (s *Store) followOnce(ctx context.Context) error {
 	fresh, freshBad := map[string]model.ProcessDef{}, map[string]error{}
 	var freshRev uint64
 	live := false
+	// The hosts' addresses are shared while deliveries come, the table
+	// dropped after regIdle without one (hostTexts).
+	var texts hostTexts
+	idle := time.NewTimer(regIdle)
+	defer idle.Stop()
 	// The loop also ends with ctx: the watcher closes its channel when it
 	// is stopped, but not when its connection closed first (a Store.Close
 	// that found the watch mid-read waited on it forever).
@@ -206,12 +230,16 @@ func (s *Store) followOnce(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-idle.C:
+			texts.drop()
+			continue
 		case u, ok := <-w.Updates():
 			if !ok {
 				return errors.New("registry watch ended")
 			}
 			e = u
 		}
+		idle.Reset(regIdle)
 		if e == nil {
 			if !live {
 				r.mu.Lock()
@@ -223,12 +251,14 @@ func (s *Store) followOnce(ctx context.Context) error {
 			continue
 		}
 		if !live {
-			applyEntry(fresh, freshBad, e)
+			applyEntry(fresh, freshBad, e, &texts)
 			freshRev = max(freshRev, e.Revision())
 			continue
 		}
+		// Decoded before the lock: readers wait only for the change.
+		d, put, err := decodeEntry(e, r.defs, &texts)
 		r.mu.Lock()
-		applyEntry(r.defs, r.bad, e)
+		recordEntry(r.defs, r.bad, e.Key(), d, put, err)
 		r.rev = max(r.rev, e.Revision())
 		r.notifyLocked()
 		r.mu.Unlock()
