@@ -82,11 +82,10 @@ func (x *HostIndex) Distinct(d ProcessDef) bool {
 	if p, ok := x.cached(key, d); ok {
 		return p.distinct
 	}
-	seen := make(map[Host]struct{}, len(d.Hosts))
-	for _, h := range d.Hosts {
-		seen[h] = struct{}{}
-	}
-	distinct := len(seen) == len(d.Hosts)
+	// A table of positions made for the answer: a set of the hosts (a
+	// map) was 62 bytes a host, 5.2 MB for the 84,000 of the fleet's
+	// op, made on the first op over each revision (BenchmarkResolve/first).
+	distinct := positions(d.Hosts).Len() == len(d.Hosts)
 	x.keep(key, hostPositions{rev: d.Rev, n: len(d.Hosts), distinct: distinct})
 	return distinct
 }

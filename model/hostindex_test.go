@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -94,4 +95,110 @@ func TestHostIndexDistinct(t *testing.T) {
 func at(p *HostPositions, h Host) int {
 	i, _ := p.Find(h)
 	return i
+}
+
+// HostPositions answers as a map of each host to its first position
+// would, for lists with and without repeated hosts, a host in two clouds,
+// and hosts not listed.
+func TestHostPositions(t *testing.T) {
+	many := make([]Host, 5000)
+	for i := range many {
+		many[i] = Host{IP: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), CloudID: i % 3}
+	}
+	for _, tc := range []struct {
+		name  string
+		hosts []Host
+	}{
+		{"none", nil},
+		{"one", []Host{{IP: "10.0.0.1"}}},
+		{"a host twice", []Host{{IP: "10.0.0.1"}, {IP: "10.0.0.2"}, {IP: "10.0.0.1"}}},
+		{"one address, two clouds", []Host{{IP: "10.0.0.1"}, {IP: "10.0.0.1", CloudID: 1}}},
+		{"many", many},
+		{"many, every host twice", append(slices.Clone(many), many...)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := map[Host]int{}
+			for i, h := range tc.hosts {
+				if _, ok := want[h]; !ok {
+					want[h] = i
+				}
+			}
+			p := positions(tc.hosts)
+			if p.Len() != len(want) {
+				t.Fatalf("Len %d, want %d", p.Len(), len(want))
+			}
+			for h, i := range want {
+				if got, ok := p.Find(h); !ok || got != i {
+					t.Fatalf("Find(%v) = %d, %v; want %d", h, got, ok, i)
+				}
+			}
+			for _, h := range []Host{{IP: "10.0.0.9"}, {IP: "10.0.0.1", CloudID: 7}, {IP: "192.168.0.1"}, {}} {
+				if _, listed := want[h]; listed {
+					continue
+				}
+				if got, ok := p.Find(h); ok {
+					t.Fatalf("Find(%v) = %d: not listed", h, got)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkHostPositions is the heap kept for the positions of a
+// definition's 84,000 hosts (the fleet's op target at 100,000 hosts), and
+// the time to make them: "map" is the map of each host to its position
+// HostIndex kept before, "table" HostPositions.
+func BenchmarkHostPositions(b *testing.B) {
+	hosts := make([]Host, 84_000)
+	for i := range hosts {
+		hosts[i] = Host{IP: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)}
+	}
+	measure := func(b *testing.B, make func() any) {
+		var keep any
+		var live uint64
+		for b.Loop() {
+			b.StopTimer()
+			keep = nil
+			before := heapLive()
+			b.StartTimer()
+			keep = make()
+			b.StopTimer()
+			live = heapLive() - before
+			b.StartTimer()
+		}
+		runtime.KeepAlive(keep)
+		b.ReportMetric(float64(live)/float64(len(hosts)), "B/host")
+	}
+	b.Run("map", func(b *testing.B) {
+		measure(b, func() any {
+			pos := make(map[Host]int, len(hosts))
+			for i, h := range hosts {
+				if _, dup := pos[h]; !dup {
+					pos[h] = i
+				}
+			}
+			return pos
+		})
+	})
+	b.Run("table", func(b *testing.B) {
+		measure(b, func() any { return positions(hosts) })
+	})
+	b.Run("find", func(b *testing.B) {
+		p := positions(hosts)
+		i := 0
+		for b.Loop() {
+			if _, ok := p.Find(hosts[i]); !ok {
+				b.Fatal("not found")
+			}
+			i = (i + 7919) % len(hosts)
+		}
+	})
+}
+
+// heapLive is the live heap after a collection.
+func heapLive() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }
