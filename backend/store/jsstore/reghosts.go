@@ -38,7 +38,7 @@ const (
 // before while the table was kept. hs is not modified.
 func (t *hostTexts) pack(hs []model.Host, defs map[string]model.ProcessDef) []model.Host {
 	if len(hs) == 0 {
-		return nil
+		return hs // as decoded: null and [] stay apart
 	}
 	if t.ips == nil && len(hs) >= internMin {
 		n := 0

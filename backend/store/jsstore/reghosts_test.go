@@ -89,8 +89,11 @@ func TestHostTextsPack(t *testing.T) {
 				t.Fatalf("pack = %v, want %v", out, tc.hosts)
 			}
 			if len(tc.hosts) == 0 {
-				if out != nil {
-					t.Fatalf("pack of no host = %v, want nil", out)
+				if none := x.pack(nil, index); none != nil {
+					t.Fatalf("pack of no list = %v, want nil", none)
+				}
+				if empty := x.pack([]model.Host{}, index); empty == nil || len(empty) != 0 {
+					t.Fatalf("pack of an empty list = %#v, want it empty, not nil (a definition read back says [], not null)", empty)
 				}
 				return
 			}
