@@ -261,3 +261,20 @@ func TestGCTrace(t *testing.T) {
 		t.Errorf("take again = %d, %d, %d, %s; want nothing", n, live, heap, cpu)
 	}
 }
+
+// TestStoredSince: each stream's messages stored between two readings,
+// by name, those that stored none left out.
+func TestStoredSince(t *testing.T) {
+	for _, c := range []struct {
+		was, now map[string]uint64
+		want     string
+	}{
+		{map[string]uint64{"a": 1}, map[string]uint64{"a": 1}, "nothing"},
+		{nil, map[string]uint64{"KV_b": 5, "a": 2}, "KV_b 5, a 2"},
+		{map[string]uint64{"x": 10, "y": 3}, map[string]uint64{"x": 12, "y": 3, "z": 1}, "x 2, z 1"},
+	} {
+		if got := storedSince(c.was, c.now); got != c.want {
+			t.Errorf("storedSince(%v, %v) = %q, want %q", c.was, c.now, got, c.want)
+		}
+	}
+}

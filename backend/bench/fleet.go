@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -54,6 +55,12 @@ type Setup struct {
 	ProfileDir string
 	// ProfileSeconds is the CPU profile's length (default 20).
 	ProfileSeconds int
+	// ProfileRun, when set (Fleet), starts the server's and the sim's CPU
+	// profiles when that run starts instead of when the measured part
+	// does, and the next run waits for them to end: one run's profile
+	// alone (the first op after start-up costs the server twice what the
+	// later ones do, and a profile of the first ProfileSeconds mixes them).
+	ProfileRun int
 	// MaxTargets is the server's engine.max_targets (0: the default).
 	MaxTargets int
 	// MemoryCeiling is the server's [server] memory_ceiling: 0 leaves
@@ -386,6 +393,10 @@ type profiler struct {
 	// (afterRun), guarded by mu.
 	runPeak []byte
 	runMost int64
+	// seqs are the streams' last sequences when the last run ended (or
+	// the measured part began): what each stored during a run is told
+	// after it (afterRun), start-up's backlog included.
+	seqs map[string]uint64
 }
 
 // startProfile takes a heap profile and begins a CPU profile of
@@ -401,18 +412,44 @@ func (e *env) startProfile() *profiler {
 	// collection (gc=1), its in-use figures are the live heap now, not at
 	// the last collection, which may have been in the middle of start-up.
 	p.fetch(e.pprof, "heap-before.pprof", "heap?gc=1")
-	p.wg.Go(func() {
-		p.fetch(e.pprof, "cpu.pprof", fmt.Sprintf("profile?seconds=%d", e.setup.ProfileSeconds))
-	})
-	// The sim's, over the same part: the simulated fleet's work per op.
+	p.seqs, _ = e.streamSeqs(context.Background())
 	if e.simPprof != "" {
 		p.fetch(e.simPprof, "sim-heap-before.pprof", "heap?gc=1")
-		p.wg.Go(func() {
-			p.fetch(e.simPprof, "sim-cpu.pprof", fmt.Sprintf("profile?seconds=%d", e.setup.ProfileSeconds))
-		})
+	}
+	if e.setup.ProfileRun <= 0 {
+		p.startCPU(&p.wg)
 	}
 	p.wg.Go(p.samplePeak)
 	return p
+}
+
+// startCPU begins the server's CPU profile of ProfileSeconds and the
+// sim's over the same part (the simulated fleet's work per op); wg is
+// done once both are saved.
+func (p *profiler) startCPU(wg *sync.WaitGroup) {
+	e := p.e
+	wg.Go(func() {
+		p.fetch(e.pprof, "cpu.pprof", fmt.Sprintf("profile?seconds=%d", e.setup.ProfileSeconds))
+	})
+	if e.simPprof != "" {
+		wg.Go(func() {
+			p.fetch(e.simPprof, "sim-cpu.pprof", fmt.Sprintf("profile?seconds=%d", e.setup.ProfileSeconds))
+		})
+	}
+}
+
+// beforeRun starts the CPU profiles when run n is Setup.ProfileRun; the
+// wait it returns (nil otherwise) ends once they are saved.
+func (p *profiler) beforeRun(n int) (wait func()) {
+	if p == nil || n != p.e.setup.ProfileRun {
+		return nil
+	}
+	var wg sync.WaitGroup
+	p.startCPU(&wg)
+	// The profiles' requests are sent before the run starts: a profile
+	// begun after the op client would miss its first part.
+	time.Sleep(100 * time.Millisecond)
+	return wg.Wait
 }
 
 // peakEvery is how often samplePeak reads the server's heap profile.
@@ -555,6 +592,26 @@ func (p *profiler) afterRun(ctx context.Context, n int) {
 	}
 	fmt.Fprintf(p.e.setup.Out, "after run %d: RSS %s, live heap %s, goroutines %d, consumers %d, stream messages %d (%s)%s\n",
 		n, mb(rss), mb(live), goroutines, cons, msgs, mb(int64(bytes)), gcs)
+	if seqs, err := p.e.streamSeqs(ctx); err == nil && p.seqs != nil {
+		fmt.Fprintf(p.e.setup.Out, "stored during run %d: %s\n", n, storedSince(p.seqs, seqs))
+		p.seqs = seqs
+	}
+}
+
+// storedSince says how many messages each stream stored from one reading
+// of the streams' last sequences (was) to the next (now), by name, those
+// that stored none left out.
+func storedSince(was, now map[string]uint64) string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(now)) {
+		if d := now[name] - was[name]; d > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", name, d))
+		}
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // memStat is the runtime.MemStats field name of a heap profile in the
@@ -675,7 +732,11 @@ func Fleet(ctx context.Context, o FleetOptions) ([]FleetRun, error) {
 	prof := e.startProfile()
 	var runs []FleetRun
 	for i := range o.Runs {
+		wait := prof.beforeRun(i + 1)
 		r, err := e.runOp(ctx, o, i+1)
+		if wait != nil {
+			wait()
+		}
 		if err != nil {
 			return runs, fmt.Errorf("run %d: %w", i+1, err)
 		}

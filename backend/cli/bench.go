@@ -24,6 +24,7 @@ func runBench(ctx context.Context, args []string, io Stdio) error {
 	fs.IntVar(&s.Burst, "burst", 0, "the bench app's request burst")
 	fs.StringVar(&s.ProfileDir, "profile", "", "write the server's CPU, heap, mutex, block and goroutine profiles to `DIR`, and the sim's CPU and heap and each fleet op client's CPU profile")
 	fs.IntVar(&s.ProfileSeconds, "profile-seconds", 20, "length of the CPU profile")
+	fs.IntVar(&s.ProfileRun, "profile-run", 0, "fleet: the CPU profiles (server's and sim's) cover run `N` alone, from its start, for --profile-seconds (0: from the first run's start)")
 	fs.StringVar(&s.Bin, "bin", "", "the gseproc binary to start (default: this one)")
 	fs.Int64Var(&s.MemoryCeiling, "memory-ceiling", 0, "fleet, operate: the server's [server] memory_ceiling in `BYTES` (0: the default; -1: none)")
 	runs := fs.Int("runs", 3, "fleet: runs of the op; compare: runs of the fan-out")
