@@ -285,6 +285,35 @@ func (w *jw) status(s *ProcStatus) {
 	w.b = append(w.b, '}')
 }
 
+// AppendHostStatusJSON appends {"host": h, "status": st} encoded as
+// json.Marshal encodes a struct of those two fields (Host and ProcStatus,
+// tagged "host" and "status"), byte for byte: the record of a last known
+// status in a store. The first op over 100,000 hosts stores about 84,000
+// of them, and encoding/json's reflection was ~0.2 s of the server's CPU
+// and ~36 MB of its allocations. A status with a float that json writes
+// in exponent form (or refuses) is encoded by json.Marshal.
+func AppendHostStatusJSON(b []byte, h Host, st *ProcStatus) ([]byte, error) {
+	w := jw{b: b, ok: true}
+	w.key(`{"host":{"ip":`)
+	w.str(h.IP)
+	w.key(`,"bk_cloud_id":`)
+	w.int(int64(h.CloudID))
+	w.key(`},"status":`)
+	w.status(st)
+	w.b = append(w.b, '}')
+	if w.ok {
+		return w.b, nil
+	}
+	data, err := json.Marshal(struct {
+		Host   Host       `json:"host"`
+		Status ProcStatus `json:"status"`
+	}{h, *st})
+	if err != nil {
+		return b, err
+	}
+	return append(b, data...), nil
+}
+
 // AppendReplyJSON appends rep encoded as json.Marshal encodes it, byte
 // for byte: an agent answers every op with one (a simulated fleet of
 // 100,000 hosts, 100,000 per op). A reply with a tail chunk, or with a

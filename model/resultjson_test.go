@@ -228,3 +228,60 @@ func fillFields(t *testing.T, v reflect.Value, seed int, skip ...string) int {
 	}
 	return n
 }
+
+// hostStatusRec is a stored status record as a store declares it.
+type hostStatusRec struct {
+	Host   Host       `json:"host"`
+	Status ProcStatus `json:"status"`
+}
+
+func checkHostStatusJSON(t *testing.T, h Host, st ProcStatus) {
+	t.Helper()
+	want, werr := json.Marshal(hostStatusRec{h, st})
+	got, gerr := AppendHostStatusJSON([]byte("prefix"), h, &st)
+	if (werr == nil) != (gerr == nil) {
+		t.Fatalf("%+v: AppendHostStatusJSON error %v, json.Marshal %v", st, gerr, werr)
+	}
+	if werr == nil && !bytes.Equal(got, append([]byte("prefix"), want...)) {
+		t.Fatalf("AppendHostStatusJSON differs from json.Marshal:\n got %s\nwant prefix%s", got, want)
+	}
+}
+
+// A stored status record is written as json.Marshal writes it: every
+// field of its status set, none, odd texts and the floats the appender
+// leaves to encoding/json.
+func TestHostStatusJSON(t *testing.T) {
+	var full ProcStatus
+	if n := fillFields(t, reflect.ValueOf(&full).Elem(), 1); n < 18 {
+		t.Fatalf("filled %d fields", n)
+	}
+	h := Host{IP: "10.0.3.7", CloudID: 2}
+	checkHostStatusJSON(t, h, full)
+	checkHostStatusJSON(t, Host{}, ProcStatus{})
+	checkHostStatusJSON(t, h, *sampleResult().Status)
+	for _, s := range []string{"a<b>&c", "line\nbreak", "\x00\u2028", "bad \xff utf8"} {
+		st := full
+		st.Message, st.Cmdline = s, s
+		checkHostStatusJSON(t, Host{IP: s, CloudID: -1}, st)
+	}
+	for _, f := range []float64{1e-7, 1e21, math.NaN(), math.Inf(-1)} {
+		st := full
+		st.CPU = f
+		checkHostStatusJSON(t, h, st)
+	}
+}
+
+// FuzzHostStatusJSON: AppendHostStatusJSON writes what json.Marshal writes.
+func FuzzHostStatusJSON(f *testing.F) {
+	f.Add("10.0.0.1", 3, "web:nginx", "running", "<&>\u2028\xff", int64(1_700_000_000), 12.5, true)
+	f.Fuzz(func(t *testing.T, ip string, cloud int, proc, state, msg string, n int64, cpu float64, hosted bool) {
+		st := ProcStatus{ProcKey: proc, ProcName: msg, State: ProcState(state), PID: int(n), Hosted: hosted,
+			StartTime: time.Unix(n%(1<<35), n%1e9).In(time.FixedZone("z", int(n%50000))), RegisterTime: n, LastStartTime: -n,
+			ReportTime: n, CPU: cpu, Mem: -cpu, MemRSS: uint64(n), Restarts: int(n), ExitStatus: int(-n), Version: state,
+			Cmdline: msg, Threads: cloud, Message: msg}
+		if n%3 == 0 {
+			st.StartTime = time.Time{}
+		}
+		checkHostStatusJSON(t, Host{IP: ip, CloudID: cloud}, st)
+	})
+}

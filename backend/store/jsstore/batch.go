@@ -509,6 +509,14 @@ const (
 // pack (packBytes and packSlack) and for the compressed form of one.
 var packPooledCap = s2.MaxEncodedLen(packBytes + packSlack)
 
+// statusChunk is the size of the chunks status records are written in,
+// statusRoom the room a chunk must have left for the next record to be
+// written in it (one that needs more grows into an array of its own).
+const (
+	statusChunk = 64 << 10
+	statusRoom  = 1 << 10
+)
+
 // PutProcStatuses stores many last known statuses as PutProcStatus does, pipelined.
 // While a status watch runs, each of sts is kept by address (ownStatuses)
 // until the watch reads it back: the caller must not change sts after.
@@ -519,6 +527,11 @@ func (s *Store) PutProcStatuses(ctx context.Context, sts []engine.HostStatus) er
 	var errs []error
 	msgs := make([]pubMsg, 0, len(sts))
 	keys := make([]string, 0, len(sts))
+	// The records are written one after the other into shared chunks of
+	// statusChunk bytes, each message's data a piece of one (a status's
+	// record is ~450 bytes: one allocation for ~145 of them, not one or
+	// more each); a chunk stays alive while any of its pieces does.
+	var chunk []byte
 	for i := range sts {
 		x := &sts[i]
 		if x.Status.ProcKey == "" {
@@ -530,10 +543,20 @@ func (s *Store) PutProcStatuses(ctx context.Context, sts []engine.HostStatus) er
 			errs = append(errs, err)
 			continue
 		}
-		data, err := json.Marshal(statusRec{x.Host, x.Status})
+		if cap(chunk)-len(chunk) < statusRoom {
+			chunk = make([]byte, 0, statusChunk)
+		}
+		from := len(chunk)
+		next, err := model.AppendHostStatusJSON(chunk, x.Host, &x.Status)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("put status on %s: %w", x.Host, err))
 			continue
+		}
+		data := next[from:len(next):len(next)]
+		if &next[0] == &chunk[:1][0] {
+			chunk = next // written within the chunk: the next follows it
+		} else {
+			chunk = nil // a record past the room left went to its own array
 		}
 		msgs = append(msgs, pubMsg{subject: kvSubject(s.on().status, key), data: data, status: x})
 		keys = append(keys, key)
