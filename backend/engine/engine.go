@@ -475,15 +475,17 @@ func (e *Engine) statusNotStored(hs HostStatus) {
 // next status is compared with it; it is the last known status unless a
 // newer report is known here.
 func (e *Engine) statusStored(hs HostStatus) {
-	st := hs.Status
-	p := printStatus(e.statusSeed, &st)
+	p := printStatus(e.statusSeed, &hs.Status)
 	sh := e.statuses.shard(hs.Host)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	k, had := sh.get(hs.Host, st.ProcKey)
+	k, had := sh.get(hs.Host, hs.Status.ProcKey)
 	// The status this engine holds already (its own write, read back)
-	// stays the one held: not a second copy of every status stored.
-	if !had || (st.ReportTime >= k.st.ReportTime && *k.st != st) {
+	// stays the one held: not a second copy of every status stored (nor
+	// a copy made before the look: ~19 MB of allocations for the first
+	// op over 100,000 hosts, each status read back).
+	if !had || (hs.Status.ReportTime >= k.st.ReportTime && *k.st != hs.Status) {
+		st := hs.Status
 		k.st = &st
 	}
 	k.stored = p
