@@ -54,6 +54,9 @@ type writer struct {
 	q      []write
 	closed bool
 	wake   chan struct{} // cap 1: something was queued
+	// batch is the array each batch is taken into, the writeLoop's own
+	// (reused: see take).
+	batch []write
 }
 
 func (x *writer) init() {
@@ -102,15 +105,27 @@ func (e *Engine) writesNearFull() bool {
 }
 
 // take is the next batch: the oldest writes queued, at most
-// writeBatchMax. x.mu is held.
+// writeBatchMax, copied into x.batch, which it overwrites (the batch
+// before must be stored); the rest of the queue moves to the front of
+// its array. Neither array is made again for every batch: taken as a
+// slice of the queue, each batch left the queue a shorter array that
+// appends soon made again, copying what it held (~44 MB of allocations
+// for the first op over 100,000 hosts, ~14 MB for the next). x.mu is
+// held; only writeLoop takes.
 func (x *writer) take() []write {
 	n := min(len(x.q), writeBatchMax)
-	batch := x.q[:n:n]
-	if n == len(x.q) {
-		x.q = nil
-	} else {
-		x.q = x.q[n:]
+	if n == 0 {
+		return nil
 	}
+	if x.batch == nil {
+		x.batch = make([]write, 0, writeBatchMax)
+	}
+	batch := append(x.batch[:0], x.q[:n]...)
+	rest := copy(x.q, x.q[n:])
+	// What moved or was taken is let go from its old place: the queue's
+	// array keeps no write alive past its store.
+	clear(x.q[rest:])
+	x.q = x.q[:rest]
 	return batch
 }
 
@@ -133,8 +148,8 @@ func (e *Engine) writeLoop() {
 		x.mu.Unlock()
 		if len(batch) > 0 {
 			e.writeBatch(wctx, batch)
-			// Its entries are let go: the queue's array, which the rest
-			// of the queue may still share, keeps no stored write alive.
+			// Its entries are let go: the batch's array, taken into
+			// again, keeps no stored write alive meanwhile.
 			clear(batch)
 			continue
 		}
