@@ -192,34 +192,66 @@ func (s *Store) publishEach(ctx context.Context, msgs []pubMsg, seqs bool) publi
 	}
 	for start := 0; start < len(msgs); start += pubWindow {
 		part := msgs[start:min(start+pubWindow, len(msgs))]
-		futs := make([]jetstream.PubAckFuture, len(part))
-		for i, m := range part {
-			f, err := s.on().js.PublishMsgAsync(m.msg())
-			if err == nil {
-				futs[i] = f
+		// Published with a reply subject of the store's acker: each
+		// answer is settled there (acks.go); a message not sent, or
+		// answered with anything but its stored sequence, or not within
+		// attemptTimeout, is published again synchronously below.
+		b := s.on()
+		acks := b.acks()
+		w, err := acks.open(len(part))
+		if err != nil {
+			w = nil // every message of the window goes the synchronous way
+		}
+		if w != nil {
+			nc := b.js.Conn()
+			for i := range part {
+				m := &part[i]
+				var err error
+				if m.del || m.purge || m.msgID != "" || m.create || m.expectSet {
+					msg := m.msg()
+					msg.Reply = acks.reply(w, i)
+					err = nc.PublishMsg(msg)
+				} else {
+					err = nc.PublishRequest(m.subject, acks.reply(w, i), m.data)
+				}
+				if err != nil {
+					acks.settle(w, i, ackRefused)
+				}
 			}
 		}
 		timer := time.NewTimer(attemptTimeout)
-		for i, f := range futs {
-			if f != nil {
-				select {
-				case ack := <-f.Ok():
+		if w != nil {
+			select {
+			case <-w.done:
+			case <-timer.C:
+				// The window is up: those unanswered are published again.
+				p.unsettled = true
+			case <-wait.Done():
+				timer.Stop()
+				acks.close(w)
+				stored := firstUnsettled(acks, w)
+				if p.seqs != nil {
+					for i := range stored {
+						p.seqs[start+i] = acks.seq(w, i)
+					}
+				}
+				p.stop, p.from = ctx.Err(), start+stored
+				if p.stop == nil { // judged unreachable
+					p.stop = unavailable(time.Since(t0), context.Cause(wait))
+					backend.MarkStoreDown(ctx, p.stop)
+				}
+				return p
+			}
+			acks.close(w)
+		}
+		timer.Stop()
+		for i := range part {
+			if w != nil {
+				if seq := acks.seq(w, i); seq != 0 && seq != ackRefused {
 					if p.seqs != nil {
-						p.seqs[start+i] = ack.Sequence
+						p.seqs[start+i] = seq
 					}
 					continue
-				case <-f.Err():
-				case <-timer.C:
-					timer.Reset(0) // the window is up: the rest are retried as they come
-					p.unsettled = true
-				case <-wait.Done():
-					timer.Stop()
-					p.stop, p.from = ctx.Err(), start+i
-					if p.stop == nil { // judged unreachable
-						p.stop = unavailable(time.Since(t0), context.Cause(wait))
-						backend.MarkStoreDown(ctx, p.stop)
-					}
-					return p
 				}
 			}
 			m := part[i]
@@ -231,13 +263,11 @@ func (s *Store) publishEach(ctx context.Context, msgs []pubMsg, seqs bool) publi
 				fail(start+i, fmt.Errorf("%s: %w", m.desc(), err))
 				if bounded && errors.Is(err, model.ErrUnavailable) {
 					// The caller's bound is spent: the rest would wait as long each.
-					timer.Stop()
 					p.stop, p.from = err, start+i+1
 					return p
 				}
 			}
 		}
-		timer.Stop()
 	}
 	p.from = len(msgs)
 	return p

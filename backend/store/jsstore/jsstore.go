@@ -162,6 +162,18 @@ type bound struct {
 
 	mu        sync.Mutex
 	kvStreams map[string]jetstream.Stream // bucket -> its stream, looked up once
+	ack       *acker                      // made at its first use (acks)
+}
+
+// acks is the receiver of the connection's pipelined publishes'
+// acknowledgements (acks.go).
+func (b *bound) acks() *acker {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ack == nil {
+		b.ack = newAcker(b.js.Conn())
+	}
+	return b.ack
 }
 
 // streamNames are the store's streams, by what they hold (Store.streams).
@@ -577,6 +589,14 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
+	if b := s.on(); b != nil {
+		b.mu.Lock()
+		ack := b.ack
+		b.mu.Unlock()
+		if ack != nil {
+			ack.stop()
+		}
+	}
 	return nil
 }
 
