@@ -145,10 +145,16 @@ func ServeAgentOn(ctx context.Context, l *Link, a AgentHandler, opts ServeOption
 		if looksOnly(req) {
 			run = looks
 		}
-		run.submit(func() {
+		if !run.submit(func() {
 			defer done()
 			respond(m, a.Handle(octx, req), log)
-		})
+		}) {
+			// The agent is stopping: it has waited, or is waiting, for the
+			// ops it took, and runs no other. Not answered, as one that
+			// came after the unsubscribe: NATS was already delivering it.
+			done()
+			log.Info("agent: op not run: the agent is stopping", "task", req.TaskID, "op_id", req.OpID)
+		}
 	}
 	onCancel := func(m *nats.Msg) {
 		var c model.CancelRequest
@@ -210,6 +216,12 @@ func ServeAgentOn(ctx context.Context, l *Link, a AgentHandler, opts ServeOption
 	err = s.run(ctx, l, events, hb, nil, attach, verify)
 	subs.unsubscribe()
 	cancel()
+	// NATS may still be in onOp with a message it took before the
+	// unsubscribe: the runners refuse it from here, so that wg counts
+	// every op that runs before Wait (an Add after or during Wait would
+	// run it after ServeAgentOn returned).
+	ops.stop()
+	looks.stop()
 	wg.Wait()
 	hb(false, 0, 0, true)
 	if nc := s.conn(); nc.IsConnected() {
@@ -325,15 +337,18 @@ func looksOnly(req model.AgentRequest) bool {
 // submitted; those beyond wait in its queue, not in the submitter (NATS's
 // delivery goroutine, which would hold back every message behind them),
 // until maxQueued wait: then submit waits for room, as NATS would have
-// buffered them. wg counts what was submitted and has not returned yet.
+// buffered them. wg counts what was submitted and has not returned yet;
+// after stop, submit takes nothing more, so that a Wait on wg after stop
+// waits for everything the runner will ever run.
 type runner struct {
-	max   int
-	wg    *sync.WaitGroup
-	mu    sync.Mutex
-	room  *sync.Cond
-	busy  int
-	queue []func()
-	head  int // queue[head:] wait
+	max     int
+	wg      *sync.WaitGroup
+	mu      sync.Mutex
+	room    *sync.Cond
+	busy    int
+	queue   []func()
+	head    int  // queue[head:] wait
+	stopped bool // by stop: submit refuses
 }
 
 // maxQueued bounds the functions a runner keeps waiting.
@@ -345,19 +360,34 @@ func newRunner(max int, wg *sync.WaitGroup) *runner {
 	return r
 }
 
-func (r *runner) submit(f func()) {
-	r.wg.Add(1)
+// submit runs f, or queues it; false, f not run, once stop was called.
+func (r *runner) submit(f func()) bool {
 	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		return false
+	}
+	// Added under mu: before stop takes it, hence before the Wait after
+	// stop, which a WaitGroup needs of an Add from zero.
+	r.wg.Add(1)
 	if r.busy < r.max {
 		r.busy++
 		r.mu.Unlock()
 		go r.work(f)
-		return
+		return true
 	}
 	for len(r.queue)-r.head >= maxQueued {
-		r.room.Wait()
+		r.room.Wait() // counted already: queued and run even if stop comes meanwhile
 	}
 	r.queue = append(r.queue, f)
+	r.mu.Unlock()
+	return true
+}
+
+// stop makes submit refuse from now on; what it took before still runs.
+func (r *runner) stop() {
+	r.mu.Lock()
+	r.stopped = true
 	r.mu.Unlock()
 }
 
