@@ -94,20 +94,7 @@ func (s *keptStatuses) KeepProcStatus(ctx context.Context, h model.Host, st *mod
 func TestStatusKeptNotCopied(t *testing.T) {
 	ctx := context.Background()
 	st := &keptStatuses{Memory: store.NewMemory()}
-	f := newFake(3)
-	var hosts []model.Host
-	for _, h := range f.hosts {
-		hosts = append(hosts, h.Host)
-	}
-	if err := st.PutProcess(ctx, model.ProcessDef{Process: proc("ns", "app", nil), Hosts: hosts}); err != nil {
-		t.Fatal(err)
-	}
-	e := engine.New(testCfg(), f, f, st)
-	if err := e.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	task, _ := operate(t, e, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns", Name: "app"}})
+	task, hosts := statusOpOn(t, st)
 	if n := st.copied.Load(); n != 0 {
 		t.Fatalf("%d statuses handed to the store as copies", n)
 	}
@@ -125,6 +112,29 @@ func TestStatusKeptNotCopied(t *testing.T) {
 			t.Fatalf("result of %s: status %p is not one the store keeps", r.Host, r.Status)
 		}
 	}
+}
+
+// statusOpOn runs a status op over three fake hosts on an engine over st
+// (a memory store underneath, the process put in it first): the task,
+// complete and stored, and its hosts.
+func statusOpOn(t *testing.T, st engine.Store) (model.Task, []model.Host) {
+	t.Helper()
+	ctx := context.Background()
+	f := newFake(3)
+	var hosts []model.Host
+	for _, h := range f.hosts {
+		hosts = append(hosts, h.Host)
+	}
+	if err := st.PutProcess(ctx, model.ProcessDef{Process: proc("ns", "app", nil), Hosts: hosts}); err != nil {
+		t.Fatal(err)
+	}
+	e := engine.New(testCfg(), f, f, st)
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	task, _ := operate(t, e, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns", Name: "app"}})
+	return task, hosts
 }
 
 // keptTasks is a memory store that records the targets it is handed by
@@ -155,20 +165,7 @@ func (s *keptTasks) KeepTask(ctx context.Context, t model.Task, targets []model.
 func TestTaskTargetsKeptNotCopied(t *testing.T) {
 	ctx := context.Background()
 	st := &keptTasks{Memory: store.NewMemory()}
-	f := newFake(3)
-	var hosts []model.Host
-	for _, h := range f.hosts {
-		hosts = append(hosts, h.Host)
-	}
-	if err := st.PutProcess(ctx, model.ProcessDef{Process: proc("ns", "app", nil), Hosts: hosts}); err != nil {
-		t.Fatal(err)
-	}
-	e := engine.New(testCfg(), f, f, st)
-	if err := e.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	task, _ := operate(t, e, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns", Name: "app"}})
+	task, hosts := statusOpOn(t, st)
 	if n := st.copied.Load(); n != 0 {
 		t.Fatalf("%d tasks handed to the store to copy", n)
 	}
