@@ -127,12 +127,15 @@ func exerciseAgent(t *testing.T, d *Dispatcher, a *fakeAgent, dir string) {
 		t.Fatal("the op never reached the agent")
 	}
 	stop(model.ErrCancelled)
+	// Dispatch itself fails when the agent does not answer the cancel
+	// within CancelGrace: the deadline here only catches a hang, and is
+	// generous (a loaded machine may hold the dispatch past 2*CancelGrace).
 	select {
 	case err := <-res:
 		if err != nil {
 			t.Fatalf("cancel: %v", err)
 		}
-	case <-time.After(2 * CancelGrace):
+	case <-time.After(time.Minute):
 		t.Fatal("the agent did not stop the cancelled op")
 	}
 
