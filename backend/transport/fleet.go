@@ -255,28 +255,30 @@ func (m subMode) subject(id model.HostID) string {
 }
 
 // decide picks fs.mode on a new connection: the inbox, unless NATS
-// refuses the one of the first host to subscribe (id). fs.mu is held.
-func (fs *fleetServer) decide(id model.HostID) {
+// refuses the one of the first host to subscribe (id). It returns that
+// host's inbox subscription when it was taken (nil otherwise, and once
+// the mode is decided). fs.mu is held.
+func (fs *fleetServer) decide(id model.HostID) *nats.Subscription {
 	if fs.mode != modeUndecided {
-		return
+		return nil
 	}
 	fs.mode = modeOp
 	if fs.legacy {
-		return
+		return nil
 	}
 	nc := fs.s.conn()
 	subj := InboxSubject(id)
 	sub, err := nc.ChanSubscribe(subj, fs.msgs)
 	if err != nil {
-		return
+		return nil
 	}
 	if refused(nc, subj) != nil {
 		fs.s.log.Info("sim fleet: NATS does not grant the hosts' inboxes (a server from before them); serving on their op subjects")
 		_ = sub.Unsubscribe()
-		return
+		return nil
 	}
-	_ = sub.Unsubscribe() // subscribed again with the others
 	fs.mode = modeInbox
+	return sub
 }
 
 // refresh subscribes the hosts new to the fleet (one subscription each,
@@ -305,12 +307,13 @@ func (fs *fleetServer) refresh(ctx context.Context) error {
 		}
 		opSubj := OpSubject(id)
 		if _, ok := fs.subs[opSubj]; !ok {
-			fs.decide(id)
+			sub := fs.decide(id) // the first host's inbox, taken already
 			subj := fs.mode.subject(id)
-			sub, err := fs.s.conn().ChanSubscribe(subj, fs.msgs)
-			if err != nil {
-				serr = fmt.Errorf("sim fleet: subscribe %s: %w", subj, err)
-				continue
+			if sub == nil {
+				if sub, err = fs.s.conn().ChanSubscribe(subj, fs.msgs); err != nil {
+					serr = fmt.Errorf("sim fleet: subscribe %s: %w", subj, err)
+					continue
+				}
 			}
 			fs.subs[opSubj] = hi.Host
 			fs.nsubs = append(fs.nsubs, sub)
