@@ -64,11 +64,17 @@ func (m *pubMsg) desc() string {
 	return m.what
 }
 
+// headed reports whether m is published with headers (msg): plain data
+// otherwise.
+func (m *pubMsg) headed() bool {
+	return m.del || m.purge || m.msgID != "" || m.create || m.expectSet
+}
+
 // msg is m as published: a KV delete is a message carrying the
 // KV-Operation header, as KeyValue.Delete publishes it.
 func (m pubMsg) msg() *nats.Msg {
 	msg := &nats.Msg{Subject: m.subject, Data: m.data}
-	if m.del || m.purge || m.msgID != "" || m.create || m.expectSet {
+	if m.headed() {
 		msg.Header = nats.Header{}
 	}
 	switch {
@@ -207,7 +213,7 @@ func (s *Store) publishEach(ctx context.Context, msgs []pubMsg, seqs bool) publi
 			for i := range part {
 				m := &part[i]
 				var err error
-				if m.del || m.purge || m.msgID != "" || m.create || m.expectSet {
+				if m.headed() {
 					msg := m.msg()
 					msg.Reply = acks.reply(w, i)
 					err = nc.PublishMsg(msg)
