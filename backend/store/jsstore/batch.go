@@ -142,10 +142,13 @@ type published struct {
 	// seqs[i] is the stream sequence msgs[i] was stored at (when
 	// publishEach was asked for them).
 	seqs []uint64
-	// unsettled: a message was published again while its asynchronous
-	// publish was still unanswered (its window's time was up); the
-	// client library may still send that first publish's message again
-	// (a no-responders retry), data and all (recyclePacks).
+	// unsettled: a message was published again while its pipelined
+	// publish was still unanswered (its window's time was up). Kept from
+	// when the client library's asynchronous publish could still send
+	// that first message again (a no-responders retry) after the window:
+	// the pipelined publish (acks.go) is a core publish, copied by the
+	// client before it returns, and is not sent again; recyclePacks still
+	// reuses no buffer then (a rare case: the window timed out).
 	unsettled bool
 }
 
