@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -426,16 +427,20 @@ func (e *env) startProfile() *profiler {
 // startCPU begins the server's CPU profile of ProfileSeconds and the
 // sim's over the same part (the simulated fleet's work per op); wg is
 // done once both are saved.
-func (p *profiler) startCPU(wg *sync.WaitGroup) {
+func (p *profiler) startCPU(wg *sync.WaitGroup) (sent *sync.WaitGroup) {
 	e := p.e
+	sent = &sync.WaitGroup{}
+	sent.Add(1)
 	wg.Go(func() {
-		p.fetch(e.pprof, "cpu.pprof", fmt.Sprintf("profile?seconds=%d", e.setup.ProfileSeconds))
+		p.fetchSent(e.pprof, "cpu.pprof", fmt.Sprintf("profile?seconds=%d", e.setup.ProfileSeconds), sent.Done)
 	})
 	if e.simPprof != "" {
+		sent.Add(1)
 		wg.Go(func() {
-			p.fetch(e.simPprof, "sim-cpu.pprof", fmt.Sprintf("profile?seconds=%d", e.setup.ProfileSeconds))
+			p.fetchSent(e.simPprof, "sim-cpu.pprof", fmt.Sprintf("profile?seconds=%d", e.setup.ProfileSeconds), sent.Done)
 		})
 	}
+	return sent
 }
 
 // beforeRun starts the CPU profiles when run n is Setup.ProfileRun; the
@@ -445,10 +450,10 @@ func (p *profiler) beforeRun(n int) (wait func()) {
 		return nil
 	}
 	var wg sync.WaitGroup
-	p.startCPU(&wg)
-	// The profiles' requests are sent before the run starts: a profile
-	// begun after the op client would miss its first part.
-	time.Sleep(100 * time.Millisecond)
+	// The profiles' requests are written before the run starts (a
+	// profile begun after the op client would miss its first part):
+	// waited for, not guessed by a sleep a loaded machine can outlast.
+	p.startCPU(&wg).Wait()
 	return wg.Wait
 }
 
@@ -516,10 +521,28 @@ func heapInuse(text []byte) (int64, bool) {
 }
 
 // fetch saves the profile at path of the pprof server at base as file.
-func (p *profiler) fetch(base, file, path string) {
+func (p *profiler) fetch(base, file, path string) { p.fetchSent(base, file, path, nil) }
+
+// fetchSent is fetch, calling sent (when not nil) once the request is
+// written or has failed: a profile of a duration begins about then.
+func (p *profiler) fetchSent(base, file, path string, sent func()) {
+	var once sync.Once
+	told := func() {
+		if sent != nil {
+			once.Do(sent)
+		}
+	}
+	defer told()
 	err := func() error {
 		hc := &http.Client{Timeout: time.Duration(p.e.setup.ProfileSeconds+60) * time.Second}
-		resp, err := hc.Get(base + "/debug/pprof/" + path)
+		ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { told() },
+		})
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/debug/pprof/"+path, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := hc.Do(req)
 		if err != nil {
 			return err
 		}
