@@ -366,7 +366,10 @@ func unpack(value []byte) ([]byte, error) {
 
 // maxPackText bounds the uncompressed size of a pack read: a corrupt
 // length is refused, not allocated. A pack is packBytes at most unless
-// one result is bigger, and a result is bounded by a NATS message.
+// one result is bigger, and no result the writer is given comes near it:
+// a server keeps of an agent's reply what model.BoundReply leaves (its
+// output and message MaxOutput each, its status's texts MaxStatusText),
+// a few hundred KB of JSON at the most, escaped.
 const maxPackText = 64 << 20
 
 // packKey is a new compressed pack's key for the task encoded tk.
