@@ -245,10 +245,12 @@ func (e *Engine) createTask(ctx context.Context, t model.Task, targets []model.T
 		}
 	}
 	err := e.record(ctx, en)
-	if k, ok := e.st.(TaskKeeper); ok && err == nil {
-		err = k.KeepTask(ctx, t, targets) // the run's targets: never changed
-	} else if err == nil {
-		err = e.st.PutTask(ctx, t, targets)
+	if err == nil {
+		if k, ok := e.st.(TaskKeeper); ok {
+			err = k.KeepTask(ctx, t, targets) // the run's targets: never changed
+		} else {
+			err = e.st.PutTask(ctx, t, targets)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("operate: store task: %w", err)
