@@ -1263,8 +1263,8 @@ func (e *Engine) Task(ctx context.Context, id string) (backend.TaskView, error) 
 // 100,000 hosts had Task make its 228,000 results at once (59 MB), beside
 // the rows it made of them. A run this engine holds is read as it was when
 // the call began: its task, and each result as it was then, a result made
-// final since given as running (its final one has a later Seq, which a
-// Watch from the largest Seq given replays). Results are copied under the
+// final since given as it was (asAtRead: its final one has a later Seq,
+// which a Watch from the largest Seq given replays). Results are copied under the
 // run's lock resultChunk at a time, fn called without it.
 func (e *Engine) TaskResults(ctx context.Context, id string, fn func(*model.Result)) (backend.TaskView, error) {
 	r := e.heldRun(id)
@@ -1291,7 +1291,7 @@ func (e *Engine) TaskResults(ctx context.Context, id string, fn func(*model.Resu
 		for i := lo; i < min(n, lo+resultChunk); i++ {
 			res := r.result(i)
 			if res.Seq > seq {
-				res = asRunning(res)
+				res = asAtRead(res)
 			}
 			chunk = append(chunk, res)
 		}
@@ -1313,11 +1313,17 @@ func (e *Engine) SharesStatuses() bool { return true }
 // resultChunk is how many results TaskResults copies under a run's lock.
 const resultChunk = 1024
 
-// asRunning is res, made final after a read began (TaskResults), as it
-// was when its target was sent: running since it started.
-func asRunning(res model.Result) model.Result {
+// asAtRead is res, made final after a read began (TaskResults), as it
+// was then: running since it started, or pending when it never started
+// (only prepare starts a target, and it sets Started): a target cancelled
+// before it was sent was given as running, a state it never had.
+func asAtRead(res model.Result) model.Result {
+	state := model.StateRunning
+	if res.Started.IsZero() {
+		state = model.StatePending
+	}
 	return model.Result{TaskID: res.TaskID, Host: res.Host, ProcKey: res.ProcKey, ValueKey: res.ValueKey, AgentID: res.AgentID,
-		Op: res.Op, State: model.StateRunning, Started: res.Started}
+		Op: res.Op, State: state, Started: res.Started}
 }
 
 // TaskSummary is Task without its results (backend.TaskSummarizer): the

@@ -75,3 +75,44 @@ func TestTaskResultsAsWhenTheReadBegan(t *testing.T) {
 		t.Fatalf("the run's result %+v, want success with Seq 3", s)
 	}
 }
+
+// TestTaskResultsPendingCancelledDuringTheRead: a target pending when the
+// read began and cancelled while it goes on (never sent) is given as it
+// was then, pending, not as running, a state it never had.
+func TestTaskResultsPendingCancelledDuringTheRead(t *testing.T) {
+	n := 2*resultChunk + 3
+	targets := make([]model.Target, n)
+	for i := range targets {
+		targets[i] = model.Target{Host: model.Host{IP: fmt.Sprintf("10.0.%d.%d", i/256, i%256)}, ProcKey: "ns:p", AgentID: fmt.Sprint("a", i)}
+	}
+	now := time.Date(2026, 11, 29, 1, 2, 3, 0, time.UTC)
+	r := newRun(model.Task{ID: "T", Op: model.OpStatus}, targets, map[string]model.Process{}, nil)
+	e := &Engine{now: func() time.Time { return now }, runs: map[string]*run{"T": r}}
+	v, err := e.Task(context.Background(), "T")
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := resultChunk + 1 // in the second chunk: cancelled while the first is given
+	var got []model.Result
+	if _, err := e.TaskResults(context.Background(), "T", func(res *model.Result) {
+		if len(got) == 0 {
+			r.mu.Lock()
+			r.cancelPendingFromLocked(from, now, "cancelled")
+			r.mu.Unlock()
+		}
+		got = append(got, *res)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n {
+		t.Fatalf("%d results, want %d", len(got), n)
+	}
+	for i := range got {
+		if !reflect.DeepEqual(got[i], v.Results[i]) || got[i].State != model.StatePending {
+			t.Fatalf("result %d:\n got %+v\nwant %+v", i, got[i], v.Results[i])
+		}
+	}
+	if s := r.result(from); s.State != model.StateCancelled {
+		t.Fatalf("the run's result %+v, want cancelled", s)
+	}
+}
