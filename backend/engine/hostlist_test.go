@@ -37,7 +37,8 @@ func TestHostListEachAsHosts(t *testing.T) {
 			}
 			w := want[i]
 			i++
-			if v.Host != w.Host || v.State != w.State || v.AgentID != w.AgentID || v.Version != w.Version || v.LastSeen < w.LastSeen || v.LastSeen == 0 || len(v.Labels) != len(w.Labels) {
+			if v.Host != w.Host || v.State != w.State || v.AgentID != w.AgentID || v.Version != w.Version || v.LastSeen < w.LastSeen || v.LastSeen == 0 || len(v.Labels) != len(w.Labels) ||
+				!maps.Equal(v.Labels, w.Labels) {
 				t.Fatalf("%+v: host %d: %+v, Hosts has %+v", q, i-1, v.HostInfo, w.HostInfo)
 			}
 			if len(v.Procs) != len(w.Procs) {

@@ -60,6 +60,18 @@ type LabelSetInventory interface {
 	HostLabelSets(ctx context.Context) (hosts []model.HostInfo, sets []model.LabelSet, err error)
 }
 
+// LabelMaker is optional, for an Inventory that makes each host's labels
+// from what it keeps instead of keeping a map of them (the simulator):
+// HostsUnlabelled is Hosts with every HostInfo's Labels nil, and
+// HostLabelsInto sets m (cleared first) to the labels of the host at
+// place i of such a listing. A host list (Engine.HostListEach) copies
+// each host's labels into its view's one map, not a map made for each
+// host.
+type LabelMaker interface {
+	HostsUnlabelled(ctx context.Context) ([]model.HostInfo, error)
+	HostLabelsInto(i int, m map[string]string)
+}
+
 // EventSource delivers host events (restarts, give-ups, limit breaches,
 // agents on/offline) and unsolicited process status reports. Optional: a
 // Dispatcher or Inventory that also implements it is subscribed by the engine.

@@ -711,6 +711,37 @@ func TestHostsInventory(t *testing.T) {
 	assert.ErrorIs(t, err, context.Canceled)
 }
 
+// TestHostLabelsInto: a host list's labels (HostsUnlabelled, then
+// HostLabelsInto each host's into one map) are Hosts' labels, host by
+// host, demo hosts too; a map Hosts gave is the caller's.
+func TestHostLabelsInto(t *testing.T) {
+	cfg := quiet(300)
+	cfg.Demo = true
+	f := New(cfg)
+	ctx := context.Background()
+	hs, err := f.Hosts(ctx)
+	require.NoError(t, err)
+	bare, err := f.HostsUnlabelled(ctx)
+	require.NoError(t, err)
+	require.Len(t, bare, len(hs))
+	m := map[string]string{"stale": "x"}
+	for i, h := range hs {
+		assert.Nil(t, bare[i].Labels)
+		bare[i].Labels = h.Labels
+		assert.Equal(t, h, bare[i])
+		f.HostLabelsInto(i, m)
+		assert.Equal(t, h.Labels, m, h.Host.String())
+		assert.Len(t, m, 5)
+	}
+	assert.Equal(t, "r001", hs[0].Labels["rack"])
+	f.HostLabelsInto(len(hs), m)
+	assert.Empty(t, m)
+	hs[0].Labels["rack"] = "changed"
+	again, err := f.Hosts(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "r001", again[0].Labels["rack"])
+}
+
 func TestDemo(t *testing.T) {
 	cfg := quiet(5)
 	cfg.Demo = true
