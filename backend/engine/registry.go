@@ -261,20 +261,41 @@ func cmpByte(a, b byte) int {
 // Hosts joins the inventory with the matching definitions deployed on each
 // host and their last known status. With a process filter (namespace, name
 // or labels) only hosts carrying a matching process are listed.
+//
+// An inventory that makes labels (LabelMaker) makes those of the hosts
+// listed only: a host's page (one host) made 100,000 label maps.
 func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.HostView, error) {
-	inv, err := e.inv.Hosts(ctx)
+	inv, lm, err := e.inventory(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("hosts: inventory: %w", err)
 	}
 	var out []backend.HostView
 	err = e.eachHost(ctx, q, inv, func(size int, _ *hostLister, _ []int32) { out = make([]backend.HostView, 0, size) },
-		func(lv *hostLister, _ int, hi *model.HostInfo, idx []int32) {
-			out = append(out, lv.view(*hi, idx))
+		func(lv *hostLister, k int, hi *model.HostInfo, idx []int32) {
+			v := lv.view(*hi, idx)
+			if lm != nil {
+				v.Labels = map[string]string{}
+				if lm.HostLabelsInto(k, v.Labels); len(v.Labels) == 0 {
+					v.Labels = nil
+				}
+			}
+			out = append(out, v)
 		})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// inventory lists the inventory's hosts: without their labels when it
+// makes them (lm not nil: LabelMaker), for the hosts listed only.
+func (e *Engine) inventory(ctx context.Context) (inv []model.HostInfo, lm LabelMaker, err error) {
+	if lm, ok := e.inv.(LabelMaker); ok {
+		inv, err = lm.HostsUnlabelled(ctx)
+		return inv, lm, err
+	}
+	inv, err = e.inv.Hosts(ctx)
+	return inv, nil, err
 }
 
 // HostListEach is Hosts for a host list (backend.HostListReader): each
@@ -288,24 +309,15 @@ func (e *Engine) Hosts(ctx context.Context, q backend.HostQuery) ([]backend.Host
 // the view's one map: the simulator's made for each host of a listing
 // (Hosts) cost ~100 ms of 100,000 hosts' listing, and kept, 28 MB.
 func (e *Engine) HostListEach(ctx context.Context, q backend.HostQuery, fn func(*backend.HostView)) error {
-	lm, making := e.inv.(LabelMaker)
-	var (
-		inv []model.HostInfo
-		err error
-	)
-	if making {
-		inv, err = lm.HostsUnlabelled(ctx)
-	} else {
-		inv, err = e.inv.Hosts(ctx)
-	}
+	inv, lm, err := e.inventory(ctx)
 	if err != nil {
 		return fmt.Errorf("hosts: inventory: %w", err)
 	}
 	var v backend.HostView
-	var labels map[string]string // the views' (making)
+	var labels map[string]string // the views' (lm)
 	return e.eachHost(ctx, q, inv, func(int, *hostLister, []int32) {}, func(lv *hostLister, k int, hi *model.HostInfo, idx []int32) {
 		lv.listView(&v, hi, idx)
-		if making {
+		if lm != nil {
 			if labels == nil {
 				labels = map[string]string{}
 			}
