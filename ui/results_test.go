@@ -162,3 +162,44 @@ func TestHostTabOrdersAsTheModel(t *testing.T) {
 		t.Fatal("a plain IPv4 host is not held as a key")
 	}
 }
+
+// TestRowIndex: the watch's row index finds every row by its (host,
+// process) and no pair never added, whether sized for its rows at first
+// or grown from nothing.
+func TestRowIndex(t *testing.T) {
+	for _, n := range []int{0, 1, 30_000} {
+		var x rowIndex
+		x.grow(nil, n)
+		var rows []compactResult
+		for h := range uint32(300) {
+			for p := range uint32(100) {
+				if (h+p)%3 == 0 {
+					continue // pairs of a host and a process each seen, never added
+				}
+				k := pairKey{h, p}
+				if _, ok := x.find(rows, k); ok {
+					t.Fatalf("n %d: %v found before it was added", n, k)
+				}
+				rows = append(rows, compactResult{host: h, proc: p})
+				x.add(rows, len(rows)-1)
+			}
+		}
+		if 2*x.n > len(x.slots) {
+			t.Fatalf("n %d: %d rows in %d slots: more than half full", n, x.n, len(x.slots))
+		}
+		for i, c := range rows {
+			if j, ok := x.find(rows, c.pairKey()); !ok || j != i {
+				t.Fatalf("n %d: row %d (%v) found at %d %v", n, i, c.pairKey(), j, ok)
+			}
+		}
+		for h := range uint32(300) {
+			for p := range uint32(100) {
+				if (h+p)%3 == 0 {
+					if j, ok := x.find(rows, pairKey{h, p}); ok {
+						t.Fatalf("n %d: (%d, %d) never added, found at %d", n, h, p, j)
+					}
+				}
+			}
+		}
+	}
+}
