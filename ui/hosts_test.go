@@ -176,7 +176,7 @@ func TestViewKeeperHoldsRepeatsOnce(t *testing.T) {
 	if !same(a.v.Procs[0].Labels, c.v.Procs[0].Labels) || unsafe.StringData(a.v.Procs[0].Key) != unsafe.StringData(c.v.Procs[0].Key) {
 		t.Fatal("a process's key or labels are held twice")
 	}
-	want := procView{Key: "web:nginx", Labels: map[string]string{"app": "nginx"}, State: model.ProcStopped, PID: 0, Hosted: true}
+	want := procView{procShape: &procShape{Key: "web:nginx", Labels: map[string]string{"app": "nginx"}, State: model.ProcStopped}, PID: 0, Hosted: true}
 	if !reflect.DeepEqual(b.v.Procs[0], want) || b.state != model.ProcStopped || b.v.Host.IP != "10.0.0.2" || b.v.State != model.AgentOnline {
 		t.Fatalf("row %+v, want process %+v", b, want)
 	}
