@@ -175,6 +175,18 @@ type servedHost struct {
 	id     model.HostID
 	hbSubj string
 	plan   *beatPlan
+	labels map[string]string // made once, of a labelFleet
+}
+
+// labelFleet is a fleet that makes its hosts' labels on demand and never
+// changes them (simulator.Fleet): HostsUnlabelled lists the hosts without
+// labels, HostLabelsInto sets m to those of the host at place i. A served
+// host's labels are made once, not at every refresh (each heartbeat
+// interval): the simulator's Hosts makes a map for each host of a
+// listing, ~100 ms for 100,000 hosts.
+type labelFleet interface {
+	HostsUnlabelled(ctx context.Context) ([]model.HostInfo, error)
+	HostLabelsInto(i int, m map[string]string)
 }
 
 // fleetRequest is an AgentRequest with its process left undecoded (the
@@ -284,7 +296,14 @@ func (fs *fleetServer) decide(id model.HostID) *nats.Subscription {
 // refresh subscribes the hosts new to the fleet (one subscription each,
 // as an agent: the inbox, or the op subject).
 func (fs *fleetServer) refresh(ctx context.Context) error {
-	infos, err := fs.f.Hosts(ctx)
+	lf, making := fs.f.(labelFleet)
+	var infos []model.HostInfo
+	var err error
+	if making {
+		infos, err = lf.HostsUnlabelled(ctx)
+	} else {
+		infos, err = fs.f.Hosts(ctx)
+	}
 	if err != nil {
 		return fmt.Errorf("sim fleet hosts: %w", err)
 	}
@@ -295,6 +314,9 @@ func (fs *fleetServer) refresh(ctx context.Context) error {
 	for i, hi := range infos {
 		if sh := fs.served[hi.Host]; sh != nil {
 			order[i] = sh
+			if making {
+				infos[i].Labels = sh.labels
+			}
 			continue
 		}
 		if serr != nil {
@@ -320,6 +342,13 @@ func (fs *fleetServer) refresh(ctx context.Context) error {
 			added = append(added, subj)
 		}
 		sh := &servedHost{id: id, hbSubj: HeartbeatSubject(id)}
+		if making {
+			sh.labels = map[string]string{}
+			if lf.HostLabelsInto(i, sh.labels); len(sh.labels) == 0 {
+				sh.labels = nil
+			}
+			infos[i].Labels = sh.labels
+		}
 		fs.served[hi.Host] = sh
 		order[i] = sh
 	}
