@@ -354,6 +354,14 @@ func (f *Fleet) lookup(h model.Host) (int32, bool) {
 	return i, ok
 }
 
+// Owns reports whether Hosts lists h (transport.Owner): a fleet merged
+// with the NATS dispatcher (transport.Merged) routes by it instead of
+// listing the fleet every 2 s, which now makes a label map for each host.
+func (f *Fleet) Owns(h model.Host) bool {
+	i, ok := f.lookup(h)
+	return ok && f.hosts[i].host == h
+}
+
 // deployed reports whether definition d is deployed on host i.
 func (f *Fleet) deployed(d int32, i int32) bool {
 	df := &f.defs[d]

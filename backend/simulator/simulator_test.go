@@ -742,6 +742,22 @@ func TestHostLabelsInto(t *testing.T) {
 	assert.Equal(t, "r001", again[0].Labels["rack"])
 }
 
+// TestOwns: the fleet owns the hosts Hosts lists, as Hosts spells them,
+// and no other.
+func TestOwns(t *testing.T) {
+	cfg := quiet(300)
+	cfg.Demo = true
+	f := New(cfg)
+	hs, err := f.Hosts(context.Background())
+	require.NoError(t, err)
+	for _, h := range hs {
+		assert.True(t, f.Owns(h.Host), h.Host.String())
+	}
+	for _, h := range []model.Host{{IP: "10.0.0.1", CloudID: 9}, {IP: "10.9.9.9"}, {IP: "::ffff:" + hs[0].Host.IP, CloudID: hs[0].Host.CloudID}, {IP: "not an ip"}} {
+		assert.False(t, f.Owns(h), h.String())
+	}
+}
+
 func TestDemo(t *testing.T) {
 	cfg := quiet(5)
 	cfg.Demo = true
