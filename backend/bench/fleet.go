@@ -704,6 +704,10 @@ type FleetOptions struct {
 	Namespace, Name string
 	// Op is the operation (default status).
 	Op model.OpType
+	// Idle is how long the server's and the sim's CPU is measured, the
+	// fleet online and no op made, before run 1 (default 20 s: every
+	// host's heartbeats come in it at least once at a 20 s interval).
+	Idle time.Duration
 }
 
 // FleetRun is one op's figures.
@@ -738,6 +742,9 @@ func Fleet(ctx context.Context, o FleetOptions) ([]FleetRun, error) {
 	if o.Op == 0 {
 		o.Op = model.OpStatus
 	}
+	if o.Idle <= 0 {
+		o.Idle = 20 * time.Second
+	}
 	e, err := start(ctx, o.Setup)
 	if err != nil {
 		return nil, err
@@ -751,6 +758,9 @@ func Fleet(ctx context.Context, o FleetOptions) ([]FleetRun, error) {
 	if gc := e.server.gc; gc != nil {
 		n, live, heap, cpu := gc.take()
 		fmt.Fprintf(out, "start-up: %d collections (%s CPU), the largest live heap one found %d MB, the heap up to %d MB\n", n, ms(cpu), live, heap)
+	}
+	if err := e.idleCPU(ctx, o.Idle); err != nil {
+		return nil, err
 	}
 	prof := e.startProfile()
 	var runs []FleetRun
@@ -785,6 +795,40 @@ func Fleet(ctx context.Context, o FleetOptions) ([]FleetRun, error) {
 	_ = tw.Flush()
 	fmt.Fprintf(out, "event drops while %d agents came online and ran: %d\n", o.Hosts, e.dropped())
 	return runs, nil
+}
+
+// idleCPU prints the server's and the sim's CPU per second over d, the
+// fleet online and no op made: what the fleet's heartbeats cost the two
+// between ops.
+func (e *env) idleCPU(ctx context.Context, d time.Duration) error {
+	pid, simPID := e.server.cmd.Process.Pid, e.sim.cmd.Process.Pid
+	u0, err := readUsage(pid)
+	if err != nil {
+		return err
+	}
+	s0, err := readUsage(simPID)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+	}
+	u1, err := readUsage(pid)
+	if err != nil {
+		return err
+	}
+	s1, err := readUsage(simPID)
+	if err != nil {
+		return err
+	}
+	secs := time.Since(t0).Seconds()
+	perSec := func(cpu time.Duration) string { return fmt.Sprintf("%.0f ms/s", float64(cpu.Milliseconds())/secs) }
+	fmt.Fprintf(e.setup.Out, "idle fleet before run 1 (%s): server CPU %s, sim CPU %s\n",
+		time.Duration(secs*float64(time.Second)).Round(time.Millisecond), perSec(u1.CPU-u0.CPU), perSec(s1.CPU-s0.CPU))
+	return nil
 }
 
 // runOp runs `gseproc op` once (the run-th) and measures it. When

@@ -36,7 +36,7 @@ func runBench(ctx context.Context, args []string, io Stdio) error {
 	fanHosts := fs.Int("fanout-hosts", 10, "compare: hosts (real agents; ansible inventory hosts) of the fan-out")
 	only := fs.String("only", "", "compare: the tools to run besides gseproc, comma-separated (s6,supervisord,pm2,ansible; default all installed)")
 	procs := fs.Int("procs", 5, "agent: hosted processes of the idle agent")
-	idle := fs.Duration("idle", 20*time.Second, "agent: how long the agent idles before it is measured")
+	idle := fs.Duration("idle", 20*time.Second, "agent: how long the agent idles before it is measured; fleet: how long the idle fleet's server and sim CPU is measured before run 1")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -83,7 +83,7 @@ func runBench(ctx context.Context, args []string, io Stdio) error {
 		return err
 	}
 	if what == "fleet" {
-		_, err := bench.Fleet(ctx, bench.FleetOptions{Setup: s, Runs: *runs})
+		_, err := bench.Fleet(ctx, bench.FleetOptions{Setup: s, Runs: *runs, Idle: *idle})
 		return err
 	}
 	_, err = bench.Operate(ctx, bench.LoadOptions{Setup: s, Clients: *clients, Requests: *requests, Duration: *duration})
