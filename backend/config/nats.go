@@ -54,10 +54,16 @@ type NATSConfig struct {
 	// Cert/Key when set.
 	TLS NATSTLSConfig `toml:"tls"`
 
-	// HeartbeatInterval is how often agents report; a host whose last
-	// heartbeat is older than OfflineAfter is offline.
-	HeartbeatInterval Duration `toml:"heartbeat_interval"`
-	OfflineAfter      Duration `toml:"offline_after"`
+	// HeartbeatInterval is how often an agent reports until a server
+	// tells it otherwise, and on a server the shortest interval it tells
+	// agents. MaxHeartbeatsPerSecond bounds the heartbeats a server
+	// receives from the whole fleet (0: no bound): a fleet of n online
+	// hosts is told an interval of at least n / MaxHeartbeatsPerSecond
+	// (transport.FleetBeatInterval). A host silent for OfflineAfter, or
+	// three of its interval when longer, is offline.
+	HeartbeatInterval      Duration `toml:"heartbeat_interval"`
+	MaxHeartbeatsPerSecond int      `toml:"max_heartbeats_per_second"`
+	OfflineAfter           Duration `toml:"offline_after"`
 	// Hosts are statically known hosts ("cloud:ip"), listed (state unknown)
 	// before their agents ever report.
 	Hosts []string `toml:"hosts"`
@@ -138,7 +144,11 @@ func defaultNATS() NATSConfig {
 		Replicas:          1,
 		MaxEvents:         10000,
 		HeartbeatInterval: Duration(5 * time.Second),
-		OfflineAfter:      Duration(16 * time.Second),
+		// 5,000 a second: up to 25,000 hosts beat every 5 s; 100,000
+		// every 20 s (offline within a minute), a quarter of the
+		// server's and simulator's heartbeat work of 5 s.
+		MaxHeartbeatsPerSecond: 5000,
+		OfflineAfter:           Duration(16 * time.Second),
 	}
 }
 
@@ -204,6 +214,9 @@ func (c NATSConfig) validate() error {
 	}
 	if c.HeartbeatInterval.D() <= 0 {
 		bad("heartbeat_interval", "%s must be > 0", c.HeartbeatInterval.D())
+	}
+	if c.MaxHeartbeatsPerSecond < 0 {
+		bad("max_heartbeats_per_second", "%d must be >= 0 (0: no bound)", c.MaxHeartbeatsPerSecond)
 	}
 	if c.OfflineAfter.D() <= c.HeartbeatInterval.D() {
 		bad("offline_after", "%s must be longer than heartbeat_interval (%s)", c.OfflineAfter.D(), c.HeartbeatInterval.D())

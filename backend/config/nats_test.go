@@ -20,6 +20,8 @@ func TestNATSValidate(t *testing.T) {
 		{"random port", func(c *NATSConfig) { c.Listen = "127.0.0.1:-1" }, ""},
 		{"replicas", func(c *NATSConfig) { c.Replicas = 0 }, "nats.replicas"},
 		{"max events", func(c *NATSConfig) { c.MaxEvents = 0 }, "nats.max_events"},
+		{"negative heartbeat rate", func(c *NATSConfig) { c.MaxHeartbeatsPerSecond = -1 }, "nats.max_heartbeats_per_second"},
+		{"no heartbeat rate bound", func(c *NATSConfig) { c.MaxHeartbeatsPerSecond = 0 }, ""},
 		{"offline before heartbeat", func(c *NATSConfig) { c.OfflineAfter = Duration(time.Second) }, "nats.offline_after"},
 		{"password without user", func(c *NATSConfig) { c.Password = "x" }, "nats.user"},
 		{"user and nkey", func(c *NATSConfig) { c.User, c.NKeySeedFile = "u", "/seed" }, "nats.nkey_seed_file"},
@@ -69,6 +71,7 @@ listen = "127.0.0.1:4333"
 store_dir = "/var/lib/gseproc/nats"
 heartbeat_interval = "2s"
 offline_after = "7s"
+max_heartbeats_per_second = 800
 replicas = 3
 [[nats.users]]
 user = "agent1"
@@ -88,7 +91,7 @@ routes = ["nats-route://10.0.0.9:6222", "nats-route://10.0.0.10:6222"]
 		t.Fatal(err)
 	}
 	n := cfg.NATS
-	if n.Listen != "127.0.0.1:4333" || n.HeartbeatInterval.D() != 2*time.Second || n.Replicas != 3 ||
+	if n.Listen != "127.0.0.1:4333" || n.HeartbeatInterval.D() != 2*time.Second || n.MaxHeartbeatsPerSecond != 800 || n.Replicas != 3 ||
 		len(n.Users) != 2 || n.Users[1].Role != NATSRoleServer || len(n.Cluster.Routes) != 2 || len(cfg.Warnings) != 0 {
 		t.Fatalf("loaded %+v (warnings %v)", n, cfg.Warnings)
 	}
