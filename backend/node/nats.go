@@ -112,6 +112,7 @@ func connectNATS(cfg config.Config, demo bool, log *slog.Logger) (_ *NATS, err e
 		static = append(static, model.HostInfo{Host: h})
 	}
 	do := transport.DispatcherOptions{OfflineAfter: nc.OfflineAfter.D(), StaticHosts: static, Logger: log,
+		BeatInterval: nc.HeartbeatInterval.D(), MaxBeatsPerSecond: nc.MaxHeartbeatsPerSecond,
 		Events: transport.EventStreamOptions{Replicas: nc.Replicas}}
 	if demo {
 		do.Labels = demoAgentLabels

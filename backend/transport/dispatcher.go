@@ -28,6 +28,13 @@ type DispatcherOptions struct {
 	// offline ([nats] offline_after: its default is the config's, once;
 	// NewDispatcher refuses 0 rather than default it again).
 	OfflineAfter time.Duration
+	// BeatInterval is the shortest heartbeat interval the dispatcher
+	// tells agents ([nats] heartbeat_interval) and MaxBeatsPerSecond the
+	// heartbeats the whole fleet may send ([nats]
+	// max_heartbeats_per_second; 0: no bound): see beat.go. A zero
+	// BeatInterval tells no agent anything (each beats at its own).
+	BeatInterval      time.Duration
+	MaxBeatsPerSecond int
 	// StaticHosts are listed before their agents ever report (state unknown).
 	StaticHosts []model.HostInfo
 	// Labels are added to every agent's labels (the agent's own win), e.g.
@@ -47,6 +54,13 @@ type Dispatcher struct {
 	nc   atomic.Pointer[nats.Conn] // in use; Rebind replaces it
 	opts DispatcherOptions
 	log  *slog.Logger
+	// rule decides the heartbeat interval each agent is told (beat.go);
+	// hintsSent counts the hints published.
+	rule      beatRule
+	hintsSent atomic.Int64
+	// fleetStep is the fleet's interval step the sweep logged last
+	// (-1: none yet); the sweep's own.
+	fleetStep int
 
 	mu    sync.Mutex
 	hosts map[model.Host]*hostEntry
@@ -242,6 +256,11 @@ type hostEntry struct {
 	graceMs int32
 	online  bool
 	heard   bool // zero: never heard from
+	// beat is the heartbeat interval the host reported last, or was told
+	// since, as a step of the dispatcher's rule (beatRule.beatCode; 0:
+	// the host takes no hints): a keepalive says no interval, and a host
+	// beating faster than the fleet may is told so at its keepalive.
+	beat uint8
 	// pos is the entry's index in Dispatcher.sorted when that was made
 	// (listed checks it is still there).
 	pos int32
@@ -318,6 +337,8 @@ func NewDispatcher(nc *nats.Conn, opts DispatcherOptions) (*Dispatcher, error) {
 	}
 	d := &Dispatcher{
 		opts: opts, log: opts.Logger,
+		rule:        beatRule{min: opts.BeatInterval, rate: opts.MaxBeatsPerSecond},
+		fleetStep:   -1,
 		hosts:       map[model.Host]*hostEntry{},
 		beats:       map[uint64]*hostEntry{},
 		beatSeed:    maphash.MakeSeed(),
@@ -1201,9 +1222,6 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 	// (e.host is subjHost's already: entry.)
 	e.labels, e.meta = d.shared.labels(hb.Info.Labels), d.shared.meta(e.meta, hb.Info.Version, hb.Info.AgentID)
 	e.statuses = d.shared.statuses(e.statuses, hb.Statuses)
-	// An agent that reports less often than the server expects gets three
-	// of its own intervals.
-	e.setGrace(max(d.opts.OfflineAfter, 3*hb.Interval))
 	d.heard(e, now)
 	e.fullAt, e.keepalives = unixNano(hb.Time), 0
 	switch {
@@ -1222,8 +1240,49 @@ func (d *Dispatcher) onHeartbeat(m *nats.Msg) {
 		ev = append(ev, model.Event{ID: derivedEventID(e.host, model.EventAgentOnline, unixNano(hb.Time), 0),
 			Time: now, Host: e.host, Kind: model.EventAgentOnline, Message: msg})
 	}
+	// The host gets three of its own intervals of silence (at least
+	// OfflineAfter); told a new one, three of the longer of the two
+	// until it is heard at it.
+	var told time.Duration
+	if e.beat = d.rule.beatCode(hb.Interval, hb.Hints); !hb.Leaving {
+		told = d.tell(e, now)
+	}
+	e.setGrace(beatGrace(d.opts.OfflineAfter, hb.Interval, told))
 	d.mu.Unlock()
 	d.emit(ev...)
+	d.sendHint(subjHost, told)
+}
+
+// tell decides whether e's host is told another heartbeat interval
+// (beatRule.hint, the fleet being the hosts online), and returns it (0:
+// not told). The host is taken to beat at it from now on: told again
+// only when a full heartbeat of it says otherwise. d.mu is held.
+func (d *Dispatcher) tell(e *hostEntry, now time.Time) time.Duration {
+	k, ok := d.rule.hint(e.beat, d.online, now.Sub(d.epoch))
+	if !ok {
+		return 0
+	}
+	e.beat = uint8(2 + k)
+	return d.rule.interval(k)
+}
+
+// sendHint tells host id's agent to heartbeat every iv (0: nothing to
+// tell), on its own subject (BeatSubject), which only a server may
+// publish on.
+func (d *Dispatcher) sendHint(id model.HostID, iv time.Duration) {
+	if iv <= 0 {
+		return
+	}
+	data, err := json.Marshal(BeatHint{Interval: iv})
+	if err != nil {
+		d.log.Error("dispatcher: encode heartbeat interval", "err", err)
+		return
+	}
+	if err := d.nc.Load().Publish(BeatSubject(id), data); err != nil {
+		d.log.Debug("dispatcher: heartbeat interval not sent", "host", id.String(), "err", err)
+		return
+	}
+	d.hintsSent.Add(1)
 }
 
 // onKeepalive records a heartbeat (on subject subj) that says nothing
@@ -1255,8 +1314,17 @@ func (d *Dispatcher) onKeepalive(subj string) {
 		ev = append(ev, model.Event{ID: derivedEventID(e.host, model.EventAgentOnline, e.fullAt, e.keepalives),
 			Time: now, Host: e.host, Kind: model.EventAgentOnline, Message: "agent online"})
 	}
+	// A host beating faster than the fleet now may (it grew) is told at
+	// its keepalive, not only at its next full beat, up to FullEvery
+	// beats later.
+	told := d.tell(e, now)
+	if told > 0 {
+		e.setGrace(max(e.grace(), graceBeats*told))
+	}
+	id := e.id
 	d.mu.Unlock()
 	d.emit(ev...)
+	d.sendHint(id, told)
 }
 
 // entry is host id's entry (a new one knows only the host), known from
@@ -1364,10 +1432,27 @@ func (d *Dispatcher) sweep() {
 						Message: fmt.Sprintf("no heartbeat for %s", quiet.Round(time.Second))})
 				}
 			}
+			online := d.online
 			d.mu.Unlock()
 			d.emit(ev...)
+			d.logFleetInterval(online)
 		}
 	}
+}
+
+// logFleetInterval says when the interval the fleet is told changes
+// (the hosts online passed a step of the rule).
+func (d *Dispatcher) logFleetInterval(online int) {
+	if d.rule.min <= 0 {
+		return
+	}
+	k := d.rule.want(online)
+	if k == d.fleetStep {
+		return
+	}
+	d.fleetStep = k
+	d.log.Info("dispatcher: heartbeat interval of the fleet", "interval", d.rule.interval(k), "online", online,
+		"max_heartbeats_per_second", d.rule.rate, "told", d.hintsSent.Load())
 }
 
 // hbBehind is the heartbeat backlog beyond which the sweep takes the

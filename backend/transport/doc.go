@@ -56,13 +56,22 @@
 //	                             stream with one shared durable consumer
 //	                             and acknowledge an event once stored
 //	                             (see events.go, outbox.go, spool.go).
+//	gseproc.agent.<host>.beat    the server publishes a JSON BeatHint, the
+//	                             heartbeat interval the host is to keep:
+//	                             the fleet's, so that the whole fleet
+//	                             sends at most [nats]
+//	                             max_heartbeats_per_second (beat.go). The
+//	                             agent takes it within bounds; an agent
+//	                             that does not (from before it) never
+//	                             says it does (Heartbeat.Hints) and is
+//	                             never told.
 //	gseproc.server.hello         the server publishes on start; every agent
 //	                             answers with a full heartbeat at once, so a
 //	                             restarted server knows the fleet in
 //	                             milliseconds instead of one interval.
 //
-// An agent (and each host of a simulated fleet) receives its op, cancel
-// and evack messages through one subscription, its host's inbox
+// An agent (and each host of a simulated fleet) receives its op, cancel,
+// evack and beat messages through one subscription, its host's inbox
 // gseproc.agent.<host>.> (InboxSubject), and tells them apart by their
 // last tokens: the NATS server keeps about a kilobyte a subscription,
 // and three an agent were ~280 MB of a server's heap at 100,000 agents.

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -61,15 +63,20 @@ func ServeFleetOn(ctx context.Context, l *Link, f Fleet, opts ServeOptions) erro
 	wg.Add(1)
 	go func() { defer wg.Done(); fs.serveOps(hctx, opts.MaxConcurrent) }()
 
+	// Each host beats on its own interval (the configured one, or the one
+	// a server told it: servedHost.beat), checked every fleetTick.
+	tick := fleetTick(opts.HeartbeatInterval)
+	s.setInterval(tick)
 	// Each host's own plan; their periodic full beats are spread over
 	// the period (100,000 hosts started at once do not all send a full
 	// one on the same tick). Used by hb only, which runs on one goroutine.
 	plans := map[model.HostID]*beatPlan{}
 	hb := func(full bool, late, dropped int, leaving bool) {
 		fs.mu.Lock()
-		infos, served := fs.infos, fs.order
+		infos, served, hints := fs.infos, fs.order, fs.mode == modeInbox
 		fs.mu.Unlock()
 		now := time.Now()
+		forced := full || leaving
 		for i, hi := range infos {
 			if hi.State != model.AgentOnline && !leaving {
 				continue
@@ -77,6 +84,9 @@ func ServeFleetOn(ctx context.Context, l *Link, f Fleet, opts ServeOptions) erro
 			sh := served[i]
 			if sh == nil {
 				continue // no valid identity: refresh did not subscribe it either
+			}
+			if !sh.due(now, tick, opts.HeartbeatInterval) && !forced {
+				continue
 			}
 			p := sh.plan
 			if p == nil {
@@ -90,10 +100,13 @@ func ServeFleetOn(ctx context.Context, l *Link, f Fleet, opts ServeOptions) erro
 				s.publish(sh.hbSubj, nil)
 				continue
 			}
-			s.publishJSON(sh.hbSubj, Heartbeat{Info: hi, Time: now, Interval: opts.HeartbeatInterval,
+			s.publishJSON(sh.hbSubj, Heartbeat{Info: hi, Time: now, Interval: sh.interval(opts.HeartbeatInterval), Hints: hints,
 				Full: full, Reconnected: late, Dropped: dropped, Leaving: leaving})
 		}
 	}
+	// The hosts' list is read again every configured interval, not at
+	// every tick.
+	var refreshed time.Time
 	// Agent on/offline is what heartbeats say: the fleet's own such events
 	// are not forwarded (the server derives them).
 	events := func(ctx context.Context, fn func(model.Event)) {
@@ -104,6 +117,11 @@ func ServeFleetOn(ctx context.Context, l *Link, f Fleet, opts ServeOptions) erro
 		})
 	}
 	err := s.run(ctx, l, events, hb, func() {
+		now := time.Now()
+		if now.Sub(refreshed) < opts.HeartbeatInterval-tick/2 {
+			return
+		}
+		refreshed = now
 		if err := fs.refresh(ctx); err != nil && ctx.Err() == nil {
 			opts.Logger.Error("sim: refresh hosts", "err", err)
 		}
@@ -145,6 +163,8 @@ type fleetServer struct {
 	msgs   chan *nats.Msg
 	done   chan struct{} // closed when ServeFleet stops serving ops
 	procs  procCache
+	// refusedHints counts the heartbeat intervals refused (onBeat).
+	refusedHints atomic.Int64
 	// replyBufs are the buffers replies are encoded into, one reply per
 	// request of every op (a new one each was a fifth of the bytes a
 	// simulated fleet allocated in an op).
@@ -176,6 +196,13 @@ type servedHost struct {
 	hbSubj string
 	plan   *beatPlan
 	labels map[string]string // made once, of a labelFleet
+	// told is the interval a server told the host (0: none), set by
+	// serveOps (takeHint's bounds checked); every and next are the
+	// interval the host beats at (0: the configured one) and when its
+	// next periodic beat is due, the heartbeat goroutine's.
+	told  atomic.Int64
+	every time.Duration
+	next  time.Time
 }
 
 // labelFleet is a fleet that makes its hosts' labels on demand and never
@@ -187,6 +214,40 @@ type servedHost struct {
 type labelFleet interface {
 	HostsUnlabelled(ctx context.Context) ([]model.HostInfo, error)
 	HostLabelsInto(i int, m map[string]string)
+}
+
+// fleetTick is how often a fleet looks for the hosts due to beat: their
+// configured interval, at most a second (an interval a server tells a
+// host is a second or more, or the configured one).
+func fleetTick(configured time.Duration) time.Duration { return min(configured, time.Second) }
+
+// interval is the host's heartbeat interval.
+func (sh *servedHost) interval(configured time.Duration) time.Duration {
+	if sh.every > 0 {
+		return sh.every
+	}
+	return configured
+}
+
+// due reports whether the host's periodic beat is due at now (the tick
+// nearest its time), and if so schedules the next one. A host told a
+// new interval since its last beat takes it: its next beat then comes
+// after a random part of it (beatPhase), as an agent's. Called by the
+// heartbeat goroutine only.
+func (sh *servedHost) due(now time.Time, tick, configured time.Duration) bool {
+	if told := time.Duration(sh.told.Load()); told > 0 && told != sh.every {
+		sh.every = told
+		sh.next = now.Add(beatPhase(told, rand.Float64()))
+	}
+	if now.Before(sh.next.Add(-tick / 2)) {
+		return false
+	}
+	every := sh.interval(configured)
+	if now.Sub(sh.next) > every { // first beat, or far behind: from now
+		sh.next = now
+	}
+	sh.next = sh.next.Add(every)
+	return true
 }
 
 // fleetRequest is an AgentRequest with its process left undecoded (the
@@ -426,6 +487,10 @@ func (fs *fleetServer) serveOps(ctx context.Context, maxConc int) {
 			return
 		case m = <-fs.msgs:
 		}
+		if strings.HasSuffix(m.Subject, ".beat") {
+			fs.onBeat(m)
+			continue
+		}
 		if !strings.HasSuffix(m.Subject, ".op") {
 			continue // a cancel or acknowledgement on a host's inbox: not served by a fleet
 		}
@@ -457,6 +522,37 @@ func (fs *fleetServer) serveOps(ctx context.Context, maxConc int) {
 			fs.handle(ctx, host, m, req)
 		}()
 	}
+}
+
+// onBeat takes the heartbeat interval a server tells one host (on its
+// inbox) as an agent does (takeHint); what is refused is counted and
+// logged once in a while, not for each of 100,000 hosts.
+func (fs *fleetServer) onBeat(m *nats.Msg) {
+	opSubj := strings.TrimSuffix(m.Subject, ".beat") + ".op"
+	fs.mu.Lock()
+	host, ok := fs.subs[opSubj]
+	var sh *servedHost
+	if ok {
+		sh = fs.served[host]
+	}
+	fs.mu.Unlock()
+	if sh == nil {
+		return
+	}
+	h, err := decodeBeatHint(m.Data)
+	if err == nil {
+		var ok bool
+		if h.Interval, ok = takeHint(fs.s.opts.HeartbeatInterval, h.Interval); !ok {
+			err = errors.New("out of bounds")
+		}
+	}
+	if err != nil {
+		if fs.refusedHints.Add(1)%1000 == 1 {
+			fs.s.log.Warn("sim fleet: heartbeat interval from the server refused (every 1,000th logged)", "host", host.String(), "err", err)
+		}
+		return
+	}
+	sh.told.Store(int64(h.Interval))
 }
 
 // laterFleet is a fleet that answers a request when it is due, calling

@@ -134,6 +134,9 @@ func fastHeartbeat(data []byte) (hb Heartbeat, ok bool) {
 		case "leaving":
 			hb.Leaving, ok = s.bool()
 			ok = ok && once(&seen, 1<<7)
+		case "hints":
+			hb.Hints, ok = s.bool()
+			ok = ok && once(&seen, 1<<8)
 		}
 		return ok
 	})

@@ -66,6 +66,13 @@ type session struct {
 	blockedAt     time.Time // when blocked was set
 	notify        chan struct{}
 	hello         chan struct{}
+
+	// every is how often run beats (an agent's heartbeat interval, which
+	// a server may change; a fleet's tick, its hosts each on their own
+	// interval), in nanoseconds; phase (cap 1) moves the next beat (an
+	// agent told a new interval beats first after a random part of it).
+	every atomic.Int64
+	phase chan time.Duration
 }
 
 // outEvent is an event waiting for JetStream's acknowledgement.
@@ -93,9 +100,32 @@ var refusedBackoff = model.Backoff{Base: 250 * time.Millisecond, Max: 10 * time.
 
 func newSession(l *Link, opts ServeOptions, log *slog.Logger) *session {
 	s := &session{opts: opts, log: log, ids: newEventIDs(), byID: map[string]*outEvent{},
-		notify: make(chan struct{}, 1), hello: make(chan struct{}, 1)}
+		notify: make(chan struct{}, 1), hello: make(chan struct{}, 1), phase: make(chan time.Duration, 1)}
 	s.nc.Store(l.Conn())
+	s.every.Store(int64(opts.HeartbeatInterval))
 	return s
+}
+
+// interval is how often run beats.
+func (s *session) interval() time.Duration { return time.Duration(s.every.Load()) }
+
+// setInterval makes run beat every d from its next beat on; it reports
+// whether d is new.
+func (s *session) setInterval(d time.Duration) bool { return s.every.Swap(int64(d)) != int64(d) }
+
+// rearm makes run's next beat come d from now (the last d asked wins).
+func (s *session) rearm(d time.Duration) {
+	for {
+		select {
+		case s.phase <- d:
+			return
+		default:
+		}
+		select {
+		case <-s.phase:
+		default:
+		}
+	}
 }
 
 // setAckHost makes h's acknowledgement subjects the session's.

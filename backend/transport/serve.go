@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -33,7 +34,8 @@ type AgentHandler interface {
 // in the config: their defaults are here, and only here.
 type ServeOptions struct {
 	// HeartbeatInterval is how often a heartbeat is sent ([nats]
-	// heartbeat_interval).
+	// heartbeat_interval) until a server tells another (BeatSubject,
+	// taken within takeHint's bounds).
 	HeartbeatInterval time.Duration
 	// EventBuffer bounds the events kept until JetStream acknowledges
 	// them (default 10,000); beyond it the oldest are dropped and counted.
@@ -164,8 +166,29 @@ func ServeAgentOn(ctx context.Context, l *Link, a AgentHandler, opts ServeOption
 		}
 		log.Info("agent: op cancelled by the server", "task", c.TaskID, "op_id", c.OpID, "running", inflight.cancel(c.OpID))
 	}
+	// The interval a server tells the agent (on its inbox, which only a
+	// server may publish on) is taken within bounds (takeHint); its next
+	// beat then comes after a random part of it, so that a fleet told at
+	// once does not beat at once.
+	onBeat := func(m *nats.Msg) {
+		h, err := decodeBeatHint(m.Data)
+		if err != nil {
+			log.Warn("agent: heartbeat interval from the server not understood; ignored", "err", err)
+			return
+		}
+		d, ok := takeHint(opts.HeartbeatInterval, h.Interval)
+		if !ok {
+			log.Warn("agent: heartbeat interval from the server out of bounds; ignored", "interval", h.Interval,
+				"min", min(opts.HeartbeatInterval, minBeatHint), "max", max(opts.HeartbeatInterval, maxBeatInterval))
+			return
+		}
+		if s.setInterval(d) {
+			log.Info("agent: heartbeat interval set by the server", "interval", d)
+			s.rearm(beatPhase(d, rand.Float64()))
+		}
+	}
 	subs := &agentSubs{id: id, pfx: strings.TrimSuffix(InboxSubject(id), ">"), onOp: onOp, onCancel: onCancel,
-		onAck: s.onAck, legacy: opts.legacySubjects, log: log}
+		onAck: s.onAck, onBeat: onBeat, legacy: opts.legacySubjects, log: log}
 	s.ownAcks = true
 	if err := subs.subscribe(s.conn()); err != nil {
 		subs.unsubscribe()
@@ -187,7 +210,8 @@ func ServeAgentOn(ctx context.Context, l *Link, a AgentHandler, opts ServeOption
 	}
 	plan := newBeatPlan(opts.FullEvery, 0)
 	hb := func(full bool, late, dropped int, leaving bool) {
-		h := Heartbeat{Info: a.Identity(), Time: time.Now(), Interval: opts.HeartbeatInterval, Full: full,
+		// Hints: told only on the inbox (not on the three subjects).
+		h := Heartbeat{Info: a.Identity(), Time: time.Now(), Interval: s.interval(), Hints: subs.inbox, Full: full,
 			Reconnected: late, Dropped: dropped, Leaving: leaving}
 		if !leaving {
 			h.Statuses = a.Statuses()
@@ -241,7 +265,8 @@ type agentSubs struct {
 	id                    model.HostID
 	pfx                   string // the host's subjects' start: InboxSubject without ">"
 	onOp, onCancel, onAck nats.MsgHandler
-	legacy                bool // the three subjects only (ServeOptions.legacySubjects)
+	onBeat                nats.MsgHandler // the server's heartbeat interval (inbox only)
+	legacy                bool            // the three subjects only (ServeOptions.legacySubjects)
 	log                   *slog.Logger
 
 	subs  []*nats.Subscription
@@ -323,6 +348,8 @@ func (a *agentSubs) onInbox(m *nats.Msg) {
 		a.onCancel(m)
 	case inboxAck:
 		a.onAck(m)
+	case inboxBeat:
+		a.onBeat(m)
 	}
 }
 
@@ -748,7 +775,7 @@ func (s *session) run(ctx context.Context, l *Link, subscribe func(context.Conte
 	} else {
 		beat(true)
 	}
-	t := time.NewTicker(s.opts.HeartbeatInterval)
+	t := time.NewTimer(s.interval())
 	defer t.Stop()
 	for {
 		select {
@@ -775,11 +802,14 @@ func (s *session) run(ctx context.Context, l *Link, subscribe func(context.Conte
 			s.flush()
 		case <-s.retry.C:
 			s.flush()
+		case d := <-s.phase:
+			t.Reset(d)
 		case <-t.C:
 			if tick != nil {
 				tick()
 			}
 			beat(false)
+			t.Reset(s.interval())
 		}
 	}
 }

@@ -58,6 +58,7 @@ const (
 	inboxOp            // <host>.op
 	inboxCancel        // <host>.cancel
 	inboxAck           // <host>.evack.<id>
+	inboxBeat          // <host>.beat
 )
 
 // inboxKind is the kind of subject subj delivered on the inbox of the
@@ -71,11 +72,18 @@ func inboxKind(pfx, subj string) int {
 		return inboxOp
 	case rest == "cancel":
 		return inboxCancel
+	case rest == "beat":
+		return inboxBeat
 	case strings.HasPrefix(rest, "evack.") && !strings.Contains(rest[len("evack."):], "."):
 		return inboxAck
 	}
 	return inboxOther
 }
+
+// BeatSubject is the subject a server tells a host's agent its heartbeat
+// interval on (a JSON BeatHint): under the host's inbox, which no
+// credential serving hosts may publish on.
+func BeatSubject(id model.HostID) string { return subject(id, ".beat") }
 
 // HeartbeatSubject is the subject a host's agent publishes heartbeats on.
 func HeartbeatSubject(id model.HostID) string { return subject(id, ".hb") }

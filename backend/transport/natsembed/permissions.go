@@ -20,6 +20,9 @@ import (
 //	           gseproc.agent.<host>.op      its own hosts' ops
 //	           gseproc.agent.<host>.cancel  and cancels of them
 //	           gseproc.agent.<host>.evack.* JetStream's acknowledgements of its events
+//	           gseproc.agent.<host>.beat    the heartbeat interval a server tells it
+//	                                        (on the subtree only: an agent on the
+//	                                        three subjects is never told one)
 //	           gseproc.server.hello
 //	publish    gseproc.agent.<host>.hb      its own hosts' heartbeats,
 //	           gseproc.agent.<host>.event   events
