@@ -799,36 +799,66 @@ func Fleet(ctx context.Context, o FleetOptions) ([]FleetRun, error) {
 
 // idleCPU prints the server's and the sim's CPU per second over d, the
 // fleet online and no op made: what the fleet's heartbeats cost the two
-// between ops.
+// between ops. Start-up's tail (the fleet being told its heartbeat
+// interval, events still stored) is let pass first: the server's CPU is
+// read in windows of idleWindow until one is not a quarter under the one
+// before (at most idleSettleMax).
 func (e *env) idleCPU(ctx context.Context, d time.Duration) error {
 	pid, simPID := e.server.cmd.Process.Pid, e.sim.cmd.Process.Pid
-	u0, err := readUsage(pid)
+	t0 := time.Now()
+	for prev := -1.0; time.Since(t0) < idleSettleMax; {
+		rates, err := cpuPerSecond(ctx, idleWindow, pid)
+		if err != nil {
+			return err
+		}
+		if prev >= 0 && rates[0] >= 0.75*prev {
+			break
+		}
+		prev = rates[0]
+	}
+	settled := time.Since(t0)
+	rates, err := cpuPerSecond(ctx, d, pid, simPID)
 	if err != nil {
 		return err
 	}
-	s0, err := readUsage(simPID)
-	if err != nil {
-		return err
+	fmt.Fprintf(e.setup.Out, "idle fleet before run 1 (%s, after %s for start-up's tail to pass): server CPU %.0f ms/s, sim CPU %.0f ms/s\n",
+		d, settled.Round(time.Second), rates[0], rates[1])
+	return nil
+}
+
+// The idle CPU's settling windows and their bound.
+const (
+	idleWindow    = 5 * time.Second
+	idleSettleMax = time.Minute
+)
+
+// cpuPerSecond is the CPU per second, in milliseconds, of each process
+// of pids over d.
+func cpuPerSecond(ctx context.Context, d time.Duration, pids ...int) ([]float64, error) {
+	before := make([]time.Duration, len(pids))
+	for i, p := range pids {
+		u, err := readUsage(p)
+		if err != nil {
+			return nil, err
+		}
+		before[i] = u.CPU
 	}
 	t0 := time.Now()
 	select {
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	case <-time.After(d):
 	}
-	u1, err := readUsage(pid)
-	if err != nil {
-		return err
-	}
-	s1, err := readUsage(simPID)
-	if err != nil {
-		return err
-	}
 	secs := time.Since(t0).Seconds()
-	perSec := func(cpu time.Duration) string { return fmt.Sprintf("%.0f ms/s", float64(cpu.Milliseconds())/secs) }
-	fmt.Fprintf(e.setup.Out, "idle fleet before run 1 (%s): server CPU %s, sim CPU %s\n",
-		time.Duration(secs*float64(time.Second)).Round(time.Millisecond), perSec(u1.CPU-u0.CPU), perSec(s1.CPU-s0.CPU))
-	return nil
+	rates := make([]float64, len(pids))
+	for i, p := range pids {
+		u, err := readUsage(p)
+		if err != nil {
+			return nil, err
+		}
+		rates[i] = float64((u.CPU - before[i]).Milliseconds()) / secs
+	}
+	return rates, nil
 }
 
 // runOp runs `gseproc op` once (the run-th) and measures it. When
