@@ -1,0 +1,77 @@
+package node_test
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gseproc/backend/agent/agentcmd"
+	"gseproc/backend/config"
+	"gseproc/backend/node"
+	"gseproc/backend/node/nodetest"
+	"gseproc/backend/transport"
+	"gseproc/model"
+)
+
+// TestRealAgentTakesFleetInterval: a server whose [nats]
+// max_heartbeats_per_second bounds a fleet of one host to a beat a second
+// tells a real agent (`gseproc agent`, configured to beat every 100 ms)
+// the fleet's interval, and the agent beats at it and stays online
+// (offline_after 300 ms: three beats of the agent's own interval are its
+// grace, not offline_after).
+func TestRealAgentTakesFleetInterval(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server and an agent")
+	}
+	cfg := nodetest.NATSConfig(t.TempDir())
+	cfg.NATS.MaxHeartbeatsPerSecond = 1
+	cfg.NATS.OfflineAfter = cfg.NATS.HeartbeatInterval * 3
+	const ip = "127.0.0.41"
+	cfg.NATS.Users = []config.NATSUser{{User: "agent", Password: "apw", Host: "0:" + ip}}
+	want := transport.FleetBeatInterval(1, cfg.NATS.HeartbeatInterval.D(), 1)
+	logs := &nodetest.SyncBuf{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	e, nb, closeEngine, err := node.OpenNATSEngine(context.Background(), cfg, false, false, "test", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = closeEngine() }()
+
+	me := model.Host{IP: ip}
+	ac := nodetest.AgentConfig(nb.ClientURL, 0, ip, filepath.Join(t.TempDir(), "agent"))
+	ac.NATS.User, ac.NATS.Password = "agent", "apw"
+	ac.NATS.HeartbeatInterval = cfg.NATS.HeartbeatInterval
+	agentLogs := &nodetest.SyncBuf{}
+	n, err := agentcmd.NewNode(ac, slog.New(slog.NewTextHandler(agentLogs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx, stopAgent := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(actx) }()
+	defer func() {
+		stopAgent()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	}()
+	nodetest.WaitFor(t, "agent online", 30*time.Second, func() bool { return nodetest.HostOnline(e, me) })
+	nodetest.WaitFor(t, "the agent takes the fleet's interval", 30*time.Second, func() bool {
+		return strings.Contains(agentLogs.String(), "heartbeat interval set by the server") && strings.Contains(agentLogs.String(), "interval="+want.String())
+	})
+	// The server says the fleet's interval; the host stays online at it
+	// for four of its beats, each more than offline_after apart.
+	nodetest.WaitFor(t, "the fleet's interval logged", 30*time.Second, func() bool {
+		return strings.Contains(logs.String(), "heartbeat interval of the fleet") && strings.Contains(logs.String(), "interval="+want.String())
+	})
+	deadline := time.Now().Add(4 * want)
+	for time.Now().Before(deadline) {
+		if !nodetest.HostOnline(e, me) {
+			t.Fatalf("the agent went offline at an interval of %s (offline_after %s)", want, cfg.NATS.OfflineAfter.D())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
