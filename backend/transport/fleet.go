@@ -64,7 +64,7 @@ func ServeFleetOn(ctx context.Context, l *Link, f Fleet, opts ServeOptions) erro
 	go func() { defer wg.Done(); fs.serveOps(hctx, opts.MaxConcurrent) }()
 
 	// Each host beats on its own interval (the configured one, or the one
-	// a server told it: servedHost.beat), checked every fleetTick.
+	// a server told it: servedHost.due), checked every fleetTick.
 	tick := fleetTick(opts.HeartbeatInterval)
 	s.setInterval(tick)
 	// Each host's own plan; their periodic full beats are spread over
