@@ -81,3 +81,39 @@ func AppendJSONString[S ~string | ~[]byte](b []byte, s S) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// AppendJSONStringInString appends s quoted by AppendJSONString as it
+// reads inside another JSON string: what
+// AppendJSONString(AppendJSONString(s)) holds between its own quotes
+// (checkJSONString, FuzzAppendJSONString). A JSON text written straight into a
+// string (a result's content in an op client's --json line) quotes its
+// strings so, without the text being made first and escaped again.
+func AppendJSONStringInString[S ~string | ~[]byte](b []byte, s S) []byte {
+	i := 0
+	for i < len(s) && jsonPlain[s[i]] {
+		i++
+	}
+	if i == len(s) { // as most are: the quotes escaped, nothing else
+		b = append(b, '\\', '"')
+		b = append(b, s...)
+		return append(b, '\\', '"')
+	}
+	// AppendJSONString's text holds no control character, no invalid
+	// UTF-8, no U+2028 or U+2029 and no HTML character: quoted again,
+	// only its '"' and '\\' are escaped.
+	var buf [256]byte
+	q := AppendJSONString(buf[:0], s)
+	for len(q) > 0 {
+		j := 0
+		for j < len(q) && q[j] != '"' && q[j] != '\\' {
+			j++
+		}
+		b = append(b, q[:j]...)
+		if j == len(q) {
+			break
+		}
+		b = append(b, '\\', q[j])
+		q = q[j+1:]
+	}
+	return b
+}

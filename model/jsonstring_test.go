@@ -15,6 +15,15 @@ func checkJSONString(t *testing.T, s string) {
 	if got := AppendJSONString([]byte("x"), s); string(got) != "x"+string(want) {
 		t.Fatalf("AppendJSONString(%q) = %s, json.Marshal %s", s, got[1:], want)
 	}
+	// Inside another string: json.Marshal's quoting of the quoted text,
+	// without its own quotes.
+	twice, err := json.Marshal(string(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := AppendJSONStringInString([]byte("x"), s); string(got) != "x"+string(twice[1:len(twice)-1]) {
+		t.Fatalf("AppendJSONStringInString(%q) = %s, json.Marshal twice %s", s, got[1:], twice[1:len(twice)-1])
+	}
 }
 
 func TestAppendJSONString(t *testing.T) {
@@ -23,7 +32,8 @@ func TestAppendJSONString(t *testing.T) {
 		checkJSONString(t, string([]byte{byte(c)}))
 		checkJSONString(t, "a"+string([]byte{byte(c)})+"b")
 	}
-	for _, s := range []string{"a<b>&c", `{"value":[{"procName":"x"}]}`, "\u2028\u2029\u2027", "中文 ü", "\xe2\x80", "\xed\xa0\x80", "\U0001F600", "\xf4\x90\x80\x80"} {
+	for _, s := range []string{"a<b>&c", `{"value":[{"procName":"x"}]}`, "\u2028\u2029\u2027", "中文 ü", "\xe2\x80", "\xed\xa0\x80", "\U0001F600", "\xf4\x90\x80\x80",
+		strings.Repeat(`a "quoted" \ path <&>\n`, 40)} {
 		checkJSONString(t, s)
 	}
 }

@@ -374,8 +374,8 @@ type resultPrinter struct {
 	hostW      int
 	procW      int
 	headerDone bool
-	buf        []byte // a --json line's, reused
-	content    []byte // a --json line's content, reused
+	buf        []byte              // a --json line's, reused
+	enc        model.ResultEncoder // the --json lines' results
 }
 
 // appendOpLine appends l encoded as json.Marshal encodes it: the result
@@ -388,8 +388,7 @@ func appendOpLine(b []byte, l opLine) ([]byte, error) {
 }
 
 // appendOpLineWith is appendOpLine with the content given apart from l
-// (l.Content unused): a printer renders each result's content into one
-// buffer and writes it from there.
+// (l.Content unused).
 func appendOpLineWith[S string | []byte](b []byte, l opLine, content S) ([]byte, error) {
 	r := l.Result
 	r.AgentID = ""
@@ -405,6 +404,30 @@ func appendOpLineWith[S string | []byte](b []byte, l opLine, content S) ([]byte,
 	b = model.AppendJSONString(append(b, `,"agent_id":`...), l.AgentID)
 	b = model.AppendJSONString(append(b, `,"op":`...), l.OpName)
 	b = strconv.AppendInt(append(b, `,"duration_ms":`...), l.DurationMS, 10)
+	return append(b, '}'), nil
+}
+
+// appendResultLine appends r's --json line, appendOpLine of its opLine
+// (TestOpLineJSON, FuzzOpLineJSON), as the printer writes it: the result by enc (its
+// times' text kept from one result to the next), the content quoted as
+// it is written, the agent id without a string made, nothing allocated.
+func appendResultLine(b []byte, enc *model.ResultEncoder, r *model.Result) ([]byte, error) {
+	rc := *r
+	rc.AgentID = "" // opLine's own agent_id hides the result's
+	b, err := enc.Append(b, &rc)
+	if err != nil {
+		return b, err
+	}
+	// The result's object without its '}', then opLine's fields.
+	b = append(b[:len(b)-1], `,"content":`...)
+	n := len(b)
+	if b = wire.AppendContentString(b, r); len(b) == n { // no content
+		b = b[:n-len(`,"content":`)]
+	}
+	var ab [24 + model.MaxIPText]byte
+	b = model.AppendJSONString(append(b, `,"agent_id":`...), r.Host.AppendAgentID(ab[:0]))
+	b = model.AppendJSONString(append(b, `,"op":`...), r.Op.String())
+	b = strconv.AppendInt(append(b, `,"duration_ms":`...), r.Duration().Milliseconds(), 10)
 	return append(b, '}'), nil
 }
 
@@ -486,8 +509,7 @@ func (p *resultPrinter) print(r model.Result) error {
 	}
 	if p.json {
 		var err error
-		p.content = wire.AppendContent(p.content[:0], &r)
-		p.buf, err = appendOpLineWith(p.buf[:0], opLine{Result: r, AgentID: r.Host.AgentID(), OpName: r.Op.String(), DurationMS: r.Duration().Milliseconds()}, p.content)
+		p.buf, err = appendResultLine(p.buf[:0], &p.enc, &r)
 		if err != nil {
 			return fmt.Errorf("encode result: %w", err)
 		}

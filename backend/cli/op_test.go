@@ -316,6 +316,34 @@ func TestOpLineJSON(t *testing.T) {
 		if (werr == nil) != (gerr == nil) || (werr == nil && string(got) != "x"+string(want)) {
 			t.Fatalf("appendOpLine differs from json.Marshal:\n got %s (%v)\nwant x%s (%v)", got, gerr, want, werr)
 		}
+		checkPrintedLine(t, r, want, werr)
+	}
+}
+
+// checkPrintedLine: the --json printer writes r as want (json.Marshal of
+// its opLine, werr its error) and a newline, twice (its encoder keeps
+// text from one result to the next).
+func checkPrintedLine(t *testing.T, r model.Result, want []byte, werr error) {
+	t.Helper()
+	var enc model.ResultEncoder
+	for range 2 {
+		got, gerr := appendResultLine([]byte("x"), &enc, &r)
+		if (werr == nil) != (gerr == nil) || (werr == nil && string(got) != "x"+string(want)) {
+			t.Fatalf("appendResultLine differs from json.Marshal:\n got %s (%v)\nwant x%s (%v)", got, gerr, want, werr)
+		}
+	}
+	if werr != nil {
+		return
+	}
+	var out strings.Builder
+	p := &resultPrinter{out: &out, json: true, status: r.Op == model.OpStatus}
+	for range 2 {
+		if err := p.print(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if line := string(want) + "\n"; out.String() != line+line {
+		t.Fatalf("printed\n%s\nwant twice\n%s", out.String(), line)
 	}
 }
 
@@ -346,5 +374,6 @@ func FuzzOpLineJSON(f *testing.F) {
 		if (werr == nil) != (gerr == nil) || (werr == nil && string(got) != "x"+string(want)) {
 			t.Fatalf("appendOpLineWith differs from json.Marshal:\n got %s (%v)\nwant x%s (%v)", got, gerr, want, werr)
 		}
+		checkPrintedLine(t, r, want, werr)
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"gseproc/model"
@@ -32,13 +33,172 @@ func Content(r model.Result) string {
 
 // AppendContent appends Content(*r) to b.
 func AppendContent(b []byte, r *model.Result) []byte {
-	if r.Proc == (model.ResultProc{}) && r.Status == nil {
+	w := cw{b: b}
+	w.content(r)
+	return w.b
+}
+
+// AppendContentString appends Content(*r) quoted as a JSON string, as
+// model.AppendJSONString(b, Content(*r)) does, or nothing when the
+// content is "". The op client's --json line holds it: written quoted
+// straight away, it is not made first and escaped again (escaping its
+// every '"' was a third of the client's work per line).
+func AppendContentString(b []byte, r *model.Result) []byte {
+	w := cw{b: append(b, '"'), quoted: true}
+	if !w.content(r) {
 		return b
 	}
-	if r.Op == model.OpStatus && r.Status != nil {
-		return appendStatusContent(b, r)
+	return append(w.b, '"')
+}
+
+// litID names a literal of the contents: the JSON the writer makes
+// around the values, kept as text and as quoted text (cw.lit).
+type litID int
+
+const (
+	litControl litID = iota
+	litSetupPath
+	litFuncID
+	litInstanceID
+	litResult
+	litIsAutoControl
+	litControlEnd
+	litIP
+	litAgentID
+	litUTCTime
+	litUTCTime2
+	litTimezone
+	litProcess
+	litInstance
+	litPID
+	litIsAuto
+	litVersion
+	litHealth
+	litCmdline
+	litCPUUsage
+	litCPUUsageAve
+	litPhyMemUsage
+	litUsePhyMem
+	litFreeVMem
+	litDiskSize
+	litStartTime
+	litStat
+	litUtime
+	litStime
+	litThreadCount
+	litElapsedTime
+	litRegisterTime
+	litLastStartTime
+	litReportTime
+	litStatusEnd
+	numLits
+)
+
+// lits are the literals' text; quotedLits the same as they read inside a
+// JSON string (their '"' escaped), made once: escaped for each content,
+// they were a third of a quoted one's work.
+var lits = [numLits]string{
+	litControl:       `{"value":[{"procName":`,
+	litSetupPath:     `,"setupPath":`,
+	litFuncID:        `,"funcID":`,
+	litInstanceID:    `,"instanceID":`,
+	litResult:        `,"result":`,
+	litIsAutoControl: `,"isAuto":`,
+	litControlEnd:    `}]}`,
+	litIP:            `{"ip":`,
+	litAgentID:       `,"bk_agent_id":`,
+	litUTCTime:       `,"utctime":`,
+	litUTCTime2:      `,"utctime2":`,
+	litTimezone:      `,"timezone":`,
+	litProcess:       `,"process":[{"procname":`,
+	litInstance:      `,"instance":[{"processName":`,
+	litPID:           `,"pid":`,
+	litIsAuto:        `,"isAuto":`,
+	litVersion:       `,"version":`,
+	litHealth:        `,"health":`,
+	litCmdline:       `,"cmdline":`,
+	litCPUUsage:      `,"cpuUsage":`,
+	litCPUUsageAve:   `,"cpuUsageAve":`,
+	litPhyMemUsage:   `,"phyMemUsage":`,
+	litUsePhyMem:     `,"usePhyMem":`,
+	litFreeVMem:      `,"freeVMem":`,
+	litDiskSize:      `,"diskSize":`,
+	litStartTime:     `,"startTime":`,
+	litStat:          `,"stat":`,
+	litUtime:         `,"utime":`,
+	litStime:         `,"stime":`,
+	litThreadCount:   `,"threadCount":`,
+	litElapsedTime:   `,"elapsedTime":`,
+	litRegisterTime:  `,"register_time":`,
+	litLastStartTime: `,"last_start_time":`,
+	litReportTime:    `,"report_time":`,
+	litStatusEnd:     `}]}]}`,
+}
+
+var quotedLits = func() (q [numLits]string) {
+	for i, s := range lits {
+		q[i] = strings.ReplaceAll(s, `"`, `\"`)
 	}
-	return appendControlContent(b, r)
+	return q
+}()
+
+// cw writes a content: its JSON text, or (quoted) that text as it reads
+// inside a JSON string, without the string's own quotes.
+type cw struct {
+	b      []byte
+	quoted bool
+}
+
+// lit appends the literal id.
+func (w *cw) lit(id litID) {
+	if w.quoted {
+		w.b = append(w.b, quotedLits[id]...)
+		return
+	}
+	w.b = append(w.b, lits[id]...)
+}
+
+// str appends s as a JSON string.
+func str[S string | []byte](w *cw, s S) {
+	if w.quoted {
+		w.b = model.AppendJSONStringInString(w.b, s)
+		return
+	}
+	w.b = model.AppendJSONString(w.b, s)
+}
+
+// json appends data, JSON text json.Marshal wrote.
+func (w *cw) json(data []byte) {
+	if !w.quoted {
+		w.b = append(w.b, data...)
+		return
+	}
+	// Its strings are quoted as AppendJSONString quotes them: quoted
+	// again, only '"' and '\\' are escaped.
+	for len(data) > 0 {
+		j := 0
+		for j < len(data) && data[j] != '"' && data[j] != '\\' {
+			j++
+		}
+		w.b = append(w.b, data[:j]...)
+		if j == len(data) {
+			break
+		}
+		w.b = append(w.b, '\\', data[j])
+		data = data[j+1:]
+	}
+}
+
+// content writes r's content; false when it is "".
+func (w *cw) content(r *model.Result) bool {
+	if r.Proc == (model.ResultProc{}) && r.Status == nil {
+		return false
+	}
+	if r.Op == model.OpStatus && r.Status != nil {
+		return w.status(r)
+	}
+	w.control(r)
+	return true
 }
 
 // ControlContent is the content of a control-op result as GSE shapes it:
@@ -78,20 +238,26 @@ func controlOf(r *model.Result) controlItem {
 }
 
 func appendControlContent(b []byte, r *model.Result) []byte {
+	w := cw{b: b}
+	w.control(r)
+	return w.b
+}
+
+func (w *cw) control(r *model.Result) {
 	it := controlOf(r)
-	b = append(b, `{"value":[{"procName":`...)
-	b = model.AppendJSONString(b, it.ProcName)
-	b = append(b, `,"setupPath":`...)
-	b = model.AppendJSONString(b, it.SetupPath)
-	b = append(b, `,"funcID":`...)
-	b = model.AppendJSONString(b, it.FuncID)
-	b = append(b, `,"instanceID":`...)
-	b = model.AppendJSONString(b, it.InstanceID)
-	b = append(b, `,"result":`...)
-	b = model.AppendJSONString(b, it.Result)
-	b = append(b, `,"isAuto":`...)
-	b = strconv.AppendBool(b, it.IsAuto)
-	return append(b, `}]}`...)
+	w.lit(litControl)
+	str(w, it.ProcName)
+	w.lit(litSetupPath)
+	str(w, it.SetupPath)
+	w.lit(litFuncID)
+	str(w, it.FuncID)
+	w.lit(litInstanceID)
+	str(w, it.InstanceID)
+	w.lit(litResult)
+	str(w, it.Result)
+	w.lit(litIsAutoControl)
+	w.b = strconv.AppendBool(w.b, it.IsAuto)
+	w.lit(litControlEnd)
 }
 
 type statusInstance struct {
@@ -163,19 +329,20 @@ func statusOf(r *model.Result) (doc statusDoc, name string, in statusInstance, s
 		in.ElapsedTime = int64(now.Sub(st.StartTime).Seconds())
 	}
 	_, off := now.Zone()
-	doc = statusDoc{IP: r.Host.IP, AgentID: r.Host.AgentID(), Timezone: off / 3600}
+	doc = statusDoc{IP: r.Host.IP, Timezone: off / 3600} // AgentID: by the writer, without a string made
 	return doc, name, in, startTime
 }
 
-// appendTime appends t formatted by contentTime as a JSON string, "" for
-// the zero time. The text is made of digits, '-', ':' and ' ' alone, and
-// is escaped all the same.
-func appendTime(b []byte, t time.Time) []byte {
+// time appends t formatted by contentTime as a JSON string, "" for the
+// zero time. The text is made of digits, '-', ':' and ' ' alone, and is
+// escaped all the same.
+func (w *cw) time(t time.Time) {
 	if t.IsZero() {
-		return append(b, `""`...)
+		str(w, "")
+		return
 	}
 	var buf [40]byte
-	return model.AppendJSONString(b, appendContentTime(buf[:0], t))
+	str(w, appendContentTime(buf[:0], t))
 }
 
 // appendContentTime appends t formatted by contentTime, as
@@ -199,78 +366,99 @@ func appendContentTime(b []byte, t time.Time) []byte {
 }
 
 func appendStatusContent(b []byte, r *model.Result) []byte {
+	w := cw{b: b}
+	w.status(r)
+	return w.b
+}
+
+// status writes r's status content; false when it is "" (a float
+// json.Marshal refuses).
+func (w *cw) status(r *model.Result) bool {
 	doc, name, in, startTime := statusOf(r)
 	now := r.Finished
-	start := len(b)
+	start := len(w.b)
 	ok := true
-	b = append(b, `{"ip":`...)
-	b = model.AppendJSONString(b, doc.IP)
-	b = append(b, `,"bk_agent_id":`...)
-	b = model.AppendJSONString(b, doc.AgentID)
-	b = append(b, `,"utctime":`...)
+	w.lit(litIP)
+	str(w, doc.IP)
+	w.lit(litAgentID)
+	var ab [24 + model.MaxIPText]byte
+	str(w, r.Host.AppendAgentID(ab[:0]))
+	w.lit(litUTCTime)
 	var tb [40]byte
-	b = model.AppendJSONString(b, appendContentTime(tb[:0], now))
-	b = append(b, `,"utctime2":`...)
-	b = model.AppendJSONString(b, appendContentTime(tb[:0], now.UTC()))
-	b = append(b, `,"timezone":`...)
-	b = strconv.AppendInt(b, int64(doc.Timezone), 10)
-	b = append(b, `,"process":[{"procname":`...)
-	b = model.AppendJSONString(b, name)
-	b = append(b, `,"instance":[{"processName":`...)
-	b = model.AppendJSONString(b, in.ProcessName)
-	b = append(b, `,"pid":`...)
-	b = strconv.AppendInt(b, int64(in.PID), 10)
-	b = append(b, `,"isAuto":`...)
-	b = strconv.AppendBool(b, in.IsAuto)
-	b = append(b, `,"version":`...)
-	b = model.AppendJSONString(b, in.Version)
-	b = append(b, `,"health":`...)
-	b = model.AppendJSONString(b, in.Health)
-	b = append(b, `,"cmdline":`...)
-	b = model.AppendJSONString(b, in.Cmdline)
-	b = append(b, `,"cpuUsage":`...)
-	b, ok = appendFloat(b, in.CPUUsage, ok)
-	b = append(b, `,"cpuUsageAve":`...)
-	b, ok = appendFloat(b, in.CPUUsageAve, ok)
-	b = append(b, `,"phyMemUsage":`...)
-	b, ok = appendFloat(b, in.PhyMemUsage, ok)
-	b = append(b, `,"usePhyMem":`...)
-	b = strconv.AppendUint(b, in.UsePhyMem, 10)
-	b = append(b, `,"freeVMem":`...)
-	b = model.AppendJSONString(b, in.FreeVMem)
-	b = append(b, `,"diskSize":`...)
-	b = strconv.AppendInt(b, int64(in.DiskSize), 10)
-	b = append(b, `,"startTime":`...)
-	b = appendTime(b, startTime)
-	b = append(b, `,"stat":`...)
-	b = model.AppendJSONString(b, in.Stat)
-	b = append(b, `,"utime":`...)
-	b = model.AppendJSONString(b, in.Utime)
-	b = append(b, `,"stime":`...)
-	b = model.AppendJSONString(b, in.Stime)
-	b = append(b, `,"threadCount":`...)
-	b = strconv.AppendInt(b, int64(in.ThreadCount), 10)
-	for _, f := range [...]struct {
-		k string
-		v int64
-	}{{`,"elapsedTime":`, in.ElapsedTime}, {`,"register_time":`, in.RegisterTime},
-		{`,"last_start_time":`, in.LastStartTime}, {`,"report_time":`, in.ReportTime}} {
-		b = append(b, f.k...)
-		b = strconv.AppendInt(b, f.v, 10)
+	str(w, appendContentTime(tb[:0], now)) // the zero time too
+	w.lit(litUTCTime2)
+	str(w, appendContentTime(tb[:0], now.UTC()))
+	w.lit(litTimezone)
+	w.b = strconv.AppendInt(w.b, int64(doc.Timezone), 10)
+	w.lit(litProcess)
+	str(w, name)
+	w.lit(litInstance)
+	str(w, in.ProcessName)
+	w.lit(litPID)
+	w.b = strconv.AppendInt(w.b, int64(in.PID), 10)
+	w.lit(litIsAuto)
+	w.b = strconv.AppendBool(w.b, in.IsAuto)
+	w.lit(litVersion)
+	str(w, in.Version)
+	w.lit(litHealth)
+	str(w, in.Health)
+	w.lit(litCmdline)
+	str(w, in.Cmdline)
+	w.lit(litCPUUsage)
+	cpu := len(w.b)
+	w.b, ok = appendFloat(w.b, in.CPUUsage, ok)
+	cpu2 := len(w.b)
+	w.lit(litCPUUsageAve)
+	if in.CPUUsageAve == in.CPUUsage && ok { // the same value: its text again
+		w.b = append(w.b, w.b[cpu:cpu2]...)
+	} else {
+		w.b, ok = appendFloat(w.b, in.CPUUsageAve, ok)
 	}
-	b = append(b, `}]}]}`...)
+	w.lit(litPhyMemUsage)
+	w.b, ok = appendFloat(w.b, in.PhyMemUsage, ok)
+	w.lit(litUsePhyMem)
+	w.b = strconv.AppendUint(w.b, in.UsePhyMem, 10)
+	w.lit(litFreeVMem)
+	str(w, in.FreeVMem)
+	w.lit(litDiskSize)
+	w.b = strconv.AppendInt(w.b, int64(in.DiskSize), 10)
+	w.lit(litStartTime)
+	w.time(startTime)
+	w.lit(litStat)
+	str(w, in.Stat)
+	w.lit(litUtime)
+	str(w, in.Utime)
+	w.lit(litStime)
+	str(w, in.Stime)
+	w.lit(litThreadCount)
+	w.b = strconv.AppendInt(w.b, int64(in.ThreadCount), 10)
+	for _, f := range [...]struct {
+		k litID
+		v int64
+	}{{litElapsedTime, in.ElapsedTime}, {litRegisterTime, in.RegisterTime},
+		{litLastStartTime, in.LastStartTime}, {litReportTime, in.ReportTime}} {
+		w.lit(f.k)
+		w.b = strconv.AppendInt(w.b, f.v, 10)
+	}
+	w.lit(litStatusEnd)
 	if ok {
-		return b
+		return true
 	}
 	// A float json.Marshal writes in exponent form or refuses (NaN, ±Inf,
 	// and then the content is empty, as it always was).
-	data, _ := json.Marshal(statusDocOf(r))
-	return append(b[:start], data...)
+	w.b = w.b[:start]
+	data, err := json.Marshal(statusDocOf(r))
+	if err != nil {
+		return false
+	}
+	w.json(data)
+	return true
 }
 
 // statusDocOf is the whole status document, as json.Marshal writes it.
 func statusDocOf(r *model.Result) statusDoc {
 	doc, name, in, startTime := statusOf(r)
+	doc.AgentID = r.Host.AgentID()
 	if !startTime.IsZero() {
 		in.StartTime = startTime.Format(contentTime)
 	}

@@ -123,6 +123,18 @@ func checkContent(t *testing.T, r model.Result) {
 	if got := string(AppendContent([]byte("prefix"), &r)); got != "prefix"+want {
 		t.Fatalf("AppendContent differs from json.Marshal:\n got %s\nwant prefix%s", got, want)
 	}
+	// Quoted as a JSON string (none when there is no content).
+	wantQ := ""
+	if want != "" {
+		q, err := json.Marshal(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantQ = string(q)
+	}
+	if got := string(AppendContentString([]byte("prefix"), &r)); got != "prefix"+wantQ {
+		t.Fatalf("AppendContentString differs from json.Marshal of the content:\n got %s\nwant prefix%s", got, wantQ)
+	}
 }
 
 func sampleStatusResult() model.Result {
@@ -144,6 +156,9 @@ func TestContentJSON(t *testing.T) {
 	checkContent(t, model.Result{})
 	checkContent(t, model.Result{Op: model.OpStatus, Status: &model.ProcStatus{}})
 	checkContent(t, model.Result{Op: model.OpStatus, Proc: model.ResultProc{FuncID: "f"}})
+	zero := sampleStatusResult()
+	zero.Finished, zero.Status.StartTime = time.Time{}, time.Time{}
+	checkContent(t, zero)
 	ctl := st
 	ctl.Op, ctl.Status, ctl.Code, ctl.Message = model.OpRestart, nil, 836, "failed"
 	checkContent(t, ctl)
@@ -212,6 +227,23 @@ func BenchmarkContent(b *testing.B) {
 		var buf []byte
 		for b.Loop() {
 			buf = AppendContent(buf[:0], &r)
+		}
+	})
+	// As the op client's --json line holds it: quoted straight away, and
+	// made then escaped as before.
+	b.Run("quoted", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for b.Loop() {
+			buf = AppendContentString(buf[:0], &r)
+		}
+	})
+	b.Run("append-escape", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf, q []byte
+		for b.Loop() {
+			buf = AppendContent(buf[:0], &r)
+			q = model.AppendJSONString(q[:0], buf)
 		}
 	})
 	b.Run("encoding-json", func(b *testing.B) {
