@@ -249,7 +249,8 @@ func (f *Fleet) settle(i int32, h *simHost, req model.AgentRequest, d drawn) (mo
 			return model.AgentReply{Code: code, Message: msg, Status: &st}, true
 		}
 	}
-	p := f.proc(i, h, req.Process, keep)
+	var tmp procState // the state of a process not kept, on the stack
+	p := f.procIn(i, h, req.Process, keep, &tmp)
 	fail := !h.demo && d.failDraw < d.rate
 	r, evs := f.apply(h, p, req, fail, d.aux, now)
 	st := f.status(h, p, now)
@@ -278,6 +279,13 @@ func (f *Fleet) timer(d time.Duration) *time.Timer {
 // With keep false a process not seen yet is returned without being stored.
 // h.mu must be held.
 func (f *Fleet) proc(i int32, h *simHost, p model.Process, keep bool) *procState {
+	return f.procIn(i, h, p, keep, nil)
+}
+
+// procIn is proc, a state not kept made in tmp when it is not nil: a
+// status query of a process the host keeps no state for made one on the
+// heap for every target of the op.
+func (f *Fleet) procIn(i int32, h *simHost, p model.Process, keep bool, tmp *procState) *procState {
 	ns, name := p.Meta.Namespace, p.Meta.Name
 	for _, ps := range h.procs {
 		if isKey(ps.key, ns, name) {
@@ -319,10 +327,16 @@ func (f *Fleet) proc(i int32, h *simHost, p model.Process, keep bool) *procState
 	if ps.procName == "" {
 		ps.procName = p.Spec.Identity.ProcName
 	}
-	if keep {
-		h.procs = append(h.procs, &ps)
+	if keep || tmp == nil {
+		kept := new(procState)
+		*kept = ps
+		if keep {
+			h.procs = append(h.procs, kept)
+		}
+		return kept
 	}
-	return &ps
+	*tmp = ps
+	return tmp
 }
 
 // admit decides, as an agent does (opsem.Admit), whether host i takes

@@ -270,6 +270,8 @@ type procCache struct {
 	// was 9% of a simulated fleet's instructions).
 	last  string
 	lastP model.Process
+	// lastTask is the task id read last (taskID).
+	lastTask string
 }
 
 // procCacheMax bounds the processes kept; beyond it the cache starts over.
@@ -516,11 +518,13 @@ func (fs *fleetServer) serveOps(ctx context.Context, maxConc int) {
 			return
 		}
 		wg.Add(1)
-		go func() {
+		// req by argument: captured, it was moved to the heap for every
+		// request, those DispatchLater takes too.
+		go func(req model.AgentRequest) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			fs.handle(ctx, host, m, req)
-		}()
+		}(req)
 	}
 }
 
