@@ -33,6 +33,79 @@ func DecodeResultJSON(data []byte) (Result, error) {
 // concurrent use; the zero value is ready.
 type ResultDecoder struct {
 	strs [32]string
+	// seconds are the times read last, to the second, by their text: an
+	// op's results start and finish within a few seconds, and parsing
+	// their three times was a sixth of a result's decoding.
+	seconds [3]parsedSecond
+	next    int // the entry replaced next
+}
+
+// parsedSecond is a time parsed from its RFC 3339 text, without its
+// fraction: the date and clock (YYYY-MM-DDTHH:MM:SS) and the zone (Z or
+// ±hh:mm) it was read from.
+type parsedSecond struct {
+	set   bool
+	clock [19]byte
+	zone  [6]byte
+	nzone int
+	t     time.Time
+}
+
+// rfc3339Parts splits text (a time without its quotes) into its date
+// and clock, its fraction's nanoseconds and its zone, when it is of the
+// form the decoder keeps: 19 bytes, then '.' and 1 to 9 digits or
+// nothing, then the zone of 1 or 6 bytes. The text is not checked
+// further: only a clock and zone that parsed before are used.
+func rfc3339Parts(text []byte) (clock, zone []byte, ns int, ok bool) {
+	const n = len("2006-01-02T15:04:05")
+	if len(text) <= n {
+		return nil, nil, 0, false
+	}
+	clock, rest := text[:n], text[n:]
+	if rest[0] == '.' {
+		j := 1
+		for j < len(rest) && j <= 9 && rest[j] >= '0' && rest[j] <= '9' {
+			ns = ns*10 + int(rest[j]-'0')
+			j++
+		}
+		if j == 1 || (j < len(rest) && rest[j] >= '0' && rest[j] <= '9') {
+			return nil, nil, 0, false
+		}
+		for k := j; k <= 9; k++ {
+			ns *= 10
+		}
+		rest = rest[j:]
+	}
+	if len(rest) != 1 && len(rest) != 6 {
+		return nil, nil, 0, false
+	}
+	return clock, rest, ns, true
+}
+
+// time is the time of text (a time's JSON string, its quotes included)
+// as time.Time's UnmarshalJSON reads it: from a second read before when
+// the text has its clock and zone.
+func (d *ResultDecoder) time(text []byte) (time.Time, bool) {
+	clock, zone, ns, ok := rfc3339Parts(text[1 : len(text)-1])
+	if ok {
+		for i := range d.seconds {
+			if s := &d.seconds[i]; s.set && string(s.clock[:]) == string(clock) && string(s.zone[:s.nzone]) == string(zone) {
+				return s.t.Add(time.Duration(ns)), true
+			}
+		}
+	}
+	var t time.Time
+	if err := t.UnmarshalJSON(text); err != nil {
+		return time.Time{}, false
+	}
+	if ok && t.Nanosecond() == ns {
+		s := &d.seconds[d.next]
+		d.next = (d.next + 1) % len(d.seconds)
+		*s = parsedSecond{set: true, t: t.Add(-time.Duration(ns))}
+		copy(s.clock[:], clock)
+		s.nzone = copy(s.zone[:], zone)
+	}
+	return t, true
 }
 
 // Decode is DecodeResultJSON(data) (TestResultDecoder,
@@ -68,6 +141,17 @@ type jr struct {
 	ok bool
 	d  *ResultDecoder
 	n  int // strings read
+}
+
+// lit2 consumes a then b when they come next (lit(a + b), without the
+// string made).
+func (r *jr) lit2(a, b string) bool {
+	n := len(a) + len(b)
+	if !r.ok || len(r.b)-r.i < n || string(r.b[r.i:r.i+len(a)]) != a || string(r.b[r.i+len(a):r.i+n]) != b {
+		return false
+	}
+	r.i += n
+	return true
 }
 
 // lit consumes s when it comes next.
@@ -167,6 +251,20 @@ func (r *jr) int(bits int) int64 {
 	if !r.ok {
 		return 0
 	}
+	if bits == 64 && len(lit) <= 18 { // -?digits that fit: read here
+		var n int64
+		neg := lit[0] == '-'
+		if neg {
+			lit = lit[1:]
+		}
+		for _, c := range lit {
+			n = n*10 + int64(c-'0')
+		}
+		if neg {
+			n = -n
+		}
+		return n
+	}
 	n, err := strconv.ParseInt(string(lit), 10, bits)
 	if err != nil {
 		r.ok = false
@@ -220,6 +318,11 @@ func (r *jr) time() time.Time {
 	if r.strText(); !r.ok {
 		return time.Time{}
 	}
+	if r.d != nil {
+		t, ok := r.d.time(r.b[start:r.i])
+		r.ok = ok
+		return t
+	}
 	var t time.Time
 	if err := t.UnmarshalJSON(r.b[start:r.i]); err != nil {
 		r.ok = false
@@ -263,7 +366,7 @@ func readResult(b []byte, d *ResultDecoder) (Result, bool) {
 			{`"proc_name":`, &res.Proc.ProcName}, {`"setup_path":`, &res.Proc.SetupPath},
 			{`"func_id":`, &res.Proc.FuncID}, {`"instance_id":`, &res.Proc.InstanceID},
 		} {
-			if r.lit(sep + f.k) {
+			if r.lit2(sep, f.k) {
 				*f.v = r.str()
 				sep = ","
 			}

@@ -60,6 +60,18 @@ func TestResultDecoder(t *testing.T) {
 		if i%11 == 0 {
 			r.TaskID = "GSETASK:other"
 		}
+		// Times within a few seconds, in zones of their own now and then
+		// (the decoder keeps the seconds it parsed).
+		r.Started = base.Started.Add(time.Duration(i) * 7 * time.Millisecond)
+		r.Finished = r.Started.Add(time.Duration(i%5) * time.Microsecond)
+		switch {
+		case i%13 == 0:
+			r.Started = r.Started.In(time.FixedZone("", 8*3600))
+		case i%17 == 0:
+			r.Finished = r.Finished.Local()
+		case i%19 == 0:
+			r.Finished = r.Finished.Truncate(time.Second)
+		}
 		data, err := AppendResultJSON(nil, &r)
 		if err != nil {
 			t.Fatal(err)
@@ -121,6 +133,22 @@ func TestDecodeResultJSON(t *testing.T) {
 		`{}`, `null`, ``, `{"task_id":"a"`,
 	} {
 		checkDecode(t, []byte(s))
+	}
+	// Times in the forms RFC 3339 allows, one after another through one
+	// decoder (it keeps the seconds it parsed, by their text).
+	var d ResultDecoder
+	for _, tm := range []string{"2026-11-24T05:00:00Z", "2026-11-24T05:00:00.5Z", "2026-11-24T05:00:00.123456789Z",
+		"2026-11-24T05:00:00.1234567891Z", "2026-11-24T05:00:00.000Z", "2026-11-24T05:00:00+08:00", "2026-11-24T05:00:00.25+08:00",
+		"2026-11-24T05:00:00.25-08:00", "2026-11-24T05:00:00.25+00:00", "2026-11-24T05:00:00,25Z", "2026-11-24T05:00:00.Z",
+		"2026-11-24T05:00:00.25z", "2026-11-24T05:00:60.25Z", "2026-11-24T05:00:00.25+08:00", "2026-11-24T05:00:00.25Z"} {
+		data := []byte(`{"task_id":"a","seq":1,"host":{"ip":"x","bk_cloud_id":0},"proc":"p","op_type":1,"state":"s","error_code":0,"error_msg":"m","started":"` + tm + `","finished":"` + tm + `"}`)
+		checkDecode(t, data)
+		var want Result
+		werr := json.Unmarshal(data, &want)
+		got, gerr := d.Decode(data)
+		if (werr == nil) != (gerr == nil) || (werr == nil && !reflect.DeepEqual(got, want)) {
+			t.Fatalf("%s: %+v (%v), json.Unmarshal %+v (%v)", tm, got, gerr, want, werr)
+		}
 	}
 }
 
