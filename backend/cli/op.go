@@ -215,7 +215,15 @@ func runOp(ctx context.Context, args []string, io Stdio) error {
 		waitCtx, cancelWait = context.WithTimeout(ctx, *timeout)
 	}
 	defer cancelWait()
-	ch, err := b.Watch(waitCtx, task.ID, 0)
+	// Results in batches when the backend sends them so (a client of a
+	// server), else one by one.
+	var ch <-chan model.Result
+	var batched <-chan []model.Result
+	if bw, ok := b.(batchWatcher); ok {
+		batched, err = bw.WatchBatches(waitCtx, task.ID, 0)
+	} else {
+		ch, err = b.Watch(waitCtx, task.ID, 0)
+	}
 	if err != nil {
 		return fmt.Errorf("watch %s: %w", task.ID, err)
 	}
@@ -248,6 +256,24 @@ func runOp(ctx context.Context, args []string, io Stdio) error {
 	var counts model.Counts
 	stall := time.NewTimer(stallNote)
 	defer stall.Stop()
+	results := func(rs []model.Result) error {
+		for _, r := range rs {
+			got++
+			counts.Add(r.State, 1)
+			batches.result(r)
+			if err := pr.print(r); err != nil {
+				return err
+			}
+		}
+		if len(ch) == 0 && len(batched) == 0 {
+			if err := out.Flush(); err != nil {
+				return err
+			}
+		}
+		stall.Reset(stallNote)
+		return nil
+	}
+	var one [1]model.Result
 wait:
 	for {
 		select {
@@ -255,18 +281,17 @@ wait:
 			if !ok {
 				break wait
 			}
-			got++
-			counts.Add(r.State, 1)
-			batches.result(r)
-			if err := pr.print(r); err != nil {
+			one[0] = r
+			if err := results(one[:]); err != nil {
 				return err
 			}
-			if len(ch) == 0 {
-				if err := out.Flush(); err != nil {
-					return err
-				}
+		case rs, ok := <-batched:
+			if !ok {
+				break wait
 			}
-			stall.Reset(stallNote)
+			if err := results(rs); err != nil {
+				return err
+			}
 		case <-stall.C:
 			if task.Rollout != nil {
 				// A roll holds its targets between batches: say why.
@@ -336,6 +361,13 @@ wait:
 		return &ExitError{Code: 1, Err: fmt.Errorf("%d of %d targets not OK", t.Counts.Bad(), t.Targets)}
 	}
 	return nil
+}
+
+// batchWatcher is a backend that sends a task's results in batches
+// (client.Client): an op over 100,000 hosts handed over one by one woke
+// the printing goroutine for every result.
+type batchWatcher interface {
+	WatchBatches(ctx context.Context, id string, after int64) (<-chan []model.Result, error)
 }
 
 func operator() string {
