@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"gseproc/backend/server/wire"
 	"gseproc/model"
 )
 
@@ -89,4 +90,34 @@ func FuzzReadOpLine(f *testing.F) {
 		}
 		checkOpLine(t, []byte(s))
 	})
+}
+
+// BenchmarkReadOpLine: the harness's read of one op client line of a
+// status result, its content as the client writes it (JSON in a string,
+// a quote escaped every few bytes).
+func BenchmarkReadOpLine(b *testing.B) {
+	start := time.Date(2026, 11, 24, 5, 0, 0, 123456789, time.UTC)
+	r := model.Result{TaskID: "GSETASK:20261124050000:1", Seq: 7, Host: model.Host{IP: "10.0.0.7"}, ProcKey: "gse:bkmonitorbeat",
+		Op: model.OpStatus, State: model.StateSuccess, Message: "success", Proc: model.ResultProc{ProcName: "bkmonitorbeat", SetupPath: "/usr/local/gse/plugins/bin"},
+		Status: &model.ProcStatus{ProcKey: "gse:bkmonitorbeat", ProcName: "bkmonitorbeat", State: model.ProcRunning, PID: 4007, Hosted: true,
+			StartTime: start, ReportTime: start.Unix(), CPU: 1.25, Mem: 0.5, MemRSS: 12 << 20, Version: "3.2.1", Threads: 7},
+		Started: start, Finished: start.Add(5 * time.Millisecond)}
+	res, err := model.AppendResultJSON(nil, &r)
+	if err != nil {
+		b.Fatal(err)
+	}
+	line := append(res[:len(res)-1], `,"content":`...)
+	line = wire.AppendContentString(line, &r)
+	line = append(line, `,"agent_id":"0:10.0.0.7","op":"status","duration_ms":5}`...)
+	var l opLine
+	if !readOpLineFast(line, &l) {
+		b.Fatalf("the fast reader left the line: %s", line)
+	}
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := readOpLine(line, &l); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
