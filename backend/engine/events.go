@@ -25,6 +25,9 @@ type eventQueue struct {
 	mu   sync.Mutex
 	q    []queuedEvent
 	wake chan struct{} // cap 1: something was queued
+	// busy is how many events the last take handed to eventLoop: being
+	// stored until its next take (Backlog counts them).
+	busy int
 
 	// idPrefix and seq name an event that came without an id (the
 	// in-process fleet's, the engine's own): a store write retried after
@@ -114,6 +117,7 @@ func (x *eventQueue) take(n int) []queuedEvent {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	k := min(n, len(x.q))
+	x.busy = k
 	out := make([]queuedEvent, k)
 	copy(out, x.q)
 	if k == len(x.q) {
@@ -122,6 +126,13 @@ func (x *eventQueue) take(n int) []queuedEvent {
 		x.q = x.q[k:]
 	}
 	return out
+}
+
+// backlog is how many events wait to be stored or are being stored.
+func (x *eventQueue) backlog() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.q) + x.busy
 }
 
 // subBuffer is each event subscriber's channel capacity; a subscriber that

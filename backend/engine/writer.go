@@ -57,6 +57,9 @@ type writer struct {
 	// batch is the array each batch is taken into, the writeLoop's own
 	// (reused: see take).
 	batch []write
+	// busy is how many writes the last take handed to writeLoop: being
+	// stored until its next take (Backlog counts them).
+	busy int
 }
 
 func (x *writer) init() {
@@ -114,6 +117,7 @@ func (e *Engine) writesNearFull() bool {
 // held; only writeLoop takes.
 func (x *writer) take() []write {
 	n := min(len(x.q), writeBatchMax)
+	x.busy = n
 	if n == 0 {
 		return nil
 	}
@@ -127,6 +131,13 @@ func (x *writer) take() []write {
 	clear(x.q[rest:])
 	x.q = x.q[:rest]
 	return batch
+}
+
+// backlog is how many writes wait to be stored or are being stored.
+func (x *writer) backlog() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.q) + x.busy
 }
 
 // writeLoop stores the queued writes until the engine closes; then it

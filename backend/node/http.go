@@ -55,6 +55,7 @@ func (n *Server) ServeAPI(ctx context.Context, ln net.Listener, cfg config.Serve
 	if r := n.Readiness(); r != nil {
 		sopts = append(sopts, server.WithReadiness(r))
 	}
+	sopts = append(sopts, server.WithBacklog(n.Backlog))
 	srv := server.New(n, cfg, n.log, sopts...)
 	var wg sync.WaitGroup
 	defer wg.Wait()

@@ -216,6 +216,15 @@ func (n *Server) engine() *engine.Engine {
 	return n.e
 }
 
+// Backlog is the engine's host events and writes queued or being stored
+// (engine.Backlog): 0, 0 before it has started.
+func (n *Server) Backlog() (events, writes int) {
+	if e := n.engine(); e != nil {
+		return e.Backlog()
+	}
+	return 0, 0
+}
+
 // Close stops the start if under way, the prober, then the engine and
 // everything it runs on.
 func (n *Server) Close() error {

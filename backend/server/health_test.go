@@ -91,3 +91,32 @@ func TestReadiness(t *testing.T) {
 		t.Fatal("/metrics with a stream electing: not ready, or the stream not counted")
 	}
 }
+
+// TestMetricsBacklog: /metrics exports the backlog WithBacklog reads, as
+// it is at each scrape.
+func TestMetricsBacklog(t *testing.T) {
+	var events, writes atomic.Int64
+	events.Store(3)
+	writes.Store(7)
+	e := newEnv(t, testConfig(), WithBacklog(func() (int, int) { return int(events.Load()), int(writes.Load()) }))
+	scrape := func() string {
+		resp, err := http.Get(e.hs.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("/metrics: %d %v", resp.StatusCode, err)
+		}
+		return string(b)
+	}
+	if m := scrape(); !strings.Contains(m, "gseproc_events_queued 3\n") || !strings.Contains(m, "gseproc_writes_queued 7\n") {
+		t.Fatalf("/metrics lacks the backlog of 3 events and 7 writes:\n%s", m)
+	}
+	events.Store(0)
+	writes.Store(0)
+	if m := scrape(); !strings.Contains(m, "gseproc_events_queued 0\n") || !strings.Contains(m, "gseproc_writes_queued 0\n") {
+		t.Fatal("/metrics does not read the backlog again at the next scrape")
+	}
+}

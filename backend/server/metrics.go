@@ -95,6 +95,28 @@ func (m *metrics) readiness(status func() health.Status) {
 	m.reg.MustRegister(readinessCollector{status})
 }
 
+// WithBacklog exports backlog's figures, read at each scrape, as the
+// gauges gseproc_events_queued and gseproc_writes_queued: the host events
+// and the writes (results, last known statuses) the engine has queued or
+// is storing. Both 0 says what the server was handed is stored: a
+// benchmark waits on it for start-up's events (100,000 agents coming
+// online) before it measures an op.
+func WithBacklog(backlog func() (events, writes int)) Option {
+	return func(s *Server) {
+		s.metrics.reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gseproc_events_queued",
+				Help: "Host events queued or being stored."}, func() float64 {
+				ev, _ := backlog()
+				return float64(ev)
+			}),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gseproc_writes_queued",
+				Help: "Results and last known statuses queued or being stored."}, func() float64 {
+				_, w := backlog()
+				return float64(w)
+			}))
+	}
+}
+
 // handler serves the registry in the exposition format the scraper asks
 // for (the text format by default).
 func (m *metrics) handler() http.Handler {
