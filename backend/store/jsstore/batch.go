@@ -604,8 +604,23 @@ func (s *Store) PutProcStatuses(ctx context.Context, sts []engine.HostStatus) er
 		keys = append(keys, key)
 	}
 	s.own.writing(msgs, keys)
-	p := s.publishEach(ctx, msgs, false)
+	// Many statuses: the watch's consumer is stopped while they are
+	// stored, and the watch hands them on itself (statuswatch.go).
+	var resume func(ownRun)
+	if w := s.swatch.one(); w != nil && len(msgs) >= ownSkipMin {
+		resume, _ = w.stop(ctx)
+	}
+	p := s.publishEach(ctx, msgs, resume != nil)
 	s.own.failed(msgs, keys, p)
+	if resume != nil {
+		run := ownRun{msgs: msgs, keys: keys, seqs: p.seqs}
+		for i := range run.seqs {
+			if p.errOf(msgs, i) != nil {
+				run.seqs[i] = 0 // not stored: never handed on
+			}
+		}
+		resume(run)
+	}
 	errs = append(errs, p.err(ctx, msgs))
 	return errors.Join(errs...)
 }

@@ -134,12 +134,13 @@ type Store struct {
 	cancel context.CancelFunc // of ctx
 	wg     sync.WaitGroup     // the registry watch
 
-	leaseRevs  leaseRevs    // the leases' revisions as written here (lease.go)
-	own        ownStatuses  // statuses written here, until the status watch reads them
-	packs      sync.Pool    // result packs' buffers (*[]byte), reused (packBuf)
-	liveness   liveness     // the shared check of an unanswered API call (live.go)
-	lastAnswer atomic.Int64 // when JetStream last answered the store, probes included (unix ns; live.go)
-	lastCall   atomic.Int64 // when JetStream last answered a call of the store, not a probe (unix ns)
+	leaseRevs  leaseRevs     // the leases' revisions as written here (lease.go)
+	own        ownStatuses   // statuses written here, until the status watch reads them
+	swatch     statusWatches // the running status watches (statuswatch.go)
+	packs      sync.Pool     // result packs' buffers (*[]byte), reused (packBuf)
+	liveness   liveness      // the shared check of an unanswered API call (live.go)
+	lastAnswer atomic.Int64  // when JetStream last answered the store, probes included (unix ns; live.go)
+	lastCall   atomic.Int64  // when JetStream last answered a call of the store, not a probe (unix ns)
 
 	seqMu           sync.Mutex // held while a block is reserved
 	seqNext, seqEnd uint64     // the reserved block's numbers not handed out: [seqNext, seqEnd)
@@ -791,30 +792,6 @@ func statusKey(host model.Host, proc string) (string, error) {
 
 var _ engine.StatusWatcher = (*Store)(nil)
 
-// WatchProcStatuses sends every last known status stored from the call
-// on, by any server, in the order they were stored, until ctx ends; a
-// value that does not decode is skipped.
-func (s *Store) WatchProcStatuses(ctx context.Context) (<-chan engine.HostStatus, error) {
-	s.own.watching(1)
-	ch, err := watchEntries(s, ctx, "statuses", func(b *bound) jetstream.KeyValue { return b.status },
-		func(e jetstream.KeyValueEntry) (engine.HostStatus, bool) {
-			if hs := s.own.take(e.Key(), e.Value()); hs != nil {
-				return *hs, true
-			}
-			var r statusRec
-			if err := json.Unmarshal(e.Value(), &r); err != nil || r.Status.ProcKey == "" {
-				return engine.HostStatus{}, false
-			}
-			return engine.HostStatus{Host: r.Host, Status: r.Status}, true
-		})
-	if err != nil {
-		s.own.watching(-1)
-		return nil, err
-	}
-	context.AfterFunc(ctx, func() { s.own.watching(-1) })
-	return ch, nil
-}
-
 // ownStatuses are the statuses this store is writing, by key, with the
 // value each is stored as, until the status watch reads them back: the
 // watch hands on the status written instead of decoding its JSON again.
@@ -885,6 +862,18 @@ func (o *ownStatuses) failed(msgs []pubMsg, keys []string, p published) {
 			delete(o.m, keys[i])
 		}
 	}
+}
+
+// forget lets go of the status m wrote under key, handed on by the watch
+// without being read (an own run); false when it was not kept.
+func (o *ownStatuses) forget(key string, m *pubMsg) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if w, ok := o.m[key]; ok && w.hs == m.status {
+		delete(o.m, key)
+		return true
+	}
+	return false
 }
 
 // take is the status written under key as value, now read by a watch

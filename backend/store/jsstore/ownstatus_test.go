@@ -148,3 +148,131 @@ func TestStatusWatchOwnWritesTwoWatches(t *testing.T) {
 		t.Fatalf("%d own statuses kept after both watches read them", left)
 	}
 }
+
+// TestStatusWatchSkipsOwnRun: a write of many statuses while one status
+// watch runs is not read back through the watch's consumer: the watch
+// hands the statuses on itself, as written and in stream order, and a
+// status another store writes in between is read as before.
+func TestStatusWatchSkipsOwnRun(t *testing.T) {
+	e := startNATS(t, natsCfg(t, t.TempDir()))
+	a, b := open(t, e, Options{}), open(t, e, Options{})
+	ctx, cancel := context.WithCancel(tctx(t))
+	defer cancel()
+	ch, err := a.WatchProcStatuses(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := a.swatch.one()
+	if sw == nil {
+		t.Fatal("no status watch registered")
+	}
+	status := func(i int) engine.HostStatus {
+		return engine.HostStatus{Host: model.Host{IP: fmt.Sprintf("10.2.%d.%d", i/250, i%250+1)},
+			Status: model.ProcStatus{ProcKey: "web:nginx", ProcName: "nginx", State: model.ProcRunning, PID: 100 + i,
+				ReportTime: int64(i), Cmdline: fmt.Sprintf("nginx #%d", i)}}
+	}
+	batch := func(from, n int) []engine.HostStatus {
+		var l []engine.HostStatus
+		for i := range n {
+			l = append(l, status(from+i))
+		}
+		return l
+	}
+	expect := func(what string, want []engine.HostStatus, asWritten bool) {
+		t.Helper()
+		for i, w := range want {
+			select {
+			case got := <-ch:
+				if got.Host != w.Host || got.Status != w.Status {
+					t.Fatalf("%s: status %d: got %+v, want %+v", what, i, got, w)
+				}
+				if same := unsafe.StringData(got.Status.Cmdline) == unsafe.StringData(w.Status.Cmdline); same != asWritten {
+					t.Fatalf("%s: status %d handed on as written: %v, want %v", what, i, same, asWritten)
+				}
+			case <-time.After(testPatience):
+				t.Fatalf("%s: status %d of %d not watched", what, i, len(want))
+			}
+		}
+	}
+	own := batch(0, 1000)
+	if err := a.PutProcStatuses(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	expect("a's first write", own, true)
+	if r, h := sw.read.Load(), sw.handed.Load(); r != 0 || h != 1000 {
+		t.Fatalf("a's write of 1000: %d read through the consumer, %d handed on; want 0 and 1000", r, h)
+	}
+	other := batch(2000, 10)
+	if err := b.PutProcStatuses(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	expect("b's write", other, false)
+	if r := sw.read.Load(); r != 10 {
+		t.Fatalf("b's write of 10: %d read through the consumer, want 10", r)
+	}
+	own = batch(3000, 500)
+	if err := a.PutProcStatuses(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	expect("a's second write", own, true)
+	if r, h := sw.read.Load(), sw.handed.Load(); r != 10 || h != 1500 {
+		t.Fatalf("after a's second write: %d read, %d handed on; want 10 and 1500", r, h)
+	}
+	// A small write is read back as before.
+	small := batch(4000, ownSkipMin-1)
+	if err := a.PutProcStatuses(ctx, small); err != nil {
+		t.Fatal(err)
+	}
+	expect("a's small write", small, true)
+	if r := sw.read.Load(); r != 10+ownSkipMin-1 {
+		t.Fatalf("a's small write: %d read in all, want %d", r, 10+ownSkipMin-1)
+	}
+	a.own.mu.Lock()
+	left := len(a.own.m)
+	a.own.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d own statuses kept after the watch handed them on", left)
+	}
+}
+
+// TestQueueOwnRun: of a write's statuses, those stored at the sequences
+// right after the watch's last read are handed on, in stream order; the
+// first sequence that is not the write's (another's message, one not
+// stored) ends the run.
+func TestQueueOwnRun(t *testing.T) {
+	s := &Store{}
+	for _, c := range []struct {
+		name  string
+		high  uint64
+		seqs  []uint64
+		want  []int // indexes of the statuses handed on, in order
+		after uint64
+	}{
+		{"all follow", 10, []uint64{11, 12, 13}, []int{0, 1, 2}, 13},
+		{"stored out of order", 10, []uint64{12, 11, 13}, []int{1, 0, 2}, 13},
+		{"another's message first", 10, []uint64{12, 13, 14}, nil, 10},
+		{"another's message between", 10, []uint64{11, 12, 14, 15}, []int{0, 1}, 12},
+		{"one not stored", 10, []uint64{11, 0, 12}, []int{0, 2}, 12},
+		{"one not stored, a gap", 10, []uint64{11, 0, 13}, []int{0}, 11},
+		{"already read", 20, []uint64{11, 12}, nil, 20},
+		{"none stored", 10, []uint64{0, 0}, nil, 10},
+		{"nothing", 10, nil, nil, 10},
+	} {
+		run := ownRun{seqs: c.seqs}
+		for i := range c.seqs {
+			hs := engine.HostStatus{Host: model.Host{IP: fmt.Sprintf("10.0.0.%d", i+1)}}
+			run.msgs = append(run.msgs, pubMsg{status: &hs})
+			run.keys = append(run.keys, fmt.Sprint(i))
+		}
+		q, high := s.queueOwnRun(nil, run, c.high)
+		var got []int
+		for _, hs := range q {
+			var i int
+			_, _ = fmt.Sscanf(hs.Host.IP, "10.0.0.%d", &i)
+			got = append(got, i-1)
+		}
+		if !reflect.DeepEqual(got, c.want) || high != c.after {
+			t.Errorf("%s: handed on %v, last %d; want %v, %d", c.name, got, high, c.want, c.after)
+		}
+	}
+}
