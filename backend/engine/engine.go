@@ -74,6 +74,7 @@ type Engine struct {
 	layouts  hostLayouts     // the last full listings' layouts (hostlayout.go)
 	nsCounts nsCounts        // the last namespace summary (registry.go)
 	writes   writer          // results and statuses being stored (writer.go)
+	blocks   slotBlocks      // room for results handed to writes (slotLocked)
 	work     chan func()     // a share of a fan-out for an idle worker (workers.go)
 	procJSON procJSONs       // definitions' encodings sent to hosts (procjson.go)
 }

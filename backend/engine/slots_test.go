@@ -44,3 +44,41 @@ func TestSlotsNoBiggerThanTheTargetsLeft(t *testing.T) {
 		})
 	}
 }
+
+// TestSlotBlockFreeOnlyOnceEveryResultGivenBack: a block of result room
+// is emptied and free again only once each of its results is given back
+// (stored by the writer, or never handed out), never while one is still
+// to be stored.
+func TestSlotBlockFreeOnlyOnceEveryResultGivenBack(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		stored, never int // results given back as stored, and never handed out
+	}{
+		{"all stored", resultBlock, 0},
+		{"some never handed out", 5, resultBlock - 5},
+		{"none handed out", 0, resultBlock},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p slotBlocks
+			b := p.get()
+			for i := range b.rs {
+				b.rs[i].TaskID = "T"
+			}
+			p.put(b, tc.never)
+			for i := range tc.stored {
+				if b.rs[0].TaskID != "T" || b.rs[resultBlock-1].TaskID != "T" {
+					t.Fatalf("block emptied with %d of its results still to give back", tc.stored-i)
+				}
+				p.put(b, 1)
+			}
+			if b.left.Load() != 0 {
+				t.Fatalf("%d results not given back", b.left.Load())
+			}
+			for i := range b.rs {
+				if b.rs[i] != (model.Result{}) {
+					t.Fatalf("free block still holds result %d", i)
+				}
+			}
+		})
+	}
+}

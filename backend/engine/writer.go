@@ -42,7 +42,8 @@ const writeBatchMax = 4096
 // whose statuses were all new, held until the batch was stored.
 type write struct {
 	res    *model.Result
-	fence  uint64 // res's run's token (Fencer)
+	blk    *slotBlock // the block res is in, given back once stored (nil: none)
+	fence  uint64     // res's run's token (Fencer)
 	status *model.ProcStatus
 	host   model.Host // status's
 	puts   *sync.WaitGroup
@@ -327,5 +328,7 @@ func (e *Engine) writeBatch(ctx context.Context, ws []write) {
 		if w.puts != nil {
 			w.puts.Done()
 		}
+		// Stored (or failed, logged): nothing reads the result again.
+		e.blocks.put(w.blk, 1)
 	}
 }
