@@ -145,6 +145,8 @@ type Dispatcher struct {
 	// about a kilobyte, one per target of every op): each is published,
 	// so copied by NATS, before the Dispatch that encoded it returns.
 	reqBufs sync.Pool
+	// asyncs are finished async requests, used again (newAsync).
+	asyncs sync.Pool
 
 	smu      sync.Mutex // natsSubs
 	natsSubs []*nats.Subscription

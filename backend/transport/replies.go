@@ -99,15 +99,16 @@ func (t *replyTable) escalate(id string) (*asyncCall, chan *nats.Msg) {
 	return a, p.ch
 }
 
-// asyncCalls are the async requests waiting (for which keep is true).
-func (t *replyTable) asyncCalls(keep func(*asyncCall) bool) []*asyncCall {
-	var out []*asyncCall
+// asyncCalls are the ids of the async requests waiting for which keep
+// (called under the shard's lock) is true.
+func (t *replyTable) asyncCalls(keep func(*asyncCall) bool) []string {
+	var out []string
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.Lock()
-		for _, p := range s.m {
+		for id, p := range s.m {
 			if p.async != nil && keep(p.async) {
-				out = append(out, p.async)
+				out = append(out, id)
 			}
 		}
 		s.mu.Unlock()
