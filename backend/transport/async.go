@@ -74,12 +74,6 @@ func (a *asyncCall) takeOver(ch chan *nats.Msg, reask bool) {
 	}()
 }
 
-// ctxWatch is the async requests sent under one context, taken over when
-// it ends.
-type ctxWatch struct {
-	ids []string
-}
-
 // DispatchAsync sends req to host's agent as Dispatch does and returns at
 // once; done is called once with what Dispatch would have returned,
 // from another goroutine (or from this one, when the request could not
@@ -119,7 +113,7 @@ func (d *Dispatcher) DispatchAsync(ctx context.Context, host model.Host, req mod
 	// context's end or a reconnection may finish it (and it serve another
 	// request) at any moment. It is published from c, this call's copy.
 	d.replies.put(c.id, pendingReply{host: id, subject: c.reply, async: a})
-	d.watchCtx(ctx, c.id)
+	d.watchCtx(ctx)
 	if err := d.publish(&c); err != nil {
 		// Not sent. Taken over meanwhile (its context ended, or the
 		// connection came back: published again), the goroutine that
@@ -137,39 +131,46 @@ func (d *Dispatcher) dispatchThen(ctx context.Context, host model.Host, req mode
 	done(d.Dispatch(ctx, host, req))
 }
 
-// watchCtx counts async request id among those ctx's end takes over.
-func (d *Dispatcher) watchCtx(ctx context.Context, id string) {
+// watchCtx follows ctx, an async request's, until it ends: then the
+// requests sent under it that still wait are taken over (ctxEnded). A
+// context is followed once, whatever number of requests it was sent
+// with, and nothing is kept per request: a list of the ids sent under
+// each context held every id of an op (and the subjects they are cut
+// from, ~9 MB an op over 100,000 hosts) until its deadline, seconds after
+// the op ended, and growing it was ~5 MB of allocations an op. The
+// request is in the reply table before its context is followed, so a
+// context that ended already (followed again at once) finds it.
+func (d *Dispatcher) watchCtx(ctx context.Context) {
 	// By its Done channel: always comparable (a Context need not be),
 	// and the contexts that share one end together.
 	key := ctx.Done()
 	d.wmu.Lock()
 	defer d.wmu.Unlock()
+	if _, ok := d.watches[key]; ok {
+		return
+	}
 	if d.watches == nil {
-		d.watches = map[<-chan struct{}]*ctxWatch{}
+		d.watches = map[<-chan struct{}]uint64{}
 	}
-	w := d.watches[key]
-	if w == nil {
-		w = &ctxWatch{}
-		d.watches[key] = w
-		// Called at once (in a goroutine) when ctx has ended already.
-		context.AfterFunc(ctx, func() { d.ctxEnded(key, w) })
-	}
-	w.ids = append(w.ids, id)
+	d.watchN++
+	n := d.watchN
+	d.watches[key] = n
+	// Called at once (in a goroutine) when ctx has ended already.
+	context.AfterFunc(ctx, func() { d.ctxEnded(key, n) })
 }
 
-// ctxEnded takes over the async requests sent under a context (w, by
-// its Done channel key) that are
-// still waiting: a goroutine of each (await) sees ctx ended and does
-// what Dispatch does then.
-func (d *Dispatcher) ctxEnded(key <-chan struct{}, w *ctxWatch) {
+// ctxEnded takes over the async requests still waiting that were sent
+// under the context whose Done channel is key (followed as watch n): a
+// goroutine of each (await) sees the context ended and does what
+// Dispatch does then. They are found in the reply table, in flight at
+// most the senders' windows (2,048 for an op), once per context.
+func (d *Dispatcher) ctxEnded(key <-chan struct{}, n uint64) {
 	d.wmu.Lock()
-	if d.watches[key] == w {
+	if d.watches[key] == n {
 		delete(d.watches, key)
 	}
-	ids := w.ids
-	w.ids = nil
 	d.wmu.Unlock()
-	for _, id := range ids {
+	for _, id := range d.replies.asyncCalls(func(a *asyncCall) bool { return a.ctx.Done() == key }) {
 		if a, ch := d.replies.escalate(id); a != nil {
 			a.takeOver(ch, false)
 		}

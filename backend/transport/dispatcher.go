@@ -133,10 +133,12 @@ type Dispatcher struct {
 	// pile up for a window, however few requests are still late.
 	lateQ []lateEntry
 
-	// watches are the async requests waiting, by the Done channel of
-	// the context they were sent under (DispatchAsync), under wmu.
+	// watches are the contexts async requests were sent under
+	// (DispatchAsync), by their Done channel, each with the number of
+	// its watch (watchN counts them), under wmu.
 	wmu     sync.Mutex
-	watches map[<-chan struct{}]*ctxWatch
+	watches map[<-chan struct{}]uint64
+	watchN  uint64
 
 	// words are the replies' texts kept once (decodeReplyIn).
 	words wordTable
