@@ -277,3 +277,67 @@ func BenchmarkServeFleet10k(b *testing.B) {
 	}
 	b.ReportMetric(float64(processCPU()-c0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 }
+
+// BenchmarkFleetAsync10k is BenchmarkFleet10k through DispatchAsync, as
+// the engine sends an op of 64 targets or more: the answers handed to a
+// callback by the reply subscription, 2,048 in flight, the requests
+// under a few shared deadlines.
+func BenchmarkFleetAsync10k(b *testing.B) {
+	const n = 10000
+	e := startServer(b, testNATS(b), true)
+	f := simulator.New(config.SimulatorConfig{Hosts: n, Seed: 1, Clouds: 1, Namespaces: []string{"web"}})
+	defer f.Close()
+	nc, err := Connect(ClientOptions{URLs: e.ClientURL()}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeFleet(ctx, nc, f, ServeOptions{HeartbeatInterval: 5 * time.Second}) }()
+	defer func() { cancel(); <-done }()
+	d := newDispatcher(b, serverConn(b, e), DispatcherOptions{})
+	hosts, _ := f.Hosts(ctx)
+	eventually(b, "fleet online", 20*time.Second, func() bool {
+		hs, _ := d.Hosts(ctx)
+		return len(hs) > n*9/10
+	})
+	p := f.Definitions()[0].Process
+	pj, err := json.Marshal(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	c0 := processCPU()
+	b.ResetTimer()
+	var failed atomic.Int64
+	for range b.N {
+		sem := make(chan struct{}, 2048)
+		var wg sync.WaitGroup
+		var dl context.Context
+		var cancels []context.CancelFunc
+		for k, hi := range hosts {
+			if k%256 == 0 { // a shared deadline for each 256 sent, as the engine's
+				var c context.CancelFunc
+				dl, c = context.WithTimeout(ctx, 5*time.Second)
+				cancels = append(cancels, c)
+			}
+			sem <- struct{}{}
+			wg.Add(1)
+			req := model.AgentRequest{TaskID: "t", OpID: "t/" + strconv.Itoa(k), Op: model.OpStatus, Process: p, ProcessJSON: pj}
+			d.DispatchAsync(dl, hi.Host, req, func(_ model.AgentReply, err error) {
+				if err != nil {
+					failed.Add(1) // offline/unreachable hosts of the profile
+				}
+				<-sem
+				wg.Done()
+			})
+		}
+		wg.Wait()
+		for _, c := range cancels {
+			c()
+		}
+	}
+	b.ReportMetric(float64(processCPU()-c0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(failed.Load())/float64(b.N), "unanswered/op")
+}
