@@ -1,9 +1,11 @@
 package jsstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 	"unsafe"
@@ -275,4 +277,61 @@ func TestQueueOwnRun(t *testing.T) {
 			t.Errorf("%s: handed on %v, last %d; want %v, %d", c.name, got, high, c.want, c.after)
 		}
 	}
+}
+
+// blockedWatchers counts the goroutines of nats.go key watchers blocked
+// handing an entry on (their channel full and unread).
+func blockedWatchers() int {
+	buf := make([]byte, 16<<20)
+	n := runtime.Stack(buf, true)
+	blocked := 0
+	for _, g := range bytes.Split(buf[:n], []byte("\n\n")) {
+		if bytes.Contains(g, []byte("[chan send")) && bytes.Contains(g, []byte("WatchFiltered.func")) {
+			blocked++
+		}
+	}
+	return blocked
+}
+
+// TestStatusWatchPauseFreesWatcher: a write that pauses the status watch
+// while its watcher is blocked handing an entry on (the watch's reader
+// slow, the watcher's channel full) frees that watcher: stopped and left
+// unread, its goroutine and subscription stayed for good, once a pause.
+func TestStatusWatchPauseFreesWatcher(t *testing.T) {
+	e := startNATS(t, natsCfg(t, t.TempDir()))
+	a, b := open(t, e, Options{}), open(t, e, Options{})
+	ctx, cancel := context.WithCancel(tctx(t))
+	defer cancel()
+	before := blockedWatchers()
+	ch, err := a.WatchProcStatuses(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := func(i int) engine.HostStatus {
+		return engine.HostStatus{Host: model.Host{IP: fmt.Sprintf("10.3.%d.%d", i/250, i%250+1)},
+			Status: model.ProcStatus{ProcKey: "web:nginx", ProcName: "nginx", State: model.ProcRunning, PID: 100 + i, ReportTime: int64(i)}}
+	}
+	var other, own []engine.HostStatus
+	for i := range 600 { // past the watch's channel, queue head and the watcher's 256
+		other = append(other, status(i))
+	}
+	for i := range ownSkipMin + 44 {
+		own = append(own, status(10000+i))
+	}
+	if err := b.PutProcStatuses(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing read: the watcher ends up blocked handing an entry on.
+	waitCond(t, "the watcher blocked on its full channel", time.Minute, func() bool { return blockedWatchers() > before })
+	if err := a.PutProcStatuses(ctx, own); err != nil { // pauses the watch
+		t.Fatal(err)
+	}
+	for i := range len(other) + len(own) {
+		select {
+		case <-ch:
+		case <-time.After(time.Minute):
+			t.Fatalf("status %d of %d not watched", i, len(other)+len(own))
+		}
+	}
+	waitCond(t, "no watcher left blocked", time.Minute, func() bool { return blockedWatchers() <= before })
 }

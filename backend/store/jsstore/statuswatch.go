@@ -96,12 +96,21 @@ type ownRun struct {
 func (w *statusWatch) stop(ctx context.Context) (resume func(ownRun), ok bool) {
 	ch := make(chan chan ownRun, 1)
 	// The watch comes back to its select at once (it never waits on its
-	// reader), unless it is making a new consumer: at most that request.
+	// reader), unless it is making a new consumer: at most that request,
+	// which has no deadline of its own (the watch's context). Past
+	// attemptTimeout the write goes on unpaused, its statuses read back
+	// through the consumer as any other's: a consumer request lost in a
+	// reconnection must not hold the engine's writer, and every write
+	// behind it, for good.
+	timer := time.NewTimer(attemptTimeout)
+	defer timer.Stop()
 	select {
 	case w.pause <- ch:
 	case <-w.done:
 		return nil, false
 	case <-ctx.Done():
+		return nil, false
+	case <-timer.C:
 		return nil, false
 	}
 	// The watch answers at once (it is between two reads), or has ended.
@@ -176,7 +185,7 @@ func (s *Store) watchStatuses(ctx context.Context, w jetstream.KeyWatcher, high 
 	var retry <-chan time.Time // set while a new watcher could not be made
 	defer func() {
 		if w != nil {
-			_ = w.Stop()
+			stopWatcher(w)
 		}
 	}()
 	for {
@@ -224,7 +233,7 @@ func (s *Store) watchStatuses(ctx context.Context, w jetstream.KeyWatcher, high 
 			retry = nil
 		case ask := <-sw.pause:
 			if w != nil {
-				_ = w.Stop()
+				stopWatcher(w)
 				w = nil
 			}
 			run := make(chan ownRun, 1)
@@ -239,6 +248,21 @@ func (s *Store) watchStatuses(ctx context.Context, w jetstream.KeyWatcher, high 
 			}
 		}
 	}
+}
+
+// stopWatcher stops w and reads on what it still delivers, until it
+// closes its channel. nats.go's watcher hands each entry on under its
+// lock and closes Updates (ending its goroutine and subscription) only
+// once that send returns: a watcher stopped while its channel was full
+// and unread (the loop reads it only with an empty queue) would keep its
+// goroutine, its subscription and what was pending on it for good, once
+// at every pause. The reader ends when the channel closes.
+func stopWatcher(w jetstream.KeyWatcher) {
+	_ = w.Stop()
+	go func(c <-chan jetstream.KeyValueEntry) {
+		for range c {
+		}
+	}(w.Updates())
 }
 
 // decodeStatus is the status of a watched entry: the one this store
