@@ -15,10 +15,15 @@ import (
 	"gseproc/model"
 )
 
-// Defaults of the bounds.
+// Defaults of the bounds. DefaultKeepResults is about what one op over
+// the biggest namespace of 100,000 simulated hosts (~228,000 results)
+// leaves: a finished task's results hold ~350 bytes each (its row and
+// the status it read), so the embedded console at 100,000 hosts kept
+// ~80 MB more for every such op up to 1,000,000 results (~350 MB); now
+// the results of the op before go once a newer one has finished.
 const (
 	DefaultKeepTasks   = 1000
-	DefaultKeepResults = 1_000_000
+	DefaultKeepResults = 300_000
 	DefaultKeepEvents  = 10000
 )
 
