@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -281,24 +282,26 @@ func TestStoredSince(t *testing.T) {
 
 // TestMetricsBacklog: the backlog is read from the two gauges of a
 // /metrics page whatever their place and format; a page without both is
-// an error (never taken as settled).
+// an error (never taken as settled), errNoBacklog when it has neither (a
+// server from before them: the bench goes on without waiting).
 func TestMetricsBacklog(t *testing.T) {
 	for _, c := range []struct {
 		page           string
 		events, writes int
-		ok             bool
+		ok, none       bool
 	}{
-		{"# HELP gseproc_events_queued x\n# TYPE gseproc_events_queued gauge\ngseproc_events_queued 0\ngseproc_writes_queued 0\n", 0, 0, true},
-		{"go_goroutines 12\ngseproc_writes_queued 4096\ngseproc_events_queued 31234\n", 31234, 4096, true},
-		{"gseproc_events_queued 1.5e+06\ngseproc_writes_queued 0", 1500000, 0, true},
-		{"gseproc_events_queued 0\n", 0, 0, false},
-		{"gseproc_events_queued_total 0\ngseproc_writes_queued_x 0\n", 0, 0, false},
-		{"gseproc_events_queued zero\ngseproc_writes_queued 0\n", 0, 0, false},
-		{"", 0, 0, false},
+		{"# HELP gseproc_events_queued x\n# TYPE gseproc_events_queued gauge\ngseproc_events_queued 0\ngseproc_writes_queued 0\n", 0, 0, true, false},
+		{"go_goroutines 12\ngseproc_writes_queued 4096\ngseproc_events_queued 31234\n", 31234, 4096, true, false},
+		{"gseproc_events_queued 1.5e+06\ngseproc_writes_queued 0", 1500000, 0, true, false},
+		{"gseproc_events_queued 0\n", 0, 0, false, false},
+		{"gseproc_events_queued_total 0\ngseproc_writes_queued_x 0\n", 0, 0, false, true},
+		{"gseproc_events_queued zero\ngseproc_writes_queued 0\n", 0, 0, false, false},
+		{"go_goroutines 12\n", 0, 0, false, true},
+		{"", 0, 0, false, true},
 	} {
 		ev, w, err := metricsBacklog(c.page)
-		if (err == nil) != c.ok || (c.ok && (ev != c.events || w != c.writes)) {
-			t.Errorf("metricsBacklog(%q) = %d, %d, %v; want %d, %d, ok %v", c.page, ev, w, err, c.events, c.writes, c.ok)
+		if (err == nil) != c.ok || (c.ok && (ev != c.events || w != c.writes)) || errors.Is(err, errNoBacklog) != c.none {
+			t.Errorf("metricsBacklog(%q) = %d, %d, %v; want %d, %d, ok %v, none %v", c.page, ev, w, err, c.events, c.writes, c.ok, c.none)
 		}
 	}
 }

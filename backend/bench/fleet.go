@@ -319,6 +319,12 @@ func (e *env) settle(ctx context.Context) error {
 		if err == nil && events == 0 && writes == 0 {
 			break
 		}
+		if errors.Is(err, errNoBacklog) {
+			// A server from before the gauges (--bin, an older build
+			// compared): measured as it was then, and said.
+			fmt.Fprintf(e.setup.Out, "start-up not awaited: the server's /metrics has no backlog gauges (a server from before them)\n")
+			return nil
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("bench: waiting for start-up's backlog to be stored (last: %d events, %d writes, %v): %w", events, writes, err, ctx.Err())
@@ -362,9 +368,14 @@ func backlog(ctx context.Context, base string) (events, writes int, err error) {
 	return metricsBacklog(string(body))
 }
 
+// errNoBacklog: a /metrics page has neither backlog gauge (a server from
+// before them).
+var errNoBacklog = errors.New("/metrics has no gseproc_events_queued nor gseproc_writes_queued")
+
 // metricsBacklog is the gseproc_events_queued and gseproc_writes_queued
 // gauges of a /metrics page in the text format; an error when either is
-// missing (a server without them is never found settled).
+// missing (a server without them is never found settled), errNoBacklog
+// when both are.
 func metricsBacklog(page string) (events, writes int, err error) {
 	found := 0
 	for line := range strings.Lines(page) {
@@ -388,8 +399,11 @@ func metricsBacklog(page string) (events, writes int, err error) {
 			writes = int(n)
 		}
 	}
-	if found != 2 {
-		return 0, 0, errors.New("/metrics has no gseproc_events_queued and gseproc_writes_queued")
+	switch found {
+	case 0:
+		return 0, 0, errNoBacklog
+	case 1:
+		return 0, 0, errors.New("/metrics has only one of gseproc_events_queued and gseproc_writes_queued")
 	}
 	return events, writes, nil
 }
