@@ -16,8 +16,11 @@ import (
 // online hosts gets an interval of at least n / rate, never less than
 // [nats] heartbeat_interval. It tells an agent on the agent's own inbox
 // (BeatSubject, a BeatHint), answering a heartbeat of a host whose
-// interval is off: one an agent already subscribes to, that only a
-// server may publish on (no credential serving hosts may). Each
+// interval is off: one an agent already subscribes to, that no
+// credential serving hosts may publish on (another host can still have
+// JetStream acknowledge a publish of its own there, as its reply
+// subject: such a message is no BeatHint in bounds, refused and logged
+// rarely by the agent). Each
 // heartbeat says the interval the agent keeps, and the server gives each
 // host three of those of silence before it is offline (and, while a new
 // interval is on its way, three of the longer one).
@@ -120,7 +123,11 @@ func (r beatRule) want(n int) int {
 // interval is step k's: min·2^(k/beatSteps), to the millisecond from
 // a second up.
 func (r beatRule) interval(k int) time.Duration {
-	d := time.Duration(float64(r.min) * math.Exp2(float64(k)/beatSteps))
+	f := float64(r.min) * math.Exp2(float64(k)/beatSteps)
+	if top := max(maxBeatInterval, r.min); f >= float64(top) {
+		return top // and no float past int64 made a Duration (a host's code up to 255 steps)
+	}
+	d := time.Duration(f)
 	if d >= time.Second {
 		d = d.Round(time.Millisecond)
 	}

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -95,6 +96,11 @@ func TestBeatHint(t *testing.T) {
 		{"restarted server, first host heard", code(20 * s), 1, 0, 0},
 		{"slow by its own config, small fleet", code(8 * s), 10, time.Hour, 0},
 		{"far slower by its own config", code(60 * s), 10, time.Hour, 5 * s},
+		// Past the last step (a host saying an interval near the int64
+		// limit): its interval is the longest, not a float overflowed
+		// into a negative one that passed the uptime check at once.
+		{"the last code, server just started: kept", math.MaxUint8, 10, 0, 0},
+		{"the last code, server up three hours: told", math.MaxUint8, 10, 3 * time.Hour, 5 * s},
 	} {
 		k, ok := r.hint(c.code, c.n, c.uptime)
 		var got time.Duration

@@ -1318,6 +1318,17 @@ func (d *Dispatcher) onKeepalive(subj string) {
 		ev = append(ev, model.Event{ID: derivedEventID(e.host, model.EventAgentOnline, e.fullAt, e.keepalives),
 			Time: now, Host: e.host, Kind: model.EventAgentOnline, Message: "agent online"})
 	}
+	if e.fullAt == 0 {
+		// No full beat heard (this server or its dispatcher is new, its
+		// hello missed): the host beats at whatever a server told it
+		// before, as slow as beatDownSteps past this fleet's step (the
+		// host counted) before it would be told down. Kept at
+		// offline_after, a host of a fleet whose interval passed it
+		// (~84,000 hosts by default) went offline and online at every
+		// beat until its next full one.
+		r := d.rule
+		e.setGrace(max(e.grace(), beatGrace(d.opts.OfflineAfter, 0, r.interval(min(r.want(d.online)+beatDownSteps, r.maxStep())))))
+	}
 	// A host beating faster than the fleet now may (it grew) is told at
 	// its keepalive, not only at its next full beat, up to FullEvery
 	// beats later.

@@ -226,6 +226,30 @@ func TestHostToldLongerNotOfflineEarly(t *testing.T) {
 	}
 }
 
+// TestKeepaliveOnlyHostGrace: a host heard only by keepalives (no full
+// beat: the server is new, its hello missed) may beat at the interval an
+// earlier server told its fleet, longer than offline_after: its grace
+// covers three of it, not offline_after, which turned it offline and
+// online at every beat (review r7-a).
+func TestKeepaliveOnlyHostGrace(t *testing.T) {
+	e := startServer(t, testNATS(t), true)
+	snc := serverConn(t, e)
+	d := newDispatcher(t, snc, DispatcherOptions{OfflineAfter: 300 * time.Millisecond, BeatInterval: 100 * time.Millisecond, MaxBeatsPerSecond: 1})
+	id := mustID(t, h1)
+	if err := snc.Publish(HeartbeatSubject(id), nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "keepalive recorded", 10*time.Second, func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.hosts[h1] != nil && d.hosts[h1].keepalives == 1
+	})
+	fleet := FleetBeatInterval(1, 100*time.Millisecond, 1)
+	if g := hostGrace(d, h1); g < 3*fleet {
+		t.Fatalf("grace %s of a host heard by keepalives only; the fleet beats every %s", g, fleet)
+	}
+}
+
 // TestHintCompatibility: an agent from before the hints (it does not say
 // it takes them) is never told and keeps beating at its own interval; an
 // agent against a server that tells nothing keeps its configured one.

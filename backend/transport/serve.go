@@ -166,8 +166,10 @@ func ServeAgentOn(ctx context.Context, l *Link, a AgentHandler, opts ServeOption
 		}
 		log.Info("agent: op cancelled by the server", "task", c.TaskID, "op_id", c.OpID, "running", inflight.cancel(c.OpID))
 	}
-	// The interval a server tells the agent (on its inbox, which only a
-	// server may publish on) is taken within bounds (takeHint); its next
+	// The interval a server tells the agent (on its inbox, which no
+	// credential serving hosts may publish on; another host can steer a
+	// JetStream acknowledgement there, refused below) is taken within
+	// bounds (takeHint); its next
 	// beat then comes after a random part of it, so that a fleet told at
 	// once does not beat at once.
 	onBeat := func(m *nats.Msg) {
