@@ -46,16 +46,24 @@ func runBench(ctx context.Context, args []string, io Stdio) error {
 	}
 	what := pos[0]
 	s.Out = io.Out
-	// What agent and compare take is refused here, by its flag, when out
-	// of range: below 1 it would be replaced by a default (--procs 0
-	// measured 5 hosted processes), and too many fan-out hosts were found
-	// only after the restart measures.
+	// What agent, compare and fleet take is refused here, by its flag,
+	// when out of range: below 1 it would be replaced by a default
+	// (--procs 0 measured 5 hosted processes, fleet --idle 0 20 s), too
+	// many fan-out hosts were found only after the restart measures, and
+	// a --profile-run with no --profile or past --runs took no profile
+	// without a word.
 	var bad string
 	switch {
 	case what == "agent" && *procs < 1:
 		bad = fmt.Sprintf("--procs: %d, want at least 1", *procs)
-	case what == "agent" && *idle <= 0:
+	case (what == "agent" || what == "fleet") && *idle <= 0:
 		bad = fmt.Sprintf("--idle: %s, want more than 0", *idle)
+	case what == "fleet" && *runs < 1:
+		bad = fmt.Sprintf("--runs: %d, want at least 1", *runs)
+	case what == "fleet" && (s.ProfileRun < 0 || s.ProfileRun > *runs):
+		bad = fmt.Sprintf("--profile-run: %d, want 0..%d (--runs)", s.ProfileRun, *runs)
+	case s.ProfileRun > 0 && s.ProfileDir == "":
+		bad = fmt.Sprintf("--profile-run: %d without --profile DIR, where the profiles go", s.ProfileRun)
 	case what == "compare" && *samples < 1:
 		bad = fmt.Sprintf("--samples: %d, want at least 1", *samples)
 	case what == "compare" && *settle <= 0:

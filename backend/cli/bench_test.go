@@ -71,9 +71,10 @@ func TestBenchAgent(t *testing.T) {
 	}
 }
 
-// TestBenchFlagsRefused: agent's and compare's counts and durations out
-// of range are usage errors naming the flag, before anything starts (a
-// value below 1 was replaced by its default).
+// TestBenchFlagsRefused: agent's, compare's and fleet's counts and
+// durations out of range are usage errors naming the flag, before
+// anything starts (a value below 1 was replaced by its default; a
+// profile run with nowhere to go or past the runs was silently none).
 func TestBenchFlagsRefused(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -86,6 +87,11 @@ func TestBenchFlagsRefused(t *testing.T) {
 		{[]string{"compare", "--fanout-hosts", "0"}, "--fanout-hosts: 0, want 1..62500"},
 		{[]string{"compare", "--fanout-hosts", "62501"}, "--fanout-hosts: 62501, want 1..62500"},
 		{[]string{"compare", "--runs", "0"}, "--runs: 0, want at least 1"},
+		{[]string{"fleet", "--idle", "0s"}, "--idle: 0s, want more than 0"},
+		{[]string{"fleet", "--runs", "0"}, "--runs: 0, want at least 1"},
+		{[]string{"fleet", "--runs", "2", "--profile", "/nonexistent", "--profile-run", "3"}, "--profile-run: 3, want 0..2 (--runs)"},
+		{[]string{"fleet", "--profile-run", "-1", "--profile", "/nonexistent"}, "--profile-run: -1, want 0..3 (--runs)"},
+		{[]string{"fleet", "--profile-run", "2"}, "--profile-run: 2 without --profile DIR"},
 	} {
 		var out, errb bytes.Buffer
 		code := Main(context.Background(), append([]string{"bench"}, tc.args...), Stdio{In: strings.NewReader(""), Out: &out, Err: &errb})
