@@ -273,6 +273,7 @@ func TestStoredSince(t *testing.T) {
 		{map[string]uint64{"a": 1}, map[string]uint64{"a": 1}, "nothing"},
 		{nil, map[string]uint64{"KV_b": 5, "a": 2}, "KV_b 5, a 2"},
 		{map[string]uint64{"x": 10, "y": 3}, map[string]uint64{"x": 12, "y": 3, "z": 1}, "x 2, z 1"},
+		{map[string]uint64{"x": 10, "y": 3}, map[string]uint64{"x": 4, "y": 5}, "y 2"}, // x made again
 	} {
 		if got := storedSince(c.was, c.now); got != c.want {
 			t.Errorf("storedSince(%v, %v) = %q, want %q", c.was, c.now, got, c.want)

@@ -349,23 +349,11 @@ const settlePoll = 100 * time.Millisecond
 func backlog(ctx context.Context, base string) (events, writes int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	page, err := metricsPage(ctx, http.DefaultClient, base)
 	if err != nil {
 		return 0, 0, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, 0, fmt.Errorf("/metrics: %s", resp.Status)
-	}
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, 0, err
-	}
-	return metricsBacklog(string(body))
+	return metricsBacklog(page)
 }
 
 // errNoBacklog: a /metrics page has neither backlog gauge (a server from
@@ -377,35 +365,15 @@ var errNoBacklog = errors.New("/metrics has no gseproc_events_queued nor gseproc
 // missing (a server without them is never found settled), errNoBacklog
 // when both are.
 func metricsBacklog(page string) (events, writes int, err error) {
-	found := 0
-	for line := range strings.Lines(page) {
-		name, value, ok := strings.Cut(strings.TrimSpace(line), " ")
-		if !ok {
-			continue
-		}
-		var n float64
-		switch name {
-		case "gseproc_events_queued", "gseproc_writes_queued":
-			if _, err := fmt.Sscanf(value, "%g", &n); err != nil {
-				return 0, 0, fmt.Errorf("/metrics: %s: %q: %w", name, value, err)
-			}
-		default:
-			continue
-		}
-		found++
-		if name == "gseproc_events_queued" {
-			events = int(n)
-		} else {
-			writes = int(n)
-		}
-	}
-	switch found {
-	case 0:
+	ev, everr := metricValue(page, "gseproc_events_queued")
+	wr, werr := metricValue(page, "gseproc_writes_queued")
+	switch {
+	case errors.Is(everr, errMetricMissing) && errors.Is(werr, errMetricMissing):
 		return 0, 0, errNoBacklog
-	case 1:
-		return 0, 0, errors.New("/metrics has only one of gseproc_events_queued and gseproc_writes_queued")
+	case everr != nil || werr != nil:
+		return 0, 0, errors.Join(everr, werr)
 	}
-	return events, writes, nil
+	return int(ev), int(wr), nil
 }
 
 // stop stops the sim and the server and removes the work dir.
@@ -737,8 +705,9 @@ func (p *profiler) afterRun(ctx context.Context, n int) {
 // that stored none left out.
 func storedSince(was, now map[string]uint64) string {
 	var parts []string
-	for _, name := range slices.Sorted(maps.Keys(now)) {
-		if d := now[name] - was[name]; d > 0 {
+	d := storedDelta(was, now)
+	for _, name := range slices.Sorted(maps.Keys(d)) {
+		if d := d[name]; d > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", name, d))
 		}
 	}

@@ -274,10 +274,7 @@ func (e *env) load(ctx context.Context, o LoadOptions, hosts []model.Host) (Load
 		u2, uerr := readUsage(pid)
 		m2, err := e.mallocs(ctx, hc)
 		if seq2, err := e.streamSeqs(ctx); err == nil && serr == nil {
-			res.Stored = map[string]uint64{}
-			for k, v := range seq2 {
-				res.Stored[k] = v - min(v, seq0[k])
-			}
+			res.Stored = storedDelta(seq0, seq2)
 		}
 		if uerr == nil && err == nil {
 			res.Drained = max(time.Since(end), time.Millisecond)
@@ -327,24 +324,39 @@ func call(ctx context.Context, hc *http.Client, url string, body []byte) string 
 // mallocs reads the server's count of heap allocations so far from its
 // /metrics (go_memstats_mallocs_total).
 func (e *env) mallocs(ctx context.Context, hc *http.Client) (uint64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/metrics", nil)
+	page, err := metricsPage(ctx, hc, e.url)
 	if err != nil {
 		return 0, err
 	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("bench: read metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, fmt.Errorf("bench: read metrics: %w", err)
-	}
-	return metricValue(string(body), "go_memstats_mallocs_total")
+	return metricValue(page, "go_memstats_mallocs_total")
 }
 
+// metricsPage is the server's /metrics page (base: the API's address).
+func metricsPage(ctx context.Context, hc *http.Client, base string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("bench: read metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("bench: read metrics: %s", resp.Status)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", fmt.Errorf("bench: read metrics: %w", err)
+	}
+	return string(body), nil
+}
+
+// errMetricMissing: the page has no such metric.
+var errMetricMissing = errors.New("not found")
+
 // metricValue is the value of the unlabelled metric name in a Prometheus
-// text exposition.
+// text exposition (errMetricMissing when it has none).
 func metricValue(text, name string) (uint64, error) {
 	for line := range strings.Lines(text) {
 		v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" ")
@@ -357,5 +369,16 @@ func metricValue(text, name string) (uint64, error) {
 		}
 		return uint64(f), nil
 	}
-	return 0, fmt.Errorf("bench: metric %s not found", name)
+	return 0, fmt.Errorf("bench: metric %s: %w", name, errMetricMissing)
+}
+
+// storedDelta is what each stream stored between two readings of their
+// last sequences (was, now): a stream whose sequence went back (made
+// again between them) counts 0, not a wrapped difference.
+func storedDelta(was, now map[string]uint64) map[string]uint64 {
+	d := make(map[string]uint64, len(now))
+	for k, v := range now {
+		d[k] = v - min(v, was[k])
+	}
+	return d
 }
