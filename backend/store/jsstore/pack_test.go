@@ -2,7 +2,9 @@ package jsstore
 
 import (
 	"encoding/binary"
+	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -214,22 +216,29 @@ func TestResultPacksCompressed(t *testing.T) {
 }
 
 // TestUnpack: a compressed pack's value is refused, not allocated, when
-// it is corrupt or says it holds more than a pack may.
+// it is corrupt or says it holds more than a pack may. The length is
+// refused by its bound before decoding (bound): s2.Decode also refuses
+// that value as corrupt, but only once it has allocated the 64 MiB it
+// claims.
 func TestUnpack(t *testing.T) {
 	huge := binary.AppendUvarint(nil, maxPackText+1)
 	for _, tc := range []struct {
 		name  string
 		value []byte
 		ok    bool
+		bound bool // refused by maxPackText, not by the decoder
 	}{
-		{"a pack", s2.Encode(nil, []byte(`[{"i":0,"r":{}}]`)), true},
-		{"empty", nil, false},
-		{"not compressed", []byte(`[{"i":0,"r":{}}]`), false},
-		{"longer than a pack may be", append(huge, 0, 0, 0), false},
+		{"a pack", s2.Encode(nil, []byte(`[{"i":0,"r":{}}]`)), true, false},
+		{"empty", nil, false, false},
+		{"not compressed", []byte(`[{"i":0,"r":{}}]`), false, false},
+		{"longer than a pack may be", append(huge, 0, 0, 0), false, true},
 	} {
 		_, err := unpack(tc.value)
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: err %v, want ok %v", tc.name, err, tc.ok)
+		}
+		if tc.bound && (errors.Is(err, s2.ErrCorrupt) || !strings.Contains(err.Error(), "more than")) {
+			t.Errorf("%s: err %v, want it refused by its length's bound before decoding", tc.name, err)
 		}
 	}
 }
