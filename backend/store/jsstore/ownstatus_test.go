@@ -335,3 +335,52 @@ func TestStatusWatchPauseFreesWatcher(t *testing.T) {
 	}
 	waitCond(t, "no watcher left blocked", time.Minute, func() bool { return blockedWatchers() <= before })
 }
+
+// TestStatusWatchStopGivesUp: a write whose pause the watch takes but
+// does not answer (it is deleting its consumer, a JetStream request) goes
+// on unpaused once its context ends, and the watch, when it answers, is
+// handed an empty run (it reads on through a new consumer), not left
+// waiting for a run no write will send.
+func TestStatusWatchStopGivesUp(t *testing.T) {
+	sw := &statusWatch{pause: make(chan chan chan ownRun), done: make(chan struct{})}
+	defer close(sw.done)
+	took, release := make(chan struct{}), make(chan struct{})
+	handed := make(chan ownRun, 1)
+	go func() { // the watch, slow to answer
+		ask := <-sw.pause
+		close(took)
+		<-release
+		run := make(chan ownRun, 1)
+		ask <- run
+		handed <- <-run
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan bool, 1)
+	go func() {
+		resume, ok := sw.stop(ctx)
+		stopped <- ok || resume != nil
+	}()
+	select {
+	case <-took:
+	case <-time.After(time.Minute):
+		t.Fatal("the pause was not asked")
+	}
+	cancel()
+	select {
+	case paused := <-stopped:
+		if paused {
+			t.Fatal("the write was paused by a watch that did not answer")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the write still waits for a watch that does not answer, its context ended")
+	}
+	close(release)
+	select {
+	case r := <-handed:
+		if len(r.msgs) != 0 || len(r.seqs) != 0 {
+			t.Fatalf("the watch was handed %d statuses of a write that went on unpaused", len(r.msgs))
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the watch, answering late, was handed no run")
+	}
+}

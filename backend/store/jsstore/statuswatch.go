@@ -92,7 +92,8 @@ type ownRun struct {
 // stop asks the watch to stop its consumer and waits until it has: the
 // write then publishes and hands what it stored to resume (always, once,
 // and soon: the watch waits for it). ok is false when the watch has ended
-// (or ctx did first): the write goes on as if none ran.
+// (or ctx did first, or attemptTimeout passed): the write goes on as if
+// none ran.
 func (w *statusWatch) stop(ctx context.Context) (resume func(ownRun), ok bool) {
 	ch := make(chan chan ownRun, 1)
 	// The watch comes back to its select at once (it never waits on its
@@ -113,13 +114,28 @@ func (w *statusWatch) stop(ctx context.Context) (resume func(ownRun), ok bool) {
 	case <-timer.C:
 		return nil, false
 	}
-	// The watch answers at once (it is between two reads), or has ended.
+	// The watch answers once its consumer is stopped, which deletes it
+	// with a JetStream request (up to the client's wait, 5 s). Past
+	// attemptTimeout in all, the write goes on unpaused as above, and the
+	// watch is handed an empty run when it answers: it reads on from
+	// where it was, through a new consumer, the write's statuses
+	// included.
 	select {
 	case r := <-ch:
 		return func(run ownRun) { r <- run }, true // r has room for it
 	case <-w.done:
 		return nil, false
+	case <-timer.C:
+	case <-ctx.Done():
 	}
+	go func() { // ends when the watch answers or ends
+		select {
+		case r := <-ch:
+			r <- ownRun{}
+		case <-w.done:
+		}
+	}()
+	return nil, false
 }
 
 // WatchProcStatuses sends every last known status stored from the call
