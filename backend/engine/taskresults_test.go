@@ -10,19 +10,30 @@ import (
 	"gseproc/model"
 )
 
+// chunkedRun is a status run "T" over its targets, two chunks of results
+// and some, none started, at now.
+func chunkedRun() (r *run, targets []model.Target, now time.Time) {
+	targets = make([]model.Target, 2*resultChunk+3)
+	for i := range targets {
+		targets[i] = model.Target{Host: model.Host{IP: fmt.Sprintf("10.0.%d.%d", i/256, i%256)}, ProcKey: "ns:p", AgentID: fmt.Sprint("a", i)}
+	}
+	now = time.Date(2026, 11, 29, 1, 2, 3, 0, time.UTC)
+	return newRun(model.Task{ID: "T", Op: model.OpStatus}, targets, map[string]model.Process{}, nil), targets, now
+}
+
+// holding is an engine holding run r (task "T"), its clock at now.
+func holding(r *run, now time.Time) *Engine {
+	return &Engine{now: func() time.Time { return now }, runs: map[string]*run{"T": r}}
+}
+
 // TestTaskResultsAsWhenTheReadBegan: TaskResults of a run this engine holds
 // gives every result whole, as Task does, and a result made final while
 // the read goes on (after the read of its chunk began) as it was when the
 // read began, running, with no Seq: the largest Seq given stays the read's
 // start, so that a Watch from it replays that final result.
 func TestTaskResultsAsWhenTheReadBegan(t *testing.T) {
-	n := 2*resultChunk + 3
-	targets := make([]model.Target, n)
-	for i := range targets {
-		targets[i] = model.Target{Host: model.Host{IP: fmt.Sprintf("10.0.%d.%d", i/256, i%256)}, ProcKey: "ns:p", AgentID: fmt.Sprint("a", i)}
-	}
-	now := time.Date(2026, 11, 29, 1, 2, 3, 0, time.UTC)
-	r := newRun(model.Task{ID: "T", Op: model.OpStatus}, targets, map[string]model.Process{}, nil)
+	r, targets, now := chunkedRun()
+	n := len(targets)
 	finish := func(i int) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -34,7 +45,7 @@ func TestTaskResultsAsWhenTheReadBegan(t *testing.T) {
 	}
 	finish(0)
 	finish(n - 1)
-	e := &Engine{now: func() time.Time { return now }, runs: map[string]*run{"T": r}}
+	e := holding(r, now)
 	v, err := e.Task(context.Background(), "T")
 	if err != nil {
 		t.Fatal(err)
@@ -80,14 +91,9 @@ func TestTaskResultsAsWhenTheReadBegan(t *testing.T) {
 // read began and cancelled while it goes on (never sent) is given as it
 // was then, pending, not as running, a state it never had.
 func TestTaskResultsPendingCancelledDuringTheRead(t *testing.T) {
-	n := 2*resultChunk + 3
-	targets := make([]model.Target, n)
-	for i := range targets {
-		targets[i] = model.Target{Host: model.Host{IP: fmt.Sprintf("10.0.%d.%d", i/256, i%256)}, ProcKey: "ns:p", AgentID: fmt.Sprint("a", i)}
-	}
-	now := time.Date(2026, 11, 29, 1, 2, 3, 0, time.UTC)
-	r := newRun(model.Task{ID: "T", Op: model.OpStatus}, targets, map[string]model.Process{}, nil)
-	e := &Engine{now: func() time.Time { return now }, runs: map[string]*run{"T": r}}
+	r, targets, now := chunkedRun()
+	n := len(targets)
+	e := holding(r, now)
 	v, err := e.Task(context.Background(), "T")
 	if err != nil {
 		t.Fatal(err)

@@ -74,10 +74,7 @@ func TestStatusWatchOwnWrites(t *testing.T) {
 			t.Fatalf("status %d of %d not watched", i, len(want))
 		}
 	}
-	a.own.mu.Lock()
-	left := len(a.own.m)
-	a.own.mu.Unlock()
-	if left != 0 {
+	if left := ownLeft(a); left != 0 {
 		t.Fatalf("%d own statuses kept after the watch read them", left)
 	}
 	cancel()
@@ -143,10 +140,7 @@ func TestStatusWatchOwnWritesTwoWatches(t *testing.T) {
 			}
 		}
 	}
-	a.own.mu.Lock()
-	left := len(a.own.m)
-	a.own.mu.Unlock()
-	if left != 0 {
+	if left := ownLeft(a); left != 0 {
 		t.Fatalf("%d own statuses kept after both watches read them", left)
 	}
 }
@@ -229,10 +223,7 @@ func TestStatusWatchSkipsOwnRun(t *testing.T) {
 	if r := sw.read.Load(); r != 10+ownSkipMin-1 {
 		t.Fatalf("a's small write: %d read in all, want %d", r, 10+ownSkipMin-1)
 	}
-	a.own.mu.Lock()
-	left := len(a.own.m)
-	a.own.mu.Unlock()
-	if left != 0 {
+	if left := ownLeft(a); left != 0 {
 		t.Fatalf("%d own statuses kept after the watch handed them on", left)
 	}
 }
@@ -277,6 +268,13 @@ func TestQueueOwnRun(t *testing.T) {
 			t.Errorf("%s: handed on %v, last %d; want %v, %d", c.name, got, high, c.want, c.after)
 		}
 	}
+}
+
+// ownLeft is how many statuses s keeps for its status watch to read.
+func ownLeft(s *Store) int {
+	s.own.mu.Lock()
+	defer s.own.mu.Unlock()
+	return len(s.own.m)
 }
 
 // blockedWatchers counts the goroutines of nats.go key watchers blocked
