@@ -1,6 +1,7 @@
 package jsstore
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"strconv"
@@ -9,9 +10,42 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/s2"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"gseproc/model"
 )
+
+// packTask is a store with a running status task over 1,200 targets.
+func packTask(t *testing.T) (s *Store, ctx context.Context, now time.Time, tk model.Task, tgs []model.Target) {
+	t.Helper()
+	s = open(t, startNATS(t, natsCfg(t, t.TempDir())), Options{})
+	ctx = tctx(t)
+	now = time.Now().UTC().Truncate(time.Second)
+	seq, err := s.NextSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgs = targets(1200)
+	tk = model.Task{ID: model.FormatTaskID(now, seq), Op: model.OpStatus, Targets: len(tgs), Status: model.TaskRunning, Created: now}
+	if err := s.PutTask(ctx, tk, tgs); err != nil {
+		t.Fatal(err)
+	}
+	return s, ctx, now, tk, tgs
+}
+
+// resultsState is the results bucket's stream state now.
+func resultsState(t *testing.T, ctx context.Context, s *Store) jetstream.StreamState {
+	t.Helper()
+	st, err := s.kvStream(ctx, s.on().results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State
+}
 
 // TestResultPacks: results written together are stored in packs, a few
 // messages for many results; Results and WatchResults read them, and a
@@ -19,33 +53,12 @@ import (
 // the pack that held its first one. A result stored under its target's
 // own key, as every result was before packs, is read alongside.
 func TestResultPacks(t *testing.T) {
-	s := open(t, startNATS(t, natsCfg(t, t.TempDir())), Options{})
-	ctx := tctx(t)
-	now := time.Now().UTC().Truncate(time.Second)
-	seq, err := s.NextSeq(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tgs := targets(1200)
-	tk := model.Task{ID: model.FormatTaskID(now, seq), Op: model.OpStatus, Targets: len(tgs), Status: model.TaskRunning, Created: now}
-	if err := s.PutTask(ctx, tk, tgs); err != nil {
-		t.Fatal(err)
-	}
+	s, ctx, now, tk, tgs := packTask(t)
 	result := func(i int, msg string) model.Result {
 		return model.Result{TaskID: tk.ID, Host: tgs[i].Host, ProcKey: tgs[i].ProcKey, State: model.StateSuccess,
 			Seq: int64(i + 1), Message: msg + " " + strconv.Itoa(i) + " " + string(make([]byte, 300))}
 	}
-	st, err := s.kvStream(ctx, s.on().results)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msgs := func() uint64 {
-		info, err := st.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.State.Msgs
-	}
+	msgs := func() uint64 { return resultsState(t, ctx, s).Msgs }
 	before := msgs()
 
 	// Every target but the last 100, in one call: more than packBytes, so
@@ -141,18 +154,7 @@ func TestResultPacks(t *testing.T) {
 // of the results' JSON; they read back whole. A pack written
 // uncompressed, as before, is read alongside.
 func TestResultPacksCompressed(t *testing.T) {
-	s := open(t, startNATS(t, natsCfg(t, t.TempDir())), Options{})
-	ctx := tctx(t)
-	now := time.Now().UTC().Truncate(time.Second)
-	seq, err := s.NextSeq(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tgs := targets(1200)
-	tk := model.Task{ID: model.FormatTaskID(now, seq), Op: model.OpStatus, Targets: len(tgs), Status: model.TaskRunning, Created: now}
-	if err := s.PutTask(ctx, tk, tgs); err != nil {
-		t.Fatal(err)
-	}
+	s, ctx, now, tk, tgs := packTask(t)
 	result := func(i int) model.Result {
 		return model.Result{TaskID: tk.ID, Host: tgs[i].Host, ProcKey: tgs[i].ProcKey, State: model.StateSuccess, Seq: int64(i + 1),
 			Message: "success", Proc: model.ResultProc{ProcName: "nginx", SetupPath: "/usr/local/nginx", FuncID: "nginx"},
@@ -160,17 +162,7 @@ func TestResultPacksCompressed(t *testing.T) {
 				StartTime: now.Add(-time.Duration(i) * time.Second), Cmdline: "/usr/local/nginx/sbin/nginx -c /etc/nginx/nginx.conf"},
 			Started: now, Finished: now.Add(time.Duration(i) * time.Millisecond)}
 	}
-	st, err := s.kvStream(ctx, s.on().results)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored := func() uint64 {
-		info, err := st.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.State.Bytes
-	}
+	stored := func() uint64 { return resultsState(t, ctx, s).Bytes }
 	before := stored()
 	var rs []model.Result
 	text := 0 // the results' JSON
