@@ -522,11 +522,13 @@ func (s *Store) recyclePack(b []byte) {
 }
 
 // recyclePacks keeps the buffers of msgs' packs for the next ones, once
-// p says every message was stored and every asynchronous publish of them
-// answered: none is published again (a publish retried, or a JetStream
-// retry of an unanswered one, would send a buffer reused meanwhile: another
-// pack's results under this pack's key), and NATS copied each when it was
-// published.
+// p says every message was stored and none was unsettled: then none is
+// published again (a publish retried would send a buffer reused
+// meanwhile: another pack's results under this pack's key), and NATS
+// copied each when it was published. unsettled is kept from when the
+// client library's asynchronous publish could send an unanswered message
+// again by itself; the pipelined core publish (acks.go) cannot, so it
+// only costs a rare window timed out its reuse.
 func (s *Store) recyclePacks(msgs []pubMsg, p published) {
 	if p.failed != nil || p.stop != nil || p.unsettled {
 		return

@@ -45,10 +45,10 @@ func TestPubMsgHeaders(t *testing.T) {
 }
 
 // TestRecyclePacks: a pack's buffer is kept for reuse only when every
-// message was stored and every asynchronous publish of them answered; a
-// message published again while its first publish was unanswered
-// (unsettled) may still be sent again by the client library, so its
-// buffer is not reused.
+// message was stored and none was published again while its first
+// publish was unanswered (unsettled: kept from the client library's
+// asynchronous publish, which could send it again by itself; see
+// recyclePacks).
 func TestRecyclePacks(t *testing.T) {
 	errNo := errors.New("no")
 	for _, tc := range []struct {
