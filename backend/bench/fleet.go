@@ -879,8 +879,10 @@ func Fleet(ctx context.Context, o FleetOptions) ([]FleetRun, error) {
 
 // idleCPU prints the server's and the sim's CPU per second over d, the
 // fleet online and no op made: what the fleet's heartbeats cost the two
-// between ops. Start-up's tail (the fleet being told its heartbeat
-// interval, events still stored) is let pass first: the server's CPU is
+// between ops. What is left of start-up's tail once settle has seen the
+// event and write backlog empty is let pass first (the fleet being told
+// its heartbeat interval, each host beating once more at a new phase,
+// and the collections after start-up's garbage): the server's CPU is
 // read in windows of idleWindow until one is not a quarter under the one
 // before (at most idleSettleMax).
 func (e *env) idleCPU(ctx context.Context, d time.Duration) error {
