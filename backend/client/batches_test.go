@@ -3,10 +3,13 @@ package client_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"testing"
 	"time"
 
 	"gseproc/backend"
+	"gseproc/backend/client"
 	"gseproc/backend/server"
 	"gseproc/model"
 )
@@ -101,5 +104,80 @@ func TestWatchBatchesEndsWithCtx(t *testing.T) {
 		case <-deadline:
 			t.Fatal("the channel did not close after ctx ended")
 		}
+	}
+}
+
+// dropRead is a body whose one read returns all of data with err: the
+// results and the drop of the stream come together.
+type dropRead struct {
+	data []byte
+	err  error
+}
+
+func (d *dropRead) Read(p []byte) (int, error) {
+	if len(d.data) == 0 {
+		return 0, d.err
+	}
+	n := copy(p, d.data)
+	d.data = d.data[n:]
+	if len(d.data) > 0 {
+		return n, nil
+	}
+	return n, d.err
+}
+
+func (d *dropRead) Close() error { return nil }
+
+// dropTransport serves a task stream that drops after results 1-3 (read
+// with the drop) and, resumed, sends result 4 and the end. At the resume
+// it notes how many batches wait in the channel the test passed on ch,
+// then closes checked (the test reads the channel only after).
+type dropTransport struct {
+	ch      chan (<-chan []model.Result)
+	checked chan struct{}
+	calls   int
+	lastID  string
+	waiting int
+}
+
+func (d *dropTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	d.calls++
+	var body io.ReadCloser
+	switch d.calls {
+	case 1:
+		body = &dropRead{data: []byte("id: 1\nevent: result\ndata: {\"seq\":1,\"state\":\"success\"}\n\nid: 2\nevent: result\ndata: {\"seq\":2,\"state\":\"success\"}\n\nid: 3\nevent: result\ndata: {\"seq\":3,\"state\":\"success\"}\n\n"), err: io.ErrUnexpectedEOF}
+	case 2:
+		// The reopen runs in the goroutine that sent the batch: what it
+		// handed over is in the channel.
+		d.lastID = req.Header.Get("Last-Event-ID")
+		d.waiting = len(<-d.ch)
+		close(d.checked)
+		body = &dropRead{data: []byte("id: 4\nevent: result\ndata: {\"seq\":4,\"state\":\"success\"}\n\nevent: end\ndata: {}\n\n"), err: io.EOF}
+	default:
+		return nil, errors.New("a third request")
+	}
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: body, Request: req}, nil
+}
+
+// TestWatchBatchesDropHandsOver: the results read with a stream's drop
+// are handed over before reconnecting, not held through the reopen (and
+// its backoff).
+func TestWatchBatchesDropHandsOver(t *testing.T) {
+	tr := &dropTransport{ch: make(chan (<-chan []model.Result), 1), checked: make(chan struct{})}
+	c := client.New("http://gseproc.test", client.WithHTTPClient(&http.Client{Transport: tr}), client.WithReconnect(time.Millisecond, time.Millisecond, 3))
+	defer c.Close()
+	ch, err := c.WatchBatches(context.Background(), "GSETASK:20200101000000:1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.ch <- ch
+	<-tr.checked
+	got := collectBatches(t, ch)
+	checkSeqs(t, got, 0, 4)
+	if tr.calls != 2 || tr.lastID != "3" {
+		t.Fatalf("%d requests, resumed after %q; want 2, after \"3\"", tr.calls, tr.lastID)
+	}
+	if tr.waiting != 1 {
+		t.Fatalf("%d batches handed over before the reopen, want 1 (results 1-3)", tr.waiting)
 	}
 }

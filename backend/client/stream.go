@@ -235,7 +235,7 @@ func (c *Client) WatchBatches(ctx context.Context, id string, after int64) (<-ch
 // watch reads the task stream resp (opened after Seq after) until the
 // task is complete, ctx ends or resuming it failed, giving each result
 // to emit (false: stop). idle, when not nil, is called before every read
-// of the connection (false: stop).
+// of the connection and before reconnecting (false: stop).
 func (c *Client) watch(ctx context.Context, id string, after int64, resp *http.Response, emit func(model.Result) bool, idle func() bool) {
 	path := taskPath(id) + "/stream"
 	last := after
@@ -277,6 +277,11 @@ func (c *Client) watch(ctx context.Context, id string, after int64, resp *http.R
 		}
 		if errors.Is(err, errEventTooLong) { // the same would come again
 			c.log.Warn("task stream: not resumed", "task", id, "last_seq", last, "err", err)
+			return
+		}
+		// The results read with the drop (up to a batch) are handed over
+		// now, not after the reopen's backoff.
+		if idle != nil && !idle() {
 			return
 		}
 		c.log.Debug("task stream dropped; resuming", "task", id, "last_seq", last, "err", err)
