@@ -98,22 +98,27 @@ func AppendJSONStringInString[S ~string | ~[]byte](b []byte, s S) []byte {
 		b = append(b, s...)
 		return append(b, '\\', '"')
 	}
-	// AppendJSONString's text holds no control character, no invalid
-	// UTF-8, no U+2028 or U+2029 and no HTML character: quoted again,
-	// only its '"' and '\\' are escaped.
 	var buf [256]byte
-	q := AppendJSONString(buf[:0], s)
-	for len(q) > 0 {
+	return AppendJSONInString(b, AppendJSONString(buf[:0], s))
+}
+
+// AppendJSONInString appends text, JSON text as AppendJSONString or
+// json.Marshal write it, as the inside of a JSON string (without its
+// quotes). Such text holds no control character, no invalid UTF-8, no
+// U+2028 or U+2029 and no HTML character: quoted again, only its '"' and
+// '\\' are escaped.
+func AppendJSONInString(b, text []byte) []byte {
+	for len(text) > 0 {
 		j := 0
-		for j < len(q) && q[j] != '"' && q[j] != '\\' {
+		for j < len(text) && text[j] != '"' && text[j] != '\\' {
 			j++
 		}
-		b = append(b, q[:j]...)
-		if j == len(q) {
+		b = append(b, text[:j]...)
+		if j == len(text) {
 			break
 		}
-		b = append(b, '\\', q[j])
-		q = q[j+1:]
+		b = append(b, '\\', text[j])
+		text = text[j+1:]
 	}
 	return b
 }

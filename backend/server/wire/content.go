@@ -173,20 +173,7 @@ func (w *cw) json(data []byte) {
 		w.b = append(w.b, data...)
 		return
 	}
-	// Its strings are quoted as AppendJSONString quotes them: quoted
-	// again, only '"' and '\\' are escaped.
-	for len(data) > 0 {
-		j := 0
-		for j < len(data) && data[j] != '"' && data[j] != '\\' {
-			j++
-		}
-		w.b = append(w.b, data[:j]...)
-		if j == len(data) {
-			break
-		}
-		w.b = append(w.b, '\\', data[j])
-		data = data[j+1:]
-	}
+	w.b = model.AppendJSONInString(w.b, data)
 }
 
 // content writes r's content; false when it is "".
