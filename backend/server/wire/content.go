@@ -22,10 +22,10 @@ import (
 // float json writes in exponent form or refuses) is written by
 // json.Marshal of the document (FuzzContent compares the two).
 
-// Content is r's content as GSE shapes it: StatusContent for a status op
-// that got a status back, ControlContent for any other result the engine
-// ran, and "" for one it did not (pending, cancelled before it was sent,
-// its definition gone).
+// Content is r's content as GSE shapes it: a status content (cw.status)
+// for a status op that got a status back, a control content (cw.control)
+// for any other result the engine ran, and "" for one it did not (pending,
+// cancelled before it was sent, its definition gone).
 func Content(r model.Result) string {
 	var buf [1024]byte // most contents: the one allocation is the string
 	return string(AppendContent(buf[:0], &r))
@@ -188,20 +188,6 @@ func (w *cw) content(r *model.Result) bool {
 	return true
 }
 
-// ControlContent is the content of a control-op result as GSE shapes it:
-// {"value":[{procName, setupPath, funcID, instanceID, result, isAuto}]};
-// result is "success" for code 0, else the result's message.
-func ControlContent(r model.Result) string {
-	return string(appendControlContent(nil, &r))
-}
-
-// StatusContent is the content of a status-op (op 2) result as GSE shapes
-// it: {ip, utctime, utctime2, timezone, process:[{procname, instance:[{...}]}]},
-// as of the time the result was final.
-func StatusContent(r model.Result) string {
-	return string(appendStatusContent(nil, &r))
-}
-
 type controlItem struct {
 	ProcName   string `json:"procName"`
 	SetupPath  string `json:"setupPath"`
@@ -224,12 +210,9 @@ func controlOf(r *model.Result) controlItem {
 	return controlItem{id.ProcName, id.SetupPath, id.FuncID, id.InstanceID, text, r.Hosted}
 }
 
-func appendControlContent(b []byte, r *model.Result) []byte {
-	w := cw{b: b}
-	w.control(r)
-	return w.b
-}
-
+// control writes the content of a control-op result as GSE shapes it:
+// {"value":[{procName, setupPath, funcID, instanceID, result, isAuto}]};
+// result is "success" for code 0, else the result's message.
 func (w *cw) control(r *model.Result) {
 	it := controlOf(r)
 	w.lit(litControl)
@@ -352,13 +335,9 @@ func appendContentTime(b []byte, t time.Time) []byte {
 	return two(append(b, ':'), sec)
 }
 
-func appendStatusContent(b []byte, r *model.Result) []byte {
-	w := cw{b: b}
-	w.status(r)
-	return w.b
-}
-
-// status writes r's status content; false when it is "" (a float
+// status writes the content of a status-op (op 2) result as GSE shapes
+// it: {ip, utctime, utctime2, timezone, process:[{procname, instance:[{...}]}]},
+// as of the time the result was final; false when it is "" (a float
 // json.Marshal refuses).
 func (w *cw) status(r *model.Result) bool {
 	doc, name, in, startTime := statusOf(r)

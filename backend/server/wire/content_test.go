@@ -23,7 +23,7 @@ func legacyContent(r model.Result) string {
 	return legacyControlContent(r)
 }
 
-// ControlContent is the content of a control-op result as GSE shapes it:
+// legacyControlContent is the content of a control-op result as GSE shapes it:
 // {"value":[{procName, setupPath, funcID, instanceID, result, isAuto}]};
 // result is "success" for code 0, else the result's message.
 func legacyControlContent(r model.Result) string {
@@ -46,7 +46,7 @@ func legacyControlContent(r model.Result) string {
 	return string(b)
 }
 
-// StatusContent is the content of a status-op (op 2) result as GSE shapes
+// legacyStatusContent is the content of a status-op (op 2) result as GSE shapes
 // it: {ip, utctime, utctime2, timezone, process:[{procname, instance:[{...}]}]},
 // as of the time the result was final.
 func legacyStatusContent(r model.Result) string {
