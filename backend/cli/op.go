@@ -410,39 +410,12 @@ type resultPrinter struct {
 	enc        model.ResultEncoder // the --json lines' results
 }
 
-// appendOpLine appends l encoded as json.Marshal encodes it: the result
-// by model.AppendResultJSON (without its agent_id, which opLine's own
-// agent_id hides), then opLine's own fields by model.AppendJSONString. An op
-// over 100,000 hosts prints 100,000 lines; by reflection they were most
-// of the client's CPU (TestOpLineJSON, FuzzOpLineJSON compare the two).
-func appendOpLine(b []byte, l opLine) ([]byte, error) {
-	return appendOpLineWith(b, l, l.Content)
-}
-
-// appendOpLineWith is appendOpLine with the content given apart from l
-// (l.Content unused).
-func appendOpLineWith[S string | []byte](b []byte, l opLine, content S) ([]byte, error) {
-	r := l.Result
-	r.AgentID = ""
-	b, err := model.AppendResultJSON(b, &r)
-	if err != nil {
-		return b, err
-	}
-	// The result's object without its '}', then opLine's fields.
-	b = b[:len(b)-1]
-	if len(content) > 0 {
-		b = model.AppendJSONString(append(b, `,"content":`...), content)
-	}
-	b = model.AppendJSONString(append(b, `,"agent_id":`...), l.AgentID)
-	b = model.AppendJSONString(append(b, `,"op":`...), l.OpName)
-	b = strconv.AppendInt(append(b, `,"duration_ms":`...), l.DurationMS, 10)
-	return append(b, '}'), nil
-}
-
-// appendResultLine appends r's --json line, appendOpLine of its opLine
-// (TestOpLineJSON, FuzzOpLineJSON), as the printer writes it: the result by enc (its
-// times' text kept from one result to the next), the content quoted as
-// it is written, the agent id without a string made, nothing allocated.
+// appendResultLine appends r's --json line, json.Marshal of its opLine
+// (TestOpLineJSON, FuzzOpLineJSON compare the two), as the printer writes
+// it: the result by enc (its times' text kept from one result to the
+// next), the content quoted as it is written, the agent id without a
+// string made, nothing allocated. An op over 100,000 hosts prints 100,000
+// lines; by reflection they were most of the client's CPU.
 func appendResultLine(b []byte, enc *model.ResultEncoder, r *model.Result) ([]byte, error) {
 	rc := *r
 	rc.AgentID = "" // opLine's own agent_id hides the result's
@@ -457,10 +430,16 @@ func appendResultLine(b []byte, enc *model.ResultEncoder, r *model.Result) ([]by
 		b = b[:n-len(`,"content":`)]
 	}
 	var ab [24 + model.MaxIPText]byte
-	b = model.AppendJSONString(append(b, `,"agent_id":`...), r.Host.AppendAgentID(ab[:0]))
-	b = model.AppendJSONString(append(b, `,"op":`...), r.Op.String())
-	b = strconv.AppendInt(append(b, `,"duration_ms":`...), r.Duration().Milliseconds(), 10)
-	return append(b, '}'), nil
+	return appendOpLineEnd(b, r.Host.AppendAgentID(ab[:0]), r.Op.String(), r.Duration().Milliseconds()), nil
+}
+
+// appendOpLineEnd appends an opLine's fields after its content (agent_id,
+// op, duration_ms) and the line's '}'.
+func appendOpLineEnd[S string | []byte](b []byte, agentID S, op string, durationMS int64) []byte {
+	b = model.AppendJSONString(append(b, `,"agent_id":`...), agentID)
+	b = model.AppendJSONString(append(b, `,"op":`...), op)
+	b = strconv.AppendInt(append(b, `,"duration_ms":`...), durationMS, 10)
+	return append(b, '}')
 }
 
 func (p *resultPrinter) widths(rs []model.Result) {

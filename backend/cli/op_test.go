@@ -299,6 +299,33 @@ func TestOpStatusShowsProcesses(t *testing.T) {
 	}
 }
 
+// appendOpLine appends l encoded as json.Marshal encodes it: the result
+// by model.AppendResultJSON (without its agent_id, which opLine's own
+// agent_id hides), then opLine's own fields by model.AppendJSONString. It
+// is the tests' reference of an opLine's encoding, checked against
+// json.Marshal (TestOpLineJSON, FuzzOpLineJSON); the printer writes a line
+// by appendResultLine.
+func appendOpLine(b []byte, l opLine) ([]byte, error) {
+	return appendOpLineWith(b, l, l.Content)
+}
+
+// appendOpLineWith is appendOpLine with the content given apart from l
+// (l.Content unused).
+func appendOpLineWith[S string | []byte](b []byte, l opLine, content S) ([]byte, error) {
+	r := l.Result
+	r.AgentID = ""
+	b, err := model.AppendResultJSON(b, &r)
+	if err != nil {
+		return b, err
+	}
+	// The result's object without its '}', then opLine's fields.
+	b = b[:len(b)-1]
+	if len(content) > 0 {
+		b = model.AppendJSONString(append(b, `,"content":`...), content)
+	}
+	return appendOpLineEnd(b, l.AgentID, l.OpName, l.DurationMS), nil
+}
+
 // A --json line is what json.Marshal writes of an opLine.
 func TestOpLineJSON(t *testing.T) {
 	start := time.Date(2026, 11, 24, 1, 2, 3, 456789000, time.UTC)
@@ -367,7 +394,8 @@ func FuzzOpLineJSON(f *testing.F) {
 		if (werr == nil) != (gerr == nil) || (werr == nil && string(got) != "x"+string(want)) {
 			t.Fatalf("appendOpLine differs from json.Marshal:\n got %s (%v)\nwant x%s (%v)", got, gerr, want, werr)
 		}
-		// As the printer writes it: the content rendered apart, as bytes.
+		// The content rendered apart, as bytes (the printer's own line,
+		// appendResultLine, is checkPrintedLine's).
 		bare := l
 		bare.Content = ""
 		got, gerr = appendOpLineWith([]byte("x"), bare, wire.AppendContent([]byte("y")[:0], &r))
