@@ -525,12 +525,7 @@ const hostLabelKeys = 5
 // (BenchmarkSelectAllOp100k).
 func (f *Fleet) hostLabels(h *simHost) map[string]string {
 	var b [2 * hostLabelKeys]string
-	l := f.appendLabelSet(b[:0], h)
-	m := make(map[string]string, hostLabelKeys)
-	for i := 0; i < len(l); i += 2 {
-		m[l[i]] = l[i+1]
-	}
-	return m
+	return model.LabelSet(f.appendLabelSet(b[:0], h)).Map() // never nil: a host has hostLabelKeys labels
 }
 
 // appendLabelSet appends h's labels to dst as a model.LabelSet's pairs
