@@ -83,8 +83,9 @@ func (x *HostIndex) Distinct(d ProcessDef) bool {
 		return p.distinct
 	}
 	// A table of positions made for the answer: a set of the hosts (a
-	// map) was 62 bytes a host, 5.2 MB for the 84,000 of the fleet's
-	// op, made on the first op over each revision (BenchmarkResolve/first).
+	// map[Host]struct{}) was 62 bytes a host, 5.2 MB for the 84,000 of
+	// the fleet's op (BenchmarkHostPositions/set; the table 12.5 B),
+	// made on the first op over each revision (BenchmarkResolve/first).
 	distinct := positions(d.Hosts).Len() == len(d.Hosts)
 	x.keep(key, hostPositions{rev: d.Rev, n: len(d.Hosts), distinct: distinct})
 	return distinct
