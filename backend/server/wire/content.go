@@ -61,7 +61,6 @@ const (
 	litFuncID
 	litInstanceID
 	litResult
-	litIsAutoControl
 	litControlEnd
 	litIP
 	litAgentID
@@ -103,7 +102,6 @@ var lits = [numLits]string{
 	litFuncID:        `,"funcID":`,
 	litInstanceID:    `,"instanceID":`,
 	litResult:        `,"result":`,
-	litIsAutoControl: `,"isAuto":`,
 	litControlEnd:    `}]}`,
 	litIP:            `{"ip":`,
 	litAgentID:       `,"bk_agent_id":`,
@@ -225,7 +223,7 @@ func (w *cw) control(r *model.Result) {
 	str(w, it.InstanceID)
 	w.lit(litResult)
 	str(w, it.Result)
-	w.lit(litIsAutoControl)
+	w.lit(litIsAuto)
 	w.b = strconv.AppendBool(w.b, it.IsAuto)
 	w.lit(litControlEnd)
 }
