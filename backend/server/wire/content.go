@@ -373,7 +373,11 @@ func (w *cw) status(r *model.Result) bool {
 	w.b, ok = appendFloat(w.b, in.CPUUsage, ok)
 	cpu2 := len(w.b)
 	w.lit(litCPUUsageAve)
-	if in.CPUUsageAve == in.CPUUsage && ok { // the same value: its text again
+	// statusOf gives the usage as its average too: the same value, its
+	// text again (compared all the same: an average of its own would be
+	// written). ok needs no test: when it is false, what is written here
+	// is dropped for json.Marshal's content.
+	if in.CPUUsageAve == in.CPUUsage {
 		w.b = append(w.b, w.b[cpu:cpu2]...)
 	} else {
 		w.b, ok = appendFloat(w.b, in.CPUUsageAve, ok)
