@@ -52,30 +52,32 @@ func BenchmarkDispatch(b *testing.B) {
 	})
 }
 
-// BenchmarkFleet10k: 10,000 simulated hosts served by one `gseproc sim`
-// connection answer one op each, all sent at once (2048 in flight, the
-// engine's default concurrency). One iteration is the whole fan-out.
-func BenchmarkFleet10k(b *testing.B) {
+// fleet10k is the set-up of BenchmarkFleet10k and BenchmarkFleetAsync10k:
+// 10,000 simulated hosts served by one `gseproc sim` connection, most of
+// them heard by a dispatcher; the hosts and a process of their profile.
+func fleet10k(b *testing.B) (*Dispatcher, []model.HostInfo, model.Process) {
+	b.Helper()
 	const n = 10000
 	e := startServer(b, testNATS(b), true)
 	f := simulator.New(config.SimulatorConfig{Hosts: n, Seed: 1, Clouds: 1, Namespaces: []string{"web"}})
-	defer f.Close()
-	nc, err := Connect(ClientOptions{URLs: e.ClientURL()}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ServeFleet(ctx, nc, f, ServeOptions{HeartbeatInterval: 5 * time.Second}) }()
-	defer func() { cancel(); <-done }()
+	b.Cleanup(func() { _ = f.Close() })
+	serveFleet(b, e.ClientURL(), ClientOptions{}, f, ServeOptions{HeartbeatInterval: 5 * time.Second})
 	d := newDispatcher(b, serverConn(b, e), DispatcherOptions{})
+	ctx := context.Background()
 	hosts, _ := f.Hosts(ctx)
 	eventually(b, "fleet online", 20*time.Second, func() bool {
 		hs, _ := d.Hosts(ctx)
 		return len(hs) > n*9/10
 	})
-	p := f.Definitions()[0].Process
+	return d, hosts, f.Definitions()[0].Process
+}
+
+// BenchmarkFleet10k: 10,000 simulated hosts served by one `gseproc sim`
+// connection answer one op each, all sent at once (2048 in flight, the
+// engine's default concurrency). One iteration is the whole fan-out.
+func BenchmarkFleet10k(b *testing.B) {
+	d, hosts, p := fleet10k(b)
+	ctx := context.Background()
 	b.ResetTimer()
 	var failed atomic.Int64
 	for range b.N {
@@ -194,19 +196,11 @@ func BenchmarkServeFleet10k(b *testing.B) {
 	cfg.LatencyMedian, cfg.LatencyP99 = config.Duration(5*time.Millisecond), config.Duration(50*time.Millisecond)
 	cfg.FailureRate, cfg.OfflineRate, cfg.UnreachableRate, cfg.CrashRate = 0, 0, 0, 0
 	f := simulator.New(cfg)
-	defer f.Close()
-	nc, err := Connect(ClientOptions{URLs: e.ClientURL()}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ServeFleet(ctx, nc, f, ServeOptions{HeartbeatInterval: time.Minute}) }()
-	defer func() { cancel(); <-done }()
+	b.Cleanup(func() { _ = f.Close() })
+	serveFleet(b, e.ClientURL(), ClientOptions{}, f, ServeOptions{HeartbeatInterval: time.Minute})
 
 	snd := serverConn(b, e)
-	hosts, _ := f.Hosts(ctx)
+	hosts, _ := f.Hosts(context.Background())
 	subjects, replyTo := make([]string, len(hosts)), make([]string, len(hosts))
 	for i, hi := range hosts {
 		id, err := hostID(hi.Host)
@@ -283,26 +277,8 @@ func BenchmarkServeFleet10k(b *testing.B) {
 // callback by the reply subscription, 2,048 in flight, the requests
 // under a few shared deadlines.
 func BenchmarkFleetAsync10k(b *testing.B) {
-	const n = 10000
-	e := startServer(b, testNATS(b), true)
-	f := simulator.New(config.SimulatorConfig{Hosts: n, Seed: 1, Clouds: 1, Namespaces: []string{"web"}})
-	defer f.Close()
-	nc, err := Connect(ClientOptions{URLs: e.ClientURL()}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ServeFleet(ctx, nc, f, ServeOptions{HeartbeatInterval: 5 * time.Second}) }()
-	defer func() { cancel(); <-done }()
-	d := newDispatcher(b, serverConn(b, e), DispatcherOptions{})
-	hosts, _ := f.Hosts(ctx)
-	eventually(b, "fleet online", 20*time.Second, func() bool {
-		hs, _ := d.Hosts(ctx)
-		return len(hs) > n*9/10
-	})
-	p := f.Definitions()[0].Process
+	d, hosts, p := fleet10k(b)
+	ctx := context.Background()
 	pj, err := json.Marshal(p)
 	if err != nil {
 		b.Fatal(err)

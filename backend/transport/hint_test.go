@@ -441,7 +441,7 @@ func TestFleetTakesServerInterval(t *testing.T) {
 	e := startServer(t, testNATS(t), true)
 	snc := serverConn(t, e)
 	f := simulator.New(config.SimulatorConfig{Hosts: 40, Seed: 3, Clouds: 1, Namespaces: config.Default().Simulator.Namespaces})
-	defer f.Close()
+	t.Cleanup(func() { _ = f.Close() })
 	hosts, _ := f.Hosts(context.Background())
 	const base = 100 * time.Millisecond
 	// At most 100 beats a second: 40 hosts every 400 ms (four times
@@ -452,20 +452,7 @@ func TestFleetTakesServerInterval(t *testing.T) {
 	}
 	d := newDispatcher(t, snc, DispatcherOptions{OfflineAfter: 3 * time.Second, BeatInterval: base, MaxBeatsPerSecond: 100})
 	w := watchBeats(t, snc, AllHeartbeats)
-	nc, err := Connect(ClientOptions{URLs: e.ClientURL(), Name: "sim"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ServeFleet(ctx, nc, f, ServeOptions{HeartbeatInterval: base}) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	serveFleet(t, e.ClientURL(), ClientOptions{Name: "sim"}, f, ServeOptions{HeartbeatInterval: base})
 	var subjs []string
 	for _, hi := range hosts {
 		if hi.State == model.AgentOnline {

@@ -254,23 +254,10 @@ func TestFleetInbox(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := simulator.New(config.SimulatorConfig{Hosts: 20, Seed: 3, Clouds: 1, Namespaces: config.Default().Simulator.Namespaces})
-			defer f.Close()
-			nc, err := Connect(ClientOptions{URLs: c.ns.ClientURL(), Name: "sim-" + c.name, User: "sim", Password: "simpw"}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nc.Close()
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() {
-				done <- ServeFleet(ctx, nc, f, ServeOptions{HeartbeatInterval: 100 * time.Millisecond, legacySubjects: c.legacy})
-			}()
-			defer func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Error(err)
-				}
-			}()
+			t.Cleanup(func() { _ = f.Close() })
+			serveFleet(t, c.ns.ClientURL(), ClientOptions{Name: "sim-" + c.name, User: "sim", Password: "simpw"}, f,
+				ServeOptions{HeartbeatInterval: 100 * time.Millisecond, legacySubjects: c.legacy})
+			ctx := context.Background()
 			d := newDispatcher(t, c.srv, DispatcherOptions{})
 			hosts, _ := f.Hosts(ctx)
 			var online []model.Host

@@ -145,6 +145,29 @@ func runAgent(t testing.TB, url string, co ClientOptions, a AgentHandler, so Ser
 	return nc, cancel
 }
 
+// serveFleet connects to url as co says and serves f on it (ServeFleet)
+// until the test ends: then the fleet is stopped, said to have stopped
+// without error, and its connection closed.
+func serveFleet(t testing.TB, url string, co ClientOptions, f Fleet, so ServeOptions) *nats.Conn {
+	t.Helper()
+	co.URLs = url
+	nc, err := Connect(co, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeFleet(ctx, nc, f, so) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ServeFleet: %v", err)
+		}
+		nc.Close()
+	})
+	return nc
+}
+
 func eventually(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -517,21 +540,9 @@ func TestReconnect(t *testing.T) {
 func TestServeFleet(t *testing.T) {
 	e := startServer(t, testNATS(t), true)
 	f := simulator.New(config.SimulatorConfig{Hosts: 200, Seed: 7, Clouds: 2, Namespaces: config.Default().Simulator.Namespaces, UnreachableRate: 0.05, OfflineRate: 0.05})
-	defer f.Close()
-	nc, err := Connect(ClientOptions{URLs: e.ClientURL(), Name: "sim"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ServeFleet(ctx, nc, f, ServeOptions{HeartbeatInterval: 100 * time.Millisecond}) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	t.Cleanup(func() { _ = f.Close() })
+	serveFleet(t, e.ClientURL(), ClientOptions{Name: "sim"}, f, ServeOptions{HeartbeatInterval: 100 * time.Millisecond})
+	ctx := context.Background()
 	d := newDispatcher(t, serverConn(t, e), DispatcherOptions{})
 	simHosts, _ := f.Hosts(ctx)
 	var online, unreachable []model.Host
