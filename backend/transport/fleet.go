@@ -44,8 +44,7 @@ func ServeFleetOn(ctx context.Context, l *Link, f Fleet, opts ServeOptions) erro
 		return err
 	}
 	s := newSession(l, opts, opts.Logger)
-	fs := &fleetServer{f: f, s: s, subs: map[string]model.Host{}, served: map[model.Host]*servedHost{}, legacy: opts.legacySubjects,
-		msgs: make(chan *nats.Msg, 1<<16), done: make(chan struct{})}
+	fs := newFleetServer(f, s, opts)
 	if err := fs.refresh(ctx); err != nil {
 		fs.unsubscribeAll()
 		return err
@@ -141,6 +140,13 @@ func ServeFleetOn(ctx context.Context, l *Link, f Fleet, opts ServeOptions) erro
 // (simulator.Fleet): no context with a timer is made per request.
 type untilFleet interface {
 	DispatchUntil(ctx context.Context, deadline time.Time, host model.Host, req model.AgentRequest) (model.AgentReply, error)
+}
+
+// newFleetServer is a server of f's hosts on s, serving none yet
+// (refresh subscribes them).
+func newFleetServer(f Fleet, s *session, opts ServeOptions) *fleetServer {
+	return &fleetServer{f: f, s: s, subs: map[string]model.Host{}, served: map[model.Host]*servedHost{}, legacy: opts.legacySubjects,
+		msgs: make(chan *nats.Msg, 1<<16), done: make(chan struct{})}
 }
 
 type fleetServer struct {

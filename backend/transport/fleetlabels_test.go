@@ -7,11 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"gseproc/backend/config"
 	"gseproc/backend/simulator"
-	"gseproc/model"
 )
 
 // TestFleetRefreshKeepsLabels: the hosts a fleet server beats for carry
@@ -30,8 +27,7 @@ func TestFleetRefreshKeepsLabels(t *testing.T) {
 	if err := opts.prepare(4096); err != nil {
 		t.Fatal(err)
 	}
-	fs := &fleetServer{f: f, s: newSession(FixedLink(nc), opts, opts.Logger), subs: map[string]model.Host{}, served: map[model.Host]*servedHost{},
-		msgs: make(chan *nats.Msg, 1<<10), done: make(chan struct{})}
+	fs := newFleetServer(f, newSession(FixedLink(nc), opts, opts.Logger), opts)
 	defer fs.unsubscribeAll()
 	ctx := context.Background()
 	want, err := f.Hosts(ctx)
