@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"gseproc/backend/agent/agentcmd"
 	"gseproc/backend/config"
 	"gseproc/backend/node"
 	"gseproc/backend/node/nodetest"
@@ -45,19 +44,8 @@ func TestRealAgentTakesFleetInterval(t *testing.T) {
 	ac.NATS.User, ac.NATS.Password = "agent", "apw"
 	ac.NATS.HeartbeatInterval = cfg.NATS.HeartbeatInterval
 	agentLogs := &nodetest.SyncBuf{}
-	n, err := agentcmd.NewNode(ac, slog.New(slog.NewTextHandler(agentLogs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	actx, stopAgent := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(actx) }()
-	defer func() {
-		stopAgent()
-		if err := <-done; err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	}()
+	stopAgent := nodetest.StartAgentLog(t, ac, slog.New(slog.NewTextHandler(agentLogs, nil)))
+	defer stopAgent() // before the engine closes (a cleanup would run after)
 	nodetest.WaitFor(t, "agent online", 30*time.Second, func() bool { return nodetest.HostOnline(e, me) })
 	nodetest.WaitFor(t, "the agent takes the fleet's interval", 30*time.Second, func() bool {
 		return strings.Contains(agentLogs.String(), "heartbeat interval set by the server") && strings.Contains(agentLogs.String(), "interval="+want.String())

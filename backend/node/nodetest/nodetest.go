@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -88,7 +89,14 @@ func KillAtEnd(t testing.TB, pidFiles ...string) {
 // it must stop cleanly within 20 s. stop may be called more than once.
 func StartAgent(t testing.TB, cfg config.Config) (stop func()) {
 	t.Helper()
-	n, err := agentcmd.NewNode(cfg, nil)
+	return StartAgentLog(t, cfg, nil)
+}
+
+// StartAgentLog is StartAgent with the agent logging to log (nil:
+// agentcmd.NewNode's default, as StartAgent).
+func StartAgentLog(t testing.TB, cfg config.Config, log *slog.Logger) (stop func()) {
+	t.Helper()
+	n, err := agentcmd.NewNode(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
