@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,21 @@ import (
 	"gseproc/backend/transport"
 	"gseproc/model"
 )
+
+// loggedLine reports whether one line of logs (slog's text) says msg and
+// has every one of attrs (key=value) as a field of its own.
+func loggedLine(logs, msg string, attrs ...string) bool {
+	for line := range strings.Lines(logs) {
+		if !strings.Contains(line, msg) {
+			continue
+		}
+		fields := strings.Fields(line)
+		if !slices.ContainsFunc(attrs, func(a string) bool { return !slices.Contains(fields, a) }) {
+			return true
+		}
+	}
+	return false
+}
 
 // TestRealAgentTakesFleetInterval: a server whose [nats]
 // max_heartbeats_per_second bounds a fleet of one host to a beat a second
@@ -48,12 +64,12 @@ func TestRealAgentTakesFleetInterval(t *testing.T) {
 	defer stopAgent() // before the engine closes (a cleanup would run after)
 	nodetest.WaitFor(t, "agent online", 30*time.Second, func() bool { return nodetest.HostOnline(e, me) })
 	nodetest.WaitFor(t, "the agent takes the fleet's interval", 30*time.Second, func() bool {
-		return strings.Contains(agentLogs.String(), "heartbeat interval set by the server") && strings.Contains(agentLogs.String(), "interval="+want.String())
+		return loggedLine(agentLogs.String(), "heartbeat interval set by the server", "interval="+want.String())
 	})
 	// The server says the fleet's interval; the host stays online at it
 	// for four of its beats, each more than offline_after apart.
 	nodetest.WaitFor(t, "the fleet's interval logged", 30*time.Second, func() bool {
-		return strings.Contains(logs.String(), "heartbeat interval of the fleet") && strings.Contains(logs.String(), "interval="+want.String())
+		return loggedLine(logs.String(), "heartbeat interval of the fleet", "interval="+want.String())
 	})
 	deadline := time.Now().Add(4 * want)
 	for time.Now().Before(deadline) {
