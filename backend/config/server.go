@@ -139,9 +139,9 @@ func NewSalt() string {
 	return hex.EncodeToString(b)
 }
 
-// minMemoryCeiling is the smallest [server] memory_ceiling: above the
+// MinMemoryCeiling is the smallest [server] memory_ceiling: above the
 // limit a small heap is paced to (node.MemoryTarget, 224 MiB).
-const minMemoryCeiling = 256 << 20
+const MinMemoryCeiling = 256 << 20
 
 // DefaultListen is the address `gseproc server` serves on by default.
 const DefaultListen = "127.0.0.1:8080"
@@ -198,8 +198,8 @@ func (c ServerConfig) validate() error {
 	if c.SyncTimeout <= 0 {
 		add("server.sync_timeout: %s must be > 0", c.SyncTimeout.D())
 	}
-	if c.MemoryCeiling != 0 && c.MemoryCeiling < minMemoryCeiling {
-		add("server.memory_ceiling: %d must be 0 (none) or >= %d", c.MemoryCeiling, minMemoryCeiling)
+	if c.MemoryCeiling != 0 && c.MemoryCeiling < MinMemoryCeiling {
+		add("server.memory_ceiling: %d must be 0 (none) or >= %d", c.MemoryCeiling, MinMemoryCeiling)
 	}
 	seen := map[string]bool{}
 	for i, a := range c.Apps {

@@ -80,26 +80,19 @@ func TestCeilingLimitFor(t *testing.T) {
 	if d := config.Default().Server.MemoryCeiling; uint64(d)/ceilingDiv*ceilingOn <= memoryOff || d <= MemoryTarget {
 		t.Errorf("default ceiling %d: want it on from where MemoryTarget is lifted (%d)", d, memoryOff)
 	}
-	if c := minCeilingAccepted(t); uint64(c)/ceilingDiv*ceilingOn <= memoryOff || c <= MemoryTarget {
+	if c := int64(config.MinMemoryCeiling); uint64(c)/ceilingDiv*ceilingOn <= memoryOff || c <= MemoryTarget {
 		t.Errorf("smallest ceiling %d: want it on from where MemoryTarget is lifted (%d)", c, memoryOff)
 	}
-}
-
-// minCeilingAccepted is the smallest [server] memory_ceiling Validate
-// takes, found by halving from 1 GiB.
-func minCeilingAccepted(t *testing.T) int64 {
+	// It is the smallest Validate takes.
 	cfg := config.Default()
-	lo, hi := int64(1), int64(1<<30)
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		cfg.Server.MemoryCeiling = mid
-		if cfg.Validate() == nil {
-			hi = mid
-		} else {
-			lo = mid + 1
-		}
+	cfg.Server.MemoryCeiling = config.MinMemoryCeiling
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("memory_ceiling %d (config.MinMemoryCeiling) refused: %v", cfg.Server.MemoryCeiling, err)
 	}
-	return lo
+	cfg.Server.MemoryCeiling--
+	if cfg.Validate() == nil {
+		t.Errorf("memory_ceiling %d (below config.MinMemoryCeiling) taken", cfg.Server.MemoryCeiling)
+	}
 }
 
 // TestGCPercentFor: the GC percent is the process's own while the limit
