@@ -145,8 +145,10 @@ func defaultNATS() NATSConfig {
 		MaxEvents:         10000,
 		HeartbeatInterval: Duration(5 * time.Second),
 		// 5,000 a second: up to 25,000 hosts beat every 5 s; 100,000
-		// every 20 s (offline within a minute), a quarter of the
-		// server's and simulator's heartbeat work of 5 s.
+		// every 20 s (offline within a minute), a quarter of the beats
+		// of 5 s. Measured idle with 100,000 simulated hosts (e41485b):
+		// the server's CPU 170-217 -> 49-80 ms/s, the simulator's
+		// 22-51 -> 23-38 ms/s (no clear change).
 		MaxHeartbeatsPerSecond: 5000,
 		OfflineAfter:           Duration(16 * time.Second),
 	}
