@@ -124,14 +124,15 @@ func (r beatRule) want(n int) int {
 // a second up.
 func (r beatRule) interval(k int) time.Duration {
 	f := float64(r.min) * math.Exp2(float64(k)/beatSteps)
-	if top := max(maxBeatInterval, r.min); f >= float64(top) {
+	top := max(maxBeatInterval, r.min)
+	if f >= float64(top) {
 		return top // and no float past int64 made a Duration (a host's code up to 255 steps)
 	}
 	d := time.Duration(f)
 	if d >= time.Second {
-		d = d.Round(time.Millisecond)
+		d = d.Round(time.Millisecond) // up past a top of a fraction of a millisecond: min below
 	}
-	return min(d, max(maxBeatInterval, r.min))
+	return min(d, top)
 }
 
 // beatCode is what a server keeps of the interval d a host beats at
