@@ -1318,24 +1318,25 @@ func (d *Dispatcher) onKeepalive(subj string) {
 		ev = append(ev, model.Event{ID: derivedEventID(e.host, model.EventAgentOnline, e.fullAt, e.keepalives),
 			Time: now, Host: e.host, Kind: model.EventAgentOnline, Message: "agent online"})
 	}
+	// The interval the host may beat at: once a full beat was heard, the
+	// one it said (in its grace already: 0 here). With none heard (this
+	// server or its dispatcher is new, its hello missed) the host beats
+	// at whatever a server told it before, as slow as beatDownSteps past
+	// this fleet's step (the host counted) before it would be told down.
+	// Kept at offline_after, a host of a fleet whose interval passed it
+	// (~84,000 hosts by default) went offline and online at every beat
+	// until its next full one.
+	var iv time.Duration
 	if e.fullAt == 0 {
-		// No full beat heard (this server or its dispatcher is new, its
-		// hello missed): the host beats at whatever a server told it
-		// before, as slow as beatDownSteps past this fleet's step (the
-		// host counted) before it would be told down. Kept at
-		// offline_after, a host of a fleet whose interval passed it
-		// (~84,000 hosts by default) went offline and online at every
-		// beat until its next full one.
 		r := d.rule
-		e.setGrace(max(e.grace(), beatGrace(d.opts.OfflineAfter, 0, r.interval(min(r.want(d.online)+beatDownSteps, r.maxStep())))))
+		iv = r.interval(min(r.want(d.online)+beatDownSteps, r.maxStep()))
 	}
 	// A host beating faster than the fleet now may (it grew) is told at
 	// its keepalive, not only at its next full beat, up to FullEvery
-	// beats later.
+	// beats later. Its grace only grows (a full beat set it, at least
+	// offline_after): the rule of a full beat's (beatGrace), with iv.
 	told := d.tell(e, now)
-	if told > 0 {
-		e.setGrace(max(e.grace(), graceBeats*told))
-	}
+	e.setGrace(max(e.grace(), beatGrace(d.opts.OfflineAfter, iv, told)))
 	id := e.id
 	d.mu.Unlock()
 	d.emit(ev...)
