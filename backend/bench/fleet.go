@@ -808,6 +808,13 @@ type FleetRun struct {
 	// client; the rest of Wall is the task stored complete, the stream's
 	// end and the client's exit.
 	Created, FirstSent, LastReply, LastLine time.Duration
+	// Stored is from the op client's start to the server's write backlog
+	// found empty once the client exited: every result and last known
+	// status the op handed the store is stored (the server stores
+	// statuses behind the runs in flight). StoredCPU is the server's CPU
+	// from the client's start to then. Both 0: not known (a server from
+	// before the backlog gauge).
+	Stored, StoredCPU time.Duration
 }
 
 // Fleet runs the op Runs times over the fleet with the real op client and
@@ -866,11 +873,15 @@ func Fleet(ctx context.Context, o FleetOptions) ([]FleetRun, error) {
 			ms(r.DoneP50), ms(r.DoneP99), ms(r.ServerCPU), mb(r.ServerRSS), mb(r.PeakRSS), ms(r.SimCPU), ms(r.ClientCPU), r.NotOK)
 	}
 	_ = tw.Flush()
-	fmt.Fprintln(out, "where the wall goes, from the op client's start: task created, first host sent, last host's reply, last result printed, client exited")
+	fmt.Fprintln(out, "where the wall goes, from the op client's start: task created, first host sent, last host's reply, last result printed, client exited; then every write of the op stored (statuses are stored behind the runs) and the server's CPU until then")
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "run\tcreated\tfirst sent\tlast reply\tlast printed\texited\t\n")
+	fmt.Fprintf(tw, "run\tcreated\tfirst sent\tlast reply\tlast printed\texited\tall stored\tserver CPU\t\n")
 	for i, r := range runs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t\n", i+1, ms(r.Created), ms(r.FirstSent), ms(r.LastReply), ms(r.LastLine), ms(r.Wall))
+		stored, cpu := "?", "?"
+		if r.Stored > 0 {
+			stored, cpu = ms(r.Stored), ms(r.StoredCPU)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", i+1, ms(r.Created), ms(r.FirstSent), ms(r.LastReply), ms(r.LastLine), ms(r.Wall), stored, cpu)
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(out, "event drops while %d agents came online and ran: %d\n", o.Hosts, e.dropped())
@@ -1035,8 +1046,36 @@ func (e *env) runOp(ctx context.Context, o FleetOptions, run int) (FleetRun, err
 	if len(host) != r.Targets {
 		return r, fmt.Errorf("op printed %d results for %d targets", len(host), r.Targets)
 	}
+	if err := e.allStored(ctx); err == nil {
+		r.Stored = time.Since(start)
+		if u, err := readUsage(pid); err == nil {
+			r.StoredCPU = u.CPU - u0.CPU
+		}
+	} else if !errors.Is(err, errNoBacklog) {
+		return r, err
+	}
 	return r, nil
 }
+
+// allStored waits until the server's write backlog (/metrics'
+// gseproc_writes_queued) is empty; errNoBacklog: the server has no such
+// gauge.
+func (e *env) allStored(ctx context.Context) error {
+	for {
+		_, writes, err := backlog(ctx, e.url)
+		if err == nil && writes == 0 || errors.Is(err, errNoBacklog) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("bench: waiting for the op's writes to be stored (last: %d writes, %v): %w", writes, err, ctx.Err())
+		case <-time.After(storedPoll):
+		}
+	}
+}
+
+// storedPoll is how often allStored reads the server's write backlog.
+const storedPoll = 20 * time.Millisecond
 
 // lastTargetsField finds "N target(s)" in op's summary line.
 func lastTargetsField(s string) string {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gseproc/backend"
@@ -74,6 +75,7 @@ type Engine struct {
 	layouts  hostLayouts     // the last full listings' layouts (hostlayout.go)
 	nsCounts nsCounts        // the last namespace summary (registry.go)
 	writes   writer          // results and statuses being stored (writer.go)
+	running  atomic.Int32    // len(runs), set under mu, read by the writer without it
 	blocks   slotBlocks      // room for results handed to writes (slotLocked)
 	work     chan func()     // a share of a fan-out for an idle worker (workers.go)
 	procJSON procJSONs       // definitions' encodings sent to hosts (procjson.go)
@@ -152,7 +154,8 @@ func New(cfg config.EngineConfig, d Dispatcher, inv Inventory, st Store, opts ..
 		work:       make(chan func()),
 	}
 	e.leaseTTL = cfg.LeaseTTL.D()
-	e.writes.init()
+	_, keeps := st.(StatusKeeper)
+	e.writes.init(!keeps) // statuses kept in memory cost nothing to hold back
 	e.statuses.init()
 	e.events.init()
 	e.leaser, _ = st.(Leaser)
@@ -403,6 +406,19 @@ func (e *Engine) Runs() int {
 	defer e.mu.RUnlock()
 	return len(e.runs)
 }
+
+// runsChangedLocked is told that e.runs changed (e.mu held for writing):
+// the writer holds statuses back while a run is in flight, and stores them
+// once none is.
+func (e *Engine) runsChangedLocked() {
+	e.running.Store(int32(len(e.runs)))
+	if len(e.runs) == 0 {
+		e.writes.poke()
+	}
+}
+
+// runningRuns is how many runs are in flight, without e.mu.
+func (e *Engine) runningRuns() int { return int(e.running.Load()) }
 
 // Backlog is how many host events and how many writes (results, last
 // known statuses) this engine has queued or is storing now: both 0 once

@@ -270,6 +270,7 @@ func (e *Engine) lose(r *run, why error, evenDone bool) {
 	e.mu.Lock()
 	if e.runs[id] == r {
 		delete(e.runs, id)
+		e.runsChangedLocked()
 	}
 	e.mu.Unlock()
 	e.log.Warn("task abandoned: another server owns it now", "task", id, "err", why)

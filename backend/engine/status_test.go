@@ -54,7 +54,7 @@ func TestStoreStatus(t *testing.T) {
 // did not change (only its readings): the status is not stored again.
 func BenchmarkRecordStatus(b *testing.B) {
 	e := &Engine{statusSeed: maphash.MakeSeed()}
-	e.writes.init()
+	e.writes.init(false)
 	e.statuses.init()
 	h := model.Host{IP: "10.0.0.1"}
 	st := model.ProcStatus{ProcKey: "web:nginx", ProcName: "nginx", State: model.ProcRunning, PID: 42, Hosted: true,

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"gseproc/backend"
 	"gseproc/backend/engine"
@@ -183,5 +184,128 @@ func TestTaskTargetsKeptNotCopied(t *testing.T) {
 		if tg.ProcKey != "ns:app" || !slices.Contains(hosts, tg.Host) {
 			t.Fatalf("target %d kept as %+v", i, tg)
 		}
+	}
+}
+
+// writingStore is a memory store seen only as an engine.Store: it writes
+// each status (no StatusKeeper, nor any other optional port), and counts
+// the statuses and results written.
+type writingStore struct {
+	engine.Store
+	statuses, results atomic.Int32
+}
+
+func (s *writingStore) PutProcStatus(ctx context.Context, h model.Host, st model.ProcStatus) error {
+	s.statuses.Add(1)
+	return s.Store.PutProcStatus(ctx, h, st)
+}
+
+func (s *writingStore) PutResult(ctx context.Context, r model.Result) error {
+	s.results.Add(1)
+	return s.Store.PutResult(ctx, r)
+}
+
+// waitFor waits for cond, checked every few milliseconds; the bound only
+// catches a hang.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited a minute for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestStatusesHeldBehindRuns: a store that writes statuses is handed them
+// behind the runs in flight: a result of a run still in flight is stored
+// while the status it reported waits; the statuses are stored once the
+// run ends, and, with a run still in flight, once the oldest has waited
+// the hold (5 s, by the engine's clock).
+func TestStatusesHeldBehindRuns(t *testing.T) {
+	ctx := context.Background()
+	st := &writingStore{Store: store.NewMemory()}
+	p := proc("ns", "app", nil)
+	if err := st.PutProcess(ctx, model.ProcessDef{Process: p, Hosts: []model.Host{hostN(0), hostN(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	// The engine's clock moves only when the test says: on a loaded
+	// machine, the hold never ends by itself before the test looks.
+	start := time.Now()
+	var ahead atomic.Int64
+	clock := func() time.Time { return start.Add(time.Duration(ahead.Load())) }
+	release := make(chan struct{})
+	f := newFake(2)
+	f.reply = func(ctx context.Context, h model.Host, req model.AgentRequest) (model.AgentReply, error) {
+		if h == hostN(1) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return model.AgentReply{}, ctx.Err()
+			}
+		}
+		return model.AgentReply{Code: 0, Message: "success", Status: &model.ProcStatus{State: model.ProcRunning, PID: 42, Hosted: true}}, nil
+	}
+	e := engine.New(testCfg(), f, f, st, engine.WithClock(clock))
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	status := backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "ns", Name: "app"}}
+
+	// Host 0 answers, host 1 does not yet: host 0's result is stored,
+	// its status is not (a writer storing in the order queued stored
+	// the status first).
+	task, err := e.Operate(ctx, status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "host 0's result stored", func() bool { return st.results.Load() == 1 })
+	if n := st.statuses.Load(); n != 0 {
+		t.Fatalf("%d statuses stored with a run in flight, before the hold; want them held", n)
+	}
+	// The run ends: both statuses are stored.
+	close(release)
+	ch, err := e.Watch(ctx, task.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	collect(t, ch)
+	waitFor(t, "both statuses stored once no run is in flight", func() bool { return st.statuses.Load() == 2 })
+	if _, writes := e.Backlog(); writes != 0 {
+		t.Fatalf("backlog of %d writes once every status is stored", writes)
+	}
+
+	// A run that stays in flight: its statuses are stored once the
+	// oldest has waited the hold.
+	release = make(chan struct{})
+	defer close(release)
+	f.reply = func(ctx context.Context, h model.Host, req model.AgentRequest) (model.AgentReply, error) {
+		if h == hostN(1) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return model.AgentReply{}, ctx.Err()
+			}
+		}
+		return model.AgentReply{Code: 0, Message: "success", Status: &model.ProcStatus{State: model.ProcRunning, PID: 43, Hosted: true}}, nil
+	}
+	if _, err := e.Operate(ctx, status); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "host 0's second result stored", func() bool { return st.results.Load() == 3 })
+	waitFor(t, "a backlog of the one status held", func() bool { _, writes := e.Backlog(); return writes == 1 })
+	if n := st.statuses.Load(); n != 2 {
+		t.Fatalf("%d statuses stored with the second run in flight, before the hold; want 2 (the first run's)", n)
+	}
+	ahead.Store(int64(5 * time.Second))
+	waitFor(t, "host 0's new status stored once held 5 s, its run still in flight", func() bool { return st.statuses.Load() == 3 })
+	all, err := st.ProcStatuses(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := all[hostN(0)]; len(got) != 1 || got[0].PID != 43 {
+		t.Fatalf("stored status of host 0: %+v, want pid 43", got)
 	}
 }

@@ -518,6 +518,7 @@ func (e *Engine) launch(r *run) error {
 	r.blocks = &e.blocks
 	r.mu.Unlock()
 	e.runs[r.task.ID] = r
+	e.runsChangedLocked()
 	e.recent.reserve(len(r.targets), recentMaxRuns)
 	e.wg.Add(1)
 	e.mu.Unlock()
@@ -1064,6 +1065,7 @@ func (e *Engine) finishTask(r *run) {
 	e.mu.Lock()
 	if e.runs[t.ID] == r {
 		delete(e.runs, t.ID)
+		e.runsChangedLocked()
 		if err == nil {
 			e.recent.add(r)
 		}
