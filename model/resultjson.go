@@ -38,6 +38,16 @@ func appendResultJSON(b []byte, r *Result, e *ResultEncoder) ([]byte, error) {
 // formatting the two times was about half of a result's encoding. Its
 // zero value is ready; it is not safe for concurrent use.
 type ResultEncoder struct {
+	ops secondCache // the results' start and end times
+	// starts are the status's process start times, apart: a fleet's
+	// processes were mostly started in a few seconds (its start, a
+	// restart of all), not those of the op, and formatting each was
+	// about a tenth of a status result's encoding.
+	starts secondCache
+}
+
+// secondCache keeps the text of the last seconds times fell in.
+type secondCache struct {
 	seconds [2]secondText
 	next    int // the entry replaced next
 }
@@ -61,7 +71,7 @@ func (e *ResultEncoder) Append(b []byte, r *Result) ([]byte, error) {
 
 // appendTime appends t as t.AppendText does; false where AppendText
 // fails (nothing appended).
-func (e *ResultEncoder) appendTime(b []byte, t time.Time) ([]byte, bool) {
+func (e *secondCache) appendTime(b []byte, t time.Time) ([]byte, bool) {
 	_, off := t.Zone()
 	unix := t.Unix()
 	var st *secondText
@@ -129,12 +139,55 @@ func (w *jw) bool(v bool) { w.b = strconv.AppendBool(w.b, v) }
 
 // float appends f as json.Marshal does when it writes no exponent.
 func (w *jw) float(f float64) {
+	if n, ok := hundredths(f); ok {
+		w.b = appendHundredths(w.b, n)
+		return
+	}
 	abs := math.Abs(f)
 	if math.IsNaN(f) || math.IsInf(f, 0) || (abs != 0 && (abs < 1e-6 || abs >= 1e21)) {
 		w.ok = false
 		return
 	}
 	w.b = strconv.AppendFloat(w.b, f, 'f', -1, 64)
+}
+
+// hundredths is f as a count of hundredths, when f is the float nearest
+// to that many hundredths and less than 1e9 from zero (not zero: -0 is
+// written "-0"). Usage figures are so (an agent's and the simulator's
+// are rounded to two decimals), and strconv's shortest formatting of
+// the two in a status was about a sixth of a result's encoding. Such a
+// f's shortest text is then that decimal: it reads back as f (the
+// nearest float to n/100 is f), and any shorter text is a decimal of
+// fewer places, 0.01 or more away from it where a float's spacing is
+// under 1e-6 (FuzzHundredths compares with strconv).
+func hundredths(f float64) (int64, bool) {
+	if f == 0 {
+		return 0, false
+	}
+	n := math.Round(f * 100)
+	if !(math.Abs(n) < 1e11) || n/100 != f {
+		return 0, false
+	}
+	return int64(n), true
+}
+
+// appendHundredths appends n hundredths as strconv.AppendFloat(f, 'f',
+// -1, 64) writes the f hundredths gave n for: no trailing zero, no
+// point without a fraction.
+func appendHundredths(b []byte, n int64) []byte {
+	if n < 0 {
+		b = append(b, '-')
+		n = -n
+	}
+	b = strconv.AppendInt(b, n/100, 10)
+	switch c := n % 100; {
+	case c == 0:
+	case c%10 == 0:
+		b = append(b, '.', byte('0'+c/10))
+	default:
+		b = append(b, '.', byte('0'+c/10), byte('0'+c%10))
+	}
+	return b
 }
 
 // time appends t as t.MarshalJSON writes it (the same RFC 3339 text as
@@ -155,7 +208,22 @@ func (w *jw) opTime(t time.Time) {
 		w.time(t)
 		return
 	}
-	b, ok := w.enc.appendTime(append(w.b, '"'), t)
+	w.cachedTime(&w.enc.ops, t)
+}
+
+// startTime appends a status's process start time: through w.enc when
+// there is one.
+func (w *jw) startTime(t time.Time) {
+	if w.enc == nil {
+		w.time(t)
+		return
+	}
+	w.cachedTime(&w.enc.starts, t)
+}
+
+// cachedTime appends t as time does, its second's text from c.
+func (w *jw) cachedTime(c *secondCache, t time.Time) {
+	b, ok := c.appendTime(append(w.b, '"'), t)
 	if !ok {
 		w.ok = false
 		return
@@ -242,7 +310,7 @@ func (w *jw) status(s *ProcStatus) {
 	w.bool(s.Hosted)
 	if !s.StartTime.IsZero() {
 		w.key(`,"start_time":`)
-		w.time(s.StartTime)
+		w.startTime(s.StartTime)
 	}
 	for _, f := range [...]struct {
 		k string

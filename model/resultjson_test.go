@@ -7,6 +7,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -49,7 +50,7 @@ func checkResultJSON(t *testing.T, r Result) {
 // another, back and forth, in every zone, with and without a fraction;
 // a time AppendText refuses is refused.
 func TestResultEncoderTimes(t *testing.T) {
-	var e ResultEncoder
+	var e secondCache
 	zones := []*time.Location{time.UTC, time.Local, time.FixedZone("CST", 8*3600), time.FixedZone("NST", -(3*3600 + 1800)),
 		time.FixedZone("odd", 5*3600+7), time.FixedZone("zero", 0)}
 	base := time.Date(2026, 11, 29, 23, 59, 58, 0, time.UTC)
@@ -283,5 +284,71 @@ func FuzzHostStatusJSON(f *testing.F) {
 			st.StartTime = time.Time{}
 		}
 		checkHostStatusJSON(t, Host{IP: ip, CloudID: cloud}, st)
+	})
+}
+
+// BenchmarkResultEncoder encodes a status result as the store's packs and
+// the task stream do (a ResultEncoder): its times in one second, its
+// status as a simulated host reports it (UTC start time, usage with two
+// decimals).
+func BenchmarkResultEncoder(b *testing.B) {
+	r := sampleResult()
+	r.Started, r.Finished = r.Started.Local(), r.Finished.Local()
+	st := *r.Status
+	st.StartTime = time.Unix(1_763_900_000, 417_000_000).UTC()
+	st.LastStartTime, st.Cmdline, st.CPU, st.Mem = 1_763_900_000, "/usr/local/gse/plugins/bin/bkmonitorbeat -c ../etc/bkmonitorbeat.conf", 1.37, 0.82
+	r.Status = &st
+	var e ResultEncoder
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		buf, _ = e.Append(buf[:0], &r)
+	}
+}
+
+// checkHundredths: where hundredths takes f, appendHundredths writes
+// what strconv writes.
+func checkHundredths(t *testing.T, f float64) {
+	t.Helper()
+	n, ok := hundredths(f)
+	if !ok {
+		return
+	}
+	want := strconv.AppendFloat(nil, f, 'f', -1, 64)
+	if got := appendHundredths(nil, n); string(got) != string(want) {
+		t.Fatalf("%v (%d hundredths): %q, strconv %q", f, n, got, want)
+	}
+}
+
+// Usage figures with two decimals or fewer are written by
+// appendHundredths, as strconv writes them; others are left to strconv.
+func TestHundredths(t *testing.T) {
+	for i := int64(-100_000); i <= 100_000; i++ {
+		f := float64(i) / 100
+		if _, ok := hundredths(f); !ok && i != 0 {
+			t.Fatalf("%v not taken", f)
+		}
+		checkHundredths(t, f)
+		checkHundredths(t, math.Round(float64(i)*1.37)/100)
+	}
+	for _, f := range []float64{0, math.Copysign(0, -1), 0.001, 1e-7, 0.125, 1.0 / 3, 1e9, 999999999.99, 1e12, 1e21, 5e-324,
+		math.MaxFloat64, math.NaN(), math.Inf(1), math.Inf(-1), math.Nextafter(1.37, 2), 12.34} {
+		checkHundredths(t, f)
+	}
+	for _, f := range []float64{0, math.Copysign(0, -1), 0.125, 1e9, math.NaN(), math.Inf(1), math.Nextafter(1.37, 2)} {
+		if _, ok := hundredths(f); ok {
+			t.Fatalf("%v taken", f)
+		}
+	}
+}
+
+// FuzzHundredths: appendHundredths writes what strconv writes.
+func FuzzHundredths(f *testing.F) {
+	f.Add(12.34)
+	f.Add(-0.05)
+	f.Add(999999999.99)
+	f.Fuzz(func(t *testing.T, v float64) {
+		checkHundredths(t, v)
+		checkHundredths(t, math.Round(v*100)/100)
 	})
 }
