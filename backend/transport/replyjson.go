@@ -225,6 +225,9 @@ func (s *jscan) intBits(bits int) (int64, bool) {
 	if !ok {
 		return 0, false
 	}
+	if n, ok := smallInt(tok); ok && bits == 64 {
+		return n, true
+	}
 	n, err := strconv.ParseInt(string(tok), 10, bits)
 	return n, err == nil
 }
@@ -234,8 +237,36 @@ func (s *jscan) uint() (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
+	if n, ok := smallInt(tok); ok && tok[0] != '-' { // "-0" too is refused
+		return uint64(n), true
+	}
 	n, err := strconv.ParseUint(string(tok), 10, 64)
 	return n, err == nil
+}
+
+// smallInt is tok, a number token, when it is an integer of at most 18
+// digits (a sign aside): what strconv.ParseInt makes of it, without its
+// checks for the overflow such a number cannot reach. A status carries
+// about ten integers; strconv's were a fifth of a reply's decoding.
+func smallInt(tok []byte) (int64, bool) {
+	neg := len(tok) > 0 && tok[0] == '-'
+	if neg {
+		tok = tok[1:]
+	}
+	if len(tok) == 0 || len(tok) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range tok {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
 }
 
 func (s *jscan) float() (float64, bool) {

@@ -117,6 +117,14 @@ func TestDecodeReplyFallback(t *testing.T) {
 		`{"status":{"start_time":"not a time"}}`,           // an error
 		`{"status":{"cpu_usage":1e400}}`,                   // out of range: an error
 		`[]`, `null`, ``, `{`, `{"error_code":}`, ` {"output":"x"} `,
+		// Integers at the edges of the scanner's own parsing (18 digits)
+		// and of strconv's.
+		`{"status":{"mem_rss":-0}}`, `{"status":{"mem_rss":-1}}`, `{"status":{"mem_rss":0}}`,
+		`{"status":{"mem_rss":999999999999999999,"report_time":-999999999999999999,"pid":-0}}`,
+		`{"status":{"mem_rss":1000000000000000000,"report_time":-1000000000000000000}}`,
+		`{"status":{"report_time":9223372036854775807,"register_time":-9223372036854775808}}`,
+		`{"status":{"report_time":9223372036854775808}}`, `{"status":{"mem_rss":18446744073709551616}}`,
+		`{"status":{"pid":01}}`, `{"status":{"pid":-}}`, `{"status":{"pid":1e3}}`, `{"status":{"threads":2.0}}`,
 	} {
 		want, werr := func() (model.AgentReply, error) {
 			var r model.AgentReply
@@ -148,4 +156,17 @@ func FuzzDecodeReply(f *testing.F) {
 func BenchmarkDecodeReply(b *testing.B) {
 	data := replySamples(b)[0]
 	benchDecode(b, data, decodeReply)
+}
+
+// BenchmarkDecodeReplyWords decodes a status reply as the dispatcher
+// does: its short texts kept by a word table (decodeReplyIn).
+func BenchmarkDecodeReplyWords(b *testing.B) {
+	data := replySamples(b)[0]
+	var words wordTable
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeReplyIn(data, &words); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
