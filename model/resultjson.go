@@ -38,12 +38,49 @@ func appendResultJSON(b []byte, r *Result, e *ResultEncoder) ([]byte, error) {
 // formatting the two times was about half of a result's encoding. Its
 // zero value is ready; it is not safe for concurrent use.
 type ResultEncoder struct {
-	ops secondCache // the results' start and end times
+	// quoted holds the quoted text of strings seen before, by their
+	// length and three of their bytes (word): a result's texts are
+	// mostly those of every result of its task and process (task id,
+	// process key, name, setup path, command line), and quoting them
+	// again byte by byte was about a fifth of a result's encoding.
+	quoted [quotedSlots]quotedText
+	ops    secondCache // the results' start and end times
 	// starts are the status's process start times, apart: a fleet's
 	// processes were mostly started in a few seconds (its start, a
 	// restart of all), not those of the op, and formatting each was
 	// about a tenth of a status result's encoding.
 	starts secondCache
+}
+
+// quotedText is a string s and its JSON text (AppendJSONString).
+type quotedText struct {
+	s string
+	q []byte
+}
+
+// quotedSlots is the number of strings a ResultEncoder keeps quoted;
+// quotedMin and quotedMax bound their length: a shorter one costs less
+// to quote than to look up, a longer one is not kept.
+const (
+	quotedSlots = 64
+	quotedMin   = 8
+	quotedMax   = 256
+)
+
+// appendQuoted appends s as AppendJSONString does, from e.quoted when
+// it holds s (kept there now when it did not).
+func (e *ResultEncoder) appendQuoted(b []byte, s string) []byte {
+	if len(s) < quotedMin || len(s) > quotedMax {
+		return AppendJSONString(b, s)
+	}
+	k := &e.quoted[(uint(len(s))*31+uint(s[0])*7+uint(s[len(s)-1])+uint(s[len(s)/2])*131)%quotedSlots]
+	if k.s == s && k.q != nil {
+		return append(b, k.q...)
+	}
+	n := len(b)
+	b = AppendJSONString(b, s)
+	k.s, k.q = s, append(k.q[:0], b[n:]...)
+	return b
 }
 
 // secondCache keeps the text of the last seconds times fell in.
@@ -128,6 +165,16 @@ type jw struct {
 
 // str appends s quoted as json.Marshal quotes it (AppendJSONString).
 func (w *jw) str(s string) { w.b = AppendJSONString(w.b, s) }
+
+// word appends s as str does: through w.enc when there is one, for a
+// text results share.
+func (w *jw) word(s string) {
+	if w.enc == nil {
+		w.str(s)
+		return
+	}
+	w.b = w.enc.appendQuoted(w.b, s)
+}
 
 func (w *jw) key(k string) { w.b = append(w.b, k...) } // k is `"name":` or `,"name":`
 
@@ -234,7 +281,7 @@ func (w *jw) cachedTime(c *secondCache, t time.Time) {
 func appendResult(b []byte, r *Result, e *ResultEncoder) ([]byte, bool) {
 	w := jw{b: b, ok: true, enc: e}
 	w.key(`{"task_id":`)
-	w.str(r.TaskID)
+	w.word(r.TaskID)
 	w.key(`,"seq":`)
 	w.int(r.Seq)
 	w.key(`,"host":{"ip":`)
@@ -242,10 +289,10 @@ func appendResult(b []byte, r *Result, e *ResultEncoder) ([]byte, bool) {
 	w.key(`,"bk_cloud_id":`)
 	w.int(int64(r.Host.CloudID))
 	w.key(`},"proc":`)
-	w.str(r.ProcKey)
+	w.word(r.ProcKey)
 	if r.ValueKey != "" {
 		w.key(`,"value_key":`)
-		w.str(r.ValueKey)
+		w.word(r.ValueKey)
 	}
 	if r.AgentID != "" {
 		w.key(`,"agent_id":`)
@@ -258,7 +305,7 @@ func appendResult(b []byte, r *Result, e *ResultEncoder) ([]byte, bool) {
 	w.key(`,"error_code":`)
 	w.int(int64(r.Code))
 	w.key(`,"error_msg":`)
-	w.str(r.Message)
+	w.word(r.Message)
 	if r.Proc != (ResultProc{}) {
 		w.key(`,"proc_identity":{`)
 		first := true
@@ -274,7 +321,7 @@ func appendResult(b []byte, r *Result, e *ResultEncoder) ([]byte, bool) {
 			}
 			first = false
 			w.key(f.k)
-			w.str(f.v)
+			w.word(f.v)
 		}
 		w.b = append(w.b, '}')
 	}
@@ -299,9 +346,9 @@ func appendResult(b []byte, r *Result, e *ResultEncoder) ([]byte, bool) {
 
 func (w *jw) status(s *ProcStatus) {
 	w.key(`{"proc":`)
-	w.str(s.ProcKey)
+	w.word(s.ProcKey)
 	w.key(`,"proc_name":`)
-	w.str(s.ProcName)
+	w.word(s.ProcName)
 	w.key(`,"state":`)
 	w.str(string(s.State))
 	w.key(`,"pid":`)
@@ -339,11 +386,11 @@ func (w *jw) status(s *ProcStatus) {
 	}
 	if s.Version != "" {
 		w.key(`,"version":`)
-		w.str(s.Version)
+		w.word(s.Version)
 	}
 	if s.Cmdline != "" {
 		w.key(`,"cmdline":`)
-		w.str(s.Cmdline)
+		w.word(s.Cmdline)
 	}
 	if s.Threads != 0 {
 		w.key(`,"threads":`)
@@ -351,7 +398,7 @@ func (w *jw) status(s *ProcStatus) {
 	}
 	if s.Message != "" {
 		w.key(`,"message":`)
-		w.str(s.Message)
+		w.word(s.Message)
 	}
 	w.b = append(w.b, '}')
 }

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -351,4 +352,31 @@ func FuzzHundredths(f *testing.F) {
 		checkHundredths(t, v)
 		checkHundredths(t, math.Round(v*100)/100)
 	})
+}
+
+// One ResultEncoder writes a long run of results as json.Marshal writes
+// each: texts that come back, texts that take the slot of another (of
+// the same length and ends), texts to escape, texts too short or too
+// long to be kept.
+func TestResultEncoderTexts(t *testing.T) {
+	var e ResultEncoder
+	long := strings.Repeat("/usr/local/gse/plugins/bin ", 12)
+	texts := []string{"gse:bkmonitorbeat", "gse:bkmonitorbeaT", "gse:bkmXnitorbeat", "web:<nginx>&\u2028", "success", "",
+		"GSETASK:20261123182000:7", "GSETASK:20261123182000:8", "bad utf-8 \xff here", long, long + "x", "a\"b\\c\nd\te"}
+	for i := range 2000 {
+		r := sampleResult()
+		pick := func(k int) string { return texts[(i*k+i/7)%len(texts)] }
+		r.TaskID, r.ProcKey, r.ValueKey, r.Message = pick(1), pick(3), pick(5), pick(7)
+		r.Proc = ResultProc{ProcName: pick(11), SetupPath: pick(13), FuncID: pick(17)}
+		st := *r.Status
+		st.ProcKey, st.ProcName, st.Version, st.Cmdline, st.Message = pick(19), pick(23), pick(29), pick(31), pick(37)
+		r.Status = &st
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := e.Append(nil, &r); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("result %d (%v):\n got %s\nwant %s", i, err, got, want)
+		}
+	}
 }
