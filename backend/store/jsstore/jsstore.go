@@ -1044,6 +1044,10 @@ type taskWrites struct {
 	idx     *taskIndex
 }
 
+// targetSize is about the size of a target's JSON (AppendTargetsJSON):
+// its IP, its process key and its agent id, 70-100 bytes.
+const targetSize = 96
+
 func (s *Store) taskWrites(t model.Task, targets []model.Target) (taskWrites, error) {
 	pairs, dup := newTargetPairs(targets)
 	if dup >= 0 {
@@ -1052,11 +1056,9 @@ func (s *Store) taskWrites(t model.Task, targets []model.Target) (taskWrites, er
 	}
 	w := taskWrites{idx: &taskIndex{targets: pairs}}
 	if len(targets) > 0 && len(targets) <= inlineTargets {
-		data, err := json.Marshal(targets)
-		if err != nil {
-			return w, fmt.Errorf("put task %s: %w", t.ID, err)
-		}
+		data := model.AppendTargetsJSON(nil, targets)
 		w.idx.inline = data
+		var err error
 		if w.record, err = taskRecord(&t, data); err != nil {
 			return w, fmt.Errorf("put task %s: %w", t.ID, err)
 		}
@@ -1065,10 +1067,9 @@ func (s *Store) taskWrites(t model.Task, targets []model.Target) (taskWrites, er
 	tk := enc(t.ID)
 	for c := 0; c*chunkSize < len(targets) || c == 0; c++ {
 		part := targets[c*chunkSize : min((c+1)*chunkSize, len(targets))]
-		data, err := json.Marshal(part)
-		if err != nil {
-			return w, fmt.Errorf("put task %s: %w", t.ID, err)
-		}
+		// At about the size of a target's JSON (its host, process and
+		// agent id), not grown by appending.
+		data := model.AppendTargetsJSON(make([]byte, 0, len(part)*targetSize), part)
 		w.targets = append(w.targets, pubMsg{subject: kvSubject(s.on().targets, tk+"."+strconv.Itoa(c)), data: data,
 			what: fmt.Sprintf("put task %s: targets %d", t.ID, c)})
 	}
