@@ -70,8 +70,12 @@ type Commands struct {
 }
 
 // CommandsOf reads the commands of p.
-func CommandsOf(p model.Process) Commands {
-	has := func(op model.OpType) bool { _, ok := p.Command(op); return ok }
+func CommandsOf(p model.Process) Commands { return CommandsIn(&p.Spec.Control) }
+
+// CommandsIn reads the commands of a process's control c (CommandsOf
+// without copying the process).
+func CommandsIn(c *model.Control) Commands {
+	has := func(op model.OpType) bool { _, ok := c.Command(op); return ok }
 	return Commands{Start: has(model.OpStart), Stop: has(model.OpStop), Restart: has(model.OpRestart),
 		Reload: has(model.OpReload), Kill: has(model.OpKill)}
 }
