@@ -111,7 +111,7 @@ func (f *Fleet) DispatchUntil(ctx context.Context, deadline time.Time, host mode
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := f.now()
-	st := f.status(h, f.proc(i, h, req.Process, false), now)
+	st := f.status(h, f.proc(i, h, &req.Process, false), now)
 	return model.AgentReply{Code: out.Code, Message: out.Message, Output: out.Output, Status: &st, Cancelled: out.Cancelled}, nil
 }
 
@@ -123,6 +123,11 @@ func (f *Fleet) reach(host model.Host) (int32, *simHost, error) {
 	if !ok {
 		return 0, nil, fmt.Errorf("dispatch %s: no agent with this id: %w", host, model.ErrUnreachable)
 	}
+	return f.reachAt(i, host)
+}
+
+// reachAt is reach of the host at place i of f.hosts, named host.
+func (f *Fleet) reachAt(i int32, host model.Host) (int32, *simHost, error) {
 	h := &f.hosts[i]
 	h.mu.Lock()
 	if h.kind == kindUnreachable && !h.offline {
@@ -176,14 +181,14 @@ func (f *Fleet) run(ctx context.Context, deadline time.Time, i int32, h *simHost
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return f.ended(ctx, i, h, req)
+			return f.ended(ctx, i, h, &req)
 		case <-t.C:
 			if late {
 				return model.AgentReply{}, context.DeadlineExceeded
 			}
 		}
 	}
-	rep, ok := f.settle(i, h, req, d)
+	rep, ok := f.settle(i, h, &req, d, new(model.ProcStatus))
 	if !ok {
 		return model.AgentReply{}, f.silent(ctx, deadline)
 	}
@@ -218,21 +223,24 @@ func (f *Fleet) draw(h *simHost) drawn {
 // ended is the answer to req on host i when ctx ended before its latency
 // did: ctx's error, or, when ctx was cancelled with model.ErrCancelled,
 // the op stopped, as an agent says. h.mu must not be held.
-func (f *Fleet) ended(ctx context.Context, i int32, h *simHost, req model.AgentRequest) (model.AgentReply, error) {
+func (f *Fleet) ended(ctx context.Context, i int32, h *simHost, req *model.AgentRequest) (model.AgentReply, error) {
 	if !errors.Is(context.Cause(ctx), model.ErrCancelled) {
 		return model.AgentReply{}, ctx.Err()
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	st := f.status(h, f.proc(i, h, req.Process, false), f.now())
+	st := f.status(h, f.proc(i, h, &req.Process, false), f.now())
 	return model.AgentReply{Code: model.CodeCommandFailed, Cancelled: true, Status: &st,
 		Message: req.Op.String() + " stopped before the simulated host finished it: " + model.ErrCancelled.Error()}, nil
 }
 
 // settle applies req, drawn d, to host i once its latency has passed: the
-// reply, or false when the host was taken offline meanwhile (it does not
-// answer). h.mu must not be held.
-func (f *Fleet) settle(i int32, h *simHost, req model.AgentRequest, d drawn) (model.AgentReply, bool) {
+// reply, its Status st (filled in), or false when the host was taken
+// offline meanwhile (it does not answer). h.mu must not be held. The
+// status is the caller's: DispatchLater's answering goroutine lends one
+// to every answer (a status on the heap per reply was a fifth of the
+// bytes a simulated fleet allocated per request).
+func (f *Fleet) settle(i int32, h *simHost, req *model.AgentRequest, d drawn, st *model.ProcStatus) (model.AgentReply, bool) {
 	h.mu.Lock()
 	if h.offline { // taken away while the op was in flight
 		h.mu.Unlock()
@@ -243,18 +251,18 @@ func (f *Fleet) settle(i int32, h *simHost, req model.AgentRequest, d drawn) (mo
 	// state for a process it had not touched yet.
 	keep := req.Op != model.OpStatus
 	if keep {
-		if code, msg, ok := f.admit(i, h, req.Process); !ok {
-			st := f.status(h, f.proc(i, h, req.Process, false), now)
+		if code, msg, ok := f.admit(i, h, &req.Process); !ok {
+			*st = f.status(h, f.proc(i, h, &req.Process, false), now)
 			h.mu.Unlock()
-			return model.AgentReply{Code: code, Message: msg, Status: &st}, true
+			return model.AgentReply{Code: code, Message: msg, Status: st}, true
 		}
 	}
 	var tmp procState // the state of a process not kept, on the stack
-	p := f.procIn(i, h, req.Process, keep, &tmp)
+	p := f.procIn(i, h, &req.Process, keep, &tmp)
 	fail := !h.demo && d.failDraw < d.rate
 	r, evs := f.apply(h, p, req, fail, d.aux, now)
-	st := f.status(h, p, now)
-	r.Status = &st
+	*st = f.status(h, p, now)
+	r.Status = st
 	h.mu.Unlock()
 	for _, e := range evs {
 		f.emit(e)
@@ -278,14 +286,14 @@ func (f *Fleet) timer(d time.Duration) *time.Timer {
 // a deployment starts from its generated state, anything else as stopped.
 // With keep false a process not seen yet is returned without being stored.
 // h.mu must be held.
-func (f *Fleet) proc(i int32, h *simHost, p model.Process, keep bool) *procState {
+func (f *Fleet) proc(i int32, h *simHost, p *model.Process, keep bool) *procState {
 	return f.procIn(i, h, p, keep, nil)
 }
 
 // procIn is proc, a state not kept made in tmp when it is not nil: a
 // status query of a process the host keeps no state for made one on the
 // heap for every target of the op.
-func (f *Fleet) procIn(i int32, h *simHost, p model.Process, keep bool, tmp *procState) *procState {
+func (f *Fleet) procIn(i int32, h *simHost, p *model.Process, keep bool, tmp *procState) *procState {
 	ns, name := p.Meta.Namespace, p.Meta.Name
 	for _, ps := range h.procs {
 		if isKey(ps.key, ns, name) {
@@ -343,7 +351,7 @@ func (f *Fleet) procIn(i int32, h *simHost, p model.Process, keep bool, tmp *pro
 // the definition of p: a process it knows (one an op touched, or one of
 // its deployments) always, a new one while the host knows fewer than
 // f.maxProcs. h.mu must be held.
-func (f *Fleet) admit(i int32, h *simHost, p model.Process) (code int, msg string, ok bool) {
+func (f *Fleet) admit(i int32, h *simHost, p *model.Process) (code int, msg string, ok bool) {
 	touched := func(key string) bool {
 		for _, ps := range h.procs {
 			if ps.key == key {
@@ -446,7 +454,7 @@ func (p *procState) outcome(op model.OpType, fail bool, aux uint64) int {
 
 // apply runs op against p as model/opsem decides and returns the reply
 // without Status, and the events the op caused. h.mu must be held.
-func (f *Fleet) apply(h *simHost, p *procState, req model.AgentRequest, fail bool, aux uint64, now time.Time) (model.AgentReply, []model.Event) {
+func (f *Fleet) apply(h *simHost, p *procState, req *model.AgentRequest, fail bool, aux uint64, now time.Time) (model.AgentReply, []model.Event) {
 	name := req.Process.Spec.Identity.ProcName
 	if name == "" {
 		name = p.procName
@@ -457,7 +465,7 @@ func (f *Fleet) apply(h *simHost, p *procState, req model.AgentRequest, fail boo
 		// to a negative, the deployment's).
 		p.retries = int32(min(n, math.MaxInt32-1)) + 1
 	}
-	d := opsem.Decide(req.Op, p.before(), opsem.CommandsOf(req.Process), name)
+	d := opsem.Decide(req.Op, p.before(), opsem.CommandsIn(&req.Process.Spec.Control), name)
 	if d.Action == opsem.Answer {
 		switch d.Code {
 		case model.CodeSuccess:
@@ -663,6 +671,6 @@ func (f *Fleet) cancelOp(ctx context.Context, i int32, h *simHost, req model.Age
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	st := f.status(h, f.proc(i, h, req.Process, false), f.now())
+	st := f.status(h, f.proc(i, h, &req.Process, false), f.now())
 	return model.AgentReply{Code: out.Code, Message: out.Message, Output: out.Output, Status: &st, Cancelled: out.Cancelled}, nil
 }

@@ -207,3 +207,104 @@ func TestDispatchLaterMany(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 }
+
+// TestDispatchLaterToAnswersAsDispatchLater: two fleets of one seed, one
+// asked through DispatchLater by address, the other through
+// DispatchLaterTo by place in its listing, the same requests in the same
+// order, give the same answers; each answer's token is its request's;
+// a place the fleet has no host at is not taken.
+func TestDispatchLaterToAnswersAsDispatchLater(t *testing.T) {
+	cfg := quiet(200)
+	cfg.Seed = 11
+	cfg.FailureRate = 0.3
+	cfg.OfflineRate = 0.05
+	cfg.UnreachableRate = 0.05
+	cfg.LatencyMedian = config.Duration(200 * time.Microsecond)
+	cfg.LatencyP99 = config.Duration(time.Millisecond)
+	a, b := New(cfg), New(cfg)
+	defer a.Close()
+	defer b.Close()
+	hosts, err := b.HostsUnlabelled(context.Background())
+	require.NoError(t, err)
+	def := a.Definitions()[0]
+	line := func(rep model.AgentReply, err error) string {
+		if err != nil {
+			return err.Error()
+		}
+		st := "-"
+		if rep.Status != nil {
+			st = fmt.Sprintf("%s/%d/%t/%s", rep.Status.State, rep.Status.PID, rep.Status.Hosted, rep.Status.ProcKey)
+		}
+		return fmt.Sprintf("%d %q %q %s", rep.Code, rep.Message, rep.Output, st)
+	}
+	type answer struct {
+		tok  any
+		line string
+	}
+	ch := make(chan answer, 2)
+	// to reads the lent status before it returns, as the fleet's server does.
+	to := func(tok any, rep model.AgentReply, err error) { ch <- answer{tok, line(rep, err)} }
+	var pa, pb []string
+	n := 0
+	for at := 0; at < 40; at++ {
+		h := hosts[at].Host
+		timeout := 10 * time.Second
+		if snap, _ := a.Host(h); snap.Kind == "offline" {
+			timeout = 5 * time.Millisecond
+		}
+		for _, op := range []model.OpType{model.OpStatus, model.OpStart, model.OpRestart, model.OpStop} {
+			for _, p := range []model.Process{inline("x"), def.Process} {
+				req := model.AgentRequest{Op: op, Process: p}
+				pa = append(pa, line(later(t, a, context.Background(), time.Now().Add(timeout), h, req)))
+				n++
+				require.True(t, b.DispatchLaterTo(context.Background(), time.Now().Add(timeout), at, req, to, n), "taken")
+				select {
+				case got := <-ch:
+					assert.Equal(t, n, got.tok, "the request's token")
+					pb = append(pb, got.line)
+				case <-time.After(30 * time.Second):
+					t.Fatal("no answer")
+				}
+			}
+		}
+	}
+	assert.Equal(t, pa, pb, "same seed, same requests: same answers")
+	never := func(any, model.AgentReply, error) { t.Error("answered a request not taken") }
+	req := model.AgentRequest{Op: model.OpStatus, Process: inline("x")}
+	assert.False(t, b.DispatchLaterTo(context.Background(), time.Time{}, -1, req, never, nil), "no place -1")
+	assert.False(t, b.DispatchLaterTo(context.Background(), time.Time{}, len(hosts), req, never, nil), "no place past the last")
+}
+
+// TestDispatchLaterOwnStatus: an answer of DispatchLater keeps its status
+// after it returns (the status DispatchLaterTo lends is used again).
+func TestDispatchLaterOwnStatus(t *testing.T) {
+	cfg := quiet(50)
+	cfg.LatencyMedian = config.Duration(time.Millisecond)
+	cfg.LatencyP99 = config.Duration(2 * time.Millisecond)
+	f := New(cfg)
+	defer f.Close()
+	hosts, err := f.Hosts(context.Background())
+	require.NoError(t, err)
+	got := make(chan *model.ProcStatus, len(hosts))
+	for _, hi := range hosts {
+		require.True(t, f.DispatchLater(context.Background(), time.Now().Add(time.Minute), hi.Host, model.AgentRequest{Op: model.OpStatus, Process: inline("p-" + hi.Host.IP)},
+			func(rep model.AgentReply, err error) {
+				assert.NoError(t, err)
+				got <- rep.Status
+			}))
+	}
+	seen := map[*model.ProcStatus]bool{}
+	keys := map[string]bool{}
+	for range hosts {
+		select {
+		case st := <-got:
+			require.NotNil(t, st)
+			assert.False(t, seen[st], "a status of its own")
+			seen[st] = true
+			keys[st.ProcKey] = true
+		case <-time.After(30 * time.Second):
+			t.Fatal("not every request answered")
+		}
+	}
+	assert.Len(t, keys, len(hosts), "each answer's status is its own process's, after every answer came")
+}

@@ -81,12 +81,12 @@ type simLog struct {
 func (s *simLog) Running() bool {
 	s.h.mu.Lock()
 	defer s.h.mu.Unlock()
-	return s.f.proc(s.i, s.h, s.p, false).running
+	return s.f.proc(s.i, s.h, &s.p, false).running
 }
 
 func (s *simLog) Open() (logtail.Reader, error) {
 	s.h.mu.Lock()
-	ps := s.f.proc(s.i, s.h, s.p, false)
+	ps := s.f.proc(s.i, s.h, &s.p, false)
 	started, running, pid := ps.started, ps.running, ps.pid
 	s.h.mu.Unlock()
 	r := &simReader{stream: s.stream, started: started, pid: pid, name: s.p.Spec.Identity.ProcName,

@@ -181,6 +181,7 @@ func NewChecked(cfg config.SimulatorConfig) (*Fleet, error) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	f := &Fleet{
+		later:    laterQueue{epoch: time.Now()},
 		cfg:      cfg,
 		seed:     seed,
 		born:     time.Now(),
