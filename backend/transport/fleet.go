@@ -145,7 +145,7 @@ type untilFleet interface {
 // newFleetServer is a server of f's hosts on s, serving none yet
 // (refresh subscribes them).
 func newFleetServer(f Fleet, s *session, opts ServeOptions) *fleetServer {
-	return &fleetServer{f: f, s: s, subs: map[string]model.Host{}, served: map[model.Host]*servedHost{}, legacy: opts.legacySubjects,
+	return &fleetServer{f: f, s: s, subs: map[string]*servedHost{}, served: map[model.Host]*servedHost{}, legacy: opts.legacySubjects,
 		msgs: make(chan *nats.Msg, 1<<16), done: make(chan struct{})}
 }
 
@@ -154,7 +154,7 @@ type fleetServer struct {
 	s *session
 
 	mu    sync.Mutex
-	subs  map[string]model.Host // op subject -> host
+	subs  map[string]*servedHost // op subject -> the (first) host subscribed to it
 	nsubs []*nats.Subscription
 	// mode is how the hosts are subscribed on the connection in use:
 	// each host's inbox, or (a server from before it refused the first
@@ -198,7 +198,12 @@ func (fs *fleetServer) respond(m *nats.Msg, rep model.AgentReply) {
 // again: ~12% of a simulator's CPU), and its heartbeat plan (nil until
 // its first beat; read and written by the heartbeat goroutine only).
 type servedHost struct {
-	id     model.HostID
+	host model.Host
+	id   model.HostID
+	// at is the host's place in the fleet's listing (a labelFleet's,
+	// DispatchLaterTo's), -1 for another fleet's; read and written
+	// under fleetServer.mu.
+	at     int
 	hbSubj string
 	plan   *beatPlan
 	labels map[string]string // made once, of a labelFleet
@@ -385,6 +390,7 @@ func (fs *fleetServer) refresh(ctx context.Context) error {
 			order[i] = sh
 			if making {
 				infos[i].Labels = sh.labels
+				sh.at = i
 			}
 			continue
 		}
@@ -396,6 +402,7 @@ func (fs *fleetServer) refresh(ctx context.Context) error {
 			fs.s.log.Warn("sim fleet: host without a valid identity; not served", "err", err)
 			continue
 		}
+		sh := &servedHost{host: hi.Host, id: id, hbSubj: HeartbeatSubject(id), at: -1}
 		opSubj := OpSubject(id)
 		if _, ok := fs.subs[opSubj]; !ok {
 			sub := fs.decide(id) // the first host's inbox, taken already
@@ -406,12 +413,12 @@ func (fs *fleetServer) refresh(ctx context.Context) error {
 					continue
 				}
 			}
-			fs.subs[opSubj] = hi.Host
+			fs.subs[opSubj] = sh
 			fs.nsubs = append(fs.nsubs, sub)
 			added = append(added, subj)
 		}
-		sh := &servedHost{id: id, hbSubj: HeartbeatSubject(id)}
 		if making {
+			sh.at = i
 			sh.labels = map[string]string{}
 			if lf.HostLabelsInto(i, sh.labels); len(sh.labels) == 0 {
 				sh.labels = nil
@@ -448,7 +455,7 @@ func (fs *fleetServer) verify(ctx context.Context) error {
 		fs.s.log.Info("sim fleet: this NATS node does not grant the hosts' inboxes; serving on their op subjects")
 		fs.unsubscribeAll()
 		fs.mu.Lock()
-		fs.subs, fs.served, fs.mode = map[string]model.Host{}, map[model.Host]*servedHost{}, modeOp
+		fs.subs, fs.served, fs.mode = map[string]*servedHost{}, map[model.Host]*servedHost{}, modeOp
 		fs.mu.Unlock()
 		err = fs.refresh(ctx)
 	}
@@ -462,7 +469,7 @@ func (fs *fleetServer) verify(ctx context.Context) error {
 // already uses it).
 func (fs *fleetServer) attach(ctx context.Context, _ *nats.Conn) error {
 	fs.mu.Lock()
-	fs.subs, fs.nsubs, fs.served, fs.mode = map[string]model.Host{}, nil, map[model.Host]*servedHost{}, modeUndecided
+	fs.subs, fs.nsubs, fs.served, fs.mode = map[string]*servedHost{}, nil, map[model.Host]*servedHost{}, modeUndecided
 	fs.mu.Unlock()
 	return fs.refresh(ctx)
 }
@@ -479,21 +486,36 @@ func (fs *fleetServer) unsubscribeAll() {
 // serveOps answers the requests of every host. A fleet that answers
 // later (laterFleet: the simulator) is handed each request here, decoded
 // on this goroutine, and answers it when its host's latency has passed
-// without a goroutine waiting for it; what it does not take, and every
-// request of any other fleet, is answered on a goroutine of its own, at
-// most maxConc at once.
+// without a goroutine waiting for it (laterToFleet: by the host's place
+// in its listing, to one answering function); what it does not take, and
+// every request of any other fleet, is answered on a goroutine of its
+// own, at most maxConc at once.
 func (fs *fleetServer) serveOps(ctx context.Context, maxConc int) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	sem := make(chan struct{}, maxConc)
 	stop := fs.done
 	lf, _ := fs.f.(laterFleet)
+	ltf, _ := fs.f.(laterToFleet)
+	// to answers a request of ltf, its message the token: one function
+	// for every request, not a closure made for each.
+	to := func(tok any, rep model.AgentReply, err error) {
+		m := tok.(*nats.Msg)
+		fs.answer(ctx, model.Host{}, m, rep, err, errors.Is(err, context.DeadlineExceeded))
+	}
 	for {
 		var m *nats.Msg
+		// A message waiting is taken without a select: while an op's
+		// requests come, most are (a select each was 5% of a simulated
+		// fleet's CPU per request).
 		select {
-		case <-stop:
-			return
 		case m = <-fs.msgs:
+		default:
+			select {
+			case <-stop:
+				return
+			case m = <-fs.msgs:
+			}
 		}
 		if strings.HasSuffix(m.Subject, ".beat") {
 			fs.onBeat(m)
@@ -503,14 +525,22 @@ func (fs *fleetServer) serveOps(ctx context.Context, maxConc int) {
 			continue // a cancel or acknowledgement on a host's inbox: not served by a fleet
 		}
 		fs.mu.Lock()
-		host, ok := fs.subs[m.Subject]
+		sh := fs.subs[m.Subject]
+		var at int
+		if sh != nil {
+			at = sh.at
+		}
 		fs.mu.Unlock()
-		if !ok {
+		if sh == nil {
 			continue
 		}
+		host := sh.host
 		req, err := fs.procs.decode(m.Data)
 		if err != nil {
 			fs.respond(m, model.AgentReply{Code: model.CodeIllegalOp, Message: fmt.Sprintf("decode request: %v", err)})
+			continue
+		}
+		if ltf != nil && at >= 0 && ltf.DispatchLaterTo(ctx, req.Deadline, at, req, to, m) {
 			continue
 		}
 		if lf != nil && lf.DispatchLater(ctx, req.Deadline, host, req, func(rep model.AgentReply, err error) {
@@ -540,15 +570,12 @@ func (fs *fleetServer) serveOps(ctx context.Context, maxConc int) {
 func (fs *fleetServer) onBeat(m *nats.Msg) {
 	opSubj := strings.TrimSuffix(m.Subject, ".beat") + ".op"
 	fs.mu.Lock()
-	host, ok := fs.subs[opSubj]
-	var sh *servedHost
-	if ok {
-		sh = fs.served[host]
-	}
+	sh := fs.subs[opSubj]
 	fs.mu.Unlock()
 	if sh == nil {
 		return
 	}
+	host := sh.host
 	h, err := decodeBeatHint(m.Data)
 	if err == nil {
 		var ok bool
@@ -570,6 +597,13 @@ func (fs *fleetServer) onBeat(m *nats.Msg) {
 // it does not take the request.
 type laterFleet interface {
 	DispatchLater(ctx context.Context, deadline time.Time, host model.Host, req model.AgentRequest, answer func(model.AgentReply, error)) bool
+}
+
+// laterToFleet is a laterFleet that takes a host by its place in its
+// listing (labelFleet.HostsUnlabelled's) and answers to(tok, ...), the
+// reply's Status valid until to returns (simulator.Fleet).
+type laterToFleet interface {
+	DispatchLaterTo(ctx context.Context, deadline time.Time, at int, req model.AgentRequest, to func(tok any, rep model.AgentReply, err error), tok any) bool
 }
 
 // handle answers req, the request m, on the calling goroutine.
@@ -594,7 +628,8 @@ func (fs *fleetServer) handle(ctx context.Context, host model.Host, m *nats.Msg,
 }
 
 // answer replies to m with what the fleet answered: rep, or err (late:
-// the request's deadline came first).
+// the request's deadline came first). host names the host in a log (the
+// zero one: m's, looked up).
 func (fs *fleetServer) answer(ctx context.Context, host model.Host, m *nats.Msg, rep model.AgentReply, err error, late bool) {
 	switch {
 	case errors.Is(err, model.ErrUnreachable):
@@ -602,6 +637,9 @@ func (fs *fleetServer) answer(ctx context.Context, host model.Host, m *nats.Msg,
 		out.Header.Set(StatusHeader, statusUnreachable)
 		out.Data = []byte(err.Error())
 		if err := m.RespondMsg(out); err != nil {
+			if host == (model.Host{}) {
+				host = fs.hostOf(m.Subject)
+			}
 			fs.s.log.Warn("sim: reply lost", "host", host.String(), "err", err)
 		}
 	case err != nil && (late || ctx.Err() != nil):
@@ -611,4 +649,14 @@ func (fs *fleetServer) answer(ctx context.Context, host model.Host, m *nats.Msg,
 	default:
 		fs.respond(m, rep)
 	}
+}
+
+// hostOf is the host served on op subject subj (the zero host when none).
+func (fs *fleetServer) hostOf(subj string) model.Host {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if sh := fs.subs[subj]; sh != nil {
+		return sh.host
+	}
+	return model.Host{}
 }
