@@ -2,6 +2,7 @@ package transport
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -103,11 +104,11 @@ func TestFleetDecodeFast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := c.fastRequest(data); ok {
+	if ok := c.fastRequest(data, new(model.AgentRequest)); ok {
 		t.Fatal("fastRequest took a process the cache does not hold")
 	}
 	checkFleetDecode(t, &c, data) // cached now
-	if _, ok := c.fastRequest(data); !ok {
+	if ok := c.fastRequest(data, new(model.AgentRequest)); !ok {
 		t.Fatalf("fastRequest did not take the usual request %s", data)
 	}
 	checkFleetDecode(t, &c, data)
@@ -237,4 +238,98 @@ func FuzzObjectEnd(f *testing.F) {
 	f.Add(`{"a":"\"}\\","b":[{}]}`)
 	f.Add(`{"a":"x\`)
 	f.Fuzz(func(t *testing.T, s string) { checkObjectEnd(t, s, 0) })
+}
+
+// TestFleetDecodeDeadlines: requests of other deadlines (other zones,
+// fractions, seconds, other texts of one instant) decoded one after
+// another through one cache each get their own, as json.Unmarshal reads
+// it.
+func TestFleetDecodeDeadlines(t *testing.T) {
+	var c procCache
+	req := model.AgentRequest{TaskID: "t", Op: model.OpStatus,
+		Process: model.Process{Meta: model.Meta{Namespace: "web", Name: "nginx"}}}
+	base := time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC)
+	cst := time.FixedZone("CST", 8*3600)
+	var all [][]byte
+	for _, d := range []time.Time{base, base.Add(time.Second), base.In(cst), base.Add(time.Nanosecond), base,
+		base.Add(123456789), base.Add(500 * time.Millisecond), base.Add(999999999), base.Add(time.Microsecond).In(cst),
+		base.Add(7).In(cst), base.In(time.Local), base.Add(42).In(time.Local)} {
+		req.Deadline = d
+		data, err := json.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, data)
+	}
+	for range 2 {
+		for _, data := range all {
+			checkFleetDecode(t, &c, data)
+		}
+	}
+	// Texts json.Marshal does not write, after one of the same seconds
+	// and zone: as UnmarshalJSON reads them, or refused as it refuses.
+	for _, text := range []string{`2026-01-01T00:00:30.5Z`, `2026-01-01T00:00:30.1234567891Z`, `2026-01-01T00:00:30.Z`,
+		`2026-01-01T00:00:30,5Z`, `2026-01-01T00:00:30.000000000Z`, `2026-01-01T00:00:30.5+08:00`, `2026-01-01T00:00:30+08:00`,
+		`2026-01-01T00:00:30.5x`, `2026-01-01T00:00:30.5`, `2026-01-01T00:00:30.5ZZ`, `2026-02-30T00:00:30.5Z`} {
+		checkFleetDecode(t, &c, []byte(`{"op_type":1,"deadline":"2026-01-01T00:00:30.25Z"}`))
+		checkFleetDecode(t, &c, []byte(`{"op_type":1,"deadline":"2026-01-01T00:00:30.25+08:00"}`))
+		checkFleetDecode(t, &c, []byte(`{"op_type":1,"deadline":"`+text+`"}`))
+	}
+}
+
+// FuzzDeadline: a deadline read after another (the cache holding the
+// first's seconds and zone) is the one UnmarshalJSON reads, or refused as
+// it refuses.
+func FuzzDeadline(f *testing.F) {
+	f.Add("2026-01-01T00:00:30.25Z", "2026-01-01T00:00:30.5Z")
+	f.Add("2026-01-01T00:00:30+08:00", "2026-01-01T00:00:30.999999999+08:00")
+	f.Add("2026-01-01T00:00:30.1Z", "2026-01-01T00:00:30.1234567890Z")
+	f.Fuzz(func(t *testing.T, first, second string) {
+		var c procCache
+		for _, text := range []string{first, second, first} {
+			tok := []byte(`"` + text + `"`)
+			var want time.Time
+			werr := want.UnmarshalJSON(tok)
+			s := jscan{b: tok}
+			var got time.Time
+			ok := c.deadline(&s, &got)
+			if _, esc, tokOK := (&jscan{b: tok}).token(); !tokOK || esc {
+				continue // not a plain string: left to encoding/json
+			}
+			if ok != (werr == nil) {
+				t.Fatalf("%q: deadline %v, UnmarshalJSON error %v", text, ok, werr)
+			}
+			if ok && !reflect.DeepEqual(got, want) {
+				t.Fatalf("%q: %v, UnmarshalJSON reads %v", text, got, want)
+			}
+		}
+	})
+}
+
+// BenchmarkFleetDecodeOp: a simulated fleet's decoding of the requests of
+// one op, as the engine sends them: each its host's op id and its own
+// deadline (the time it was sent plus the op's budget), one process.
+func BenchmarkFleetDecodeOp(b *testing.B) {
+	var c procCache
+	p := model.Process{Meta: model.Meta{Namespace: "gse", Name: "bkmonitorbeat", Labels: model.Labels{"app": "bkmonitorbeat"}},
+		Spec: model.Spec{Identity: model.Identity{ProcName: "bkmonitorbeat", SetupPath: "/usr/local/gse/plugins/bin"}}}
+	start := time.Date(2026, 11, 29, 9, 9, 40, 123456789, time.UTC)
+	reqs := make([][]byte, 4096)
+	for i := range reqs {
+		req := model.AgentRequest{TaskID: "GSETASK:20261129090940:7", OpID: fmt.Sprintf("GSETASK:20261129090940:7/0:10.0.%d.%d/gse:bkmonitorbeat", i>>8, i&255),
+			Op: model.OpStatus, Deadline: start.Add(time.Duration(i) * 37 * time.Microsecond).Add(30 * time.Second), Process: p}
+		data, err := model.AppendRequestJSON(nil, &req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		reqs[i] = data
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := c.decode(reqs[i%len(reqs)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
 }

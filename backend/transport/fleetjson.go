@@ -17,10 +17,12 @@ import (
 // fleet decodes a request per host of every op (10,000 for an op over
 // 10,000 hosts) on the same machine as the server: json.Unmarshal of the
 // request was a third of the fleet's CPU for an op, taken from the server.
-func (c *procCache) fastRequest(data []byte) (req model.AgentRequest, ok bool) {
+// It decodes into *req, which must be the zero request; on false, *req
+// is partly set. c.mu is held.
+func (c *procCache) fastRequest(data []byte, req *model.AgentRequest) bool {
 	s := jscan{b: data}
 	var seen uint8
-	ok = s.object(func(k []byte) (ok bool) {
+	ok := s.object(func(k []byte) (ok bool) {
 		var bit uint8
 		switch string(k) {
 		case "task_id":
@@ -39,7 +41,7 @@ func (c *procCache) fastRequest(data []byte) (req model.AgentRequest, ok bool) {
 			ok = c.cachedProcess(&s, &req.Process)
 		case "deadline":
 			bit = 1 << 4
-			ok = s.time(&req.Deadline)
+			ok = c.deadline(&s, &req.Deadline)
 		case "cancel_op":
 			bit = 1 << 5
 			req.CancelOp, ok = s.bool()
@@ -50,7 +52,7 @@ func (c *procCache) fastRequest(data []byte) (req model.AgentRequest, ok bool) {
 		seen |= bit
 		return true
 	})
-	return req, ok && s.end()
+	return ok && s.end()
 }
 
 // taskID reads a string as s.str does, the task id read last when it is
@@ -59,21 +61,80 @@ func (c *procCache) fastRequest(data []byte) (req model.AgentRequest, ok bool) {
 func (c *procCache) taskID(s *jscan) (string, bool) {
 	at := s.i
 	if tok, esc, ok := s.token(); ok && !esc {
-		c.mu.Lock()
-		last := c.lastTask
-		c.mu.Unlock()
-		if string(tok[1:len(tok)-1]) == last {
-			return last, true
+		if string(tok[1:len(tok)-1]) == c.lastTask {
+			return c.lastTask, true
 		}
 	}
 	s.i = at
 	id, ok := s.str()
 	if ok {
-		c.mu.Lock()
 		c.lastTask = id
-		c.mu.Unlock()
 	}
 	return id, ok
+}
+
+// deadline reads a time as s.time does. The engine gives each request
+// its own deadline (its own nanosecond), but those of an op share their
+// first seconds and their zone: the text up to the seconds and the zone
+// is parsed once (time.Time.UnmarshalJSON, a sixth of decoding a
+// request), and a request's fraction of a second added to that time.
+func (c *procCache) deadline(s *jscan, t *time.Time) bool {
+	tok, ok := s.raw()
+	if !ok {
+		return false
+	}
+	dc := &c.dl
+	if head, nsec, zone, ok := splitDeadline(tok); ok && dc.head != "" && string(head) == dc.head && string(zone) == dc.zone {
+		*t = dc.base.Add(time.Duration(nsec))
+		return true
+	}
+	if t.UnmarshalJSON(tok) != nil {
+		return false
+	}
+	// Kept only when the split reads the fraction as the parse did.
+	if head, nsec, zone, ok := splitDeadline(tok); ok && nsec == t.Nanosecond() {
+		c.dl = deadlineCache{head: string(head), zone: string(zone), base: t.Add(-time.Duration(nsec))}
+	}
+	return true
+}
+
+// deadlineCache is the deadline procCache.deadline parsed last: its text
+// up to the seconds (head, with the opening quote) and after the
+// fraction (zone, with the closing quote), and its time without the
+// fraction.
+type deadlineCache struct {
+	head, zone string
+	base       time.Time
+}
+
+// splitDeadline splits a quoted RFC 3339 time into the text up to its
+// seconds (`"2006-01-02T15:04:05`), its fraction of a second in
+// nanoseconds (a '.' and 1 to 9 digits, or none) and the rest (its zone
+// and closing quote); false when tok is not of that shape (too short, or
+// a fraction of another form). It checks nothing else: a head and zone
+// are used only once UnmarshalJSON has read them.
+func splitDeadline(tok []byte) (head []byte, nsec int, zone []byte, ok bool) {
+	const headLen = len(`"2006-01-02T15:04:05`)
+	if len(tok) < headLen+2 {
+		return nil, 0, nil, false
+	}
+	head, rest := tok[:headLen], tok[headLen:]
+	if rest[0] == '.' {
+		n := 1
+		for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+			nsec = nsec*10 + int(rest[n]-'0')
+			n++
+		}
+		digits := n - 1
+		if digits < 1 || digits > 9 {
+			return nil, 0, nil, false
+		}
+		for range 9 - digits {
+			nsec *= 10
+		}
+		rest = rest[n:]
+	}
+	return head, nsec, rest, len(rest) > 0
 }
 
 // time reads a time as encoding/json does (time.Time's UnmarshalJSON on
@@ -91,24 +152,19 @@ func (s *jscan) time(t *time.Time) bool {
 func (c *procCache) cachedProcess(s *jscan, p *model.Process) bool {
 	s.ws()
 	rest := s.b[s.i:]
-	c.mu.Lock()
 	if n := len(c.last); n > 0 && len(rest) >= n && string(rest[:n]) == c.last {
 		*p, s.i = c.lastP, s.i+n
-		c.mu.Unlock()
 		return true
 	}
-	c.mu.Unlock()
 	end, ok := objectEnd(s.b, s.i)
 	if !ok {
 		return false
 	}
 	key := s.b[s.i:end]
-	c.mu.Lock()
 	v, hit := c.m[string(key)]
 	if hit {
 		c.last, c.lastP = string(key), v
 	}
-	c.mu.Unlock()
 	if !hit {
 		return false
 	}
