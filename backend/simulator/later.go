@@ -96,10 +96,9 @@ func (f *Fleet) dispatchLater(ctx context.Context, deadline time.Time, at int32,
 	}
 	d := f.draw(h)
 	h.mu.Unlock()
-	it := q.item()
-	*it = laterItem{ctx: ctx, deadline: deadline, i: i, req: req, d: d, to: to, tok: tok}
+	it := laterItem{ctx: ctx, deadline: deadline, i: i, req: req, d: d, to: to, tok: tok}
 	if d.lat <= 0 {
-		f.answerLater(it, new(model.ProcStatus))
+		f.answerLater(&it, new(model.ProcStatus))
 		return true
 	}
 	due := now.Add(d.lat)
@@ -107,16 +106,13 @@ func (f *Fleet) dispatchLater(ctx context.Context, deadline time.Time, at int32,
 	if !deadline.IsZero() && deadline.Before(due) {
 		it.due, it.late = q.since(deadline), true
 	}
-	if !q.add(f, it) {
-		q.free(it) // closed meanwhile: a fleet closed answers no more
-	}
+	q.add(f, &it) // false: closed meanwhile, and a fleet closed answers no more
 	return true
 }
 
-// answerLater answers the request of it, due now, and frees it; st is the
-// status lent to the answer.
+// answerLater answers the request of it, due now; st is the status lent
+// to the answer. The caller frees it.
 func (f *Fleet) answerLater(it *laterItem, st *model.ProcStatus) {
-	q := &f.later
 	to, tok := it.to, it.tok
 	switch {
 	case it.silent: // an offline host's: no answer but the end of the wait
@@ -124,21 +120,16 @@ func (f *Fleet) answerLater(it *laterItem, st *model.ProcStatus) {
 		if err == nil {
 			err = context.DeadlineExceeded
 		}
-		q.free(it)
 		to(tok, model.AgentReply{}, err)
 	case it.ctx.Err() != nil:
 		rep, err := f.ended(it.ctx, it.i, &f.hosts[it.i], &it.req)
-		q.free(it)
 		to(tok, rep, err)
 	case it.late:
-		q.free(it)
 		to(tok, model.AgentReply{}, context.DeadlineExceeded)
 	default:
 		rep, ok := f.settle(it.i, &f.hosts[it.i], &it.req, it.d, st)
-		ctx, deadline := it.ctx, it.deadline
-		q.free(it)
 		if !ok { // taken offline meanwhile
-			q.silent(f, ctx, deadline, to, tok)
+			f.later.silent(f, it.ctx, it.deadline, to, tok)
 			return
 		}
 		to(tok, rep, nil)
@@ -185,7 +176,10 @@ type laterQueue struct {
 	wake   chan struct{} // an item became the first
 	stop   chan struct{}
 	done   chan struct{}
-	pool   sync.Pool // *laterItem
+	// spare are items answered and cleared, used again by add: a
+	// sync.Pool's, put on the answering goroutine's P and got on the
+	// decoding one's, cost a tenth of the queue's work per request.
+	spare []*laterItem
 }
 
 // since is t as a due time: nanoseconds since the queue's epoch.
@@ -201,40 +195,32 @@ func (q *laterQueue) open() bool {
 	return !q.closed.Load() && q.n.Load() < maxLater
 }
 
-func (q *laterQueue) item() *laterItem {
-	if it, ok := q.pool.Get().(*laterItem); ok {
-		return it
-	}
-	return new(laterItem)
-}
-
-// free clears it (what it refers to is not kept alive) and pools it.
-func (q *laterQueue) free(it *laterItem) {
-	*it = laterItem{}
-	q.pool.Put(it)
-}
-
 // silent answers an offline host's request of f: context.DeadlineExceeded
 // at the deadline (ctx's error if it ended by then), never without one.
 func (q *laterQueue) silent(f *Fleet, ctx context.Context, deadline time.Time, to func(any, model.AgentReply, error), tok any) {
 	if deadline.IsZero() {
 		return
 	}
-	it := q.item()
-	*it = laterItem{due: q.since(deadline), silent: true, ctx: ctx, deadline: deadline, to: to, tok: tok}
-	if !q.add(f, it) {
-		q.free(it)
-	}
+	q.add(f, &laterItem{due: q.since(deadline), silent: true, ctx: ctx, deadline: deadline, to: to, tok: tok})
 }
 
-// add queues it, a request of f (starting the answering goroutine with
-// the first); false once closed.
-func (q *laterQueue) add(f *Fleet, it *laterItem) bool {
+// add queues a copy of it, a request of f (starting the answering
+// goroutine with the first); false once closed.
+func (q *laterQueue) add(f *Fleet, req *laterItem) bool {
 	q.mu.Lock()
 	if q.closed.Load() {
 		q.mu.Unlock()
 		return false
 	}
+	var it *laterItem
+	if n := len(q.spare); n > 0 {
+		it = q.spare[n-1]
+		q.spare[n-1] = nil
+		q.spare = q.spare[:n-1]
+	} else {
+		it = new(laterItem)
+	}
+	*it = *req
 	if !q.started {
 		q.started = true
 		q.wake, q.stop, q.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
@@ -261,6 +247,9 @@ func (q *laterQueue) run(f *Fleet) {
 	st := new(model.ProcStatus) // lent to each answer in turn
 	for {
 		q.mu.Lock()
+		q.spare = append(q.spare, due...) // answered and cleared
+		clear(due)
+		due = due[:0]
 		now := q.since(time.Now())
 		for len(q.items) > 0 && q.items[0].due <= now {
 			due = append(due, q.pop())
@@ -271,11 +260,10 @@ func (q *laterQueue) run(f *Fleet) {
 		}
 		q.mu.Unlock()
 		if len(due) > 0 {
-			for k, it := range due {
+			for _, it := range due {
 				f.answerLater(it, st)
-				due[k] = nil
+				*it = laterItem{} // what it refers to is not kept alive
 			}
-			due = due[:0]
 			continue // the time has moved: more may be due
 		}
 		var tc <-chan time.Time
@@ -302,7 +290,7 @@ func (q *laterQueue) close() {
 	}
 	q.closed.Store(true)
 	started := q.started
-	q.items = nil
+	q.items, q.spare = nil, nil
 	q.n.Store(0)
 	q.mu.Unlock()
 	if started {
