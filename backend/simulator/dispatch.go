@@ -55,7 +55,7 @@ func (f *Fleet) DispatchUntil(ctx context.Context, deadline time.Time, host mode
 	if !deadline.IsZero() && !time.Now().Before(deadline) {
 		return model.AgentReply{}, context.DeadlineExceeded
 	}
-	if !deadline.IsZero() && !latencyOnly(req) {
+	if !deadline.IsZero() && !latencyOnly(&req) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
@@ -141,7 +141,7 @@ func (f *Fleet) reachAt(i int32, host model.Host) (int32, *simHost, error) {
 // latency (and a deadline): not a change run once per op id (a mutating
 // op with an op id), a group, a tail or a cancel. Those DispatchUntil gives
 // a context with the deadline, and DispatchLater leaves to Dispatch.
-func latencyOnly(req model.AgentRequest) bool {
+func latencyOnly(req *model.AgentRequest) bool {
 	return !(req.Group != nil || req.Tail != nil || req.CancelOp || (req.OpID != "" && req.Op.Mutating()))
 }
 

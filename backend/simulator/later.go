@@ -29,7 +29,7 @@ import (
 // host's request is answered with context.DeadlineExceeded at its deadline,
 // or never without one (Dispatch would wait for ctx).
 func (f *Fleet) DispatchLater(ctx context.Context, deadline time.Time, host model.Host, req model.AgentRequest, answer func(model.AgentReply, error)) bool {
-	return f.dispatchLater(ctx, deadline, -1, host, req, ownStatus, answer)
+	return f.dispatchLater(ctx, deadline, -1, host, &req, ownStatus, answer)
 }
 
 // DispatchLaterTo is DispatchLater for the host at place at of the
@@ -45,7 +45,7 @@ func (f *Fleet) DispatchLaterTo(ctx context.Context, deadline time.Time, at int,
 	if at < 0 || at >= len(f.hosts) {
 		return false
 	}
-	return f.dispatchLater(ctx, deadline, int32(at), f.hosts[at].host, req, to, tok)
+	return f.dispatchLater(ctx, deadline, int32(at), f.hosts[at].host, &req, to, tok)
 }
 
 // ownStatus answers a DispatchLater request, tok its answer: with a
@@ -60,7 +60,7 @@ func ownStatus(tok any, rep model.AgentReply, err error) {
 
 // dispatchLater is DispatchLater of the host at place at (-1: the one
 // named host), answered by to(tok, ...).
-func (f *Fleet) dispatchLater(ctx context.Context, deadline time.Time, at int32, host model.Host, req model.AgentRequest, to func(any, model.AgentReply, error), tok any) bool {
+func (f *Fleet) dispatchLater(ctx context.Context, deadline time.Time, at int32, host model.Host, req *model.AgentRequest, to func(any, model.AgentReply, error), tok any) bool {
 	if !latencyOnly(req) {
 		return false
 	}
@@ -96,7 +96,7 @@ func (f *Fleet) dispatchLater(ctx context.Context, deadline time.Time, at int32,
 	}
 	d := f.draw(h)
 	h.mu.Unlock()
-	it := laterItem{ctx: ctx, deadline: deadline, i: i, req: req, d: d, to: to, tok: tok}
+	it := laterItem{ctx: ctx, deadline: deadline, i: i, req: *req, d: d, to: to, tok: tok}
 	if d.lat <= 0 {
 		f.answerLater(&it, new(model.ProcStatus))
 		return true
