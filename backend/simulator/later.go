@@ -102,9 +102,9 @@ func (f *Fleet) dispatchLater(ctx context.Context, deadline time.Time, at int32,
 		return true
 	}
 	due := now.Add(d.lat)
-	it.due = q.since(due)
+	it.due = q.dueAt(due, now)
 	if !deadline.IsZero() && deadline.Before(due) {
-		it.due, it.late = q.since(deadline), true
+		it.due, it.late = q.dueAt(deadline, now), true
 	}
 	q.add(f, &it) // false: closed meanwhile, and a fleet closed answers no more
 	return true
@@ -182,8 +182,16 @@ type laterQueue struct {
 	spare []*laterItem
 }
 
-// since is t as a due time: nanoseconds since the queue's epoch.
+// since is t, a time read from the clock, as a due time: nanoseconds
+// since the queue's epoch.
 func (q *laterQueue) since(t time.Time) int64 { return int64(t.Sub(q.epoch)) }
+
+// dueAt is t as a due time, now a time read from the clock: the time
+// left until t counted from now, as a timer counts it (a deadline from
+// a request has no monotonic reading: a step of the wall clock after
+// it is queued does not move it, as it does not move the timer of a
+// context with that deadline).
+func (q *laterQueue) dueAt(t, now time.Time) int64 { return q.since(now) + int64(t.Sub(now)) }
 
 // maxLater bounds the requests waiting in the queue; past it DispatchLater
 // takes no more (Dispatch answers them).
@@ -201,7 +209,7 @@ func (q *laterQueue) silent(f *Fleet, ctx context.Context, deadline time.Time, t
 	if deadline.IsZero() {
 		return
 	}
-	q.add(f, &laterItem{due: q.since(deadline), silent: true, ctx: ctx, deadline: deadline, to: to, tok: tok})
+	q.add(f, &laterItem{due: q.dueAt(deadline, time.Now()), silent: true, ctx: ctx, deadline: deadline, to: to, tok: tok})
 }
 
 // add queues a copy of it, a request of f (starting the answering
