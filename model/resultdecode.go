@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/json"
+	"math"
 	"strconv"
 	"time"
 )
@@ -16,7 +17,7 @@ import (
 // invalid JSON) is left to json.Unmarshal, which then decides, so the two
 // never differ (FuzzDecodeResultJSON).
 func DecodeResultJSON(data []byte) (Result, error) {
-	if r, ok := readResult(data, nil); ok {
+	if r, _, ok := readResult(data, nil); ok {
 		return r, nil
 	}
 	var r Result
@@ -38,13 +39,28 @@ type ResultDecoder struct {
 	// their three times was a sixth of a result's decoding.
 	seconds [3]parsedSecond
 	next    int // the entry replaced next
+	// day is the UTC day a time in "Z" was read in last: a time of it is
+	// read from its clock's digits (a process's start time is a second
+	// of its own on every host: as a second kept, it missed every time
+	// and pushed the op's own seconds out).
+	day parsedDay
+}
+
+// parsedDay is a UTC day (its midnight) and the date text
+// (YYYY-MM-DD) it was read from.
+type parsedDay struct {
+	set  bool
+	date [10]byte
+	t    time.Time
 }
 
 // parsedSecond is a time parsed from its RFC 3339 text, without its
 // fraction: the date and clock (YYYY-MM-DDTHH:MM:SS) and the zone (Z or
 // ±hh:mm) it was read from.
 type parsedSecond struct {
-	set   bool
+	set bool
+	// exact: t.AppendText writes the clock and zone as they were read.
+	exact bool
 	clock [19]byte
 	zone  [6]byte
 	nzone int
@@ -55,13 +71,16 @@ type parsedSecond struct {
 // and clock, its fraction's nanoseconds and its zone, when it is of the
 // form the decoder keeps: 19 bytes, then '.' and 1 to 9 digits or
 // nothing, then the zone of 1 or 6 bytes. The text is not checked
-// further: only a clock and zone that parsed before are used.
-func rfc3339Parts(text []byte) (clock, zone []byte, ns int, ok bool) {
+// further: only a clock and zone that parsed before are used. fracExact
+// says the fraction is as AppendText writes it: none, or its digits
+// without a trailing '0'.
+func rfc3339Parts(text []byte) (clock, zone []byte, ns int, fracExact, ok bool) {
 	const n = len("2006-01-02T15:04:05")
 	if len(text) <= n {
-		return nil, nil, 0, false
+		return nil, nil, 0, false, false
 	}
 	clock, rest := text[:n], text[n:]
+	fracExact = true
 	if rest[0] == '.' {
 		j := 1
 		for j < len(rest) && j <= 9 && rest[j] >= '0' && rest[j] <= '9' {
@@ -69,54 +88,121 @@ func rfc3339Parts(text []byte) (clock, zone []byte, ns int, ok bool) {
 			j++
 		}
 		if j == 1 || (j < len(rest) && rest[j] >= '0' && rest[j] <= '9') {
-			return nil, nil, 0, false
+			return nil, nil, 0, false, false
 		}
+		fracExact = rest[j-1] != '0'
 		for k := j; k <= 9; k++ {
 			ns *= 10
 		}
 		rest = rest[j:]
 	}
 	if len(rest) != 1 && len(rest) != 6 {
-		return nil, nil, 0, false
+		return nil, nil, 0, false, false
 	}
-	return clock, rest, ns, true
+	return clock, rest, ns, fracExact, true
+}
+
+// utcClock is the time of day of clock (YYYY-MM-DDTHH:MM:SS, its date
+// not looked at) as time.Parse reads it in RFC 3339: false unless it is
+// digits where digits go, 'T' and ':' where they go, hour 0-23, minute
+// and second 0-59.
+func utcClock(clock []byte) (time.Duration, bool) {
+	if clock[10] != 'T' || clock[13] != ':' || clock[16] != ':' {
+		return 0, false
+	}
+	two := func(i int) (int, bool) {
+		a, b := clock[i]-'0', clock[i+1]-'0'
+		return int(a)*10 + int(b), a <= 9 && b <= 9
+	}
+	h, ok1 := two(11)
+	m, ok2 := two(14)
+	sec, ok3 := two(17)
+	if !ok1 || !ok2 || !ok3 || h > 23 || m > 59 || sec > 59 {
+		return 0, false
+	}
+	return time.Duration(h*3600+m*60+sec) * time.Second, true
 }
 
 // time is the time of text (a time's JSON string, its quotes included)
-// as time.Time's UnmarshalJSON reads it: from a second read before when
-// the text has its clock and zone.
-func (d *ResultDecoder) time(text []byte) (time.Time, bool) {
-	clock, zone, ns, ok := rfc3339Parts(text[1 : len(text)-1])
-	if ok {
+// as time.Time's UnmarshalJSON reads it: a time in "Z" from its day read
+// before, another from a second read before when the text has its clock
+// and zone. exact says t.AppendText writes text (without its quotes)
+// byte for byte.
+func (d *ResultDecoder) time(text []byte) (t time.Time, exact, ok bool) {
+	inner := text[1 : len(text)-1]
+	clock, zone, ns, fracExact, parts := rfc3339Parts(inner)
+	utc := parts && len(zone) == 1 && zone[0] == 'Z'
+	if utc && d.day.set && string(d.day.date[:]) == string(clock[:10]) {
+		if tod, ok := utcClock(clock); ok {
+			return d.day.t.Add(tod + time.Duration(ns)), fracExact, true
+		}
+	}
+	if parts && !utc {
 		for i := range d.seconds {
 			if s := &d.seconds[i]; s.set && string(s.clock[:]) == string(clock) && string(s.zone[:s.nzone]) == string(zone) {
-				return s.t.Add(time.Duration(ns)), true
+				return s.t.Add(time.Duration(ns)), s.exact && fracExact, true
 			}
 		}
 	}
-	var t time.Time
 	if err := t.UnmarshalJSON(text); err != nil {
-		return time.Time{}, false
+		return time.Time{}, false, false
 	}
-	if ok && t.Nanosecond() == ns {
+	var buf [64]byte
+	exact = string(appendText(buf[:0], t)) == string(inner)
+	switch {
+	case !parts || t.Nanosecond() != ns:
+	case utc:
+		if _, ok := utcClock(clock); ok && t.Location() == time.UTC {
+			y, m, dd := t.Date()
+			d.day = parsedDay{set: true, t: time.Date(y, m, dd, 0, 0, 0, 0, time.UTC)}
+			copy(d.day.date[:], clock)
+		}
+	default:
+		sec := t.Add(-time.Duration(ns))
+		txt := appendText(buf[:0], sec)
 		s := &d.seconds[d.next]
 		d.next = (d.next + 1) % len(d.seconds)
-		*s = parsedSecond{set: true, t: t.Add(-time.Duration(ns))}
+		*s = parsedSecond{set: true, t: sec,
+			exact: len(txt) == len(clock)+len(zone) && string(txt[:len(clock)]) == string(clock) && string(txt[len(clock):]) == string(zone)}
 		copy(s.clock[:], clock)
 		s.nzone = copy(s.zone[:], zone)
 	}
-	return t, true
+	return t, exact, true
+}
+
+// appendText appends t.AppendText's text, nothing where it fails.
+func appendText(b []byte, t time.Time) []byte {
+	out, err := t.AppendText(b)
+	if err != nil {
+		return b
+	}
+	return out
 }
 
 // Decode is DecodeResultJSON(data) (TestResultDecoder,
 // FuzzDecodeResultJSON).
 func (d *ResultDecoder) Decode(data []byte) (Result, error) {
-	if r, ok := readResult(data, d); ok {
-		return r, nil
+	r, _, err := d.DecodeExact(data)
+	return r, err
+}
+
+// DecodeExact is Decode, and says whether data is exactly what
+// AppendResultJSON writes of the result, byte for byte (TestDecodeExact,
+// FuzzDecodeResultJSON): then a client may keep the text it read rather
+// than write it again (the op client's --json lines hold every result as
+// that text). It is told by the reading, not by writing the result
+// again: a string holding an HTML character (written escaped), a number
+// in another form ("-0" for an integer, a float with a trailing zero or
+// more digits than it needs), a time in another form, a field the
+// writer leaves out when it is empty or zero, or anything left to
+// encoding/json is not exact.
+func (d *ResultDecoder) DecodeExact(data []byte) (Result, bool, error) {
+	if r, exact, ok := readResult(data, d); ok {
+		return r, exact, nil
 	}
 	var r Result
 	err := json.Unmarshal(data, &r)
-	return r, err
+	return r, false, err
 }
 
 // intern is the string of b, a result's n-th: the previous result's n-th
@@ -134,13 +220,16 @@ func (d *ResultDecoder) intern(n int, b []byte) string {
 }
 
 // jr reads the JSON AppendResultJSON writes from b at i; ok turns false
-// at the first thing it does not take. Its strings are d's when d is set.
+// at the first thing it does not take, exact at the first thing
+// AppendResultJSON would write otherwise (ResultDecoder.DecodeExact).
+// Its strings are d's when d is set.
 type jr struct {
-	b  []byte
-	i  int
-	ok bool
-	d  *ResultDecoder
-	n  int // strings read
+	b     []byte
+	i     int
+	ok    bool
+	exact bool
+	d     *ResultDecoder
+	n     int // strings read
 }
 
 // lit2 consumes a then b when they come next (lit(a + b), without the
@@ -180,6 +269,38 @@ func (r *jr) str() string {
 	return string(r.strText())
 }
 
+// strNE reads a string of a field the writer leaves out when it is ""
+// (present and "", it is not exact).
+func (r *jr) strNE() string {
+	s := r.str()
+	if s == "" {
+		r.exact = false
+	}
+	return s
+}
+
+// Kinds of a byte in a string strText reads.
+const (
+	strPlain   = iota // itself, written as itself
+	strEnd            // '"'
+	strHTML           // itself, written escaped ('<', '>', '&')
+	strRefused        // an escape, a control character, DEL or not ASCII: left to encoding/json
+)
+
+var strKind = func() (t [256]uint8) {
+	for c := range t {
+		switch {
+		case c == '"':
+			t[c] = strEnd
+		case c == '<' || c == '>' || c == '&':
+			t[c] = strHTML
+		case c < 0x20 || c >= 0x7f || c == '\\':
+			t[c] = strRefused
+		}
+	}
+	return t
+}()
+
 // strText reads such a string, returning its text without the quotes
 // (r.b's own bytes).
 func (r *jr) strText() []byte {
@@ -188,13 +309,15 @@ func (r *jr) strText() []byte {
 		return nil
 	}
 	for j := r.i; j < len(r.b); j++ {
-		c := r.b[j]
-		switch {
-		case c == '"':
+		switch strKind[r.b[j]] {
+		case strPlain:
+		case strEnd:
 			s := r.b[r.i:j]
 			r.i = j + 1
 			return s
-		case c < 0x20 || c >= 0x7f || c == '\\':
+		case strHTML:
+			r.exact = false
+		default:
 			r.ok = false
 			return nil
 		}
@@ -246,10 +369,14 @@ func (r *jr) num(frac bool) []byte {
 }
 
 // int reads an integer of bits bits (out of range: left to encoding/json).
+// "-0" is not exact (it is written "0").
 func (r *jr) int(bits int) int64 {
 	lit := r.num(false)
 	if !r.ok {
 		return 0
+	}
+	if len(lit) == 2 && lit[0] == '-' && lit[1] == '0' {
+		r.exact = false
 	}
 	if bits == 64 && len(lit) <= 18 { // -?digits that fit: read here
 		var n int64
@@ -272,21 +399,46 @@ func (r *jr) int(bits int) int64 {
 	return n
 }
 
-// uint reads an unsigned integer.
+// intNZ reads an integer of a field the writer leaves out when it is 0.
+func (r *jr) intNZ(bits int) int64 {
+	n := r.int(bits)
+	if n == 0 {
+		r.exact = false
+	}
+	return n
+}
+
+// uint reads an unsigned integer (of a field the writer leaves out when
+// it is 0).
 func (r *jr) uint() uint64 {
 	lit := r.num(false)
 	if !r.ok || lit[0] == '-' {
 		r.ok = false
 		return 0
 	}
-	n, err := strconv.ParseUint(string(lit), 10, 64)
-	if err != nil {
-		r.ok = false
+	var n uint64
+	if len(lit) <= 19 { // fits
+		for _, c := range lit {
+			n = n*10 + uint64(c-'0')
+		}
+	} else {
+		var err error
+		if n, err = strconv.ParseUint(string(lit), 10, 64); err != nil {
+			r.ok = false
+		}
+	}
+	if n == 0 {
+		r.exact = false
 	}
 	return n
 }
 
-// float reads -?(0|[1-9][0-9]*)(\.[0-9]+)? as encoding/json does.
+// float reads -?(0|[1-9][0-9]*)(\.[0-9]+)? as encoding/json does. It is
+// exact when it is what the writer (strconv.AppendFloat, 'f', the
+// shortest digits) writes of its value: 15 significant digits or fewer
+// (then no two such texts are one float, so the shortest digits are
+// these), no trailing zero in a fraction, and a value the writer writes
+// without an exponent (0, or 1e-6 <= |f| < 1e21).
 func (r *jr) float() float64 {
 	lit := r.num(true)
 	if !r.ok {
@@ -295,8 +447,47 @@ func (r *jr) float() float64 {
 	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil {
 		r.ok = false
+		return 0
+	}
+	if !floatExact(lit, f) {
+		r.exact = false
 	}
 	return f
+}
+
+// floatExact says lit (a number num read, f its value) is as
+// strconv.AppendFloat(f, 'f', -1, 64) writes f, within what json.Marshal
+// writes without an exponent.
+func floatExact(lit []byte, f float64) bool {
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		return false
+	}
+	if lit[0] == '-' {
+		lit = lit[1:]
+	}
+	first, last, dot := -1, -1, -1 // the first and last digits not '0', the '.'
+	for i, c := range lit {
+		switch {
+		case c == '.':
+			dot = i
+		case c != '0':
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if dot >= 0 && lit[len(lit)-1] == '0' {
+		return false // a trailing zero ("1.50", "0.0")
+	}
+	if first < 0 {
+		return true // "0" (or "-0", which the writer writes of -0)
+	}
+	sig := last - first + 1
+	if dot > first && dot < last {
+		sig--
+	}
+	return sig <= 15
 }
 
 // bool reads true or false.
@@ -312,17 +503,22 @@ func (r *jr) bool() bool {
 }
 
 // time reads a time as time.Time's UnmarshalJSON does (it is called,
-// on the string with its quotes).
+// on the string with its quotes); a zero time is not exact (the writer
+// leaves it out).
 func (r *jr) time() time.Time {
 	start := r.i
 	if r.strText(); !r.ok {
 		return time.Time{}
 	}
 	if r.d != nil {
-		t, ok := r.d.time(r.b[start:r.i])
+		t, exact, ok := r.d.time(r.b[start:r.i])
 		r.ok = ok
+		if !exact || t.IsZero() {
+			r.exact = false
+		}
 		return t
 	}
+	r.exact = false // told only by a decoder
 	var t time.Time
 	if err := t.UnmarshalJSON(r.b[start:r.i]); err != nil {
 		r.ok = false
@@ -330,9 +526,11 @@ func (r *jr) time() time.Time {
 	return t
 }
 
-func readResult(b []byte, d *ResultDecoder) (Result, bool) {
-	r := &jr{b: b, ok: true, d: d}
-	var res Result
+// readResult reads b as AppendResultJSON writes it: ok false when it
+// reads otherwise, exact false when AppendResultJSON would write the
+// result otherwise.
+func readResult(b []byte, d *ResultDecoder) (res Result, exact, ok bool) {
+	r := &jr{b: b, ok: true, exact: true, d: d}
 	r.must(`{"task_id":`)
 	res.TaskID = r.str()
 	r.must(`,"seq":`)
@@ -344,10 +542,10 @@ func readResult(b []byte, d *ResultDecoder) (Result, bool) {
 	r.must(`},"proc":`)
 	res.ProcKey = r.str()
 	if r.lit(`,"value_key":`) {
-		res.ValueKey = r.str()
+		res.ValueKey = r.strNE()
 	}
 	if r.lit(`,"agent_id":`) {
-		res.AgentID = r.str()
+		res.AgentID = r.strNE()
 	}
 	r.must(`,"op_type":`)
 	res.Op = OpType(r.int(strconv.IntSize))
@@ -367,14 +565,19 @@ func readResult(b []byte, d *ResultDecoder) (Result, bool) {
 			{`"func_id":`, &res.Proc.FuncID}, {`"instance_id":`, &res.Proc.InstanceID},
 		} {
 			if r.lit2(sep, f.k) {
-				*f.v = r.str()
+				*f.v = r.strNE()
 				sep = ","
 			}
 		}
 		r.must(`}`)
+		if sep == "" { // {}: the writer leaves out an identity of ""s
+			r.exact = false
+		}
 	}
 	if r.lit(`,"hosted":`) {
-		res.Hosted = r.bool()
+		if res.Hosted = r.bool(); !res.Hosted {
+			r.exact = false
+		}
 	}
 	if r.lit(`,"status":`) {
 		res.Status = r.status()
@@ -386,7 +589,8 @@ func readResult(b []byte, d *ResultDecoder) (Result, bool) {
 		res.Finished = r.time()
 	}
 	r.must(`}`)
-	return res, r.ok && r.i == len(b)
+	ok = r.ok && r.i == len(b)
+	return res, ok && r.exact, ok
 }
 
 func (r *jr) status() *ProcStatus {
@@ -405,13 +609,13 @@ func (r *jr) status() *ProcStatus {
 		s.StartTime = r.time()
 	}
 	if r.lit(`,"register_time":`) {
-		s.RegisterTime = r.int(64)
+		s.RegisterTime = r.intNZ(64)
 	}
 	if r.lit(`,"last_start_time":`) {
-		s.LastStartTime = r.int(64)
+		s.LastStartTime = r.intNZ(64)
 	}
 	if r.lit(`,"report_time":`) {
-		s.ReportTime = r.int(64)
+		s.ReportTime = r.intNZ(64)
 	}
 	r.must(`,"cpu_usage":`)
 	s.CPU = r.float()
@@ -421,22 +625,22 @@ func (r *jr) status() *ProcStatus {
 		s.MemRSS = r.uint()
 	}
 	if r.lit(`,"restarts":`) {
-		s.Restarts = int(r.int(strconv.IntSize))
+		s.Restarts = int(r.intNZ(strconv.IntSize))
 	}
 	if r.lit(`,"exit_status":`) {
-		s.ExitStatus = int(r.int(strconv.IntSize))
+		s.ExitStatus = int(r.intNZ(strconv.IntSize))
 	}
 	if r.lit(`,"version":`) {
-		s.Version = r.str()
+		s.Version = r.strNE()
 	}
 	if r.lit(`,"cmdline":`) {
-		s.Cmdline = r.str()
+		s.Cmdline = r.strNE()
 	}
 	if r.lit(`,"threads":`) {
-		s.Threads = int(r.int(strconv.IntSize))
+		s.Threads = int(r.intNZ(strconv.IntSize))
 	}
 	if r.lit(`,"message":`) {
-		s.Message = r.str()
+		s.Message = r.strNE()
 	}
 	r.must(`}`)
 	return &s

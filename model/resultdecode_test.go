@@ -1,9 +1,13 @@
 package model
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -30,7 +34,8 @@ func checkDecode(t *testing.T, data []byte) {
 	}
 	var d ResultDecoder
 	for i, in := range [][]byte{data, other, data, data} {
-		got, gerr := d.Decode(in)
+		got, exact, gerr := d.DecodeExact(in)
+		checkExact(t, in, got, exact, gerr)
 		if i == 1 {
 			continue
 		}
@@ -39,6 +44,143 @@ func checkDecode(t *testing.T, data []byte) {
 		}
 		if werr == nil && !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s: ResultDecoder.Decode #%d differs from json.Unmarshal:\n got %+v\nwant %+v", data, i, got, want)
+		}
+	}
+}
+
+// checkExact: a result DecodeExact calls exact is what AppendResultJSON
+// writes of it, byte for byte.
+func checkExact(t *testing.T, data []byte, got Result, exact bool, err error) {
+	t.Helper()
+	if !exact {
+		return
+	}
+	if err != nil {
+		t.Fatalf("%s: exact, and error %v", data, err)
+	}
+	again, err := AppendResultJSON(nil, &got)
+	if err != nil || !bytes.Equal(again, data) {
+		t.Fatalf("DecodeExact says exact, but AppendResultJSON writes otherwise (%v):\n got %s\nread %s", err, again, data)
+	}
+}
+
+// TestDecodeExact: the results a server writes (AppendResultJSON) are
+// exact, through a new decoder and one that read them before; the same
+// results written otherwise are read alike and are not.
+func TestDecodeExact(t *testing.T) {
+	base := sampleResult()
+	base.AgentID = ""
+	var results []Result
+	for i := range 50 {
+		r := base
+		r.Seq = int64(i + 1)
+		r.Host.IP = fmt.Sprintf("10.0.0.%d", i)
+		r.Started = base.Started.Add(time.Duration(i) * 37 * time.Millisecond)
+		r.Finished = r.Started.Add(time.Duration(i%5) * time.Millisecond)
+		st := *base.Status
+		st.StartTime = base.Started.Add(-time.Duration(i) * 7919 * time.Second)
+		switch i % 4 {
+		case 1:
+			st.StartTime = st.StartTime.In(time.FixedZone("", 8*3600))
+		case 2:
+			st.StartTime = st.StartTime.Truncate(time.Second)
+		}
+		st.CPU, st.Mem = float64(i)/8, float64(i)*1.25
+		r.Status = &st
+		results = append(results, r)
+	}
+	results = append(results, Result{}, Result{TaskID: "t", Status: &ProcStatus{}}, Result{Proc: ResultProc{FuncID: "f"}, Hosted: true})
+	var d ResultDecoder
+	for pass := range 2 {
+		for i := range results {
+			data, err := AppendResultJSON(nil, &results[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, exact, err := d.DecodeExact(data)
+			checkExact(t, data, got, exact, err)
+			if !exact {
+				t.Fatalf("pass %d, result %d: not exact: %s", pass, i, data)
+			}
+		}
+	}
+	data, err := AppendResultJSON(nil, &base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, exact, _ := d.DecodeExact(data); !exact {
+		t.Fatalf("not exact: %s", data)
+	}
+	// The same result written otherwise: read, not exact.
+	for _, c := range [][2]string{
+		{`"task_id":"GSETASK`, `"task_id":"<GSETASK`},
+		{`"bk_cloud_id":2`, `"bk_cloud_id":-0`},
+		{`,"op_type":2`, `,"value_key":"","op_type":2`},
+		{`,"op_type":2`, `,"agent_id":"","op_type":2`},
+		{`"proc_name":"bkmonitorbeat",`, `"proc_name":"",`},
+		{`,"hosted":true`, `,"hosted":false`},
+		{`"cpu_usage":12.34`, `"cpu_usage":12.340`},
+		{`"cpu_usage":12.34`, `"cpu_usage":12.3399999999999999`},
+		{`"cpu_usage":12.34`, `"cpu_usage":0.0000001`},
+		{`"cpu_usage":12.34`, `"cpu_usage":0.0`},
+		{`"mem_usage":0.5`, `"mem_usage":0.50`},
+		{`"register_time":1`, `"register_time":0`},
+		{`"mem_rss":128974848`, `"mem_rss":0`},
+		{`"restarts":2`, `"restarts":0`},
+		{`"restarts":2`, `"restarts":2,"exit_status":0`},
+		{`"version":"3.2.1"`, `"version":""`},
+		{`"threads":17`, `"threads":17,"message":""`},
+		{`"started":"2026-11-23T18:20:00.123456789Z"`, `"started":"2026-11-23T18:20:00.123456789+00:00"`},
+		{`"started":"2026-11-23T18:20:00.123456789Z"`, `"started":"2026-11-23T18:20:00.1234567890Z"`},
+		{`"started":"2026-11-23T18:20:00.123456789Z"`, `"started":"2026-11-23T18:20:00.000Z"`},
+		{`"started":"2026-11-23T18:20:00.123456789Z"`, `"started":"0001-01-01T00:00:00Z"`},
+		{`"start_time":"2026-11-24T02:20:00.123456789+08:00"`, `"start_time":"2026-11-24T02:20:00.12345678900+08:00"`},
+		{`"start_time":"2026-11-24T02:20:00.123456789+08:00"`, `"start_time":"2026-11-24T02:20:00.120+08:00"`},
+	} {
+		if !bytes.Contains(data, []byte(c[0])) {
+			t.Fatalf("%s not in %s", c[0], data)
+		}
+		other := bytes.Replace(data, []byte(c[0]), []byte(c[1]), 1)
+		for range 2 { // new to the decoder, then read before
+			got, exact, err := d.DecodeExact(other)
+			if err != nil {
+				t.Fatalf("%s: %v", other, err)
+			}
+			if exact {
+				t.Fatalf("%s -> %s: exact", c[0], c[1])
+			}
+			checkDecode(t, other)
+			_ = got
+		}
+	}
+}
+
+// TestFloatExact: a float's text is exact when strconv.AppendFloat writes
+// it so.
+func TestFloatExact(t *testing.T) {
+	for _, s := range []string{"0", "-0", "1", "-1", "0.5", "12.34", "100", "1e2", "0.1", "0.30000000000000004", "123456789012345",
+		"1234567890123456", "0.000001", "0.0000001", "1.0", "0.00", "100000000000000000000", "1000000000000000000000",
+		"999999999999999.9", "12345678901234.5", "0.000123456789012345", "0.0001234567890123456", "-0.0", "9007199254740993"} {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := jr{b: []byte(s + ","), ok: true}
+		lit := r.num(true)
+		if !r.ok {
+			continue // not a number the reader takes
+		}
+		abs := math.Abs(f)
+		want := !(abs != 0 && (abs < 1e-6 || abs >= 1e21)) && strconv.FormatFloat(f, 'f', -1, 64) == s
+		got := floatExact(lit, f)
+		if got && !want {
+			t.Fatalf("%s: exact, but written %s", s, strconv.FormatFloat(f, 'f', -1, 64))
+		}
+		// Only a text of more than 15 significant digits may be exact
+		// and not said so.
+		sig := strings.Trim(strings.ReplaceAll(strings.TrimPrefix(s, "-"), ".", ""), "0")
+		if !got && want && len(sig) <= 15 {
+			t.Fatalf("%s: not exact, but written so", s)
 		}
 	}
 }
@@ -99,7 +241,7 @@ func TestDecodeResultJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := readResult(data, nil); !ok {
+	if _, _, ok := readResult(data, nil); !ok {
 		t.Fatalf("the reader left a usual result to encoding/json: %s", data)
 	}
 	checkDecode(t, data)
@@ -108,7 +250,7 @@ func TestDecodeResultJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := readResult(data, nil); !ok {
+		if _, _, ok := readResult(data, nil); !ok {
 			t.Fatalf("the reader left %s to encoding/json", data)
 		}
 		checkDecode(t, data)
@@ -158,6 +300,14 @@ func FuzzDecodeResultJSON(f *testing.F) {
 	f.Add([]byte(`{"task_id":"a","seq":1,"host":{"ip":"x","bk_cloud_id":0},"proc":"p","op_type":1,"state":"s","error_code":0,"error_msg":"m"}`),
 		"GSETASK:1", "10.0.0.1", "web:nginx", "ok", int64(7), int64(1_700_000_000), 12.5, true)
 	f.Add([]byte(`{"seq":-0}`), "", "", "", "<&>\u2028\xff", int64(-1), int64(0), 1e-9, false)
+	// A result as the server writes it (exact), to be changed a little.
+	sample := sampleResult()
+	sample.AgentID = ""
+	data, err := AppendResultJSON(nil, &sample)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(data, "", "", "", "", int64(0), int64(0), 0.0, false)
 	f.Fuzz(func(t *testing.T, raw []byte, task, ip, proc, msg string, n, unix int64, cpu float64, withStatus bool) {
 		checkDecode(t, raw)
 		r := Result{TaskID: task, Seq: n, Host: Host{IP: ip, CloudID: int(n % 1000)}, ProcKey: proc, ValueKey: msg, AgentID: msg,

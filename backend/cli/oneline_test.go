@@ -24,7 +24,7 @@ func TestResultMessagePlain(t *testing.T) {
 			r.Op = model.OpStatus
 		}
 		p.widths([]model.Result{r})
-		if err := p.print(r); err != nil {
+		if err := p.print(&r, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := p.flush(); err != nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"gseproc/backend"
+	"gseproc/backend/client"
 	"gseproc/backend/node"
 	"gseproc/backend/server/wire"
 	"gseproc/model"
@@ -217,9 +218,14 @@ func runOp(ctx context.Context, args []string, io Stdio) error {
 	defer cancelWait()
 	// Results in batches when the backend sends them so (a client of a
 	// server), else one by one.
+	// The --json lines take the text of each result as the server sent
+	// it, when it is exact (resultTextWatcher).
 	var ch <-chan model.Result
 	var batched <-chan []model.Result
-	if bw, ok := b.(batchWatcher); ok {
+	var texts <-chan client.ResultBatch
+	if tw, ok := b.(resultTextWatcher); ok && *jsonOut {
+		texts, err = tw.WatchResultBatches(waitCtx, task.ID, 0)
+	} else if bw, ok := b.(batchWatcher); ok {
 		batched, err = bw.WatchBatches(waitCtx, task.ID, 0)
 	} else {
 		ch, err = b.Watch(waitCtx, task.ID, 0)
@@ -256,16 +262,23 @@ func runOp(ctx context.Context, args []string, io Stdio) error {
 	var counts model.Counts
 	stall := time.NewTimer(stallNote)
 	defer stall.Stop()
-	results := func(rs []model.Result) error {
-		for _, r := range rs {
+	// results prints rs; text, when not nil, is the exact text of rs[i]
+	// (or nil).
+	results := func(rs []model.Result, text func(i int) []byte) error {
+		for i := range rs {
+			r := &rs[i]
 			got++
 			counts.Add(r.State, 1)
-			batches.result(r)
-			if err := pr.print(r); err != nil {
+			batches.result(*r)
+			var t []byte
+			if text != nil {
+				t = text(i)
+			}
+			if err := pr.print(r, t); err != nil {
 				return err
 			}
 		}
-		if len(ch) == 0 && len(batched) == 0 {
+		if len(ch) == 0 && len(batched) == 0 && len(texts) == 0 {
 			if err := out.Flush(); err != nil {
 				return err
 			}
@@ -282,16 +295,24 @@ wait:
 				break wait
 			}
 			one[0] = r
-			if err := results(one[:]); err != nil {
+			if err := results(one[:], nil); err != nil {
 				return err
 			}
 		case rs, ok := <-batched:
 			if !ok {
 				break wait
 			}
-			if err := results(rs); err != nil {
+			if err := results(rs, nil); err != nil {
 				return err
 			}
+		case tb, ok := <-texts:
+			if !ok {
+				break wait
+			}
+			if err := results(tb.Results, tb.Text); err != nil {
+				return err
+			}
+			tb.Done() // nothing of it is kept: its room is read into again
 		case <-stall.C:
 			if task.Rollout != nil {
 				// A roll holds its targets between batches: say why.
@@ -363,6 +384,13 @@ wait:
 	return nil
 }
 
+// resultTextWatcher is a backend that sends a task's results in batches
+// with the text the server sent of each, when it is exact
+// (client.Client): an op's --json lines hold that text.
+type resultTextWatcher interface {
+	WatchResultBatches(ctx context.Context, id string, after int64) (<-chan client.ResultBatch, error)
+}
+
 // batchWatcher is a backend that sends a task's results in batches
 // (client.Client): an op over 100,000 hosts handed over one by one woke
 // the printing goroutine for every result.
@@ -417,11 +445,26 @@ type resultPrinter struct {
 // string made, nothing allocated. An op over 100,000 hosts prints 100,000
 // lines; by reflection they were most of the client's CPU.
 func appendResultLine(b []byte, enc *model.ResultEncoder, r *model.Result) ([]byte, error) {
-	rc := *r
-	rc.AgentID = "" // opLine's own agent_id hides the result's
-	b, err := enc.Append(b, &rc)
-	if err != nil {
-		return b, err
+	return appendResultLineText(b, enc, r, nil)
+}
+
+// appendResultLineText is appendResultLine with text, when not nil,
+// exactly what model.AppendResultJSON writes of *r (the text the server
+// sent, as model.ResultDecoder.DecodeExact read it): the line holds the
+// text itself, not the result written again (a sixth of the op
+// client's CPU), when the result has no agent_id of its own (the line's
+// hides it: then the result is written without it). TestOpLineText,
+// FuzzOpLineText compare the two.
+func appendResultLineText(b []byte, enc *model.ResultEncoder, r *model.Result, text []byte) ([]byte, error) {
+	if text != nil && r.AgentID == "" && len(text) > 0 && text[len(text)-1] == '}' {
+		b = append(b, text...)
+	} else {
+		rc := *r
+		rc.AgentID = "" // opLine's own agent_id hides the result's
+		var err error
+		if b, err = enc.Append(b, &rc); err != nil {
+			return b, err
+		}
 	}
 	// The result's object without its '}', then opLine's fields.
 	b = append(b[:len(b)-1], `,"content":`...)
@@ -514,13 +557,15 @@ func (p *resultPrinter) statusLine(r model.Result) error {
 	return err
 }
 
-func (p *resultPrinter) print(r model.Result) error {
+// print prints r; text, when not nil, is exactly what
+// model.AppendResultJSON writes of it (appendResultLineText).
+func (p *resultPrinter) print(r *model.Result, text []byte) error {
 	if p.quiet && r.State.OK() {
 		return nil
 	}
 	if p.json {
 		var err error
-		p.buf, err = appendResultLine(p.buf[:0], &p.enc, &r)
+		p.buf, err = appendResultLineText(p.buf[:0], &p.enc, r, text)
 		if err != nil {
 			return fmt.Errorf("encode result: %w", err)
 		}
@@ -528,7 +573,7 @@ func (p *resultPrinter) print(r model.Result) error {
 		return err
 	}
 	if p.status {
-		p.held = append(p.held, r)
+		p.held = append(p.held, *r)
 		return nil
 	}
 	_, err := fmt.Fprintf(p.out, "%-*s  %-*s  %-11s  %7d  %8s  %s\n", p.hostW, r.Host.AgentID(), p.procW, r.ProcKey,

@@ -365,7 +365,7 @@ func checkPrintedLine(t *testing.T, r model.Result, want []byte, werr error) {
 	var out strings.Builder
 	p := &resultPrinter{out: &out, json: true, status: r.Op == model.OpStatus}
 	for range 2 {
-		if err := p.print(r); err != nil {
+		if err := p.print(&r, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -403,5 +403,102 @@ func FuzzOpLineJSON(f *testing.F) {
 			t.Fatalf("appendOpLineWith differs from json.Marshal:\n got %s (%v)\nwant x%s (%v)", got, gerr, want, werr)
 		}
 		checkPrintedLine(t, r, want, werr)
+	})
+}
+
+// checkLineText: the line the printer writes of the result data holds
+// (read as the op client reads a task stream) is the same with the text
+// the server sent as without it: appendResultLineText of an exact text
+// is appendResultLine's line, byte for byte. It reports whether the text
+// was exact.
+func checkLineText(t *testing.T, data []byte) bool {
+	t.Helper()
+	var d model.ResultDecoder
+	r, exact, err := d.DecodeExact(data)
+	if err != nil {
+		return false
+	}
+	var text []byte
+	if exact {
+		text = data
+	}
+	var enc, enc2 model.ResultEncoder
+	for range 2 { // the encoders keep text from one result to the next
+		want, werr := appendResultLine([]byte("x"), &enc, &r)
+		got, gerr := appendResultLineText([]byte("x"), &enc2, &r, text)
+		if (werr == nil) != (gerr == nil) || (werr == nil && string(got) != string(want)) {
+			t.Fatalf("%s: the line from the text differs:\n got %s (%v)\nwant %s (%v)", data, got, gerr, want, werr)
+		}
+	}
+	// And as the printer prints it.
+	var a, b strings.Builder
+	pa := &resultPrinter{out: &a, json: true, status: r.Op == model.OpStatus}
+	pb := &resultPrinter{out: &b, json: true, status: r.Op == model.OpStatus}
+	if err := pa.print(&r, nil); err != nil {
+		return exact
+	}
+	if err := pb.print(&r, text); err != nil || a.String() != b.String() {
+		t.Fatalf("%s: printed from the text (%v)\n%s\nwant\n%s", data, err, b.String(), a.String())
+	}
+	return exact
+}
+
+// lineTextSamples are results as a server writes them (exact) and
+// written otherwise: a status with its content, a control op, a result
+// with an agent_id of its own, odd values.
+func lineTextSamples(t testing.TB) [][]byte {
+	start := time.Date(2026, 11, 24, 1, 2, 3, 456789000, time.UTC)
+	st := &model.ProcStatus{ProcKey: "gse:beat", ProcName: "beat", State: model.ProcRunning, PID: 42, Hosted: true,
+		StartTime: start.Add(-40 * time.Hour), RegisterTime: 1_700_000_000, ReportTime: 1_763_950_000, CPU: 1.5, Mem: 0.25,
+		MemRSS: 12 << 20, Version: "3.2.1", Cmdline: "./beat -c beat.conf", Threads: 7}
+	var out [][]byte
+	for _, r := range []model.Result{
+		{TaskID: "T", Seq: 3, Host: model.Host{IP: "10.0.0.1"}, ProcKey: "gse:beat", Op: model.OpStatus,
+			State: model.StateSuccess, Message: "success", Proc: model.ResultProc{ProcName: "beat", SetupPath: "/usr/local/gse"},
+			Hosted: true, Status: st, Started: start, Finished: start.Add(time.Second)},
+		{TaskID: "T", Seq: 4, Host: model.Host{IP: "10.0.0.2", CloudID: 3}, ProcKey: "gse:beat", AgentID: "3:10.0.0.2", Op: model.OpStatus,
+			State: model.StateSuccess, Message: "success", Proc: model.ResultProc{ProcName: "beat"}, Status: st, Started: start, Finished: start.Add(time.Second)},
+		{TaskID: "T", Seq: 5, Host: model.Host{IP: "::1", CloudID: 7}, ProcKey: "web:n", Op: model.OpRestart, State: model.StateFailed, Code: 836,
+			Message: "bad thing: more", Proc: model.ResultProc{ProcName: "n", FuncID: "f"}, Hosted: true, Started: start, Finished: start.Add(3 * time.Millisecond)},
+		{TaskID: "T", Seq: 6, Host: model.Host{IP: "10.0.0.3"}, ProcKey: "web:n", Op: model.OpStart, State: model.StateSuccess, Message: "success",
+			Proc: model.ResultProc{ProcName: "n"}, Started: start.In(time.FixedZone("", 8*3600)), Finished: start.Add(time.Second).Local()},
+		{TaskID: "T", Seq: 7, Host: model.Host{IP: "10.0.0.4"}, ProcKey: "web:n", Op: model.OpStatus, State: model.StateTimeout},
+	} {
+		data, err := model.AppendResultJSON(nil, &r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, data)
+	}
+	return out
+}
+
+// TestOpLineText: an op's --json lines are the same whether written from
+// the text the server sent or from the result read from it: for the
+// results a server writes (exact, but for a result with an agent_id of
+// its own, which the line hides) and the same written otherwise.
+func TestOpLineText(t *testing.T) {
+	samples := lineTextSamples(t)
+	for i, data := range samples {
+		exact := checkLineText(t, data)
+		if !exact {
+			t.Fatalf("sample %d not exact: %s", i, data)
+		}
+		for _, c := range [][2]string{{`"seq":`, `"seq":-0,"x":`}, {`"error_msg":"`, `"error_msg":"<&>`}, {`"ip":"`, `"ip":"\u0041`},
+			{`"cpu_usage":1.5`, `"cpu_usage":1.50`}, {`"proc_name":"beat"`, `"proc_name":"beat","func_id":""`}, {`Z"`, `+00:00"`}} {
+			checkLineText(t, []byte(strings.Replace(string(data), c[0], c[1], 1)))
+		}
+	}
+}
+
+// FuzzOpLineText: the line written from a text the server sent is the
+// line written from the result read from it, whatever the text.
+func FuzzOpLineText(f *testing.F) {
+	for _, data := range lineTextSamples(f) {
+		f.Add(data)
+	}
+	f.Add([]byte(`{"task_id":"a","seq":1,"host":{"ip":"x","bk_cloud_id":-0},"proc":"p","op_type":2,"state":"s","error_code":0,"error_msg":"m"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkLineText(t, data)
 	})
 }

@@ -27,7 +27,7 @@ func BenchmarkOpJSONLines(b *testing.B) {
 	for b.Loop() {
 		p := &resultPrinter{out: io.Discard, json: true, status: true}
 		for _, r := range rs {
-			if err := p.print(r); err != nil {
+			if err := p.print(&r, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -180,4 +182,94 @@ func TestWatchBatchesDropHandsOver(t *testing.T) {
 	if tr.waiting != 1 {
 		t.Fatalf("%d batches handed over before the reopen, want 1 (results 1-3)", tr.waiting)
 	}
+}
+
+// TestWatchResultBatches: the batches hold what WatchBatches sends, and
+// the text of each result the server sent exactly as
+// model.AppendResultJSON writes it (every result of a live server's
+// stream), over a whole stream and one the server cuts every 50 events;
+// an event written otherwise is read, without its text.
+func TestWatchResultBatches(t *testing.T) {
+	for _, cut := range []int{0, 50} {
+		var opts []server.Option
+		if cut > 0 {
+			opts = append(opts, server.WithStreamCut(cut))
+		}
+		c, _, _ := serve(t, 600, opts...)
+		ctx := context.Background()
+		task, err := c.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "gse"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, err := c.WatchResultBatches(ctx, task.ID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []model.Result
+		deadline := time.After(30 * time.Second)
+	read:
+		for {
+			select {
+			case b, ok := <-ch:
+				if !ok {
+					break read
+				}
+				if len(b.Results) == 0 || len(b.Results) > 256 {
+					t.Fatalf("a batch of %d results", len(b.Results))
+				}
+				for i := range b.Results {
+					text := b.Text(i)
+					if text == nil {
+						t.Fatalf("cut %d: result %d without its text", cut, b.Results[i].Seq)
+					}
+					want, err := model.AppendResultJSON(nil, &b.Results[i])
+					if err != nil || string(text) != string(want) {
+						t.Fatalf("cut %d: text\n%s\nwant (%v)\n%s", cut, text, err, want)
+					}
+				}
+				got = append(got, b.Results...)
+			case <-deadline:
+				t.Fatalf("watch did not complete in 30s (%d results)", len(got))
+			}
+		}
+		checkSeqs(t, got, 0, task.Targets)
+		bch, err := c.WatchBatches(ctx, task.ID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := collectBatches(t, bch)
+		for i := range want {
+			if !reflect.DeepEqual(got[i], want[i]) {
+				t.Fatalf("cut %d: result %d: %+v, WatchBatches %+v", cut, i, got[i], want[i])
+			}
+		}
+	}
+	// Results written otherwise (a "-0", an HTML character): read, no text.
+	tr := &fixedStream{body: "id: 1\nevent: result\ndata: {\"task_id\":\"a\",\"seq\":1,\"host\":{\"ip\":\"x\",\"bk_cloud_id\":-0},\"proc\":\"p\",\"op_type\":2,\"state\":\"success\",\"error_code\":0,\"error_msg\":\"m\"}\n\n" +
+		"id: 2\nevent: result\ndata: {\"task_id\":\"a\",\"seq\":2,\"host\":{\"ip\":\"x\",\"bk_cloud_id\":0},\"proc\":\"p\",\"op_type\":2,\"state\":\"success\",\"error_code\":0,\"error_msg\":\"<m>\"}\n\n" +
+		"id: 3\nevent: result\ndata: {\"task_id\":\"a\",\"seq\":3,\"host\":{\"ip\":\"x\",\"bk_cloud_id\":0},\"proc\":\"p\",\"op_type\":2,\"state\":\"success\",\"error_code\":0,\"error_msg\":\"m\"}\n\n" +
+		"event: end\ndata: {}\n\n"}
+	c := client.New("http://gseproc.test", client.WithHTTPClient(&http.Client{Transport: tr}), client.WithReconnect(time.Millisecond, time.Millisecond, 3))
+	defer c.Close()
+	ch, err := c.WatchResultBatches(context.Background(), "GSETASK:20200101000000:1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []bool
+	for b := range ch {
+		for i := range b.Results {
+			texts = append(texts, b.Text(i) != nil)
+		}
+	}
+	if !reflect.DeepEqual(texts, []bool{false, false, true}) {
+		t.Fatalf("texts %v, want [false false true]", texts)
+	}
+}
+
+// fixedStream serves body as every task stream.
+type fixedStream struct{ body string }
+
+func (f *fixedStream) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}},
+		Body: io.NopCloser(strings.NewReader(f.body)), Request: req}, nil
 }

@@ -179,9 +179,9 @@ func (c *Client) Watch(ctx context.Context, id string, after int64) (<-chan mode
 	out := make(chan model.Result, 64)
 	c.goStream(ctx, func(ctx context.Context) {
 		defer close(out)
-		c.watch(ctx, id, after, resp, func(r model.Result) bool {
+		c.watch(ctx, id, after, resp, func(r *model.Result, _ []byte) bool {
 			select {
-			case out <- r:
+			case out <- *r:
 				return true
 			case <-ctx.Done():
 				return false
@@ -194,38 +194,129 @@ func (c *Client) Watch(ctx context.Context, id string, after int64) (<-chan mode
 // maxBatch bounds the results WatchBatches sends at once.
 const maxBatch = 256
 
+// maxBatchText bounds the text a ResultBatch holds: a batch is sent once
+// its texts reach it (results may be large; a batch of them is not).
+const maxBatchText = 1 << 20
+
 // WatchBatches is Watch with the results sent in batches (in Seq order,
 // each batch at most maxBatch): those read from the connection while no
 // read waits, up to the first that would. The op client reads 100,000
 // results an op; handed over one by one, its reading and printing
 // goroutines woke each other for every result (a tenth of its CPU).
 func (c *Client) WatchBatches(ctx context.Context, id string, after int64) (<-chan []model.Result, error) {
+	return watchBatched(ctx, c, id, after, func(b *[]model.Result, r *model.Result, _ []byte) bool {
+		if *b == nil {
+			*b = make([]model.Result, 0, maxBatch)
+		}
+		*b = append(*b, *r)
+		return len(*b) >= maxBatch
+	}, func() []model.Result { return nil })
+}
+
+// ResultBatch is a batch of a task's results (WatchResultBatches) and,
+// of each, the JSON text the server sent when it is exactly what
+// model.AppendResultJSON writes of the result (ResultDecoder.DecodeExact
+// read it so: it was parsed, not taken on trust).
+type ResultBatch struct {
+	Results []model.Result
+	text    []byte
+	spans   []textSpan         // Results[i]'s text, when exact
+	free    chan<- ResultBatch // where Done hands the batch's room back
+}
+
+// textSpan is where a result's text is in its batch's; end < 0: none.
+type textSpan struct{ start, end int }
+
+// Text is the text the server sent of Results[i], exactly what
+// model.AppendResultJSON writes of it, or nil when it is not that.
+func (b *ResultBatch) Text(i int) []byte {
+	if sp := b.spans[i]; sp.end >= 0 {
+		return b.text[sp.start:sp.end:sp.end]
+	}
+	return nil
+}
+
+// Done hands the batch's room back to its watch, which reads a later
+// batch into it: the caller keeps nothing of the batch (its results, the
+// texts) after. A batch per read of the connection, each with room for
+// 256 results and their text, was most of the op client's allocations.
+func (b *ResultBatch) Done() {
+	if b.free == nil {
+		return
+	}
+	select {
+	case b.free <- ResultBatch{Results: b.Results[:0], text: b.text[:0], spans: b.spans[:0], free: b.free}:
+	default: // enough room waits
+	}
+	*b = ResultBatch{}
+}
+
+// add appends r and its exact text (nil: none); true when the batch is
+// full.
+func (b *ResultBatch) add(r *model.Result, text []byte) bool {
+	if b.Results == nil {
+		b.Results = make([]model.Result, 0, maxBatch)
+		b.spans = make([]textSpan, 0, maxBatch)
+	}
+	b.Results = append(b.Results, *r)
+	sp := textSpan{end: -1}
+	if text != nil {
+		sp.start = len(b.text)
+		b.text = append(b.text, text...)
+		sp.end = len(b.text)
+	}
+	b.spans = append(b.spans, sp)
+	return len(b.Results) >= maxBatch || len(b.text) >= maxBatchText
+}
+
+// WatchResultBatches is WatchBatches with each result's text as the
+// server sent it when it is exact (ResultBatch.Text): the op client's
+// --json line holds the result as AppendResultJSON writes it, and
+// keeping the text it read spares writing it again. The caller hands
+// each batch's room back by its Done when it is through with it.
+func (c *Client) WatchResultBatches(ctx context.Context, id string, after int64) (<-chan ResultBatch, error) {
+	free := make(chan ResultBatch, 4)
+	return watchBatched(ctx, c, id, after, func(b *ResultBatch, r *model.Result, text []byte) bool {
+		return b.add(r, text)
+	}, func() ResultBatch {
+		select {
+		case b := <-free:
+			return b
+		default:
+			return ResultBatch{free: free}
+		}
+	})
+}
+
+// watchBatched streams a task's results (Watch) in batches of B: add
+// adds a result and its exact text (valid during the call alone) to a
+// batch, true when it is full; fresh is an empty batch. A batch is sent
+// when it is full and when the next read of the connection would wait.
+func watchBatched[B any](ctx context.Context, c *Client, id string, after int64,
+	add func(b *B, r *model.Result, text []byte) bool, fresh func() B) (<-chan B, error) {
 	resp, err := c.openStream(ctx, taskPath(id)+"/stream", strconv.FormatInt(after, 10))
 	if err != nil {
 		return nil, err
 	}
-	out := make(chan []model.Result, 4)
+	out := make(chan B, 4)
 	c.goStream(ctx, func(ctx context.Context) {
 		defer close(out)
-		var batch []model.Result
+		batch, n := fresh(), 0
 		send := func() bool {
-			if len(batch) == 0 {
+			if n == 0 {
 				return true
 			}
 			select {
 			case out <- batch:
-				batch = nil
+				batch, n = fresh(), 0
 				return true
 			case <-ctx.Done():
 				return false
 			}
 		}
-		c.watch(ctx, id, after, resp, func(r model.Result) bool {
-			if batch == nil {
-				batch = make([]model.Result, 0, maxBatch)
-			}
-			batch = append(batch, r)
-			return len(batch) < maxBatch || send()
+		c.watch(ctx, id, after, resp, func(r *model.Result, text []byte) bool {
+			n++
+			return !add(&batch, r, text) || send()
 		}, send)
 		send()
 	})
@@ -234,15 +325,18 @@ func (c *Client) WatchBatches(ctx context.Context, id string, after int64) (<-ch
 
 // watch reads the task stream resp (opened after Seq after) until the
 // task is complete, ctx ends or resuming it failed, giving each result
-// to emit (false: stop). idle, when not nil, is called before every read
+// to emit (false: stop) with the text it was read from when that is
+// exact (model.ResultDecoder.DecodeExact; nil when not; both valid
+// during the call alone). idle, when not nil, is called before every read
 // of the connection and before reconnecting (false: stop).
-func (c *Client) watch(ctx context.Context, id string, after int64, resp *http.Response, emit func(model.Result) bool, idle func() bool) {
+func (c *Client) watch(ctx context.Context, id string, after int64, resp *http.Response, emit func(*model.Result, []byte) bool, idle func() bool) {
 	path := taskPath(id) + "/stream"
 	last := after
 	fails := 0
 	// The results of one task repeat most of their strings (its id, the
 	// process, the message): decoded shared, not made again.
 	var rd model.ResultDecoder
+	var r model.Result // emit's, one for the watch (a result's own was one allocation per result)
 	for {
 		ended := false
 		var body io.Reader = resp.Body
@@ -252,7 +346,9 @@ func (c *Client) watch(ctx context.Context, id string, after int64, resp *http.R
 		err := readEventsMax(body, c.maxEvent, func(ev sseEvent) bool {
 			switch ev.name {
 			case "result":
-				r, err := rd.Decode(ev.data)
+				var exact bool
+				var err error
+				r, exact, err = rd.DecodeExact(ev.data)
 				if err != nil {
 					c.log.Warn("task stream: bad result event", "task", id, "err", err)
 					return true
@@ -260,7 +356,11 @@ func (c *Client) watch(ctx context.Context, id string, after int64, resp *http.R
 				if r.Seq <= last {
 					return true // already delivered
 				}
-				if !emit(r) {
+				var text []byte
+				if exact {
+					text = ev.data
+				}
+				if !emit(&r, text) {
 					return false
 				}
 				last = r.Seq

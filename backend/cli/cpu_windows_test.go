@@ -1,0 +1,6 @@
+package cli
+
+import "time"
+
+// processCPU is not measured on Windows.
+func processCPU() time.Duration { return 0 }
