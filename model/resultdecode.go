@@ -34,24 +34,12 @@ func DecodeResultJSON(data []byte) (Result, error) {
 // concurrent use; the zero value is ready.
 type ResultDecoder struct {
 	strs [32]string
-	// seconds are the times read last, to the second, by their text: an
-	// op's results start and finish within a few seconds, and parsing
-	// their three times was a sixth of a result's decoding.
+	// seconds are the times in a zone other than "Z" read last, to the
+	// second, by their text: an op's results start and finish within a
+	// few seconds, and parsing their three times was a sixth of a
+	// result's decoding. (A time in "Z" is read from its fields.)
 	seconds [3]parsedSecond
 	next    int // the entry replaced next
-	// day is the UTC day a time in "Z" was read in last: a time of it is
-	// read from its clock's digits (a process's start time is a second
-	// of its own on every host: as a second kept, it missed every time
-	// and pushed the op's own seconds out).
-	day parsedDay
-}
-
-// parsedDay is a UTC day (its midnight) and the date text
-// (YYYY-MM-DD) it was read from.
-type parsedDay struct {
-	set  bool
-	date [10]byte
-	t    time.Time
 }
 
 // parsedSecond is a time parsed from its RFC 3339 text, without its
@@ -102,39 +90,54 @@ func rfc3339Parts(text []byte) (clock, zone []byte, ns int, fracExact, ok bool) 
 	return clock, rest, ns, fracExact, true
 }
 
-// utcClock is the time of day of clock (YYYY-MM-DDTHH:MM:SS, its date
-// not looked at) as time.Parse reads it in RFC 3339: false unless it is
-// digits where digits go, 'T' and ':' where they go, hour 0-23, minute
-// and second 0-59.
-func utcClock(clock []byte) (time.Duration, bool) {
-	if clock[10] != 'T' || clock[13] != ':' || clock[16] != ':' {
-		return 0, false
+// utcTime is the time of text (a time without its quotes) in "Z" as
+// time.Parse reads it in RFC 3339 (its first way, parseRFC3339's, which
+// is time.Date of the fields in UTC): false unless clock (its date and
+// clock, rfc3339Parts's) is digits where digits go, '-', 'T' and ':'
+// where they go, a year of 4 digits, a month 1-12, a day of that month,
+// hour 0-23, minute and second 0-59. A process's start time is a second
+// of its own on every host: kept as a second parsed, it missed each time.
+func utcTime(clock []byte, ns int) (time.Time, bool) {
+	if clock[4] != '-' || clock[7] != '-' || clock[10] != 'T' || clock[13] != ':' || clock[16] != ':' {
+		return time.Time{}, false
 	}
-	two := func(i int) (int, bool) {
+	ok := true
+	two := func(i int) int {
 		a, b := clock[i]-'0', clock[i+1]-'0'
-		return int(a)*10 + int(b), a <= 9 && b <= 9
+		if a > 9 || b > 9 {
+			ok = false
+		}
+		return int(a)*10 + int(b)
 	}
-	h, ok1 := two(11)
-	m, ok2 := two(14)
-	sec, ok3 := two(17)
-	if !ok1 || !ok2 || !ok3 || h > 23 || m > 59 || sec > 59 {
-		return 0, false
+	year := two(0)*100 + two(2)
+	month, day := two(5), two(8)
+	h, m, sec := two(11), two(14), two(17)
+	if !ok || month < 1 || month > 12 || day < 1 || day > daysIn(month, year) || h > 23 || m > 59 || sec > 59 {
+		return time.Time{}, false
 	}
-	return time.Duration(h*3600+m*60+sec) * time.Second, true
+	return time.Date(year, time.Month(month), day, h, m, sec, ns, time.UTC), true
+}
+
+// daysIn is the number of days of month in year (proleptic Gregorian).
+func daysIn(month, year int) int {
+	if month == 2 && year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+		return 29
+	}
+	return int("\x1f\x1c\x1f\x1e\x1f\x1e\x1f\x1f\x1e\x1f\x1e\x1f"[month-1])
 }
 
 // time is the time of text (a time's JSON string, its quotes included)
-// as time.Time's UnmarshalJSON reads it: a time in "Z" from its day read
-// before, another from a second read before when the text has its clock
-// and zone. exact says t.AppendText writes text (without its quotes)
-// byte for byte.
+// as time.Time's UnmarshalJSON reads it: a time in "Z" from its fields
+// (utcTime), another from a second read before when the text has its
+// clock and zone. exact says t.AppendText writes text (without its
+// quotes) byte for byte.
 func (d *ResultDecoder) time(text []byte) (t time.Time, exact, ok bool) {
 	inner := text[1 : len(text)-1]
 	clock, zone, ns, fracExact, parts := rfc3339Parts(inner)
 	utc := parts && len(zone) == 1 && zone[0] == 'Z'
-	if utc && d.day.set && string(d.day.date[:]) == string(clock[:10]) {
-		if tod, ok := utcClock(clock); ok {
-			return d.day.t.Add(tod + time.Duration(ns)), fracExact, true
+	if utc {
+		if t, ok := utcTime(clock, ns); ok {
+			return t, fracExact, true // the fields as AppendText writes them
 		}
 	}
 	if parts && !utc {
@@ -150,13 +153,7 @@ func (d *ResultDecoder) time(text []byte) (t time.Time, exact, ok bool) {
 	var buf [64]byte
 	exact = string(appendText(buf[:0], t)) == string(inner)
 	switch {
-	case !parts || t.Nanosecond() != ns:
-	case utc:
-		if _, ok := utcClock(clock); ok && t.Location() == time.UTC {
-			y, m, dd := t.Date()
-			d.day = parsedDay{set: true, t: time.Date(y, m, dd, 0, 0, 0, 0, time.UTC)}
-			copy(d.day.date[:], clock)
-		}
+	case !parts || utc || t.Nanosecond() != ns:
 	default:
 		sec := t.Add(-time.Duration(ns))
 		txt := appendText(buf[:0], sec)
