@@ -441,6 +441,12 @@ func (r *jr) float() float64 {
 	if !r.ok {
 		return 0
 	}
+	if f, ok := shortFloat(lit); ok {
+		if !floatExact(lit, f) {
+			r.exact = false
+		}
+		return f
+	}
 	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil {
 		r.ok = false

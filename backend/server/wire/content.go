@@ -2,7 +2,6 @@ package wire
 
 import (
 	"encoding/json"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -436,11 +435,8 @@ func statusDocOf(r *model.Result) statusDoc {
 }
 
 // appendFloat appends f as json.Marshal writes it when that is without an
-// exponent; else it leaves ok false.
+// exponent (model.AppendJSONFloat); else it leaves ok false.
 func appendFloat(b []byte, f float64, ok bool) ([]byte, bool) {
-	abs := math.Abs(f)
-	if math.IsNaN(f) || math.IsInf(f, 0) || (abs != 0 && (abs < 1e-6 || abs >= 1e21)) {
-		return b, false
-	}
-	return strconv.AppendFloat(b, f, 'f', -1, 64), ok
+	b, fok := model.AppendJSONFloat(b, f)
+	return b, ok && fok
 }
