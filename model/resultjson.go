@@ -2,7 +2,6 @@ package model
 
 import (
 	"encoding/json"
-	"math"
 	"strconv"
 	"time"
 )
@@ -184,57 +183,15 @@ func (w *jw) uint(n uint64) { w.b = strconv.AppendUint(w.b, n, 10) }
 
 func (w *jw) bool(v bool) { w.b = strconv.AppendBool(w.b, v) }
 
-// float appends f as json.Marshal does when it writes no exponent.
+// float appends f as json.Marshal does when it writes no exponent
+// (AppendJSONFloat: a usage figure of a few decimals from its digits).
 func (w *jw) float(f float64) {
-	if n, ok := hundredths(f); ok {
-		w.b = appendHundredths(w.b, n)
-		return
-	}
-	abs := math.Abs(f)
-	if math.IsNaN(f) || math.IsInf(f, 0) || (abs != 0 && (abs < 1e-6 || abs >= 1e21)) {
+	b, ok := AppendJSONFloat(w.b, f)
+	if !ok {
 		w.ok = false
 		return
 	}
-	w.b = strconv.AppendFloat(w.b, f, 'f', -1, 64)
-}
-
-// hundredths is f as a count of hundredths, when f is the float nearest
-// to that many hundredths and less than 1e9 from zero (not zero: -0 is
-// written "-0"). Usage figures are so (an agent's and the simulator's
-// are rounded to two decimals), and strconv's shortest formatting of
-// the two in a status was about a sixth of a result's encoding. Such a
-// f's shortest text is then that decimal: it reads back as f (the
-// nearest float to n/100 is f), and any shorter text is a decimal of
-// fewer places, 0.01 or more away from it where a float's spacing is
-// under 1e-6 (FuzzHundredths compares with strconv).
-func hundredths(f float64) (int64, bool) {
-	if f == 0 {
-		return 0, false
-	}
-	n := math.Round(f * 100)
-	if !(math.Abs(n) < 1e11) || n/100 != f {
-		return 0, false
-	}
-	return int64(n), true
-}
-
-// appendHundredths appends n hundredths as strconv.AppendFloat(f, 'f',
-// -1, 64) writes the f hundredths gave n for: no trailing zero, no
-// point without a fraction.
-func appendHundredths(b []byte, n int64) []byte {
-	if n < 0 {
-		b = append(b, '-')
-		n = -n
-	}
-	b = strconv.AppendInt(b, n/100, 10)
-	switch c := n % 100; {
-	case c == 0:
-	case c%10 == 0:
-		b = append(b, '.', byte('0'+c/10))
-	default:
-		b = append(b, '.', byte('0'+c/10), byte('0'+c%10))
-	}
-	return b
+	w.b = b
 }
 
 // time appends t as t.MarshalJSON writes it (the same RFC 3339 text as

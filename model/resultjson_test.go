@@ -7,7 +7,6 @@ import (
 	"math"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -307,51 +306,18 @@ func BenchmarkResultEncoder(b *testing.B) {
 	}
 }
 
-// checkHundredths: where hundredths takes f, appendHundredths writes
-// what strconv writes.
-func checkHundredths(t *testing.T, f float64) {
-	t.Helper()
-	n, ok := hundredths(f)
-	if !ok {
-		return
-	}
-	want := strconv.AppendFloat(nil, f, 'f', -1, 64)
-	if got := appendHundredths(nil, n); string(got) != string(want) {
-		t.Fatalf("%v (%d hundredths): %q, strconv %q", f, n, got, want)
-	}
-}
-
-// Usage figures with two decimals or fewer are written by
-// appendHundredths, as strconv writes them; others are left to strconv.
+// Usage figures with two decimals or fewer (an agent's and the
+// simulator's are rounded so) are written by AppendJSONFloat's own path,
+// as strconv writes them.
 func TestHundredths(t *testing.T) {
 	for i := int64(-100_000); i <= 100_000; i++ {
-		f := float64(i) / 100
-		if _, ok := hundredths(f); !ok && i != 0 {
-			t.Fatalf("%v not taken", f)
-		}
-		checkHundredths(t, f)
-		checkHundredths(t, math.Round(float64(i)*1.37)/100)
-	}
-	for _, f := range []float64{0, math.Copysign(0, -1), 0.001, 1e-7, 0.125, 1.0 / 3, 1e9, 999999999.99, 1e12, 1e21, 5e-324,
-		math.MaxFloat64, math.NaN(), math.Inf(1), math.Inf(-1), math.Nextafter(1.37, 2), 12.34} {
-		checkHundredths(t, f)
-	}
-	for _, f := range []float64{0, math.Copysign(0, -1), 0.125, 1e9, math.NaN(), math.Inf(1), math.Nextafter(1.37, 2)} {
-		if _, ok := hundredths(f); ok {
-			t.Fatalf("%v taken", f)
+		for _, f := range []float64{float64(i) / 100, math.Round(float64(i)*1.37) / 100} {
+			if _, ok := appendFewPlaces(nil, f); !ok {
+				t.Fatalf("%v not taken", f)
+			}
+			checkJSONFloat(t, f)
 		}
 	}
-}
-
-// FuzzHundredths: appendHundredths writes what strconv writes.
-func FuzzHundredths(f *testing.F) {
-	f.Add(12.34)
-	f.Add(-0.05)
-	f.Add(999999999.99)
-	f.Fuzz(func(t *testing.T, v float64) {
-		checkHundredths(t, v)
-		checkHundredths(t, math.Round(v*100)/100)
-	})
 }
 
 // One ResultEncoder writes a long run of results as json.Marshal writes
