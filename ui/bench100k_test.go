@@ -19,6 +19,7 @@ import (
 
 	"gseproc/backend"
 	"gseproc/backend/config"
+	"gseproc/backend/cputime"
 	"gseproc/backend/engine"
 	"gseproc/model"
 )
@@ -308,9 +309,9 @@ func selectAllWatch(b *testing.B, be backend.Backend, q backend.HostQuery, n int
 	released := make(chan struct{})
 	if release {
 		o.ReleaseMemory = func() {
-			c0 := processCPU()
+			c0 := cputime.Self()
 			debug.FreeOSMemory()
-			f.releaseCPU = processCPU() - c0
+			f.releaseCPU = cputime.Self() - c0
 			close(released)
 		}
 	}
@@ -334,10 +335,10 @@ func selectAllWatch(b *testing.B, be backend.Backend, q backend.HostQuery, n int
 		stop := peakHeapProfile(b, file)
 		defer stop()
 	}
-	t0, c0 := time.Now(), processCPU()
+	t0, c0 := time.Now(), cputime.Self()
 	runUntil(b, m, func() tea.Msg { return pushMsg{hp} }, func() bool { return hp.loaded })
 	_ = m.View()
-	f.open, f.openCPU = time.Since(t0), processCPU()-c0
+	f.open, f.openCPU = time.Since(t0), cputime.Self()-c0
 	m.Update(keyMsg("a"))
 	if len(hp.sel) != n {
 		b.Fatalf("%d selected of %d", len(hp.sel), n)
@@ -346,7 +347,7 @@ func selectAllWatch(b *testing.B, be backend.Backend, q backend.HostQuery, n int
 	if !ok || tg.hosts != n {
 		b.Fatalf("target of %d hosts, want %d", tg.hosts, n)
 	}
-	t0, c0 = time.Now(), processCPU()
+	t0, c0 = time.Now(), cputime.Self()
 	var w *watchPage
 	start := m.s.operate(0, backend.OperateRequest{Op: model.OpStatus, Selector: tg.sel})
 	if done != nil {
@@ -357,7 +358,7 @@ func selectAllWatch(b *testing.B, be backend.Backend, q backend.HostQuery, n int
 		return w != nil && w.loaded && !w.streaming && taskFinal(w.task.Status)
 	})
 	_ = m.View()
-	f.op, f.opCPU = time.Since(t0), processCPU()-c0
+	f.op, f.opCPU = time.Since(t0), cputime.Self()-c0
 	if release {
 		select {
 		case <-released:

@@ -20,6 +20,7 @@ import (
 	"gseproc/backend/bench"
 	"gseproc/backend/client"
 	"gseproc/backend/config"
+	"gseproc/backend/cputime"
 	"gseproc/backend/server"
 )
 
@@ -77,14 +78,14 @@ func BenchmarkOpenHostsRemote100k(b *testing.B) {
 	b.SetBytes(int64(len(reply)))
 	b.ReportAllocs()
 	b.ResetTimer()
-	c0 := processCPU()
+	c0 := cputime.Self()
 	for b.Loop() {
 		p := newHostsPage(s, q)
 		p.SetSize(120, 36)
 		dbe, dui := openWhole(b, p, n)
 		be, ui = be+dbe, ui+dui
 	}
-	b.ReportMetric(float64((processCPU()-c0).Milliseconds())/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64((cputime.Self()-c0).Milliseconds())/float64(b.N), "cpu-ms/op")
 	b.ReportMetric(float64(n), "hosts")
 	b.ReportMetric(float64(be.Milliseconds())/float64(b.N), "ms-backend")
 	b.ReportMetric(float64(ui.Milliseconds())/float64(b.N), "ms-console")
@@ -156,10 +157,10 @@ func BenchmarkOpenHostsServer100k(b *testing.B) {
 		m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
 		hp := newHostsPage(m.s, q)
 		rt.reset()
-		t0, c0 := time.Now(), processCPU()
+		t0, c0 := time.Now(), cputime.Self()
 		runUntil(b, m, func() tea.Msg { return pushMsg{hp} }, func() bool { return hp.loaded })
 		_ = m.View()
-		open, cpu, server = open+time.Since(t0), cpu+processCPU()-c0, server+rt.longest()
+		open, cpu, server = open+time.Since(t0), cpu+cputime.Self()-c0, server+rt.longest()
 		if len(hp.rows) != n {
 			b.Fatalf("%d rows, want %d", len(hp.rows), n)
 		}

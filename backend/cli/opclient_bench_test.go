@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"gseproc/backend/cputime"
 	"gseproc/model"
 )
 
@@ -73,11 +74,11 @@ func BenchmarkOpClient(b *testing.B) {
 	// The process's CPU per op (the client's two goroutines, and the
 	// test server's writing, which is the same for every client): on a
 	// loaded machine steadier than the time per op.
-	cpu0 := processCPU()
+	cpu0 := cputime.Self()
 	for b.Loop() {
 		if code := Main(context.Background(), args, discard); code != 0 { // a broken run is not a fast one
 			b.Fatalf("op exited %d", code)
 		}
 	}
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(cputime.Self()-cpu0)/float64(b.N), "cpu-ns/op")
 }

@@ -6,11 +6,10 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"syscall"
 	"testing"
-	"time"
 
 	"gseproc/backend/config"
+	"gseproc/backend/cputime"
 	"gseproc/backend/engine"
 	"gseproc/backend/simulator"
 	"gseproc/backend/store"
@@ -43,7 +42,7 @@ func BenchmarkHostListReply100k(b *testing.B) {
 	req := httptest.NewRequest(http.MethodGet, "/api/v1/hosts?form=list", nil)
 	var w discardWriter
 	b.ReportAllocs()
-	cpu := cpuTime()
+	cpu := cputime.Self()
 	for b.Loop() {
 		w = discardWriter{h: http.Header{}}
 		h.ServeHTTP(&w, req)
@@ -52,7 +51,7 @@ func BenchmarkHostListReply100k(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(w.n), "B/reply")
-	b.ReportMetric(float64(cpuTime()-cpu)/1e6/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(cputime.Self()-cpu)/1e6/float64(b.N), "cpu-ms/op")
 }
 
 // discardWriter is a ResponseWriter that counts what it is written.
@@ -72,13 +71,4 @@ func (w *discardWriter) Write(p []byte) (int, error) {
 	w.WriteHeader(http.StatusOK)
 	w.n += len(p)
 	return len(p), nil
-}
-
-// cpuTime is the process's CPU time (user and system) so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -5,22 +5,13 @@ package simulator
 import (
 	"context"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"gseproc/backend/config"
+	"gseproc/backend/cputime"
 	"gseproc/model"
 )
-
-// processCPU is the CPU time (user and system) the process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkDispatchLater10k is the simulator's part of an op over 10,000
 // hosts served over NATS: a status request to each, handed to
@@ -67,10 +58,10 @@ func BenchmarkDispatchLater10k(b *testing.B) {
 	}
 	fanout() // warm-up
 	b.ReportAllocs()
-	c0 := processCPU()
+	c0 := cputime.Self()
 	b.ResetTimer()
 	for b.Loop() {
 		fanout()
 	}
-	b.ReportMetric(float64(processCPU()-c0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(cputime.Self()-c0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 }

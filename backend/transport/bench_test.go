@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"gseproc/backend/config"
+	"gseproc/backend/cputime"
 	"gseproc/backend/simulator"
 	"gseproc/model"
 )
@@ -264,12 +265,12 @@ func BenchmarkServeFleet10k(b *testing.B) {
 		}
 	}
 	fanout() // warm-up
-	c0 := processCPU()
+	c0 := cputime.Self()
 	b.ResetTimer()
 	for b.Loop() {
 		fanout()
 	}
-	b.ReportMetric(float64(processCPU()-c0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(cputime.Self()-c0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 }
 
 // BenchmarkFleetAsync10k is BenchmarkFleet10k through DispatchAsync, as
@@ -284,7 +285,7 @@ func BenchmarkFleetAsync10k(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
-	c0 := processCPU()
+	c0 := cputime.Self()
 	b.ResetTimer()
 	var failed atomic.Int64
 	for range b.N {
@@ -314,6 +315,6 @@ func BenchmarkFleetAsync10k(b *testing.B) {
 			c()
 		}
 	}
-	b.ReportMetric(float64(processCPU()-c0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+	b.ReportMetric(float64(cputime.Self()-c0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 	b.ReportMetric(float64(failed.Load())/float64(b.N), "unanswered/op")
 }

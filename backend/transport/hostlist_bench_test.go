@@ -5,7 +5,6 @@ package transport
 import (
 	"context"
 	"encoding/json"
-	"syscall"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"gseproc/backend"
 	"gseproc/backend/config"
+	"gseproc/backend/cputime"
 	"gseproc/backend/engine"
 	"gseproc/backend/server/wire"
 	"gseproc/backend/simulator"
@@ -74,7 +74,7 @@ func BenchmarkHostList100k(b *testing.B) {
 	b.Run("list", func(b *testing.B) {
 		b.ReportAllocs()
 		var size int
-		cpu := cpuTime()
+		cpu := cputime.Self()
 		for b.Loop() {
 			vs, err := eng.Hosts(ctx, backend.HostQuery{})
 			if err != nil || len(vs) != n {
@@ -92,12 +92,12 @@ func BenchmarkHostList100k(b *testing.B) {
 			size = len(w.AppendTo(nil))
 		}
 		b.ReportMetric(float64(size), "B/listing")
-		b.ReportMetric(float64(cpuTime()-cpu)/1e6/float64(b.N), "cpu-ms/op")
+		b.ReportMetric(float64(cputime.Self()-cpu)/1e6/float64(b.N), "cpu-ms/op")
 	})
 	b.Run("listeach", func(b *testing.B) { // the list form's path (HostListEach), as the server lists it
 		b.ReportAllocs()
 		var size int
-		cpu := cpuTime()
+		cpu := cputime.Self()
 		for b.Loop() {
 			var w wire.HostListWriter
 			err := eng.HostListEach(ctx, backend.HostQuery{}, func(v *backend.HostView) {
@@ -117,12 +117,12 @@ func BenchmarkHostList100k(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(size), "B/listing")
-		b.ReportMetric(float64(cpuTime()-cpu)/1e6/float64(b.N), "cpu-ms/op")
+		b.ReportMetric(float64(cputime.Self()-cpu)/1e6/float64(b.N), "cpu-ms/op")
 	})
 	b.Run("listsets", func(b *testing.B) { // the list form's path with the shared label sets (HostListSets), as the server lists it
 		b.ReportAllocs()
 		var size int
-		cpu := cpuTime()
+		cpu := cputime.Self()
 		for b.Loop() {
 			var w wire.HostListWriter
 			err := eng.HostListSets(ctx, backend.HostQuery{}, nil, func(v *backend.HostView, labels model.LabelSet) {
@@ -141,12 +141,12 @@ func BenchmarkHostList100k(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(size), "B/listing")
-		b.ReportMetric(float64(cpuTime()-cpu)/1e6/float64(b.N), "cpu-ms/op")
+		b.ReportMetric(float64(cputime.Self()-cpu)/1e6/float64(b.N), "cpu-ms/op")
 	})
 	b.Run("stream", func(b *testing.B) { // the server's path for a whole listing: tables first (head), hosts streamed
 		b.ReportAllocs()
 		var size int
-		cpu := cpuTime()
+		cpu := cputime.Self()
 		for b.Loop() {
 			var w wire.HostListWriter
 			size = 0
@@ -176,16 +176,6 @@ func BenchmarkHostList100k(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(size), "B/listing")
-		b.ReportMetric(float64(cpuTime()-cpu)/1e6/float64(b.N), "cpu-ms/op")
+		b.ReportMetric(float64(cputime.Self()-cpu)/1e6/float64(b.N), "cpu-ms/op")
 	})
-}
-
-// cpuTime is the process's CPU time (user and system) so far: the cost of
-// a listing on a loaded machine, where wall time is mostly waiting.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
