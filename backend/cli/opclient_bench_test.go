@@ -2,11 +2,9 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -42,23 +40,7 @@ func BenchmarkOpClient(b *testing.B) {
 		stream = append(stream, "\n\n"...)
 	}
 	stream = append(stream, "event: end\ndata: {}\n\n"...)
-	envelope := func(w http.ResponseWriter, data any) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"result": true, "code": 0, "message": "success", "data": data})
-	}
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.URL.Path == "/api/v1/info":
-			envelope(w, map[string]any{})
-		case r.URL.Path == "/api/v1/operate":
-			envelope(w, task)
-		case strings.HasSuffix(r.URL.Path, "/stream"):
-			w.Header().Set("Content-Type", "text/event-stream")
-			_, _ = w.Write(stream)
-		default:
-			http.NotFound(w, r)
-		}
-	}))
+	hs := fakeOpServer(task, func(w http.ResponseWriter) { _, _ = w.Write(stream) })
 	defer hs.Close()
 	cfg := b.TempDir() + "/gseproc.toml"
 	if err := os.WriteFile(cfg, nil, 0o600); err != nil {

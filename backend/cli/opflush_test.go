@@ -2,9 +2,7 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -55,33 +53,17 @@ func TestOpPrintsALoneResult(t *testing.T) {
 	for _, jsonOut := range []bool{true, false} {
 		out := &lineWriter{lines: make(chan struct{}, 16)}
 		printed := []chan struct{}{make(chan struct{}), make(chan struct{})}
-		envelope := func(w http.ResponseWriter, data any) {
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(map[string]any{"result": true, "code": 0, "message": "success", "data": data})
-		}
-		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			switch {
-			case r.URL.Path == "/api/v1/info":
-				envelope(w, map[string]any{})
-			case r.URL.Path == "/api/v1/operate":
-				envelope(w, task)
-			case strings.HasSuffix(r.URL.Path, "/stream"):
-				w.Header().Set("Content-Type", "text/event-stream")
-				for i, part := range []string{event(1), event(2)} {
-					_, _ = w.Write([]byte(part))
-					w.(http.Flusher).Flush()
-					select { // the next part once this one's line is out
-					case <-printed[i]:
-					case <-time.After(30 * time.Second):
-					}
+		hs := fakeOpServer(task, func(w http.ResponseWriter) {
+			for i, part := range []string{event(1), event(2)} {
+				_, _ = w.Write([]byte(part))
+				w.(http.Flusher).Flush()
+				select { // the next part once this one's line is out
+				case <-printed[i]:
+				case <-time.After(30 * time.Second):
 				}
-				_, _ = w.Write([]byte("event: end\ndata: {}\n\n"))
-			case strings.HasPrefix(r.URL.Path, "/api/v1/tasks/"):
-				envelope(w, map[string]any{"task": task, "results": []model.Result{}})
-			default:
-				http.NotFound(w, r)
 			}
-		}))
+			_, _ = w.Write([]byte("event: end\ndata: {}\n\n"))
+		})
 		cfg := t.TempDir() + "/gseproc.toml"
 		if err := os.WriteFile(cfg, nil, 0o600); err != nil {
 			t.Fatal(err)
