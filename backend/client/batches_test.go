@@ -38,21 +38,29 @@ func collectBatches(t *testing.T, ch <-chan []model.Result) []model.Result {
 	}
 }
 
+// statusOpServed starts a status op over 600 hosts through a served
+// client whose server cuts its streams every cut events (0: never).
+func statusOpServed(t *testing.T, cut int) (*client.Client, model.Task) {
+	t.Helper()
+	var opts []server.Option
+	if cut > 0 {
+		opts = append(opts, server.WithStreamCut(cut))
+	}
+	c, _, _ := serve(t, 600, opts...)
+	task, err := c.Operate(context.Background(), backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "gse"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, task
+}
+
 // TestWatchBatches: the batches hold what Watch sends, in order, each
 // result once: from the start, from the middle, and over a stream the
 // server cuts every 50 events; an unknown task is refused as by Watch.
 func TestWatchBatches(t *testing.T) {
 	for _, cut := range []int{0, 50} {
-		var opts []server.Option
-		if cut > 0 {
-			opts = append(opts, server.WithStreamCut(cut))
-		}
-		c, _, _ := serve(t, 600, opts...)
+		c, task := statusOpServed(t, cut)
 		ctx := context.Background()
-		task, err := c.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "gse"}})
-		if err != nil {
-			t.Fatal(err)
-		}
 		if task.Targets <= 256 {
 			t.Fatalf("only %d targets; want more than a batch", task.Targets)
 		}
@@ -191,16 +199,8 @@ func TestWatchBatchesDropHandsOver(t *testing.T) {
 // an event written otherwise is read, without its text.
 func TestWatchResultBatches(t *testing.T) {
 	for _, cut := range []int{0, 50} {
-		var opts []server.Option
-		if cut > 0 {
-			opts = append(opts, server.WithStreamCut(cut))
-		}
-		c, _, _ := serve(t, 600, opts...)
+		c, task := statusOpServed(t, cut)
 		ctx := context.Background()
-		task, err := c.Operate(ctx, backend.OperateRequest{Op: model.OpStatus, Selector: backend.Selector{Namespace: "gse"}})
-		if err != nil {
-			t.Fatal(err)
-		}
 		ch, err := c.WatchResultBatches(ctx, task.ID, 0)
 		if err != nil {
 			t.Fatal(err)
