@@ -205,19 +205,6 @@ func (s *writingStore) PutResult(ctx context.Context, r model.Result) error {
 	return s.Store.PutResult(ctx, r)
 }
 
-// waitFor waits for cond, checked every few milliseconds; the bound only
-// catches a hang.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited a minute for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // host1Waits is a fake's reply: host 1 answers once release is closed,
 // every host with a running status of pid.
 func host1Waits(release <-chan struct{}, pid int) func(context.Context, model.Host, model.AgentRequest) (model.AgentReply, error) {
@@ -267,7 +254,7 @@ func TestStatusesHeldBehindRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "host 0's result stored", func() bool { return st.results.Load() == 1 })
+	waitUntil(t, "host 0's result stored", time.Minute, func() bool { return st.results.Load() == 1 })
 	if n := st.statuses.Load(); n != 0 {
 		t.Fatalf("%d statuses stored with a run in flight, before the hold; want them held", n)
 	}
@@ -278,10 +265,10 @@ func TestStatusesHeldBehindRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	collect(t, ch)
-	waitFor(t, "both statuses stored once no run is in flight", func() bool { return st.statuses.Load() == 2 })
+	waitUntil(t, "both statuses stored once no run is in flight", time.Minute, func() bool { return st.statuses.Load() == 2 })
 	// The batch that stored them counts in the backlog until the writer
 	// takes again: waited for, not read at once.
-	waitFor(t, "an empty backlog once every status is stored", func() bool { _, writes := e.Backlog(); return writes == 0 })
+	waitUntil(t, "an empty backlog once every status is stored", time.Minute, func() bool { _, writes := e.Backlog(); return writes == 0 })
 
 	// A run that stays in flight: its statuses are stored once the
 	// oldest has waited the hold.
@@ -291,13 +278,13 @@ func TestStatusesHeldBehindRuns(t *testing.T) {
 	if _, err := e.Operate(ctx, status); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "host 0's second result stored", func() bool { return st.results.Load() == 3 })
-	waitFor(t, "a backlog of the one status held", func() bool { _, writes := e.Backlog(); return writes == 1 })
+	waitUntil(t, "host 0's second result stored", time.Minute, func() bool { return st.results.Load() == 3 })
+	waitUntil(t, "a backlog of the one status held", time.Minute, func() bool { _, writes := e.Backlog(); return writes == 1 })
 	if n := st.statuses.Load(); n != 2 {
 		t.Fatalf("%d statuses stored with the second run in flight, before the hold; want 2 (the first run's)", n)
 	}
 	ahead.Store(int64(5 * time.Second))
-	waitFor(t, "host 0's new status stored once held 5 s, its run still in flight", func() bool { return st.statuses.Load() == 3 })
+	waitUntil(t, "host 0's new status stored once held 5 s, its run still in flight", time.Minute, func() bool { return st.statuses.Load() == 3 })
 	all, err := st.ProcStatuses(ctx)
 	if err != nil {
 		t.Fatal(err)
