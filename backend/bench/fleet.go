@@ -312,24 +312,14 @@ func (e *env) settle(ctx context.Context) error {
 	was, _ := e.streamSeqs(ctx)
 	pid := e.server.cmd.Process.Pid
 	u0, _ := readUsage(pid)
-	var events, writes int
-	for {
-		var err error
-		events, writes, err = backlog(ctx, e.url)
-		if err == nil && events == 0 && writes == 0 {
-			break
+	if err := e.awaitBacklog(ctx, "start-up's backlog", settlePoll, func(events, writes int) bool { return events == 0 && writes == 0 }); err != nil {
+		if !errors.Is(err, errNoBacklog) {
+			return err
 		}
-		if errors.Is(err, errNoBacklog) {
-			// A server from before the gauges (--bin, an older build
-			// compared): measured as it was then, and said.
-			fmt.Fprintf(e.setup.Out, "start-up not awaited: the server's /metrics has no backlog gauges (a server from before them)\n")
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("bench: waiting for start-up's backlog to be stored (last: %d events, %d writes, %v): %w", events, writes, err, ctx.Err())
-		case <-time.After(settlePoll):
-		}
+		// A server from before the gauges (--bin, an older build
+		// compared): measured as it was then, and said.
+		fmt.Fprintf(e.setup.Out, "start-up not awaited: the server's /metrics has no backlog gauges (a server from before them)\n")
+		return nil
 	}
 	stored := "?"
 	if now, err := e.streamSeqs(ctx); err == nil && was != nil {
@@ -1061,15 +1051,22 @@ func (e *env) runOp(ctx context.Context, o FleetOptions, run int) (FleetRun, err
 // gseproc_writes_queued) is empty; errNoBacklog: the server has no such
 // gauge.
 func (e *env) allStored(ctx context.Context) error {
+	return e.awaitBacklog(ctx, "the op's writes", storedPoll, func(_, writes int) bool { return writes == 0 })
+}
+
+// awaitBacklog reads the server's backlog every poll until done says it
+// is what is awaited (what, in the error when ctx ends first);
+// errNoBacklog: the server has no backlog gauges.
+func (e *env) awaitBacklog(ctx context.Context, what string, poll time.Duration, done func(events, writes int) bool) error {
 	for {
-		_, writes, err := backlog(ctx, e.url)
-		if err == nil && writes == 0 || errors.Is(err, errNoBacklog) {
+		events, writes, err := backlog(ctx, e.url)
+		if err == nil && done(events, writes) || errors.Is(err, errNoBacklog) {
 			return err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("bench: waiting for the op's writes to be stored (last: %d writes, %v): %w", writes, err, ctx.Err())
-		case <-time.After(storedPoll):
+			return fmt.Errorf("bench: waiting for %s to be stored (last: %d events, %d writes, %v): %w", what, events, writes, err, ctx.Err())
+		case <-time.After(poll):
 		}
 	}
 }
