@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -206,6 +207,9 @@ func TestWatchResultBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got []model.Result
+		var kept client.ResultBatch
+		var keptResults []model.Result
+		var keptTexts []string
 		deadline := time.After(30 * time.Second)
 	read:
 		for {
@@ -228,11 +232,30 @@ func TestWatchResultBatches(t *testing.T) {
 					}
 				}
 				got = append(got, b.Results...)
+				if kept.Results == nil {
+					// The first is kept, never handed back: the watch
+					// must not read into its room; every other is
+					// handed back and read into again.
+					kept, keptResults = b, slices.Clone(b.Results)
+					for i := range b.Results {
+						keptTexts = append(keptTexts, string(b.Text(i)))
+					}
+					continue
+				}
+				b.Done()
 			case <-deadline:
 				t.Fatalf("watch did not complete in 30s (%d results)", len(got))
 			}
 		}
 		checkSeqs(t, got, 0, task.Targets)
+		if !reflect.DeepEqual(kept.Results, keptResults) {
+			t.Fatalf("cut %d: a batch not handed back was read into", cut)
+		}
+		for i := range kept.Results {
+			if string(kept.Text(i)) != keptTexts[i] {
+				t.Fatalf("cut %d: the text of result %d of a batch not handed back changed", cut, kept.Results[i].Seq)
+			}
+		}
 		bch, err := c.WatchBatches(ctx, task.ID, 0)
 		if err != nil {
 			t.Fatal(err)
