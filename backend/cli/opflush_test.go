@@ -38,6 +38,12 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 // the stream (result 1, result 2, the end) only once the client printed
 // the result before, with and without --json.
 func TestOpPrintsALoneResult(t *testing.T) {
+	// The first result is flushed at once (no flush before it); the
+	// second comes within the gap of that flush, however loaded the
+	// machine, so it is printed only by the timed flush.
+	was := flushGap
+	flushGap = 500 * time.Millisecond
+	t.Cleanup(func() { flushGap = was })
 	start := time.Date(2026, 11, 24, 5, 0, 0, 0, time.UTC)
 	task := model.Task{ID: "GSETASK:20261124050000:1", Op: model.OpRestart, Targets: 2, Status: model.TaskRunning, Created: start}
 	event := func(seq int) string {
