@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,7 +103,7 @@ func (f *Fleet) dispatchLater(ctx context.Context, deadline time.Time, at int32,
 		return true
 	}
 	due := now.Add(d.lat)
-	it.due = q.dueAt(due, now)
+	it.due = q.since(now) + int64(d.lat)
 	if !deadline.IsZero() && deadline.Before(due) {
 		it.due, it.late = q.dueAt(deadline, now), true
 	}
@@ -190,8 +191,15 @@ func (q *laterQueue) since(t time.Time) int64 { return int64(t.Sub(q.epoch)) }
 // left until t counted from now, as a timer counts it (a deadline from
 // a request has no monotonic reading: a step of the wall clock after
 // it is queued does not move it, as it does not move the timer of a
-// context with that deadline).
-func (q *laterQueue) dueAt(t, now time.Time) int64 { return q.since(now) + int64(t.Sub(now)) }
+// context with that deadline). A t too far off for a due time (a
+// deadline centuries away, as a request may carry) is the latest one.
+func (q *laterQueue) dueAt(t, now time.Time) int64 {
+	at, left := q.since(now), t.Sub(now)
+	if left > 0 && int64(left) > math.MaxInt64-at {
+		return math.MaxInt64
+	}
+	return at + int64(left)
+}
 
 // maxLater bounds the requests waiting in the queue; past it DispatchLater
 // takes no more (Dispatch answers them).

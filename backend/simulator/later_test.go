@@ -3,6 +3,7 @@ package simulator
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -307,4 +308,29 @@ func TestDispatchLaterOwnStatus(t *testing.T) {
 		}
 	}
 	assert.Len(t, keys, len(hosts), "each answer's status is its own process's, after every answer came")
+}
+
+// TestDueAt: a time as a due time, counted from now; one too far off
+// for a due time (a request's deadline in the year 9999) is the latest,
+// not one wrapped into the past (which answered an offline host's
+// request at once).
+func TestDueAt(t *testing.T) {
+	now := time.Now()
+	q := laterQueue{epoch: now.Add(-time.Hour)}
+	at := int64(time.Hour)
+	for _, c := range []struct {
+		name string
+		t    time.Time
+		want int64
+	}{
+		{"now", now, at},
+		{"a second ahead", now.Add(time.Second), at + int64(time.Second)},
+		{"a second ago", now.Add(-time.Second), at - int64(time.Second)},
+		{"the year 9999", time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC), math.MaxInt64},
+		{"just under the latest", now.Add(time.Duration(math.MaxInt64 - at)), math.MaxInt64},
+	} {
+		if got := q.dueAt(c.t, now); got != c.want {
+			t.Errorf("%s: dueAt %d, want %d", c.name, got, c.want)
+		}
+	}
 }
