@@ -14,10 +14,11 @@ import (
 // req) does, without waiting for it: answer is called once with what
 // DispatchUntil would return, when it would return it, on the fleet's one
 // answering goroutine (at once, on the caller's, when nothing is waited
-// for). A fleet served over NATS answers every host's requests so: a
-// goroutine per request waiting its host's latency (its stack grown two or
-// three times over, a timer and a select each) was most of what a
-// simulated fleet did per host beyond decoding and replying.
+// for). A fleet served over NATS answers every host's requests so, by
+// DispatchLaterTo (the host by its place): a goroutine per request
+// waiting its host's latency (its stack grown two or three times over, a
+// timer and a select each) was most of what a simulated fleet did per
+// host beyond decoding and replying.
 //
 // It takes only requests whose answer waits for nothing but the host's
 // latency and the deadline: false, answer not called, for a change run once

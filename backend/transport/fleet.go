@@ -290,21 +290,16 @@ type procCache struct {
 // procCacheMax bounds the processes kept; beyond it the cache starts over.
 const procCacheMax = 256
 
-// decode decodes a request as json.Unmarshal into a model.AgentRequest
+// decodeInto decodes a request into *req, whatever it held (the zero
+// request on error), as json.Unmarshal into a zero model.AgentRequest
 // does (FuzzFleetDecode), but for a request naming its process twice,
-// which it takes the last of, whole.
-func (c *procCache) decode(data []byte) (model.AgentRequest, error) {
-	var req model.AgentRequest
-	err := c.decodeInto(data, &req)
-	return req, err
-}
-
-// decodeInto is decode into *req (the zero request on error): a request
-// is 560 bytes, copied at each return. The cache's lock is taken once
-// (four times a request, it was a tenth of decoding one).
+// which it takes the last of, whole. Into the caller's: a request is 560
+// bytes, copied at each return. The cache's lock is taken once (four
+// times a request, it was a tenth of decoding one).
 func (c *procCache) decodeInto(data []byte, req *model.AgentRequest) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	*req = model.AgentRequest{} // fastRequest fills a zero request
 	if c.fastRequest(data, req) {
 		return nil
 	}
@@ -498,10 +493,10 @@ func (fs *fleetServer) unsubscribeAll() {
 }
 
 // serveOps answers the requests of every host. A fleet that answers
-// later (laterFleet: the simulator) is handed each request here, decoded
+// later (laterToFleet: the simulator) is handed each request here, decoded
 // on this goroutine, and answers it when its host's latency has passed
-// without a goroutine waiting for it (laterToFleet: by the host's place
-// in its listing, to one answering function); what it does not take, and
+// without a goroutine waiting for it (by the host's place in its listing,
+// to one answering function); what it does not take, and
 // every request of any other fleet, is answered on a goroutine of its
 // own, at most maxConc at once.
 func (fs *fleetServer) serveOps(ctx context.Context, maxConc int) {
@@ -509,7 +504,6 @@ func (fs *fleetServer) serveOps(ctx context.Context, maxConc int) {
 	defer wg.Wait()
 	sem := make(chan struct{}, maxConc)
 	stop := fs.done
-	lf, _ := fs.f.(laterFleet)
 	ltf, _ := fs.f.(laterToFleet)
 	// to answers a request of ltf, its message the token: one function
 	// for every request, not a closure made for each.
@@ -557,11 +551,6 @@ func (fs *fleetServer) serveOps(ctx context.Context, maxConc int) {
 		if ltf != nil && at >= 0 && ltf.DispatchLaterTo(ctx, req.Deadline, at, req, to, m) {
 			continue
 		}
-		if lf != nil && lf.DispatchLater(ctx, req.Deadline, host, req, func(rep model.AgentReply, err error) {
-			fs.answer(ctx, host, m, rep, err, errors.Is(err, context.DeadlineExceeded))
-		}) {
-			continue
-		}
 		select {
 		case sem <- struct{}{}:
 		case <-stop:
@@ -606,16 +595,11 @@ func (fs *fleetServer) onBeat(m *nats.Msg) {
 	sh.told.Store(int64(h.Interval))
 }
 
-// laterFleet is a fleet that answers a request when it is due, calling
-// answer, without a goroutine waiting for it (simulator.Fleet); false when
-// it does not take the request.
-type laterFleet interface {
-	DispatchLater(ctx context.Context, deadline time.Time, host model.Host, req model.AgentRequest, answer func(model.AgentReply, error)) bool
-}
-
-// laterToFleet is a laterFleet that takes a host by its place in its
-// listing (labelFleet.HostsUnlabelled's) and answers to(tok, ...), the
-// reply's Status valid until to returns (simulator.Fleet).
+// laterToFleet is a fleet that answers a request when it is due, without
+// a goroutine waiting for it (simulator.Fleet): it takes a host by its
+// place in its listing (labelFleet.HostsUnlabelled's) and answers
+// to(tok, ...), the reply's Status valid until to returns; false when it
+// does not take the request (handle answers it).
 type laterToFleet interface {
 	DispatchLaterTo(ctx context.Context, deadline time.Time, at int, req model.AgentRequest, to func(tok any, rep model.AgentReply, err error), tok any) bool
 }

@@ -333,3 +333,30 @@ func BenchmarkFleetDecodeOp(b *testing.B) {
 		i++
 	}
 }
+
+// decode is decodeInto a request of its own.
+func (c *procCache) decode(data []byte) (model.AgentRequest, error) {
+	var req model.AgentRequest
+	err := c.decodeInto(data, &req)
+	return req, err
+}
+
+// TestFleetDecodeIntoUsed: a request decoded into one that held another
+// (a tail, a group, a cancel) holds only what the new one says.
+func TestFleetDecodeIntoUsed(t *testing.T) {
+	var c procCache
+	data := []byte(`{"task_id":"t","op_type":2,"process":{"meta":{"namespace":"web","name":"nginx"}}}`)
+	var want model.AgentRequest
+	if err := json.Unmarshal(data, &want); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the first decoding, and one from the cache
+		req := model.AgentRequest{Tail: &model.TailRequest{}, Group: &model.ProcessGroup{}, CancelOp: true, OpID: "old"}
+		if err := c.decodeInto(data, &req); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(req, want) {
+			t.Fatalf("decoded into a used request:\n%+v\nwant\n%+v", req, want)
+		}
+	}
+}

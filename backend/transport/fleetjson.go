@@ -137,13 +137,6 @@ func splitDeadline(tok []byte) (head []byte, nsec int, zone []byte, ok bool) {
 	return head, nsec, rest, len(rest) > 0
 }
 
-// time reads a time as encoding/json does (time.Time's UnmarshalJSON on
-// the quoted string); false for an escape or no string.
-func (s *jscan) time(t *time.Time) bool {
-	tok, ok := s.raw()
-	return ok && t.UnmarshalJSON(tok) == nil
-}
-
 // cachedProcess reads the object at s into p when the cache holds its
 // encoding, byte for byte (it was decoded from those bytes before). When
 // the bytes at s begin with the encoding found last, that is the object:
