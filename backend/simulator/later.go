@@ -202,6 +202,11 @@ func (q *laterQueue) dueAt(t, now time.Time) int64 {
 	return at + int64(left)
 }
 
+// spareMax bounds the answered items kept for reuse (laterQueue.spare):
+// enough for the requests of a few seconds of a 100,000-host fleet's
+// ops, not every item of a peak (~680 bytes each, ~89 MB at maxLater).
+const spareMax = 1 << 14
+
 // maxLater bounds the requests waiting in the queue; past it DispatchLater
 // takes no more (Dispatch answers them).
 const maxLater = 1 << 17
@@ -264,7 +269,9 @@ func (q *laterQueue) run(f *Fleet) {
 	st := new(model.ProcStatus) // lent to each answer in turn
 	for {
 		q.mu.Lock()
-		q.spare = append(q.spare, due...) // answered and cleared
+		// Answered and cleared: kept for add, up to spareMax (past a
+		// peak of maxLater waiting, the rest go to the collector).
+		q.spare = append(q.spare, due[:min(len(due), max(0, spareMax-len(q.spare)))]...)
 		clear(due)
 		due = due[:0]
 		now := q.since(time.Now())
