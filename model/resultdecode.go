@@ -281,17 +281,21 @@ const (
 	strPlain   = iota // itself, written as itself
 	strEnd            // '"'
 	strHTML           // itself, written escaped ('<', '>', '&')
-	strRefused        // an escape, a control character, DEL or not ASCII: left to encoding/json
+	strRefused        // an escape, a control character or not ASCII: left to encoding/json
 )
 
+// strKind is, by byte, what the reader makes of it in a string: the
+// writer's plain bytes (jsonPlain) are plain here too.
 var strKind = func() (t [256]uint8) {
 	for c := range t {
 		switch {
+		case jsonPlain[c]:
+			t[c] = strPlain
 		case c == '"':
 			t[c] = strEnd
 		case c == '<' || c == '>' || c == '&':
 			t[c] = strHTML
-		case c < 0x20 || c >= 0x7f || c == '\\':
+		default:
 			t[c] = strRefused
 		}
 	}
