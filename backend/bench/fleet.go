@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -203,6 +202,7 @@ type env struct {
 	simPprof string
 	client   *client.Client
 	defs     []model.ProcessDef
+	out      opOutput // the op client's output, room kept between runs
 }
 
 // start starts the server and the sim, seeds the registry with the
@@ -973,20 +973,36 @@ func (e *env) runOp(ctx context.Context, o FleetOptions, run int) (FleetRun, err
 	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
+	e.out.reserve(e.setup.Hosts * opLineSize)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return r, fmt.Errorf("start op: %w", err)
 	}
+	// Read while the op runs, the lines' times kept; the lines are read
+	// once the client has exited (opOutput).
+	rerr := e.out.readFrom(stdout, func() time.Duration { return time.Since(start) })
+	werr := cmd.Wait()
+	r.Wall = time.Since(start)
+	if rerr != nil {
+		return r, fmt.Errorf("op: read its output: %w", rerr)
+	}
+	// The server's and the sim's usage at the op's end, before the lines
+	// are read.
+	u1, err := readUsage(pid)
+	if err != nil {
+		return r, err
+	}
+	s1, err := readUsage(simPID)
+	if err != nil {
+		return r, err
+	}
 	var host, done []time.Duration
 	var taskID string
 	var firstSent, lastReply time.Time
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var line opLine
-	for sc.Scan() {
-		at := time.Since(start)
-		if err := readOpLine(sc.Bytes(), &line); err != nil {
-			continue
+	e.out.lines(func(b []byte, at time.Duration) {
+		if err := readOpLine(b, &line); err != nil {
+			return
 		}
 		host = append(host, line.Finished.Sub(line.Started))
 		done = append(done, at)
@@ -1000,9 +1016,7 @@ func (e *env) runOp(ctx context.Context, o FleetOptions, run int) (FleetRun, err
 		if line.State != model.StateSuccess {
 			r.NotOK++
 		}
-	}
-	werr := cmd.Wait()
-	r.Wall = time.Since(start)
+	})
 	if ps := cmd.ProcessState; ps != nil {
 		r.ClientCPU = ps.UserTime() + ps.SystemTime()
 	}
@@ -1012,14 +1026,6 @@ func (e *env) runOp(ctx context.Context, o FleetOptions, run int) (FleetRun, err
 	}
 	if _, err := fmt.Sscanf(lastTargetsField(stderr.String()), "%d", &r.Targets); err != nil {
 		return r, fmt.Errorf("op printed no summary: %s", stderr.String())
-	}
-	u1, err := readUsage(pid)
-	if err != nil {
-		return r, err
-	}
-	s1, err := readUsage(simPID)
-	if err != nil {
-		return r, err
 	}
 	r.ServerCPU, r.ServerRSS, r.PeakRSS, r.SimCPU = u1.CPU-u0.CPU, u1.RSS, u1.PeakRSS, s1.CPU-s0.CPU
 	r.HostP50, r.HostP99 = pct(host, 50), pct(host, 99)

@@ -2,6 +2,9 @@ package bench
 
 import (
 	"encoding/json"
+	"io"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,5 +122,55 @@ func BenchmarkReadOpLine(b *testing.B) {
 		if err := readOpLine(line, &l); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// chunks is a reader that returns its parts one read each.
+type chunks struct{ parts []string }
+
+func (c *chunks) Read(p []byte) (int, error) {
+	if len(c.parts) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.parts[0])
+	if c.parts[0] = c.parts[0][n:]; c.parts[0] == "" {
+		c.parts = c.parts[1:]
+	}
+	return n, nil
+}
+
+// TestOpOutput: the lines read back are the lines written, whatever the
+// reads split, each timed by the read that brought its end; and a second
+// run's lines are only its own.
+func TestOpOutput(t *testing.T) {
+	type line struct {
+		text string
+		at   time.Duration
+	}
+	read := func(o *opOutput, parts ...string) []line {
+		t.Helper()
+		var n time.Duration
+		if err := o.readFrom(&chunks{parts: parts}, func() time.Duration { n++; return n }); err != nil {
+			t.Fatal(err)
+		}
+		var got []line
+		o.lines(func(b []byte, at time.Duration) { got = append(got, line{string(b), at}) })
+		return got
+	}
+	var o opOutput
+	got := read(&o, `{"a":1}`+"\n"+`{"b"`, `:2}`+"\r\n\n", `{"c":3}`)
+	want := []line{{`{"a":1}`, 1}, {`{"b":2}`, 2}, {``, 2}, {`{"c":3}`, 3}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("lines %+v, want %+v", got, want)
+	}
+	// Longer than a read's room, across reads.
+	long := strings.Repeat("x", 3*opReadMin)
+	got = read(&o, long[:10], long[10:]+"\n", "end\n")
+	want = []line{{long, 2}, {"end", 3}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("second run: %d lines (first %d bytes), want %d", len(got), len(got[0].text), len(want))
+	}
+	if got := read(&o); len(got) != 0 {
+		t.Fatalf("no output read as %+v", got)
 	}
 }
