@@ -996,6 +996,16 @@ func (e *env) runOp(ctx context.Context, o FleetOptions, run int) (FleetRun, err
 	if err != nil {
 		return r, err
 	}
+	// Stored before the lines are read: the time the op's writes took,
+	// not the harness's reading.
+	if err := e.allStored(ctx); err == nil {
+		r.Stored = time.Since(start)
+		if u, err := readUsage(pid); err == nil {
+			r.StoredCPU = u.CPU - u0.CPU
+		}
+	} else if !errors.Is(err, errNoBacklog) {
+		return r, err
+	}
 	var host, done []time.Duration
 	var taskID string
 	var firstSent, lastReply time.Time
@@ -1041,14 +1051,6 @@ func (e *env) runOp(ctx context.Context, o FleetOptions, run int) (FleetRun, err
 	}
 	if len(host) != r.Targets {
 		return r, fmt.Errorf("op printed %d results for %d targets", len(host), r.Targets)
-	}
-	if err := e.allStored(ctx); err == nil {
-		r.Stored = time.Since(start)
-		if u, err := readUsage(pid); err == nil {
-			r.StoredCPU = u.CPU - u0.CPU
-		}
-	} else if !errors.Is(err, errNoBacklog) {
-		return r, err
 	}
 	return r, nil
 }
