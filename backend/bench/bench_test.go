@@ -306,3 +306,21 @@ func TestMetricsBacklog(t *testing.T) {
 		}
 	}
 }
+
+// TestWallSummary: the runs' walls and the sim's CPU, each by min,
+// median (the middle two's mean for an even count) and max.
+func TestWallSummary(t *testing.T) {
+	runs := []FleetRun{
+		{Wall: 3000 * time.Millisecond, SimCPU: 900 * time.Millisecond},
+		{Wall: 2000 * time.Millisecond, SimCPU: 600 * time.Millisecond},
+		{Wall: 2600 * time.Millisecond, SimCPU: 800 * time.Millisecond},
+		{Wall: 2400 * time.Millisecond, SimCPU: 700 * time.Millisecond},
+	}
+	want := "over 4 runs: wall min 2000 ms, median 2500 ms, max 3000 ms; the sim's CPU (the same work each run) min 600 ms, median 750 ms, max 900 ms"
+	if got := wallSummary(runs); got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	if got := median([]time.Duration{3, 1, 2}); got != 2 {
+		t.Fatalf("median of 3, 1, 2 = %d, want 2", got)
+	}
+}

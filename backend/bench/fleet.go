@@ -863,6 +863,9 @@ func Fleet(ctx context.Context, o FleetOptions) ([]FleetRun, error) {
 			ms(r.DoneP50), ms(r.DoneP99), ms(r.ServerCPU), mb(r.ServerRSS), mb(r.PeakRSS), ms(r.SimCPU), ms(r.ClientCPU), r.NotOK)
 	}
 	_ = tw.Flush()
+	if len(runs) > 1 {
+		fmt.Fprintln(out, wallSummary(runs))
+	}
 	fmt.Fprintln(out, "where the wall goes, from the op client's start: task created, first host sent, last host's reply, last result printed, client exited; then every write of the op stored (statuses are stored behind the runs) and the server's CPU until then")
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "run\tcreated\tfirst sent\tlast reply\tlast printed\texited\tall stored\tserver CPU\t\n")
@@ -1099,6 +1102,33 @@ func pct(d []time.Duration, p float64) time.Duration {
 	}
 	slices.Sort(d)
 	return d[min(len(d)-1, int(float64(len(d))*p/100))]
+}
+
+// wallSummary is one line over the runs' walls (and the sim's CPU, the
+// same work each run: on a shared machine it moves with the machine's
+// pace, and the walls with it).
+func wallSummary(runs []FleetRun) string {
+	walls := make([]time.Duration, len(runs))
+	sims := make([]time.Duration, len(runs))
+	for i, r := range runs {
+		walls[i], sims[i] = r.Wall, r.SimCPU
+	}
+	return fmt.Sprintf("over %d runs: wall min %s, median %s, max %s; the sim's CPU (the same work each run) min %s, median %s, max %s",
+		len(runs), ms(pct(walls, 0)), ms(median(walls)), ms(pct(walls, 100)), ms(pct(sims, 0)), ms(median(sims)), ms(pct(sims, 100)))
+}
+
+// median is the median of d (the mean of the middle two of an even
+// count); 0 for none. d is sorted.
+func median(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	n := len(d)
+	if n%2 == 1 {
+		return d[n/2]
+	}
+	return (d[n/2-1] + d[n/2]) / 2
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
