@@ -984,6 +984,9 @@ func (e *env) runOp(ctx context.Context, o FleetOptions, run int) (FleetRun, err
 	// Read while the op runs, the lines' times kept; the lines are read
 	// once the client has exited (opOutput).
 	rerr := e.out.readFrom(stdout, func() time.Duration { return time.Since(start) })
+	if rerr != nil {
+		_, _ = io.Copy(io.Discard, stdout) // so that the client is not left blocked writing
+	}
 	werr := cmd.Wait()
 	r.Wall = time.Since(start)
 	if rerr != nil {
