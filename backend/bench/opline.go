@@ -186,7 +186,7 @@ func quoteOrBackslash(w uint64) uint64 {
 // (from the op's start). The harness reads the lines only once the client
 // has exited: it shares the two cores with the server, the sim and the op
 // client it measures, and reading each line as it came (bufio.Scanner,
-// then readOpLine) was ~335 ms of its CPU per op over 100,000 hosts, taken
+// then readOpLine) was ~370 ms of its CPU per op over 100,000 hosts, taken
 // from the op. Kept from one run to the next, its room is grown once.
 type opOutput struct {
 	buf  []byte
