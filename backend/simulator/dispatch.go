@@ -140,7 +140,7 @@ func (f *Fleet) reachAt(i int32, host model.Host) (int32, *simHost, error) {
 // latencyOnly says whether req's answer waits for nothing but the host's
 // latency (and a deadline): not a change run once per op id (a mutating
 // op with an op id), a group, a tail or a cancel. Those DispatchUntil gives
-// a context with the deadline, and DispatchLater leaves to Dispatch.
+// a context with the deadline, and DispatchLaterTo leaves to Dispatch.
 func latencyOnly(req *model.AgentRequest) bool {
 	return !(req.Group != nil || req.Tail != nil || req.CancelOp || (req.OpID != "" && req.Op.Mutating()))
 }
@@ -237,7 +237,7 @@ func (f *Fleet) ended(ctx context.Context, i int32, h *simHost, req *model.Agent
 // settle applies req, drawn d, to host i once its latency has passed: the
 // reply, its Status st (filled in), or false when the host was taken
 // offline meanwhile (it does not answer). h.mu must not be held. The
-// status is the caller's: DispatchLater's answering goroutine lends one
+// status is the caller's: DispatchLaterTo's answering goroutine lends one
 // to every answer (a status on the heap per reply was a fifth of the
 // bytes a simulated fleet allocated per request).
 func (f *Fleet) settle(i int32, h *simHost, req *model.AgentRequest, d drawn, st *model.ProcStatus) (model.AgentReply, bool) {

@@ -10,60 +10,33 @@ import (
 	"gseproc/model"
 )
 
-// DispatchLater answers req for host as DispatchUntil(ctx, deadline, host,
-// req) does, without waiting for it: answer is called once with what
-// DispatchUntil would return, when it would return it, on the fleet's one
-// answering goroutine (at once, on the caller's, when nothing is waited
-// for). A fleet served over NATS answers every host's requests so, by
-// DispatchLaterTo (the host by its place): a goroutine per request
-// waiting its host's latency (its stack grown two or three times over, a
-// timer and a select each) was most of what a simulated fleet did per
-// host beyond decoding and replying.
+// DispatchLaterTo answers req for the host at place at of the fleet's
+// listing (Hosts, HostsUnlabelled: the fleet's hosts never move) as
+// DispatchUntil(ctx, deadline, host, req) does, without waiting for it:
+// to(tok, ...) is called once with what DispatchUntil would return, when
+// it would return it, on the fleet's one answering goroutine (at once, on
+// the caller's, when nothing is waited for). A fleet served over NATS
+// answers every host's requests so: a goroutine per request waiting its
+// host's latency (its stack grown two or three times over, a timer and a
+// select each) was most of what a simulated fleet did per host beyond
+// decoding and replying; finding the host by its address (an address
+// parsed and a map of 100,000 hosts read) and a closure made for each
+// were a tenth of the simulator's CPU per request. The reply's Status is
+// lent to to: it is valid until to returns (to encodes it, or copies it).
 //
 // It takes only requests whose answer waits for nothing but the host's
-// latency and the deadline: false, answer not called, for a change run once
-// per op id (a mutating op with an op id), a group, a tail or a cancel
-// (Dispatch answers those), and once the fleet is closed (a request taken
-// as it closes is not answered). What the op does
-// is decided as Dispatch decides it (settle), from the same draws. A ctx
-// that ends is seen when the answer is due (ctx's error, or the stopped op
-// when it was cancelled with model.ErrCancelled), not at once; an offline
-// host's request is answered with context.DeadlineExceeded at its deadline,
-// or never without one (Dispatch would wait for ctx).
-func (f *Fleet) DispatchLater(ctx context.Context, deadline time.Time, host model.Host, req model.AgentRequest, answer func(model.AgentReply, error)) bool {
-	return f.dispatchLater(ctx, deadline, -1, host, &req, ownStatus, answer)
-}
-
-// DispatchLaterTo is DispatchLater for the host at place at of the
-// fleet's listing (Hosts, HostsUnlabelled: the fleet's hosts never move),
-// answered by to(tok, ...): a fleet served over NATS hands every request
-// here, and finding the host by its address (an address parsed and a map
-// of 100,000 hosts read) and a closure made for each were a tenth of the
-// simulator's CPU per request. The reply's Status is lent to to: it is
-// valid until to returns (to encodes it, or copies it). False, to not
-// called, for a place the fleet has no host at, and for what DispatchLater
-// does not take.
+// latency and the deadline: false, to not called, for a place the fleet
+// has no host at, a change run once per op id (a mutating op with an op
+// id), a group, a tail or a cancel (Dispatch answers those), and once the
+// fleet is closed (a request taken as it closes is not answered). What
+// the op does is decided as Dispatch decides it (settle), from the same
+// draws. A ctx that ends is seen when the answer is due (ctx's error, or
+// the stopped op when it was cancelled with model.ErrCancelled), not at
+// once; an offline host's request is answered with
+// context.DeadlineExceeded at its deadline, or never without one
+// (Dispatch would wait for ctx).
 func (f *Fleet) DispatchLaterTo(ctx context.Context, deadline time.Time, at int, req model.AgentRequest, to func(tok any, rep model.AgentReply, err error), tok any) bool {
-	if at < 0 || at >= len(f.hosts) {
-		return false
-	}
-	return f.dispatchLater(ctx, deadline, int32(at), f.hosts[at].host, &req, to, tok)
-}
-
-// ownStatus answers a DispatchLater request, tok its answer: with a
-// status of its own (the one lent ends when the answer returns).
-func ownStatus(tok any, rep model.AgentReply, err error) {
-	if rep.Status != nil {
-		st := *rep.Status
-		rep.Status = &st
-	}
-	tok.(func(model.AgentReply, error))(rep, err)
-}
-
-// dispatchLater is DispatchLater of the host at place at (-1: the one
-// named host), answered by to(tok, ...).
-func (f *Fleet) dispatchLater(ctx context.Context, deadline time.Time, at int32, host model.Host, req *model.AgentRequest, to func(any, model.AgentReply, error), tok any) bool {
-	if !latencyOnly(req) {
+	if at < 0 || at >= len(f.hosts) || !latencyOnly(&req) {
 		return false
 	}
 	q := &f.later
@@ -79,14 +52,7 @@ func (f *Fleet) dispatchLater(ctx context.Context, deadline time.Time, at int32,
 		to(tok, model.AgentReply{}, context.DeadlineExceeded)
 		return true
 	}
-	var i int32
-	var h *simHost
-	var err error
-	if at >= 0 {
-		i, h, err = f.reachAt(at, host)
-	} else {
-		i, h, err = f.reach(host)
-	}
+	i, h, err := f.reachAt(int32(at), f.hosts[at].host)
 	if err != nil {
 		to(tok, model.AgentReply{}, err)
 		return true
@@ -98,15 +64,16 @@ func (f *Fleet) dispatchLater(ctx context.Context, deadline time.Time, at int32,
 	}
 	d := f.draw(h)
 	h.mu.Unlock()
-	it := laterItem{ctx: ctx, deadline: deadline, i: i, req: *req, d: d, to: to, tok: tok}
+	it := laterItem{ctx: ctx, deadline: deadline, i: i, req: req, d: d, to: to, tok: tok}
 	if d.lat <= 0 {
 		f.answerLater(&it, new(model.ProcStatus))
 		return true
 	}
-	due := now.Add(d.lat)
 	it.due = q.since(now) + int64(d.lat)
-	if !deadline.IsZero() && deadline.Before(due) {
-		it.due, it.late = q.dueAt(deadline, now), true
+	if !deadline.IsZero() {
+		if dl := q.dueAt(deadline, now); dl < it.due {
+			it.due, it.late = dl, true
+		}
 	}
 	q.add(f, &it) // false: closed meanwhile, and a fleet closed answers no more
 	return true
@@ -138,7 +105,7 @@ func (f *Fleet) answerLater(it *laterItem, st *model.ProcStatus) {
 	}
 }
 
-// laterItem is a request DispatchLater answers when it is due.
+// laterItem is a request DispatchLaterTo answers when it is due.
 type laterItem struct {
 	due      int64 // laterQueue.since
 	late     bool  // due at the deadline, before the latency ends: answered DeadlineExceeded
@@ -160,7 +127,7 @@ type laterEntry struct {
 	it  *laterItem
 }
 
-// laterQueue holds the requests DispatchLater waits for, by due time, and
+// laterQueue holds the requests DispatchLaterTo waits for, by due time, and
 // answers them on one goroutine, started with the first and stopped by
 // Close (the requests still waiting then are not answered).
 type laterQueue struct {
@@ -170,7 +137,7 @@ type laterQueue struct {
 	items   []laterEntry // a min-heap by due
 	started bool
 	// closed and n (len(items)) are written under mu, read by open
-	// without it: DispatchLater's check that the queue takes a request
+	// without it: DispatchLaterTo's check that the queue takes a request
 	// was one more lock of the queue per request, on the goroutine that
 	// decodes them.
 	closed atomic.Bool
@@ -207,7 +174,7 @@ func (q *laterQueue) dueAt(t, now time.Time) int64 {
 // ops, not every item of a peak (~680 bytes each, ~89 MB at maxLater).
 const spareMax = 1 << 14
 
-// maxLater bounds the requests waiting in the queue; past it DispatchLater
+// maxLater bounds the requests waiting in the queue; past it DispatchLaterTo
 // takes no more (Dispatch answers them).
 const maxLater = 1 << 17
 
@@ -269,6 +236,10 @@ func (q *laterQueue) run(f *Fleet) {
 	st := new(model.ProcStatus) // lent to each answer in turn
 	for {
 		q.mu.Lock()
+		if q.closed.Load() { // close let the items and the spare ones go
+			q.mu.Unlock()
+			return
+		}
 		// Answered and cleared: kept for add, up to spareMax (past a
 		// peak of maxLater waiting, the rest go to the collector).
 		q.spare = append(q.spare, due[:min(len(due), max(0, spareMax-len(q.spare)))]...)

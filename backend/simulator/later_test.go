@@ -15,9 +15,9 @@ import (
 	"gseproc/model"
 )
 
-// later is DispatchLater's answer to one request, waited for (the test
-// fails if it does not come within a generous bound; TestDispatchLaterMany
-// checks that none comes twice).
+// later is DispatchLaterTo's answer to one request to host h, waited for
+// (the test fails if it does not come within a generous bound;
+// TestDispatchLaterMany checks that none comes twice).
 func later(t *testing.T, f *Fleet, ctx context.Context, deadline time.Time, h model.Host, req model.AgentRequest) (model.AgentReply, error) {
 	t.Helper()
 	type answer struct {
@@ -25,7 +25,7 @@ func later(t *testing.T, f *Fleet, ctx context.Context, deadline time.Time, h mo
 		err error
 	}
 	ch := make(chan answer, 2)
-	require.True(t, f.DispatchLater(ctx, deadline, h, req, func(rep model.AgentReply, err error) { ch <- answer{rep, err} }), "taken")
+	require.True(t, laterTo(f, ctx, deadline, h, req, func(rep model.AgentReply, err error) { ch <- answer{rep, err} }), "taken")
 	select {
 	case a := <-ch:
 		return a.rep, a.err
@@ -35,8 +35,25 @@ func later(t *testing.T, f *Fleet, ctx context.Context, deadline time.Time, h mo
 	return model.AgentReply{}, nil
 }
 
+// laterTo is DispatchLaterTo of host h, found by its address, answer
+// called with a status of its own (the one DispatchLaterTo lends is used
+// again once to returns).
+func laterTo(f *Fleet, ctx context.Context, deadline time.Time, h model.Host, req model.AgentRequest, answer func(model.AgentReply, error)) bool {
+	at, ok := f.lookup(h)
+	if !ok {
+		at = -1
+	}
+	return f.DispatchLaterTo(ctx, deadline, int(at), req, func(_ any, rep model.AgentReply, err error) {
+		if rep.Status != nil {
+			st := *rep.Status
+			rep.Status = &st
+		}
+		answer(rep, err)
+	}, nil)
+}
+
 // TestDispatchLaterAnswersAsDispatch: two fleets of one seed, one asked
-// through Dispatch, the other through DispatchLater, the same requests in
+// through Dispatch, the other through DispatchLaterTo, the same requests in
 // the same order, give the same answers (codes, pids, outputs, states,
 // errors), failures, offline and unreachable hosts included.
 func TestDispatchLaterAnswersAsDispatch(t *testing.T) {
@@ -87,9 +104,10 @@ func TestDispatchLaterAnswersAsDispatch(t *testing.T) {
 	assert.Equal(t, pa, pb, "same seed, same requests: same answers")
 }
 
-// TestDispatchLaterTakes: what DispatchLater leaves to Dispatch (a change
-// run once per op id, a group, a tail, a cancel, any request once the
-// fleet is closed) is refused, answer not called.
+// TestDispatchLaterTakes: what DispatchLaterTo leaves to Dispatch (a
+// change run once per op id, a group, a tail, a cancel, any request once
+// the fleet is closed) and a place the fleet has no host at are refused,
+// answer not called; each answer's token is its request's.
 func TestDispatchLaterTakes(t *testing.T) {
 	f := New(quiet(4))
 	h := model.Host{IP: "10.0.0.1"}
@@ -101,15 +119,36 @@ func TestDispatchLaterTakes(t *testing.T) {
 		{Op: model.OpStatus, Tail: &model.TailRequest{}, Process: inline("x")},
 		{Op: model.OpStart, OpID: "op-2", CancelOp: true, Process: inline("x")},
 	} {
-		assert.False(t, f.DispatchLater(ctx, time.Time{}, h, req, never), "%+v", req)
+		assert.False(t, laterTo(f, ctx, time.Time{}, h, req, never), "%+v", req)
 	}
+	status := model.AgentRequest{Op: model.OpStatus, Process: inline("x")}
+	neverTo := func(any, model.AgentReply, error) { t.Error("answered a request not taken") }
+	assert.False(t, f.DispatchLaterTo(ctx, time.Time{}, -1, status, neverTo, nil), "no place -1")
+	assert.False(t, f.DispatchLaterTo(ctx, time.Time{}, 4, status, neverTo, nil), "no place past the last")
+	toks := make(chan any, 3)
+	for tok := range 3 {
+		require.True(t, f.DispatchLaterTo(ctx, time.Time{}, tok, status, func(got any, _ model.AgentReply, err error) {
+			assert.NoError(t, err)
+			toks <- got
+		}, tok))
+	}
+	seen := map[any]bool{}
+	for range 3 {
+		select {
+		case tok := <-toks:
+			seen[tok] = true
+		case <-time.After(30 * time.Second):
+			t.Fatal("no answer")
+		}
+	}
+	assert.Equal(t, map[any]bool{0: true, 1: true, 2: true}, seen, "each answer with its request's token")
 	// A status (changes nothing) and an op without an op id are taken.
 	_, err := later(t, f, ctx, time.Time{}, h, model.AgentRequest{Op: model.OpStatus, OpID: "op-3", Process: inline("x")})
 	require.NoError(t, err)
 	_, err = later(t, f, ctx, time.Time{}, h, model.AgentRequest{Op: model.OpStart, Process: inline("x")})
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
-	assert.False(t, f.DispatchLater(ctx, time.Time{}, h, model.AgentRequest{Op: model.OpStatus, Process: inline("x")}, never), "closed")
+	assert.False(t, laterTo(f, ctx, time.Time{}, h, model.AgentRequest{Op: model.OpStatus, Process: inline("x")}, never), "closed")
 }
 
 // TestDispatchLaterWaits: an answer comes after the host's latency; a
@@ -151,7 +190,7 @@ func TestDispatchLaterWaits(t *testing.T) {
 	cfg.LatencyMedian, cfg.LatencyP99 = config.Duration(time.Second), config.Duration(time.Second)
 	k := New(cfg)
 	defer k.Close()
-	require.True(t, k.DispatchLater(cctx, time.Time{}, h2, model.AgentRequest{Op: model.OpStart, Process: inline("z")}, func(rep model.AgentReply, err error) {
+	require.True(t, laterTo(k, cctx, time.Time{}, h2, model.AgentRequest{Op: model.OpStart, Process: inline("z")}, func(rep model.AgentReply, err error) {
 		assert.NoError(t, err)
 		done <- rep
 	}))
@@ -190,7 +229,7 @@ func TestDispatchLaterMany(t *testing.T) {
 	answers := make([]atomic.Int32, len(hosts))
 	got := make(chan struct{}, len(hosts))
 	for i, hi := range hosts {
-		require.True(t, f.DispatchLater(context.Background(), time.Now().Add(time.Minute), hi.Host, model.AgentRequest{Op: model.OpStatus, Process: inline("x")},
+		require.True(t, laterTo(f, context.Background(), time.Now().Add(time.Minute), hi.Host, model.AgentRequest{Op: model.OpStatus, Process: inline("x")},
 			func(rep model.AgentReply, err error) {
 				assert.NoError(t, err)
 				assert.Equal(t, model.CodeSuccess, rep.Code)
@@ -211,107 +250,6 @@ func TestDispatchLaterMany(t *testing.T) {
 			t.Fatalf("request %d answered %d times", i, n)
 		}
 	}
-}
-
-// TestDispatchLaterToAnswersAsDispatchLater: two fleets of one seed, one
-// asked through DispatchLater by address, the other through
-// DispatchLaterTo by place in its listing, the same requests in the same
-// order, give the same answers; each answer's token is its request's;
-// a place the fleet has no host at is not taken.
-func TestDispatchLaterToAnswersAsDispatchLater(t *testing.T) {
-	cfg := quiet(200)
-	cfg.Seed = 11
-	cfg.FailureRate = 0.3
-	cfg.OfflineRate = 0.05
-	cfg.UnreachableRate = 0.05
-	cfg.LatencyMedian = config.Duration(200 * time.Microsecond)
-	cfg.LatencyP99 = config.Duration(time.Millisecond)
-	a, b := New(cfg), New(cfg)
-	defer a.Close()
-	defer b.Close()
-	hosts, err := b.HostsUnlabelled(context.Background())
-	require.NoError(t, err)
-	def := a.Definitions()[0]
-	line := func(rep model.AgentReply, err error) string {
-		if err != nil {
-			return err.Error()
-		}
-		st := "-"
-		if rep.Status != nil {
-			st = fmt.Sprintf("%s/%d/%t/%s", rep.Status.State, rep.Status.PID, rep.Status.Hosted, rep.Status.ProcKey)
-		}
-		return fmt.Sprintf("%d %q %q %s", rep.Code, rep.Message, rep.Output, st)
-	}
-	type answer struct {
-		tok  any
-		line string
-	}
-	ch := make(chan answer, 2)
-	// to reads the lent status before it returns, as the fleet's server does.
-	to := func(tok any, rep model.AgentReply, err error) { ch <- answer{tok, line(rep, err)} }
-	var pa, pb []string
-	n := 0
-	for at := 0; at < 40; at++ {
-		h := hosts[at].Host
-		timeout := 10 * time.Second
-		if snap, _ := a.Host(h); snap.Kind == "offline" {
-			timeout = 5 * time.Millisecond
-		}
-		for _, op := range []model.OpType{model.OpStatus, model.OpStart, model.OpRestart, model.OpStop} {
-			for _, p := range []model.Process{inline("x"), def.Process} {
-				req := model.AgentRequest{Op: op, Process: p}
-				pa = append(pa, line(later(t, a, context.Background(), time.Now().Add(timeout), h, req)))
-				n++
-				require.True(t, b.DispatchLaterTo(context.Background(), time.Now().Add(timeout), at, req, to, n), "taken")
-				select {
-				case got := <-ch:
-					assert.Equal(t, n, got.tok, "the request's token")
-					pb = append(pb, got.line)
-				case <-time.After(30 * time.Second):
-					t.Fatal("no answer")
-				}
-			}
-		}
-	}
-	assert.Equal(t, pa, pb, "same seed, same requests: same answers")
-	never := func(any, model.AgentReply, error) { t.Error("answered a request not taken") }
-	req := model.AgentRequest{Op: model.OpStatus, Process: inline("x")}
-	assert.False(t, b.DispatchLaterTo(context.Background(), time.Time{}, -1, req, never, nil), "no place -1")
-	assert.False(t, b.DispatchLaterTo(context.Background(), time.Time{}, len(hosts), req, never, nil), "no place past the last")
-}
-
-// TestDispatchLaterOwnStatus: an answer of DispatchLater keeps its status
-// after it returns (the status DispatchLaterTo lends is used again).
-func TestDispatchLaterOwnStatus(t *testing.T) {
-	cfg := quiet(50)
-	cfg.LatencyMedian = config.Duration(time.Millisecond)
-	cfg.LatencyP99 = config.Duration(2 * time.Millisecond)
-	f := New(cfg)
-	defer f.Close()
-	hosts, err := f.Hosts(context.Background())
-	require.NoError(t, err)
-	got := make(chan *model.ProcStatus, len(hosts))
-	for _, hi := range hosts {
-		require.True(t, f.DispatchLater(context.Background(), time.Now().Add(time.Minute), hi.Host, model.AgentRequest{Op: model.OpStatus, Process: inline("p-" + hi.Host.IP)},
-			func(rep model.AgentReply, err error) {
-				assert.NoError(t, err)
-				got <- rep.Status
-			}))
-	}
-	seen := map[*model.ProcStatus]bool{}
-	keys := map[string]bool{}
-	for range hosts {
-		select {
-		case st := <-got:
-			require.NotNil(t, st)
-			assert.False(t, seen[st], "a status of its own")
-			seen[st] = true
-			keys[st.ProcKey] = true
-		case <-time.After(30 * time.Second):
-			t.Fatal("not every request answered")
-		}
-	}
-	assert.Len(t, keys, len(hosts), "each answer's status is its own process's, after every answer came")
 }
 
 // TestDueAt: a time as a due time, counted from now; one too far off

@@ -79,9 +79,9 @@ func (f *Fleet) emit(e model.Event) {
 func (f *Fleet) Dropped() uint64 { return f.dropped.Load() }
 
 // Close ends every event subscription and waits for their goroutines, and
-// stops answering the requests DispatchLater holds (they are not
+// stops answering the requests DispatchLaterTo holds (they are not
 // answered). The fleet still answers Dispatch afterwards; new
-// subscriptions are ignored, and DispatchLater takes no request.
+// subscriptions are ignored, and DispatchLaterTo takes no request.
 func (f *Fleet) Close() error {
 	f.later.close()
 	f.subMu.Lock()

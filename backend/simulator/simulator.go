@@ -117,7 +117,7 @@ type procRef struct {
 type Fleet struct {
 	// timers are the latency timers of the requests, used again (timer).
 	timers sync.Pool
-	// later holds the requests DispatchLater answers when they fall due.
+	// later holds the requests DispatchLaterTo answers when they fall due.
 	later  laterQueue
 	cfg    config.SimulatorConfig
 	seed   uint64

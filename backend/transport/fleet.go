@@ -558,7 +558,7 @@ func (fs *fleetServer) serveOps(ctx context.Context, maxConc int) {
 		}
 		wg.Add(1)
 		// req by argument: captured, it was moved to the heap for every
-		// request, those DispatchLater takes too.
+		// request, those DispatchLaterTo takes too.
 		go func(req model.AgentRequest) {
 			defer wg.Done()
 			defer func() { <-sem }()

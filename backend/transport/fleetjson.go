@@ -12,7 +12,7 @@ import (
 // cancel_op, each once, in exact case, strings without \u escapes, and a
 // process whose encoding the cache holds (decoded before, so valid JSON).
 // It reports false for anything else (another key, a key twice, a null,
-// an escape, a process not seen yet, invalid JSON), which decode leaves
+// an escape, a process not seen yet, invalid JSON), which decodeInto leaves
 // to encoding/json: the two never differ (FuzzFleetDecode). A simulated
 // fleet decodes a request per host of every op (10,000 for an op over
 // 10,000 hosts) on the same machine as the server: json.Unmarshal of the
