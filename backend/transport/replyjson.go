@@ -225,8 +225,10 @@ func (s *jscan) intBits(bits int) (int64, bool) {
 	if !ok {
 		return 0, false
 	}
-	if n, ok := smallInt(tok); ok && bits == 64 {
-		return n, true
+	if bits == 64 { // up to 18 digits fit, read without strconv
+		if n, ok := smallInt(tok); ok {
+			return n, true
+		}
 	}
 	n, err := strconv.ParseInt(string(tok), 10, bits)
 	return n, err == nil
