@@ -53,7 +53,7 @@ func runSim(ctx context.Context, args []string, io Stdio) error {
 		defer stop()
 		fmt.Fprintf(io.Out, "pprof on http://%s\n", addr)
 	}
-	node.PaceSimGC()
+	defer node.PaceSimGC()()
 	n, err := node.NewSim(cfg, log)
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}

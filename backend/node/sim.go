@@ -86,12 +86,14 @@ func (n *SimNode) Run(ctx context.Context) error {
 const SimGCPercent = 200
 
 // PaceSimGC sets the process's GC percent to SimGCPercent unless the
-// environment sets GOGC (the operator's wins). A simulator is a test
-// tool: its RSS, not the server's, pays (up to about 3 times its live
-// heap between collections instead of 2).
-func PaceSimGC() {
+// environment sets GOGC (the operator's wins), until the returned restore
+// is called (a sim run inside another process, a test's, leaves it as it
+// was). A simulator is a test tool: its RSS, not the server's, pays (up
+// to about 3 times its live heap between collections instead of 2).
+func PaceSimGC() (restore func()) {
 	if _, set := os.LookupEnv("GOGC"); set {
-		return
+		return func() {}
 	}
-	debug.SetGCPercent(SimGCPercent)
+	prev := debug.SetGCPercent(SimGCPercent)
+	return func() { debug.SetGCPercent(prev) }
 }
