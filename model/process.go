@@ -213,8 +213,8 @@ func (p Process) Deadline(op OpType) int {
 func (p Process) Command(op OpType) (string, bool) { return p.Spec.Control.Command(op) }
 
 // Command returns the command for op, and whether one is set. By
-// pointer: opsem.CommandsIn (and CommandsOf through it) asks it of every op's process five times,
-// and a Process (or a Control) copied for each call was a tenth of a
+// pointer: opsem.CommandsIn asks it of every op's process five times, and
+// a Process (or a Control) copied for each call was a tenth of a
 // simulated host's work per request.
 func (c *Control) Command(op OpType) (string, bool) {
 	var s string

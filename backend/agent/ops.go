@@ -267,7 +267,7 @@ func (a *Agent) do(ctx context.Context, e *entry, op model.OpType) result {
 	e.lastOp = op
 	a.mu.Unlock()
 	b := a.before(e) // e.op is held: nothing else changes e meanwhile
-	d := opsem.Decide(op, b, opsem.CommandsOf(p), p.Spec.Identity.ProcName)
+	d := opsem.Decide(op, b, opsem.CommandsIn(&p.Spec.Control), p.Spec.Identity.ProcName)
 	a.log.Info("op", "proc", e.key, "op", op.String(), "action", d.Action.String(), "code", d.Code)
 	if d.Action.Runs() || d.Action == opsem.Host {
 		if msg := p.Spec.Control.UnsupportedShell(); msg != "" {

@@ -69,11 +69,8 @@ type Commands struct {
 	Start, Stop, Restart, Reload, Kill bool
 }
 
-// CommandsOf reads the commands of p.
-func CommandsOf(p model.Process) Commands { return CommandsIn(&p.Spec.Control) }
-
-// CommandsIn reads the commands of a process's control c (CommandsOf
-// without copying the process).
+// CommandsIn reads the commands of a process's control c (by pointer:
+// the process is not copied).
 func CommandsIn(c *model.Control) Commands {
 	has := func(op model.OpType) bool { _, ok := c.Command(op); return ok }
 	return Commands{Start: has(model.OpStart), Stop: has(model.OpStop), Restart: has(model.OpRestart),
