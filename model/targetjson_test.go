@@ -31,10 +31,11 @@ func TestTargetsJSON(t *testing.T) {
 func FuzzTargetsJSON(f *testing.F) {
 	f.Add("10.0.0.1", 0, "gse:agent", "", uint8(2))
 	f.Add("<&>\u2029", -7, "\x00\"\\", "\xff", uint8(1))
+	f.Add("10.0.0.2", 1, "ns:p", "1:10.0.0.2<\u2028", uint8(3)) // agent ids on the second and third
 	f.Fuzz(func(t *testing.T, ip string, cloud int, proc, agent string, n uint8) {
 		ts := make([]Target, n%4)
 		for i := range ts {
-			ts[i] = Target{Host: Host{IP: ip, CloudID: cloud + i}, ProcKey: proc, AgentID: agent[:len(agent)*i%max(1, len(agent))]}
+			ts[i] = Target{Host: Host{IP: ip, CloudID: cloud + i}, ProcKey: proc, AgentID: agent[:len(agent)*i/3]} // none for the first, more for each next
 		}
 		checkTargetsJSON(t, ts)
 	})
