@@ -2,7 +2,6 @@ package model
 
 import (
 	"encoding/json"
-	"math"
 	"strconv"
 	"time"
 )
@@ -11,10 +10,10 @@ import (
 // Result does. A client streaming an op over 100,000 hosts decodes
 // 100,000 of them, and encoding/json's reflection was most of its CPU.
 // What AppendResultJSON writes (its keys in its order, no white space,
-// strings of printable ASCII without escapes, plain numbers) is read by a
-// small reader; anything else (an escape, other bytes, white space, a
-// null, an unknown, missing or repeated key, a number in another form,
-// invalid JSON) is left to json.Unmarshal, which then decides, so the two
+// strings of ASCII without escapes, plain numbers) is read by a small
+// reader; anything else (an escape, other bytes, white space, a null, an
+// unknown, missing or repeated key, a number in another form, invalid
+// JSON) is left to json.Unmarshal, which then decides, so the two
 // never differ (FuzzDecodeResultJSON).
 func DecodeResultJSON(data []byte) (Result, error) {
 	if r, _, ok := readResult(data, nil); ok {
@@ -256,8 +255,9 @@ func (r *jr) must(s string) {
 	}
 }
 
-// str reads a string of printable ASCII without '"' or '\\' (what
-// encoding/json returns byte for byte).
+// str reads a string of ASCII from 0x20 up (DEL too) but '"' and '\\',
+// which encoding/json returns byte for byte (strKind; the HTML
+// characters, which the writer escapes, leave it not exact).
 func (r *jr) str() string {
 	if r.d != nil {
 		r.n++
@@ -435,11 +435,7 @@ func (r *jr) uint() uint64 {
 }
 
 // float reads -?(0|[1-9][0-9]*)(\.[0-9]+)? as encoding/json does. It is
-// exact when it is what the writer (strconv.AppendFloat, 'f', the
-// shortest digits) writes of its value: 15 significant digits or fewer
-// (then no two such texts are one float, so the shortest digits are
-// these), no trailing zero in a fraction, and a value the writer writes
-// without an exponent (0, or 1e-6 <= |f| < 1e21).
+// exact when it is what the writer writes of its value (floatExact).
 func (r *jr) float() float64 {
 	lit := r.num(true)
 	if !r.ok {
@@ -462,39 +458,13 @@ func (r *jr) float() float64 {
 	return f
 }
 
-// floatExact says lit (a number num read, f its value) is as
-// strconv.AppendFloat(f, 'f', -1, 64) writes f, within what json.Marshal
-// writes without an exponent.
+// floatExact says lit (a number num read, f its value) is what the
+// writer writes of f (AppendJSONFloat: json.Marshal's text without an
+// exponent).
 func floatExact(lit []byte, f float64) bool {
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		return false
-	}
-	if lit[0] == '-' {
-		lit = lit[1:]
-	}
-	first, last, dot := -1, -1, -1 // the first and last digits not '0', the '.'
-	for i, c := range lit {
-		switch {
-		case c == '.':
-			dot = i
-		case c != '0':
-			if first < 0 {
-				first = i
-			}
-			last = i
-		}
-	}
-	if dot >= 0 && lit[len(lit)-1] == '0' {
-		return false // a trailing zero ("1.50", "0.0")
-	}
-	if first < 0 {
-		return true // "0" (or "-0", which the writer writes of -0)
-	}
-	sig := last - first + 1
-	if dot > first && dot < last {
-		sig--
-	}
-	return sig <= 15
+	var buf [48]byte
+	b, ok := AppendJSONFloat(buf[:0], f)
+	return ok && string(b) == string(lit)
 }
 
 // bool reads true or false.
