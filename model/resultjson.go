@@ -32,10 +32,11 @@ func appendResultJSON(b []byte, r *Result, e *ResultEncoder) ([]byte, error) {
 }
 
 // ResultEncoder appends results as AppendResultJSON does, byte for byte,
-// keeping the text of the last seconds their start and end times fell in
-// (the results of one op are started and finished within a few seconds):
-// formatting the two times was about half of a result's encoding. Its
-// zero value is ready; it is not safe for concurrent use.
+// keeping what the results of one op share: the text of the last seconds
+// their start and end times fell in (they are started and finished within
+// a few seconds: formatting the two times was about half of a result's
+// encoding), and the quoted text of their strings (quoted). Its zero
+// value is ready; it is not safe for concurrent use.
 type ResultEncoder struct {
 	// quoted holds the quoted text of strings seen before, by their
 	// length and three of their bytes (word): a result's texts are
@@ -73,7 +74,7 @@ func (e *ResultEncoder) appendQuoted(b []byte, s string) []byte {
 		return AppendJSONString(b, s)
 	}
 	k := &e.quoted[(uint(len(s))*31+uint(s[0])*7+uint(s[len(s)-1])+uint(s[len(s)/2])*131)%quotedSlots]
-	if k.s == s && k.q != nil {
+	if k.s == s { // an empty slot holds "", never s (quotedMin)
 		return append(b, k.q...)
 	}
 	n := len(b)
@@ -158,8 +159,18 @@ func (e *secondCache) appendTime(b []byte, t time.Time) ([]byte, bool) {
 type jw struct {
 	b  []byte
 	ok bool
-	// enc, when not nil, formats the result's start and end times.
+	// enc, when not nil, keeps what results share: the quoted text of
+	// their strings and the text of the seconds their times fell in.
 	enc *ResultEncoder
+}
+
+// host appends h as json.Marshal writes a Host.
+func (w *jw) host(h Host) {
+	w.key(`{"ip":`)
+	w.str(h.IP)
+	w.key(`,"bk_cloud_id":`)
+	w.int(int64(h.CloudID))
+	w.b = append(w.b, '}')
 }
 
 // str appends s quoted as json.Marshal quotes it (AppendJSONString).
@@ -241,11 +252,9 @@ func appendResult(b []byte, r *Result, e *ResultEncoder) ([]byte, bool) {
 	w.word(r.TaskID)
 	w.key(`,"seq":`)
 	w.int(r.Seq)
-	w.key(`,"host":{"ip":`)
-	w.str(r.Host.IP)
-	w.key(`,"bk_cloud_id":`)
-	w.int(int64(r.Host.CloudID))
-	w.key(`},"proc":`)
+	w.key(`,"host":`)
+	w.host(r.Host)
+	w.key(`,"proc":`)
 	w.word(r.ProcKey)
 	if r.ValueKey != "" {
 		w.key(`,"value_key":`)
@@ -369,11 +378,9 @@ func (w *jw) status(s *ProcStatus) {
 // in exponent form (or refuses) is encoded by json.Marshal.
 func AppendHostStatusJSON(b []byte, h Host, st *ProcStatus) ([]byte, error) {
 	w := jw{b: b, ok: true}
-	w.key(`{"host":{"ip":`)
-	w.str(h.IP)
-	w.key(`,"bk_cloud_id":`)
-	w.int(int64(h.CloudID))
-	w.key(`},"status":`)
+	w.key(`{"host":`)
+	w.host(h)
+	w.key(`,"status":`)
 	w.status(st)
 	w.b = append(w.b, '}')
 	if w.ok {

@@ -16,11 +16,9 @@ func AppendTargetsJSON(b []byte, ts []Target) []byte {
 		if i > 0 {
 			w.b = append(w.b, ',')
 		}
-		w.key(`{"host":{"ip":`)
-		w.str(t.Host.IP)
-		w.key(`,"bk_cloud_id":`)
-		w.int(int64(t.Host.CloudID))
-		w.key(`},"proc":`)
+		w.key(`{"host":`)
+		w.host(t.Host)
+		w.key(`,"proc":`)
 		w.str(t.ProcKey)
 		if t.AgentID != "" {
 			w.key(`,"agent_id":`)
