@@ -447,16 +447,18 @@ func (s *Store) resultMsgs(ctx context.Context, rs []*model.Result) ([]pubMsg, e
 		all = append(all, one{i, r})
 	}
 	tk := enc(id)
-	var re model.ResultEncoder // the results' times, formatted once a second
 	if len(all) == 1 {
+		// Alone: no encoder (its quoted strings and seconds kept for the
+		// results after, ~2.8 KB) for one result.
 		r := all[0].r
-		data, err := re.Append(make([]byte, 0, resultSize), r)
+		data, err := model.AppendResultJSON(make([]byte, 0, resultSize), r)
 		if err != nil {
 			return nil, errors.Join(append(errs, fmt.Errorf("put result of task %s: %w", id, err))...)
 		}
 		return []pubMsg{{subject: kvSubject(s.on().results, tk+"."+strconv.Itoa(all[0].i)), data: data,
 			what: fmt.Sprintf("put result of task %s for %s %s", id, r.Host, r.ProcKey)}}, errors.Join(errs...)
 	}
+	var re model.ResultEncoder // the strings and times the results share, written once
 	var msgs []pubMsg
 	var pack, buf []byte
 	n := 0
