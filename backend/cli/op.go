@@ -462,25 +462,20 @@ type resultPrinter struct {
 	enc        model.ResultEncoder // the --json lines' results
 }
 
-// appendResultLine appends r's --json line, json.Marshal of its opLine
-// (TestOpLineJSON, FuzzOpLineJSON compare the two), as the printer writes
-// it: the result by enc (its times' text kept from one result to the
-// next), the content quoted as it is written, the agent id without a
+// appendResultLineText appends r's --json line, json.Marshal of its
+// opLine (TestOpLineJSON, FuzzOpLineJSON compare the two), as the printer
+// writes it: the result by enc (its times' text kept from one result to
+// the next), the content quoted as it is written, the agent id without a
 // string made, nothing allocated. An op over 100,000 hosts prints 100,000
-// lines; by reflection they were most of the client's CPU.
-func appendResultLine(b []byte, enc *model.ResultEncoder, r *model.Result) ([]byte, error) {
-	return appendResultLineText(b, enc, r, nil)
-}
-
-// appendResultLineText is appendResultLine with text, when not nil,
-// exactly what model.AppendResultJSON writes of *r (the text the server
-// sent, as model.ResultDecoder.DecodeExact read it): the line holds the
-// text itself, not the result written again (a sixth of the op
+// lines; by reflection they were most of the client's CPU. text, when not
+// nil, is exactly what model.AppendResultJSON writes of *r (the text the
+// server sent, as model.ResultDecoder.DecodeExact read it): the line holds
+// the text itself, not the result written again (a sixth of the op
 // client's CPU), when the result has no agent_id of its own (the line's
 // hides it: then the result is written without it). TestOpLineText,
 // FuzzOpLineText compare the two.
 func appendResultLineText(b []byte, enc *model.ResultEncoder, r *model.Result, text []byte) ([]byte, error) {
-	if text != nil && r.AgentID == "" && len(text) > 0 && text[len(text)-1] == '}' {
+	if r.AgentID == "" && len(text) > 0 && text[len(text)-1] == '}' {
 		b = append(b, text...)
 	} else {
 		rc := *r

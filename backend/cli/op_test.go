@@ -304,7 +304,7 @@ func TestOpStatusShowsProcesses(t *testing.T) {
 // agent_id hides), then opLine's own fields by model.AppendJSONString. It
 // is the tests' reference of an opLine's encoding, checked against
 // json.Marshal (TestOpLineJSON, FuzzOpLineJSON); the printer writes a line
-// by appendResultLine.
+// by appendResultLineText.
 func appendOpLine(b []byte, l opLine) ([]byte, error) {
 	return appendOpLineWith(b, l, l.Content)
 }
@@ -354,9 +354,9 @@ func checkPrintedLine(t *testing.T, r model.Result, want []byte, werr error) {
 	t.Helper()
 	var enc model.ResultEncoder
 	for range 2 {
-		got, gerr := appendResultLine([]byte("x"), &enc, &r)
+		got, gerr := appendResultLineText([]byte("x"), &enc, &r, nil)
 		if (werr == nil) != (gerr == nil) || (werr == nil && string(got) != "x"+string(want)) {
-			t.Fatalf("appendResultLine differs from json.Marshal:\n got %s (%v)\nwant x%s (%v)", got, gerr, want, werr)
+			t.Fatalf("appendResultLineText differs from json.Marshal:\n got %s (%v)\nwant x%s (%v)", got, gerr, want, werr)
 		}
 	}
 	if werr != nil {
@@ -395,7 +395,7 @@ func FuzzOpLineJSON(f *testing.F) {
 			t.Fatalf("appendOpLine differs from json.Marshal:\n got %s (%v)\nwant x%s (%v)", got, gerr, want, werr)
 		}
 		// The content rendered apart, as bytes (the printer's own line,
-		// appendResultLine, is checkPrintedLine's).
+		// appendResultLineText, is checkPrintedLine's).
 		bare := l
 		bare.Content = ""
 		got, gerr = appendOpLineWith([]byte("x"), bare, wire.AppendContent([]byte("y")[:0], &r))
@@ -409,7 +409,7 @@ func FuzzOpLineJSON(f *testing.F) {
 // checkLineText: the line the printer writes of the result data holds
 // (read as the op client reads a task stream) is the same with the text
 // the server sent as without it: appendResultLineText of an exact text
-// is appendResultLine's line, byte for byte. It reports whether the text
+// is its line without a text, byte for byte. It reports whether the text
 // was exact.
 func checkLineText(t *testing.T, data []byte) bool {
 	t.Helper()
@@ -424,7 +424,7 @@ func checkLineText(t *testing.T, data []byte) bool {
 	}
 	var enc, enc2 model.ResultEncoder
 	for range 2 { // the encoders keep text from one result to the next
-		want, werr := appendResultLine([]byte("x"), &enc, &r)
+		want, werr := appendResultLineText([]byte("x"), &enc, &r, nil)
 		got, gerr := appendResultLineText([]byte("x"), &enc2, &r, text)
 		if (werr == nil) != (gerr == nil) || (werr == nil && string(got) != string(want)) {
 			t.Fatalf("%s: the line from the text differs:\n got %s (%v)\nwant %s (%v)", data, got, gerr, want, werr)
