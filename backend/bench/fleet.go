@@ -951,12 +951,8 @@ func cpuPerSecond(ctx context.Context, d time.Duration, pids ...int) ([]float64,
 // profiling, the op client writes its CPU profile to client-cpu-RUN.pprof.
 func (e *env) runOp(ctx context.Context, o FleetOptions, run int) (FleetRun, error) {
 	var r FleetRun
-	pid, simPID := e.server.cmd.Process.Pid, e.sim.cmd.Process.Pid
-	u0, err := readUsage(pid)
-	if err != nil {
-		return r, err
-	}
-	s0, err := readUsage(simPID)
+	pid := e.server.cmd.Process.Pid
+	u0, s0, err := e.usages()
 	if err != nil {
 		return r, err
 	}
@@ -994,11 +990,7 @@ func (e *env) runOp(ctx context.Context, o FleetOptions, run int) (FleetRun, err
 	}
 	// The server's and the sim's usage at the op's end, before the lines
 	// are read.
-	u1, err := readUsage(pid)
-	if err != nil {
-		return r, err
-	}
-	s1, err := readUsage(simPID)
+	u1, s1, err := e.usages()
 	if err != nil {
 		return r, err
 	}
@@ -1059,6 +1051,15 @@ func (e *env) runOp(ctx context.Context, o FleetOptions, run int) (FleetRun, err
 		return r, fmt.Errorf("op printed %d results for %d targets", len(host), r.Targets)
 	}
 	return r, nil
+}
+
+// usages are the server's and the sim's usage now.
+func (e *env) usages() (server, sim usage, err error) {
+	if server, err = readUsage(e.server.cmd.Process.Pid); err != nil {
+		return server, sim, err
+	}
+	sim, err = readUsage(e.sim.cmd.Process.Pid)
+	return server, sim, err
 }
 
 // allStored waits until the server's write backlog (/metrics'
